@@ -1,0 +1,1 @@
+"""Temporal activities of temporal_workflows: running a step, persisting checkpoints."""

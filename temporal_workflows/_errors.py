@@ -1,0 +1,175 @@
+"""Exceptions raised by graph building, the engine and the runners.
+
+Every error names what is at fault (the executor, the state key, the request
+id, the superstep) because a workflow that fails in production is read from a
+log line or the Temporal Web UI, not from a debugger.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._events import WorkflowRunResult
+
+__all__ = [
+    "CheckpointNotFoundError",
+    "CheckpointStorageError",
+    "ExecutorFailedError",
+    "GraphSignatureMismatchError",
+    "GraphValidationError",
+    "InvalidResponseError",
+    "NotSerializableError",
+    "StateConflictError",
+    "SuperstepLimitError",
+    "UndeliverableMessageError",
+    "UnknownRequestError",
+    "WorkflowError",
+    "WorkflowRunError",
+]
+
+
+class WorkflowError(Exception):
+    """Base class of every error this library raises."""
+
+
+class GraphValidationError(WorkflowError):
+    """The graph handed to :class:`WorkflowBuilder` cannot run as built.
+
+    Raised by ``build()`` so that a bad graph fails before it is deployed,
+    not in the middle of a run.
+    """
+
+
+class NotSerializableError(WorkflowError, TypeError):
+    """A message, state value, request or output cannot round-trip JSON.
+
+    Raised where the value is handed over (``send_message``, ``set_state``,
+    ``yield_output``, ``request_info``) so the stack trace points at the user
+    code that produced it, not at a later checkpoint or Temporal payload.
+    """
+
+
+class UndeliverableMessageError(WorkflowError):
+    """A sent message has no connected target that accepts its type.
+
+    The peers drop such messages silently; a dropped message is a lost step,
+    so here it is an error naming the sender, the type and the targets.
+    """
+
+    def __init__(self, message: str, *, source_id: str, type_name: str, targets: list[str]) -> None:
+        super().__init__(message)
+        self.source_id = source_id
+        self.type_name = type_name
+        self.targets = targets
+
+
+class UnknownRequestError(WorkflowError, KeyError):
+    """A response names a request id that is not pending."""
+
+    def __init__(self, request_id: str, pending: list[str]) -> None:
+        self.request_id = request_id
+        self.pending = pending
+        super().__init__(f"no pending request with id {request_id!r}; pending request ids: {sorted(pending) or 'none'}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return str(self.args[0])
+
+
+class InvalidResponseError(WorkflowError, ValueError):
+    """A response does not validate against the request's response type."""
+
+    def __init__(self, request_id: str, executor_id: str, detail: str) -> None:
+        self.request_id = request_id
+        self.executor_id = executor_id
+        super().__init__(f"response to request {request_id!r} (from executor {executor_id!r}) is invalid: {detail}")
+
+
+class CheckpointNotFoundError(WorkflowError, KeyError):
+    """No checkpoint with the given id exists in the storage."""
+
+    def __init__(self, checkpoint_id: str) -> None:
+        self.checkpoint_id = checkpoint_id
+        super().__init__(f"checkpoint {checkpoint_id!r} not found")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class CheckpointStorageError(WorkflowError):
+    """A checkpoint could not be saved; the run is told, never just a log line."""
+
+
+class GraphSignatureMismatchError(WorkflowError):
+    """A checkpoint was taken under a different graph than the one resuming it."""
+
+
+class WorkflowRunError(WorkflowError):
+    """A run failed. Carries the superstep and, when known, the executor at fault.
+
+    Attributes:
+        superstep: The superstep in which the run failed.
+        executor_id: The executor at fault, if one is.
+        result: The run's result so far (events up to the failure), when the
+            in-process runner raised it.
+    """
+
+    def __init__(self, message: str, *, superstep: int, executor_id: str | None = None) -> None:
+        super().__init__(message)
+        self.superstep = superstep
+        self.executor_id = executor_id
+        self.result: WorkflowRunResult | None = None
+
+
+class ExecutorFailedError(WorkflowRunError):
+    """A handler raised; the superstep's writes were discarded.
+
+    The original exception is ``__cause__`` (and ``original``).
+    """
+
+    def __init__(self, executor_id: str, superstep: int, original: BaseException) -> None:
+        super().__init__(
+            f"executor {executor_id!r} failed in superstep {superstep}: {type(original).__name__}: {original}",
+            superstep=superstep,
+            executor_id=executor_id,
+        )
+        self.original = original
+        self.__cause__ = original
+
+
+class StateConflictError(WorkflowRunError):
+    """Two steps of one superstep wrote one state key that has no reducer.
+
+    The peers resolve this by wall-clock last-writer-wins, which makes the
+    result depend on timing; here it is an error unless the key declares a
+    reducer with ``WorkflowBuilder.add_state_reducer``.
+    """
+
+    def __init__(self, key: str, executor_ids: tuple[str, str], superstep: int) -> None:
+        super().__init__(
+            f"state key {key!r} was written by both {executor_ids[0]!r} and {executor_ids[1]!r} "
+            f"in superstep {superstep}; declare a reducer for it with "
+            f"WorkflowBuilder.add_state_reducer({key!r}, ...) or write it from one executor",
+            superstep=superstep,
+            executor_id=executor_ids[1],
+        )
+        self.key = key
+        self.executor_ids = executor_ids
+
+
+class SuperstepLimitError(WorkflowRunError):
+    """The run needed more supersteps than ``max_iterations`` allows."""
+
+    def __init__(self, limit: int, superstep: int, pending_targets: list[str]) -> None:
+        super().__init__(
+            f"max_iterations={limit} exceeded: superstep {superstep} would deliver to "
+            f"{sorted(set(pending_targets))}; raise max_iterations or give the loop an exit",
+            superstep=superstep,
+        )
+        self.limit = limit
+
+
+def describe(value: Any) -> str:
+    """Short type name for error messages."""
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
