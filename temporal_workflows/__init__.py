@@ -47,7 +47,7 @@ from ._events import (
 from ._executor import Executor, ExecutorOptions, FunctionExecutor, executor, handler, response_handler
 from ._serde import register_type
 from ._viz import WorkflowViz
-from ._workflow import Workflow
+from ._workflow import Workflow, load_workflow
 
 __all__ = [
     "Case",
@@ -93,6 +93,7 @@ __all__ = [
     "WorkflowViz",
     "executor",
     "handler",
+    "load_workflow",
     "register_type",
     "response_handler",
 ]

@@ -32,6 +32,19 @@ ExecutorLike = Executor | str
 Reducer = str | Callable[[Any, list[Any]], Any]
 
 
+def _retry_dict(policy: Any) -> dict[str, Any] | None:
+    """A ``temporalio.common.RetryPolicy`` as JSON, for the pinned topology."""
+    if policy is None:
+        return None
+    return {
+        "initial_interval": policy.initial_interval.total_seconds(),
+        "backoff_coefficient": policy.backoff_coefficient,
+        "maximum_interval": policy.maximum_interval.total_seconds() if policy.maximum_interval else None,
+        "maximum_attempts": policy.maximum_attempts,
+        "non_retryable_error_types": list(policy.non_retryable_error_types or []) or None,
+    }
+
+
 class WorkflowBuilder:
     """Builds a :class:`Workflow` from executors and edge groups.
 
@@ -316,6 +329,7 @@ class WorkflowBuilder:
                 else None,
                 "task_queue": e.options.task_queue,
                 "local": e.options.local,
+                "retry_policy": _retry_dict(e.options.retry_policy),
             }
             for e in executors.values()
         }

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ._executor import Executor
     from ._graph import Graph
 
-__all__ = ["Workflow"]
+__all__ = ["Workflow", "load_workflow"]
 
 
 class Workflow:
@@ -125,7 +125,7 @@ class Workflow:
             message,
             responses=responses,
             checkpoint_id=checkpoint_id,
-            checkpoint_storage=checkpoint_storage or self._storage,
+            checkpoint_storage=checkpoint_storage if checkpoint_storage is not None else self._storage,
         )
         if stream:
             return events
@@ -204,3 +204,23 @@ class Workflow:
 
     def __repr__(self) -> str:
         return f"Workflow(name={self.name!r}, executors={list(self._graph.executors)})"
+
+
+def load_workflow(spec: str) -> Workflow:
+    """Import ``"package.module:attribute"`` and return the :class:`Workflow` it names.
+
+    The attribute may also be a zero-argument function that builds one.
+    """
+    import importlib
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected 'module:attribute', got {spec!r}")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if callable(obj) and not isinstance(obj, Workflow):
+        obj = obj()
+    if not isinstance(obj, Workflow):
+        raise TypeError(f"{spec!r} is a {type(obj).__name__}, not a built Workflow (call WorkflowBuilder.build())")
+    return obj

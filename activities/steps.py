@@ -1,0 +1,146 @@
+"""Activities that run user code for graph runs hosted on Temporal.
+
+Per graph and executor there is one activity type, ``"<graph>.<executor>"``,
+so the Web UI, ``temporal workflow show`` and metrics read naturally. Two
+shared activities serve every graph: the topology lookup that pins a graph for
+a run, and callable state reducers.
+
+Committed state reaches a step inline while it is small; otherwise from this
+worker's cache, filled by querying the workflow. A query adds nothing to
+history, so a large state costs history bytes once (in the diff that wrote
+it), not once per step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from temporal_workflows._context import run_step
+from temporal_workflows._engine import StepResult, Topology
+from temporal_workflows._errors import WorkflowError
+from temporal_workflows._protocol import (
+    ACTIVITY_REDUCE,
+    ACTIVITY_TOPOLOGY,
+    QUERY_COMMITTED_STATE,
+    ReduceInput,
+    StateSnapshot,
+    StepInput,
+    step_activity_name,
+)
+from temporal_workflows._serde import Envelope
+from temporal_workflows._workflow import Workflow
+
+__all__ = ["StateCache", "build_activities"]
+
+
+class StateCache:
+    """Committed state per workflow run, as last seen by this worker process.
+
+    Concurrent steps of one superstep share a single query; entries are
+    evicted least-recently-used.
+    """
+
+    def __init__(self, max_runs: int = 256) -> None:
+        self._max = max_runs
+        self._items: OrderedDict[tuple[str, str], StateSnapshot] = OrderedDict()
+        self._inflight: dict[tuple[str, str, str], asyncio.Future[StateSnapshot]] = {}
+
+    async def get(self, workflow_id: str, run_id: str, version: str) -> dict[str, Envelope]:
+        key = (workflow_id, run_id)
+        snap = self._items.get(key)
+        if snap is not None and snap.version == version:
+            self._items.move_to_end(key)
+            return snap.state
+        fkey = (workflow_id, run_id, version)
+        fut = self._inflight.get(fkey)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            self._inflight[fkey] = fut
+            try:
+                handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
+                snap = await handle.query(QUERY_COMMITTED_STATE, result_type=StateSnapshot)
+                fut.set_result(snap)
+            except BaseException as e:
+                fut.set_exception(e)
+                fut.exception()  # mark retrieved; awaiting callers re-raise it
+            finally:
+                del self._inflight[fkey]
+        snap = await fut
+        if snap.version != version:
+            # Retryable: the workflow moved on (e.g. this is a late retry of a discarded step).
+            raise ApplicationError(
+                f"committed state is at version {snap.version}, step expected {version}", type="StaleState"
+            )
+        self._items[key] = snap
+        self._items.move_to_end(key)
+        while len(self._items) > self._max:
+            self._items.popitem(last=False)
+        return snap.state
+
+
+def _non_retryable(e: BaseException) -> ApplicationError:
+    return ApplicationError(f"{type(e).__name__}: {e}", type=type(e).__name__, non_retryable=True)
+
+
+def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Callable[..., Any]:
+    graph = wf.graph
+
+    async def step(inp: StepInput) -> StepResult:
+        info = activity.info()
+        state = inp.state
+        if state is None:
+            state = await cache.get(info.workflow_id or "", info.workflow_run_id or "", inp.state_version)
+        try:
+            return await run_step(graph, inp.task, state, run_id=inp.run_id, attempt=info.attempt)
+        except WorkflowError as e:
+            # Graph-level errors (undeliverable message, unserializable value, bad
+            # request_info) fail the same way on every attempt: do not retry them.
+            raise _non_retryable(e) from e
+
+    step.__name__ = step.__qualname__ = f"step_{graph.name}_{executor_id}".replace("-", "_")
+    return activity.defn(name=step_activity_name(graph.name or "", executor_id))(step)
+
+
+def build_activities(workflows: Sequence[Workflow]) -> list[Callable[..., Any]]:
+    """Every activity a worker needs to host ``workflows``."""
+    registry: dict[str, Workflow] = {}
+    for wf in workflows:
+        if not wf.name:
+            raise WorkflowError("a workflow hosted on Temporal needs a name: WorkflowBuilder(name=...)")
+        if wf.name in registry and registry[wf.name] is not wf:
+            raise WorkflowError(f"two workflows are named {wf.name!r}; workflow names must be unique per worker")
+        registry[wf.name] = wf
+
+    @activity.defn(name=ACTIVITY_TOPOLOGY)
+    async def topology(name: str) -> Topology:
+        wf = registry.get(name)
+        if wf is None:
+            raise ApplicationError(
+                f"no graph named {name!r} is registered on this worker; known: {sorted(registry)}",
+                type="UnknownGraph",
+                non_retryable=True,
+            )
+        return wf.topology
+
+    @activity.defn(name=ACTIVITY_REDUCE)
+    async def reduce(inp: ReduceInput) -> Envelope:
+        wf = registry.get(inp.graph)
+        if wf is None:
+            raise ApplicationError(f"no graph named {inp.graph!r}", type="UnknownGraph", non_retryable=True)
+        try:
+            return wf.graph.reduce(inp.key, inp.committed, inp.writes)
+        except WorkflowError as e:
+            raise _non_retryable(e) from e
+
+    cache = StateCache()
+    acts: list[Callable[..., Any]] = [topology, reduce]
+    for wf in registry.values():
+        for eid in wf.graph.executors:
+            acts.append(_make_step_activity(wf, eid, cache))
+    return acts

@@ -1,0 +1,74 @@
+"""``TemporalWorkflowsPlugin``: everything a client or worker needs, in one object.
+
+Pass it to ``Client.connect(plugins=[...])``; workers built on that client pick
+up its workflow, activities, sandbox settings and failure types. A client that
+only starts runs can use it without workflows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from ._errors import WorkflowError
+from ._temporal_workflow import GraphWorkflow
+
+if TYPE_CHECKING:
+    from ._workflow import Workflow
+
+__all__ = ["DEFAULT_TASK_QUEUE", "TemporalWorkflowsPlugin"]
+
+DEFAULT_TASK_QUEUE = "temporal-workflows"
+
+# Modules the workflow sandbox shares with the host instead of re-importing per run.
+PASSTHROUGH_MODULES = (
+    # Our engine and wire types: pure and deterministic (no I/O, clock or randomness
+    # at import or in the code the workflow calls), and re-importing them per run
+    # would cost more than the run itself. The modules holding user code are never
+    # imported by workflow code.
+    "temporal_workflows",
+    # Tracing context travels through OTel's global API; it must be the host's.
+    "opentelemetry",
+)
+
+
+def _sandbox_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
+    base = existing if isinstance(existing, SandboxedWorkflowRunner) else SandboxedWorkflowRunner()
+    return dataclasses.replace(base, restrictions=base.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
+
+
+class TemporalWorkflowsPlugin(SimplePlugin):
+    """Hosts graphs on Temporal.
+
+    Installs the pydantic data converter (payloads are plain JSON, so the
+    ``temporal`` CLI and other SDKs interoperate), OpenTelemetry trace
+    propagation, the graph workflow, one activity per executor of each graph,
+    and the sandbox passthrough list.
+
+    Args:
+        workflows: Graphs this worker hosts; each needs a unique ``name``.
+        tracing: Propagate OpenTelemetry context client → workflow → activities.
+    """
+
+    def __init__(self, workflows: Sequence[Workflow] = (), *, tracing: bool = True) -> None:
+        from activities.steps import build_activities
+
+        self.graphs = list(workflows)
+        super().__init__(
+            "temporal_workflows",
+            data_converter=pydantic_data_converter,
+            interceptors=[TracingInterceptor()] if tracing else None,
+            workflows=[GraphWorkflow] if self.graphs else None,
+            activities=build_activities(self.graphs) if self.graphs else None,
+            workflow_runner=_sandbox_runner,
+            # An engine error is a bug in the graph, not in the worker: fail the run
+            # with it instead of retrying the workflow task for ever.
+            workflow_failure_exception_types=[WorkflowError],
+        )

@@ -1,0 +1,25 @@
+"""Hosting graphs on Temporal: the plugin, the client layer and the dev-server helper.
+
+from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
+"""
+
+from ._client import RunHandle, start_run
+from ._devserver import free_port, start_dev_server, temporal_cli_path
+from ._plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES, TemporalWorkflowsPlugin
+from ._protocol import RunInput, StepInput, step_activity_name
+from ._temporal_workflow import GraphWorkflow
+
+__all__ = [
+    "DEFAULT_TASK_QUEUE",
+    "PASSTHROUGH_MODULES",
+    "GraphWorkflow",
+    "RunHandle",
+    "RunInput",
+    "StepInput",
+    "TemporalWorkflowsPlugin",
+    "free_port",
+    "start_dev_server",
+    "start_run",
+    "step_activity_name",
+    "temporal_cli_path",
+]
