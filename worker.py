@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from temporal_workflows import load_workflow
+from temporal_workflows.__main__ import hard_exit
 from temporal_workflows.temporal import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin, start_dev_server
 
 
@@ -66,3 +67,4 @@ async def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     asyncio.run(main())
+    hard_exit(0)  # the worker has shut down gracefully; see hard_exit for why

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from opentelemetry import trace
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -37,6 +38,8 @@ from temporal_workflows._serde import Envelope
 from temporal_workflows._workflow import Workflow
 
 __all__ = ["StateCache", "build_activities"]
+
+_tracer = trace.get_tracer("temporal_workflows")
 
 
 class StateCache:
@@ -96,8 +99,18 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
         state = inp.state
         if state is None:
             state = await cache.get(info.workflow_id or "", info.workflow_run_id or "", inp.state_version)
+        task = inp.task
+        attributes: dict[str, str | int] = {
+            "temporal_workflows.graph": graph.name or "",
+            "temporal_workflows.executor_id": executor_id,
+            "temporal_workflows.superstep": task.superstep,
+            "temporal_workflows.message_type": (task.messages[0].type or "json") if task.messages else "",
+            "temporal_workflows.attempt": info.attempt,
+            "temporal_workflows.workflow_id": info.workflow_id or "",
+        }
         try:
-            return await run_step(graph, inp.task, state, run_id=inp.run_id, attempt=info.attempt)
+            with _tracer.start_as_current_span(f"step {executor_id}", attributes=attributes):
+                return await run_step(graph, task, state, run_id=inp.run_id, attempt=info.attempt)
         except WorkflowError as e:
             # Graph-level errors (undeliverable message, unserializable value, bad
             # request_info) fail the same way on every attempt: do not retry them.

@@ -52,7 +52,9 @@ async def follow(handle: RunHandle, out: Any = sys.stdout, interval: float = 0.2
             running = f" running {', '.join(st['in_flight'])}" if st["in_flight"] else ""
             print(f"superstep {seen}: {st['status']}{running}", file=out, flush=True)
         await asyncio.wait({result_task}, timeout=interval)
-    return result_task.result()
+    result: dict[str, Any] = result_task.result()
+    print(f"{result['status']} after {result['superstep']} supersteps", file=out, flush=True)
+    return result
 
 
 async def _main(argv: list[str] | None = None) -> int:
@@ -90,8 +92,20 @@ async def _main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def hard_exit(code: int) -> None:
+    """Exit without interpreter finalization.
+
+    The SDK's Rust runtime threads can abort finalization of a short-lived
+    process (``PyGILState_Release`` fatal error, exit code -6) after all work
+    is done; everything is flushed first, so skipping finalization loses nothing.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main() -> None:
-    sys.exit(asyncio.run(_main()))
+    hard_exit(asyncio.run(_main()))
 
 
 if __name__ == "__main__":

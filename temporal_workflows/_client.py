@@ -29,7 +29,10 @@ class RunHandle:
         return self.handle.id
 
     async def result(self) -> dict[str, Any]:
-        """The run's JSON result: ``outputs``, ``state``, ``superstep``, ``status``."""
+        """The run's JSON result: ``outputs``, ``output_types``, ``superstep``, ``status``.
+
+        Committed state is not in the result (it may be large); read it with :meth:`state`.
+        """
         result: dict[str, Any] = await self.handle.result()
         return result
 

@@ -163,7 +163,6 @@ class GraphWorkflow:
         return {
             "outputs": [o.value.data for o in engine.outputs],
             "output_types": [o.value.type for o in engine.outputs],
-            "state": self.state(),
             "superstep": engine.superstep,
             "status": "completed",
         }

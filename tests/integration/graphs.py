@@ -1,0 +1,126 @@
+"""Graphs hosted by the integration-test worker: the examples plus failure cases."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+from temporal_workflows import (
+    Executor,
+    ExecutorOptions,
+    Workflow,
+    WorkflowBuilder,
+    WorkflowContext,
+    executor,
+    handler,
+)
+
+FAST_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=50), maximum_attempts=3)
+
+# -- state conflict: two parallel steps write one key without a reducer ------------
+
+
+@executor(id="split")
+async def split(msg: str, ctx: WorkflowContext[str]) -> None:
+    await ctx.send_message(msg)
+
+
+class Writer(Executor):
+    @handler
+    async def write(self, msg: str, ctx: WorkflowContext) -> None:
+        ctx.set_state("owner", self.id)
+
+
+conflict = (
+    WorkflowBuilder(start_executor=split, name="it_conflict")
+    .add_fan_out_edges(split, [Writer("left"), Writer("right")])
+    .build()
+)
+
+# -- superstep limit: a loop with no exit ------------------------------------------
+
+
+@executor(id="spin")
+async def spin(n: int, ctx: WorkflowContext[int]) -> None:
+    await ctx.send_message(n + 1)
+
+
+endless = WorkflowBuilder(start_executor=spin, name="it_endless", max_iterations=5).add_edge(spin, spin).build()
+
+# -- undeliverable: the target does not accept what is sent ---------------------------
+
+
+@executor(id="talker", options=ExecutorOptions(retry_policy=FAST_RETRY))
+async def talker(msg: str, ctx: WorkflowContext) -> None:
+    await ctx.send_message(len(msg))  # an int; "listener" only takes str
+
+
+@executor(id="listener")
+async def listener(msg: str, ctx: WorkflowContext) -> None:
+    await ctx.yield_output(msg)
+
+
+undeliverable = WorkflowBuilder(start_executor=talker, name="it_undeliverable").add_edge(talker, listener).build()
+
+# -- a handler's non-retryable error ---------------------------------------------------
+
+
+@executor(id="refuse")
+async def refuse(msg: str, ctx: WorkflowContext) -> None:
+    raise ApplicationError(f"cannot process {msg!r}", type="Refused", non_retryable=True)
+
+
+fatal = WorkflowBuilder(start_executor=refuse, name="it_fatal").build()
+
+# -- a flaky step: fails on its first attempt, records its idempotency key -------------
+
+SIDE_EFFECTS: dict[str, list[tuple[int, str]]] = {}
+
+
+@executor(id="flaky", options=ExecutorOptions(retry_policy=FAST_RETRY))
+async def flaky(run: str, ctx: WorkflowContext[None, str]) -> None:
+    SIDE_EFFECTS.setdefault(run, []).append((ctx.attempt, ctx.idempotency_key))
+    if ctx.attempt == 1:
+        raise RuntimeError("transient failure")
+    await ctx.yield_output(ctx.idempotency_key)
+
+
+flaky_graph = WorkflowBuilder(start_executor=flaky, name="it_flaky").build()
+
+# -- big state: 1 MB written once, read by every later step ---------------------------
+
+
+class Blob(BaseModel):
+    size: int
+    steps: int
+
+
+@executor(id="fill")
+async def fill(b: Blob, ctx: WorkflowContext[Blob]) -> None:
+    ctx.set_state("blob", "x" * b.size)
+    await ctx.send_message(b)
+
+
+@executor(id="read")
+async def read(b: Blob, ctx: WorkflowContext[Blob, int]) -> None:
+    seen = len(ctx.get_state("blob"))
+    count = ctx.get_state("reads", 0) + 1
+    ctx.set_state("reads", count)
+    if count < b.steps:
+        await ctx.send_message(b)
+    else:
+        await ctx.yield_output(seen)
+
+
+big_state = WorkflowBuilder(start_executor=fill, name="it_big_state").add_edge(fill, read).add_edge(read, read).build()
+
+
+def all_workflows() -> list[Workflow]:
+    from examples import approval, counter_loop, research
+
+    graphs: list[Any] = [research.workflow, approval.workflow, counter_loop.workflow]
+    return [*graphs, conflict, endless, undeliverable, fatal, flaky_graph, big_state]

@@ -1,0 +1,42 @@
+"""Replay recorded histories with the current code: a change that would break
+running executions (non-determinism) fails here, in CI, before it deploys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Replayer
+
+from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
+from tests.conftest import TASK_QUEUE, hosted_workflows
+
+HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
+
+
+def _replayer() -> Replayer:
+    return Replayer(workflows=[], plugins=[TemporalWorkflowsPlugin(hosted_workflows())])
+
+
+def test_recorded_histories_exist() -> None:
+    assert {p.stem for p in HISTORIES} >= {"research", "counter_loop"}
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
+async def test_recorded_history_replays(path: Path) -> None:
+    history = WorkflowHistory.from_json(f"recorded-{path.stem}", json.loads(path.read_text()))
+    result = await _replayer().replay_workflow(history)
+    assert result.replay_failure is None
+
+
+@pytest.mark.usefixtures("worker")
+async def test_fresh_history_replays(client: Client, workflow_id: str) -> None:
+    from examples import research
+
+    handle = await start_run(client, research.workflow, research.SAMPLE_INPUT, id=workflow_id, task_queue=TASK_QUEUE)
+    await handle.result()
+    history = await handle.handle.fetch_history()
+    result = await _replayer().replay_workflow(history)
+    assert result.replay_failure is None
