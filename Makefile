@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +21,9 @@ test: install
 	$(PY) -m pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check temporal_workflows activities tests examples bench worker.py
-	$(VENV)/bin/ruff format --check temporal_workflows activities tests examples bench worker.py
+	$(VENV)/bin/ruff check temporal_workflows activities tests examples worker.py
+	$(VENV)/bin/ruff format --check temporal_workflows activities tests examples worker.py
 	$(VENV)/bin/mypy temporal_workflows activities
-
-bench: install
-	$(PY) -m bench
 
 clean:
 	rm -rf $(VENV) .temporal .pytest_cache .mypy_cache .ruff_cache
