@@ -141,7 +141,7 @@ class WorkflowRunResult(list[WorkflowEvent]):
         return [e.data for e in self if isinstance(e, WorkflowOutputEvent)]
 
     def get_request_info_events(self) -> list[RequestInfoEvent]:
-        """Requests still waiting for a response when this call returned."""
+        """Requests raised during this call (``Workflow.pending_requests`` lists every one still open)."""
         return [e for e in self if isinstance(e, RequestInfoEvent)]
 
     def get_final_state(self) -> WorkflowRunState:

@@ -289,14 +289,19 @@ class Executor:
         return self.find_handler(message) is not None
 
     def coerce(self, message: Any) -> tuple[HandlerSpec, Any] | None:
-        """Match plain JSON (e.g. a start message from a CLI) to a handler by validating it."""
+        """Match plain JSON (e.g. a start message from a CLI) to a handler by validating it.
+
+        Validation is strict JSON validation, so a JSON object can become a
+        model but a ``"5"`` is never delivered to an ``int`` handler: routing
+        stays by type.
+        """
         h = self.find_handler(message)
         if h is not None:
             return h, message
         for h in self.handlers:
             try:
-                return h, validate_as(h.input_type, message)
-            except ValueError:
+                return h, validate_as(h.input_type, message, strict=True)
+            except (ValueError, TypeError):
                 continue
         return None
 

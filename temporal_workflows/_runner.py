@@ -111,7 +111,9 @@ class LocalRunner:
                 ) from None
         return accepted
 
-    async def _restore(self, checkpoint_id: str, storage: CheckpointStorage | None) -> Engine:
+    async def _restore(
+        self, checkpoint_id: str, storage: CheckpointStorage | None
+    ) -> tuple[Engine, WorkflowCheckpoint]:
         if storage is None:
             raise WorkflowError(
                 "resuming from a checkpoint needs a checkpoint storage: pass checkpoint_storage= to run() "
@@ -123,9 +125,7 @@ class LocalRunner:
                 f"checkpoint {checkpoint_id!r} was taken under graph signature {cp.graph_signature_hash[:12]}…, "
                 f"but this graph's signature is {self.graph.topology.signature_hash[:12]}…; the graph changed"
             )
-        self.run_id = cp.run_id
-        self.last_checkpoint_id = cp.checkpoint_id
-        return Engine(self.graph.topology, cp.to_snapshot())
+        return Engine(self.graph.topology, cp.to_snapshot()), cp
 
     async def events(
         self,
@@ -144,9 +144,11 @@ class LocalRunner:
             raise WorkflowError("run() needs a start message, responses=, or checkpoint_id=")
         self.running = True
         try:
+            # Nothing about the current run changes until the new input (responses included) is accepted.
+            run_id, last_checkpoint_id, new_run = self.run_id, self.last_checkpoint_id, False
             if checkpoint_id is not None:
-                engine = await self._restore(checkpoint_id, checkpoint_storage)
-                self.failed = None
+                engine, cp = await self._restore(checkpoint_id, checkpoint_storage)
+                run_id, last_checkpoint_id = cp.run_id, cp.checkpoint_id
             elif message is not MISSING:
                 start = self.graph.executors[self.graph.topology.start_executor_id]
                 env = encode(message, what="start message")
@@ -159,10 +161,7 @@ class LocalRunner:
                     )
                 engine = Engine(self.graph.topology)
                 engine.start(env)
-                self.run_id = uuid.uuid4().hex
-                self.last_checkpoint_id = None
-                self.failed = None
-                yield WorkflowStartedEvent(run_id=self.run_id)
+                run_id, last_checkpoint_id, new_run = uuid.uuid4().hex, None, True
             else:
                 if self.failed is not None:
                     raise WorkflowError(f"the run failed ({self.failed}); start a new run or resume from a checkpoint")
@@ -173,7 +172,10 @@ class LocalRunner:
                 accepted = self._validate_responses(engine, responses)
                 for rid, env in accepted.items():
                     engine.respond(rid, env)
-            self.engine = engine
+            self.failed = None  # (a failed run took no responses above)
+            self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
+            if new_run:
+                yield WorkflowStartedEvent(run_id=run_id)
             async for ev in self._loop(engine, checkpoint_storage):
                 yield ev
         finally:
@@ -239,7 +241,15 @@ class LocalRunner:
                 yield WorkflowOutputEvent(executor_id=out.executor_id, data=decode(out.value))
             for req in plan.requests:
                 yield request_event(req)
-            cp_id = await self._checkpoint(engine, storage)
+            try:
+                cp_id = await self._checkpoint(engine, storage)
+            except Exception as e:
+                # The run cannot go on without the checkpoint it promised; say so in its state too.
+                self.failed = WorkflowRunError(
+                    f"checkpoint after superstep {step} could not be saved: {e}", superstep=step
+                )
+                self.failed.__cause__ = e
+                raise
             yield SuperStepCompletedEvent(superstep=step, state_keys_written=plan.keys_written, checkpoint_id=cp_id)
         yield WorkflowStatusEvent(state=engine.run_state())
 

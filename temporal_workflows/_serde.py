@@ -16,6 +16,7 @@ can never make the process import a module or call an arbitrary constructor.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 from dataclasses import dataclass
@@ -170,11 +171,18 @@ def decode(envelope: Envelope) -> Any:
     return _decode_one(t, envelope.data)
 
 
-def validate_as(tp: Any, value: Any) -> Any:
-    """Validate (and coerce JSON into) ``tp``; raises ``ValueError`` with pydantic's detail."""
+def validate_as(tp: Any, value: Any, *, strict: bool = False) -> Any:
+    """Validate (and coerce JSON into) ``tp``; raises ``ValueError`` with pydantic's detail.
+
+    ``strict=True`` validates ``value`` as the JSON document it is, in pydantic's
+    strict mode: a JSON object may become a model or dataclass and an ISO string
+    a datetime field, but a string never becomes an int, nor an int a bool.
+    """
     if tp is Any or tp is object:
         return value
     try:
+        if strict:
+            return _adapter(tp).validate_json(json.dumps(value), strict=True)
         return _adapter(tp).validate_python(value)
     except ValidationError as e:
         raise ValueError(str(e)) from None
