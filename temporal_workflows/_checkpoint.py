@@ -147,7 +147,23 @@ def _order(cps: list[WorkflowCheckpoint]) -> list[WorkflowCheckpoint]:
     return sorted(cps, key=lambda c: (c.timestamp, c.superstep))
 
 
-class InMemoryCheckpointStorage:
+class _DerivedQueries:
+    """``list_checkpoint_ids`` and ``get_latest``, derived from a store's ``list_checkpoints``."""
+
+    async def list_checkpoints(
+        self, *, workflow_name: str | None, run_id: str | None = None
+    ) -> list[WorkflowCheckpoint]:
+        raise NotImplementedError
+
+    async def list_checkpoint_ids(self, *, workflow_name: str | None, run_id: str | None = None) -> list[CheckpointId]:
+        return [c.checkpoint_id for c in await self.list_checkpoints(workflow_name=workflow_name, run_id=run_id)]
+
+    async def get_latest(self, *, workflow_name: str | None, run_id: str | None = None) -> WorkflowCheckpoint | None:
+        cps = await self.list_checkpoints(workflow_name=workflow_name, run_id=run_id)
+        return cps[-1] if cps else None
+
+
+class InMemoryCheckpointStorage(_DerivedQueries):
     """Checkpoints in a dict: for tests and notebooks. Saving is O(1)."""
 
     def __init__(self) -> None:
@@ -168,18 +184,11 @@ class InMemoryCheckpointStorage:
     ) -> list[WorkflowCheckpoint]:
         return _order([c for c in self._items.values() if _matches(c, workflow_name, run_id)])
 
-    async def list_checkpoint_ids(self, *, workflow_name: str | None, run_id: str | None = None) -> list[CheckpointId]:
-        return [c.checkpoint_id for c in await self.list_checkpoints(workflow_name=workflow_name, run_id=run_id)]
-
-    async def get_latest(self, *, workflow_name: str | None, run_id: str | None = None) -> WorkflowCheckpoint | None:
-        cps = await self.list_checkpoints(workflow_name=workflow_name, run_id=run_id)
-        return cps[-1] if cps else None
-
     async def delete(self, checkpoint_id: CheckpointId) -> bool:
         return self._items.pop(checkpoint_id, None) is not None
 
 
-class FileCheckpointStorage:
+class FileCheckpointStorage(_DerivedQueries):
     """One JSON file per checkpoint in a directory, written atomically.
 
     A crash mid-write leaves either the old file or the new one, never a torn
@@ -243,13 +252,6 @@ class FileCheckpointStorage:
     ) -> list[WorkflowCheckpoint]:
         cps = await asyncio.to_thread(self._all)
         return _order([c for c in cps if _matches(c, workflow_name, run_id)])
-
-    async def list_checkpoint_ids(self, *, workflow_name: str | None, run_id: str | None = None) -> list[CheckpointId]:
-        return [c.checkpoint_id for c in await self.list_checkpoints(workflow_name=workflow_name, run_id=run_id)]
-
-    async def get_latest(self, *, workflow_name: str | None, run_id: str | None = None) -> WorkflowCheckpoint | None:
-        cps = await self.list_checkpoints(workflow_name=workflow_name, run_id=run_id)
-        return cps[-1] if cps else None
 
     async def delete(self, checkpoint_id: CheckpointId) -> bool:
         try:
