@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any, Generic, Never
+from typing import TYPE_CHECKING, Any, Generic, Never
 
 from typing_extensions import TypeVar
 
@@ -21,7 +21,7 @@ from ._events import WorkflowEvent
 from ._serde import Envelope, decode, encode, json_schema
 from ._typing import type_name
 
-if False:  # pragma: no cover - import cycle only for type checkers
+if TYPE_CHECKING:  # import cycle at runtime
     from ._graph import Graph
 
 __all__ = ["StateView", "WorkflowContext", "run_step"]

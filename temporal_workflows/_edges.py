@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 __all__ = ["Case", "Default", "EdgeGroup", "EdgeKind", "label_of"]
 
 EdgeKind = Literal["single", "fan_out", "fan_in", "switch_case", "multi_selection"]
-ExecutorRef = "Executor | str"
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,9 @@ __all__ = [
 class ExecutorOptions:
     """How an executor's steps run when the graph is hosted on Temporal.
 
-    In process these are ignored except ``max_attempts``-free semantics: a
-    failing handler fails the run. On Temporal each step is an activity, and
-    these become its options, so a flaky model call retries per its policy
-    and a slow step gets its own worker pool.
+    In process they are ignored: a failing handler fails the run at once. On
+    Temporal each step is an activity and these become its options, so a flaky
+    model call retries per its policy and a slow step gets its own worker pool.
 
     Attributes:
         start_to_close_timeout: Longest a single attempt may run.
