@@ -19,6 +19,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from ._client import RunHandle, start_run
 from ._plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
+from ._tracing import flush_tracing
 from ._workflow import load_workflow
 
 
@@ -99,6 +100,7 @@ def hard_exit(code: int) -> None:
     process (``PyGILState_Release`` fatal error, exit code -6) after all work
     is done; everything is flushed first, so skipping finalization loses nothing.
     """
+    flush_tracing()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

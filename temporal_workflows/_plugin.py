@@ -8,10 +8,12 @@ only starts runs can use it without workflows.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from temporalio.contrib.opentelemetry import TracingInterceptor
+from opentelemetry import trace
+from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
@@ -19,6 +21,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from ._errors import WorkflowError
 from ._temporal_workflow import GraphWorkflow
+from ._tracing import configure_tracing, replay_safe_provider
 
 if TYPE_CHECKING:
     from ._workflow import Workflow
@@ -39,6 +42,28 @@ PASSTHROUGH_MODULES = (
 )
 
 
+def _tracing_interceptor() -> Any:
+    """Temporal's OpenTelemetry interceptor, in the form the global provider allows.
+
+    With a replay-safe provider (ours by default) workflow code opens real
+    superstep spans and Temporal's spans nest: start → run → superstep →
+    activity → step. An application that installed another provider first
+    keeps it and gets the older interceptor, whose workflow-side spans are
+    flat and instantaneous; superstep spans are then skipped.
+    """
+    if replay_safe_provider() is None and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        configure_tracing()
+    if replay_safe_provider() is not None:
+        return OpenTelemetryInterceptor(add_temporal_spans=True)
+    warnings.warn(
+        f"the global OpenTelemetry provider ({type(trace.get_tracer_provider()).__name__}) is not replay-safe, so "
+        "runs get no superstep spans; build it with temporal_workflows.configure_tracing() or "
+        "temporalio.contrib.opentelemetry.create_tracer_provider()",
+        stacklevel=3,
+    )
+    return TracingInterceptor()
+
+
 def _sandbox_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
     base = existing if isinstance(existing, SandboxedWorkflowRunner) else SandboxedWorkflowRunner()
     return dataclasses.replace(base, restrictions=base.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
@@ -54,7 +79,10 @@ class TemporalWorkflowsPlugin(SimplePlugin):
 
     Args:
         workflows: Graphs this worker hosts; each needs a unique ``name``.
-        tracing: Propagate OpenTelemetry context client → workflow → activities.
+        tracing: Trace runs with OpenTelemetry: client start → run → superstep →
+            step, propagated across processes in Temporal headers. Installs
+            :func:`configure_tracing`'s provider (exporter from ``OTEL_*``
+            variables) unless the application installed one first.
     """
 
     def __init__(self, workflows: Sequence[Workflow] = (), *, tracing: bool = True) -> None:
@@ -64,7 +92,7 @@ class TemporalWorkflowsPlugin(SimplePlugin):
         super().__init__(
             "temporal_workflows",
             data_converter=pydantic_data_converter,
-            interceptors=[TracingInterceptor()] if tracing else None,
+            interceptors=[_tracing_interceptor()] if tracing else None,
             workflows=[GraphWorkflow] if self.graphs else None,
             activities=build_activities(self.graphs) if self.graphs else None,
             workflow_runner=_sandbox_runner,

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         step_activity_name,
     )
     from ._serde import Envelope
+    from ._tracing import workflow_span
 
 __all__ = ["GraphWorkflow", "INLINE_STATE_LIMIT"]
 
@@ -170,6 +171,18 @@ class GraphWorkflow:
     async def _superstep(self, name: str, engine: Engine) -> None:
         tasks = engine.begin_superstep()
         step = tasks[0].superstep
+        attributes = {
+            "temporal_workflows.graph": name,
+            "temporal_workflows.superstep": step,
+            "temporal_workflows.executor_ids": [t.executor_id for t in tasks],
+            "temporal_workflows.workflow_id": workflow.info().workflow_id,
+        }
+        # Steps started inside this span are its children (the context rides in
+        # the activity headers), so a trace reads run → superstep → step.
+        with workflow_span(f"superstep {step}", attributes):
+            await self._run_superstep(name, engine, tasks, step)
+
+    async def _run_superstep(self, name: str, engine: Engine, tasks: list[StepTask], step: int) -> None:
         self._in_flight = [t.executor_id for t in tasks]
         workflow.set_current_details(f"superstep {step}: running {', '.join(self._in_flight)}")
         inline = dict(engine.state) if self._state_size <= INLINE_STATE_LIMIT else None

@@ -8,6 +8,7 @@ from ._devserver import free_port, start_dev_server, temporal_cli_path
 from ._plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES, TemporalWorkflowsPlugin
 from ._protocol import RunInput, StepInput, step_activity_name
 from ._temporal_workflow import GraphWorkflow
+from ._tracing import configure_tracing, flush_tracing
 
 __all__ = [
     "DEFAULT_TASK_QUEUE",
@@ -17,6 +18,8 @@ __all__ = [
     "RunInput",
     "StepInput",
     "TemporalWorkflowsPlugin",
+    "configure_tracing",
+    "flush_tracing",
     "free_port",
     "start_dev_server",
     "start_run",

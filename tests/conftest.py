@@ -10,11 +10,12 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_server
+from temporal_workflows.temporal import TemporalWorkflowsPlugin, configure_tracing, start_dev_server
 
 TASK_QUEUE = "tw-tests"
 
@@ -39,7 +40,19 @@ def temporal_address(temporal_env: WorkflowEnvironment) -> str:
 
 
 @pytest.fixture(scope="session")
-async def client(temporal_address: str) -> Client:
+def span_exporter() -> InMemorySpanExporter:
+    """Every span this test process ends (client, workflow and activity side).
+
+    Installed before the plugin so the process's global provider is the
+    replay-safe one with this exporter attached.
+    """
+    exporter = InMemorySpanExporter()
+    configure_tracing(exporter, batch=False)
+    return exporter
+
+
+@pytest.fixture(scope="session")
+async def client(temporal_address: str, span_exporter: InMemorySpanExporter) -> Client:
     return await Client.connect(temporal_address, plugins=[TemporalWorkflowsPlugin(hosted_workflows())])
 
 
