@@ -14,32 +14,78 @@ it), not once per step.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry import trace
 from temporalio import activity
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.exceptions import ApplicationError
 
 from temporal_workflows._context import run_step
-from temporal_workflows._engine import StepResult, Topology
+from temporal_workflows._engine import StepResult
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._protocol import (
     ACTIVITY_REDUCE,
     ACTIVITY_TOPOLOGY,
+    ACTIVITY_VALIDATE,
     QUERY_COMMITTED_STATE,
+    STATUS_SEARCH_ATTRIBUTE,
+    Pinned,
     ReduceInput,
     StateSnapshot,
     StepInput,
+    Validated,
+    ValidateInput,
     step_activity_name,
 )
-from temporal_workflows._serde import Envelope
+from temporal_workflows._serde import Envelope, decode
 from temporal_workflows._workflow import Workflow
 
 __all__ = ["StateCache", "build_activities"]
 
 _tracer = trace.get_tracer("temporal_workflows")
+_log = logging.getLogger(__name__)
+
+
+class _StatusAttribute:
+    """Whether the namespace has the status search attribute (asked once per worker).
+
+    Upserting an unregistered attribute fails the workflow task, so runs only
+    use it when the namespace has it; the answer is pinned in each run's
+    history by the topology activity, so replays never depend on it.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[str, str | None] = {}
+
+    async def get(self) -> str | None:
+        namespace = activity.info().workflow_namespace or "default"
+        if namespace not in self._known:
+            try:
+                resp = await activity.client().operator_service.list_search_attributes(
+                    ListSearchAttributesRequest(namespace=namespace)
+                )
+                names = set(resp.custom_attributes) | set(resp.system_attributes)
+            except Exception as e:  # e.g. no permission on a hosted namespace: run without it
+                _log.warning(
+                    "cannot list search attributes of %r (%s); runs will not set %s",
+                    namespace,
+                    e,
+                    STATUS_SEARCH_ATTRIBUTE,
+                )
+                names = set()
+            found = STATUS_SEARCH_ATTRIBUTE in names
+            if not found:
+                _log.warning(
+                    "namespace %r has no %s search attribute; register it (docs/temporal.md) to find runs by status",
+                    namespace,
+                    STATUS_SEARCH_ATTRIBUTE,
+                )
+            self._known[namespace] = STATUS_SEARCH_ATTRIBUTE if found else None
+        return self._known[namespace]
 
 
 class StateCache:
@@ -130,8 +176,10 @@ def build_activities(workflows: Sequence[Workflow]) -> list[Callable[..., Any]]:
             raise WorkflowError(f"two workflows are named {wf.name!r}; workflow names must be unique per worker")
         registry[wf.name] = wf
 
+    status_attribute = _StatusAttribute()
+
     @activity.defn(name=ACTIVITY_TOPOLOGY)
-    async def topology(name: str) -> Topology:
+    async def topology(name: str) -> Pinned:
         wf = registry.get(name)
         if wf is None:
             raise ApplicationError(
@@ -139,7 +187,19 @@ def build_activities(workflows: Sequence[Workflow]) -> list[Callable[..., Any]]:
                 type="UnknownGraph",
                 non_retryable=True,
             )
-        return wf.topology
+        return Pinned(wf.topology, await status_attribute.get())
+
+    @activity.defn(name=ACTIVITY_VALIDATE)
+    async def validate(inp: ValidateInput) -> Validated:
+        wf = registry.get(inp.graph)
+        if wf is None:
+            raise ApplicationError(f"no graph named {inp.graph!r}", type="UnknownGraph", non_retryable=True)
+        try:
+            if inp.request is not None:
+                return Validated(wf.graph.validate_response(inp.request, decode(inp.value)))
+            return Validated(wf.graph.validate_message(inp.executor_id, inp.value))
+        except WorkflowError as e:
+            return Validated(error=str(e))
 
     @activity.defn(name=ACTIVITY_REDUCE)
     async def reduce(inp: ReduceInput) -> Envelope:
@@ -152,7 +212,7 @@ def build_activities(workflows: Sequence[Workflow]) -> list[Callable[..., Any]]:
             raise _non_retryable(e) from e
 
     cache = StateCache()
-    acts: list[Callable[..., Any]] = [topology, reduce]
+    acts: list[Callable[..., Any]] = [topology, reduce, validate]
     for wf in registry.values():
         for eid in wf.graph.executors:
             acts.append(_make_step_activity(wf, eid, cache))

@@ -22,6 +22,7 @@ from ._errors import (
     GraphValidationError,
     InvalidResponseError,
     NotSerializableError,
+    RequestTimeoutError,
     StateConflictError,
     SuperstepLimitError,
     UndeliverableMessageError,
@@ -43,7 +44,9 @@ from ._events import (
     WorkflowRunState,
     WorkflowStartedEvent,
     WorkflowStatusEvent,
+    WorkflowWarningEvent,
 )
+from ._requests import RequestTimedOut
 from ._executor import Executor, ExecutorOptions, FunctionExecutor, executor, handler, response_handler
 from ._serde import register_type
 from ._viz import WorkflowViz
@@ -70,6 +73,8 @@ __all__ = [
     "InvalidResponseError",
     "NotSerializableError",
     "RequestInfoEvent",
+    "RequestTimedOut",
+    "RequestTimeoutError",
     "StateConflictError",
     "StateView",
     "SuperStepCompletedEvent",
@@ -91,6 +96,7 @@ __all__ = [
     "WorkflowStartedEvent",
     "WorkflowStatusEvent",
     "WorkflowViz",
+    "WorkflowWarningEvent",
     "executor",
     "handler",
     "load_workflow",

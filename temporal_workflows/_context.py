@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Generic, Never
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, Literal, Never
 
 from typing_extensions import TypeVar
 
 from ._engine import EXECUTOR_STATE_PREFIX, PendingRequest, StateWrite, StepResult, StepTask, apply_builtin_reducer
 from ._errors import NotSerializableError, UndeliverableMessageError, WorkflowError, describe
 from ._events import WorkflowEvent
+from ._requests import RequestTimedOut
 from ._serde import Envelope, decode, encode, json_schema
-from ._typing import type_name
+from ._typing import accepts, type_name
 
 if TYPE_CHECKING:  # import cycle at runtime
     from ._graph import Graph
@@ -134,19 +136,50 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
             )
         self._result.events.append(encode(event, what=f"event from executor {self.executor_id!r}"))
 
-    async def request_info(self, request_data: Any, response_type: Any, request_id: str | None = None) -> str:
+    async def request_info(
+        self,
+        request_data: Any,
+        response_type: Any,
+        request_id: str | None = None,
+        *,
+        timeout: timedelta | float | None = None,
+        on_timeout: Literal["respond", "fail"] = "respond",
+    ) -> str:
         """Ask for outside input; this executor's ``@response_handler`` gets the answer next superstep.
 
         The run goes idle (or waits durably, on Temporal) until a response for
         the returned request id arrives. The id is derived from the step, so it
         is the same however often the step is retried or replayed.
+
+        Args:
+            request_data: What to show the person answering (JSON-serializable).
+            response_type: The type a response must validate as.
+            request_id: Your own id instead of the derived one.
+            timeout: How long to wait (a durable timer on Temporal). ``None``
+                waits for ever.
+            on_timeout: On expiry, ``"respond"`` hands the response handler a
+                :class:`RequestTimedOut` (its response annotation must accept
+                one); ``"fail"`` fails the run with ``RequestTimeoutError``.
         """
         ex = self._graph.executors[self.executor_id]
         rname = type_name(response_type)
-        if ex.find_response_handler(request_data, rname) is None:
+        spec = ex.find_response_handler(request_data, rname)
+        if spec is None:
             raise WorkflowError(
                 f"executor {self.executor_id!r} called request_info with a {describe(request_data)} request, "
                 f"but has no @response_handler(original_request: {describe(request_data)}, response: {rname}, ctx)"
+            )
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        if seconds is not None and not seconds > 0:
+            raise WorkflowError(f"executor {self.executor_id!r}: timeout must be positive, got {timeout!r}")
+        if on_timeout not in ("respond", "fail"):
+            raise WorkflowError(f"executor {self.executor_id!r}: on_timeout is 'respond' or 'fail', not {on_timeout!r}")
+        probe = RequestTimedOut(request_id="", timeout=1.0, deadline=datetime.now(UTC))
+        if seconds is not None and on_timeout == "respond" and not accepts(spec.response_type, probe):
+            raise WorkflowError(
+                f"executor {self.executor_id!r} asked with a timeout, so its response handler for "
+                f"{describe(request_data)} requests gets a RequestTimedOut when nobody answers; annotate its "
+                f"response as {rname} | RequestTimedOut, or pass on_timeout='fail'"
             )
         if request_id is None:
             digest = hashlib.sha256(f"{self.idempotency_key}/{self._requests}".encode()).hexdigest()
@@ -160,6 +193,8 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
                 response_type=rname,
                 response_schema=json_schema(response_type),
                 superstep=self.superstep,
+                timeout=seconds,
+                on_timeout=on_timeout,
             )
         )
         return request_id

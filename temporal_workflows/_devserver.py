@@ -7,7 +7,10 @@ import socket
 import sys
 from pathlib import Path
 
+from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
+
+from ._protocol import STATUS_SEARCH_ATTRIBUTE
 
 __all__ = ["free_port", "start_dev_server", "temporal_cli_path"]
 
@@ -39,8 +42,10 @@ async def start_dev_server(
 ) -> WorkflowEnvironment:
     """A dev server on loopback; SQLite-backed when ``db_filename`` is given.
 
-    The returned environment's ``client`` has no plugins; connect your own
-    client to ``env.client.service_client.config.target_host``.
+    The ``TemporalWorkflowsStatus`` search attribute is registered, so
+    ``temporal workflow list --query 'TemporalWorkflowsStatus="waiting_for_input"'``
+    works. The returned environment's ``client`` has no plugins; connect your
+    own client to ``env.client.service_client.config.target_host``.
     """
     if db_filename:
         Path(db_filename).parent.mkdir(parents=True, exist_ok=True)
@@ -53,4 +58,5 @@ async def start_dev_server(
         dev_server_database_filename=db_filename,
         dev_server_extra_args=extra_args or [],
         dev_server_log_level="error",
+        search_attributes=[SearchAttributeKey.for_keyword(STATUS_SEARCH_ATTRIBUTE)],
     )

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from ._errors import StateConflictError, SuperstepLimitError, UnknownRequestError, WorkflowError
+from ._errors import RequestTimeoutError, StateConflictError, SuperstepLimitError, UnknownRequestError, WorkflowError
 from ._events import WorkflowRunState
 from ._serde import Envelope
 
@@ -50,6 +51,8 @@ __all__ = [
 
 BUILTIN_REDUCERS = ("append", "sum", "merge")
 EXECUTOR_STATE_PREFIX = "@"
+REQUEST_TIMED_OUT_TYPE = "temporal_workflows._requests:RequestTimedOut"
+"""Type key of the response a timed-out request's handler receives."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,12 @@ class PendingRequest:
     response_type: str
     response_schema: dict[str, Any]
     superstep: int
+    timeout: float | None = None
+    """Seconds the request may stay unanswered, or ``None`` for ever."""
+    on_timeout: Literal["respond", "fail"] = "respond"
+    created_at: float | None = None
+    """When the request was committed (epoch seconds, the host's clock)."""
+    deadline: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,8 +285,15 @@ class Engine:
         """Queue the start message (or a message sent into a running run)."""
         self.send(self.topology.start_executor_id, message)
 
+    def _check_between_supersteps(self, what: str) -> None:
+        # Input queued mid-superstep would be overwritten by the commit: hosts
+        # hold outside input until the boundary, and this keeps them honest.
+        if self._running is not None:
+            raise WorkflowError(f"cannot {what} while superstep {self.superstep + 1} is running; wait for the boundary")
+
     def send(self, executor_id: str, message: Envelope) -> None:
         """Queue a message from outside for ``executor_id`` in the next superstep."""
+        self._check_between_supersteps("send a message")
         if executor_id not in self.topology.executor_ids:
             raise WorkflowError(
                 f"cannot send to unknown executor {executor_id!r}; executors: {list(self.topology.executor_ids)}"
@@ -288,6 +304,7 @@ class Engine:
 
     def respond(self, request_id: str, response: Envelope) -> PendingRequest:
         """Accept a (host-validated) response; it is delivered in the next superstep."""
+        self._check_between_supersteps("accept a response")
         request = self.pending_requests.get(request_id)
         if request is None:
             raise UnknownRequestError(request_id, list(self.pending_requests))
@@ -297,6 +314,33 @@ class Engine:
         self.responses.append((request_id, response))
         self._answered[request_id] = request
         return request
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a pending request (epoch seconds), if any has one."""
+        deadlines = [r.deadline for r in self.pending_requests.values() if r.deadline is not None]
+        return min(deadlines) if deadlines else None
+
+    def expire_due(self, now: float) -> list[PendingRequest]:
+        """Time out every pending request whose deadline has passed, oldest deadline first.
+
+        A ``respond`` request's handler gets a ``RequestTimedOut`` response in
+        the next superstep; a ``fail`` request fails the run.
+
+        Raises:
+            RequestTimeoutError: A due request was made with ``on_timeout="fail"``.
+        """
+        due = sorted(
+            (r for r in self.pending_requests.values() if r.deadline is not None and r.deadline <= now),
+            key=lambda r: (r.deadline, r.request_id),
+        )
+        for req in due:
+            if req.on_timeout == "fail":
+                raise RequestTimeoutError(req.request_id, req.executor_id, req.timeout or 0.0, self.superstep + 1)
+        for req in due:
+            deadline = datetime.fromtimestamp(req.deadline or 0.0, UTC).isoformat()
+            data = {"request_id": req.request_id, "timeout": req.timeout, "deadline": deadline}
+            self.respond(req.request_id, Envelope(REQUEST_TIMED_OUT_TYPE, data))
+        return due
 
     # -- the superstep ------------------------------------------------------
 
@@ -399,8 +443,17 @@ class Engine:
             list(writes_by_key),
         )
 
-    def apply_commit(self, plan: CommitPlan, reduced: dict[str, Envelope] | None = None) -> None:
-        """Make the superstep's effects visible and queue the next superstep."""
+    def apply_commit(
+        self, plan: CommitPlan, reduced: dict[str, Envelope] | None = None, *, now: float | None = None
+    ) -> None:
+        """Make the superstep's effects visible and queue the next superstep.
+
+        Args:
+            plan: From :meth:`prepare_commit`.
+            reduced: The host's results of ``plan.reductions``.
+            now: The host's clock (epoch seconds): stamps new requests with
+                their creation time and deadline. The engine reads no clock.
+        """
         if self._running is None:
             raise WorkflowError("no superstep is running")
         reduced = reduced or {}
@@ -419,6 +472,9 @@ class Engine:
         for rid in answered_now:
             self._answered.pop(rid, None)
         for req in plan.requests:
+            if now is not None:
+                deadline = now + req.timeout if req.timeout is not None else None
+                req = replace(req, created_at=now, deadline=deadline)
             self.pending_requests[req.request_id] = req
         self.responses = []
         # Queue direct deliveries; buffer fan-in messages and release full groups.

@@ -169,6 +169,18 @@ class SuperstepLimitError(WorkflowRunError):
         self.limit = limit
 
 
+class RequestTimeoutError(WorkflowRunError):
+    """A request made with ``on_timeout="fail"`` got no response before its deadline."""
+
+    def __init__(self, request_id: str, executor_id: str, timeout: float, superstep: int) -> None:
+        super().__init__(
+            f"request {request_id!r} from executor {executor_id!r} got no response within {timeout:g} s",
+            superstep=superstep,
+            executor_id=executor_id,
+        )
+        self.request_id = request_id
+
+
 def describe(value: Any) -> str:
     """Short type name for error messages."""
     t = type(value)

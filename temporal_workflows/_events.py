@@ -95,6 +95,8 @@ class WorkflowOutputEvent(WorkflowEvent):
     type: Literal["output"] = "output"
     executor_id: str
     data: Any
+    data_type: str | None = None
+    """Type key of ``data`` when it arrived as JSON (events streamed from Temporal)."""
 
 
 class RequestInfoEvent(WorkflowEvent):
@@ -106,6 +108,19 @@ class RequestInfoEvent(WorkflowEvent):
     data: Any
     response_type: str
     response_schema: dict[str, Any] = {}
+    data_type: str | None = None
+    """Type key of ``data`` when it arrived as JSON (events streamed from Temporal)."""
+    timeout: float | None = None
+    """Seconds until the request times out, if it does."""
+
+
+class WorkflowWarningEvent(WorkflowEvent):
+    """Outside input the run could not use (e.g. a bad ``respond`` signal); the run goes on unchanged."""
+
+    type: Literal["warning"] = "warning"
+    message: str
+    request_id: str | None = None
+    executor_id: str | None = None
 
 
 class WorkflowFailedEvent(WorkflowEvent):

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ._edges import EdgeGroup
-from ._engine import Delivery, Topology
-from ._errors import UndeliverableMessageError, WorkflowError, describe
+from ._engine import Delivery, PendingRequest, Topology
+from ._errors import InvalidResponseError, UndeliverableMessageError, WorkflowError, describe
 from ._executor import Executor
-from ._serde import Envelope, decode, encode
+from ._serde import Envelope, decode, encode, validate_as
 from ._typing import accepts
 
 __all__ = ["Graph"]
@@ -105,3 +105,49 @@ class Graph:
             raise WorkflowError(f"state key {key!r} has no callable reducer")
         current = decode(committed) if committed is not None else None
         return encode(fn(current, [decode(w) for w in writes]), what=f"reducer result for state key {key!r}")
+
+    def validate_response(self, request: PendingRequest, value: Any) -> Envelope:
+        """``value`` typed as the request's response handler expects it.
+
+        Raises:
+            InvalidResponseError: It does not validate, naming request and executor.
+        """
+        rid = request.request_id
+        ex = self.executors.get(request.executor_id)
+        spec = ex.find_response_handler(decode(request.data), request.response_type) if ex else None
+        if spec is None:
+            raise InvalidResponseError(rid, request.executor_id, "the executor has no matching @response_handler")
+        try:
+            typed = validate_as(spec.response_type, value)
+        except (ValueError, TypeError) as e:
+            raise InvalidResponseError(
+                rid, request.executor_id, f"expected {request.response_type}, got {describe(value)}: {e}"
+            ) from None
+        return encode(typed, what=f"response to request {rid!r}")
+
+    def validate_message(self, executor_id: str, message: Envelope) -> Envelope:
+        """A message from outside, typed as one of ``executor_id``'s handlers expects it.
+
+        Raises:
+            UndeliverableMessageError: No such executor, or no handler takes it.
+        """
+        ex = self.executors.get(executor_id)
+        if ex is None:
+            raise UndeliverableMessageError(
+                f"no executor {executor_id!r} in graph {self.name!r}; executors: {sorted(self.executors)}",
+                source_id="<input>",
+                type_name=message.type or "json",
+                targets=[executor_id],
+            )
+        value = decode(message)
+        match = ex.coerce(value) if message.type is None else None
+        if match is None and ex.find_handler(value) is None:
+            raise UndeliverableMessageError(
+                f"executor {executor_id!r} has no handler for {describe(value)}; it handles "
+                f"{[str(getattr(t, '__name__', t)) for t in ex.input_types]}",
+                source_id="<input>",
+                type_name=describe(value),
+                targets=[executor_id],
+            )
+        typed = match[1] if match is not None else value
+        return encode(typed, what=f"message for executor {executor_id!r}")

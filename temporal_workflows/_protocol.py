@@ -10,19 +10,56 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._engine import StepTask
+from ._engine import PendingRequest, StepTask, Topology
 from ._serde import Envelope
 
 __all__ = [
     "ACTIVITY_REDUCE",
     "ACTIVITY_TOPOLOGY",
+    "ACTIVITY_VALIDATE",
+    "EVENTS_TOPIC",
     "QUERY_COMMITTED_STATE",
+    "QUERY_PENDING_REQUESTS",
+    "QUERY_STATE",
+    "QUERY_STATUS",
+    "SIGNAL_CLOSE",
+    "SIGNAL_RESPOND",
+    "SIGNAL_SEND",
+    "STATUS_SEARCH_ATTRIBUTE",
+    "UPDATE_RESPOND",
+    "UPDATE_SEND",
+    "Pinned",
     "ReduceInput",
+    "RespondInput",
     "RunInput",
+    "SendInput",
     "StateSnapshot",
     "StepInput",
+    "ValidateInput",
+    "Validated",
     "step_activity_name",
 ]
+
+SIGNAL_RESPOND = "respond"
+"""Signal ``{"request_id": ..., "response": ...}``: answer a pending request (bad input → warning)."""
+UPDATE_RESPOND = "submit_response"
+"""Update with the same argument: returns once the response is accepted, rejects bad input."""
+SIGNAL_SEND = "send"
+"""Signal ``{"executor_id": ..., "message": ...}``: a message from outside for the next superstep."""
+UPDATE_SEND = "send_message"
+"""Update with the same argument: returns once the message is accepted, rejects bad input."""
+SIGNAL_CLOSE = "close"
+"""Signal (no argument): a keep-alive run completes once it is idle."""
+QUERY_STATUS = "status"
+QUERY_PENDING_REQUESTS = "pending_requests"
+QUERY_STATE = "state"
+EVENTS_TOPIC = "events"
+"""``temporalio.contrib.workflow_streams`` topic carrying the run's events as envelopes."""
+STATUS_SEARCH_ATTRIBUTE = "TemporalWorkflowsStatus"
+"""Keyword search attribute holding the run status (running, waiting_for_input, idle, ...)."""
+
+ACTIVITY_VALIDATE = "temporal_workflows.validate"
+"""Local activity checking a response or sent message against the graph's types (user code)."""
 
 ACTIVITY_TOPOLOGY = "temporal_workflows.topology"
 """Local activity that returns a graph's topology; its result pins the graph for the run."""
@@ -52,6 +89,49 @@ class RunInput:
 
     message: Any = None
     message_type: str | None = None
+    keep_alive: bool = False
+    """Stay open when idle, for more ``send`` messages (a conversation); end with ``close``.
+    A keep-alive run started without a ``message`` starts idle."""
+
+
+@dataclass
+class Pinned:
+    """What the first local activity records in history for the whole run."""
+
+    topology: Topology
+    status_attribute: str | None = None
+    """The status search attribute, if the namespace has it registered."""
+
+
+@dataclass
+class RespondInput:
+    request_id: str
+    response: Any = None
+
+
+@dataclass
+class SendInput:
+    executor_id: str
+    message: Any = None
+    message_type: str | None = None
+
+
+@dataclass
+class ValidateInput:
+    """A response (``request`` set) or a sent message to check against the graph's types."""
+
+    graph: str
+    executor_id: str
+    value: Envelope
+    request: PendingRequest | None = None
+
+
+@dataclass
+class Validated:
+    """The value typed as its handler expects it, or why it cannot be delivered."""
+
+    value: Envelope | None = None
+    error: str | None = None
 
 
 @dataclass

@@ -9,6 +9,7 @@ with activities instead of coroutines; the engine between them is shared.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ from ._engine import EXECUTOR_STATE_PREFIX, Engine, PendingRequest, StepResult, 
 from ._errors import (
     ExecutorFailedError,
     GraphSignatureMismatchError,
-    InvalidResponseError,
+    RequestTimeoutError,
     UndeliverableMessageError,
     UnknownRequestError,
     WorkflowError,
@@ -42,7 +43,7 @@ from ._events import (
     WorkflowStatusEvent,
 )
 from ._graph import Graph
-from ._serde import Envelope, decode, encode, validate_as
+from ._serde import Envelope, decode, encode
 
 __all__ = ["LocalRunner", "request_event"]
 
@@ -56,6 +57,7 @@ def request_event(req: PendingRequest) -> RequestInfoEvent:
         data=decode(req.data),
         response_type=req.response_type,
         response_schema=req.response_schema,
+        timeout=req.timeout,
     )
 
 
@@ -98,17 +100,7 @@ class LocalRunner:
             req = engine.pending_requests.get(rid)
             if req is None:
                 raise UnknownRequestError(rid, list(engine.pending_requests))
-            ex = self.graph.executors[req.executor_id]
-            spec = ex.find_response_handler(decode(req.data), req.response_type)
-            if spec is None:
-                raise InvalidResponseError(rid, req.executor_id, "the executor has no matching @response_handler")
-            try:
-                typed = validate_as(spec.response_type, value)
-                accepted[rid] = encode(typed, what=f"response to request {rid!r}")
-            except (ValueError, TypeError) as e:
-                raise InvalidResponseError(
-                    rid, req.executor_id, f"expected {req.response_type}, got {describe(value)}: {e}"
-                ) from None
+            accepted[rid] = self.graph.validate_response(req, value)
         return accepted
 
     async def _restore(
@@ -168,6 +160,14 @@ class LocalRunner:
                 if self.engine is None:
                     raise WorkflowError("no run to send responses to; start one with run(message)")
                 engine = self.engine
+                # Timers do not run between calls: requests past their deadline
+                # time out now, before any response is matched (as on Temporal,
+                # where the timer fires first and a late answer finds no request).
+                try:
+                    engine.expire_due(time.time())
+                except RequestTimeoutError as e:
+                    async for ev in self._fail(e, engine):
+                        yield ev
             if responses:
                 accepted = self._validate_responses(engine, responses)
                 for rid, env in accepted.items():
@@ -224,7 +224,7 @@ class LocalRunner:
             try:
                 plan = engine.prepare_commit(results)
                 reduced = {r.key: self.graph.reduce(r.key, r.committed, list(r.writes)) for r in plan.reductions}
-                engine.apply_commit(plan, reduced)
+                engine.apply_commit(plan, reduced, now=time.time())
             except WorkflowRunError as e:
                 engine.abort_superstep()
                 async for ev in self._fail(e, engine):

@@ -5,44 +5,84 @@ graph's name, and the first thing a run does is a local activity that returns
 the graph's topology, which records it in history. Replays read it from there,
 so deploying a changed graph never changes a running execution.
 
-This module runs no user code. Steps, callable reducers and routing all run
-in activities; here there is only the engine's bookkeeping over JSON envelopes.
+This module runs no user code. Steps, callable reducers, routing and the
+validation of outside input all run in activities; here there is only the
+engine's bookkeeping over JSON envelopes.
+
+Outside input (responses, messages) arrives by signal or update at any time
+but reaches the engine only at superstep boundaries, in arrival order: a
+superstep always reads the state and inputs of the boundary it started at.
+Between supersteps with nothing to do, the run waits on a condition (and on a
+timer when a request has a deadline), holding no worker and no activity.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ._engine import (
         EXECUTOR_STATE_PREFIX,
         Engine,
+        PendingRequest,
         StepResult,
         StepTask,
         Topology,
     )
     from ._errors import WorkflowError, WorkflowRunError
+    from ._events import (
+        ExecutorCompletedEvent,
+        ExecutorFailedEvent,
+        ExecutorInvokedEvent,
+        RequestInfoEvent,
+        SuperStepCompletedEvent,
+        SuperStepStartedEvent,
+        WorkflowEvent,
+        WorkflowFailedEvent,
+        WorkflowOutputEvent,
+        WorkflowStartedEvent,
+        WorkflowStatusEvent,
+        WorkflowWarningEvent,
+    )
     from ._protocol import (
         ACTIVITY_REDUCE,
         ACTIVITY_TOPOLOGY,
+        ACTIVITY_VALIDATE,
+        EVENTS_TOPIC,
         QUERY_COMMITTED_STATE,
+        QUERY_PENDING_REQUESTS,
+        QUERY_STATE,
+        QUERY_STATUS,
+        SIGNAL_CLOSE,
+        SIGNAL_RESPOND,
+        SIGNAL_SEND,
+        UPDATE_RESPOND,
+        UPDATE_SEND,
+        Pinned,
         ReduceInput,
+        RespondInput,
         RunInput,
+        SendInput,
         StateSnapshot,
         StepInput,
+        Validated,
+        ValidateInput,
         step_activity_name,
     )
-    from ._serde import Envelope
+    from ._serde import Envelope, encode
     from ._tracing import workflow_span
 
-__all__ = ["GraphWorkflow", "INLINE_STATE_LIMIT"]
+__all__ = ["GraphWorkflow", "INLINE_STATE_LIMIT", "MAX_WARNINGS"]
 
 INLINE_STATE_LIMIT = 2048
 """Committed state up to this many JSON bytes rides along in step inputs.
@@ -50,6 +90,9 @@ INLINE_STATE_LIMIT = 2048
 Above it, steps read state from their worker's cache (filled by query), so a
 large state is never copied into every activity input.
 """
+
+MAX_WARNINGS = 20
+"""Warnings about unusable outside input kept for the ``status`` query (newest last)."""
 
 DEFAULT_RETRY: dict[str, Any] = {"initial_interval": 1.0, "backoff_coefficient": 2.0, "maximum_attempts": 3}
 
@@ -85,18 +128,72 @@ def _failure(error: WorkflowRunError) -> ApplicationError:
     )
 
 
+def _pinned(raw: RawValue) -> Pinned:
+    """The pinned topology, also from runs started before it carried the status attribute."""
+    converter = workflow.payload_converter()
+    try:
+        pinned: Pinned = converter.from_payload(raw.payload, Pinned)
+    except Exception:
+        return Pinned(converter.from_payload(raw.payload, Topology), None)
+    return pinned
+
+
+def _iso(epoch: float | None) -> str | None:
+    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch is not None else None
+
+
+def _request_json(req: PendingRequest) -> dict[str, Any]:
+    return {
+        "request_id": req.request_id,
+        "executor_id": req.executor_id,
+        "request": req.data.data,
+        "request_type": req.data.type,
+        "response_type": req.response_type,
+        "response_schema": req.response_schema,
+        "superstep": req.superstep,
+        "created_at": _iso(req.created_at),
+        "deadline": _iso(req.deadline),
+        "on_timeout": req.on_timeout if req.timeout is not None else None,
+    }
+
+
+@dataclass
+class _Input:
+    """Outside input waiting for the next boundary, in arrival order."""
+
+    kind: str  # "respond" | "send"
+    key: str  # request id or executor id
+    value: Envelope
+    validated: bool = False
+
+
 @workflow.defn(dynamic=True)
 class GraphWorkflow:
-    """Runs one graph execution: pins the topology, then loops supersteps until idle."""
+    """Runs one graph execution: pins the topology, then loops supersteps, waiting durably when idle."""
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, args: Sequence[RawValue]) -> None:
+        # Must be built here, in __init__: the stream registers its signal,
+        # update and query handlers before the first event is delivered.
+        self._stream = WorkflowStream()
+        self._events = self._stream.topic(EVENTS_TOPIC, type=Envelope)
         self._engine: Engine | None = None
         self._topology: Topology | None = None
+        self._status_attribute: str | None = None
         self._status = "starting"
         self._state_version = "0"
         self._state_size = 0
         self._in_flight: list[str] = []
         self._error: str | None = None
+        self._inbox: list[_Input] = []
+        # Request ids answered (by a response taken into the inbox or the engine): a second answer is refused.
+        self._answered: set[str] = set()
+        # Request ids whose response reached the engine.
+        self._delivered: set[str] = set()
+        self._warnings: list[dict[str, Any]] = []
+        self._keep_alive = False
+        self._closing = False
+        self._published_status: str | None = None
 
     @workflow.dynamic_config
     def dynamic_config(self) -> workflow.DynamicWorkflowConfig:
@@ -110,9 +207,9 @@ class GraphWorkflow:
         engine = self._engine
         return StateSnapshot(self._state_version, dict(engine.state) if engine else {})
 
-    @workflow.query(name="status")
+    @workflow.query(name=QUERY_STATUS)
     def status(self) -> dict[str, Any]:
-        """Where the run is: status, superstep, in-flight executors, outputs so far."""
+        """Where the run is: status, superstep, in-flight executors, requests, outputs so far, warnings."""
         engine = self._engine
         return {
             "status": self._status,
@@ -120,16 +217,187 @@ class GraphWorkflow:
             "in_flight": list(self._in_flight),
             "pending_requests": len(engine.pending_requests) if engine else 0,
             "outputs": [o.value.data for o in engine.outputs] if engine else [],
+            "keep_alive": self._keep_alive,
+            "warnings": list(self._warnings),
             "error": self._error,
         }
 
-    @workflow.query(name="state")
+    @workflow.query(name=QUERY_PENDING_REQUESTS)
+    def pending_requests(self) -> list[dict[str, Any]]:
+        """Open requests with the JSON schema a response must match, oldest first."""
+        engine = self._engine
+        if engine is None:
+            return []
+        return [_request_json(r) for r in engine.pending_requests.values() if r.request_id not in self._answered]
+
+    @workflow.query(name=QUERY_STATE)
     def state(self) -> dict[str, Any]:
         """Committed shared state as JSON."""
         engine = self._engine
         if engine is None:
             return {}
         return {k: v.data for k, v in engine.state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+
+    # -- outside input -------------------------------------------------------------
+
+    @workflow.signal(name=SIGNAL_RESPOND)
+    def respond_signal(self, inp: RespondInput) -> None:
+        """Answer a request; bad input becomes a warning, never a failure."""
+        self._inbox.append(_Input("respond", inp.request_id, Envelope(None, inp.response)))
+
+    @workflow.signal(name=SIGNAL_SEND)
+    def send_signal(self, inp: SendInput) -> None:
+        """Queue a message for an executor; bad input becomes a warning."""
+        self._inbox.append(_Input("send", inp.executor_id, Envelope(inp.message_type, inp.message)))
+
+    @workflow.signal(name=SIGNAL_CLOSE)
+    def close(self) -> None:
+        """Let a keep-alive run complete once it is idle."""
+        self._closing = True
+
+    @workflow.update(name=UPDATE_RESPOND)
+    async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
+        """Answer a request; returns once accepted (delivered at the next boundary)."""
+        req = self._check_request(inp.request_id)
+        checked = await self._validate(req.executor_id, Envelope(None, inp.response), req)
+        # Another answer may have been accepted while this one was validated.
+        req = self._check_request(inp.request_id)
+        if checked.value is None:
+            raise ApplicationError(checked.error or "invalid response", type="InvalidResponseError")
+        self._answered.add(req.request_id)
+        self._inbox.append(_Input("respond", req.request_id, checked.value, validated=True))
+        return {"request_id": req.request_id, "executor_id": req.executor_id, "accepted": True}
+
+    @submit_response.validator
+    def _validate_submit_response(self, inp: RespondInput) -> None:
+        # Rejected here, an update leaves no trace in history.
+        self._check_request(inp.request_id)
+
+    @workflow.update(name=UPDATE_SEND)
+    async def send_message(self, inp: SendInput) -> dict[str, Any]:
+        """Queue a message for an executor; returns once it is accepted."""
+        checked = await self._validate(inp.executor_id, Envelope(inp.message_type, inp.message), None)
+        if checked.value is None:
+            raise ApplicationError(checked.error or "undeliverable message", type="UndeliverableMessageError")
+        self._check_open()
+        self._inbox.append(_Input("send", inp.executor_id, checked.value, validated=True))
+        return {"executor_id": inp.executor_id, "accepted": True}
+
+    @send_message.validator
+    def _validate_send_message(self, inp: SendInput) -> None:
+        self._check_open()
+        topology = self._topology
+        if topology is not None and inp.executor_id not in topology.executor_ids:
+            raise ApplicationError(
+                f"no executor {inp.executor_id!r} in graph {workflow.info().workflow_type!r}; "
+                f"executors: {sorted(topology.executor_ids)}",
+                type="UndeliverableMessageError",
+            )
+
+    def _check_open(self) -> None:
+        if self._status in ("completed", "failed") or self._closing:
+            raise ApplicationError(f"the run is {self._status if not self._closing else 'closing'}", type="RunClosed")
+
+    def _check_request(self, request_id: str) -> PendingRequest:
+        """The pending request ``request_id``, or an error saying why it cannot be answered."""
+        engine = self._engine
+        req = engine.pending_requests.get(request_id) if engine else None
+        if request_id in self._delivered or request_id in self._answered:
+            raise ApplicationError(f"request {request_id!r} was already answered", type="AlreadyAnsweredError")
+        if req is None:
+            pending = sorted(r for r in (engine.pending_requests if engine else {}) if r not in self._answered)
+            raise ApplicationError(
+                f"no pending request with id {request_id!r}; pending request ids: {pending or 'none'}",
+                type="UnknownRequestError",
+            )
+        if any(i.kind == "respond" and i.key == request_id for i in self._inbox):
+            raise ApplicationError(
+                f"a response to request {request_id!r} is already queued; it is answered at the next boundary",
+                type="AlreadyAnsweredError",
+            )
+        return req
+
+    async def _validate(self, executor_id: str, value: Envelope, request: PendingRequest | None) -> Validated:
+        """Type-check outside input in a local activity: the types are user code."""
+        name = workflow.info().workflow_type
+        result: Validated = await workflow.execute_local_activity(
+            ACTIVITY_VALIDATE,
+            ValidateInput(name, executor_id, value, request),
+            result_type=Validated,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+            summary=f"validate {'response to ' + request.request_id if request else 'message for ' + executor_id}",
+        )
+        return result
+
+    def _warn(self, message: str, *, request_id: str | None = None, executor_id: str | None = None) -> None:
+        warning = {"message": message, "request_id": request_id, "executor_id": executor_id}
+        self._warnings = [*self._warnings, warning][-MAX_WARNINGS:]
+        workflow.logger.warning(message)
+        self._publish(WorkflowWarningEvent(message=message, request_id=request_id, executor_id=executor_id))
+
+    async def _drain_inbox(self, engine: Engine) -> None:
+        """Hand queued outside input to the engine, in arrival order (boundaries only)."""
+        while self._inbox:
+            item = self._inbox.pop(0)
+            if item.kind == "respond":
+                req = engine.pending_requests.get(item.key)
+                if req is None:
+                    if item.key in self._delivered:
+                        self._warn(f"request {item.key!r} was already answered; response ignored", request_id=item.key)
+                    else:
+                        pending = sorted(engine.pending_requests)
+                        self._warn(
+                            f"no pending request with id {item.key!r}; pending request ids: {pending or 'none'}",
+                            request_id=item.key,
+                        )
+                    continue
+                value = item.value
+                if not item.validated:
+                    checked = await self._validate(req.executor_id, value, req)
+                    if checked.value is None:
+                        self._warn(
+                            checked.error or "invalid response", request_id=req.request_id, executor_id=req.executor_id
+                        )
+                        continue
+                    value = checked.value
+                engine.respond(req.request_id, value)
+                self._answered.discard(req.request_id)
+                self._delivered.add(req.request_id)
+            else:
+                value = item.value
+                if not item.validated:
+                    checked = await self._validate(item.key, value, None)
+                    if checked.value is None:
+                        self._warn(checked.error or "undeliverable message", executor_id=item.key)
+                        continue
+                    value = checked.value
+                engine.send(item.key, value)
+
+    # -- status and events -------------------------------------------------------
+
+    def _publish(self, event: WorkflowEvent) -> None:
+        self._events.publish(encode(event))
+
+    def _set_status(self, status: str, details: str) -> None:
+        self._status = status
+        workflow.set_current_details(details)
+        if status == self._published_status:
+            return
+        self._published_status = status
+        if self._status_attribute:
+            key = SearchAttributeKey.for_keyword(self._status_attribute)
+            workflow.upsert_search_attributes([key.value_set(status)])
+        engine = self._engine
+        if engine is not None:
+            self._publish(WorkflowStatusEvent(state=engine.run_state()))
+
+    def _idle_details(self, engine: Engine) -> tuple[str, str]:
+        if engine.pending_requests:
+            who = sorted({r.executor_id for r in engine.pending_requests.values()})
+            n = len(engine.pending_requests)
+            return "waiting_for_input", f"waiting for input: {n} request{'s' * (n != 1)} from {', '.join(who)}"
+        return "idle", f"idle after superstep {engine.superstep}; send a message or close"
 
     # -- the run -----------------------------------------------------------------
 
@@ -139,34 +407,66 @@ class GraphWorkflow:
         inp = RunInput()
         if args:
             inp = workflow.payload_converter().from_payload(args[0].payload, RunInput)
-        topology: Topology = await workflow.execute_local_activity(
+        self._keep_alive = inp.keep_alive
+        raw: RawValue = await workflow.execute_local_activity(
             ACTIVITY_TOPOLOGY,
             name,
-            result_type=Topology,
+            result_type=RawValue,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["UnknownGraph"]),
             summary=f"pin topology of {name}",
         )
+        pinned = _pinned(raw)
+        topology = pinned.topology
         self._topology = topology
+        self._status_attribute = pinned.status_attribute
         engine = Engine(topology)
         self._engine = engine
-        engine.start(Envelope(inp.message_type, inp.message))
-        self._status = "running"
+        if not (inp.keep_alive and inp.message is None and inp.message_type is None):
+            engine.start(Envelope(inp.message_type, inp.message))
+        self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
         try:
-            while engine.has_work():
-                await self._superstep(name, engine)
+            await self._loop(name, engine)
         except WorkflowRunError as e:
-            self._status = "failed"
             self._error = str(e)
+            self._publish(
+                WorkflowFailedEvent(
+                    error_type=type(e).__name__, error=str(e), executor_id=e.executor_id, superstep=e.superstep
+                )
+            )
+            self._set_status("failed", f"failed in superstep {e.superstep}: {e}")
             raise _failure(e) from None
-        self._status = "completed"
-        workflow.set_current_details(f"completed after {engine.superstep} supersteps")
+        self._set_status("completed", f"completed after {engine.superstep} supersteps")
+        # Let in-flight update handlers finish (and stream pollers see the end) before closing.
+        self._stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
         return {
             "outputs": [o.value.data for o in engine.outputs],
             "output_types": [o.value.type for o in engine.outputs],
             "superstep": engine.superstep,
             "status": "completed",
+            "unanswered_requests": [_request_json(r) for r in engine.pending_requests.values()],
         }
+
+    async def _loop(self, name: str, engine: Engine) -> None:
+        while True:
+            await self._drain_inbox(engine)
+            engine.expire_due(workflow.now().timestamp())
+            if engine.has_work():
+                self._set_status("running", f"superstep {engine.superstep + 1}")
+                await self._superstep(name, engine)
+                continue
+            if self._closing or (not self._keep_alive and not engine.pending_requests):
+                return
+            status, details = self._idle_details(engine)
+            self._set_status(status, details)
+            deadline = engine.next_deadline()
+            timeout = max(0.0, deadline - workflow.now().timestamp()) if deadline is not None else None
+            # On timeout a request's deadline has come: expire_due at the top of the loop.
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: bool(self._inbox) or self._closing, timeout=timeout, timeout_summary="request deadline"
+                )
 
     async def _superstep(self, name: str, engine: Engine) -> None:
         tasks = engine.begin_superstep()
@@ -185,16 +485,28 @@ class GraphWorkflow:
     async def _run_superstep(self, name: str, engine: Engine, tasks: list[StepTask], step: int) -> None:
         self._in_flight = [t.executor_id for t in tasks]
         workflow.set_current_details(f"superstep {step}: running {', '.join(self._in_flight)}")
+        self._publish(SuperStepStartedEvent(superstep=step, executor_ids=list(self._in_flight)))
+        for t in tasks:
+            self._publish(ExecutorInvokedEvent(executor_id=t.executor_id, superstep=step))
         inline = dict(engine.state) if self._state_size <= INLINE_STATE_LIMIT else None
         try:
             results = await asyncio.gather(*(self._run_step(name, t, inline) for t in tasks))
         except _StepFailed as e:
             engine.abort_superstep()
+            self._publish(
+                ExecutorFailedEvent(
+                    executor_id=e.task.executor_id, superstep=step, error_type="ActivityError", error=e.detail
+                )
+            )
             raise WorkflowRunError(
                 f"executor {e.task.executor_id!r} failed in superstep {step}: {e.detail}",
                 superstep=step,
                 executor_id=e.task.executor_id,
             ) from None
+        for t, result in zip(tasks, results, strict=True):
+            for custom in result.events:
+                self._events.publish(custom)
+            self._publish(ExecutorCompletedEvent(executor_id=t.executor_id, superstep=step))
         try:
             plan = engine.prepare_commit(list(results))
         except WorkflowRunError:
@@ -210,12 +522,30 @@ class GraphWorkflow:
                 retry_policy=RetryPolicy(maximum_attempts=3),
                 summary=f"reduce {r.key!r} · superstep {step}",
             )
-        engine.apply_commit(plan, reduced)
+        engine.apply_commit(plan, reduced, now=workflow.now().timestamp())
         for key in plan.keys_written:
             value = engine.state.get(key)
             self._state_size += _json_size(value.data) if value is not None else 0
         self._state_version = f"{workflow.info().run_id}:{engine.superstep}"
         self._in_flight = []
+        for out in plan.outputs:
+            self._publish(
+                WorkflowOutputEvent(executor_id=out.executor_id, data=out.value.data, data_type=out.value.type)
+            )
+        for req in engine.pending_requests.values():
+            if req.superstep == step:
+                self._publish(
+                    RequestInfoEvent(
+                        request_id=req.request_id,
+                        source_executor_id=req.executor_id,
+                        data=req.data.data,
+                        data_type=req.data.type,
+                        response_type=req.response_type,
+                        response_schema=req.response_schema,
+                        timeout=req.timeout,
+                    )
+                )
+        self._publish(SuperStepCompletedEvent(superstep=step, state_keys_written=plan.keys_written))
 
     async def _run_step(self, name: str, task: StepTask, inline: dict[str, Envelope] | None) -> StepResult:
         assert self._topology is not None

@@ -3,17 +3,19 @@
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
 """
 
-from ._client import RunHandle, start_run
+from ._client import RawEvent, RunHandle, get_run, send_or_start, start_run
 from ._devserver import free_port, start_dev_server, temporal_cli_path
 from ._plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES, TemporalWorkflowsPlugin
-from ._protocol import RunInput, StepInput, step_activity_name
+from ._protocol import STATUS_SEARCH_ATTRIBUTE, RunInput, StepInput, step_activity_name
 from ._temporal_workflow import GraphWorkflow
 from ._tracing import configure_tracing, flush_tracing
 
 __all__ = [
     "DEFAULT_TASK_QUEUE",
     "PASSTHROUGH_MODULES",
+    "STATUS_SEARCH_ATTRIBUTE",
     "GraphWorkflow",
+    "RawEvent",
     "RunHandle",
     "RunInput",
     "StepInput",
@@ -21,6 +23,8 @@ __all__ = [
     "configure_tracing",
     "flush_tracing",
     "free_port",
+    "get_run",
+    "send_or_start",
     "start_dev_server",
     "start_run",
     "step_activity_name",

@@ -12,11 +12,14 @@ from temporalio.exceptions import ApplicationError
 from temporal_workflows import (
     Executor,
     ExecutorOptions,
+    RequestTimedOut,
     Workflow,
     WorkflowBuilder,
     WorkflowContext,
+    WorkflowEvent,
     executor,
     handler,
+    response_handler,
 )
 
 FAST_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=50), maximum_attempts=3)
@@ -119,8 +122,107 @@ async def read(b: Blob, ctx: WorkflowContext[Blob, int]) -> None:
 big_state = WorkflowBuilder(start_executor=fill, name="it_big_state").add_edge(fill, read).add_edge(read, read).build()
 
 
+# -- human input: two requests at once, answered independently -------------------
+
+
+class Question(BaseModel):
+    asker: str
+    text: str
+
+
+class Answer(BaseModel):
+    text: str
+
+
+@executor(id="fan")
+async def fan(topic: str, ctx: WorkflowContext[str]) -> None:
+    await ctx.send_message(topic)
+
+
+class Asker(Executor):
+    @handler
+    async def ask(self, topic: str, ctx: WorkflowContext) -> None:
+        await ctx.request_info(Question(asker=self.id, text=f"{self.id}: what about {topic}?"), Answer)
+
+    @response_handler
+    async def answered(self, q: Question, a: Answer, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message(f"{self.id}={a.text}")
+
+
+@executor(id="join")
+async def join(answers: list[str], ctx: WorkflowContext[None, list[str]]) -> None:
+    await ctx.yield_output(answers)
+
+
+askers = [Asker("alice"), Asker("bob")]
+two_questions = (
+    WorkflowBuilder(start_executor=fan, name="it_two_questions")
+    .add_fan_out_edges(fan, askers)
+    .add_fan_in_edges(askers, join)
+    .build()
+)
+
+# -- human input with deadlines ------------------------------------------------
+
+
+class Approval(BaseModel):
+    approved: bool
+
+
+class Deadline(BaseModel):
+    seconds: float
+    on_timeout: str = "respond"
+
+
+class Gate(Executor):
+    @handler
+    async def ask(self, d: Deadline, ctx: WorkflowContext) -> None:
+        await ctx.request_info(
+            Question(asker=self.id, text="approve?"), Approval, timeout=d.seconds, on_timeout=d.on_timeout
+        )  # type: ignore[arg-type]
+
+    @response_handler
+    async def decided(self, q: Question, a: Approval | RequestTimedOut, ctx: WorkflowContext[None, str]) -> None:
+        if isinstance(a, RequestTimedOut):
+            await ctx.yield_output(f"timed out after {a.timeout:g}s")
+        else:
+            await ctx.yield_output("approved" if a.approved else "rejected")
+
+
+timed = WorkflowBuilder(start_executor=Gate("gate"), name="it_timed").build()
+
+# -- keep-alive conversation --------------------------------------------------
+
+
+@executor(id="chat")
+async def chat(text: str, ctx: WorkflowContext[None, str]) -> None:
+    turns = ctx.get_state("turns", 0) + 1
+    ctx.set_state("turns", turns)
+    await ctx.add_event(Note(text=f"turn {turns}"))
+    await ctx.yield_output(f"#{turns}: {text.upper()}")
+
+
+class Note(WorkflowEvent):
+    type: str = "note"
+    text: str
+
+
+conversation = WorkflowBuilder(start_executor=chat, name="it_chat").build()
+
+
 def all_workflows() -> list[Workflow]:
     from examples import approval, counter_loop, research
 
     graphs: list[Any] = [research.workflow, approval.workflow, counter_loop.workflow]
-    return [*graphs, conflict, endless, undeliverable, fatal, flaky_graph, big_state]
+    return [
+        *graphs,
+        conflict,
+        endless,
+        undeliverable,
+        fatal,
+        flaky_graph,
+        big_state,
+        two_questions,
+        timed,
+        conversation,
+    ]

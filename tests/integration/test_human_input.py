@@ -1,0 +1,351 @@
+"""Human input, status and live progress of runs on a real dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+
+from examples import approval, research
+from temporal_workflows import (
+    RequestInfoEvent,
+    SuperStepCompletedEvent,
+    SuperStepStartedEvent,
+    WorkflowEvent,
+    WorkflowOutputEvent,
+    WorkflowRunState,
+    WorkflowStatusEvent,
+    WorkflowWarningEvent,
+)
+from temporal_workflows.temporal import (
+    STATUS_SEARCH_ATTRIBUTE,
+    RunHandle,
+    send_or_start,
+    start_run,
+    temporal_cli_path,
+)
+from tests.conftest import TASK_QUEUE
+from tests.integration import graphs
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+ROOT = Path(__file__).parents[2]
+
+
+async def events_until(
+    handle: RunHandle, pred: Callable[[WorkflowEvent], bool], *, timeout: float = 30
+) -> list[WorkflowEvent]:
+    """The run's events from the start up to and including the first that matches ``pred``."""
+
+    async def scan() -> list[WorkflowEvent]:
+        seen: list[WorkflowEvent] = []
+        async for ev in handle.events():
+            seen.append(ev)
+            if pred(ev):
+                return seen
+        raise AssertionError(f"the stream ended without a match; saw {[e.type for e in seen]}")
+
+    return await asyncio.wait_for(scan(), timeout)
+
+
+def nth_request(n: int) -> Callable[[WorkflowEvent], bool]:
+    count = 0
+
+    def pred(ev: WorkflowEvent) -> bool:
+        nonlocal count
+        count += isinstance(ev, RequestInfoEvent)
+        return count == n
+
+    return pred
+
+
+def warnings(n: int) -> Callable[[WorkflowEvent], bool]:
+    count = 0
+
+    def pred(ev: WorkflowEvent) -> bool:
+        nonlocal count
+        count += isinstance(ev, WorkflowWarningEvent)
+        return count == n
+
+    return pred
+
+
+def waiting(ev: WorkflowEvent) -> bool:
+    return isinstance(ev, WorkflowStatusEvent) and ev.state == WorkflowRunState.IDLE_WITH_PENDING_REQUESTS
+
+
+async def expected_approval_outputs() -> list[Any]:
+    wf = approval.build()
+    result = await wf.run(approval.SAMPLE_INPUT)
+    while result.get_request_info_events():
+        result = await wf.run(
+            responses={r.request_id: approval.auto_answer(r) for r in result.get_request_info_events()}
+        )
+    return [o.model_dump(mode="json") for o in result.get_outputs()]
+
+
+async def start_approval(client: Client, workflow_id: str) -> tuple[RunHandle, RequestInfoEvent]:
+    handle = await start_run(client, approval.workflow, approval.SAMPLE_INPUT, id=workflow_id, task_queue=TASK_QUEUE)
+    seen = await events_until(handle, waiting)
+    requests = [e for e in seen if isinstance(e, RequestInfoEvent)]
+    assert len(requests) == 1
+    return handle, requests[0]
+
+
+def update_error(exc: pytest.ExceptionInfo[WorkflowUpdateFailedError]) -> ApplicationError:
+    cause = exc.value.cause
+    assert isinstance(cause, ApplicationError), cause
+    return cause
+
+
+# -- the approval flow ---------------------------------------------------------------
+
+
+async def test_waiting_run_reports_status_and_pending_requests(client: Client, workflow_id: str) -> None:
+    handle, request = await start_approval(client, workflow_id)
+    status = await handle.status()
+    assert status["status"] == "waiting_for_input"
+    assert status["pending_requests"] == 1 and status["in_flight"] == []
+    [pending] = await handle.pending_requests()
+    assert pending["request_id"] == request.request_id
+    assert pending["executor_id"] == "reviewer"
+    assert pending["request"]["draft"]["round"] == 1
+    assert pending["response_schema"]["properties"]["approved"]["type"] == "boolean"
+    assert pending["created_at"] is not None and pending["deadline"] is None
+    # The streamed request carries the typed request and the same schema.
+    assert isinstance(request.data, approval.ReviewRequest)
+    assert request.response_schema == pending["response_schema"]
+    desc = await handle.describe()
+    assert desc.raw_description.workflow_extended_info is not None
+    await handle.handle.terminate("test done")
+
+
+async def test_approval_answered_by_update_completes_like_in_process(client: Client, workflow_id: str) -> None:
+    handle, first = await start_approval(client, workflow_id)
+    accepted = await handle.respond(first.request_id, approval.auto_answer(first))
+    assert accepted == {"request_id": first.request_id, "executor_id": "reviewer", "accepted": True}
+    second = [e for e in await events_until(handle, nth_request(2)) if isinstance(e, RequestInfoEvent)][-1]
+    assert second.request_id != first.request_id
+    await handle.respond(second.request_id, approval.auto_answer(second))
+    result = await handle.result()
+    assert result["outputs"] == await expected_approval_outputs()
+    assert [r["round"] for r in (await handle.state())["reviews"]] == [1, 2]
+
+
+async def test_status_search_attribute_finds_runs_waiting_for_input(client: Client, workflow_id: str) -> None:
+    handle, _ = await start_approval(client, workflow_id)
+    query = f'WorkflowId = "{workflow_id}" AND {STATUS_SEARCH_ATTRIBUTE} = "waiting_for_input"'
+    # Visibility is eventually consistent: poll it (bounded) rather than assume.
+    for _ in range(100):
+        if [w async for w in client.list_workflows(query)]:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        pytest.fail(f"no run matched {query}")
+    desc = await handle.describe()
+    assert desc.typed_search_attributes is not None
+    await handle.handle.terminate("test done")
+
+
+# -- bad input -------------------------------------------------------------------------
+
+
+async def test_bad_responses_by_update_are_rejected_and_change_nothing(client: Client, workflow_id: str) -> None:
+    handle, request = await start_approval(client, workflow_id)
+    before = (await handle.status(), await handle.pending_requests(), await handle.state())
+
+    with pytest.raises(WorkflowUpdateFailedError) as unknown:
+        await handle.respond("no-such-request", {"approved": True})
+    err = update_error(unknown)
+    assert err.type == "UnknownRequestError" and "no-such-request" in str(err) and request.request_id in str(err)
+
+    with pytest.raises(WorkflowUpdateFailedError) as invalid:
+        await handle.respond(request.request_id, {"approved": "maybe"})
+    err = update_error(invalid)
+    assert err.type == "InvalidResponseError" and request.request_id in str(err) and "reviewer" in str(err)
+
+    assert (await handle.status(), await handle.pending_requests(), await handle.state()) == before
+
+    await handle.respond(request.request_id, approval.auto_answer(request))
+    with pytest.raises(WorkflowUpdateFailedError) as twice:
+        await handle.respond(request.request_id, {"approved": True})
+    assert update_error(twice).type == "AlreadyAnsweredError"
+
+    second = [e for e in await events_until(handle, nth_request(2)) if isinstance(e, RequestInfoEvent)][-1]
+    await handle.respond(second.request_id, approval.auto_answer(second))
+    assert (await handle.result())["outputs"] == await expected_approval_outputs()
+
+
+async def test_bad_responses_by_signal_become_warnings_and_the_run_goes_on(client: Client, workflow_id: str) -> None:
+    handle, request = await start_approval(client, workflow_id)
+
+    await handle.respond("no-such-request", {"approved": True}, wait=False)
+    await handle.respond(request.request_id, {"approved": "maybe"}, wait=False)
+    seen = await events_until(handle, warnings(2))
+    unknown, invalid = [e for e in seen if isinstance(e, WorkflowWarningEvent)]
+    assert unknown.request_id == "no-such-request" and "no pending request" in unknown.message
+    assert invalid.request_id == request.request_id and invalid.executor_id == "reviewer"
+    assert "ReviewDecision" in invalid.message
+
+    status = await handle.status()
+    assert status["status"] == "waiting_for_input"
+    assert [w["request_id"] for w in status["warnings"]] == ["no-such-request", request.request_id]
+    assert [p["request_id"] for p in await handle.pending_requests()] == [request.request_id]
+
+    # A good answer, then the same answer again: the second is only a warning.
+    await handle.respond(request.request_id, approval.auto_answer(request), wait=False)
+    await handle.respond(request.request_id, approval.auto_answer(request), wait=False)
+    seen = await events_until(handle, warnings(3))
+    assert "already answered" in [e for e in seen if isinstance(e, WorkflowWarningEvent)][-1].message
+
+    second = [e for e in await events_until(handle, nth_request(2)) if isinstance(e, RequestInfoEvent)][-1]
+    await handle.respond(second.request_id, approval.auto_answer(second), wait=False)
+    assert (await handle.result())["outputs"] == await expected_approval_outputs()
+
+
+async def test_responding_with_the_temporal_cli(client: Client, temporal_address: str, workflow_id: str) -> None:
+    handle, request = await start_approval(client, workflow_id)
+    answer = json.dumps({"request_id": request.request_id, "response": {"approved": False, "feedback": "add source"}})
+    cli = [temporal_cli_path(), "workflow", "signal", "--address", temporal_address, "--workflow-id", workflow_id]
+    proc = await asyncio.create_subprocess_exec(
+        *cli, "--name", "respond", "--input", answer, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    second = [e for e in await events_until(handle, nth_request(2)) if isinstance(e, RequestInfoEvent)][-1]
+    assert second.data.draft.round == 2 and "Sources:" in second.data.draft.text
+    answer = json.dumps({"request_id": second.request_id, "response": {"approved": True}})
+    proc = await asyncio.create_subprocess_exec(
+        *cli, "--name", "respond", "--input", answer, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    [publication] = (await handle.result())["outputs"]
+    assert publication["status"] == "published" and publication["rounds"] == 2
+
+
+# -- several requests at once ------------------------------------------------------------
+
+
+async def test_two_pending_requests_answered_in_reverse_order(client: Client, workflow_id: str) -> None:
+    handle = await start_run(client, graphs.two_questions, "tea", id=workflow_id, task_queue=TASK_QUEUE)
+    await events_until(handle, waiting)
+    pending = {p["request"]["asker"]: p["request_id"] for p in await handle.pending_requests()}
+    assert sorted(pending) == ["alice", "bob"]
+    await handle.respond(pending["bob"], graphs.Answer(text="no"))
+    assert [p["request"]["asker"] for p in await handle.pending_requests()] == ["alice"]
+    await handle.respond(pending["alice"], {"text": "yes"}, wait=False)
+    assert (await handle.result())["outputs"] == [["alice=yes", "bob=no"]]
+
+
+async def test_request_answered_before_its_deadline(client: Client, workflow_id: str) -> None:
+    handle = await start_run(client, graphs.timed, graphs.Deadline(seconds=3600), id=workflow_id, task_queue=TASK_QUEUE)
+    await events_until(handle, waiting)
+    [pending] = await handle.pending_requests()
+    assert pending["deadline"] is not None and pending["on_timeout"] == "respond"
+    await handle.respond(pending["request_id"], graphs.Approval(approved=True))
+    assert (await handle.result())["outputs"] == ["approved"]
+
+
+# -- messages and conversations ----------------------------------------------------------
+
+
+async def test_keep_alive_conversation_with_update_and_signal_with_start(client: Client, workflow_id: str) -> None:
+    await send_or_start(client, graphs.conversation, "hello", id=workflow_id, task_queue=TASK_QUEUE)
+    handle = await send_or_start(client, graphs.conversation, "again", id=workflow_id, task_queue=TASK_QUEUE)
+    await send_or_start(client, graphs.conversation, "third", id=workflow_id, task_queue=TASK_QUEUE, wait=False)
+    seen = await events_until(handle, lambda e: isinstance(e, WorkflowOutputEvent) and e.data.startswith("#3"))
+    assert (await handle.status())["status"] in ("idle", "running")
+    assert [e.text for e in seen if isinstance(e, graphs.Note)] == ["turn 1", "turn 2", "turn 3"]
+    await handle.close()
+    result = await handle.result()
+    assert result["outputs"] == ["#1: HELLO", "#2: AGAIN", "#3: THIRD"]
+    assert (await handle.state()) == {"turns": 3}
+
+
+async def test_bad_messages_are_rejected_by_update_and_warned_by_signal(client: Client, workflow_id: str) -> None:
+    handle = await start_run(client, graphs.conversation, id=workflow_id, task_queue=TASK_QUEUE, keep_alive=True)
+    with pytest.raises(WorkflowUpdateFailedError) as unknown:
+        await handle.send("nobody", "hi")
+    assert update_error(unknown).type == "UndeliverableMessageError" and "chat" in str(update_error(unknown))
+    with pytest.raises(WorkflowUpdateFailedError) as wrong_type:
+        await handle.send("chat", {"not": "a string"})
+    assert "no handler" in str(update_error(wrong_type))
+    await handle.send("chat", 42, wait=False)
+    seen = await events_until(handle, warnings(1))
+    assert [e.executor_id for e in seen if isinstance(e, WorkflowWarningEvent)] == ["chat"]
+    await handle.send("chat", "still fine")
+    await handle.close()
+    assert (await handle.result())["outputs"] == ["#1: STILL FINE"]
+
+
+# -- the event stream --------------------------------------------------------------------
+
+
+async def test_event_stream_matches_the_in_process_stream(client: Client, workflow_id: str) -> None:
+    handle = await start_run(client, research.workflow, research.SAMPLE_INPUT, id=workflow_id, task_queue=TASK_QUEUE)
+    remote = [e async for e in handle.events()]
+    local = [e async for e in research.build().run_stream(research.SAMPLE_INPUT)]
+
+    def shape(events: list[WorkflowEvent]) -> list[tuple[str, Any]]:
+        return [(e.type, getattr(e, "superstep", getattr(e, "executor_id", None))) for e in events]
+
+    assert shape(remote) == shape(local)
+    started = [e.superstep for e in remote if isinstance(e, SuperStepStartedEvent)]
+    completed = [e.superstep for e in remote if isinstance(e, SuperStepCompletedEvent)]
+    assert started == completed == [1, 2, 3]
+    [out] = [e.data for e in remote if isinstance(e, WorkflowOutputEvent)]
+    [local_out] = [e.data for e in local if isinstance(e, WorkflowOutputEvent)]
+    assert out == local_out  # typed again on this side
+
+
+# -- a worker restart while a run waits ----------------------------------------------------
+
+
+async def _worker_process(address: str, queue: str) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "worker.py",
+        "--workflow",
+        "examples.approval:workflow",
+        "--task-queue",
+        queue,
+        "--address",
+        address,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 30)
+    assert b"worker" in line, line
+    return proc
+
+
+async def test_waiting_run_survives_a_worker_restart(client: Client, temporal_address: str, workflow_id: str) -> None:
+    queue = f"restart-{workflow_id}"
+    worker = await _worker_process(temporal_address, queue)
+    handle = await start_run(client, approval.workflow, approval.SAMPLE_INPUT, id=workflow_id, task_queue=queue)
+    [first] = [e for e in await events_until(handle, waiting) if isinstance(e, RequestInfoEvent)]
+    assert (await handle.status())["status"] == "waiting_for_input"
+    worker.terminate()
+    assert await asyncio.wait_for(worker.wait(), 30) == 0
+
+    worker = await _worker_process(temporal_address, queue)
+    try:
+        await handle.respond(first.request_id, approval.auto_answer(first), wait=False)
+        second = [e for e in await events_until(handle, nth_request(2)) if isinstance(e, RequestInfoEvent)][-1]
+        await handle.respond(second.request_id, approval.auto_answer(second))
+        result = await asyncio.wait_for(handle.result(), 30)
+        assert result["outputs"] == await expected_approval_outputs()
+    finally:
+        worker.terminate()
+        await asyncio.wait_for(worker.wait(), 30)
