@@ -46,8 +46,8 @@ from ._events import (
     WorkflowStatusEvent,
     WorkflowWarningEvent,
 )
-from ._requests import RequestTimedOut
 from ._executor import Executor, ExecutorOptions, FunctionExecutor, executor, handler, response_handler
+from ._requests import RequestTimedOut
 from ._serde import register_type
 from ._viz import WorkflowViz
 from ._workflow import Workflow, load_workflow
