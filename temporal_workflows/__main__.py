@@ -1,7 +1,12 @@
-"""Command line: start graph runs on Temporal and look at them.
+"""Command line: start graph runs on Temporal, watch them, answer them.
 
-    python -m temporal_workflows run examples.research:workflow --input '{"topic": "bees"}' [--id ID]
+    python -m temporal_workflows run examples.research:workflow --input '{"topic": "bees"}' [--id ID] [--follow]
     python -m temporal_workflows status ID
+    python -m temporal_workflows events ID
+    python -m temporal_workflows requests ID
+    python -m temporal_workflows respond ID REQUEST_ID '{"approved": true}' [--signal]
+    python -m temporal_workflows send ID EXECUTOR_ID '"hello"' [--signal]
+    python -m temporal_workflows close ID
 
 A worker hosting the graph must be running (``python worker.py --workflow ...``).
 """
@@ -15,9 +20,19 @@ import os
 import sys
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from pydantic import BaseModel
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
-from ._client import RunHandle, start_run
+from ._client import RunHandle, get_run, start_run
+from ._events import (
+    RequestInfoEvent,
+    SuperStepStartedEvent,
+    WorkflowEvent,
+    WorkflowFailedEvent,
+    WorkflowOutputEvent,
+    WorkflowWarningEvent,
+)
 from ._plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
 from ._tracing import flush_tracing
 from ._workflow import load_workflow
@@ -30,66 +45,147 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="start a run and print its progress per superstep")
     run.add_argument("workflow", help="module:attribute of a built Workflow, or a graph name")
-    run.add_argument("--input", required=True, help="start message as JSON")
+    run.add_argument("--input", default=None, help="start message as JSON (optional with --keep-alive)")
     run.add_argument("--id", default=None, help="workflow id (default: <name>-<random>)")
     run.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE)
+    run.add_argument("--keep-alive", action="store_true", help="stay open when idle, for `send` (end with `close`)")
+    run.add_argument("--follow", action="store_true", help="print every event as it happens")
     run.add_argument("--no-wait", action="store_true", help="print the id and return at once")
-    status = sub.add_parser("status", help="print a run's status")
-    status.add_argument("id")
+    for name, text in (
+        ("status", "print a run's status"),
+        ("events", "print a run's events, from the start, until it closes"),
+        ("requests", "list pending requests with the JSON schema of the expected response"),
+        ("close", "let a keep-alive run complete once idle"),
+    ):
+        sub.add_parser(name, help=text).add_argument("id")
+    respond = sub.add_parser("respond", help="answer a pending request")
+    respond.add_argument("id")
+    respond.add_argument("request_id")
+    respond.add_argument("response", help="the response as JSON")
+    respond.add_argument("--signal", action="store_true", help="signal instead of update: do not wait for acceptance")
+    send = sub.add_parser("send", help="send a message to an executor of a running or keep-alive run")
+    send.add_argument("id")
+    send.add_argument("executor_id")
+    send.add_argument("message", help="the message as JSON")
+    send.add_argument("--signal", action="store_true", help="signal instead of update: do not wait for acceptance")
     return p
 
 
-async def follow(handle: RunHandle, out: Any = sys.stdout, interval: float = 0.25) -> dict[str, Any]:
-    """Print a line per superstep until the run closes; return its result."""
-    seen = -1
-    result_task = asyncio.ensure_future(handle.result())
-    while not result_task.done():
-        try:
-            st = await handle.status()
-        except Exception:  # not yet started by a worker, or closed between checks
-            st = None
-        if st and st["superstep"] != seen:
-            seen = st["superstep"]
-            running = f" running {', '.join(st['in_flight'])}" if st["in_flight"] else ""
-            print(f"superstep {seen}: {st['status']}{running}", file=out, flush=True)
-        await asyncio.wait({result_task}, timeout=interval)
-    result: dict[str, Any] = result_task.result()
+def describe_event(ev: WorkflowEvent) -> str | None:
+    """One line for the events a person watching a run wants; ``None`` for the rest."""
+    if isinstance(ev, SuperStepStartedEvent):
+        return f"superstep {ev.superstep}: running {', '.join(ev.executor_ids)}"
+    if isinstance(ev, WorkflowOutputEvent):
+        return f"  output from {ev.executor_id}: {_json(ev.data)}"
+    if isinstance(ev, RequestInfoEvent):
+        return f"  request {ev.request_id} from {ev.source_executor_id}: {_json(ev.data)} (expects {ev.response_type})"
+    if isinstance(ev, WorkflowWarningEvent):
+        return f"  warning: {ev.message}"
+    if isinstance(ev, WorkflowFailedEvent):
+        return f"failed in superstep {ev.superstep}: {ev.error}"
+    return None
+
+
+def _json(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    return json.dumps(value, default=str)
+
+
+async def follow(handle: RunHandle, out: Any = sys.stdout, *, every_event: bool = False) -> dict[str, Any]:
+    """Print the run's progress from its event stream as it happens; return its result."""
+    async for ev in handle.events():
+        if every_event:
+            print(f"[{ev.type}] {_json(ev.model_dump(mode='json', exclude={'type'}))}", file=out, flush=True)
+            continue
+        line = describe_event(ev)
+        if line is not None:
+            print(line, file=out, flush=True)
+        if isinstance(ev, RequestInfoEvent):
+            hint = f"python -m temporal_workflows respond {handle.id} {ev.request_id} '<JSON>'"
+            print(f"  waiting for an answer: {hint}", file=out, flush=True)
+    result: dict[str, Any] = await handle.result()
     print(f"{result['status']} after {result['superstep']} supersteps", file=out, flush=True)
     return result
 
 
+def _load_json(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _UsageError(f"{what} is not valid JSON: {e}") from None
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _print(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
 async def _main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return await _command(args)
+    except _UsageError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    except WorkflowUpdateFailedError as e:
+        print(f"refused: {e.cause or e}", file=sys.stderr)
+        return 1
+    except RPCError as e:
+        print(f"{args.command} failed: {e}", file=sys.stderr)
+        return 1
+
+
+async def _command(args: argparse.Namespace) -> int:
     client = await Client.connect(args.address, namespace=args.namespace, plugins=[TemporalWorkflowsPlugin()])
     if args.command == "run":
-        try:
-            message = json.loads(args.input)
-        except json.JSONDecodeError as e:
-            print(f"--input is not valid JSON: {e}", file=sys.stderr)
-            return 2
+        if args.input is None and not args.keep_alive:
+            raise _UsageError("--input is required (or pass --keep-alive to start idle)")
+        message = _load_json(args.input, "--input")
         target: Any = load_workflow(args.workflow) if ":" in args.workflow else args.workflow
-        handle = await start_run(client, target, message, id=args.id, task_queue=args.task_queue)
+        handle = await start_run(
+            client, target, message, id=args.id, task_queue=args.task_queue, keep_alive=args.keep_alive
+        )
         print(f"started {handle.id}", flush=True)
         if args.no_wait:
             return 0
         try:
-            result = await follow(handle)
-        except Exception as e:
-            cause = getattr(e, "cause", None)
-            print(f"run {handle.id} failed: {cause or e}", file=sys.stderr)
+            result = await follow(handle, every_event=args.follow)
+        except WorkflowFailureError as e:
+            print(f"run {handle.id} failed: {e.cause or e}", file=sys.stderr)
             return 1
         print(json.dumps(result["outputs"], indent=2))
         return 0
-    handle = RunHandle(client.get_workflow_handle(args.id))
-    desc = await handle.describe()
-    info: dict[str, Any] = {
-        "id": args.id,
-        "workflow": desc.workflow_type,
-        "temporal_status": desc.status.name if desc.status else None,
-    }
-    if desc.status == WorkflowExecutionStatus.RUNNING or desc.status == WorkflowExecutionStatus.COMPLETED:
-        info.update(await handle.status())
-    print(json.dumps(info, indent=2, default=str))
+    handle = get_run(client, args.id)
+    if args.command == "status":
+        desc = await handle.describe()
+        info: dict[str, Any] = {
+            "id": args.id,
+            "workflow": desc.workflow_type,
+            "temporal_status": desc.status.name if desc.status else None,
+        }
+        if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
+            info.update(await handle.status())
+        _print(info)
+    elif args.command == "events":
+        async for ev in handle.events():
+            print(f"[{ev.type}] {_json(ev.model_dump(mode='json', exclude={'type'}))}", flush=True)
+    elif args.command == "requests":
+        _print(await handle.pending_requests())
+    elif args.command == "respond":
+        response = _load_json(args.response, "the response")
+        _print(await handle.respond(args.request_id, response, wait=not args.signal) or {"signalled": True})
+    elif args.command == "send":
+        message = _load_json(args.message, "the message")
+        _print(await handle.send(args.executor_id, message, wait=not args.signal) or {"signalled": True})
+    elif args.command == "close":
+        await handle.close()
+        _print({"closing": args.id})
     return 0
 
 

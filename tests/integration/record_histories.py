@@ -1,9 +1,10 @@
-"""Record example run histories into tests/histories/ for the replay tests.
+"""Record run histories into tests/histories/ for the replay tests.
 
-    python -m tests.integration.record_histories
+    python -m tests.integration.record_histories [NAME ...]
 
 Re-record only on purpose: a replay failure of a committed history means a
-change would break executions that are running in production.
+change would break executions that are running in production. Histories
+recorded by older versions stay, so the replay tests keep checking them.
 """
 
 from __future__ import annotations
@@ -11,30 +12,72 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_server, start_run
-from tests.integration.graphs import all_workflows
+from temporal_workflows import RequestInfoEvent
+from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, send_or_start, start_dev_server, start_run
+from tests.integration import graphs
 
 HISTORIES = Path(__file__).parents[1] / "histories"
-RECORDED = ["research", "counter_loop"]
 
 
-async def main() -> None:
+async def drive_example(client: Client, name: str, workflow_id: str, queue: str) -> RunHandle:
+    module = importlib.import_module(f"examples.{name}")
+    handle = await start_run(client, module.workflow, module.SAMPLE_INPUT, id=workflow_id, task_queue=queue)
+    await handle.result()
+    return handle
+
+
+async def drive_approval(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """Human input every way: a bad signal (warning), an update, a signal."""
+    from examples import approval
+
+    handle = await start_run(client, approval.workflow, approval.SAMPLE_INPUT, id=workflow_id, task_queue=queue)
+    answered = 0
+    async for ev in handle.events():
+        if isinstance(ev, RequestInfoEvent):
+            if answered == 0:
+                await handle.respond(ev.request_id, {"approved": "maybe"}, wait=False)
+                await handle.respond(ev.request_id, approval.auto_answer(ev))
+            else:
+                await handle.respond(ev.request_id, approval.auto_answer(ev), wait=False)
+            answered += 1
+    await handle.result()
+    return handle
+
+
+async def drive_chat(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """A keep-alive conversation: update-with-start, signal-with-start, close."""
+    await send_or_start(client, graphs.conversation, "hello", id=workflow_id, task_queue=queue)
+    handle = await send_or_start(client, graphs.conversation, "again", id=workflow_id, task_queue=queue, wait=False)
+    async for ev in handle.events():
+        if getattr(ev, "data", None) == "#2: AGAIN":
+            await handle.close()
+    await handle.result()
+    return handle
+
+
+FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
+    "research": lambda c, i, q: drive_example(c, "research", i, q),
+    "counter_loop": lambda c, i, q: drive_example(c, "counter_loop", i, q),
+    "approval_signals_and_updates": drive_approval,
+    "chat_keep_alive": drive_chat,
+}
+
+
+async def main(names: list[str]) -> None:
     env = await start_dev_server()
     try:
         target = env.client.service_client.config.target_host
-        client = await Client.connect(target, plugins=[TemporalWorkflowsPlugin(all_workflows())])
+        client = await Client.connect(target, plugins=[TemporalWorkflowsPlugin(graphs.all_workflows())])
         async with Worker(client, task_queue="record"):
-            for name in RECORDED:
-                module = importlib.import_module(f"examples.{name}")
-                handle = await start_run(
-                    client, module.workflow, module.SAMPLE_INPUT, id=f"recorded-{name}", task_queue="record"
-                )
-                await handle.result()
+            for name in names or list(FLOWS):
+                handle = await FLOWS[name](client, f"recorded-{name}", "record")
                 history = await handle.handle.fetch_history()
                 path = HISTORIES / f"{name}.json"
                 path.write_text(json.dumps(history.to_json_dict(), indent=1))
@@ -44,4 +87,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

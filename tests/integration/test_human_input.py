@@ -28,6 +28,7 @@ from temporal_workflows import (
 from temporal_workflows.temporal import (
     STATUS_SEARCH_ATTRIBUTE,
     RunHandle,
+    get_run,
     send_or_start,
     start_run,
     temporal_cli_path,
@@ -349,3 +350,88 @@ async def test_waiting_run_survives_a_worker_restart(client: Client, temporal_ad
     finally:
         worker.terminate()
         await asyncio.wait_for(worker.wait(), 30)
+
+
+# -- the command line --------------------------------------------------------------------
+
+
+async def _cli(address: str, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "temporal_workflows",
+        "--address",
+        address,
+        *args,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_cli_run_follow_requests_and_respond(client: Client, temporal_address: str, workflow_id: str) -> None:
+    run = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "temporal_workflows",
+        "--address",
+        temporal_address,
+        "run",
+        "examples.approval:workflow",
+        "--input",
+        approval.SAMPLE_INPUT.model_dump_json(),
+        "--id",
+        workflow_id,
+        "--task-queue",
+        TASK_QUEUE,
+        "--follow",
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert run.stdout is not None
+    printed: list[str] = []
+    while not any(line.startswith("[request_info]") for line in printed):
+        line = (await asyncio.wait_for(run.stdout.readline(), 30)).decode()
+        assert line, f"run ended early: {printed}"
+        printed.append(line)
+    assert printed[0].startswith("started ") and printed[1].startswith("[started]")
+
+    code, out, _ = await _cli(temporal_address, "requests", workflow_id)
+    assert code == 0
+    [pending] = json.loads(out)
+    assert pending["executor_id"] == "reviewer" and "approved" in pending["response_schema"]["properties"]
+
+    code, _, err = await _cli(temporal_address, "respond", workflow_id, pending["request_id"], '{"approved": "maybe"}')
+    assert code == 1 and "refused" in err and "ReviewDecision" in err
+    code, _, err = await _cli(temporal_address, "respond", workflow_id, pending["request_id"], "{not json")
+    assert code == 2 and "not valid JSON" in err
+    assert [p["request_id"] for p in json.loads((await _cli(temporal_address, "requests", workflow_id))[1])] == [
+        pending["request_id"]
+    ]
+
+    code, out, err = await _cli(temporal_address, "respond", workflow_id, pending["request_id"], '{"approved": true}')
+    assert code == 0, err
+    assert json.loads(out)["accepted"] is True
+    rest, err_bytes = await asyncio.wait_for(run.communicate(), 60)
+    assert run.returncode == 0, err_bytes.decode()
+    text = "".join(printed) + rest.decode()
+    assert "[output]" in text and "[superstep_completed]" in text
+    assert json.loads(text[text.index("\n[\n") :])[0]["status"] == "published"
+
+
+async def test_cli_send_and_close_a_keep_alive_run(client: Client, temporal_address: str, workflow_id: str) -> None:
+    code, out, err = await _cli(
+        temporal_address, "run", "it_chat", "--keep-alive", "--id", workflow_id, "--task-queue", TASK_QUEUE, "--no-wait"
+    )
+    assert code == 0, err
+    code, out, err = await _cli(temporal_address, "send", workflow_id, "chat", '"hi there"')
+    assert code == 0 and json.loads(out)["accepted"] is True, err
+    code, out, err = await _cli(temporal_address, "send", workflow_id, "nobody", '"hi"')
+    assert code == 1 and "nobody" in err
+    code, out, err = await _cli(temporal_address, "close", workflow_id)
+    assert code == 0, err
+    assert (await get_run(client, workflow_id).result())["outputs"] == ["#1: HI THERE"]

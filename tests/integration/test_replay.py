@@ -10,8 +10,9 @@ import pytest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
+from temporal_workflows.temporal import TemporalWorkflowsPlugin
 from tests.conftest import TASK_QUEUE, hosted_workflows
+from tests.integration.record_histories import FLOWS
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 
@@ -21,7 +22,12 @@ def _replayer() -> Replayer:
 
 
 def test_recorded_histories_exist() -> None:
-    assert {p.stem for p in HISTORIES} >= {"research", "counter_loop"}
+    assert {p.stem for p in HISTORIES} >= {
+        "research",
+        "counter_loop",
+        "approval_signals_and_updates",
+        "chat_keep_alive",
+    }
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
@@ -32,11 +38,9 @@ async def test_recorded_history_replays(path: Path) -> None:
 
 
 @pytest.mark.usefixtures("worker")
-async def test_fresh_history_replays(client: Client, workflow_id: str) -> None:
-    from examples import research
-
-    handle = await start_run(client, research.workflow, research.SAMPLE_INPUT, id=workflow_id, task_queue=TASK_QUEUE)
-    await handle.result()
+@pytest.mark.parametrize("flow", ["research", "approval_signals_and_updates", "chat_keep_alive"])
+async def test_fresh_history_replays(client: Client, workflow_id: str, flow: str) -> None:
+    handle = await FLOWS[flow](client, workflow_id, TASK_QUEUE)
     history = await handle.handle.fetch_history()
     result = await _replayer().replay_workflow(history)
     assert result.replay_failure is None

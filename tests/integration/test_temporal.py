@@ -180,9 +180,13 @@ async def test_cli_run_prints_progress_and_outputs(temporal_address: str, workfl
     assert proc.returncode == 0, err.decode()
     text = out.decode()
     assert f"started {workflow_id}" in text
-    assert "superstep" in text
+    assert [line for line in text.splitlines() if line.startswith("superstep")] == [
+        "superstep 1: running planner",
+        f"superstep 2: running {', '.join(research.RESEARCHERS)}",
+        "superstep 3: running writer",
+    ]
     local = await research.build().run(research.SAMPLE_INPUT)
-    printed = json.loads(text[text.index("[") :])
+    printed = json.loads(text[text.index("\n[\n") :])
     assert printed == [encode(o).data for o in local.get_outputs()]
 
     proc = await asyncio.create_subprocess_exec(
