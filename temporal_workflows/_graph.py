@@ -14,6 +14,7 @@ from ._edges import EdgeGroup
 from ._engine import Delivery, PendingRequest, Topology
 from ._errors import InvalidResponseError, UndeliverableMessageError, WorkflowError, describe
 from ._executor import Executor
+from ._requests import RequestTimedOut
 from ._serde import Envelope, decode, encode, validate_as
 from ._typing import accepts
 
@@ -123,6 +124,12 @@ class Graph:
             raise InvalidResponseError(
                 rid, request.executor_id, f"expected {request.response_type}, got {describe(value)}: {e}"
             ) from None
+        if isinstance(typed, RequestTimedOut):
+            raise InvalidResponseError(
+                rid,
+                request.executor_id,
+                "RequestTimedOut is what the run delivers when the deadline passes, not a response",
+            )
         return encode(typed, what=f"response to request {rid!r}")
 
     def validate_message(self, executor_id: str, message: Envelope) -> Envelope:

@@ -132,7 +132,7 @@ class LocalRunner:
             raise WorkflowError("this workflow is already running; await the current run() first")
         if message is not MISSING and checkpoint_id is not None:
             raise WorkflowError("pass either a start message or checkpoint_id, not both")
-        if message is MISSING and checkpoint_id is None and not responses:
+        if message is MISSING and checkpoint_id is None and responses is None:
             raise WorkflowError("run() needs a start message, responses=, or checkpoint_id=")
         self.running = True
         try:
@@ -159,13 +159,17 @@ class LocalRunner:
                     raise WorkflowError(f"the run failed ({self.failed}); start a new run or resume from a checkpoint")
                 if self.engine is None:
                     raise WorkflowError("no run to send responses to; start one with run(message)")
-                engine = self.engine
+                # Work on a copy, adopted only once the new input is accepted: a
+                # refused response must leave the run exactly as it was.
+                engine = Engine(self.graph.topology, self.engine.snapshot())
                 # Timers do not run between calls: requests past their deadline
                 # time out now, before any response is matched (as on Temporal,
                 # where the timer fires first and a late answer finds no request).
+                # ``run(responses={})`` delivers due timeouts and nothing else.
                 try:
                     engine.expire_due(time.time())
                 except RequestTimeoutError as e:
+                    self.engine = engine
                     async for ev in self._fail(e, engine):
                         yield ev
             if responses:

@@ -111,7 +111,8 @@ class Workflow:
             stream: Return an async iterator of events instead of the result.
             responses: ``{request_id: response}`` answers to pending requests
                 (validated against each request's response type first; a bad one
-                changes nothing).
+                changes nothing). Requests past their ``timeout`` expire first;
+                ``responses={}`` delivers just those timeouts.
             checkpoint_id: Resume from this checkpoint (time travel if it is old).
             checkpoint_storage: Overrides the builder's storage for this call.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 
+import hypothesis  # noqa: F401 - see below
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
@@ -18,6 +19,12 @@ from temporalio.worker import Worker
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, configure_tracing, start_dev_server
 
 TASK_QUEUE = "tw-tests"
+
+# Imported up front on purpose: hypothesis's pytest plugin otherwise imports it
+# at the end of a session, after the worker has shut down, and on CPython
+# 3.11.7 compiling anything then can fail with "AST constructor recursion
+# depth mismatch" (the interpreter's AST recursion counter is left off by the
+# eviction of runs still waiting). Full runs import it early anyway.
 
 
 def hosted_workflows() -> list:  # type: ignore[type-arg]

@@ -23,6 +23,7 @@ from temporal_workflows import (
     Executor,
     ExecutorFailedError,
     FileCheckpointStorage,
+    InvalidResponseError,
     RequestInfoEvent,
     RequestTimedOut,
     RequestTimeoutError,
@@ -31,6 +32,7 @@ from temporal_workflows import (
     WorkflowBuilder,
     WorkflowContext,
     WorkflowError,
+    WorkflowFailedEvent,
     WorkflowRunState,
     handler,
     response_handler,
@@ -127,7 +129,9 @@ def strict_approver() -> Workflow:
 
 def test_the_timed_out_type_key_names_the_public_request_timed_out_model() -> None:
     assert f"{RequestTimedOut.__module__}:{RequestTimedOut.__qualname__}" == REQUEST_TIMED_OUT_TYPE
-    assert decode(Envelope(REQUEST_TIMED_OUT_TYPE, {"request_id": "r", "timeout": 5, "deadline": "2024-01-01T00:00:00+00:00"})) == RequestTimedOut(request_id="r", timeout=5.0, deadline=datetime(2024, 1, 1, tzinfo=UTC))
+    assert decode(
+        Envelope(REQUEST_TIMED_OUT_TYPE, {"request_id": "r", "timeout": 5, "deadline": "2024-01-01T00:00:00+00:00"})
+    ) == RequestTimedOut(request_id="r", timeout=5.0, deadline=datetime(2024, 1, 1, tzinfo=UTC))
 
 
 # -- request_info: which calls are accepted ------------------------------------------
@@ -174,9 +178,7 @@ async def test_an_unknown_on_timeout_policy_is_refused(clock: Clock, timeout: fl
     assert isinstance(cause, WorkflowError) and "'retry'" in str(cause) and "'approver'" in str(cause)
 
 
-@pytest.mark.parametrize(
-    ("timeout", "seconds"), [(45, 45.0), (2.5, 2.5), (timedelta(minutes=2), 120.0), (None, None)]
-)
+@pytest.mark.parametrize(("timeout", "seconds"), [(45, 45.0), (2.5, 2.5), (timedelta(minutes=2), 120.0), (None, None)])
 async def test_the_request_event_and_pending_requests_carry_the_timeout_in_seconds(
     clock: Clock, timeout: float | timedelta | None, seconds: float | None
 ) -> None:
@@ -253,20 +255,29 @@ async def test_a_late_response_finds_no_request_and_the_handler_gets_the_timeout
     assert wf.pending_requests == [] and result.get_final_state() is WorkflowRunState.IDLE
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: LocalRunner.events calls engine.expire_due before validating responses, so a rejected "
-    "late response leaves the timeout response queued, the run IN_PROGRESS, and no way to deliver it",
-)
 async def test_a_late_response_to_the_only_request_still_lets_the_handler_see_the_timeout(clock: Clock) -> None:
     wf = approver()
     await wf.run([Ask(id="slow", timeout=60)])
     clock.now = T0 + 61
     with pytest.raises(UnknownRequestError):
         await wf.run(responses={"slow": {"approved": True}})
-    # Either the rejected call changed nothing (the run is still waiting on "slow", which a later call times
-    # out), or the timeout was delivered; what it must not do is strand the timeout response in the queue.
-    assert wf.run_state in (WorkflowRunState.IDLE_WITH_PENDING_REQUESTS, WorkflowRunState.IDLE)
+    # The refused call changed nothing: the run still waits on "slow" ...
+    assert wf.run_state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS
+    assert [r.request_id for r in wf.pending_requests] == ["slow"]
+    # ... and resuming with no responses delivers the timeout.
+    result = await wf.run(responses={})
+    assert result.get_outputs() == ["slow:timed out"]
+    assert wf.run_state is WorkflowRunState.IDLE
+
+
+async def test_a_response_cannot_pose_as_a_timeout(clock: Clock) -> None:
+    wf = approver()
+    await wf.run([Ask(id="q", timeout=60)])
+    forged = {"request_id": "q", "timeout": 60, "deadline": "2024-01-01T00:00:00+00:00"}
+    with pytest.raises(InvalidResponseError, match="RequestTimedOut"):
+        await wf.run(responses={"q": forged})
+    assert [r.request_id for r in wf.pending_requests] == ["q"]
+    assert (await wf.run(responses={"q": {"approved": True}})).get_outputs() == ["q:approved"]
 
 
 async def test_a_fail_request_past_its_deadline_fails_the_resumed_run(clock: Clock) -> None:
@@ -280,7 +291,7 @@ async def test_a_fail_request_past_its_deadline_fails_the_resumed_run(clock: Clo
     assert "'must'" in str(err) and "'approver'" in str(err) and "60 s" in str(err)
     assert err.result is not None and err.result.get_final_state() is WorkflowRunState.FAILED
     assert err.result.get_outputs() == []  # the answer given alongside was not delivered
-    assert [e.error_type for e in err.result.events if e.type == "failed"] == ["RequestTimeoutError"]
+    assert [e.error_type for e in err.result if isinstance(e, WorkflowFailedEvent)] == ["RequestTimeoutError"]
     assert wf.run_state is WorkflowRunState.FAILED
     with pytest.raises(WorkflowError, match="failed"):
         await wf.run(responses={"other": {"approved": True}})
@@ -332,7 +343,9 @@ def env(value: Any) -> Envelope:
     return Envelope(None, value)
 
 
-def request(rid: str, executor_id: str = "a", *, timeout: float | None = None, on_timeout: Any = "respond") -> PendingRequest:
+def request(
+    rid: str, executor_id: str = "a", *, timeout: float | None = None, on_timeout: Any = "respond"
+) -> PendingRequest:
     return PendingRequest(rid, executor_id, env({"q": rid}), "str", {}, 1, timeout=timeout, on_timeout=on_timeout)
 
 
@@ -396,7 +409,7 @@ def test_expire_due_answers_due_requests_with_a_timed_out_response_oldest_deadli
         RequestTimedOut(request_id="soon", timeout=10, deadline=datetime.fromtimestamp(T0 + 10, UTC)),
         RequestTimedOut(request_id="late", timeout=50, deadline=datetime.fromtimestamp(T0 + 50, UTC)),
     ]
-    engine.apply_commit(engine.prepare_commit([__import__("temporal_workflows._engine").StepResult()] * 0 + [StepResult(), StepResult()]), now=T0 + 60)
+    engine.apply_commit(engine.prepare_commit([StepResult(), StepResult()]), now=T0 + 60)
     with pytest.raises(UnknownRequestError):
         engine.respond("soon", env("too late"))  # timed out once and for all
     assert engine.expire_due(T0 + 10_000) and set(engine.pending_requests) == {"open"}

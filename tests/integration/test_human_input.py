@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 
 from examples import approval, research
@@ -124,8 +125,13 @@ async def test_waiting_run_reports_status_and_pending_requests(client: Client, w
     # The streamed request carries the typed request and the same schema.
     assert isinstance(request.data, approval.ReviewRequest)
     assert request.response_schema == pending["response_schema"]
+    # The Web UI's summary line, and the status search attribute.
+    metadata = await handle.handle.query("__temporal_workflow_metadata")
+    assert metadata.current_details == "waiting for input: 1 request from reviewer"
     desc = await handle.describe()
-    assert desc.raw_description.workflow_extended_info is not None
+    assert desc.typed_search_attributes.get(SearchAttributeKey.for_keyword(STATUS_SEARCH_ATTRIBUTE)) == (
+        "waiting_for_input"
+    )
     await handle.handle.terminate("test done")
 
 
@@ -151,8 +157,6 @@ async def test_status_search_attribute_finds_runs_waiting_for_input(client: Clie
         await asyncio.sleep(0.1)
     else:
         pytest.fail(f"no run matched {query}")
-    desc = await handle.describe()
-    assert desc.typed_search_attributes is not None
     await handle.handle.terminate("test done")
 
 
