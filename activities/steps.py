@@ -178,8 +178,7 @@ def build_activities(workflows: Sequence[Workflow]) -> list[Callable[..., Any]]:
 
     status_attribute = _StatusAttribute()
 
-    @activity.defn(name=ACTIVITY_TOPOLOGY)
-    async def topology(name: str) -> Pinned:
+    def hosted(name: str) -> Workflow:
         wf = registry.get(name)
         if wf is None:
             raise ApplicationError(
@@ -187,13 +186,15 @@ def build_activities(workflows: Sequence[Workflow]) -> list[Callable[..., Any]]:
                 type="UnknownGraph",
                 non_retryable=True,
             )
-        return Pinned(wf.topology, await status_attribute.get())
+        return wf
+
+    @activity.defn(name=ACTIVITY_TOPOLOGY)
+    async def topology(name: str) -> Pinned:
+        return Pinned(hosted(name).topology, await status_attribute.get())
 
     @activity.defn(name=ACTIVITY_VALIDATE)
     async def validate(inp: ValidateInput) -> Validated:
-        wf = registry.get(inp.graph)
-        if wf is None:
-            raise ApplicationError(f"no graph named {inp.graph!r}", type="UnknownGraph", non_retryable=True)
+        wf = hosted(inp.graph)
         try:
             if inp.request is not None:
                 return Validated(wf.graph.validate_response(inp.request, decode(inp.value)))
@@ -203,9 +204,7 @@ def build_activities(workflows: Sequence[Workflow]) -> list[Callable[..., Any]]:
 
     @activity.defn(name=ACTIVITY_REDUCE)
     async def reduce(inp: ReduceInput) -> Envelope:
-        wf = registry.get(inp.graph)
-        if wf is None:
-            raise ApplicationError(f"no graph named {inp.graph!r}", type="UnknownGraph", non_retryable=True)
+        wf = hosted(inp.graph)
         try:
             return wf.graph.reduce(inp.key, inp.committed, inp.writes)
         except WorkflowError as e:

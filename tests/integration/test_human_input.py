@@ -36,6 +36,7 @@ from temporal_workflows.temporal import (
 )
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
+from tests.integration.cli import run_cli
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -58,26 +59,24 @@ async def events_until(
     return await asyncio.wait_for(scan(), timeout)
 
 
-def nth_request(n: int) -> Callable[[WorkflowEvent], bool]:
+def nth(kind: type[WorkflowEvent], n: int) -> Callable[[WorkflowEvent], bool]:
+    """A predicate true at the ``n``-th event of ``kind``."""
     count = 0
 
     def pred(ev: WorkflowEvent) -> bool:
         nonlocal count
-        count += isinstance(ev, RequestInfoEvent)
+        count += isinstance(ev, kind)
         return count == n
 
     return pred
+
+
+def nth_request(n: int) -> Callable[[WorkflowEvent], bool]:
+    return nth(RequestInfoEvent, n)
 
 
 def warnings(n: int) -> Callable[[WorkflowEvent], bool]:
-    count = 0
-
-    def pred(ev: WorkflowEvent) -> bool:
-        nonlocal count
-        count += isinstance(ev, WorkflowWarningEvent)
-        return count == n
-
-    return pred
+    return nth(WorkflowWarningEvent, n)
 
 
 def waiting(ev: WorkflowEvent) -> bool:
@@ -360,20 +359,7 @@ async def test_waiting_run_survives_a_worker_restart(client: Client, temporal_ad
 
 
 async def _cli(address: str, *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "temporal_workflows",
-        "--address",
-        address,
-        *args,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return await run_cli(address, "--address", address, *args)
 
 
 async def test_cli_run_follow_requests_and_respond(client: Client, temporal_address: str, workflow_id: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from temporal_workflows._serde import encode
 from temporal_workflows.temporal import start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
+from tests.integration.cli import run_cli
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -158,27 +158,13 @@ async def test_large_state_is_not_copied_into_every_step(client: Client, workflo
 async def test_cli_run_prints_progress_and_outputs(temporal_address: str, workflow_id: str) -> None:
     from examples import research
 
-    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "temporal_workflows",
-        "run",
-        "examples.research:workflow",
-        "--input",
-        json.dumps(encode(research.SAMPLE_INPUT).data),
-        "--id",
-        workflow_id,
-        "--task-queue",
-        TASK_QUEUE,
-        env=env,
-        cwd=Path(__file__).parents[2],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+    research_input = json.dumps(encode(research.SAMPLE_INPUT).data)
+    code, text, err = await run_cli(
+        temporal_address,
+        *("run", "examples.research:workflow", "--input", research_input),
+        *("--id", workflow_id, "--task-queue", TASK_QUEUE),
     )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-    assert proc.returncode == 0, err.decode()
-    text = out.decode()
+    assert code == 0, err
     assert f"started {workflow_id}" in text
     assert [line for line in text.splitlines() if line.startswith("superstep")] == [
         "superstep 1: running planner",
@@ -189,18 +175,8 @@ async def test_cli_run_prints_progress_and_outputs(temporal_address: str, workfl
     printed = json.loads(text[text.index("\n[\n") :])
     assert printed == [encode(o).data for o in local.get_outputs()]
 
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "temporal_workflows",
-        "status",
-        workflow_id,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-    assert proc.returncode == 0, err.decode()
+    code, out, err = await run_cli(temporal_address, "status", workflow_id)
+    assert code == 0, err
     status = json.loads(out)
     assert status["temporal_status"] == "COMPLETED" and status["status"] == "completed"
 

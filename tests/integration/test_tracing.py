@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import subprocess
-import sys
 import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -27,6 +22,7 @@ from examples import research
 from temporal_workflows._serde import encode
 from temporal_workflows.temporal import start_run
 from tests.conftest import TASK_QUEUE
+from tests.integration.cli import run_cli
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -142,31 +138,15 @@ async def test_cli_exports_to_otlp_and_the_worker_continues_its_trace(
     collector: tuple[str, type[_Collector]],
 ) -> None:
     endpoint, received = collector
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": temporal_address,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
-        "OTEL_SERVICE_NAME": "tw-cli-test",
-    }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "temporal_workflows",
-        "run",
-        "examples.research:workflow",
-        "--input",
-        json.dumps(encode(research.SAMPLE_INPUT).data),
-        "--id",
-        workflow_id,
-        "--task-queue",
-        TASK_QUEUE,
-        env=env,
-        cwd=Path(__file__).parents[2],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "tw-cli-test"}
+    research_input = json.dumps(encode(research.SAMPLE_INPUT).data)
+    code, _, err = await run_cli(
+        temporal_address,
+        *("run", "examples.research:workflow", "--input", research_input),
+        *("--id", workflow_id, "--task-queue", TASK_QUEUE),
+        env=otel,
     )
-    _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-    assert proc.returncode == 0, err.decode()
+    assert code == 0, err
     # The CLI flushes before it exits, so the export has arrived by now.
     assert received.arrived.is_set()
     spans = []
