@@ -310,11 +310,6 @@ class GraphWorkflow:
                 f"no pending request with id {request_id!r}; pending request ids: {pending or 'none'}",
                 type="UnknownRequestError",
             )
-        if any(i.kind == "respond" and i.key == request_id for i in self._inbox):
-            raise ApplicationError(
-                f"a response to request {request_id!r} is already queued; it is answered at the next boundary",
-                type="AlreadyAnsweredError",
-            )
         return req
 
     async def _validate(self, executor_id: str, value: Envelope, request: PendingRequest | None) -> Validated:
@@ -341,6 +336,11 @@ class GraphWorkflow:
         while self._inbox:
             item = self._inbox.pop(0)
             if item.kind == "respond":
+                if not item.validated and item.key in self._answered:
+                    # An update's answer was accepted (and its caller told so) while
+                    # this signal waited: the update wins, whatever the order.
+                    self._warn(f"request {item.key!r} was already answered; response ignored", request_id=item.key)
+                    continue
                 req = engine.pending_requests.get(item.key)
                 if req is None:
                     if item.key in self._delivered:
