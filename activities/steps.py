@@ -24,6 +24,9 @@ from temporalio import activity
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.exceptions import ApplicationError
 
+from activities.checkpoints import build_checkpoint_activities
+from temporal_workflows._checkpoint import CheckpointStorage, HistoryCheckpointStorage
+from temporal_workflows._checkpoint_sqlite import SqliteCheckpointStorage
 from temporal_workflows._context import run_step
 from temporal_workflows._engine import StepResult
 from temporal_workflows._errors import WorkflowError
@@ -33,6 +36,7 @@ from temporal_workflows._protocol import (
     ACTIVITY_VALIDATE,
     QUERY_COMMITTED_STATE,
     STATUS_SEARCH_ATTRIBUTE,
+    CheckpointSetup,
     Pinned,
     ReduceInput,
     StateSnapshot,
@@ -156,7 +160,7 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
         }
         try:
             with _tracer.start_as_current_span(f"step {executor_id}", attributes=attributes):
-                return await run_step(graph, task, state, run_id=inp.run_id, attempt=info.attempt)
+                return await run_step(graph, task, state, run_id=inp.run_id, attempt=info.attempt, epoch=inp.epoch)
         except WorkflowError as e:
             # Graph-level errors (undeliverable message, unserializable value, bad
             # request_info) fail the same way on every attempt: do not retry them.
@@ -166,8 +170,16 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
     return activity.defn(name=step_activity_name(graph.name or "", executor_id))(step)
 
 
-def build_activities(workflows: Sequence[Workflow]) -> list[Callable[..., Any]]:
-    """Every activity a worker needs to host ``workflows``."""
+def build_activities(
+    workflows: Sequence[Workflow], checkpoint_storage: CheckpointStorage | None = None
+) -> list[Callable[..., Any]]:
+    """Every activity a worker needs to host ``workflows``.
+
+    Args:
+        checkpoint_storage: Where checkpoints of graphs built without a
+            ``checkpoint_storage`` go; by default a :class:`SqliteCheckpointStorage`
+            (``$TEMPORAL_WORKFLOWS_CHECKPOINT_DB``, opened on first use).
+    """
     registry: dict[str, Workflow] = {}
     for wf in workflows:
         if not wf.name:
@@ -188,9 +200,31 @@ def build_activities(workflows: Sequence[Workflow]) -> list[Callable[..., Any]]:
             )
         return wf
 
+    default_storage = checkpoint_storage
+
+    def storage_for(wf: Workflow) -> CheckpointStorage:
+        nonlocal default_storage
+        if wf.checkpoint_storage is not None:
+            return wf.checkpoint_storage
+        if default_storage is None:
+            default_storage = SqliteCheckpointStorage()
+        return default_storage
+
+    def checkpoint_setup(wf: Workflow) -> CheckpointSetup:
+        storage = wf.checkpoint_storage or default_storage
+        history = isinstance(storage, HistoryCheckpointStorage)
+        # A graph built with a storage asks for automatic checkpoints; the worker's default does not.
+        every = wf.checkpoint_every if wf.checkpoint_storage is not None else 0
+        return CheckpointSetup(
+            store="history" if history else "external",
+            every=every,
+            keep=storage.keep if isinstance(storage, HistoryCheckpointStorage) else 0,
+        )
+
     @activity.defn(name=ACTIVITY_TOPOLOGY)
     async def topology(name: str) -> Pinned:
-        return Pinned(hosted(name).topology, await status_attribute.get())
+        wf = hosted(name)
+        return Pinned(wf.topology, await status_attribute.get(), checkpoint_setup(wf))
 
     @activity.defn(name=ACTIVITY_VALIDATE)
     async def validate(inp: ValidateInput) -> Validated:
@@ -211,7 +245,7 @@ def build_activities(workflows: Sequence[Workflow]) -> list[Callable[..., Any]]:
             raise _non_retryable(e) from e
 
     cache = StateCache()
-    acts: list[Callable[..., Any]] = [topology, reduce, validate]
+    acts: list[Callable[..., Any]] = [topology, reduce, validate, *build_checkpoint_activities(hosted, storage_for)]
     for wf in registry.values():
         for eid in wf.graph.executors:
             acts.append(_make_step_activity(wf, eid, cache))

@@ -9,9 +9,11 @@ from ._checkpoint import (
     CheckpointId,
     CheckpointStorage,
     FileCheckpointStorage,
+    HistoryCheckpointStorage,
     InMemoryCheckpointStorage,
     WorkflowCheckpoint,
 )
+from ._checkpoint_sqlite import SqliteCheckpointStorage
 from ._context import StateView, WorkflowContext
 from ._edges import Case, Default
 from ._errors import (
@@ -40,6 +42,7 @@ from ._events import (
     WorkflowEvent,
     WorkflowFailedEvent,
     WorkflowOutputEvent,
+    WorkflowResetEvent,
     WorkflowRunResult,
     WorkflowRunState,
     WorkflowStartedEvent,
@@ -66,10 +69,12 @@ __all__ = [
     "ExecutorInvokedEvent",
     "ExecutorOptions",
     "FileCheckpointStorage",
+    "HistoryCheckpointStorage",
     "FunctionExecutor",
     "GraphSignatureMismatchError",
     "GraphValidationError",
     "InMemoryCheckpointStorage",
+    "SqliteCheckpointStorage",
     "InvalidResponseError",
     "NotSerializableError",
     "RequestInfoEvent",
@@ -96,6 +101,7 @@ __all__ = [
     "WorkflowStartedEvent",
     "WorkflowStatusEvent",
     "WorkflowViz",
+    "WorkflowResetEvent",
     "WorkflowWarningEvent",
     "executor",
     "handler",

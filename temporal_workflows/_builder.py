@@ -55,7 +55,11 @@ class WorkflowBuilder:
         description: Free text for humans.
         max_iterations: Supersteps allowed per activation before the run fails
             with :class:`SuperstepLimitError` (a guard against endless loops).
-        checkpoint_storage: If set, a checkpoint is saved at every superstep boundary.
+        checkpoint_storage: Where checkpoints go. In process, none are taken
+            without one; on Temporal the worker's default storage is used.
+        checkpoint_every: With ``checkpoint_storage`` set, a checkpoint is
+            taken every this many supersteps (1: at every boundary; 0: only
+            when asked for, which on Temporal is the ``checkpoint`` signal).
     """
 
     def __init__(
@@ -66,12 +70,16 @@ class WorkflowBuilder:
         description: str | None = None,
         max_iterations: int = 100,
         checkpoint_storage: CheckpointStorage | None = None,
+        checkpoint_every: int = 1,
     ) -> None:
+        if checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be 0 (on request only) or positive, not {checkpoint_every}")
         self._start = start_executor
         self._name = name
         self._description = description
         self._max_iterations = max_iterations
         self._storage = checkpoint_storage
+        self._checkpoint_every = checkpoint_every
         self._executors: list[Executor] = []
         self._groups: list[EdgeGroup] = []
         self._reducers: dict[str, Reducer] = {}
@@ -244,7 +252,7 @@ class WorkflowBuilder:
             reducer_funcs={k: v for k, v in self._reducers.items() if callable(v)},
             description=self._description,
         )
-        return Workflow(graph, checkpoint_storage=self._storage)
+        return Workflow(graph, checkpoint_storage=self._storage, checkpoint_every=self._checkpoint_every)
 
     def _check_duplicates(self) -> None:
         seen: dict[tuple[str, str], str] = {}

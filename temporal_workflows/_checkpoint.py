@@ -25,6 +25,7 @@ __all__ = [
     "CheckpointId",
     "CheckpointStorage",
     "FileCheckpointStorage",
+    "HistoryCheckpointStorage",
     "InMemoryCheckpointStorage",
     "WorkflowCheckpoint",
 ]
@@ -186,6 +187,23 @@ class InMemoryCheckpointStorage(_DerivedQueries):
 
     async def delete(self, checkpoint_id: CheckpointId) -> bool:
         return self._items.pop(checkpoint_id, None) is not None
+
+
+class HistoryCheckpointStorage(InMemoryCheckpointStorage):
+    """Checkpoints kept in the run itself: no external store to run or back up.
+
+    On Temporal a checkpoint is then just a marker in the workflow: its body
+    is rebuilt from history on replay and served by the ``get_checkpoint``
+    query, so it costs no history bytes at all. Across continue-as-new the
+    run carries the ``keep`` most recent ones (their bodies then ride in the
+    next run's input); older ones can no longer be restored. Forks read the
+    source run's checkpoint by query, so they work from any worker. In
+    process it behaves like :class:`InMemoryCheckpointStorage`.
+    """
+
+    def __init__(self, keep: int = 3) -> None:
+        super().__init__()
+        self.keep = keep
 
 
 class FileCheckpointStorage(_DerivedQueries):

@@ -78,9 +78,10 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         superstep: The superstep this step belongs to.
         run_id: The run (in process: a fresh id per ``run(message)``; on Temporal:
             the workflow id).
-        idempotency_key: Unique for this step and the same across its retries and
-            replays; pass it to external APIs so a retried step applies its side
-            effect once.
+        idempotency_key: Unique for this step and the same across its retries,
+            replays and continue-as-new; pass it to external APIs so a retried
+            step applies its side effect once. A reset starts a new epoch, so a
+            step re-run after one gets a new key.
         attempt: The attempt number of this step (1 in process).
     """
 
@@ -92,6 +93,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         state: Mapping[str, Envelope],
         run_id: str,
         attempt: int = 1,
+        epoch: int = 0,
     ) -> None:
         self._graph = graph
         self._task = task
@@ -103,7 +105,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         self.superstep = task.superstep
         self.run_id = run_id
         self.attempt = attempt
-        self.idempotency_key = f"{run_id}:{task.step_key}"
+        self.idempotency_key = f"{run_id}:{task.step_key}" if not epoch else f"{run_id}@{epoch}:{task.step_key}"
         self.state = StateView(self, "")
         self.executor_state = StateView(self, f"{EXECUTOR_STATE_PREFIX}{task.executor_id}/")
 
@@ -276,11 +278,15 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
 
 
 async def run_step(
-    graph: Graph, task: StepTask, state: Mapping[str, Envelope], *, run_id: str, attempt: int = 1
+    graph: Graph, task: StepTask, state: Mapping[str, Envelope], *, run_id: str, attempt: int = 1, epoch: int = 0
 ) -> StepResult:
-    """Run one task's handler against the committed ``state``; return what it did."""
+    """Run one task's handler against the committed ``state``; return what it did.
+
+    ``epoch`` counts resets of the run: a step re-run after a reset is new
+    work, so its idempotency key (and the ids of requests it raises) differ.
+    """
     ctx: WorkflowContext[Any, Any] = WorkflowContext(
-        graph=graph, task=task, state=state, run_id=run_id, attempt=attempt
+        graph=graph, task=task, state=state, run_id=run_id, attempt=attempt, epoch=epoch
     )
     ex = graph.executors.get(task.executor_id)
     if ex is None:

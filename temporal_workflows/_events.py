@@ -22,6 +22,7 @@ __all__ = [
     "WorkflowEvent",
     "WorkflowFailedEvent",
     "WorkflowOutputEvent",
+    "WorkflowResetEvent",
     "WorkflowRunResult",
     "WorkflowRunState",
     "WorkflowStartedEvent",
@@ -121,6 +122,18 @@ class WorkflowWarningEvent(WorkflowEvent):
     message: str
     request_id: str | None = None
     executor_id: str | None = None
+
+
+class WorkflowResetEvent(WorkflowEvent):
+    """The run was reset (on Temporal: it continues as new from the reset's starting point).
+
+    ``checkpoint_id`` is the checkpoint it went back to, or ``None`` for a clean start.
+    """
+
+    type: Literal["reset"] = "reset"
+    checkpoint_id: str | None = None
+    superstep: int = 0
+    resets: int = 1
 
 
 class WorkflowFailedEvent(WorkflowEvent):

@@ -10,33 +10,54 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+from temporalio.contrib.workflow_streams import WorkflowStreamState
+
+from ._checkpoint import WorkflowCheckpoint
 from ._engine import PendingRequest, StepTask, Topology
 from ._serde import Envelope
 
 __all__ = [
+    "ACTIVITY_LOAD_CHECKPOINT",
     "ACTIVITY_REDUCE",
+    "ACTIVITY_SAVE_CHECKPOINT",
     "ACTIVITY_TOPOLOGY",
     "ACTIVITY_VALIDATE",
     "EVENTS_TOPIC",
+    "QUERY_CHECKPOINT",
+    "QUERY_CHECKPOINTS",
     "QUERY_COMMITTED_STATE",
     "QUERY_PENDING_REQUESTS",
     "QUERY_STATE",
     "QUERY_STATUS",
+    "SIGNAL_CHECKPOINT",
     "SIGNAL_CLOSE",
+    "SIGNAL_RESET",
     "SIGNAL_RESPOND",
     "SIGNAL_SEND",
     "STATUS_SEARCH_ATTRIBUTE",
+    "UPDATE_CHECKPOINT",
+    "UPDATE_RESET",
     "UPDATE_RESPOND",
     "UPDATE_SEND",
+    "Carried",
+    "CarriedInput",
+    "CheckpointRequest",
+    "CheckpointSetup",
+    "ForkSource",
+    "LoadCheckpointInput",
     "Pinned",
     "ReduceInput",
+    "ResetRequest",
     "RespondInput",
     "RunInput",
+    "SaveCheckpointInput",
     "SendInput",
     "StateSnapshot",
     "StepInput",
     "ValidateInput",
     "Validated",
+    "DEFAULT_MAX_HISTORY_EVENTS",
     "step_activity_name",
 ]
 
@@ -50,6 +71,19 @@ UPDATE_SEND = "send_message"
 """Update with the same argument: returns once the message is accepted, rejects bad input."""
 SIGNAL_CLOSE = "close"
 """Signal (no argument): a keep-alive run completes once it is idle."""
+SIGNAL_CHECKPOINT = "checkpoint"
+"""Signal ``{}`` or ``{"label": ...}``: take a checkpoint at the next superstep boundary."""
+UPDATE_CHECKPOINT = "take_checkpoint"
+"""Update with the same argument: returns the checkpoint's id and superstep once it is saved."""
+SIGNAL_RESET = "reset"
+"""Signal ``{}`` (clean start), ``{"message": ...}`` (start again with new input) or
+``{"checkpoint_id": ...}`` (back to a checkpoint); the run continues as new."""
+UPDATE_RESET = "reset_run"
+"""Update with the same argument: returns once the reset is accepted, rejects an unknown checkpoint."""
+QUERY_CHECKPOINTS = "checkpoints"
+"""Query: the run's checkpoints (id, superstep, label, created time, parent id), oldest first."""
+QUERY_CHECKPOINT = "get_checkpoint"
+"""Query (checkpoint id): one checkpoint whole; how history-only checkpoints are read."""
 QUERY_STATUS = "status"
 QUERY_PENDING_REQUESTS = "pending_requests"
 QUERY_STATE = "state"
@@ -61,6 +95,12 @@ STATUS_SEARCH_ATTRIBUTE = "TemporalWorkflowsStatus"
 ACTIVITY_VALIDATE = "temporal_workflows.validate"
 """Local activity checking a response or sent message against the graph's types (user code)."""
 
+ACTIVITY_SAVE_CHECKPOINT = "temporal_workflows.save_checkpoint"
+"""Local activity writing a checkpoint (sent as a delta of the last one) to the worker's storage."""
+
+ACTIVITY_LOAD_CHECKPOINT = "temporal_workflows.load_checkpoint"
+"""Local activity reading a checkpoint for a reset or fork (from storage, or by query)."""
+
 ACTIVITY_TOPOLOGY = "temporal_workflows.topology"
 """Local activity that returns a graph's topology; its result pins the graph for the run."""
 
@@ -71,9 +111,64 @@ QUERY_COMMITTED_STATE = "temporal_workflows.committed_state"
 """Query serving the committed state to step activities whose worker has not cached it."""
 
 
+DEFAULT_MAX_HISTORY_EVENTS = 8_000
+"""Continue-as-new threshold when the run sets none: under Temporal's 10,240-event
+warning, with room for a wide superstep."""
+
+
 def step_activity_name(graph_name: str, executor_id: str) -> str:
     """Activity type of an executor's steps: readable in the Web UI and metrics."""
     return f"{graph_name}.{executor_id}"
+
+
+@dataclass
+class ForkSource:
+    """Where a forked run starts: a checkpoint of another run."""
+
+    workflow_id: str
+    checkpoint_id: str
+    allow_signature_mismatch: bool = False
+
+
+@dataclass
+class CarriedInput:
+    """Outside input accepted but not yet delivered when the run continued as new."""
+
+    kind: str
+    key: str
+    value: Envelope
+    validated: bool = False
+
+
+@dataclass
+class Carried:
+    """What a run hands to its next execution when it continues as new (or resets).
+
+    The engine snapshot is the only part that grows with the run's data; the
+    rest is bookkeeping so that ids, lineage, outside input and the event
+    stream continue seamlessly.
+    """
+
+    reason: str
+    """``"history"`` (history was long), ``"reset"`` or ``"reset_to_checkpoint"``."""
+    snapshot: WorkflowCheckpoint | None = None
+    start: Envelope | None = None
+    """The start message: what a later clean reset starts again with."""
+    epoch: int = 0
+    """Resets so far: part of every idempotency key, so re-run steps are new work."""
+    segment: int = 0
+    last_checkpoint_id: str | None = None
+    checkpoint_base_id: str | None = None
+    dirty_keys: list[str] = field(default_factory=list)
+    since_checkpoint: int = 0
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[WorkflowCheckpoint] = field(default_factory=list)
+    inbox: list[CarriedInput] = field(default_factory=list)
+    delivered: list[str] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    lineage: dict[str, Any] | None = None
+    closing: bool = False
+    stream: WorkflowStreamState | None = None
 
 
 @dataclass
@@ -92,6 +187,27 @@ class RunInput:
     keep_alive: bool = False
     """Stay open when idle, for more ``send`` messages (a conversation); end with ``close``.
     A keep-alive run started without a ``message`` starts idle."""
+    checkpoint_every: int | None = None
+    """Take a checkpoint every N supersteps (0: only when asked); default: the graph's policy."""
+    max_history_events: int | None = None
+    """Continue as new at the first boundary after history reaches this many events
+    (default :data:`DEFAULT_MAX_HISTORY_EVENTS`), or earlier when Temporal suggests it."""
+    fork_from: ForkSource | None = None
+    """Start from another run's checkpoint instead of ``message``."""
+    carried: Carried | None = None
+    """Set by the run itself when it continues as new; never by callers."""
+
+
+@dataclass
+class CheckpointSetup:
+    """How the worker keeps this graph's checkpoints (pinned for the run)."""
+
+    store: str = "external"
+    """``"external"`` (a storage written by activities) or ``"history"`` (kept in the run)."""
+    every: int = 0
+    """Automatic checkpoint every N supersteps; 0 means only on request."""
+    keep: int = 3
+    """History-only storage: checkpoints carried across continue-as-new."""
 
 
 @dataclass
@@ -101,6 +217,52 @@ class Pinned:
     topology: Topology
     status_attribute: str | None = None
     """The status search attribute, if the namespace has it registered."""
+    checkpoints: CheckpointSetup | None = None
+    """Absent in runs recorded before checkpoints on Temporal existed."""
+
+
+class CheckpointRequest(BaseModel):
+    """Argument of the ``checkpoint`` signal and update."""
+
+    label: str | None = None
+
+
+class ResetRequest(BaseModel):
+    """Argument of the ``reset`` signal and update.
+
+    ``{}`` starts the run again from its start message, ``{"message": ...}``
+    from a new one, ``{"checkpoint_id": ...}`` from a checkpoint of this run.
+    """
+
+    checkpoint_id: str | None = None
+    message: Any = None
+    message_type: str | None = None
+    allow_signature_mismatch: bool = False
+
+    @property
+    def has_message(self) -> bool:
+        return "message" in self.model_fields_set
+
+
+@dataclass
+class SaveCheckpointInput:
+    """A checkpoint to save; while ``base_id`` is set, ``checkpoint.state`` holds only
+    the keys written since that checkpoint (and ``removed`` those deleted)."""
+
+    graph: str
+    checkpoint: WorkflowCheckpoint
+    base_id: str | None = None
+    removed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LoadCheckpointInput:
+    """Which checkpoint to read, and whose it must be."""
+
+    graph: str
+    workflow_id: str
+    checkpoint_id: str
+    history_only: bool = False
 
 
 @dataclass
@@ -157,6 +319,8 @@ class StepInput:
     run_id: str
     state_version: str
     state: dict[str, Envelope] | None = None
+    epoch: int = 0
+    """Resets of the run so far (see :attr:`Carried.epoch`)."""
 
 
 @dataclass

@@ -69,8 +69,9 @@ def shared_state(state: Mapping[str, Envelope]) -> dict[str, Any]:
 class LocalRunner:
     """One in-process run of a graph (kept between ``run()`` calls, like Agent Framework's)."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, *, checkpoint_every: int = 1) -> None:
         self.graph = graph
+        self.checkpoint_every = checkpoint_every
         self.engine: Engine | None = None
         self.run_id: str | None = None
         self.failed: WorkflowRunError | None = None
@@ -269,7 +270,8 @@ class LocalRunner:
         raise error
 
     async def _checkpoint(self, engine: Engine, storage: CheckpointStorage | None) -> str | None:
-        if storage is None:
+        every = self.checkpoint_every
+        if storage is None or every <= 0 or engine.superstep % every:
             return None
         cp = WorkflowCheckpoint.from_snapshot(
             engine.snapshot(),

@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
-from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from ._checkpoint import WorkflowCheckpoint
     from ._engine import (
         EXECUTOR_STATE_PREFIX,
         Engine,
@@ -50,28 +52,45 @@ with workflow.unsafe.imports_passed_through():
         WorkflowEvent,
         WorkflowFailedEvent,
         WorkflowOutputEvent,
+        WorkflowResetEvent,
         WorkflowStartedEvent,
         WorkflowStatusEvent,
         WorkflowWarningEvent,
     )
     from ._protocol import (
+        ACTIVITY_LOAD_CHECKPOINT,
         ACTIVITY_REDUCE,
+        ACTIVITY_SAVE_CHECKPOINT,
         ACTIVITY_TOPOLOGY,
         ACTIVITY_VALIDATE,
+        DEFAULT_MAX_HISTORY_EVENTS,
         EVENTS_TOPIC,
+        QUERY_CHECKPOINT,
+        QUERY_CHECKPOINTS,
         QUERY_COMMITTED_STATE,
         QUERY_PENDING_REQUESTS,
         QUERY_STATE,
         QUERY_STATUS,
+        SIGNAL_CHECKPOINT,
         SIGNAL_CLOSE,
+        SIGNAL_RESET,
         SIGNAL_RESPOND,
         SIGNAL_SEND,
+        UPDATE_CHECKPOINT,
+        UPDATE_RESET,
         UPDATE_RESPOND,
         UPDATE_SEND,
+        Carried,
+        CarriedInput,
+        CheckpointRequest,
+        CheckpointSetup,
+        LoadCheckpointInput,
         Pinned,
         ReduceInput,
+        ResetRequest,
         RespondInput,
         RunInput,
+        SaveCheckpointInput,
         SendInput,
         StateSnapshot,
         StepInput,
@@ -82,7 +101,7 @@ with workflow.unsafe.imports_passed_through():
     from ._serde import Envelope, encode
     from ._tracing import workflow_span
 
-__all__ = ["GraphWorkflow", "INLINE_STATE_LIMIT", "MAX_WARNINGS"]
+__all__ = ["GraphWorkflow", "INLINE_STATE_LIMIT", "MAX_WARNINGS", "STREAM_EVENTS_CARRIED"]
 
 INLINE_STATE_LIMIT = 2048
 """Committed state up to this many JSON bytes rides along in step inputs.
@@ -93,6 +112,17 @@ large state is never copied into every activity input.
 
 MAX_WARNINGS = 20
 """Warnings about unusable outside input kept for the ``status`` query (newest last)."""
+
+STREAM_EVENTS_CARRIED = 1000
+"""Most recent events a run carries across continue-as-new (older offsets are then gone)."""
+
+CHECKPOINTS_LISTED = 1000
+"""Checkpoint entries the ``checkpoints`` query keeps (newest last)."""
+
+DELIVERED_CARRIED = 200
+"""Answered request ids carried across continue-as-new, to say "already answered"."""
+
+_SAVE_ERRORS = ["CheckpointStorageError", "CheckpointBaseMissing"]
 
 DEFAULT_RETRY: dict[str, Any] = {"initial_interval": 1.0, "backoff_coefficient": 2.0, "maximum_attempts": 3}
 
@@ -167,15 +197,45 @@ class _Input:
     validated: bool = False
 
 
+@dataclass
+class _CheckpointAsk:
+    """A checkpoint request waiting for a boundary."""
+
+    label: str | None
+    via_update: bool
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    done: bool = False
+
+
+@dataclass
+class _ResetPlan:
+    """An accepted reset: start again from ``checkpoint``, or from ``start`` (None: idle)."""
+
+    checkpoint: WorkflowCheckpoint | None
+    start: Envelope | None
+    requested_checkpoint_id: str | None
+
+
+class _CheckpointFailed(Exception):
+    pass
+
+
 @workflow.defn(dynamic=True)
 class GraphWorkflow:
     """Runs one graph execution: pins the topology, then loops supersteps, waiting durably when idle."""
 
     @workflow.init
     def __init__(self, args: Sequence[RawValue]) -> None:
+        inp = RunInput()
+        if args:
+            inp = workflow.payload_converter().from_payload(args[0].payload, RunInput)
+        self._input = inp
+        carried = inp.carried or Carried(reason="start")
+        self._carried = inp.carried
         # Must be built here, in __init__: the stream registers its signal,
         # update and query handlers before the first event is delivered.
-        self._stream = WorkflowStream()
+        self._stream = WorkflowStream(prior_state=carried.stream)
         self._events = self._stream.topic(EVENTS_TOPIC, type=Envelope)
         self._engine: Engine | None = None
         self._topology: Topology | None = None
@@ -185,15 +245,31 @@ class GraphWorkflow:
         self._state_size = 0
         self._in_flight: list[str] = []
         self._error: str | None = None
-        self._inbox: list[_Input] = []
+        self._inbox: list[_Input] = [_Input(i.kind, i.key, i.value, i.validated) for i in carried.inbox]
         # Request ids answered (by a response taken into the inbox or the engine): a second answer is refused.
-        self._answered: set[str] = set()
+        self._answered: set[str] = {i.key for i in self._inbox if i.kind == "respond" and i.validated}
         # Request ids whose response reached the engine.
-        self._delivered: set[str] = set()
-        self._warnings: list[dict[str, Any]] = []
-        self._keep_alive = False
-        self._closing = False
+        self._delivered: set[str] = set(carried.delivered)
+        self._delivered_order: list[str] = list(carried.delivered)
+        self._warnings: list[dict[str, Any]] = list(carried.warnings)
+        self._keep_alive = inp.keep_alive
+        self._closing = carried.closing
         self._published_status: str | None = None
+        # Checkpoints, resets and continue-as-new.
+        self._cp_setup = CheckpointSetup()
+        self._cp_every = 0
+        self._cp_last: str | None = carried.last_checkpoint_id
+        self._cp_base: str | None = carried.checkpoint_base_id
+        self._cp_dirty: set[str] = set(carried.dirty_keys)
+        self._cp_list: list[dict[str, Any]] = list(carried.checkpoints)
+        self._cp_kept: dict[str, WorkflowCheckpoint] = {c.checkpoint_id: c for c in carried.kept}
+        self._cp_requests: list[_CheckpointAsk] = []
+        self._reset: _ResetPlan | None = None
+        self._epoch = carried.epoch
+        self._segment = carried.segment
+        self._start_env: Envelope | None = carried.start
+        self._lineage: dict[str, Any] | None = carried.lineage
+        self._max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
 
     @workflow.dynamic_config
     def dynamic_config(self) -> workflow.DynamicWorkflowConfig:
@@ -220,7 +296,22 @@ class GraphWorkflow:
             "keep_alive": self._keep_alive,
             "warnings": list(self._warnings),
             "error": self._error,
+            "last_checkpoint_id": self._cp_last,
+            "checkpoints": len(self._cp_list),
+            "resets": self._epoch,
+            "continued_as_new": self._segment,
+            "lineage": self._lineage,
         }
+
+    @workflow.query(name=QUERY_CHECKPOINTS)
+    def checkpoints(self) -> list[dict[str, Any]]:
+        """This workflow's checkpoints, oldest first: id, superstep, label, created time, parent id."""
+        return [dict(c) for c in self._cp_list]
+
+    @workflow.query(name=QUERY_CHECKPOINT)
+    def get_checkpoint(self, checkpoint_id: str) -> WorkflowCheckpoint | None:
+        """A history-only checkpoint whole (``None`` if this run does not hold it)."""
+        return self._cp_kept.get(checkpoint_id)
 
     @workflow.query(name=QUERY_PENDING_REQUESTS)
     def pending_requests(self) -> list[dict[str, Any]]:
@@ -254,6 +345,123 @@ class GraphWorkflow:
     def close(self) -> None:
         """Let a keep-alive run complete once it is idle."""
         self._closing = True
+
+    @workflow.signal(name=SIGNAL_CHECKPOINT)
+    def checkpoint_signal(self, req: CheckpointRequest | None = None) -> None:
+        """Take a checkpoint at the next boundary; a failure becomes a warning."""
+        if self._status not in ("completed", "failed"):
+            self._cp_requests.append(_CheckpointAsk(req.label if req else None, via_update=False))
+
+    @workflow.update(name=UPDATE_CHECKPOINT)
+    async def take_checkpoint(self, req: CheckpointRequest | None = None) -> dict[str, Any]:
+        """Take a checkpoint at the next boundary (now, if idle); returns its id once saved."""
+        ask = _CheckpointAsk(req.label if req else None, via_update=True)
+        self._cp_requests.append(ask)
+        await workflow.wait_condition(lambda: ask.done)
+        if ask.error is not None or ask.result is None:
+            raise ApplicationError(ask.error or "checkpoint failed", type="CheckpointStorageError")
+        return ask.result
+
+    @take_checkpoint.validator
+    def _validate_take_checkpoint(self, req: CheckpointRequest | None = None) -> None:
+        self._check_open()
+
+    @workflow.signal(name=SIGNAL_RESET)
+    async def reset_signal(self, req: ResetRequest | None = None) -> None:
+        """Reset at the next boundary; an unusable request becomes a warning."""
+        try:
+            self._reset = await self._plan_reset(req or ResetRequest())
+        except ApplicationError as e:
+            self._warn(f"reset refused: {e.message}")
+
+    @workflow.update(name=UPDATE_RESET)
+    async def reset_run(self, req: ResetRequest | None = None) -> dict[str, Any]:
+        """Reset at the next boundary (now, if idle); returns once the reset is accepted."""
+        plan = await self._plan_reset(req or ResetRequest())
+        self._reset = plan
+        return {
+            "accepted": True,
+            "checkpoint_id": plan.requested_checkpoint_id,
+            "superstep": plan.checkpoint.superstep if plan.checkpoint is not None else 0,
+        }
+
+    @reset_run.validator
+    def _validate_reset_run(self, req: ResetRequest | None = None) -> None:
+        self._check_open()
+        cid = req.checkpoint_id if req else None
+        if cid is not None and self._cp_setup.store == "history" and cid not in self._cp_kept:
+            raise ApplicationError(self._unknown_checkpoint(cid), type="CheckpointNotFoundError")
+
+    def _unknown_checkpoint(self, checkpoint_id: str) -> str:
+        known = [c["checkpoint_id"] for c in self._cp_list[-10:]]
+        if self._cp_setup.store == "history":
+            known = [k for k in known if k in self._cp_kept]
+        return f"no checkpoint {checkpoint_id!r} in workflow {workflow.info().workflow_id!r}; latest: {known or 'none'}"
+
+    async def _plan_reset(self, req: ResetRequest) -> _ResetPlan:
+        """Check a reset request and fetch what it restores; raises ApplicationError if unusable."""
+        self._check_open()
+        await workflow.wait_condition(lambda: self._topology is not None)
+        topology = self._topology
+        assert topology is not None
+        if req.checkpoint_id is not None:
+            cp = await self._find_checkpoint(workflow.info().workflow_id, req.checkpoint_id)
+            self._check_signature(cp, req.allow_signature_mismatch)
+            return _ResetPlan(cp, None, req.checkpoint_id)
+        if req.has_message:
+            start = topology.start_executor_id
+            checked = await self._validate(start, Envelope(req.message_type, req.message), None)
+            if checked.value is None:
+                raise ApplicationError(
+                    checked.error or f"start executor {start!r} cannot take the reset message",
+                    type="UndeliverableMessageError",
+                )
+            return _ResetPlan(None, checked.value, None)
+        if self._start_env is None and self._lineage is not None:
+            # A forked run starts again where it was forked from.
+            lineage = self._lineage
+            cp = await self._load_checkpoint(lineage["workflow_id"], lineage["checkpoint_id"])
+            return _ResetPlan(cp, None, None)
+        return _ResetPlan(None, self._start_env, None)
+
+    async def _find_checkpoint(self, workflow_id: str, checkpoint_id: str) -> WorkflowCheckpoint:
+        if self._cp_setup.store == "history" and workflow_id == workflow.info().workflow_id:
+            cp = self._cp_kept.get(checkpoint_id)
+            if cp is None:
+                raise ApplicationError(self._unknown_checkpoint(checkpoint_id), type="CheckpointNotFoundError")
+            return cp
+        return await self._load_checkpoint(workflow_id, checkpoint_id)
+
+    async def _load_checkpoint(self, workflow_id: str, checkpoint_id: str) -> WorkflowCheckpoint:
+        """Read a checkpoint through the load activity; ApplicationError names what is wrong."""
+        try:
+            cp: WorkflowCheckpoint = await workflow.execute_local_activity(
+                ACTIVITY_LOAD_CHECKPOINT,
+                LoadCheckpointInput(
+                    workflow.info().workflow_type, workflow_id, checkpoint_id, self._cp_setup.store == "history"
+                ),
+                result_type=WorkflowCheckpoint,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["CheckpointNotFoundError"]),
+                summary=f"load checkpoint {checkpoint_id}",
+            )
+        except ActivityError as e:
+            cause = e.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or e)
+            raise ApplicationError(message, type="CheckpointNotFoundError", non_retryable=True) from None
+        return cp
+
+    def _check_signature(self, cp: WorkflowCheckpoint, allow: bool) -> None:
+        topology = self._topology
+        assert topology is not None
+        if cp.graph_signature_hash != topology.signature_hash and not allow:
+            raise ApplicationError(
+                f"checkpoint {cp.checkpoint_id!r} was taken under graph signature {cp.graph_signature_hash[:12]}…, "
+                f"but graph {topology.name!r} now has signature {topology.signature_hash[:12]}…; "
+                "the graph changed (pass allow_signature_mismatch to restore it anyway)",
+                type="GraphSignatureMismatchError",
+                non_retryable=True,
+            )
 
     @workflow.update(name=UPDATE_RESPOND)
     async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
@@ -300,6 +508,7 @@ class GraphWorkflow:
 
     def _check_request(self, request_id: str) -> PendingRequest:
         """The pending request ``request_id``, or an error saying why it cannot be answered."""
+        self._check_open()
         engine = self._engine
         req = engine.pending_requests.get(request_id) if engine else None
         if request_id in self._delivered or request_id in self._answered:
@@ -364,6 +573,7 @@ class GraphWorkflow:
                 engine.respond(req.request_id, value)
                 self._answered.discard(req.request_id)
                 self._delivered.add(req.request_id)
+                self._delivered_order.append(req.request_id)
             else:
                 value = item.value
                 if not item.validated:
@@ -404,10 +614,7 @@ class GraphWorkflow:
     @workflow.run
     async def run(self, args: Sequence[RawValue]) -> dict[str, Any]:
         name = workflow.info().workflow_type
-        inp = RunInput()
-        if args:
-            inp = workflow.payload_converter().from_payload(args[0].payload, RunInput)
-        self._keep_alive = inp.keep_alive
+        inp = self._input
         raw: RawValue = await workflow.execute_local_activity(
             ACTIVITY_TOPOLOGY,
             name,
@@ -420,11 +627,29 @@ class GraphWorkflow:
         topology = pinned.topology
         self._topology = topology
         self._status_attribute = pinned.status_attribute
+        self._cp_setup = pinned.checkpoints or CheckpointSetup()
+        self._cp_every = inp.checkpoint_every if inp.checkpoint_every is not None else self._cp_setup.every
         engine = Engine(topology)
+        carried = self._carried
+        if carried is not None:
+            if carried.snapshot is not None:
+                engine.restore(carried.snapshot.to_snapshot())
+            elif carried.start is not None:
+                engine.start(carried.start)
+        elif inp.fork_from is not None:
+            fork = inp.fork_from
+            cp = await self._load_checkpoint(fork.workflow_id, fork.checkpoint_id)
+            self._check_signature(cp, fork.allow_signature_mismatch)
+            engine.restore(cp.to_snapshot())
+            self._lineage = {"workflow_id": fork.workflow_id, "checkpoint_id": fork.checkpoint_id}
+            self._cp_last = cp.checkpoint_id
+        elif not (inp.keep_alive and inp.message is None and inp.message_type is None):
+            self._start_env = Envelope(inp.message_type, inp.message)
+            engine.start(self._start_env)
         self._engine = engine
-        if not (inp.keep_alive and inp.message is None and inp.message_type is None):
-            engine.start(Envelope(inp.message_type, inp.message))
-        self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
+        self._state_size = sum(_json_size(v.data) for v in engine.state.values())
+        if carried is None or carried.reason != "history":
+            self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
         try:
             await self._loop(name, engine)
         except WorkflowRunError as e:
@@ -437,9 +662,8 @@ class GraphWorkflow:
             self._set_status("failed", f"failed in superstep {e.superstep}: {e}")
             raise _failure(e) from None
         self._set_status("completed", f"completed after {engine.superstep} supersteps")
-        # Let in-flight update handlers finish (and stream pollers see the end) before closing.
-        self._stream.detach_pollers()
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        # Let in-flight handlers finish (and stream pollers see the end) before closing.
+        await self._settle(engine)
         return {
             "outputs": [o.value.data for o in engine.outputs],
             "output_types": [o.value.type for o in engine.outputs],
@@ -450,14 +674,19 @@ class GraphWorkflow:
 
     async def _loop(self, name: str, engine: Engine) -> None:
         while True:
+            if self._reset is not None:
+                await self._continue_as_new(engine)
             await self._drain_inbox(engine)
             engine.expire_due(workflow.now().timestamp())
+            await self._serve_checkpoints(engine)
+            if not engine.has_work() and (self._closing or (not self._keep_alive and not engine.pending_requests)):
+                return
+            if self._history_is_long():
+                await self._continue_as_new(engine)
             if engine.has_work():
                 self._set_status("running", f"superstep {engine.superstep + 1}")
                 await self._superstep(name, engine)
                 continue
-            if self._closing or (not self._keep_alive and not engine.pending_requests):
-                return
             status, details = self._idle_details(engine)
             self._set_status(status, details)
             deadline = engine.next_deadline()
@@ -465,8 +694,201 @@ class GraphWorkflow:
             # On timeout a request's deadline has come: expire_due at the top of the loop.
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
-                    lambda: bool(self._inbox) or self._closing, timeout=timeout, timeout_summary="request deadline"
+                    lambda: bool(self._inbox or self._cp_requests) or self._closing or self._reset is not None,
+                    timeout=timeout,
+                    timeout_summary="request deadline",
                 )
+
+    # -- checkpoints, resets and continue-as-new ----------------------------------
+
+    def _history_is_long(self) -> bool:
+        info = workflow.info()
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= self._max_events
+
+    async def _serve_checkpoints(self, engine: Engine) -> None:
+        """Take the checkpoints asked for (at a boundary), telling each asker how it went."""
+        while self._cp_requests:
+            ask = self._cp_requests.pop(0)
+            try:
+                cp_id = await self._take_checkpoint(engine, ask.label, "requested")
+                ask.result = {"checkpoint_id": cp_id, "superstep": engine.superstep, "label": ask.label}
+            except _CheckpointFailed as e:
+                ask.error = str(e)
+                if not ask.via_update:
+                    self._warn(str(e))
+            ask.done = True
+
+    async def _take_checkpoint(self, engine: Engine, label: str | None, trigger: str) -> str:
+        """Snapshot the engine at this boundary and store it; raises _CheckpointFailed if it cannot be."""
+        topology = self._topology
+        assert topology is not None
+        info = workflow.info()
+        # Deterministic: the same id on every replay of this run.
+        cp_id = workflow.uuid4().hex
+        metadata: dict[str, Any] = {"label": label, "trigger": trigger, "temporal_run_id": info.run_id}
+        if self._epoch:
+            metadata["resets"] = self._epoch
+        if self._lineage is not None:
+            metadata["lineage"] = self._lineage
+        snap = engine.snapshot()
+        full = WorkflowCheckpoint.from_snapshot(
+            snap,
+            checkpoint_id=cp_id,
+            workflow_name=info.workflow_type,
+            run_id=info.workflow_id,
+            graph_signature_hash=topology.signature_hash,
+            previous_checkpoint_id=self._cp_last,
+            timestamp=workflow.now(),
+            metadata=metadata,
+        )
+        if self._cp_setup.store == "history":
+            self._cp_kept[cp_id] = full
+        else:
+            await self._save_checkpoint(full, label)
+        self._cp_list.append(
+            {
+                "checkpoint_id": cp_id,
+                "superstep": snap.superstep,
+                "label": label,
+                "created_at": full.timestamp.isoformat(),
+                "parent_id": self._cp_last,
+                "trigger": trigger,
+                "temporal_run_id": info.run_id,
+            }
+        )
+        del self._cp_list[:-CHECKPOINTS_LISTED]
+        self._cp_last = cp_id
+        return cp_id
+
+    async def _save_checkpoint(self, full: WorkflowCheckpoint, label: str | None) -> None:
+        """Save through the local activity, as a delta of the last saved checkpoint when there is one."""
+        name = workflow.info().workflow_type
+        base = self._cp_base
+        attempts = [base, None] if base is not None else [None]
+        for i, base_id in enumerate(attempts):
+            if base_id is not None:
+                dirty = sorted(self._cp_dirty)
+                body = full.model_copy(update={"state": {k: full.state[k] for k in dirty if k in full.state}})
+                inp = SaveCheckpointInput(name, body, base_id, [k for k in dirty if k not in full.state])
+            else:
+                inp = SaveCheckpointInput(name, full)
+            try:
+                await workflow.execute_local_activity(
+                    ACTIVITY_SAVE_CHECKPOINT,
+                    inp,
+                    result_type=str,
+                    start_to_close_timeout=timedelta(seconds=60),
+                    retry_policy=RetryPolicy(
+                        maximum_attempts=3,
+                        non_retryable_error_types=["CheckpointStorageError", "CheckpointBaseMissing"],
+                    ),
+                    summary=f"checkpoint{' ' + repr(label) if label else ''} · superstep {full.superstep}",
+                )
+            except ActivityError as e:
+                cause = e.cause
+                if isinstance(cause, ApplicationError) and cause.type == "CheckpointBaseMissing" and i == 0:
+                    continue  # the delta's base is gone: send it whole
+                message = cause.message if isinstance(cause, ApplicationError) else str(cause or e)
+                raise _CheckpointFailed(
+                    f"checkpoint after superstep {full.superstep} was not saved: {message}"
+                ) from None
+            self._cp_base = full.checkpoint_id
+            self._cp_dirty.clear()
+            return
+
+    async def _settle(self, engine: Engine) -> None:
+        """Let every handler finish before the run closes or continues as new.
+
+        Checkpoint requests that arrive meanwhile are served here (this is a
+        boundary), or their updates would wait for ever.
+        """
+        self._stream.detach_pollers()
+        while True:
+            await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self._cp_requests))
+            if not self._cp_requests:
+                return
+            await self._serve_checkpoints(engine)
+
+    def _stream_state(self) -> WorkflowStreamState:
+        state = self._stream.get_state()
+        extra = len(state.log) - STREAM_EVENTS_CARRIED
+        if extra > 0:
+            state = dataclasses.replace(state, log=state.log[extra:], base_offset=state.base_offset + extra)
+        return state
+
+    async def _continue_as_new(self, engine: Engine) -> NoReturn:
+        """Continue as new at this boundary, for a reset or because history is long.
+
+        The engine snapshot (or the reset's starting point) is the new run's
+        input; outside input not yet delivered, checkpoint ids, lineage and
+        the event stream go with it. Nothing is lost: handlers finish first.
+        """
+        self._in_flight = []
+        await self._settle(engine)
+        info = workflow.info()
+        plan = self._reset  # a reset accepted while settling wins
+        if plan is None:
+            carried = Carried(
+                reason="history",
+                snapshot=WorkflowCheckpoint.from_snapshot(
+                    engine.snapshot(),
+                    checkpoint_id="",
+                    workflow_name=info.workflow_type,
+                    run_id=info.workflow_id,
+                    graph_signature_hash=engine.topology.signature_hash,
+                    previous_checkpoint_id=self._cp_last,
+                    timestamp=workflow.now(),
+                ),
+                start=self._start_env,
+                epoch=self._epoch,
+                last_checkpoint_id=self._cp_last,
+                checkpoint_base_id=self._cp_base,
+                dirty_keys=sorted(self._cp_dirty),
+                inbox=[CarriedInput(i.kind, i.key, i.value, i.validated) for i in self._inbox],
+                delivered=self._delivered_order[-DELIVERED_CARRIED:],
+                warnings=list(self._warnings),
+                closing=self._closing,
+            )
+            workflow.logger.info("continuing as new after %s history events", info.get_current_history_length())
+        else:
+            cp = plan.checkpoint
+            own = cp is not None and cp.run_id == info.workflow_id
+            carried = Carried(
+                reason="reset",
+                snapshot=cp,
+                start=plan.start if cp is None else None,
+                epoch=self._epoch + 1,
+                last_checkpoint_id=cp.checkpoint_id if cp is not None else None,
+                checkpoint_base_id=cp.checkpoint_id
+                if cp is not None and own and self._cp_setup.store == "external"
+                else None,
+            )
+            # Results of steps still running, queued input, requests and outputs go with the old run.
+            self._publish(
+                WorkflowResetEvent(
+                    checkpoint_id=plan.requested_checkpoint_id,
+                    superstep=cp.superstep if cp is not None else 0,
+                    resets=self._epoch + 1,
+                )
+            )
+        carried.segment = self._segment + 1
+        carried.checkpoints = list(self._cp_list)
+        keep = self._cp_setup.keep
+        carried.kept = list(self._cp_kept.values())[-keep:] if keep else []
+        carried.lineage = self._lineage
+        carried.stream = self._stream_state()
+        workflow.continue_as_new(
+            args=[
+                RunInput(
+                    keep_alive=self._keep_alive,
+                    checkpoint_every=self._input.checkpoint_every,
+                    max_history_events=self._input.max_history_events,
+                    carried=carried,
+                )
+            ]
+        )
+
+    # -- supersteps --------------------------------------------------------------
 
     async def _superstep(self, name: str, engine: Engine) -> None:
         tasks = engine.begin_superstep()
@@ -489,8 +911,18 @@ class GraphWorkflow:
         for t in tasks:
             self._publish(ExecutorInvokedEvent(executor_id=t.executor_id, superstep=step))
         inline = dict(engine.state) if self._state_size <= INLINE_STATE_LIMIT else None
+        running = asyncio.gather(*(self._run_step(name, t, inline) for t in tasks))
+        await workflow.wait_condition(lambda: running.done() or self._reset is not None)
+        if not running.done():
+            # A reset: the steps' results would be discarded anyway, so stop waiting for them.
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ActivityError, _StepFailed):
+                await running
+            engine.abort_superstep()
+            self._in_flight = []
+            return
         try:
-            results = await asyncio.gather(*(self._run_step(name, t, inline) for t in tasks))
+            results = running.result()
         except _StepFailed as e:
             engine.abort_superstep()
             self._publish(
@@ -523,6 +955,7 @@ class GraphWorkflow:
                 summary=f"reduce {r.key!r} · superstep {step}",
             )
         engine.apply_commit(plan, reduced, now=workflow.now().timestamp())
+        self._cp_dirty.update(plan.keys_written)
         for key in plan.keys_written:
             value = engine.state.get(key)
             self._state_size += _json_size(value.data) if value is not None else 0
@@ -545,12 +978,20 @@ class GraphWorkflow:
                         timeout=req.timeout,
                     )
                 )
-        self._publish(SuperStepCompletedEvent(superstep=step, state_keys_written=plan.keys_written))
+        checkpoint_id = None
+        if self._cp_every and engine.superstep % self._cp_every == 0:
+            try:
+                checkpoint_id = await self._take_checkpoint(engine, None, "auto")
+            except _CheckpointFailed as e:
+                self._warn(str(e))
+        self._publish(
+            SuperStepCompletedEvent(superstep=step, state_keys_written=plan.keys_written, checkpoint_id=checkpoint_id)
+        )
 
     async def _run_step(self, name: str, task: StepTask, inline: dict[str, Envelope] | None) -> StepResult:
         assert self._topology is not None
         opts = self._topology.executor_options.get(task.executor_id, {})
-        arg = StepInput(name, task, workflow.info().workflow_id, self._state_version, inline)
+        arg = StepInput(name, task, workflow.info().workflow_id, self._state_version, inline, epoch=self._epoch)
         common: dict[str, Any] = {
             "result_type": StepResult,
             "start_to_close_timeout": timedelta(seconds=opts.get("start_to_close_timeout") or 300),

@@ -27,10 +27,13 @@ class Workflow:
     run and :meth:`reset` clears everything.
     """
 
-    def __init__(self, graph: Graph, *, checkpoint_storage: CheckpointStorage | None = None) -> None:
+    def __init__(
+        self, graph: Graph, *, checkpoint_storage: CheckpointStorage | None = None, checkpoint_every: int = 1
+    ) -> None:
         self._graph = graph
         self._storage = checkpoint_storage
-        self._runner = LocalRunner(graph)
+        self._checkpoint_every = checkpoint_every
+        self._runner = LocalRunner(graph, checkpoint_every=checkpoint_every)
 
     # -- description -----------------------------------------------------------
 
@@ -70,6 +73,11 @@ class Workflow:
     @property
     def checkpoint_storage(self) -> CheckpointStorage | None:
         return self._storage
+
+    @property
+    def checkpoint_every(self) -> int:
+        """Supersteps between automatic checkpoints when a storage is set (0: on request only)."""
+        return self._checkpoint_every
 
     # -- running in process ----------------------------------------------------------
 

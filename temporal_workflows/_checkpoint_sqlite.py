@@ -1,0 +1,261 @@
+"""SQLite checkpoint storage: the embedded default, with writes that grow with the change.
+
+A run checkpointed every superstep would write its whole state each time if
+checkpoints were stored whole, so a 1 MB state checkpointed 100 times would
+write 100 MB. Here a checkpoint whose parent this process saved or loaded is
+stored as a delta: the state keys whose value changed since the parent (and
+the keys removed), plus a link to the parent. Every ``full_every``-th
+checkpoint in a chain is stored whole, so loading walks at most that many rows.
+Only the state is delta-encoded; messages, requests and outputs are small and
+stored whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ._checkpoint import CheckpointId, WorkflowCheckpoint, _DerivedQueries
+from ._errors import CheckpointNotFoundError, CheckpointStorageError
+from ._serde import Envelope
+
+__all__ = ["DEFAULT_CHECKPOINT_DB", "SqliteCheckpointStorage"]
+
+DEFAULT_CHECKPOINT_DB = ".temporal/checkpoints.sqlite"
+"""Where the default store lives unless ``TEMPORAL_WORKFLOWS_CHECKPOINT_DB`` says otherwise."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    checkpoint_id TEXT PRIMARY KEY,
+    workflow_name TEXT,
+    run_id TEXT NOT NULL,
+    superstep INTEGER NOT NULL,
+    timestamp TEXT NOT NULL,
+    base_id TEXT,
+    depth INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS checkpoints_by_run ON checkpoints (workflow_name, run_id, timestamp);
+CREATE TABLE IF NOT EXISTS checkpoint_state (
+    checkpoint_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT,
+    PRIMARY KEY (checkpoint_id, key)
+);
+"""
+
+
+def _dump_env(env: Envelope) -> str:
+    return json.dumps({"type": env.type, "data": env.data}, separators=(",", ":"))
+
+
+def _load_env(text: str) -> Envelope:
+    raw = json.loads(text)
+    return Envelope(raw["type"], raw["data"])
+
+
+class SqliteCheckpointStorage(_DerivedQueries):
+    """Checkpoints in one SQLite file (WAL mode), safe for one process's concurrent runs.
+
+    Args:
+        path: The database file; created with its directory. Defaults to
+            ``$TEMPORAL_WORKFLOWS_CHECKPOINT_DB`` or ``.temporal/checkpoints.sqlite``.
+        full_every: Store every N-th checkpoint of a chain whole (bounds load cost).
+        cache_size: Checkpoints kept in memory as delta bases (one per active run is enough).
+
+    A worker fleet on several hosts needs a store they share: implement
+    :class:`~temporal_workflows.CheckpointStorage` over your database, or use
+    :class:`~temporal_workflows.HistoryCheckpointStorage`.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, full_every: int = 32, cache_size: int = 256
+    ) -> None:
+        self.path = Path(path or os.environ.get("TEMPORAL_WORKFLOWS_CHECKPOINT_DB") or DEFAULT_CHECKPOINT_DB)
+        self.full_every = max(1, full_every)
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        # checkpoint id -> (checkpoint, depth): bases for deltas, and hot loads.
+        self._recent: OrderedDict[str, tuple[WorkflowCheckpoint, int]] = OrderedDict()
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _remember(self, cp: WorkflowCheckpoint, depth: int) -> None:
+        self._recent[cp.checkpoint_id] = (cp, depth)
+        self._recent.move_to_end(cp.checkpoint_id)
+        while len(self._recent) > self._cache_size:
+            self._recent.popitem(last=False)
+
+    # -- save ------------------------------------------------------------------
+
+    def _write(self, cp: WorkflowCheckpoint) -> None:
+        with self._lock:
+            base = self._recent.get(cp.previous_checkpoint_id or "")
+            if base is not None and base[1] + 1 < self.full_every and base[0].run_id == cp.run_id:
+                parent, depth = base[0], base[1] + 1
+                rows: list[tuple[str, str, str | None]] = [
+                    (cp.checkpoint_id, k, _dump_env(v))
+                    for k, v in cp.state.items()
+                    if (old := parent.state.get(k)) is not v and old != v
+                ]
+                rows += [(cp.checkpoint_id, k, None) for k in parent.state if k not in cp.state]
+                base_id: str | None = parent.checkpoint_id
+            else:
+                depth, base_id = 0, None
+                rows = [(cp.checkpoint_id, k, _dump_env(v)) for k, v in cp.state.items()]
+            body = cp.model_dump_json(exclude={"state"})
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("DELETE FROM checkpoint_state WHERE checkpoint_id = ?", (cp.checkpoint_id,))
+                db.execute(
+                    "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        cp.checkpoint_id,
+                        cp.workflow_name,
+                        cp.run_id,
+                        cp.superstep,
+                        cp.timestamp.isoformat(),
+                        base_id,
+                        depth,
+                        body,
+                    ),
+                )
+                db.executemany("INSERT INTO checkpoint_state VALUES (?, ?, ?)", rows)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            self._remember(cp, depth)
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointId:
+        try:
+            await asyncio.to_thread(self._write, checkpoint)
+        except (sqlite3.Error, OSError) as e:
+            raise CheckpointStorageError(
+                f"could not save checkpoint {checkpoint.checkpoint_id!r} to {self.path}: {e}"
+            ) from e
+        return checkpoint.checkpoint_id
+
+    # -- load ------------------------------------------------------------------
+
+    @staticmethod
+    def _state_of(db: sqlite3.Connection, checkpoint_id: str) -> tuple[str, int, dict[str, Envelope]]:
+        """Body, depth and full state of a stored checkpoint (caller holds the lock)."""
+        row = db.execute(
+            "SELECT body, base_id, depth FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,)
+        ).fetchone()
+        if row is None:
+            raise CheckpointNotFoundError(checkpoint_id)
+        body, base_id, depth = row
+        # Walk to the full checkpoint at the root of the chain, then apply deltas forwards.
+        chain = [checkpoint_id]
+        while base_id is not None:
+            chain.append(base_id)
+            parent = db.execute("SELECT base_id FROM checkpoints WHERE checkpoint_id = ?", (base_id,)).fetchone()
+            if parent is None:
+                raise CheckpointStorageError(
+                    f"checkpoint {checkpoint_id!r} is stored as a delta of {base_id!r}, which is missing"
+                )
+            base_id = parent[0]
+        state: dict[str, Envelope] = {}
+        for cid in reversed(chain):
+            for key, value in db.execute("SELECT key, value FROM checkpoint_state WHERE checkpoint_id = ?", (cid,)):
+                if value is None:
+                    state.pop(key, None)
+                else:
+                    state[key] = _load_env(value)
+        return body, depth, state
+
+    def _read(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        with self._lock:
+            hit = self._recent.get(checkpoint_id)
+            if hit is not None:
+                return hit[0]
+            body, depth, state = self._state_of(self._db(), checkpoint_id)
+            data: dict[str, Any] = json.loads(body)
+            data["state"] = {k: asdict(v) for k, v in state.items()}
+            cp = WorkflowCheckpoint.model_validate(data)
+            self._remember(cp, depth)
+            return cp
+
+    async def load(self, checkpoint_id: CheckpointId) -> WorkflowCheckpoint:
+        try:
+            return await asyncio.to_thread(self._read, checkpoint_id)
+        except sqlite3.Error as e:
+            raise CheckpointStorageError(f"could not load checkpoint {checkpoint_id!r} from {self.path}: {e}") from e
+
+    def _ids(self, workflow_name: str | None, run_id: str | None) -> list[str]:
+        with self._lock:
+            sql = "SELECT checkpoint_id FROM checkpoints WHERE workflow_name IS ?"
+            args: list[Any] = [workflow_name]
+            if run_id is not None:
+                sql += " AND run_id = ?"
+                args.append(run_id)
+            sql += " ORDER BY timestamp, superstep, rowid"
+            return [r[0] for r in self._db().execute(sql, args)]
+
+    async def list_checkpoint_ids(self, *, workflow_name: str | None, run_id: str | None = None) -> list[CheckpointId]:
+        return await asyncio.to_thread(self._ids, workflow_name, run_id)
+
+    async def list_checkpoints(
+        self, *, workflow_name: str | None, run_id: str | None = None
+    ) -> list[WorkflowCheckpoint]:
+        return [
+            await self.load(cid) for cid in await self.list_checkpoint_ids(workflow_name=workflow_name, run_id=run_id)
+        ]
+
+    async def get_latest(self, *, workflow_name: str | None, run_id: str | None = None) -> WorkflowCheckpoint | None:
+        ids = await self.list_checkpoint_ids(workflow_name=workflow_name, run_id=run_id)
+        return await self.load(ids[-1]) if ids else None
+
+    def _delete(self, checkpoint_id: str) -> bool:
+        with self._lock:
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                # Later checkpoints stored as deltas of this one are first rewritten whole.
+                for (child,) in db.execute(
+                    "SELECT checkpoint_id FROM checkpoints WHERE base_id = ?", (checkpoint_id,)
+                ).fetchall():
+                    _, _, state = self._state_of(db, child)
+                    db.execute("DELETE FROM checkpoint_state WHERE checkpoint_id = ?", (child,))
+                    db.executemany(
+                        "INSERT INTO checkpoint_state VALUES (?, ?, ?)",
+                        [(child, k, _dump_env(v)) for k, v in state.items()],
+                    )
+                    db.execute("UPDATE checkpoints SET base_id = NULL, depth = 0 WHERE checkpoint_id = ?", (child,))
+                    self._recent.pop(child, None)
+                cur = db.execute("DELETE FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,))
+                db.execute("DELETE FROM checkpoint_state WHERE checkpoint_id = ?", (checkpoint_id,))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            self._recent.pop(checkpoint_id, None)
+            return cur.rowcount > 0
+
+    async def delete(self, checkpoint_id: CheckpointId) -> bool:
+        return await asyncio.to_thread(self._delete, checkpoint_id)
