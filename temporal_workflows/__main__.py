@@ -7,6 +7,10 @@
     python -m temporal_workflows respond ID REQUEST_ID '{"approved": true}' [--signal]
     python -m temporal_workflows send ID EXECUTOR_ID '"hello"' [--signal]
     python -m temporal_workflows close ID
+    python -m temporal_workflows checkpoint ID [--label LABEL] [--signal]
+    python -m temporal_workflows checkpoints ID
+    python -m temporal_workflows reset ID [--to CHECKPOINT_ID | --input JSON] [--signal]
+    python -m temporal_workflows fork CHECKPOINT_ID --from ID --id NEW_ID
 
 A worker hosting the graph must be running (``python worker.py --workflow ...``).
 """
@@ -24,13 +28,14 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from ._client import RunHandle, get_run, start_run
+from ._client import RunHandle, fork, get_run, start_run
 from ._events import (
     RequestInfoEvent,
     SuperStepStartedEvent,
     WorkflowEvent,
     WorkflowFailedEvent,
     WorkflowOutputEvent,
+    WorkflowResetEvent,
     WorkflowWarningEvent,
 )
 from ._plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
@@ -68,6 +73,24 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("executor_id")
     send.add_argument("message", help="the message as JSON")
     send.add_argument("--signal", action="store_true", help="signal instead of update: do not wait for acceptance")
+    checkpoint = sub.add_parser("checkpoint", help="take a checkpoint at the next superstep boundary")
+    checkpoint.add_argument("id")
+    checkpoint.add_argument("--label", default=None)
+    checkpoint.add_argument("--signal", action="store_true", help="signal instead of update: do not wait")
+    sub.add_parser("checkpoints", help="list a run's checkpoints, oldest first").add_argument("id")
+    reset = sub.add_parser("reset", help="start a run again: clean, with new input, or from a checkpoint")
+    reset.add_argument("id")
+    to = reset.add_mutually_exclusive_group()
+    to.add_argument("--to", default=None, metavar="CHECKPOINT_ID", help="go back to this checkpoint")
+    to.add_argument("--input", default=None, help="start again with this message (JSON)")
+    reset.add_argument("--allow-signature-mismatch", action="store_true", help="restore a checkpoint of another graph")
+    reset.add_argument("--signal", action="store_true", help="signal instead of update: do not wait for acceptance")
+    fork_cmd = sub.add_parser("fork", help="start a new run from a checkpoint of another run")
+    fork_cmd.add_argument("checkpoint_id")
+    fork_cmd.add_argument("--from", dest="source", required=True, metavar="ID", help="the run the checkpoint is of")
+    fork_cmd.add_argument("--id", required=True, dest="new_id", help="workflow id of the new run")
+    fork_cmd.add_argument("--task-queue", default=None, help="default: the source run's task queue")
+    fork_cmd.add_argument("--allow-signature-mismatch", action="store_true")
     return p
 
 
@@ -81,6 +104,9 @@ def describe_event(ev: WorkflowEvent) -> str | None:
         return f"  request {ev.request_id} from {ev.source_executor_id}: {_json(ev.data)} (expects {ev.response_type})"
     if isinstance(ev, WorkflowWarningEvent):
         return f"  warning: {ev.message}"
+    if isinstance(ev, WorkflowResetEvent):
+        to = f"checkpoint {ev.checkpoint_id} (superstep {ev.superstep})" if ev.checkpoint_id else "a clean start"
+        return f"reset to {to}"
     if isinstance(ev, WorkflowFailedEvent):
         return f"failed in superstep {ev.superstep}: {ev.error}"
     return None
@@ -161,6 +187,8 @@ async def _command(args: argparse.Namespace) -> int:
             return 1
         print(json.dumps(result["outputs"], indent=2))
         return 0
+    if args.command == "fork":
+        args.id = args.source
     handle = get_run(client, args.id)
     if args.command == "status":
         desc = await handle.describe()
@@ -186,6 +214,27 @@ async def _command(args: argparse.Namespace) -> int:
     elif args.command == "close":
         await handle.close()
         _print({"closing": args.id})
+    elif args.command == "checkpoint":
+        _print(await handle.checkpoint(args.label, wait=not args.signal) or {"signalled": True})
+    elif args.command == "checkpoints":
+        _print(await handle.checkpoints())
+    elif args.command == "reset":
+        kwargs: dict[str, Any] = {"allow_signature_mismatch": args.allow_signature_mismatch, "wait": not args.signal}
+        if args.to is not None:
+            kwargs["checkpoint_id"] = args.to
+        elif args.input is not None:
+            kwargs["message"] = _load_json(args.input, "--input")
+        _print(await handle.reset(**kwargs) or {"signalled": True})
+    elif args.command == "fork":
+        new = await fork(
+            client,
+            args.source,
+            args.checkpoint_id,
+            args.new_id,
+            task_queue=args.task_queue,
+            allow_signature_mismatch=args.allow_signature_mismatch,
+        )
+        _print({"started": new.id, "forked_from": {"workflow_id": args.source, "checkpoint_id": args.checkpoint_id}})
     return 0
 
 

@@ -52,6 +52,9 @@ CREATE TABLE IF NOT EXISTS checkpoint_state (
 """
 
 
+_Row = tuple[str, str, str | None]
+
+
 def _dump_env(env: Envelope) -> str:
     return json.dumps({"type": env.type, "data": env.data}, separators=(",", ":"))
 
@@ -110,25 +113,52 @@ class SqliteCheckpointStorage(_DerivedQueries):
 
     # -- save ------------------------------------------------------------------
 
+    def _rows(self, cp: WorkflowCheckpoint, db: sqlite3.Connection) -> tuple[list[_Row], str | None, int]:
+        """State rows to write, the delta base (None: whole) and the chain depth."""
+        base = self._recent.get(cp.previous_checkpoint_id or "")
+        usable = (
+            base is not None
+            and base[0].checkpoint_id != cp.checkpoint_id
+            and base[1] + 1 < self.full_every
+            and base[0].run_id == cp.run_id
+            # Another store on this file may have deleted it since we cached it.
+            and db.execute("SELECT 1 FROM checkpoints WHERE checkpoint_id = ?", (base[0].checkpoint_id,)).fetchone()
+        )
+        if not usable or base is None:
+            return [(cp.checkpoint_id, k, _dump_env(v)) for k, v in cp.state.items()], None, 0
+        parent = base[0]
+        rows: list[_Row] = []
+        for k, v in cp.state.items():
+            old = parent.state.get(k)
+            if old is v:  # the engine shares unchanged values: no need to look inside
+                continue
+            text = _dump_env(v)
+            # Compared as JSON: 1, 1.0 and True are equal in Python but not as values.
+            if old is None or _dump_env(old) != text:
+                rows.append((cp.checkpoint_id, k, text))
+        rows += [(cp.checkpoint_id, k, None) for k in parent.state if k not in cp.state]
+        return rows, parent.checkpoint_id, base[1] + 1
+
+    def _make_whole(self, db: sqlite3.Connection, checkpoint_id: str) -> None:
+        """Rewrite the checkpoints stored as deltas of ``checkpoint_id`` whole (before it changes or goes)."""
+        children = db.execute("SELECT checkpoint_id FROM checkpoints WHERE base_id = ?", (checkpoint_id,)).fetchall()
+        for (child,) in children:
+            _, _, state = self._state_of(db, child)
+            db.execute("DELETE FROM checkpoint_state WHERE checkpoint_id = ?", (child,))
+            db.executemany(
+                "INSERT INTO checkpoint_state VALUES (?, ?, ?)", [(child, k, _dump_env(v)) for k, v in state.items()]
+            )
+            db.execute("UPDATE checkpoints SET base_id = NULL, depth = 0 WHERE checkpoint_id = ?", (child,))
+            self._recent.pop(child, None)
+
     def _write(self, cp: WorkflowCheckpoint) -> None:
         with self._lock:
-            base = self._recent.get(cp.previous_checkpoint_id or "")
-            if base is not None and base[1] + 1 < self.full_every and base[0].run_id == cp.run_id:
-                parent, depth = base[0], base[1] + 1
-                rows: list[tuple[str, str, str | None]] = [
-                    (cp.checkpoint_id, k, _dump_env(v))
-                    for k, v in cp.state.items()
-                    if (old := parent.state.get(k)) is not v and old != v
-                ]
-                rows += [(cp.checkpoint_id, k, None) for k in parent.state if k not in cp.state]
-                base_id: str | None = parent.checkpoint_id
-            else:
-                depth, base_id = 0, None
-                rows = [(cp.checkpoint_id, k, _dump_env(v)) for k, v in cp.state.items()]
-            body = cp.model_dump_json(exclude={"state"})
             db = self._db()
             db.execute("BEGIN IMMEDIATE")
             try:
+                rows, base_id, depth = self._rows(cp, db)
+                # Saving over an existing id must not change the checkpoints built on it.
+                self._make_whole(db, cp.checkpoint_id)
                 db.execute("DELETE FROM checkpoint_state WHERE checkpoint_id = ?", (cp.checkpoint_id,))
                 db.execute(
                     "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -140,7 +170,7 @@ class SqliteCheckpointStorage(_DerivedQueries):
                         cp.timestamp.isoformat(),
                         base_id,
                         depth,
-                        body,
+                        cp.model_dump_json(exclude={"state"}),
                     ),
                 )
                 db.executemany("INSERT INTO checkpoint_state VALUES (?, ?, ?)", rows)
@@ -173,6 +203,8 @@ class SqliteCheckpointStorage(_DerivedQueries):
         # Walk to the full checkpoint at the root of the chain, then apply deltas forwards.
         chain = [checkpoint_id]
         while base_id is not None:
+            if base_id in chain:
+                raise CheckpointStorageError(f"checkpoint {checkpoint_id!r} has a cycle in its delta chain")
             chain.append(base_id)
             parent = db.execute("SELECT base_id FROM checkpoints WHERE checkpoint_id = ?", (base_id,)).fetchone()
             if parent is None:
@@ -237,17 +269,7 @@ class SqliteCheckpointStorage(_DerivedQueries):
             db.execute("BEGIN IMMEDIATE")
             try:
                 # Later checkpoints stored as deltas of this one are first rewritten whole.
-                for (child,) in db.execute(
-                    "SELECT checkpoint_id FROM checkpoints WHERE base_id = ?", (checkpoint_id,)
-                ).fetchall():
-                    _, _, state = self._state_of(db, child)
-                    db.execute("DELETE FROM checkpoint_state WHERE checkpoint_id = ?", (child,))
-                    db.executemany(
-                        "INSERT INTO checkpoint_state VALUES (?, ?, ?)",
-                        [(child, k, _dump_env(v)) for k, v in state.items()],
-                    )
-                    db.execute("UPDATE checkpoints SET base_id = NULL, depth = 0 WHERE checkpoint_id = ?", (child,))
-                    self._recent.pop(child, None)
+                self._make_whole(db, checkpoint_id)
                 cur = db.execute("DELETE FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,))
                 db.execute("DELETE FROM checkpoint_state WHERE checkpoint_id = ?", (checkpoint_id,))
                 db.execute("COMMIT")

@@ -24,18 +24,28 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
+from ._checkpoint import CheckpointId, WorkflowCheckpoint
 from ._events import WorkflowEvent
 from ._plugin import DEFAULT_TASK_QUEUE
 from ._protocol import (
     EVENTS_TOPIC,
+    QUERY_CHECKPOINT,
+    QUERY_CHECKPOINTS,
     QUERY_PENDING_REQUESTS,
     QUERY_STATE,
     QUERY_STATUS,
+    SIGNAL_CHECKPOINT,
     SIGNAL_CLOSE,
+    SIGNAL_RESET,
     SIGNAL_RESPOND,
     SIGNAL_SEND,
+    UPDATE_CHECKPOINT,
+    UPDATE_RESET,
     UPDATE_RESPOND,
     UPDATE_SEND,
+    CheckpointRequest,
+    ForkSource,
+    ResetRequest,
     RespondInput,
     RunInput,
     SendInput,
@@ -43,7 +53,12 @@ from ._protocol import (
 from ._serde import Envelope, decode, encode
 from ._workflow import Workflow
 
-__all__ = ["RawEvent", "RunHandle", "get_run", "send_or_start", "start_run"]
+__all__ = ["LINEAGE_MEMO", "RawEvent", "RunHandle", "fork", "get_run", "send_or_start", "start_run"]
+
+LINEAGE_MEMO = "temporal_workflows.forked_from"
+"""Memo key of a forked run: ``{"workflow_id": ..., "checkpoint_id": ...}`` of its source."""
+
+_MISSING: Any = object()
 
 
 class RawEvent(WorkflowEvent):
@@ -70,11 +85,19 @@ def _event(env: Envelope) -> WorkflowEvent:
 
 
 class RunHandle:
-    """A graph run on Temporal. ``handle`` is the SDK's own workflow handle."""
+    """A graph run on Temporal. ``handle`` is the SDK's own workflow handle.
+
+    Signals, updates and queries go to the workflow id's latest execution, so
+    the handle keeps working after the run continues as new (long runs,
+    resets); :meth:`result` follows the chain to the end.
+    """
 
     def __init__(self, handle: WorkflowHandle[Any, Any], client: Client | None = None) -> None:
         self.handle = handle
         self._client = client
+        self._latest: WorkflowHandle[Any, Any] = (
+            client.get_workflow_handle(handle.id, result_type=dict) if client is not None else handle
+        )
 
     @property
     def id(self) -> str:
@@ -96,21 +119,21 @@ class RunHandle:
     async def status(self) -> dict[str, Any]:
         """Live status: ``status`` (running, idle, waiting_for_input, completed, failed), superstep,
         in-flight executors, pending request count, outputs so far, warnings."""
-        status: dict[str, Any] = await self.handle.query(QUERY_STATUS)
+        status: dict[str, Any] = await self._latest.query(QUERY_STATUS)
         return status
 
     async def pending_requests(self) -> list[dict[str, Any]]:
         """Open requests: id, executor, request JSON, response JSON schema, created time, deadline."""
-        pending: list[dict[str, Any]] = await self.handle.query(QUERY_PENDING_REQUESTS)
+        pending: list[dict[str, Any]] = await self._latest.query(QUERY_PENDING_REQUESTS)
         return pending
 
     async def state(self) -> dict[str, Any]:
         """Committed shared state (JSON) from the ``state`` query."""
-        state: dict[str, Any] = await self.handle.query(QUERY_STATE)
+        state: dict[str, Any] = await self._latest.query(QUERY_STATE)
         return state
 
     async def describe(self) -> WorkflowExecutionDescription:
-        return await self.handle.describe()
+        return await self._latest.describe()
 
     async def respond(self, request_id: str, response: Any, *, wait: bool = True) -> dict[str, Any] | None:
         """Answer a pending request.
@@ -126,23 +149,115 @@ class RunHandle:
         """
         arg = RespondInput(request_id, encode(response, what=f"response to request {request_id!r}").data)
         if not wait:
-            await self.handle.signal(SIGNAL_RESPOND, arg)
+            await self._latest.signal(SIGNAL_RESPOND, arg)
             return None
-        accepted: dict[str, Any] = await self.handle.execute_update(UPDATE_RESPOND, arg, result_type=dict)
+        accepted: dict[str, Any] = await self._latest.execute_update(UPDATE_RESPOND, arg, result_type=dict)
         return accepted
 
     async def send(self, executor_id: str, message: Any, *, wait: bool = True) -> dict[str, Any] | None:
         """Send a message to an executor of a running or idle (keep-alive) run; see :meth:`respond` for ``wait``."""
         arg = _send_input(executor_id, message)
         if not wait:
-            await self.handle.signal(SIGNAL_SEND, arg)
+            await self._latest.signal(SIGNAL_SEND, arg)
             return None
-        accepted: dict[str, Any] = await self.handle.execute_update(UPDATE_SEND, arg, result_type=dict)
+        accepted: dict[str, Any] = await self._latest.execute_update(UPDATE_SEND, arg, result_type=dict)
         return accepted
 
     async def close(self) -> None:
         """Let a keep-alive run complete once it is idle."""
-        await self.handle.signal(SIGNAL_CLOSE)
+        await self._latest.signal(SIGNAL_CLOSE)
+
+    # -- checkpoints, reset, fork ----------------------------------------------------
+
+    async def checkpoint(self, label: str | None = None, *, wait: bool = True) -> dict[str, Any] | None:
+        """Take a checkpoint at the run's next superstep boundary (at once if it is idle or waiting).
+
+        Returns ``{"checkpoint_id", "superstep", "label"}`` once it is saved
+        (the ``take_checkpoint`` update); a storage failure raises
+        ``WorkflowUpdateFailedError`` naming it, and the run goes on.
+        ``wait=False`` sends the ``checkpoint`` signal instead (failures
+        become warnings in :meth:`status`).
+        """
+        arg = CheckpointRequest(label=label)
+        if not wait:
+            await self._latest.signal(SIGNAL_CHECKPOINT, arg)
+            return None
+        taken: dict[str, Any] = await self._latest.execute_update(UPDATE_CHECKPOINT, arg, result_type=dict)
+        return taken
+
+    async def checkpoints(self) -> list[dict[str, Any]]:
+        """The run's checkpoints, oldest first: id, superstep, label, created time, parent id."""
+        listed: list[dict[str, Any]] = await self._latest.query(QUERY_CHECKPOINTS)
+        return listed
+
+    async def latest_checkpoint_id(self) -> CheckpointId | None:
+        """The id of the newest checkpoint of this workflow id, if any."""
+        listed = await self.checkpoints()
+        return listed[-1]["checkpoint_id"] if listed else None
+
+    async def get_checkpoint(self, checkpoint_id: CheckpointId) -> WorkflowCheckpoint | None:
+        """A checkpoint the run holds itself (history-only storage), whole; ``None`` otherwise."""
+        cp: WorkflowCheckpoint | None = await self._latest.query(
+            QUERY_CHECKPOINT,
+            checkpoint_id,
+            result_type=WorkflowCheckpoint | None,  # type: ignore[arg-type]
+        )
+        return cp
+
+    async def reset(
+        self,
+        *,
+        checkpoint_id: CheckpointId | None = None,
+        message: Any = _MISSING,
+        allow_signature_mismatch: bool = False,
+        wait: bool = True,
+    ) -> dict[str, Any] | None:
+        """Start the run again: from its start message, from ``message``, or from a checkpoint.
+
+        The reset takes effect at the next superstep boundary (at once if the
+        run is idle or waiting): steps still running are cancelled and their
+        results discarded, and the run continues as new from exactly the
+        checkpoint's state, messages, fan-in buffers, requests and outputs
+        (or from a clean start). Request ids from before a clean reset are
+        then unknown. ``wait=True`` (the ``reset_run`` update) returns once
+        the reset is accepted and raises if the checkpoint is unknown or was
+        taken under a different graph; ``wait=False`` sends the ``reset`` signal.
+        """
+        fields: dict[str, Any] = {"allow_signature_mismatch": True} if allow_signature_mismatch else {}
+        if checkpoint_id is not None:
+            if message is not _MISSING:
+                raise ValueError("reset to a checkpoint or with a new message, not both")
+            fields["checkpoint_id"] = checkpoint_id
+        elif message is not _MISSING:
+            env = encode(message, what="reset message")
+            fields.update(message=env.data, message_type=env.type)
+        # Only the fields given: ``{}`` means a clean start, ``{"message": null}`` a start with null.
+        arg = ResetRequest(**fields).model_dump(exclude_unset=True)
+        if not wait:
+            await self._latest.signal(SIGNAL_RESET, arg)
+            return None
+        accepted: dict[str, Any] = await self._latest.execute_update(UPDATE_RESET, arg, result_type=dict)
+        return accepted
+
+    async def fork(
+        self,
+        checkpoint_id: CheckpointId,
+        new_workflow_id: str,
+        *,
+        task_queue: str | None = None,
+        allow_signature_mismatch: bool = False,
+    ) -> RunHandle:
+        """Start a new run from one of this run's checkpoints; see :func:`fork`."""
+        if self._client is None:
+            raise RuntimeError("fork() needs the Client: build the handle with RunHandle(handle, client)")
+        return await fork(
+            self._client,
+            self.id,
+            checkpoint_id,
+            new_workflow_id,
+            task_queue=task_queue,
+            allow_signature_mismatch=allow_signature_mismatch,
+        )
 
     async def events(
         self, *, from_offset: int = 0, poll_cooldown: timedelta = timedelta(milliseconds=100)
@@ -176,6 +291,41 @@ def _send_input(executor_id: str, message: Any) -> SendInput:
     return SendInput(executor_id, env.data, env.type)
 
 
+async def fork(
+    client: Client,
+    source_workflow_id: str,
+    checkpoint_id: CheckpointId,
+    new_workflow_id: str,
+    *,
+    task_queue: str | None = None,
+    allow_signature_mismatch: bool = False,
+) -> RunHandle:
+    """Start ``new_workflow_id`` from a checkpoint of ``source_workflow_id`` (time travel).
+
+    The new run continues from the checkpoint's state, in-flight messages,
+    fan-in buffers, pending requests and outputs, independently of the source
+    (which is not touched). Its lineage is recorded in its memo
+    (:data:`LINEAGE_MEMO`), its ``status`` query and its checkpoints'
+    metadata. A checkpoint taken under a different graph signature fails the
+    new run with ``GraphSignatureMismatchError`` unless
+    ``allow_signature_mismatch``; an unknown checkpoint fails it with
+    ``CheckpointNotFoundError``. The new run goes to the source's task queue
+    unless ``task_queue`` says otherwise.
+    """
+    desc = await client.get_workflow_handle(source_workflow_id).describe()
+    graph = desc.workflow_type
+    lineage = {"workflow_id": source_workflow_id, "checkpoint_id": checkpoint_id}
+    handle = await client.start_workflow(
+        graph,
+        RunInput(fork_from=ForkSource(source_workflow_id, checkpoint_id, allow_signature_mismatch)),
+        id=new_workflow_id,
+        task_queue=task_queue or desc.task_queue,
+        result_type=dict,
+        memo={LINEAGE_MEMO: lineage},
+    )
+    return RunHandle(handle, client)
+
+
 def get_run(client: Client, workflow_id: str) -> RunHandle:
     """A handle on an existing run (its latest execution)."""
     return RunHandle(client.get_workflow_handle(workflow_id), client)
@@ -189,6 +339,8 @@ async def start_run(
     id: str | None = None,
     task_queue: str = DEFAULT_TASK_QUEUE,
     keep_alive: bool = False,
+    checkpoint_every: int | None = None,
+    max_history_events: int | None = None,
 ) -> RunHandle:
     """Start a run of ``workflow`` (a built graph, or its name) with a start message.
 
@@ -196,6 +348,11 @@ async def start_run(
         keep_alive: Keep the run open when it is idle, for more :meth:`RunHandle.send`
             messages (one run per conversation); end it with :meth:`RunHandle.close`.
             A keep-alive run started without a message starts idle.
+        checkpoint_every: Take a checkpoint every N supersteps (0: only when
+            asked); default: the graph's ``checkpoint_every`` if it was built
+            with a storage, else only when asked.
+        max_history_events: Continue as new at the first boundary after history
+            reaches this many events (default 8,000), or when Temporal suggests it.
     """
     name = _graph_name(workflow)
     env = encode(message, what="start message")
@@ -204,6 +361,12 @@ async def start_run(
         arg["message_type"] = env.type
     if keep_alive:
         arg["keep_alive"] = True
+    if checkpoint_every is not None:
+        if checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be 0 or positive, not {checkpoint_every}")
+        arg["checkpoint_every"] = checkpoint_every
+    if max_history_events is not None:
+        arg["max_history_events"] = max_history_events
     handle = await client.start_workflow(
         name, arg, id=id or f"{name}-{uuid.uuid4().hex[:12]}", task_queue=task_queue, result_type=dict
     )

@@ -24,6 +24,7 @@ from ._temporal_workflow import GraphWorkflow
 from ._tracing import configure_tracing, replay_safe_provider
 
 if TYPE_CHECKING:
+    from ._checkpoint import CheckpointStorage
     from ._workflow import Workflow
 
 __all__ = ["DEFAULT_TASK_QUEUE", "TemporalWorkflowsPlugin"]
@@ -83,9 +84,21 @@ class TemporalWorkflowsPlugin(SimplePlugin):
             step, propagated across processes in Temporal headers. Installs
             :func:`configure_tracing`'s provider (exporter from ``OTEL_*``
             variables) unless the application installed one first.
+        checkpoint_storage: Where checkpoints of graphs built without their own
+            ``checkpoint_storage`` go (written by this worker's activities).
+            Default: :class:`SqliteCheckpointStorage` at
+            ``$TEMPORAL_WORKFLOWS_CHECKPOINT_DB`` or ``.temporal/checkpoints.sqlite``,
+            opened on first use. Workers on several hosts need a shared store,
+            or :class:`HistoryCheckpointStorage`.
     """
 
-    def __init__(self, workflows: Sequence[Workflow] = (), *, tracing: bool = True) -> None:
+    def __init__(
+        self,
+        workflows: Sequence[Workflow] = (),
+        *,
+        tracing: bool = True,
+        checkpoint_storage: CheckpointStorage | None = None,
+    ) -> None:
         from activities.steps import build_activities
 
         self.graphs = list(workflows)
@@ -94,7 +107,7 @@ class TemporalWorkflowsPlugin(SimplePlugin):
             data_converter=pydantic_data_converter,
             interceptors=[_tracing_interceptor()] if tracing else None,
             workflows=[GraphWorkflow] if self.graphs else None,
-            activities=build_activities(self.graphs) if self.graphs else None,
+            activities=build_activities(self.graphs, checkpoint_storage) if self.graphs else None,
             workflow_runner=_sandbox_runner,
             # An engine error is a bug in the graph, not in the worker: fail the run
             # with it instead of retrying the workflow task for ever.

@@ -181,6 +181,10 @@ class LocalRunner:
             self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
             if new_run:
                 yield WorkflowStartedEvent(run_id=run_id)
+            if checkpoint_id is not None:
+                # A run restored from a checkpoint says again what it is waiting for.
+                for req in engine.pending_requests.values():
+                    yield request_event(req)
             async for ev in self._loop(engine, checkpoint_storage):
                 yield ev
         finally:

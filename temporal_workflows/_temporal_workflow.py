@@ -158,6 +158,11 @@ def _failure(error: WorkflowRunError) -> ApplicationError:
     )
 
 
+def _cause(e: BaseException) -> BaseException:
+    """The activity's own error: a local activity's non-retryable failure arrives unwrapped."""
+    return (e.cause or e) if isinstance(e, ActivityError) else e
+
+
 def _pinned(raw: RawValue) -> Pinned:
     """The pinned topology, also from runs started before it carried the status attribute."""
     converter = workflow.payload_converter()
@@ -185,6 +190,18 @@ def _request_json(req: PendingRequest) -> dict[str, Any]:
         "deadline": _iso(req.deadline),
         "on_timeout": req.on_timeout if req.timeout is not None else None,
     }
+
+
+def _request_event(req: PendingRequest) -> RequestInfoEvent:
+    return RequestInfoEvent(
+        request_id=req.request_id,
+        source_executor_id=req.executor_id,
+        data=req.data.data,
+        data_type=req.data.type,
+        response_type=req.response_type,
+        response_schema=req.response_schema,
+        timeout=req.timeout,
+    )
 
 
 @dataclass
@@ -445,9 +462,9 @@ class GraphWorkflow:
                 retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["CheckpointNotFoundError"]),
                 summary=f"load checkpoint {checkpoint_id}",
             )
-        except ActivityError as e:
-            cause = e.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause or e)
+        except (ActivityError, ApplicationError) as e:
+            cause = _cause(e)
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
             raise ApplicationError(message, type="CheckpointNotFoundError", non_retryable=True) from None
         return cp
 
@@ -650,6 +667,9 @@ class GraphWorkflow:
         self._state_size = sum(_json_size(v.data) for v in engine.state.values())
         if carried is None or carried.reason != "history":
             self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
+            # A run restored from a checkpoint says again what it is waiting for.
+            for req in engine.pending_requests.values():
+                self._publish(_request_event(req))
         try:
             await self._loop(name, engine)
         except WorkflowRunError as e:
@@ -784,11 +804,11 @@ class GraphWorkflow:
                     ),
                     summary=f"checkpoint{' ' + repr(label) if label else ''} · superstep {full.superstep}",
                 )
-            except ActivityError as e:
-                cause = e.cause
+            except (ActivityError, ApplicationError) as e:
+                cause = _cause(e)
                 if isinstance(cause, ApplicationError) and cause.type == "CheckpointBaseMissing" and i == 0:
                     continue  # the delta's base is gone: send it whole
-                message = cause.message if isinstance(cause, ApplicationError) else str(cause or e)
+                message = cause.message if isinstance(cause, ApplicationError) else str(cause)
                 raise _CheckpointFailed(
                     f"checkpoint after superstep {full.superstep} was not saved: {message}"
                 ) from None
@@ -916,7 +936,7 @@ class GraphWorkflow:
         if not running.done():
             # A reset: the steps' results would be discarded anyway, so stop waiting for them.
             running.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ActivityError, _StepFailed):
+            with contextlib.suppress(asyncio.CancelledError, ActivityError, ApplicationError, _StepFailed):
                 await running
             engine.abort_superstep()
             self._in_flight = []
@@ -967,17 +987,7 @@ class GraphWorkflow:
             )
         for req in engine.pending_requests.values():
             if req.superstep == step:
-                self._publish(
-                    RequestInfoEvent(
-                        request_id=req.request_id,
-                        source_executor_id=req.executor_id,
-                        data=req.data.data,
-                        data_type=req.data.type,
-                        response_type=req.response_type,
-                        response_schema=req.response_schema,
-                        timeout=req.timeout,
-                    )
-                )
+                self._publish(_request_event(req))
         checkpoint_id = None
         if self._cp_every and engine.superstep % self._cp_every == 0:
             try:
@@ -1014,9 +1024,9 @@ class GraphWorkflow:
                 **common,
             )
             return result
-        except ActivityError as e:
-            cause = e.cause
-            detail = str(cause) if cause is not None else str(e)
+        except (ActivityError, ApplicationError) as e:
+            cause = _cause(e)
+            detail = str(cause)
             if isinstance(cause, ApplicationError) and cause.type:
                 detail = f"{cause.type}: {detail}"
             raise _StepFailed(task, detail) from e

@@ -3,7 +3,7 @@
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
 """
 
-from ._client import RawEvent, RunHandle, get_run, send_or_start, start_run
+from ._client import LINEAGE_MEMO, RawEvent, RunHandle, fork, get_run, send_or_start, start_run
 from ._devserver import free_port, start_dev_server, temporal_cli_path
 from ._plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES, TemporalWorkflowsPlugin
 from ._protocol import STATUS_SEARCH_ATTRIBUTE, RunInput, StepInput, step_activity_name
@@ -12,6 +12,7 @@ from ._tracing import configure_tracing, flush_tracing
 
 __all__ = [
     "DEFAULT_TASK_QUEUE",
+    "LINEAGE_MEMO",
     "PASSTHROUGH_MODULES",
     "STATUS_SEARCH_ATTRIBUTE",
     "GraphWorkflow",
@@ -21,6 +22,7 @@ __all__ = [
     "StepInput",
     "TemporalWorkflowsPlugin",
     "configure_tracing",
+    "fork",
     "flush_tracing",
     "free_port",
     "get_run",

@@ -16,6 +16,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from temporal_workflows import SqliteCheckpointStorage
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, configure_tracing, start_dev_server
 
 TASK_QUEUE = "tw-tests"
@@ -59,8 +60,17 @@ def span_exporter() -> InMemorySpanExporter:
 
 
 @pytest.fixture(scope="session")
-async def client(temporal_address: str, span_exporter: InMemorySpanExporter) -> Client:
-    return await Client.connect(temporal_address, plugins=[TemporalWorkflowsPlugin(hosted_workflows())])
+def checkpoint_db(tmp_path_factory: pytest.TempPathFactory) -> SqliteCheckpointStorage:
+    """The test worker's default checkpoint store (a fresh SQLite file per session)."""
+    return SqliteCheckpointStorage(tmp_path_factory.mktemp("checkpoints") / "checkpoints.sqlite")
+
+
+@pytest.fixture(scope="session")
+async def client(
+    temporal_address: str, span_exporter: InMemorySpanExporter, checkpoint_db: SqliteCheckpointStorage
+) -> Client:
+    plugin = TemporalWorkflowsPlugin(hosted_workflows(), checkpoint_storage=checkpoint_db)
+    return await Client.connect(temporal_address, plugins=[plugin])
 
 
 @pytest.fixture(scope="session")

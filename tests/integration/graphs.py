@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -10,8 +13,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 from temporal_workflows import (
+    CheckpointStorageError,
     Executor,
     ExecutorOptions,
+    HistoryCheckpointStorage,
+    InMemoryCheckpointStorage,
     RequestTimedOut,
     Workflow,
     WorkflowBuilder,
@@ -210,6 +216,75 @@ class Note(WorkflowEvent):
 conversation = WorkflowBuilder(start_executor=chat, name="it_chat").build()
 
 
+# -- checkpoints, reset, fork and long runs --------------------------------------------
+
+
+class Count(BaseModel):
+    n: int
+    upto: int
+
+
+@dataclass
+class Hold:
+    """Holds the step of ``round`` until ``release`` is set (the test drives it; no sleeps)."""
+
+    round: int
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+HOLDS: dict[str, Hold] = {}
+"""Workflow id → the round whose step waits for the test."""
+EFFECTS: dict[str, list[str]] = defaultdict(list)
+"""Workflow id → idempotency keys of every step that completed (a side-effect log)."""
+
+
+@executor(id="tick")
+async def tick(c: Count, ctx: WorkflowContext[Count, dict[str, int]]) -> None:
+    hold = HOLDS.get(ctx.run_id)
+    if hold is not None and c.n == hold.round:
+        hold.reached.set()
+        await hold.release.wait()
+    EFFECTS[ctx.run_id].append(ctx.idempotency_key)
+    ctx.set_state("total", c.n)
+    ctx.set_state("count", 1)
+    if c.n >= c.upto:
+        await ctx.yield_output({"rounds": c.n})
+    else:
+        await ctx.send_message(Count(n=c.n + 1, upto=c.upto))
+
+
+def _ticker(name: str, **kwargs: Any) -> Workflow:
+    return (
+        WorkflowBuilder(start_executor=tick, name=name, max_iterations=5000, **kwargs)
+        .add_edge(tick, tick)
+        .add_state_reducer("total", "sum")
+        .add_state_reducer("count", "sum")
+        .build()
+    )
+
+
+ticker = _ticker("it_ticker")
+"""A loop of ``upto`` supersteps; checkpoints go to the worker's default (SQLite) store."""
+
+history_ticker = _ticker("it_history_ticker", checkpoint_storage=HistoryCheckpointStorage(keep=2), checkpoint_every=0)
+"""The same loop with checkpoints kept in the run itself."""
+
+
+class FailingStorage(InMemoryCheckpointStorage):
+    """A store whose disk is full."""
+
+    async def save(self, checkpoint: Any) -> str:
+        raise CheckpointStorageError(f"disk full while writing {checkpoint.checkpoint_id}")
+
+
+failing_ticker = _ticker("it_failing_ticker", checkpoint_storage=FailingStorage(), checkpoint_every=0)
+
+shared_store = InMemoryCheckpointStorage()
+"""Lets a test plant a checkpoint (e.g. one taken under another graph version)."""
+planted_ticker = _ticker("it_planted_ticker", checkpoint_storage=shared_store, checkpoint_every=0)
+
+
 def all_workflows() -> list[Workflow]:
     from examples import approval, counter_loop, research
 
@@ -225,4 +300,8 @@ def all_workflows() -> list[Workflow]:
         two_questions,
         timed,
         conversation,
+        ticker,
+        history_ticker,
+        failing_ticker,
+        planted_ticker,
     ]
