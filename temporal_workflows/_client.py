@@ -9,20 +9,25 @@ signals, the ``submit_response`` / ``send_message`` updates and the
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
     WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowUpdateHandle,
+    WorkflowUpdateStage,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.service import RPCError, RPCStatusCode
 
 from ._checkpoint import CheckpointId, WorkflowCheckpoint
 from ._events import WorkflowEvent
@@ -59,6 +64,8 @@ LINEAGE_MEMO = "temporal_workflows.forked_from"
 """Memo key of a forked run: ``{"workflow_id": ..., "checkpoint_id": ...}`` of its source."""
 
 _MISSING: Any = object()
+_CAN_RETRIES = 5
+T = TypeVar("T")
 
 
 class RawEvent(WorkflowEvent):
@@ -102,6 +109,41 @@ class RunHandle:
     @property
     def id(self) -> str:
         return self.handle.id
+
+    async def _retry_across_continue_as_new(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Run ``call``, again if it met the run closing for continue-as-new.
+
+        A signal or update that reaches the server just as the run continues
+        as new can be refused with NOT_FOUND ("workflow execution already
+        completed") although the workflow id has a new, running execution.
+        Nothing was delivered then, so sending again is safe (updates keep
+        their id, so the server would deduplicate a delivered one anyway).
+        """
+        for attempt in range(_CAN_RETRIES):
+            try:
+                return await call()
+            except RPCError as e:
+                if e.status != RPCStatusCode.NOT_FOUND or attempt == _CAN_RETRIES - 1:
+                    raise
+                desc = await self._latest.describe()
+                if desc.status != WorkflowExecutionStatus.RUNNING:
+                    raise
+                await asyncio.sleep(0.05 * 2**attempt)  # the new execution is being created
+        raise AssertionError("unreachable")
+
+    async def _signal(self, name: str, *args: Any) -> None:
+        await self._retry_across_continue_as_new(lambda: self._latest.signal(name, *args))
+
+    async def _update(self, name: str, arg: Any) -> dict[str, Any]:
+        # Only sending is retried: once the run has accepted the update, its outcome is
+        # read from that run, even if it has continued as new since (a retry would run it twice).
+        update_id = str(uuid.uuid4())
+        update: WorkflowUpdateHandle[dict[str, Any]] = await self._retry_across_continue_as_new(
+            lambda: self._latest.start_update(
+                name, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=dict
+            )
+        )
+        return await update.result()
 
     async def result(self) -> dict[str, Any]:
         """The run's JSON result: ``outputs``, ``output_types``, ``superstep``, ``status``.
@@ -149,23 +191,23 @@ class RunHandle:
         """
         arg = RespondInput(request_id, encode(response, what=f"response to request {request_id!r}").data)
         if not wait:
-            await self._latest.signal(SIGNAL_RESPOND, arg)
+            await self._signal(SIGNAL_RESPOND, arg)
             return None
-        accepted: dict[str, Any] = await self._latest.execute_update(UPDATE_RESPOND, arg, result_type=dict)
+        accepted: dict[str, Any] = await self._update(UPDATE_RESPOND, arg)
         return accepted
 
     async def send(self, executor_id: str, message: Any, *, wait: bool = True) -> dict[str, Any] | None:
         """Send a message to an executor of a running or idle (keep-alive) run; see :meth:`respond` for ``wait``."""
         arg = _send_input(executor_id, message)
         if not wait:
-            await self._latest.signal(SIGNAL_SEND, arg)
+            await self._signal(SIGNAL_SEND, arg)
             return None
-        accepted: dict[str, Any] = await self._latest.execute_update(UPDATE_SEND, arg, result_type=dict)
+        accepted: dict[str, Any] = await self._update(UPDATE_SEND, arg)
         return accepted
 
     async def close(self) -> None:
         """Let a keep-alive run complete once it is idle."""
-        await self._latest.signal(SIGNAL_CLOSE)
+        await self._signal(SIGNAL_CLOSE)
 
     # -- checkpoints, reset, fork ----------------------------------------------------
 
@@ -180,9 +222,9 @@ class RunHandle:
         """
         arg = CheckpointRequest(label=label)
         if not wait:
-            await self._latest.signal(SIGNAL_CHECKPOINT, arg)
+            await self._signal(SIGNAL_CHECKPOINT, arg)
             return None
-        taken: dict[str, Any] = await self._latest.execute_update(UPDATE_CHECKPOINT, arg, result_type=dict)
+        taken: dict[str, Any] = await self._update(UPDATE_CHECKPOINT, arg)
         return taken
 
     async def checkpoints(self) -> list[dict[str, Any]]:
@@ -234,9 +276,9 @@ class RunHandle:
         # Only the fields given: ``{}`` means a clean start, ``{"message": null}`` a start with null.
         arg = ResetRequest(**fields).model_dump(exclude_unset=True)
         if not wait:
-            await self._latest.signal(SIGNAL_RESET, arg)
+            await self._signal(SIGNAL_RESET, arg)
             return None
-        accepted: dict[str, Any] = await self._latest.execute_update(UPDATE_RESET, arg, result_type=dict)
+        accepted: dict[str, Any] = await self._update(UPDATE_RESET, arg)
         return accepted
 
     async def fork(

@@ -119,6 +119,9 @@ STREAM_EVENTS_CARRIED = 1000
 CHECKPOINTS_LISTED = 1000
 """Checkpoint entries the ``checkpoints`` query keeps (newest last)."""
 
+MIN_SEGMENT_EVENTS = 20
+"""History events a run adds before it may continue as new again."""
+
 DELIVERED_CARRIED = 200
 """Answered request ids carried across continue-as-new, to say "already answered"."""
 
@@ -287,6 +290,8 @@ class GraphWorkflow:
         self._start_env: Envelope | None = carried.start
         self._lineage: dict[str, Any] | None = carried.lineage
         self._max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
+        self._segment_start: int | None = None
+        self._updates_since_task = False
 
     @workflow.dynamic_config
     def dynamic_config(self) -> workflow.DynamicWorkflowConfig:
@@ -372,6 +377,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_CHECKPOINT)
     async def take_checkpoint(self, req: CheckpointRequest | None = None) -> dict[str, Any]:
         """Take a checkpoint at the next boundary (now, if idle); returns its id once saved."""
+        self._updates_since_task = True
         ask = _CheckpointAsk(req.label if req else None, via_update=True)
         self._cp_requests.append(ask)
         await workflow.wait_condition(lambda: ask.done)
@@ -394,6 +400,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_RESET)
     async def reset_run(self, req: ResetRequest | None = None) -> dict[str, Any]:
         """Reset at the next boundary (now, if idle); returns once the reset is accepted."""
+        self._updates_since_task = True
         plan = await self._plan_reset(req or ResetRequest())
         self._reset = plan
         return {
@@ -483,6 +490,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_RESPOND)
     async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
         """Answer a request; returns once accepted (delivered at the next boundary)."""
+        self._updates_since_task = True
         req = self._check_request(inp.request_id)
         checked = await self._validate(req.executor_id, Envelope(None, inp.response), req)
         # Another answer may have been accepted while this one was validated.
@@ -501,6 +509,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_SEND)
     async def send_message(self, inp: SendInput) -> dict[str, Any]:
         """Queue a message for an executor; returns once it is accepted."""
+        self._updates_since_task = True
         checked = await self._validate(inp.executor_id, Envelope(inp.message_type, inp.message), None)
         if checked.value is None:
             raise ApplicationError(checked.error or "undeliverable message", type="UndeliverableMessageError")
@@ -723,7 +732,13 @@ class GraphWorkflow:
 
     def _history_is_long(self) -> bool:
         info = workflow.info()
-        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= self._max_events
+        length = info.get_current_history_length()
+        if self._segment_start is None:
+            self._segment_start = length
+        # A new run must make some progress first, or a tiny limit would continue as new for ever.
+        if length < self._segment_start + MIN_SEGMENT_EVENTS:
+            return False
+        return info.is_continue_as_new_suggested() or length >= self._max_events
 
     async def _serve_checkpoints(self, engine: Engine) -> None:
         """Take the checkpoints asked for (at a boundary), telling each asker how it went."""
@@ -816,18 +831,26 @@ class GraphWorkflow:
             self._cp_dirty.clear()
             return
 
-    async def _settle(self, engine: Engine) -> None:
+    async def _settle(self, engine: Engine, *, continuing: bool = False) -> None:
         """Let every handler finish before the run closes or continues as new.
 
         Checkpoint requests that arrive meanwhile are served here (this is a
-        boundary), or their updates would wait for ever.
+        boundary), or their updates would wait for ever. Before continuing as
+        new, the updates' completions are first sent in a workflow task of
+        their own: completed in the same task as the continue-as-new, an
+        update is sometimes delivered again to the new run
+        (temporalio/temporal#6375), which would apply a message twice.
         """
         self._stream.detach_pollers()
         while True:
             await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self._cp_requests))
-            if not self._cp_requests:
+            if self._cp_requests:
+                await self._serve_checkpoints(engine)
+                continue
+            if not continuing or not self._updates_since_task:
                 return
-            await self._serve_checkpoints(engine)
+            self._updates_since_task = False
+            await workflow.sleep(timedelta(milliseconds=1), summary="flush update completions")
 
     def _stream_state(self) -> WorkflowStreamState:
         state = self._stream.get_state()
@@ -844,7 +867,7 @@ class GraphWorkflow:
         the event stream go with it. Nothing is lost: handlers finish first.
         """
         self._in_flight = []
-        await self._settle(engine)
+        await self._settle(engine, continuing=True)
         info = workflow.info()
         plan = self._reset  # a reset accepted while settling wins
         if plan is None:

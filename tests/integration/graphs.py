@@ -278,6 +278,21 @@ class FailingStorage(InMemoryCheckpointStorage):
         raise CheckpointStorageError(f"disk full while writing {checkpoint.checkpoint_id}")
 
 
+@executor(id="collect")
+async def collect(text: str, ctx: WorkflowContext[None, str]) -> None:
+    ctx.set_state("received", [text])
+    ctx.set_state("count", 1)
+    await ctx.yield_output(text.upper())
+
+
+collector = (
+    WorkflowBuilder(start_executor=collect, name="it_collector")
+    .add_state_reducer("received", "append")
+    .add_state_reducer("count", "sum")
+    .build()
+)
+"""Takes any number of messages per superstep (a burst runs as parallel tasks)."""
+
 failing_ticker = _ticker("it_failing_ticker", checkpoint_storage=FailingStorage(), checkpoint_every=0)
 
 shared_store = InMemoryCheckpointStorage()
@@ -301,6 +316,7 @@ def all_workflows() -> list[Workflow]:
         timed,
         conversation,
         ticker,
+        collector,
         history_ticker,
         failing_ticker,
         planted_ticker,
