@@ -131,10 +131,10 @@ async def test_checkpoints_and_reset_across_continue_as_new(long_client: Client)
     handle: RunHandle = await start_run(
         long_client,
         graphs.ticker,
-        graphs.Count(n=1, upto=320),
+        graphs.Count(n=1, upto=160),
         id=wid,
         task_queue=QUEUE,
-        checkpoint_every=50,
+        checkpoint_every=25,
         max_history_events=200,
     )
     await asyncio.wait_for(hold.reached.wait(), 60)
