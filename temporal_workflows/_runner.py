@@ -142,6 +142,14 @@ class LocalRunner:
             if checkpoint_id is not None:
                 engine, cp = await self._restore(checkpoint_id, checkpoint_storage)
                 run_id, last_checkpoint_id = cp.run_id, cp.checkpoint_id
+                # Deadlines are restored as they were (as on Temporal): a request
+                # already overdue times out now, before any response is matched.
+                try:
+                    engine.expire_due(time.time())
+                except RequestTimeoutError as e:
+                    self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
+                    async for ev in self._fail(e, engine):
+                        yield ev
             elif message is not MISSING:
                 start = self.graph.executors[self.graph.topology.start_executor_id]
                 env = encode(message, what="start message")
