@@ -315,3 +315,27 @@ async def test_cli_checkpoint_checkpoints_reset_and_fork(client: Client, tempora
     assert (await handle.result())["outputs"][0]["status"] == "published"
     code, _, err = await run_cli(temporal_address, "reset", wid)
     assert code == 1 and "completed" in err  # a closed run cannot be reset: fork it instead
+
+
+async def test_checkpoint_cost_grows_with_what_changed_not_with_the_state(
+    client: Client, checkpoint_db: SqliteCheckpointStorage
+) -> None:
+    """A 1 MB state checkpointed at each of 7 supersteps: history and store hold it about once."""
+    size, steps = 1_000_000, 6
+    wid = _id("cost")
+    handle = await start_run(
+        client, "it_big_state", {"size": size, "steps": steps}, id=wid, task_queue=TASK_QUEUE, checkpoint_every=1
+    )
+    assert (await handle.result())["outputs"] == [size]
+    ids = await checkpoint_db.list_checkpoint_ids(workflow_name="it_big_state", run_id=wid)
+    assert len(ids) == steps + 1
+    # Checkpoints reach the store through a local activity: only their ids are in history.
+    history = await handle.handle.fetch_history()
+    assert sum(e.ByteSize() for e in history.events) < 1.5 * size
+    # The store keeps the blob once; later checkpoints are deltas (the counter).
+    db = checkpoint_db._db()
+    marks = ",".join("?" * len(ids))
+    stored = db.execute(f"SELECT SUM(LENGTH(value)) FROM checkpoint_state WHERE checkpoint_id IN ({marks})", ids)
+    assert stored.fetchone()[0] < 1.2 * size
+    latest = await SqliteCheckpointStorage(checkpoint_db.path).load(ids[-1])  # a fresh reader: from disk
+    assert len(latest.state["blob"].data) == size and latest.state["reads"].data == steps
