@@ -19,7 +19,7 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from temporal_workflows import RequestInfoEvent
+from temporal_workflows import RequestInfoEvent, SqliteCheckpointStorage
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, send_or_start, start_dev_server, start_run
 from tests.integration import graphs
 
@@ -62,11 +62,28 @@ async def drive_chat(client: Client, workflow_id: str, queue: str) -> RunHandle:
     return handle
 
 
+async def drive_checkpoint_reset(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """Automatic checkpoints, a labelled one, then a reset to the first while a step runs."""
+    hold = graphs.Hold(4)
+    graphs.HOLDS[workflow_id] = hold
+    handle = await start_run(
+        client, graphs.ticker, graphs.Count(n=1, upto=5), id=workflow_id, task_queue=queue, checkpoint_every=2
+    )
+    await hold.reached.wait()
+    await handle.checkpoint("signalled", wait=False)
+    first = (await handle.checkpoints())[0]["checkpoint_id"]
+    await handle.reset(checkpoint_id=first)
+    hold.release.set()
+    await handle.result()
+    return handle
+
+
 FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "research": lambda c, i, q: drive_example(c, "research", i, q),
     "counter_loop": lambda c, i, q: drive_example(c, "counter_loop", i, q),
     "approval_signals_and_updates": drive_approval,
     "chat_keep_alive": drive_chat,
+    "checkpoint_reset": drive_checkpoint_reset,
 }
 
 
@@ -74,11 +91,16 @@ async def main(names: list[str]) -> None:
     env = await start_dev_server()
     try:
         target = env.client.service_client.config.target_host
-        client = await Client.connect(target, plugins=[TemporalWorkflowsPlugin(graphs.all_workflows())])
+        storage = SqliteCheckpointStorage(":memory:")
+        client = await Client.connect(
+            target, plugins=[TemporalWorkflowsPlugin(graphs.all_workflows(), checkpoint_storage=storage)]
+        )
         async with Worker(client, task_queue="record"):
             for name in names or list(FLOWS):
                 handle = await FLOWS[name](client, f"recorded-{name}", "record")
-                history = await handle.handle.fetch_history()
+                # The first execution: for a run that continued as new, the part with the switch.
+                first = client.get_workflow_handle(handle.id, run_id=handle.handle.first_execution_run_id)
+                history = await first.fetch_history()
                 path = HISTORIES / f"{name}.json"
                 path.write_text(json.dumps(history.to_json_dict(), indent=1))
                 print(f"wrote {path}")

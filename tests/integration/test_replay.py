@@ -27,6 +27,7 @@ def test_recorded_histories_exist() -> None:
         "counter_loop",
         "approval_signals_and_updates",
         "chat_keep_alive",
+        "checkpoint_reset",
     }
 
 
@@ -38,9 +39,10 @@ async def test_recorded_history_replays(path: Path) -> None:
 
 
 @pytest.mark.usefixtures("worker")
-@pytest.mark.parametrize("flow", ["research", "approval_signals_and_updates", "chat_keep_alive"])
+@pytest.mark.parametrize("flow", ["research", "approval_signals_and_updates", "chat_keep_alive", "checkpoint_reset"])
 async def test_fresh_history_replays(client: Client, workflow_id: str, flow: str) -> None:
     handle = await FLOWS[flow](client, workflow_id, TASK_QUEUE)
-    history = await handle.handle.fetch_history()
-    result = await _replayer().replay_workflow(history)
-    assert result.replay_failure is None
+    for run_id in (handle.handle.first_execution_run_id, None):  # the first execution and the last
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        result = await _replayer().replay_workflow(history)
+        assert result.replay_failure is None
