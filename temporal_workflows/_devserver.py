@@ -42,8 +42,8 @@ async def start_dev_server(
 ) -> WorkflowEnvironment:
     """A dev server on loopback; SQLite-backed when ``db_filename`` is given.
 
-    The ``TemporalWorkflowsStatus`` search attribute is registered, so
-    ``temporal workflow list --query 'TemporalWorkflowsStatus="waiting_for_input"'``
+    The ``GraphRunStatus`` search attribute is registered, so
+    ``temporal workflow list --query 'GraphRunStatus="waiting_for_input"'``
     works. The returned environment's ``client`` has no plugins; connect your
     own client to ``env.client.service_client.config.target_host``.
     """

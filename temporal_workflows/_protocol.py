@@ -89,7 +89,7 @@ QUERY_PENDING_REQUESTS = "pending_requests"
 QUERY_STATE = "state"
 EVENTS_TOPIC = "events"
 """``temporalio.contrib.workflow_streams`` topic carrying the run's events as envelopes."""
-STATUS_SEARCH_ATTRIBUTE = "TemporalWorkflowsStatus"
+STATUS_SEARCH_ATTRIBUTE = "GraphRunStatus"
 """Keyword search attribute holding the run status (running, waiting_for_input, idle, ...)."""
 
 ACTIVITY_VALIDATE = "temporal_workflows.validate"
