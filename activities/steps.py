@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,7 +26,13 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.exceptions import ApplicationError
 
 from activities.checkpoints import build_checkpoint_activities
-from temporal_workflows._checkpoint import CheckpointStorage, HistoryCheckpointStorage
+from temporal_workflows._checkpoint import (
+    CheckpointCipher,
+    CheckpointStorage,
+    FileCheckpointStorage,
+    HistoryCheckpointStorage,
+    InMemoryCheckpointStorage,
+)
 from temporal_workflows._checkpoint_sqlite import SqliteCheckpointStorage
 from temporal_workflows._context import run_step
 from temporal_workflows._engine import StepResult
@@ -170,8 +177,25 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
     return activity.defn(name=step_activity_name(graph.name or "", executor_id))(step)
 
 
+def _encrypt_store(storage: CheckpointStorage | None, cipher: CheckpointCipher) -> None:
+    """Give a file or SQLite store that has no cipher of its own the worker's."""
+    if isinstance(storage, (FileCheckpointStorage, SqliteCheckpointStorage)):
+        if storage.cipher is None:
+            storage.cipher = cipher
+    elif storage is not None and not isinstance(storage, InMemoryCheckpointStorage):
+        # InMemory stays in the process; HistoryCheckpointStorage lives in history (encrypted by the codec).
+        warnings.warn(
+            f"payload encryption is on, but {type(storage).__name__} is not one of the stores the worker can "
+            "encrypt: its checkpoints are stored as it writes them",
+            stacklevel=3,
+        )
+
+
 def build_activities(
-    workflows: Sequence[Workflow], checkpoint_storage: CheckpointStorage | None = None
+    workflows: Sequence[Workflow],
+    checkpoint_storage: CheckpointStorage | None = None,
+    *,
+    cipher: CheckpointCipher | None = None,
 ) -> list[Callable[..., Any]]:
     """Every activity a worker needs to host ``workflows``.
 
@@ -179,6 +203,10 @@ def build_activities(
         checkpoint_storage: Where checkpoints of graphs built without a
             ``checkpoint_storage`` go; by default a :class:`SqliteCheckpointStorage`
             (``$TEMPORAL_WORKFLOWS_CHECKPOINT_DB``, opened on first use).
+        cipher: Encrypts checkpoints at rest: used by the default store, and
+            given to file and SQLite stores (this one and the graphs' own) that
+            have no cipher, so that turning payload encryption on also covers
+            checkpoints written outside history.
     """
     registry: dict[str, Workflow] = {}
     for wf in workflows:
@@ -187,6 +215,10 @@ def build_activities(
         if wf.name in registry and registry[wf.name] is not wf:
             raise WorkflowError(f"two workflows are named {wf.name!r}; workflow names must be unique per worker")
         registry[wf.name] = wf
+
+    if cipher is not None:
+        for storage in {id(s): s for s in (checkpoint_storage, *(wf.checkpoint_storage for wf in workflows))}.values():
+            _encrypt_store(storage, cipher)
 
     status_attribute = _StatusAttribute()
 
@@ -207,7 +239,7 @@ def build_activities(
         if wf.checkpoint_storage is not None:
             return wf.checkpoint_storage
         if default_storage is None:
-            default_storage = SqliteCheckpointStorage()
+            default_storage = SqliteCheckpointStorage(cipher=cipher)
         return default_storage
 
     def checkpoint_setup(wf: Workflow) -> CheckpointSetup:

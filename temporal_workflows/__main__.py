@@ -11,8 +11,13 @@
     python -m temporal_workflows checkpoints ID
     python -m temporal_workflows reset ID [--to CHECKPOINT_ID | --input JSON] [--signal]
     python -m temporal_workflows fork CHECKPOINT_ID --from ID --id NEW_ID
+    python -m temporal_workflows codec-server [--port 8081] [--origin URL]
 
 A worker hosting the graph must be running (``python worker.py --workflow ...``).
+Connection flags (``--address --namespace --tls --tls-cert --tls-key --tls-ca
+--tls-server-name --api-key``) go before the command and override the
+``TEMPORAL_*`` environment variables; payloads are encrypted when
+``TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS`` is set (docs/security.md).
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ import sys
 from typing import Any
 
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from ._client import RunHandle, fork, get_run, start_run
+from ._codec import EncryptionCodec, EncryptionError
+from ._codec_server import DEFAULT_CODEC_ORIGINS, make_codec_server
+from ._connect import ConnectionConfig, ConnectionConfigError
 from ._events import (
     RequestInfoEvent,
     SuperStepStartedEvent,
@@ -45,8 +53,7 @@ from ._workflow import load_workflow
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m temporal_workflows", description=__doc__.split("\n")[0])
-    p.add_argument("--address", default=os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
-    p.add_argument("--namespace", default=os.environ.get("TEMPORAL_NAMESPACE", "default"))
+    ConnectionConfig.add_arguments(p)
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="start a run and print its progress per superstep")
     run.add_argument("workflow", help="module:attribute of a built Workflow, or a graph name")
@@ -91,6 +98,17 @@ def _parser() -> argparse.ArgumentParser:
     fork_cmd.add_argument("--id", required=True, dest="new_id", help="workflow id of the new run")
     fork_cmd.add_argument("--task-queue", default=None, help="default: the source run's task queue")
     fork_cmd.add_argument("--allow-signature-mismatch", action="store_true")
+    codec = sub.add_parser(
+        "codec-server", help="decrypt payloads for the Web UI and `temporal --codec-endpoint` (keys from the env)"
+    )
+    codec.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback only)")
+    codec.add_argument("--port", type=int, default=8081)
+    codec.add_argument(
+        "--origin",
+        action="append",
+        default=None,
+        help=f"Web UI origin allowed to call it (repeatable; default: {' '.join(DEFAULT_CODEC_ORIGINS)})",
+    )
     return p
 
 
@@ -156,7 +174,7 @@ async def _main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return await _command(args)
-    except _UsageError as e:
+    except (_UsageError, ConnectionConfigError, EncryptionError) as e:
         print(str(e), file=sys.stderr)
         return 2
     except WorkflowUpdateFailedError as e:
@@ -167,8 +185,26 @@ async def _main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _codec_server(args: argparse.Namespace) -> int:
+    codec = EncryptionCodec.from_env()
+    if codec is None:
+        raise _UsageError("codec-server needs the keys: set TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS (docs/security.md)")
+    server = make_codec_server(codec, args.host, args.port, args.origin or DEFAULT_CODEC_ORIGINS)
+    keys = ", ".join(codec.key_ring.keys)
+    print(f"codec server on http://{args.host}:{server.server_port} (key ids: {keys})", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
 async def _command(args: argparse.Namespace) -> int:
-    client = await Client.connect(args.address, namespace=args.namespace, plugins=[TemporalWorkflowsPlugin()])
+    if args.command == "codec-server":
+        return _codec_server(args)  # blocks the loop on purpose: nothing else runs, and Ctrl-C stops it
+    client = await ConnectionConfig.from_args(args).connect(plugins=[TemporalWorkflowsPlugin()])
     if args.command == "run":
         if args.input is None and not args.keep_alive:
             raise _UsageError("--input is required (or pass --keep-alive to start idle)")

@@ -3,7 +3,9 @@
 A checkpoint is JSON (a pydantic model), never a pickle, so it can be read by
 other tools and loaded without running code from the file. Every checkpoint
 carries its run id, and storage lookups take one, so runs that share a store
-stay isolated.
+stay isolated. The file and SQLite stores take an optional
+:class:`CheckpointCipher` that encrypts what they write (a ``KeyRing`` of
+``temporal_workflows.temporal`` is one).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ._errors import CheckpointNotFoundError, CheckpointStorageError
 from ._serde import Envelope
 
 __all__ = [
+    "CheckpointCipher",
     "CheckpointId",
     "CheckpointStorage",
     "FileCheckpointStorage",
@@ -114,6 +117,22 @@ class WorkflowCheckpoint(BaseModel):
 
 
 @runtime_checkable
+class CheckpointCipher(Protocol):
+    """Encrypts blobs a checkpoint store writes, and decrypts them when it reads.
+
+    ``encrypt`` returns a self-describing blob that must not start with ``{``
+    (stores tell encrypted from plain JSON by it, so stores written before
+    encryption was turned on still read). ``associated_data`` is where the
+    blob is stored (checkpoint id, state key): a blob moved elsewhere must
+    fail to decrypt.
+    """
+
+    def encrypt(self, data: bytes, associated_data: bytes = b"") -> bytes: ...
+
+    def decrypt(self, data: bytes, associated_data: bytes = b"") -> bytes: ...
+
+
+@runtime_checkable
 class CheckpointStorage(Protocol):
     """Where checkpoints are kept. Every method is async so stores may do I/O.
 
@@ -138,6 +157,17 @@ class CheckpointStorage(Protocol):
     ) -> WorkflowCheckpoint | None: ...
 
     async def delete(self, checkpoint_id: CheckpointId) -> bool: ...
+
+
+def _unseal(cipher: CheckpointCipher | None, data: bytes, associated_data: bytes, where: str) -> bytes:
+    """Plain JSON as it is; an encrypted blob decrypted (or a clear error without a cipher)."""
+    if data[:1] == b"{":
+        return data
+    if cipher is None:
+        raise CheckpointStorageError(
+            f"{where} is encrypted and this store has no cipher: pass cipher=KeyRing.from_env() (or the plugin's)"
+        )
+    return cipher.decrypt(data, associated_data)
 
 
 def _matches(cp: WorkflowCheckpoint, workflow_name: str | None, run_id: str | None) -> bool:
@@ -211,11 +241,18 @@ class FileCheckpointStorage(_DerivedQueries):
 
     A crash mid-write leaves either the old file or the new one, never a torn
     one: each file is written to a temporary name, fsynced and renamed.
+
+    Args:
+        directory: Created if missing.
+        cipher: Encrypts each file whole (bound to its checkpoint id); files
+            written without one still load. Without a cipher, an encrypted file
+            fails to load with an error saying so.
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, cipher: CheckpointCipher | None = None) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.cipher = cipher
 
     def _path(self, checkpoint_id: str) -> Path:
         if not checkpoint_id or "/" in checkpoint_id or "\\" in checkpoint_id or checkpoint_id.startswith("."):
@@ -224,6 +261,8 @@ class FileCheckpointStorage(_DerivedQueries):
 
     def _write(self, checkpoint: WorkflowCheckpoint) -> None:
         data = checkpoint.model_dump_json().encode()
+        if self.cipher is not None:
+            data = self.cipher.encrypt(data, checkpoint.checkpoint_id.encode())
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -245,7 +284,9 @@ class FileCheckpointStorage(_DerivedQueries):
         return checkpoint.checkpoint_id
 
     def _read(self, path: Path) -> WorkflowCheckpoint:
-        return WorkflowCheckpoint.model_validate_json(path.read_bytes())
+        return WorkflowCheckpoint.model_validate_json(
+            _unseal(self.cipher, path.read_bytes(), path.name.removesuffix(".json").encode(), str(path))
+        )
 
     async def load(self, checkpoint_id: CheckpointId) -> WorkflowCheckpoint:
         path = self._path(checkpoint_id)

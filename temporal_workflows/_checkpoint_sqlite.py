@@ -8,6 +8,11 @@ the keys removed), plus a link to the parent. Every ``full_every``-th
 checkpoint in a chain is stored whole, so loading walks at most that many rows.
 Only the state is delta-encoded; messages, requests and outputs are small and
 stored whole.
+
+With a cipher, the body (messages, requests, outputs, metadata) and every state
+value are stored as encrypted blobs, each bound to its checkpoint id (and state
+key); ids, graph names, supersteps, timestamps and state key names stay readable
+so lookups and deltas work. Rows written without a cipher still load.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ._checkpoint import CheckpointId, WorkflowCheckpoint, _DerivedQueries
+from ._checkpoint import CheckpointCipher, CheckpointId, WorkflowCheckpoint, _DerivedQueries
 from ._errors import CheckpointNotFoundError, CheckpointStorageError
 from ._serde import Envelope
 
@@ -40,13 +45,13 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     timestamp TEXT NOT NULL,
     base_id TEXT,
     depth INTEGER NOT NULL,
-    body TEXT NOT NULL
+    body TEXT NOT NULL  -- JSON, or an encrypted BLOB
 );
 CREATE INDEX IF NOT EXISTS checkpoints_by_run ON checkpoints (workflow_name, run_id, timestamp);
 CREATE TABLE IF NOT EXISTS checkpoint_state (
     checkpoint_id TEXT NOT NULL,
     key TEXT NOT NULL,
-    value TEXT,
+    value TEXT,  -- JSON, an encrypted BLOB, or NULL: removed since the base
     PRIMARY KEY (checkpoint_id, key)
 );
 """
@@ -57,6 +62,11 @@ _Row = tuple[str, str, str | None]
 
 def _dump_env(env: Envelope) -> str:
     return json.dumps({"type": env.type, "data": env.data}, separators=(",", ":"))
+
+
+def _where(checkpoint_id: str, key: str | None) -> bytes:
+    """What an encrypted blob is bound to: its checkpoint, and for a state value its key."""
+    return checkpoint_id.encode() if key is None else f"{checkpoint_id}\0{key}".encode()
 
 
 def _load_env(text: str) -> Envelope:
@@ -72,6 +82,7 @@ class SqliteCheckpointStorage(_DerivedQueries):
             ``$TEMPORAL_WORKFLOWS_CHECKPOINT_DB`` or ``.temporal/checkpoints.sqlite``.
         full_every: Store every N-th checkpoint of a chain whole (bounds load cost).
         cache_size: Checkpoints kept in memory as delta bases (one per active run is enough).
+        cipher: Encrypts bodies and state values at rest (see the module docstring).
 
     A worker fleet on several hosts needs a store they share: implement
     :class:`~temporal_workflows.CheckpointStorage` over your database, or use
@@ -79,11 +90,17 @@ class SqliteCheckpointStorage(_DerivedQueries):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, *, full_every: int = 32, cache_size: int = 256
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        full_every: int = 32,
+        cache_size: int = 256,
+        cipher: CheckpointCipher | None = None,
     ) -> None:
         self.path = Path(path or os.environ.get("TEMPORAL_WORKFLOWS_CHECKPOINT_DB") or DEFAULT_CHECKPOINT_DB)
         self.full_every = max(1, full_every)
         self._cache_size = cache_size
+        self.cipher = cipher
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         # checkpoint id -> (checkpoint, depth): bases for deltas, and hot loads.
@@ -110,6 +127,26 @@ class SqliteCheckpointStorage(_DerivedQueries):
         self._recent.move_to_end(cp.checkpoint_id)
         while len(self._recent) > self._cache_size:
             self._recent.popitem(last=False)
+
+    # -- encryption ------------------------------------------------------------
+
+    def _seal(self, text: str, checkpoint_id: str, key: str | None = None) -> str | bytes:
+        if self.cipher is None:
+            return text
+        return self.cipher.encrypt(text.encode(), _where(checkpoint_id, key))
+
+    def _unseal(self, value: str | bytes, checkpoint_id: str, key: str | None = None) -> str:
+        if isinstance(value, str):
+            return value
+        if self.cipher is None:
+            raise CheckpointStorageError(
+                f"checkpoint {checkpoint_id!r} in {self.path} is encrypted and this store has no cipher: "
+                "pass cipher=KeyRing.from_env() (or the plugin's)"
+            )
+        return self.cipher.decrypt(bytes(value), _where(checkpoint_id, key)).decode()
+
+    def _sealed_rows(self, rows: list[_Row]) -> list[tuple[str, str, str | bytes | None]]:
+        return [(cid, k, None if v is None else self._seal(v, cid, k)) for cid, k, v in rows]
 
     # -- save ------------------------------------------------------------------
 
@@ -146,7 +183,8 @@ class SqliteCheckpointStorage(_DerivedQueries):
             _, _, state = self._state_of(db, child)
             db.execute("DELETE FROM checkpoint_state WHERE checkpoint_id = ?", (child,))
             db.executemany(
-                "INSERT INTO checkpoint_state VALUES (?, ?, ?)", [(child, k, _dump_env(v)) for k, v in state.items()]
+                "INSERT INTO checkpoint_state VALUES (?, ?, ?)",
+                self._sealed_rows([(child, k, _dump_env(v)) for k, v in state.items()]),
             )
             db.execute("UPDATE checkpoints SET base_id = NULL, depth = 0 WHERE checkpoint_id = ?", (child,))
             self._recent.pop(child, None)
@@ -170,10 +208,10 @@ class SqliteCheckpointStorage(_DerivedQueries):
                         cp.timestamp.isoformat(),
                         base_id,
                         depth,
-                        cp.model_dump_json(exclude={"state"}),
+                        self._seal(cp.model_dump_json(exclude={"state"}), cp.checkpoint_id),
                     ),
                 )
-                db.executemany("INSERT INTO checkpoint_state VALUES (?, ?, ?)", rows)
+                db.executemany("INSERT INTO checkpoint_state VALUES (?, ?, ?)", self._sealed_rows(rows))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -191,8 +229,7 @@ class SqliteCheckpointStorage(_DerivedQueries):
 
     # -- load ------------------------------------------------------------------
 
-    @staticmethod
-    def _state_of(db: sqlite3.Connection, checkpoint_id: str) -> tuple[str, int, dict[str, Envelope]]:
+    def _state_of(self, db: sqlite3.Connection, checkpoint_id: str) -> tuple[str, int, dict[str, Envelope]]:
         """Body, depth and full state of a stored checkpoint (caller holds the lock)."""
         row = db.execute(
             "SELECT body, base_id, depth FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,)
@@ -218,8 +255,8 @@ class SqliteCheckpointStorage(_DerivedQueries):
                 if value is None:
                     state.pop(key, None)
                 else:
-                    state[key] = _load_env(value)
-        return body, depth, state
+                    state[key] = _load_env(self._unseal(value, cid, key))
+        return self._unseal(body, checkpoint_id), depth, state
 
     def _read(self, checkpoint_id: str) -> WorkflowCheckpoint:
         with self._lock:

@@ -10,15 +10,17 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
 from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from ._codec import EncryptionCodec
 from ._errors import WorkflowError
 from ._temporal_workflow import GraphWorkflow
 from ._tracing import configure_tracing, replay_safe_provider
@@ -65,6 +67,21 @@ def _tracing_interceptor() -> Any:
     return TracingInterceptor()
 
 
+def data_converter(codec: EncryptionCodec | None) -> DataConverter:
+    """The pydantic converter, encrypting payloads with ``codec`` if given.
+
+    With a codec, failure messages and stack traces are moved into an encoded
+    (so encrypted) attribute too: they often quote the values that failed.
+    """
+    if codec is None:
+        return pydantic_data_converter
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=codec,
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
+
+
 def _sandbox_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
     base = existing if isinstance(existing, SandboxedWorkflowRunner) else SandboxedWorkflowRunner()
     return dataclasses.replace(base, restrictions=base.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
@@ -74,9 +91,9 @@ class TemporalWorkflowsPlugin(SimplePlugin):
     """Hosts graphs on Temporal.
 
     Installs the pydantic data converter (payloads are plain JSON, so the
-    ``temporal`` CLI and other SDKs interoperate), OpenTelemetry trace
-    propagation, the graph workflow, one activity per executor of each graph,
-    and the sandbox passthrough list.
+    ``temporal`` CLI and other SDKs interoperate), optionally encrypted,
+    OpenTelemetry trace propagation, the graph workflow, one activity per
+    executor of each graph, and the sandbox passthrough list.
 
     Args:
         workflows: Graphs this worker hosts; each needs a unique ``name``.
@@ -90,6 +107,14 @@ class TemporalWorkflowsPlugin(SimplePlugin):
             ``$TEMPORAL_WORKFLOWS_CHECKPOINT_DB`` or ``.temporal/checkpoints.sqlite``,
             opened on first use. Workers on several hosts need a shared store,
             or :class:`HistoryCheckpointStorage`.
+        encryption: Encrypts every payload (history, queries, updates) with
+            AES-256-GCM. ``"env"`` (default): on when
+            ``TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS`` or ``..._KEY`` is set (see
+            docs/security.md); ``None``: off; or an :class:`EncryptionCodec`.
+            When on, checkpoints at rest are encrypted with the same keys: the
+            default store, and file or SQLite stores (this plugin's or the
+            graphs') built without a ``cipher`` of their own. Every client and
+            worker of the namespace needs the keys to read the runs.
     """
 
     def __init__(
@@ -98,16 +123,19 @@ class TemporalWorkflowsPlugin(SimplePlugin):
         *,
         tracing: bool = True,
         checkpoint_storage: CheckpointStorage | None = None,
+        encryption: EncryptionCodec | Literal["env"] | None = "env",
     ) -> None:
         from activities.steps import build_activities
 
         self.graphs = list(workflows)
+        self.codec = EncryptionCodec.from_env() if encryption == "env" else encryption
+        cipher = self.codec.key_ring if self.codec is not None else None
         super().__init__(
             "temporal_workflows",
-            data_converter=pydantic_data_converter,
+            data_converter=data_converter(self.codec),
             interceptors=[_tracing_interceptor()] if tracing else None,
             workflows=[GraphWorkflow] if self.graphs else None,
-            activities=build_activities(self.graphs, checkpoint_storage) if self.graphs else None,
+            activities=build_activities(self.graphs, checkpoint_storage, cipher=cipher) if self.graphs else None,
             workflow_runner=_sandbox_runner,
             # An engine error is a bug in the graph, not in the worker: fail the run
             # with it instead of retrying the workflow task for ever.

@@ -1,0 +1,365 @@
+"""Payload and checkpoint encryption without a server: the codec, the key ring, the stores, the codec server."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sqlite3
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import closing
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
+
+from activities.steps import build_activities
+from temporal_workflows import (
+    CheckpointStorageError,
+    FileCheckpointStorage,
+    SqliteCheckpointStorage,
+    WorkflowBuilder,
+    WorkflowCheckpoint,
+    WorkflowContext,
+    executor,
+)
+from temporal_workflows._serde import Envelope
+from temporal_workflows.temporal import (
+    ENCRYPTED_ENCODING,
+    KEY_ID_METADATA,
+    EncryptionCodec,
+    EncryptionError,
+    KeyRing,
+    TemporalWorkflowsPlugin,
+    make_codec_server,
+)
+
+SECRET = "codec-unit-secret-4e1b"
+K1, K2 = os.urandom(32), os.urandom(32)
+
+
+def b64(key: bytes) -> str:
+    return base64.b64encode(key).decode()
+
+
+def json_payload(value: Any) -> Payload:
+    return pydantic_data_converter.payload_converter.to_payloads([value])[0]
+
+
+@pytest.fixture
+def codec() -> EncryptionCodec:
+    return EncryptionCodec(KeyRing({"k1": K1}))
+
+
+# -- the codec ---------------------------------------------------------------------------------
+
+
+async def test_round_trip_hides_data_and_metadata(codec: EncryptionCodec) -> None:
+    original = [json_payload({"secret": SECRET}), json_payload([1, 2, 3])]
+    encoded = await codec.encode(original)
+    for p in encoded:
+        assert dict(p.metadata) == {"encoding": ENCRYPTED_ENCODING, KEY_ID_METADATA: b"k1"}
+        assert SECRET.encode() not in p.SerializeToString() and b"json/plain" not in p.data
+    assert await codec.decode(encoded) == original
+
+
+async def test_every_payload_gets_a_fresh_nonce(codec: EncryptionCodec) -> None:
+    same = json_payload(SECRET)
+    a, b = await codec.encode([same, same])
+    assert a.data[:12] != b.data[:12] and a.data != b.data
+
+
+async def test_a_tampered_payload_fails_authentication(codec: EncryptionCodec) -> None:
+    (enc,) = await codec.encode([json_payload(SECRET)])
+    data = bytearray(enc.data)
+    data[-1] ^= 1
+    enc.data = bytes(data)
+    with pytest.raises(EncryptionError, match="failed authentication"):
+        await codec.decode([enc])
+
+
+async def test_a_payload_sealed_with_another_key_of_the_same_id_fails(codec: EncryptionCodec) -> None:
+    (enc,) = await codec.encode([json_payload(SECRET)])
+    with pytest.raises(EncryptionError, match="failed authentication"):
+        await EncryptionCodec(KeyRing({"k1": K2})).decode([enc])
+
+
+async def test_an_unknown_key_id_is_named(codec: EncryptionCodec) -> None:
+    (enc,) = await codec.encode([json_payload(SECRET)])
+    with pytest.raises(EncryptionError, match=r"key 'k1'.*it has: other"):
+        await EncryptionCodec(KeyRing({"other": K2})).decode([enc])
+
+
+async def test_rotation_encrypts_with_the_current_key_and_decrypts_with_any(codec: EncryptionCodec) -> None:
+    (old,) = await codec.encode([json_payload("old")])
+    rotated = EncryptionCodec(KeyRing({"k2": K2, "k1": K1}))  # k2 first: current
+    assert rotated.key_ring.current == "k2"
+    (new,) = await rotated.encode([json_payload("new")])
+    assert new.metadata[KEY_ID_METADATA] == b"k2"
+    assert await rotated.decode([old, new]) == [json_payload("old"), json_payload("new")]
+    assert KeyRing({"k1": K1, "k2": K2}, current="k2").current == "k2"
+
+
+async def test_unencrypted_payloads_pass_through_decode(codec: EncryptionCodec) -> None:
+    plain = [json_payload({"written": "before encryption"}), Payload(metadata={"encoding": b"binary/null"})]
+    assert await codec.decode(plain) == plain
+
+
+async def test_an_encrypted_payload_without_key_id_is_refused(codec: EncryptionCodec) -> None:
+    with pytest.raises(EncryptionError, match=KEY_ID_METADATA):
+        await codec.decode([Payload(metadata={"encoding": ENCRYPTED_ENCODING}, data=b"x" * 40)])
+
+
+def test_keys_never_appear_in_repr() -> None:
+    ring = KeyRing({"k1": K1})
+    assert b64(K1) not in repr(ring) and repr(K1) not in repr(ring)
+
+
+# -- keys from the environment -----------------------------------------------------------------
+
+
+def test_no_variable_means_no_encryption() -> None:
+    assert EncryptionCodec.from_env({}) is None
+    assert KeyRing.from_env({"TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS": "  "}) is None
+
+
+def test_a_list_of_keys_the_first_one_current() -> None:
+    ring = KeyRing.from_env({"TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS": f" new:{b64(K2)} , old:{b64(K1)}"})
+    assert ring is not None and ring.current == "new" and ring.keys == {"new": K2, "old": K1}
+
+
+def test_a_single_key_with_and_without_id() -> None:
+    ring = KeyRing.from_env({"TEMPORAL_WORKFLOWS_ENCRYPTION_KEY": b64(K1)})
+    assert ring is not None and ring.keys == {"default": K1}
+    env = {"TEMPORAL_WORKFLOWS_ENCRYPTION_KEY": b64(K1), "TEMPORAL_WORKFLOWS_ENCRYPTION_KEY_ID": "2025-06"}
+    ring = KeyRing.from_env(env)
+    assert ring is not None and ring.current == "2025-06"
+    urlsafe = base64.urlsafe_b64encode(K1).decode()
+    assert KeyRing.from_env({"TEMPORAL_WORKFLOWS_ENCRYPTION_KEY": urlsafe}).keys == {"default": K1}  # type: ignore[union-attr]
+
+
+def test_a_generated_key_is_usable() -> None:
+    assert len(base64.b64decode(KeyRing.generate_key())) == 32
+    assert KeyRing.from_env({"TEMPORAL_WORKFLOWS_ENCRYPTION_KEY": KeyRing.generate_key()}) is not None
+
+
+@pytest.mark.parametrize(
+    ("env", "match"),
+    [
+        ({"TEMPORAL_WORKFLOWS_ENCRYPTION_KEY": b64(os.urandom(16))}, r"'default' is 16 bytes; AES-256-GCM needs 32"),
+        ({"TEMPORAL_WORKFLOWS_ENCRYPTION_KEY": "not base64!"}, "not valid base64"),
+        ({"TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS": b64(K1)}, "'id:base64key'"),
+        ({"TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS": f"a:{b64(K1)},a:{b64(K2)}"}, "appears twice"),
+        ({"TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS": f"bad id:{b64(K1)}"}, "is invalid"),
+        ({"TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS": ","}, "names no key"),
+        (
+            {"TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS": f"a:{b64(K1)}", "TEMPORAL_WORKFLOWS_ENCRYPTION_KEY": b64(K2)},
+            "not both",
+        ),
+    ],
+)
+def test_malformed_keys_are_clear_errors_without_key_material(env: dict[str, str], match: str) -> None:
+    with pytest.raises(EncryptionError, match=match) as info:
+        EncryptionCodec.from_env(env)
+    assert b64(K1) not in str(info.value) and b64(K2) not in str(info.value)
+
+
+def test_the_current_key_must_be_in_the_ring() -> None:
+    with pytest.raises(EncryptionError, match="'k9' is not in the ring"):
+        KeyRing({"k1": K1}, current="k9")
+
+
+# -- the plugin ----------------------------------------------------------------------------------
+
+
+@executor(id="noop")
+async def noop(msg: str, ctx: WorkflowContext) -> None:
+    pass
+
+
+def test_the_plugin_encrypts_when_the_environment_has_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS", raising=False)
+    monkeypatch.delenv("TEMPORAL_WORKFLOWS_ENCRYPTION_KEY", raising=False)
+    assert TemporalWorkflowsPlugin(tracing=False).codec is None
+    monkeypatch.setenv("TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS", f"k1:{b64(K1)}")
+    plugin = TemporalWorkflowsPlugin(tracing=False)
+    assert plugin.codec is not None and plugin.codec.key_ring.keys == {"k1": K1}
+    assert TemporalWorkflowsPlugin(tracing=False, encryption=None).codec is None
+
+
+def test_the_plugins_converter_is_pydantic_with_the_codec(codec: EncryptionCodec) -> None:
+    from temporal_workflows._plugin import data_converter
+
+    assert data_converter(None) is pydantic_data_converter
+    converter = data_converter(codec)
+    assert converter.payload_codec is codec
+    assert converter.payload_converter_class is pydantic_data_converter.payload_converter_class
+    # Failure messages often quote values: they are encrypted too.
+    assert converter.failure_converter_class is DefaultFailureConverterWithEncodedAttributes
+
+
+def test_the_worker_encrypts_file_and_sqlite_stores_without_a_cipher(codec: EncryptionCodec, tmp_path: Path) -> None:
+    own = FileCheckpointStorage(tmp_path / "own")
+    keyed = FileCheckpointStorage(tmp_path / "keyed", cipher=KeyRing({"x": K2}))
+    default = SqliteCheckpointStorage(tmp_path / "default.sqlite")
+    g1 = WorkflowBuilder(start_executor=noop, name="enc_own", checkpoint_storage=own).build()
+    g2 = WorkflowBuilder(start_executor=noop, name="enc_keyed", checkpoint_storage=keyed).build()
+    build_activities([g1, g2], default, cipher=codec.key_ring)
+    assert own.cipher is codec.key_ring and default.cipher is codec.key_ring
+    assert keyed.cipher is not codec.key_ring  # a store's own cipher wins
+
+
+# -- checkpoints at rest -------------------------------------------------------------------------
+
+
+def checkpoint(cid: str, *, previous: str | None = None, state: dict[str, Any] | None = None) -> WorkflowCheckpoint:
+    return WorkflowCheckpoint(
+        checkpoint_id=cid,
+        workflow_name="g",
+        run_id="run-1",
+        graph_signature_hash="h",
+        previous_checkpoint_id=previous,
+        timestamp=datetime(2025, 1, 1, tzinfo=UTC),
+        superstep=1,
+        state={k: Envelope(None, v) for k, v in (state or {"secret": SECRET}).items()},
+        messages=[],
+        outputs=[],
+        metadata={"note": SECRET},
+    )
+
+
+def files_under(directory: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in directory.rglob("*") if p.is_file())
+
+
+async def test_file_store_encrypts_whole_files(tmp_path: Path) -> None:
+    ring = KeyRing({"k1": K1})
+    store = FileCheckpointStorage(tmp_path, cipher=ring)
+    await store.save(checkpoint("cp-1"))
+    assert SECRET.encode() not in files_under(tmp_path)
+    assert (await store.load("cp-1")).state["secret"].data == SECRET
+    assert [c.checkpoint_id for c in await store.list_checkpoints(workflow_name="g")] == ["cp-1"]
+    with pytest.raises(CheckpointStorageError, match="is encrypted and this store has no cipher"):
+        await FileCheckpointStorage(tmp_path).load("cp-1")
+    with pytest.raises(EncryptionError):
+        await FileCheckpointStorage(tmp_path, cipher=KeyRing({"k1": K2})).load("cp-1")
+
+
+async def test_file_store_reads_plain_files_and_refuses_a_moved_blob(tmp_path: Path) -> None:
+    await FileCheckpointStorage(tmp_path).save(checkpoint("plain"))
+    store = FileCheckpointStorage(tmp_path, cipher=KeyRing({"k1": K1}))
+    assert (await store.load("plain")).state["secret"].data == SECRET  # written before encryption
+    await store.save(checkpoint("cp-1"))
+    (tmp_path / "cp-1.json").rename(tmp_path / "cp-2.json")
+    with pytest.raises(EncryptionError, match="failed authentication"):
+        await store.load("cp-2")  # bound to its checkpoint id
+
+
+async def test_sqlite_store_encrypts_bodies_and_state_values_including_deltas(tmp_path: Path) -> None:
+    ring = KeyRing({"k1": K1})
+    path = tmp_path / "cp.sqlite"
+    store = SqliteCheckpointStorage(path, cipher=ring)
+    await store.save(checkpoint("cp-1", state={"secret": SECRET, "n": 1}))
+    await store.save(checkpoint("cp-2", previous="cp-1", state={"secret": SECRET + "-2", "n": 1}))
+    await store.delete("cp-1")  # rewrites cp-2 whole, still encrypted
+    await store.save(checkpoint("cp-3", previous="cp-2", state={"secret": SECRET + "-3"}))
+    store.close()
+    assert SECRET.encode() not in files_under(tmp_path)
+    with closing(sqlite3.connect(path)) as db:
+        values = [v for (v,) in db.execute("SELECT value FROM checkpoint_state") if v is not None]
+        bodies = [b for (b,) in db.execute("SELECT body FROM checkpoints")]
+    assert values and all(isinstance(v, bytes) for v in values) and all(isinstance(b, bytes) for b in bodies)
+    fresh = SqliteCheckpointStorage(path, cipher=ring)
+    cp3 = await fresh.load("cp-3")
+    assert {k: e.data for k, e in cp3.state.items()} == {"secret": SECRET + "-3"}
+    assert (await fresh.load("cp-2")).metadata == {"note": SECRET}
+    with pytest.raises(CheckpointStorageError, match="is encrypted and this store has no cipher"):
+        await SqliteCheckpointStorage(path).load("cp-3")
+
+
+async def test_sqlite_store_reads_rows_written_before_encryption(tmp_path: Path) -> None:
+    path = tmp_path / "cp.sqlite"
+    plain = SqliteCheckpointStorage(path)
+    await plain.save(checkpoint("cp-1", state={"a": 1, "b": 2}))
+    plain.close()
+    store = SqliteCheckpointStorage(path, cipher=KeyRing({"k1": K1}))
+    await store.load("cp-1")  # the delta base, plain
+    await store.save(checkpoint("cp-2", previous="cp-1", state={"a": 1, "b": 3}))  # delta, encrypted
+    fresh = SqliteCheckpointStorage(path, cipher=KeyRing({"k1": K1}))
+    assert {k: e.data for k, e in (await fresh.load("cp-2")).state.items()} == {"a": 1, "b": 3}
+
+
+async def test_sqlite_state_values_are_bound_to_their_key(tmp_path: Path) -> None:
+    path = tmp_path / "cp.sqlite"
+    store = SqliteCheckpointStorage(path, cipher=KeyRing({"k1": K1}))
+    await store.save(checkpoint("cp-1", state={"public": "p", "secret": SECRET}))
+    store.close()
+    with closing(sqlite3.connect(path)) as db:
+        (sealed,) = db.execute("SELECT value FROM checkpoint_state WHERE key = 'secret'").fetchone()
+        db.execute("UPDATE checkpoint_state SET value = ? WHERE key = 'public'", (sealed,))
+        db.commit()
+    with pytest.raises(EncryptionError, match="failed authentication"):
+        await SqliteCheckpointStorage(path, cipher=KeyRing({"k1": K1})).load("cp-1")
+
+
+# -- the codec server ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def codec_server(codec: EncryptionCodec) -> Iterator[str]:
+    server = make_codec_server(codec, "127.0.0.1", 0, ["http://localhost:8233"])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def post(url: str, body: bytes, headers: dict[str, str] | None = None, method: str = "POST") -> tuple[int, Any, bytes]:
+    req = urllib.request.Request(
+        url, data=body, method=method, headers={"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.headers, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def payloads_json(payloads: list[Payload]) -> bytes:
+    return json.dumps({"payloads": [json_format.MessageToDict(p) for p in payloads]}).encode()
+
+
+async def test_codec_server_decodes_for_the_web_ui(codec: EncryptionCodec, codec_server: str) -> None:
+    encrypted = await codec.encode([json_payload({"secret": SECRET})])
+    status, headers, body = post(
+        f"{codec_server}/default/decode",
+        payloads_json(encrypted),
+        {"Origin": "http://localhost:8233", "X-Namespace": "default"},
+    )
+    assert status == 200 and headers["Access-Control-Allow-Origin"] == "http://localhost:8233"
+    decoded = [json_format.ParseDict(p, Payload()) for p in json.loads(body)["payloads"]]
+    assert decoded == [json_payload({"secret": SECRET})]
+    status, _, body = post(f"{codec_server}/encode", payloads_json(decoded))
+    assert status == 200
+    (again,) = [json_format.ParseDict(p, Payload()) for p in json.loads(body)["payloads"]]
+    assert again.metadata["encoding"] == ENCRYPTED_ENCODING and await codec.decode([again]) == decoded
+
+
+def test_codec_server_answers_preflight_only_for_allowed_origins(codec_server: str) -> None:
+    status, headers, _ = post(f"{codec_server}/decode", b"", {"Origin": "http://localhost:8233"}, method="OPTIONS")
+    assert status == 200 and "X-Namespace" in headers["Access-Control-Allow-Headers"]
+    status, headers, _ = post(f"{codec_server}/decode", b"", {"Origin": "https://evil.example"}, method="OPTIONS")
+    assert "Access-Control-Allow-Origin" not in headers
+    assert post(f"{codec_server}/elsewhere", b"{}")[0] == 404
+    assert post(f"{codec_server}/decode", b"not json")[0] == 400
