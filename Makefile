@@ -21,9 +21,9 @@ test: install
 	$(PY) -m pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check temporal_workflows activities tests examples worker.py
-	$(VENV)/bin/ruff format --check temporal_workflows activities tests examples worker.py
-	$(VENV)/bin/mypy temporal_workflows activities
+	$(VENV)/bin/ruff check temporal_workflows activities bench tests examples worker.py
+	$(VENV)/bin/ruff format --check temporal_workflows activities bench tests examples worker.py
+	$(VENV)/bin/mypy temporal_workflows activities bench
 
 clean:
 	rm -rf $(VENV) .temporal .pytest_cache .mypy_cache .ruff_cache
