@@ -53,6 +53,11 @@ class _LastSaved:
             self._items.popitem(last=False)
 
 
+def _refused(message: str, type: str = "CheckpointNotFoundError") -> ApplicationError:
+    """A checkpoint error no retry can fix: the workflow reports it to whoever asked."""
+    return ApplicationError(message, type=type, non_retryable=True)
+
+
 def build_checkpoint_activities(
     hosted: Callable[[str], Workflow], storage_for: Callable[[Workflow], CheckpointStorage]
 ) -> list[Callable[..., Any]]:
@@ -69,10 +74,9 @@ def build_checkpoint_activities(
                 try:
                     base = await storage.load(inp.base_id)
                 except CheckpointNotFoundError:
-                    raise ApplicationError(
+                    raise _refused(
                         f"checkpoint {inp.base_id!r}, the base of the delta, is not in the storage",
-                        type="CheckpointBaseMissing",
-                        non_retryable=True,
+                        "CheckpointBaseMissing",
                     ) from None
             state = dict(base.state)
             for key in inp.removed:
@@ -83,11 +87,10 @@ def build_checkpoint_activities(
             saved = await storage.save(cp)
         except Exception as e:
             # Not retried: the caller hears about it (update error or warning) and may ask again.
-            raise ApplicationError(
+            raise _refused(
                 f"{type(storage).__name__} could not save checkpoint {cp.checkpoint_id!r} of workflow "
                 f"{cp.run_id!r} (superstep {cp.superstep}): {type(e).__name__}: {e}",
-                type="CheckpointStorageError",
-                non_retryable=True,
+                "CheckpointStorageError",
             ) from e
         last.put(cp)
         return saved
@@ -106,35 +109,25 @@ def build_checkpoint_activities(
                     result_type=WorkflowCheckpoint | None,  # type: ignore[arg-type]
                 )
             except Exception as e:
-                raise ApplicationError(
-                    f"cannot read checkpoint {inp.checkpoint_id!r} from workflow {inp.workflow_id!r}: {e}",
-                    type="CheckpointNotFoundError",
-                    non_retryable=True,
+                raise _refused(
+                    f"cannot read checkpoint {inp.checkpoint_id!r} from workflow {inp.workflow_id!r}: {e}"
                 ) from e
             if found is None:
-                raise ApplicationError(
+                raise _refused(
                     f"workflow {inp.workflow_id!r} has no checkpoint {inp.checkpoint_id!r} "
-                    "(history-only checkpoints older than the last continue-as-new are not kept)",
-                    type="CheckpointNotFoundError",
-                    non_retryable=True,
+                    "(history-only checkpoints older than the last continue-as-new are not kept)"
                 )
             cp = found
         else:
             try:
                 cp = await storage.load(inp.checkpoint_id)
             except CheckpointNotFoundError:
-                raise ApplicationError(
-                    f"no checkpoint {inp.checkpoint_id!r} in {type(storage).__name__}",
-                    type="CheckpointNotFoundError",
-                    non_retryable=True,
-                ) from None
+                raise _refused(f"no checkpoint {inp.checkpoint_id!r} in {type(storage).__name__}") from None
         if cp.run_id != inp.workflow_id or cp.workflow_name != wf.name:
             # Checkpoints are scoped by workflow id: an id from another run is refused, not restored.
-            raise ApplicationError(
+            raise _refused(
                 f"checkpoint {inp.checkpoint_id!r} belongs to workflow {cp.run_id!r} "
-                f"(graph {cp.workflow_name!r}), not {inp.workflow_id!r} (graph {wf.name!r})",
-                type="CheckpointNotFoundError",
-                non_retryable=True,
+                f"(graph {cp.workflow_name!r}), not {inp.workflow_id!r} (graph {wf.name!r})"
             )
         return cp
 

@@ -324,26 +324,22 @@ async def test_checkpoints_keep_the_timeout_policy_and_deadline(clock: Clock, tm
     assert Engine(approver().topology, loaded.to_snapshot()).next_deadline() == T0 + 90
 
 
-async def test_resuming_a_checkpoint_past_a_deadline_times_the_request_out(clock: Clock, tmp_path: Any) -> None:
+@pytest.mark.parametrize(
+    ("elapsed", "outputs", "announced"),
+    [(61, ["r:timed out"], []), (59, [], ["r"])],
+    ids=["past-the-deadline-times-out", "in-time-re-announces-the-request"],
+)
+async def test_resuming_a_checkpoint_keeps_the_deadline_as_it_was(
+    clock: Clock, tmp_path: Any, elapsed: float, outputs: list[str], announced: list[str]
+) -> None:
     storage = FileCheckpointStorage(tmp_path)
     first = await approver(storage).run([Ask(id="r", timeout=60)])
     cp = await storage.get_latest(workflow_name="approvals", run_id=first.run_id)
     assert cp is not None
-    clock.now = T0 + 61
+    clock.now = T0 + elapsed
     resumed = await approver(storage).run(checkpoint_id=cp.checkpoint_id)
-    assert resumed.get_outputs() == ["r:timed out"]
-    assert resumed.get_request_info_events() == []
-
-
-async def test_resuming_a_checkpoint_in_time_re_announces_the_pending_request(clock: Clock, tmp_path: Any) -> None:
-    storage = FileCheckpointStorage(tmp_path)
-    first = await approver(storage).run([Ask(id="r", timeout=60)])
-    cp = await storage.get_latest(workflow_name="approvals", run_id=first.run_id)
-    assert cp is not None
-    clock.now = T0 + 59
-    resumed = await approver(storage).run(checkpoint_id=cp.checkpoint_id)
-    assert [e.request_id for e in resumed.get_request_info_events()] == ["r"]
-    assert resumed.get_outputs() == []
+    assert resumed.get_outputs() == outputs
+    assert [e.request_id for e in resumed.get_request_info_events()] == announced
 
 
 # -- the engine --------------------------------------------------------------------------
