@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
 from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, TracingInterceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from ._codec import EncryptionCodec
+from ._converter import json_data_converter
 from ._errors import WorkflowError
 from ._temporal_workflow import GraphWorkflow
 from ._tracing import configure_tracing, replay_safe_provider
@@ -74,9 +74,9 @@ def data_converter(codec: EncryptionCodec | None) -> DataConverter:
     (so encrypted) attribute too: they often quote the values that failed.
     """
     if codec is None:
-        return pydantic_data_converter
+        return json_data_converter
     return dataclasses.replace(
-        pydantic_data_converter,
+        json_data_converter,
         payload_codec=codec,
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )

@@ -196,12 +196,13 @@ def test_the_plugin_encrypts_when_the_environment_has_a_key(monkeypatch: pytest.
 
 
 def test_the_plugins_converter_is_pydantic_with_the_codec(codec: EncryptionCodec) -> None:
+    from temporal_workflows._converter import json_data_converter
     from temporal_workflows._plugin import data_converter
 
-    assert data_converter(None) is pydantic_data_converter
+    assert data_converter(None) is json_data_converter
     converter = data_converter(codec)
     assert converter.payload_codec is codec
-    assert converter.payload_converter_class is pydantic_data_converter.payload_converter_class
+    assert converter.payload_converter_class is json_data_converter.payload_converter_class
     # Failure messages often quote values: they are encrypted too.
     assert converter.failure_converter_class is DefaultFailureConverterWithEncodedAttributes
 
