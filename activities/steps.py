@@ -14,6 +14,7 @@ it), not once per step.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import warnings
 from collections import OrderedDict
@@ -35,7 +36,6 @@ from temporal_workflows._checkpoint import (
 )
 from temporal_workflows._checkpoint_sqlite import SqliteCheckpointStorage
 from temporal_workflows._context import run_step
-from temporal_workflows._engine import StepResult
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._protocol import (
     ACTIVITY_REDUCE,
@@ -47,12 +47,12 @@ from temporal_workflows._protocol import (
     Pinned,
     ReduceInput,
     StateSnapshot,
-    StepInput,
     Validated,
     ValidateInput,
     step_activity_name,
 )
 from temporal_workflows._serde import Envelope, decode
+from temporal_workflows._wire import decode_step_input, encode_step_result
 from temporal_workflows._workflow import Workflow
 
 __all__ = ["StateCache", "build_activities"]
@@ -150,9 +150,11 @@ def _non_retryable(e: BaseException) -> ApplicationError:
 
 def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Callable[..., Any]:
     graph = wf.graph
+    fan_in_groups = wf.topology.fan_in_groups
 
-    async def step(inp: StepInput) -> StepResult:
+    async def step(raw: dict[str, Any]) -> dict[str, Any]:
         info = activity.info()
+        inp = decode_step_input(raw, executor_id)
         state = inp.state
         if state is None:
             state = await cache.get(info.workflow_id or "", info.workflow_run_id or "", inp.state_version)
@@ -167,11 +169,14 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
         }
         try:
             with _tracer.start_as_current_span(f"step {executor_id}", attributes=attributes):
-                return await run_step(graph, task, state, run_id=inp.run_id, attempt=info.attempt, epoch=inp.epoch)
+                result = await run_step(
+                    graph, task, state, run_id=info.workflow_id or "", attempt=info.attempt, epoch=inp.epoch
+                )
         except WorkflowError as e:
             # Graph-level errors (undeliverable message, unserializable value, bad
             # request_info) fail the same way on every attempt: do not retry them.
             raise _non_retryable(e) from e
+        return encode_step_result(result, task, fan_in_groups)
 
     step.__name__ = step.__qualname__ = f"step_{graph.name}_{executor_id}".replace("-", "_")
     return activity.defn(name=step_activity_name(graph.name or "", executor_id))(step)
@@ -256,7 +261,9 @@ def build_activities(
     @activity.defn(name=ACTIVITY_TOPOLOGY)
     async def topology(name: str) -> Pinned:
         wf = hosted(name)
-        return Pinned(wf.topology, await status_attribute.get(), checkpoint_setup(wf))
+        # Edges in display form are for humans (viz, docs); the workflow never reads them.
+        pinned = dataclasses.replace(wf.topology, edges=())
+        return Pinned(pinned, await status_attribute.get(), checkpoint_setup(wf))
 
     @activity.defn(name=ACTIVITY_VALIDATE)
     async def validate(inp: ValidateInput) -> Validated:

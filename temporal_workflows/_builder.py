@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ._edges import Case, Default, EdgeGroup, EdgeKind
 from ._engine import BUILTIN_REDUCERS, FanInGroup, Topology
 from ._errors import GraphValidationError
-from ._executor import Executor, is_list_of
+from ._executor import Executor, ExecutorOptions, is_list_of
 from ._graph import Graph
 from ._serde import register_type
 from ._typing import compatible, structured_types_in, type_name
@@ -30,6 +30,9 @@ __all__ = ["WorkflowBuilder"]
 
 ExecutorLike = Executor | str
 Reducer = str | Callable[[Any, list[Any]], Any]
+
+
+_DEFAULT_OPTIONS = ExecutorOptions()
 
 
 def _retry_dict(policy: Any) -> dict[str, Any] | None:
@@ -329,18 +332,24 @@ class WorkflowBuilder:
         }
         digest = hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()
         fan_ins = {g.id: FanInGroup(g.id, tuple(g.sources), g.targets[0]) for g in self._groups if g.kind == "fan_in"}
-        options = {
-            e.id: {
-                "start_to_close_timeout": e.options.start_to_close_timeout.total_seconds(),
-                "heartbeat_timeout": e.options.heartbeat_timeout.total_seconds()
-                if e.options.heartbeat_timeout
-                else None,
-                "task_queue": e.options.task_queue,
-                "local": e.options.local,
-                "retry_policy": _retry_dict(e.options.retry_policy),
-            }
-            for e in executors.values()
-        }
+        # Only what differs from ExecutorOptions' defaults: the topology is pinned in
+        # every run's history, and the workflow falls back to the same defaults.
+        options: dict[str, dict[str, Any]] = {}
+        for e in executors.values():
+            o = e.options
+            spec: dict[str, Any] = {}
+            if o.start_to_close_timeout != _DEFAULT_OPTIONS.start_to_close_timeout:
+                spec["start_to_close_timeout"] = o.start_to_close_timeout.total_seconds()
+            if o.heartbeat_timeout:
+                spec["heartbeat_timeout"] = o.heartbeat_timeout.total_seconds()
+            if o.task_queue:
+                spec["task_queue"] = o.task_queue
+            if o.local:
+                spec["local"] = True
+            if o.retry_policy is not None:
+                spec["retry_policy"] = _retry_dict(o.retry_policy)
+            if spec:
+                options[e.id] = spec
         return Topology(
             name=self._name,
             start_executor_id=start_id,

@@ -306,18 +306,17 @@ class StateSnapshot:
 
 @dataclass
 class StepInput:
-    """Activity input of one step.
+    """One step's activity input, decoded (``_wire`` has its JSON form).
 
     ``state`` is inlined only while the committed state is small; otherwise
-    the activity reads it from its worker's cache (or by query), so history
-    carries each state value once, in the diff that wrote it, however many
-    steps read it.
+    the activity reads version ``state_version`` from its worker's cache (or
+    by query), so history carries each state value once, in the diff that
+    wrote it, however many steps read it. The graph, executor and run are not
+    part of it: the activity's type and its workflow id say them.
     """
 
-    graph: str
     task: StepTask
-    run_id: str
-    state_version: str
+    state_version: str = ""
     state: dict[str, Envelope] | None = None
     epoch: int = 0
     """Resets of the run so far (see :attr:`Carried.epoch`)."""

@@ -100,14 +100,24 @@ with workflow.unsafe.imports_passed_through():
     )
     from ._serde import Envelope, encode
     from ._tracing import workflow_span
+    from ._wire import decode_step_result, encode_step_input
 
-__all__ = ["GraphWorkflow", "INLINE_STATE_LIMIT", "MAX_WARNINGS", "STREAM_EVENTS_CARRIED"]
+__all__ = ["GraphWorkflow", "INLINE_STATE_LIMIT", "MAX_STEPS_IN_FLIGHT", "MAX_WARNINGS", "STREAM_EVENTS_CARRIED"]
 
 INLINE_STATE_LIMIT = 2048
 """Committed state up to this many JSON bytes rides along in step inputs.
 
 Above it, steps read state from their worker's cache (filled by query), so a
 large state is never copied into every activity input.
+"""
+
+MAX_STEPS_IN_FLIGHT = 1000
+"""Steps of one superstep scheduled at once; the rest start as these finish.
+
+Temporal refuses a workflow task that would leave more than 2,000 activities
+pending (``PENDING_ACTIVITIES_LIMIT_EXCEEDED``), so a wide fan-out is
+windowed, leaving headroom for reducer and other activities. Which steps run
+first changes nothing: results commit in task order either way.
 """
 
 MAX_WARNINGS = 20
@@ -954,7 +964,10 @@ class GraphWorkflow:
         for t in tasks:
             self._publish(ExecutorInvokedEvent(executor_id=t.executor_id, superstep=step))
         inline = dict(engine.state) if self._state_size <= INLINE_STATE_LIMIT else None
-        running = asyncio.gather(*(self._run_step(name, t, inline) for t in tasks))
+        # At most MAX_STEPS_IN_FLIGHT steps are scheduled at once (Temporal refuses more
+        # than 2,000 pending activities per run); results still commit in task order.
+        window = asyncio.Semaphore(MAX_STEPS_IN_FLIGHT)
+        running = asyncio.gather(*(self._run_step(name, t, inline, window) for t in tasks))
         await workflow.wait_condition(lambda: running.done() or self._reset is not None)
         if not running.done():
             # A reset: the steps' results would be discarded anyway, so stop waiting for them.
@@ -1021,38 +1034,42 @@ class GraphWorkflow:
             SuperStepCompletedEvent(superstep=step, state_keys_written=plan.keys_written, checkpoint_id=checkpoint_id)
         )
 
-    async def _run_step(self, name: str, task: StepTask, inline: dict[str, Envelope] | None) -> StepResult:
+    async def _run_step(
+        self, name: str, task: StepTask, inline: dict[str, Envelope] | None, window: asyncio.Semaphore
+    ) -> StepResult:
         assert self._topology is not None
-        opts = self._topology.executor_options.get(task.executor_id, {})
-        arg = StepInput(name, task, workflow.info().workflow_id, self._state_version, inline, epoch=self._epoch)
-        common: dict[str, Any] = {
-            "result_type": StepResult,
-            "start_to_close_timeout": timedelta(seconds=opts.get("start_to_close_timeout") or 300),
-            "retry_policy": _retry_policy(opts.get("retry_policy")),
-            "activity_id": f"{task.superstep}.{task.index}.{task.executor_id}",
-            "summary": f"{task.executor_id} · superstep {task.superstep}",
-        }
-        activity_type = step_activity_name(name, task.executor_id)
-        try:
-            result: StepResult
-            if opts.get("local"):
-                result = await workflow.execute_local_activity(activity_type, arg, **common)
-                return result
-            hb = opts.get("heartbeat_timeout")
-            result = await workflow.execute_activity(
-                activity_type,
-                arg,
-                task_queue=opts.get("task_queue"),
-                heartbeat_timeout=timedelta(seconds=hb) if hb else None,
-                **common,
-            )
-            return result
-        except (ActivityError, ApplicationError) as e:
-            cause = _cause(e)
-            detail = str(cause)
-            if isinstance(cause, ApplicationError) and cause.type:
-                detail = f"{cause.type}: {detail}"
-            raise _StepFailed(task, detail) from e
+        async with window:
+            opts = self._topology.executor_options.get(task.executor_id, {})
+            arg = encode_step_input(StepInput(task, self._state_version, inline, self._epoch))
+            common: dict[str, Any] = {
+                "result_type": dict,
+                "start_to_close_timeout": timedelta(seconds=opts.get("start_to_close_timeout") or 300),
+                "retry_policy": _retry_policy(opts.get("retry_policy")),
+                # "<superstep>.<index>.<executor>" is what the Web UI lists, so a step
+                # needs no summary: one payload less to record and visit per step.
+                "activity_id": f"{task.superstep}.{task.index}.{task.executor_id}",
+            }
+            activity_type = step_activity_name(name, task.executor_id)
+            try:
+                raw: dict[str, Any]
+                if opts.get("local"):
+                    raw = await workflow.execute_local_activity(activity_type, arg, **common)
+                else:
+                    hb = opts.get("heartbeat_timeout")
+                    raw = await workflow.execute_activity(
+                        activity_type,
+                        arg,
+                        task_queue=opts.get("task_queue"),
+                        heartbeat_timeout=timedelta(seconds=hb) if hb else None,
+                        **common,
+                    )
+            except (ActivityError, ApplicationError) as e:
+                cause = _cause(e)
+                detail = str(cause)
+                if isinstance(cause, ApplicationError) and cause.type:
+                    detail = f"{cause.type}: {detail}"
+                raise _StepFailed(task, detail) from e
+        return decode_step_result(raw, task, self._topology.fan_in_groups)
 
 
 class _StepFailed(Exception):

@@ -70,8 +70,10 @@ async def test_every_step_is_an_activity_named_graph_dot_executor(client: Client
     ]
     types = {a.activity_type.name for a in scheduled}
     assert types == {f"research.{eid}" for eid in research.workflow.executors}
-    summaries = [e.user_metadata.summary.data.decode() for e in history.events if e.user_metadata.HasField("summary")]
-    assert any("superstep 1" in s for s in summaries)
+    # The Web UI lists each step as "<superstep>.<index>.<executor>": the planner first, then the researchers.
+    ids = [a.activity_id for a in scheduled]
+    assert ids[0] == "1.0.planner"
+    assert sorted(ids[1:4]) == sorted(f"2.{i}.{e}" for i, e in enumerate(research.RESEARCHERS))
 
 
 async def test_max_cached_workflows_zero_replays_every_task(client: Client) -> None:

@@ -1,0 +1,180 @@
+"""The step wire format: exact round trips, older payloads still decode, defaults left out."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic_core import to_json
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from temporal_workflows import Executor, ExecutorOptions, WorkflowBuilder, WorkflowContext, handler
+from temporal_workflows._converter import PayloadConverter, _adapter
+from temporal_workflows._engine import Delivery, FanInGroup, PendingRequest, StateWrite, StepResult, StepTask
+from temporal_workflows._protocol import RunInput, StepInput
+from temporal_workflows._serde import Envelope
+from temporal_workflows._wire import decode_step_input, decode_step_result, encode_step_input, encode_step_result
+
+GROUPS = {
+    "fan_in:a,b->j": FanInGroup("fan_in:a,b->j", ("a", "b"), "j"),
+    "fan_in:a,c->j": FanInGroup("fan_in:a,c->j", ("a", "c"), "j"),  # a reaches j through two groups
+    "fan_in:b,c->k": FanInGroup("fan_in:b,c->k", ("b", "c"), "k"),
+}
+IDS = st.sampled_from(["a", "b", "c", "j", "k"])
+json_leaf = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8)
+json_value = st.recursive(
+    json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+)
+envelopes = st.builds(Envelope, st.none() | st.sampled_from(["m:Typed", "m:Other"]), json_value)
+maybe_float = st.none() | st.floats(0, 1e9, allow_nan=False)
+
+
+def requests(executor: st.SearchStrategy[str], superstep: st.SearchStrategy[int]) -> st.SearchStrategy[PendingRequest]:
+    return st.builds(
+        PendingRequest,
+        request_id=st.text(min_size=1, max_size=6),
+        executor_id=executor,
+        data=envelopes,
+        response_type=st.sampled_from(["str", "m:Answer"]),
+        response_schema=st.sampled_from([{}, {"type": "string"}]),
+        superstep=superstep,
+        timeout=maybe_float,
+        on_timeout=st.sampled_from(["respond", "fail"]),
+        created_at=maybe_float,
+        deadline=maybe_float,
+    )
+
+
+@st.composite
+def tasks(draw: st.DrawFn) -> StepTask:
+    executor = draw(IDS)
+    kind = draw(st.sampled_from(["message", "fan_in", "response"]))
+    messages = tuple(draw(st.lists(envelopes, min_size=1, max_size=3)))
+    sources = draw(
+        st.sampled_from(["none", "ids", "empty"]).map(
+            lambda how: {"none": (None,) * len(messages), "ids": ("a",) * len(messages), "empty": ()}[how]
+        )
+    )
+    request = draw(st.none() | requests(IDS, st.integers(1, 50))) if kind == "response" else None
+    return StepTask(draw(st.integers(1, 10_000)), draw(st.integers(0, 5000)), executor, kind, messages, sources, request)
+
+
+@st.composite
+def results(draw: st.DrawFn, task: StepTask) -> StepResult:
+    deliveries = st.builds(
+        Delivery,
+        target_id=IDS,
+        messages=st.lists(envelopes, min_size=1, max_size=2).map(tuple),
+        source_ids=st.sampled_from([(task.executor_id,), ("b",), (None,), ()]),
+        fan_in=st.none() | st.sampled_from(sorted(GROUPS)),
+    )
+    return StepResult(
+        writes=draw(st.lists(st.builds(StateWrite, st.text(max_size=5), st.none() | envelopes), max_size=3)),
+        sent=draw(st.lists(deliveries, max_size=3)),
+        outputs=draw(st.lists(envelopes, max_size=2)),
+        requests=draw(
+            st.lists(requests(st.sampled_from([task.executor_id, "k"]), st.just(task.superstep) | st.integers(1, 9)))
+        ),
+        events=draw(st.lists(envelopes, max_size=2)),
+    )
+
+
+def _through_json(value: dict[str, Any]) -> dict[str, Any]:
+    decoded: dict[str, Any] = json.loads(to_json(value))
+    return decoded
+
+
+@given(tasks(), st.none() | st.dictionaries(st.text(max_size=4), envelopes, max_size=3), st.integers(0, 3))
+def test_step_input_round_trips_exactly(task: StepTask, state: dict[str, Envelope] | None, epoch: int) -> None:
+    inp = StepInput(task, "run-1:7" if state is None else "", state, epoch)
+    assert decode_step_input(_through_json(encode_step_input(inp)), task.executor_id) == inp
+
+
+@given(st.data())
+def test_step_result_round_trips_exactly_even_where_fan_in_is_ambiguous(data: st.DataObject) -> None:
+    task = data.draw(tasks())
+    result = data.draw(results(task))
+    assert decode_step_result(_through_json(encode_step_result(result, task, GROUPS)), task, GROUPS) == result
+
+
+def test_older_fully_spelled_out_payloads_still_decode() -> None:
+    """Runs recorded before the compact format replay, and old workers' steps still run."""
+    task = StepTask(3, 1, "j", "fan_in", (Envelope(None, 1), Envelope("m:T", {"x": 2})), ("a", "b"))
+    request = PendingRequest("r1", "j", Envelope(None, "q"), "str", {"type": "string"}, 3, 60.0, "fail")
+    result = StepResult(
+        writes=[StateWrite("k", Envelope(None, [1])), StateWrite("gone", None)],
+        sent=[Delivery.one("j", Envelope(None, 5), "j", "fan_in:a,b->j"), Delivery.one("k", Envelope(None, 6), "j")],
+        outputs=[Envelope(None, "done")],
+        requests=[request],
+        events=[Envelope("m:Note", {"n": 1})],
+    )
+    old_result = json.loads(to_json(result))  # what the activity returned before: every field spelled out
+    assert old_result["sent"][1]["fan_in"] is None and old_result["requests"][0]["created_at"] is None
+    assert decode_step_result(old_result, task, GROUPS) == result
+
+    old_input = json.loads(
+        to_json({"graph": "g", "task": task, "run_id": "wf-1", "state_version": "0", "state": {}, "epoch": 2})
+    )
+    assert decode_step_input(old_input, "j") == StepInput(task, "0", {}, 2)
+    old_input["state"] = None
+    assert decode_step_input(old_input, "j").state is None
+
+
+def test_a_plain_step_spells_out_nothing_the_other_side_knows() -> None:
+    task = StepTask(4, 2, "w", "message", (Envelope(None, 7),), ("start",))
+    assert encode_step_input(StepInput(task, "", {}, 0)) == {
+        "superstep": 4,
+        "index": 2,
+        "messages": [{"data": 7}],
+        "source_ids": ["start"],
+    }
+    groups = {"g": FanInGroup("g", ("w", "v"), "join")}
+    result = StepResult(sent=[Delivery.one("join", Envelope(None, 8), "w", "g")])
+    assert encode_step_result(result, task, groups) == {"sent": [{"target_id": "join", "messages": [{"data": 8}]}]}
+    assert encode_step_result(StepResult(), task, groups) == {}
+
+
+class _Echo(Executor):
+    @handler
+    async def run(self, text: str, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message(text)
+
+
+def test_the_pinned_topology_holds_only_non_default_executor_options() -> None:
+    plain = _Echo(id="plain")
+    tuned = _Echo(
+        id="tuned", options=ExecutorOptions(start_to_close_timeout=timedelta(seconds=30), local=True, task_queue="gpu")
+    )
+    wf = WorkflowBuilder(start_executor=plain, name="opts").add_edge(plain, tuned).build()
+    assert wf.topology.executor_options == {
+        "tuned": {"start_to_close_timeout": 30.0, "task_queue": "gpu", "local": True}
+    }
+    # The workflow's fallback for an executor without options is ExecutorOptions' default.
+    assert ExecutorOptions().start_to_close_timeout == timedelta(seconds=300)
+
+
+def test_payloads_match_the_pydantic_converter_byte_for_byte() -> None:
+    ours = PayloadConverter()
+    theirs = pydantic_data_converter.payload_converter
+    values: list[Any] = [
+        RunInput(message={"q": [1, 2.5, None]}, keep_alive=True),
+        {"a": None},
+        "text",
+        [1, 2],
+        None,
+        dataclasses.asdict(RunInput()),
+    ]
+    assert ours.to_payloads(values) == theirs.to_payloads(values)
+    assert ours.from_payloads(theirs.to_payloads(values[:1]), [RunInput]) == values[:1]
+
+
+def test_type_adapters_are_built_once_per_process_not_per_converter() -> None:
+    payload = PayloadConverter().to_payloads([RunInput(message=1)])
+    PayloadConverter().from_payloads(payload, [RunInput])
+    hits = _adapter.cache_info().hits
+    PayloadConverter().from_payloads(payload, [RunInput])  # a new converter: as in a new workflow run
+    assert _adapter.cache_info().hits == hits + 1
