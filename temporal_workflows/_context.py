@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, Never
 
+from temporalio import activity
 from typing_extensions import TypeVar
 
 from ._engine import EXECUTOR_STATE_PREFIX, PendingRequest, StateWrite, StepResult, StepTask, apply_builtin_reducer
@@ -137,6 +138,32 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
                 f"executor {self.executor_id!r}: add_event takes a WorkflowEvent subclass, not {describe(event)}"
             )
         self._result.events.append(encode(event, what=f"event from executor {self.executor_id!r}"))
+
+    def heartbeat(self, *details: Any) -> None:
+        """Report that this step is still alive; call it often from a long step.
+
+        On Temporal a step is an activity, and heartbeats are how a long one
+        stays observable. An executor with ``ExecutorOptions(heartbeat_timeout=...)``
+        must heartbeat at least that often, so a worker that dies mid-step is
+        noticed after the heartbeat timeout and the step retried elsewhere,
+        instead of after the whole ``start_to_close_timeout``. Heartbeats are
+        also how a running step learns that its run was cancelled (or has
+        gone): ``asyncio.CancelledError`` is then raised at the step's next
+        ``await``, so it can clean up. Heartbeats are throttled by the SDK, so
+        calling this in a tight loop is cheap.
+
+        In process it does nothing: there is no server to tell, and a step
+        there runs in the caller's own task. The same graph therefore runs
+        unchanged in both hosts.
+
+        Args:
+            *details: Progress to record with the heartbeat (JSON-serializable).
+                On Temporal the next attempt of the step can read the last
+                ones as ``temporalio.activity.info().heartbeat_details``, e.g.
+                to resume a long job where the failed attempt left off.
+        """
+        if activity.in_activity():
+            activity.heartbeat(*details)
 
     async def request_info(
         self,

@@ -58,6 +58,7 @@ __all__ = [
     "ValidateInput",
     "Validated",
     "DEFAULT_MAX_HISTORY_EVENTS",
+    "MAX_STEPS_IN_FLIGHT",
     "step_activity_name",
 ]
 
@@ -110,6 +111,15 @@ ACTIVITY_REDUCE = "temporal_workflows.reduce"
 QUERY_COMMITTED_STATE = "temporal_workflows.committed_state"
 """Query serving the committed state to step activities whose worker has not cached it."""
 
+
+MAX_STEPS_IN_FLIGHT = 1000
+"""Steps of one superstep scheduled at once unless the run sets fewer; the rest start as these finish.
+
+Temporal refuses a workflow task that would leave more than 2,000 activities
+pending (``PENDING_ACTIVITIES_LIMIT_EXCEEDED``), so a wide fan-out is
+windowed, leaving headroom for reducer and other activities. Which steps run
+first changes nothing: results commit in task order either way.
+"""
 
 DEFAULT_MAX_HISTORY_EVENTS = 8_000
 """Continue-as-new threshold when the run sets none: under Temporal's 10,240-event
@@ -192,6 +202,9 @@ class RunInput:
     max_history_events: int | None = None
     """Continue as new at the first boundary after history reaches this many events
     (default :data:`DEFAULT_MAX_HISTORY_EVENTS`), or earlier when Temporal suggests it."""
+    max_steps_in_flight: int | None = None
+    """Steps of one superstep running at once (default and most: 1,000, under
+    Temporal's 2,000 pending activities); lower it to go easy on a rate-limited API."""
     fork_from: ForkSource | None = None
     """Start from another run's checkpoint instead of ``message``."""
     carried: Carried | None = None

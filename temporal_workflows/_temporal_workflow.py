@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_VALIDATE,
         DEFAULT_MAX_HISTORY_EVENTS,
         EVENTS_TOPIC,
+        MAX_STEPS_IN_FLIGHT,
         QUERY_CHECKPOINT,
         QUERY_CHECKPOINTS,
         QUERY_COMMITTED_STATE,
@@ -102,22 +103,13 @@ with workflow.unsafe.imports_passed_through():
     from ._tracing import workflow_span
     from ._wire import decode_step_result, encode_step_input
 
-__all__ = ["GraphWorkflow", "INLINE_STATE_LIMIT", "MAX_STEPS_IN_FLIGHT", "MAX_WARNINGS", "STREAM_EVENTS_CARRIED"]
+__all__ = ["GraphWorkflow", "INLINE_STATE_LIMIT", "MAX_WARNINGS", "STREAM_EVENTS_CARRIED"]
 
 INLINE_STATE_LIMIT = 2048
 """Committed state up to this many JSON bytes rides along in step inputs.
 
 Above it, steps read state from their worker's cache (filled by query), so a
 large state is never copied into every activity input.
-"""
-
-MAX_STEPS_IN_FLIGHT = 1000
-"""Steps of one superstep scheduled at once; the rest start as these finish.
-
-Temporal refuses a workflow task that would leave more than 2,000 activities
-pending (``PENDING_ACTIVITIES_LIMIT_EXCEEDED``), so a wide fan-out is
-windowed, leaving headroom for reducer and other activities. Which steps run
-first changes nothing: results commit in task order either way.
 """
 
 MAX_WARNINGS = 20
@@ -651,6 +643,10 @@ class GraphWorkflow:
     async def run(self, args: Sequence[RawValue]) -> dict[str, Any]:
         name = workflow.info().workflow_type
         inp = self._input
+        if inp.max_steps_in_flight is not None and not 1 <= inp.max_steps_in_flight <= MAX_STEPS_IN_FLIGHT:
+            raise WorkflowError(
+                f"max_steps_in_flight must be 1 to {MAX_STEPS_IN_FLIGHT}, not {inp.max_steps_in_flight}"
+            )
         raw: RawValue = await workflow.execute_local_activity(
             ACTIVITY_TOPOLOGY,
             name,
@@ -936,6 +932,7 @@ class GraphWorkflow:
                     keep_alive=self._keep_alive,
                     checkpoint_every=self._input.checkpoint_every,
                     max_history_events=self._input.max_history_events,
+                    max_steps_in_flight=self._input.max_steps_in_flight,
                     carried=carried,
                 )
             ]
@@ -966,16 +963,18 @@ class GraphWorkflow:
         inline = dict(engine.state) if self._state_size <= INLINE_STATE_LIMIT else None
         # At most MAX_STEPS_IN_FLIGHT steps are scheduled at once (Temporal refuses more
         # than 2,000 pending activities per run); results still commit in task order.
-        window = asyncio.Semaphore(MAX_STEPS_IN_FLIGHT)
+        window = asyncio.Semaphore(self._input.max_steps_in_flight or MAX_STEPS_IN_FLIGHT)
         running = asyncio.gather(*(self._run_step(name, t, inline, window) for t in tasks))
-        await workflow.wait_condition(lambda: running.done() or self._reset is not None)
+        try:
+            await workflow.wait_condition(lambda: running.done() or self._reset is not None)
+        except asyncio.CancelledError:
+            # The run is cancelled: cancel its steps too, and end only once they have
+            # stopped (heartbeating steps get to clean up), so nothing keeps running.
+            await self._cancel_steps(engine, running)
+            raise
         if not running.done():
             # A reset: the steps' results would be discarded anyway, so stop waiting for them.
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ActivityError, ApplicationError, _StepFailed):
-                await running
-            engine.abort_superstep()
-            self._in_flight = []
+            await self._cancel_steps(engine, running)
             return
         try:
             results = running.result()
@@ -1034,6 +1033,13 @@ class GraphWorkflow:
             SuperStepCompletedEvent(superstep=step, state_keys_written=plan.keys_written, checkpoint_id=checkpoint_id)
         )
 
+    async def _cancel_steps(self, engine: Engine, running: asyncio.Future[Any]) -> None:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ActivityError, ApplicationError, _StepFailed):
+            await running
+        engine.abort_superstep()
+        self._in_flight = []
+
     async def _run_step(
         self, name: str, task: StepTask, inline: dict[str, Envelope] | None, window: asyncio.Semaphore
     ) -> StepResult:
@@ -1061,6 +1067,11 @@ class GraphWorkflow:
                         arg,
                         task_queue=opts.get("task_queue"),
                         heartbeat_timeout=timedelta(seconds=hb) if hb else None,
+                        # A heartbeating step learns of a cancel and may clean up: wait for it. One
+                        # that never heartbeats would hold a cancel or reset up until it finished.
+                        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+                        if hb
+                        else workflow.ActivityCancellationType.TRY_CANCEL,
                         **common,
                     )
             except (ActivityError, ApplicationError) as e:

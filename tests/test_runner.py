@@ -806,3 +806,25 @@ async def test_function_executor_ids_default_to_the_function_name_and_can_be_cal
 
     await shout("unit", FakeCtx())
     assert out == ["HI", "UNIT", "fake:UNIT"]
+
+
+async def test_heartbeat_is_a_no_op_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long step heartbeats for Temporal; in process the same graph runs and nothing is sent anywhere."""
+    from temporalio import activity
+
+    def outside_an_activity(*details: Any) -> None:
+        raise AssertionError(f"heartbeat sent in process: {details}")
+
+    monkeypatch.setattr(activity, "heartbeat", outside_an_activity)
+    beats: list[int] = []
+
+    @executor(id="long")
+    async def long(n: int, ctx: WorkflowContext[None, int]) -> None:
+        for i in range(n):
+            ctx.heartbeat(i, {"done": i})
+            beats.append(i)
+        await ctx.yield_output(n)
+
+    result = await asyncio.wait_for(WorkflowBuilder(start_executor=long).build().run(3), TIMEOUT)
+    assert result.get_outputs() == [3]
+    assert beats == [0, 1, 2]

@@ -60,7 +60,9 @@ def tasks(draw: st.DrawFn) -> StepTask:
         )
     )
     request = draw(st.none() | requests(IDS, st.integers(1, 50))) if kind == "response" else None
-    return StepTask(draw(st.integers(1, 10_000)), draw(st.integers(0, 5000)), executor, kind, messages, sources, request)
+    return StepTask(
+        draw(st.integers(1, 10_000)), draw(st.integers(0, 5000)), executor, kind, messages, sources, request
+    )
 
 
 @st.composite
