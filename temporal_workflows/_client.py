@@ -31,9 +31,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ._checkpoint import CheckpointId, WorkflowCheckpoint
 from ._events import WorkflowEvent
+from ._limits import check_payload
 from ._plugin import DEFAULT_TASK_QUEUE
 from ._protocol import (
     EVENTS_TOPIC,
+    MAX_STEPS_IN_FLIGHT,
     QUERY_CHECKPOINT,
     QUERY_CHECKPOINTS,
     QUERY_PENDING_REQUESTS,
@@ -188,8 +190,15 @@ class RunHandle:
                 naming the problem if it refuses it. ``False`` sends the
                 ``respond`` signal and returns at once; a bad response then
                 shows up as a warning in :meth:`status` and the event stream.
+
+        Raises:
+            PayloadTooLargeError: the response is too large for one Temporal
+                payload; checked here, before anything is sent (as are the
+                messages of :meth:`send` and :meth:`reset`).
         """
-        arg = RespondInput(request_id, encode(response, what=f"response to request {request_id!r}").data)
+        what = f"response to request {request_id!r}"
+        arg = RespondInput(request_id, encode(response, what=what).data)
+        check_payload(arg.response, what=what)
         if not wait:
             await self._signal(SIGNAL_RESPOND, arg)
             return None
@@ -272,6 +281,7 @@ class RunHandle:
             fields["checkpoint_id"] = checkpoint_id
         elif message is not _MISSING:
             env = encode(message, what="reset message")
+            check_payload(env.data, what="reset message")
             fields.update(message=env.data, message_type=env.type)
         # Only the fields given: ``{}`` means a clean start, ``{"message": null}`` a start with null.
         arg = ResetRequest(**fields).model_dump(exclude_unset=True)
@@ -329,7 +339,9 @@ def _graph_name(workflow: Workflow | str) -> str:
 
 
 def _send_input(executor_id: str, message: Any) -> SendInput:
-    env = encode(message, what=f"message for executor {executor_id!r}")
+    what = f"message for executor {executor_id!r}"
+    env = encode(message, what=what)
+    check_payload(env.data, what=what)
     return SendInput(executor_id, env.data, env.type)
 
 
@@ -383,6 +395,7 @@ async def start_run(
     keep_alive: bool = False,
     checkpoint_every: int | None = None,
     max_history_events: int | None = None,
+    max_steps_in_flight: int | None = None,
 ) -> RunHandle:
     """Start a run of ``workflow`` (a built graph, or its name) with a start message.
 
@@ -395,9 +408,17 @@ async def start_run(
             with a storage, else only when asked.
         max_history_events: Continue as new at the first boundary after history
             reaches this many events (default 8,000), or when Temporal suggests it.
+        max_steps_in_flight: Run at most this many steps of a superstep at once
+            (1 to 1,000, the default); the others start as those finish, and
+            results still commit in the same order.
+
+    Raises:
+        PayloadTooLargeError: the start message is too large for one Temporal
+            payload (checked before the run is started).
     """
     name = _graph_name(workflow)
     env = encode(message, what="start message")
+    check_payload(env.data, what="start message")
     arg: dict[str, Any] = {"message": env.data}
     if env.type is not None:
         arg["message_type"] = env.type
@@ -409,6 +430,10 @@ async def start_run(
         arg["checkpoint_every"] = checkpoint_every
     if max_history_events is not None:
         arg["max_history_events"] = max_history_events
+    if max_steps_in_flight is not None:
+        if not 1 <= max_steps_in_flight <= MAX_STEPS_IN_FLIGHT:
+            raise ValueError(f"max_steps_in_flight must be 1 to {MAX_STEPS_IN_FLIGHT}, not {max_steps_in_flight}")
+        arg["max_steps_in_flight"] = max_steps_in_flight
     handle = await client.start_workflow(
         name, arg, id=id or f"{name}-{uuid.uuid4().hex[:12]}", task_queue=task_queue, result_type=dict
     )

@@ -20,6 +20,7 @@ from typing_extensions import TypeVar
 from ._engine import EXECUTOR_STATE_PREFIX, PendingRequest, StateWrite, StepResult, StepTask, apply_builtin_reducer
 from ._errors import NotSerializableError, UndeliverableMessageError, WorkflowError, describe
 from ._events import WorkflowEvent
+from ._limits import check_step_result
 from ._requests import RequestTimedOut
 from ._serde import Envelope, decode, encode, json_schema
 from ._typing import accepts, type_name
@@ -309,6 +310,10 @@ async def run_step(
 ) -> StepResult:
     """Run one task's handler against the committed ``state``; return what it did.
 
+    What it did must fit in one Temporal payload: a step whose writes,
+    messages or outputs are too large fails here with ``PayloadTooLargeError``
+    naming them, in process as on Temporal (see ``_limits``).
+
     ``epoch`` counts resets of the run: a step re-run after a reset is new
     work, so its idempotency key (and the ids of requests it raises) differ.
     """
@@ -326,7 +331,7 @@ async def run_step(
         if rspec is None:
             raise WorkflowError(f"executor {ex.id!r} has no @response_handler for {describe(request)} requests")
         await ex._invoke_response(rspec, request, response, ctx)
-        return ctx._result
+        return check_step_result(ctx._result, executor_id=ex.id)
     if task.kind == "fan_in":
         value: Any = [decode(m) for m in task.messages]
         spec = ex.find_handler(value)
@@ -347,4 +352,4 @@ async def run_step(
             targets=[ex.id],
         )
     await ex._invoke(spec, value, ctx)
-    return ctx._result
+    return check_step_result(ctx._result, executor_id=ex.id)

@@ -20,6 +20,7 @@ __all__ = [
     "GraphValidationError",
     "InvalidResponseError",
     "NotSerializableError",
+    "PayloadTooLargeError",
     "StateConflictError",
     "SuperstepLimitError",
     "UndeliverableMessageError",
@@ -48,6 +49,31 @@ class NotSerializableError(WorkflowError, TypeError):
     ``yield_output``, ``request_info``) so the stack trace points at the user
     code that produced it, not at a later checkpoint or Temporal payload.
     """
+
+
+class PayloadTooLargeError(WorkflowError):
+    """A value (or a step's whole result) is larger than Temporal accepts in one payload.
+
+    Temporal refuses payloads over 2 MiB only after the fact, with an error
+    that names neither the value nor the fix, and a step's retries run it
+    again first. This is raised where the value was produced (at the end of
+    the step that wrote it, or in the client before sending), in process as
+    on Temporal, and is never retried.
+
+    Attributes:
+        what: What is too large: ``"state key 'report'"``, ``"message to 'writer'"``,
+            ``"output"``, ``"the step's result"``, ``"start message"``, ...
+        size: Its size in bytes, as JSON.
+        limit: The limit it exceeds (see ``temporal_workflows._limits``).
+        executor_id: The executor that produced it (``None`` for client input).
+    """
+
+    def __init__(self, message: str, *, what: str, size: int, limit: int, executor_id: str | None = None) -> None:
+        super().__init__(message)
+        self.what = what
+        self.size = size
+        self.limit = limit
+        self.executor_id = executor_id
 
 
 class UndeliverableMessageError(WorkflowError):

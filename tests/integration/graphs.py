@@ -320,4 +320,113 @@ def all_workflows() -> list[Workflow]:
         history_ticker,
         failing_ticker,
         planted_ticker,
+        sizes,
+        big_fan_in,
+        big_outputs,
+        laps,
     ]
+
+
+# -- bad input (docs/bad-input.md) ------------------------------------------------------
+
+
+class Sizes(BaseModel):
+    """What ``hoard`` produces, so a test can make any one part of a step's result too large."""
+
+    state: int = 0
+    """Characters written to state key ``report`` (and ``report1``, ... with ``keys``)."""
+    keys: int = 1
+    message: int = 0
+    """Characters sent to ``archive``."""
+    output: int = 0
+    """Characters yielded as a workflow output."""
+    unserializable_key: str | None = None
+    """A state key to write a ``set`` to, which JSON cannot carry."""
+
+
+@executor(id="intake")
+async def intake(s: Sizes, ctx: WorkflowContext[Sizes]) -> None:
+    ctx.set_state("asked", s.model_dump())
+    await ctx.send_message(s)
+
+
+@executor(id="hoard", options=ExecutorOptions(retry_policy=FAST_RETRY))
+async def hoard(s: Sizes, ctx: WorkflowContext[str, str]) -> None:
+    for i in range(s.keys if s.state else 0):
+        ctx.set_state(f"report{i or ''}", "r" * s.state)
+    if s.unserializable_key is not None:
+        ctx.set_state(s.unserializable_key, {1, 2})
+    if s.message:
+        await ctx.send_message("m" * s.message)
+    if s.output:
+        await ctx.yield_output("o" * s.output)
+
+
+@executor(id="archive")
+async def archive(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(f"archived {len(text)}")
+
+
+def sizes_graph(name: str = "it_sizes") -> Workflow:
+    """intake → hoard → archive; a fresh instance per call, so in-process tests run the same graph."""
+    return WorkflowBuilder(start_executor=intake, name=name).add_edge(intake, hoard).add_edge(hoard, archive).build()
+
+
+sizes = sizes_graph()
+
+
+class Chunker(Executor):
+    @handler
+    async def chunk(self, size: int, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message(self.id[-1] * size)
+
+
+@executor(id="scatter")
+async def scatter(size: int, ctx: WorkflowContext[int]) -> None:
+    await ctx.send_message(size)
+
+
+@executor(id="gather")
+async def gather_chunks(chunks: list[str], ctx: WorkflowContext[None, int]) -> None:
+    await ctx.yield_output(sum(len(c) for c in chunks))
+
+
+chunkers = [Chunker("chunk1"), Chunker("chunk2"), Chunker("chunk3")]
+big_fan_in = (
+    WorkflowBuilder(start_executor=scatter, name="it_big_fan_in")
+    .add_fan_out_edges(scatter, chunkers)
+    .add_fan_in_edges(chunkers, gather_chunks)
+    .build()
+)
+"""Each chunk fits in a payload; the fan-in target's input (all of them) may not."""
+
+
+class Emit(BaseModel):
+    n: int
+    upto: int
+    size: int
+
+
+@executor(id="emit")
+async def emit(e: Emit, ctx: WorkflowContext[Emit, str]) -> None:
+    await ctx.yield_output(str(e.n) * e.size)
+    if e.n < e.upto:
+        await ctx.send_message(Emit(n=e.n + 1, upto=e.upto, size=e.size))
+
+
+big_outputs = WorkflowBuilder(start_executor=emit, name="it_big_outputs").add_edge(emit, emit).build()
+"""One output per superstep: each fits in a payload; the run's result (all of them) may not."""
+
+
+@executor(id="lap")
+async def lap(n: int, ctx: WorkflowContext[int]) -> None:
+    ctx.set_state("laps", ctx.get_state("laps", 0) + 1)
+    await ctx.send_message(n + 1)
+
+
+def laps_graph(name: str = "it_laps") -> Workflow:
+    """A cycle with no exit that counts its laps in state; ``max_iterations=5`` ends it."""
+    return WorkflowBuilder(start_executor=lap, name=name, max_iterations=5).add_edge(lap, lap).build()
+
+
+laps = laps_graph()
