@@ -37,6 +37,7 @@ from temporal_workflows._checkpoint import (
 from temporal_workflows._checkpoint_sqlite import SqliteCheckpointStorage
 from temporal_workflows._context import run_step
 from temporal_workflows._errors import WorkflowError
+from temporal_workflows._limits import max_payload_bytes
 from temporal_workflows._protocol import (
     ACTIVITY_REDUCE,
     ACTIVITY_TOPOLOGY,
@@ -263,7 +264,7 @@ def build_activities(
         wf = hosted(name)
         # Edges in display form are for humans (viz, docs); the workflow never reads them.
         pinned = dataclasses.replace(wf.topology, edges=())
-        return Pinned(pinned, await status_attribute.get(), checkpoint_setup(wf))
+        return Pinned(pinned, await status_attribute.get(), checkpoint_setup(wf), max_payload_bytes())
 
     @activity.defn(name=ACTIVITY_VALIDATE)
     async def validate(inp: ValidateInput) -> Validated:

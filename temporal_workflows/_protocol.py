@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from ._checkpoint import WorkflowCheckpoint
@@ -232,10 +232,16 @@ class Pinned:
     """The status search attribute, if the namespace has it registered."""
     checkpoints: CheckpointSetup | None = None
     """Absent in runs recorded before checkpoints on Temporal existed."""
+    max_payload_bytes: int | None = None
+    """The worker's payload limit (``_limits.max_payload_bytes``), which workflow code
+    may not read from the environment; absent in older runs (then the default)."""
 
 
 class CheckpointRequest(BaseModel):
     """Argument of the ``checkpoint`` signal and update."""
+
+    # A misspelled field is refused, not ignored (these are outside input).
+    model_config = ConfigDict(extra="forbid")
 
     label: str | None = None
 
@@ -246,6 +252,9 @@ class ResetRequest(BaseModel):
     ``{}`` starts the run again from its start message, ``{"message": ...}``
     from a new one, ``{"checkpoint_id": ...}`` from a checkpoint of this run.
     """
+
+    # Refused, not ignored: {"checkpoint": ...} read as {} would wipe the run with a clean reset.
+    model_config = ConfigDict(extra="forbid")
 
     checkpoint_id: str | None = None
     message: Any = None
@@ -280,12 +289,18 @@ class LoadCheckpointInput:
 
 @dataclass
 class RespondInput:
+    """Argument of the ``respond`` signal and ``submit_response`` update."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
     request_id: str
     response: Any = None
 
 
 @dataclass
 class SendInput:
+    """Argument of the ``send`` signal and ``send_message`` update."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
     executor_id: str
     message: Any = None
     message_type: str | None = None

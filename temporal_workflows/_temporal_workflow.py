@@ -24,9 +24,10 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -36,12 +37,13 @@ with workflow.unsafe.imports_passed_through():
     from ._engine import (
         EXECUTOR_STATE_PREFIX,
         Engine,
+        Output,
         PendingRequest,
         StepResult,
         StepTask,
         Topology,
     )
-    from ._errors import WorkflowError, WorkflowRunError
+    from ._errors import PayloadTooLargeError, WorkflowError, WorkflowRunError
     from ._events import (
         ExecutorCompletedEvent,
         ExecutorFailedEvent,
@@ -57,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         WorkflowStatusEvent,
         WorkflowWarningEvent,
     )
+    from ._limits import DEFAULT_MAX_PAYLOAD_BYTES, GUIDANCE, check_step_input, json_size
     from ._protocol import (
         ACTIVITY_LOAD_CHECKPOINT,
         ACTIVITY_REDUCE,
@@ -163,6 +166,23 @@ def _failure(error: WorkflowRunError) -> ApplicationError:
     )
 
 
+_T = TypeVar("_T")
+
+_NO_ARGUMENT = RawValue(Payload(metadata={"encoding": b"binary/null"}))
+"""Default of signals whose argument is optional (``checkpoint``, ``reset``)."""
+
+
+def _is_null(raw: RawValue) -> bool:
+    encoding = raw.payload.metadata.get("encoding")
+    return encoding == b"binary/null" or (encoding == b"json/plain" and raw.payload.data.strip() == b"null")
+
+
+def _short(e: BaseException, limit: int = 300) -> str:
+    """An error message fit for a warning or a failure: one line, bounded."""
+    text = " ".join(str(e).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _cause(e: BaseException) -> BaseException:
     """The activity's own error: a local activity's non-retryable failure arrives unwrapped."""
     return (e.cause or e) if isinstance(e, ActivityError) else e
@@ -250,8 +270,14 @@ class GraphWorkflow:
     @workflow.init
     def __init__(self, args: Sequence[RawValue]) -> None:
         inp = RunInput()
+        # A start input that is not a RunInput fails the run (in run()), rather than
+        # the workflow task, which Temporal would retry for ever.
+        self._input_error: str | None = None
         if args:
-            inp = workflow.payload_converter().from_payload(args[0].payload, RunInput)
+            try:
+                inp = workflow.payload_converter().from_payload(args[0].payload, RunInput)
+            except Exception as e:
+                self._input_error = f'the start input is not {{"message": ...}} (a RunInput): {_short(e)}'
         self._input = inp
         carried = inp.carried or Carried(reason="start")
         self._carried = inp.carried
@@ -265,6 +291,8 @@ class GraphWorkflow:
         self._status = "starting"
         self._state_version = "0"
         self._state_size = 0
+        self._payload_limit = DEFAULT_MAX_PAYLOAD_BYTES
+        self._outputs_size = 0
         self._in_flight: list[str] = []
         self._error: str | None = None
         self._inbox: list[_Input] = [_Input(i.kind, i.key, i.value, i.validated) for i in carried.inbox]
@@ -355,15 +383,34 @@ class GraphWorkflow:
 
     # -- outside input -------------------------------------------------------------
 
+    # Signals take their argument raw and decode it here: a signal whose argument
+    # does not decode would otherwise be dropped by the SDK with a worker log line
+    # only; this way it becomes a warning in ``status`` and the event stream.
+
+    def _signal_arg(self, name: str, raw: RawValue, typ: type[_T]) -> tuple[_T | None, bool]:
+        """``(value, ok)``; ``(None, True)`` for an omitted or null argument of an optional one."""
+        if raw is _NO_ARGUMENT or _is_null(raw):
+            return None, True
+        try:
+            value: _T = workflow.payload_converter().from_payload(raw.payload, typ)
+        except Exception as e:
+            self._warn(f"signal {name!r} ignored: its argument is not a valid {typ.__name__}: {_short(e)}")
+            return None, False
+        return value, True
+
     @workflow.signal(name=SIGNAL_RESPOND)
-    def respond_signal(self, inp: RespondInput) -> None:
+    def respond_signal(self, raw: RawValue) -> None:
         """Answer a request; bad input becomes a warning, never a failure."""
-        self._inbox.append(_Input("respond", inp.request_id, Envelope(None, inp.response)))
+        inp, _ = self._signal_arg(SIGNAL_RESPOND, raw, RespondInput)
+        if inp is not None:
+            self._inbox.append(_Input("respond", inp.request_id, Envelope(None, inp.response)))
 
     @workflow.signal(name=SIGNAL_SEND)
-    def send_signal(self, inp: SendInput) -> None:
+    def send_signal(self, raw: RawValue) -> None:
         """Queue a message for an executor; bad input becomes a warning."""
-        self._inbox.append(_Input("send", inp.executor_id, Envelope(inp.message_type, inp.message)))
+        inp, _ = self._signal_arg(SIGNAL_SEND, raw, SendInput)
+        if inp is not None:
+            self._inbox.append(_Input("send", inp.executor_id, Envelope(inp.message_type, inp.message)))
 
     @workflow.signal(name=SIGNAL_CLOSE)
     def close(self) -> None:
@@ -371,8 +418,11 @@ class GraphWorkflow:
         self._closing = True
 
     @workflow.signal(name=SIGNAL_CHECKPOINT)
-    def checkpoint_signal(self, req: CheckpointRequest | None = None) -> None:
+    def checkpoint_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
         """Take a checkpoint at the next boundary; a failure becomes a warning."""
+        req, ok = self._signal_arg(SIGNAL_CHECKPOINT, raw, CheckpointRequest)
+        if not ok:
+            return
         if self._status not in ("completed", "failed"):
             self._cp_requests.append(_CheckpointAsk(req.label if req else None, via_update=False))
 
@@ -392,8 +442,11 @@ class GraphWorkflow:
         self._check_open()
 
     @workflow.signal(name=SIGNAL_RESET)
-    async def reset_signal(self, req: ResetRequest | None = None) -> None:
+    async def reset_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
         """Reset at the next boundary; an unusable request becomes a warning."""
+        req, ok = self._signal_arg(SIGNAL_RESET, raw, ResetRequest)
+        if not ok:
+            return
         try:
             self._reset = await self._plan_reset(req or ResetRequest())
         except ApplicationError as e:
@@ -643,6 +696,8 @@ class GraphWorkflow:
     async def run(self, args: Sequence[RawValue]) -> dict[str, Any]:
         name = workflow.info().workflow_type
         inp = self._input
+        if self._input_error is not None:
+            raise ApplicationError(self._input_error, type="InvalidRunInput", non_retryable=True)
         if inp.max_steps_in_flight is not None and not 1 <= inp.max_steps_in_flight <= MAX_STEPS_IN_FLIGHT:
             raise WorkflowError(
                 f"max_steps_in_flight must be 1 to {MAX_STEPS_IN_FLIGHT}, not {inp.max_steps_in_flight}"
@@ -660,6 +715,7 @@ class GraphWorkflow:
         self._topology = topology
         self._status_attribute = pinned.status_attribute
         self._cp_setup = pinned.checkpoints or CheckpointSetup()
+        self._payload_limit = pinned.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
         self._cp_every = inp.checkpoint_every if inp.checkpoint_every is not None else self._cp_setup.every
         engine = Engine(topology)
         carried = self._carried
@@ -680,6 +736,7 @@ class GraphWorkflow:
             engine.start(self._start_env)
         self._engine = engine
         self._state_size = sum(_json_size(v.data) for v in engine.state.values())
+        self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
         if carried is None or carried.reason != "history":
             self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
             # A run restored from a checkpoint says again what it is waiting for.
@@ -858,9 +915,9 @@ class GraphWorkflow:
             self._updates_since_task = False
             await workflow.sleep(timedelta(milliseconds=1), summary="flush update completions")
 
-    def _stream_state(self) -> WorkflowStreamState:
+    def _stream_state(self, keep: int = STREAM_EVENTS_CARRIED) -> WorkflowStreamState:
         state = self._stream.get_state()
-        extra = len(state.log) - STREAM_EVENTS_CARRIED
+        extra = len(state.log) - keep
         if extra > 0:
             state = dataclasses.replace(state, log=state.log[extra:], base_offset=state.base_offset + extra)
         return state
@@ -926,17 +983,29 @@ class GraphWorkflow:
         carried.kept = list(self._cp_kept.values())[-keep:] if keep else []
         carried.lineage = self._lineage
         carried.stream = self._stream_state()
-        workflow.continue_as_new(
-            args=[
-                RunInput(
-                    keep_alive=self._keep_alive,
-                    checkpoint_every=self._input.checkpoint_every,
-                    max_history_events=self._input.max_history_events,
-                    max_steps_in_flight=self._input.max_steps_in_flight,
-                    carried=carried,
-                )
-            ]
+        arg = RunInput(
+            keep_alive=self._keep_alive,
+            checkpoint_every=self._input.checkpoint_every,
+            max_history_events=self._input.max_history_events,
+            max_steps_in_flight=self._input.max_steps_in_flight,
+            carried=carried,
         )
+        if json_size(arg) > self._payload_limit:
+            # The stream's recent events are a convenience for late subscribers: shed them first.
+            carried.stream = self._stream_state(keep=0)
+            size = json_size(arg)
+            if size > self._payload_limit:
+                snapshot = carried.snapshot
+                largest = sorted(
+                    ((json_size(v.data), k) for k, v in (snapshot.state.items() if snapshot else ())), reverse=True
+                )[:3]
+                raise WorkflowRunError(
+                    f"the run cannot continue as new: what it carries (state, pending messages, outputs) is "
+                    f"{size:,} bytes as JSON, over the payload limit of {self._payload_limit:,} bytes; largest state "
+                    f"keys: {', '.join(f'{k!r} ({n:,} bytes)' for n, k in largest) or 'none'}; {GUIDANCE}",
+                    superstep=engine.superstep,
+                )
+        workflow.continue_as_new(args=[arg])
 
     # -- supersteps --------------------------------------------------------------
 
@@ -960,6 +1029,7 @@ class GraphWorkflow:
         self._publish(SuperStepStartedEvent(superstep=step, executor_ids=list(self._in_flight)))
         for t in tasks:
             self._publish(ExecutorInvokedEvent(executor_id=t.executor_id, superstep=step))
+        self._check_step_inputs(engine, tasks, step)
         inline = dict(engine.state) if self._state_size <= INLINE_STATE_LIMIT else None
         # At most MAX_STEPS_IN_FLIGHT steps are scheduled at once (Temporal refuses more
         # than 2,000 pending activities per run); results still commit in task order.
@@ -1020,6 +1090,7 @@ class GraphWorkflow:
             self._publish(
                 WorkflowOutputEvent(executor_id=out.executor_id, data=out.value.data, data_type=out.value.type)
             )
+        self._check_outputs(plan.outputs, step)
         for req in engine.pending_requests.values():
             if req.superstep == step:
                 self._publish(_request_event(req))
@@ -1032,6 +1103,42 @@ class GraphWorkflow:
         self._publish(
             SuperStepCompletedEvent(superstep=step, state_keys_written=plan.keys_written, checkpoint_id=checkpoint_id)
         )
+
+    def _check_step_inputs(self, engine: Engine, tasks: list[StepTask], step: int) -> None:
+        """Fail the run, naming the executor, if a step's input cannot be one payload.
+
+        Each value was measured where it was made; only inputs that combine
+        several (a fan-in, a request with its response) or came from outside
+        can add up past the limit, and Temporal would refuse the command and
+        retry the workflow task for ever.
+        """
+        for t in tasks:
+            if t.kind == "message" and t.source_ids[:1] != (None,):
+                continue
+            try:
+                check_step_input(t, limit=self._payload_limit)
+            except PayloadTooLargeError as e:
+                engine.abort_superstep()
+                self._in_flight = []
+                self._publish(
+                    ExecutorFailedEvent(
+                        executor_id=t.executor_id, superstep=step, error_type=type(e).__name__, error=str(e)
+                    )
+                )
+                raise WorkflowRunError(str(e), superstep=step, executor_id=t.executor_id) from None
+
+    def _check_outputs(self, outputs: Sequence[Output], step: int) -> None:
+        """Fail the run once its outputs add up past one payload: its result carries them all."""
+        for out in outputs:
+            self._outputs_size += json_size(out.value.data)
+            if self._outputs_size > self._payload_limit:
+                raise WorkflowRunError(
+                    f"executor {out.executor_id!r}: the run's outputs add up to {self._outputs_size:,} bytes as "
+                    f"JSON, over the payload limit of {self._payload_limit:,} bytes, and the run's result carries "
+                    f"every output; yield smaller outputs, or {GUIDANCE}",
+                    superstep=step,
+                    executor_id=out.executor_id,
+                )
 
     async def _cancel_steps(self, engine: Engine, running: asyncio.Future[Any]) -> None:
         running.cancel()
