@@ -27,6 +27,7 @@ __all__ = [
     "bytes_by_event_type",
     "history_bytes",
     "median",
+    "percentile",
     "ratio",
     "server_cpu_seconds",
     "timed",
@@ -126,6 +127,21 @@ class Sample:
 def median(values: Iterable[float]) -> float:
     vals = list(values)
     return statistics.median(vals) if vals else float("nan")
+
+
+def percentile(values: Iterable[float], p: int) -> float:
+    """The ``p``-th percentile (1-99) by linear interpolation between closest ranks; NaN for no values.
+
+    ``statistics.quantiles(method="inclusive")``: the same as NumPy's default
+    and Excel's ``PERCENTILE.INC``; the 50th is the median, and a percentile
+    never lies outside the values measured.
+    """
+    if not 1 <= p <= 99:
+        raise ValueError(f"percentile must be 1-99, not {p}")
+    vals = list(values)
+    if len(vals) < 2:  # quantiles() needs two points before Python 3.13
+        return vals[0] if vals else float("nan")
+    return statistics.quantiles(vals, n=100, method="inclusive")[p - 1]
 
 
 def ratio(ours: float, theirs: float) -> float:

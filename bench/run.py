@@ -29,7 +29,7 @@ import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import temporalio
 from temporalio.api.enums.v1 import WorkflowTaskFailedCause
@@ -50,13 +50,23 @@ from temporal_workflows.temporal import (
 )
 
 from . import baseline, local, shapes
-from .measure import Sample, activity_breakdown, bytes_by_event_type, history_bytes, median, ratio, timed
+from .measure import (
+    Sample,
+    activity_breakdown,
+    bytes_by_event_type,
+    history_bytes,
+    median,
+    percentile,
+    ratio,
+    timed,
+)
 
 __all__ = ["REQUIRED_KEYS", "TARGETS", "main", "run_benchmarks"]
 
 TASK_QUEUE = "bench"
 OURS = "ours"
 BASE = "base"
+T = TypeVar("T")
 
 REQUIRED_KEYS: dict[str, type] = {
     "fanout_wall_ratio": float,
@@ -71,6 +81,19 @@ REQUIRED_KEYS: dict[str, type] = {
     "fanout_1000_ok": bool,
     "fanout_5000_ok": bool,
     "concurrent_runs_throughput_ratio": float,
+    "concurrent_200_p50_ms": float,
+    "concurrent_200_p99_ms": float,
+    "concurrent_200_max_ms": float,
+    "concurrent_200_baseline_p50_ms": float,
+    "concurrent_200_baseline_p99_ms": float,
+    "concurrent_200_baseline_max_ms": float,
+    "concurrent_200_p50_ratio": float,
+    "concurrent_200_p99_ratio": float,
+    "concurrent_200_steps_per_second": float,
+    "concurrent_200_baseline_steps_per_second": float,
+    "concurrent_200_throughput_ratio": float,
+    "concurrent_200_ok": bool,
+    "concurrent_200_baseline_ok": bool,
     "replay_cpu_ratio": float,
 }
 """The keys ``--json`` always prints, with their types (the contract ``tests/test_bench.py`` checks)."""
@@ -125,6 +148,9 @@ class Config:
     local_reps: int
     concurrent_runs: int
     concurrent_reps: int
+    load_runs: int
+    """Runs started at once for the completion-latency measurement (the ``concurrent_200_*`` keys)."""
+    load_reps: int
     replay_blocks: int
     replays_per_block: int
     wide_reps: int
@@ -136,8 +162,39 @@ class Config:
     @staticmethod
     def make(quick: bool, reps: int | None) -> Config:
         if quick:
-            return Config(True, reps or 1, 1, 10, 1, 1, 2, 1, base_wide=False, warm_up=False, wide_timeout=60.0)
-        return Config(False, reps or 5, 5, 100, 3, 5, 10, 2, base_wide=True, warm_up=True)
+            return Config(
+                quick=True,
+                reps=reps or 1,
+                local_reps=1,
+                concurrent_runs=10,
+                concurrent_reps=1,
+                load_runs=20,
+                load_reps=1,
+                replay_blocks=1,
+                replays_per_block=2,
+                wide_reps=1,
+                base_wide=False,
+                warm_up=False,
+                wide_timeout=60.0,
+            )
+        return Config(
+            quick=False,
+            reps=reps or 5,
+            local_reps=5,
+            concurrent_runs=100,
+            concurrent_reps=3,
+            load_runs=200,
+            load_reps=2,
+            replay_blocks=5,
+            replays_per_block=10,
+            wide_reps=2,
+            base_wide=True,
+            warm_up=True,
+        )
+
+    def concurrent_timeout(self, runs: int) -> float:
+        """Seconds each of ``runs`` runs started at once may take: three runs' worth per 100 runs, at least."""
+        return self.run_timeout * 3 * max(1.0, runs / 100)
 
 
 @dataclass(frozen=True)
@@ -257,42 +314,109 @@ async def sequential_shapes(client: Client, cfg: Config) -> dict[str, ShapeResul
 # -- concurrency --------------------------------------------------------------------------------
 
 
-async def concurrent_throughput(
-    client: Client, variant: str, runs: int, timeout: float, cpu: Sample | None = None
-) -> float:
-    """Steps per second with ``runs`` fan-out runs started at once on the one worker.
+@dataclass
+class ConcurrentOutcome:
+    """``runs`` fan-out runs started at once on the one worker: each run's latency, throughput and CPU."""
 
-    With both processes busy (2 CPUs: worker and server), throughput is bound
-    by the CPU a step costs them, so ``cpu`` collects that per step too.
+    runs: int
+    wall_s: float
+    cpu_s: float
+    server_cpu_s: float
+    latencies_ms: list[float]
+    """From each run's start call to its result, for the runs that returned the right result."""
+    failures: list[str]
+    """Why each other run failed (wrong result, error, or not done within the timeout)."""
+
+    @property
+    def ok(self) -> bool:
+        return len(self.latencies_ms) == self.runs
+
+    @property
+    def steps(self) -> int:
+        """Steps of the runs that completed correctly."""
+        return len(self.latencies_ms) * SHAPES[0].steps
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps / self.wall_s if self.wall_s else float("nan")
+
+    def cpu_ms_per_step(self, server: bool = False) -> float:
+        cpu = self.server_cpu_s if server else self.cpu_s
+        return cpu * 1e3 / self.steps if self.steps else float("nan")
+
+
+async def _timed_fanout_run(client: Client, variant: str, timeout: float) -> float:
+    """Start one fan-out run and wait for its result; ms from the start call to the result.
+
+    Raises if the result is wrong or the run is not done within ``timeout``
+    seconds; a run that did not finish is terminated, so it loads nothing after.
     """
     shape = SHAPES[0]
+    handle: WorkflowHandle[Any, Any] | None = None
+    start = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout):
+            if variant == OURS:
+                run = await start_run(client, shape.graph, 0, id=_wid("conc", variant), task_queue=TASK_QUEUE)
+                handle = run.handle
+                got: Any = (await run.result())["outputs"]
+                want: Any = [shape.expected]
+            else:
+                handle = await client.start_workflow(
+                    shape.base_type, args=list(shape.base_args), id=_wid("conc", variant), task_queue=TASK_QUEUE
+                )
+                got = await handle.result()
+                want = shape.expected
+        elapsed_ms = (time.perf_counter() - start) * 1e3
+    except TimeoutError:
+        if handle is not None:
+            with contextlib.suppress(Exception):
+                await handle.terminate("benchmark: not done within the timeout")
+        raise TimeoutError(f"not done within {timeout:g} s") from None
+    if got != want:
+        raise AssertionError(f"returned {got!r}, expected {want!r}")
+    return elapsed_ms
+
+
+async def concurrent_runs(client: Client, variant: str, runs: int, timeout: float) -> ConcurrentOutcome:
+    """``runs`` fan-out runs started at once on the one worker; a failed run is an outcome, not a crash.
+
+    With both processes busy (2 CPUs: worker and server), throughput is bound
+    by the CPU a step costs them, so the outcome carries that too.
+    """
     with timed() as t:
-        if variant == OURS:
-            ours = await asyncio.gather(
-                *(
-                    start_run(client, shape.graph, 0, id=_wid("conc", variant), task_queue=TASK_QUEUE)
-                    for _ in range(runs)
-                )
-            )
-            results = await asyncio.wait_for(asyncio.gather(*(r.result() for r in ours)), timeout)
-            ok = all(r["outputs"] == [shape.expected] for r in results)
-        else:
-            handles = await asyncio.gather(
-                *(
-                    client.start_workflow(
-                        shape.base_type, args=list(shape.base_args), id=_wid("conc", variant), task_queue=TASK_QUEUE
-                    )
-                    for _ in range(runs)
-                )
-            )
-            base_results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout)
-            ok = all(r == shape.expected for r in base_results)
-    if not ok:
-        raise AssertionError(f"a concurrent {variant} fan-out run returned a wrong result")
-    steps = runs * shape.steps
-    if cpu is not None:
-        cpu.add(cpu_ms=t.cpu * 1e3 / steps, server_cpu_ms=t.server_cpu * 1e3 / steps)
-    return steps / t.wall
+        outcomes = await asyncio.gather(
+            *(_timed_fanout_run(client, variant, timeout) for _ in range(runs)), return_exceptions=True
+        )
+    latencies = [o for o in outcomes if isinstance(o, float)]
+    failures = [f"{type(o).__name__}: {o}" for o in outcomes if isinstance(o, BaseException)]
+    return ConcurrentOutcome(runs, t.wall, t.cpu, t.server_cpu, latencies, failures)
+
+
+def _concurrent_summary(outcomes: dict[str, list[ConcurrentOutcome]]) -> dict[str, Any]:
+    """Per variant, the median over the repetitions of each repetition's throughput, CPU and latency percentiles."""
+
+    def med(figure: Callable[[ConcurrentOutcome], float], digits: int) -> dict[str, float]:
+        return {v: round(median(figure(o) for o in outcomes[v]), digits) for v in (OURS, BASE)}
+
+    latency: dict[str, Callable[[ConcurrentOutcome], float]] = {
+        "p50": lambda o: percentile(o.latencies_ms, 50),
+        "p99": lambda o: percentile(o.latencies_ms, 99),
+        "max": lambda o: max(o.latencies_ms, default=float("nan")),
+    }
+    out: dict[str, Any] = {
+        "runs": outcomes[OURS][0].runs,
+        "steps_per_second": med(lambda o: o.steps_per_second, 1),
+        "samples": {v: [round(o.steps_per_second, 1) for o in outcomes[v]] for v in (OURS, BASE)},
+        "worker_cpu_ms_per_step": med(lambda o: o.cpu_ms_per_step(), 3),
+        "server_cpu_ms_per_step": med(lambda o: o.cpu_ms_per_step(server=True), 3),
+    }
+    for name, figure in latency.items():
+        out[f"latency_{name}_ms"] = med(figure, 1)
+        out[f"latency_{name}_ms_samples"] = {v: [round(figure(o), 1) for o in outcomes[v]] for v in (OURS, BASE)}
+    out["ok"] = {v: all(o.ok for o in outcomes[v]) for v in (OURS, BASE)}
+    out["failures"] = {v: [f for o in outcomes[v] for f in o.failures][:5] for v in (OURS, BASE)}
+    return out
 
 
 # -- replay -------------------------------------------------------------------------------------
@@ -463,14 +587,20 @@ def _runner() -> SandboxedWorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("bench"))
 
 
-async def _interleaved(
-    reps: int, run: Callable[[str], Awaitable[float]], label: str
-) -> tuple[dict[str, list[float]], dict[str, float]]:
-    samples: dict[str, list[float]] = {OURS: [], BASE: []}
+async def _alternating(reps: int, run: Callable[[str], Awaitable[T]], label: str) -> dict[str, list[T]]:
+    """``run(variant)`` for both variants, ``reps`` times, their order alternating."""
+    samples: dict[str, list[T]] = {OURS: [], BASE: []}
     for rep in range(reps):
         _log(f"{label}: repetition {rep + 1}/{reps}")
         for variant in _order(rep):
             samples[variant].append(await run(variant))
+    return samples
+
+
+async def _interleaved(
+    reps: int, run: Callable[[str], Awaitable[float]], label: str
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    samples = await _alternating(reps, run, label)
     return samples, {v: median(s) for v, s in samples.items()}
 
 
@@ -578,24 +708,30 @@ async def run_benchmarks(cfg: Config, *, verbose: bool = False) -> dict[str, Any
         details["growth"]["history_bytes"] = {v: int(growth[v].median("total_bytes")) for v in (OURS, BASE)}
         details["growth"]["hand_written_history_to_data_ratio"] = round(growth[BASE].median("total_bytes") / written, 3)
 
-        conc_cpu = {OURS: Sample(), BASE: Sample()}
+        async def concurrent(runs: int, reps: int) -> dict[str, Any]:
+            async def once(variant: str) -> ConcurrentOutcome:
+                return await concurrent_runs(client, variant, runs, cfg.concurrent_timeout(runs))
 
-        async def conc(variant: str) -> float:
-            return await concurrent_throughput(
-                client, variant, cfg.concurrent_runs, cfg.run_timeout * 3, conc_cpu[variant]
-            )
+            return _concurrent_summary(await _alternating(reps, once, f"{runs} concurrent fan-out runs"))
 
-        conc_samples, conc_medians = await _interleaved(
-            cfg.concurrent_reps, conc, f"{cfg.concurrent_runs} concurrent fan-out runs"
-        )
-        report["concurrent_runs_throughput_ratio"] = ratio(conc_medians[OURS], conc_medians[BASE])
-        details["concurrent"] = {
-            "runs": cfg.concurrent_runs,
-            "steps_per_second": {v: round(m, 1) for v, m in conc_medians.items()},
-            "samples": {v: [round(x, 1) for x in s] for v, s in conc_samples.items()},
-            "worker_cpu_ms_per_step": {v: round(conc_cpu[v].median("cpu_ms"), 3) for v in (OURS, BASE)},
-            "server_cpu_ms_per_step": {v: round(conc_cpu[v].median("server_cpu_ms"), 3) for v in (OURS, BASE)},
-        }
+        c = details["concurrent"] = await concurrent(cfg.concurrent_runs, cfg.concurrent_reps)
+        if not all(c["ok"].values()):
+            raise AssertionError(f"concurrent fan-out runs failed: {c['failures']}")
+        sps = c["steps_per_second"]
+        report["concurrent_runs_throughput_ratio"] = ratio(sps[OURS], sps[BASE])
+
+        # Load: more runs at once, each run's completion latency. A failed run is reported, not raised.
+        c = details["concurrent_200"] = await concurrent(cfg.load_runs, cfg.load_reps)
+        for v, prefix in ((OURS, "concurrent_200"), (BASE, "concurrent_200_baseline")):
+            for name in ("p50", "p99", "max"):
+                report[f"{prefix}_{name}_ms"] = c[f"latency_{name}_ms"][v]
+            report[f"{prefix}_steps_per_second"] = c["steps_per_second"][v]
+            report[f"{prefix}_ok"] = c["ok"][v]
+        for name in ("p50", "p99", "max"):
+            c[f"latency_{name}_ratio"] = ratio(c[f"latency_{name}_ms"][OURS], c[f"latency_{name}_ms"][BASE])
+        report["concurrent_200_p50_ratio"] = c["latency_p50_ratio"]
+        report["concurrent_200_p99_ratio"] = c["latency_p99_ratio"]
+        report["concurrent_200_throughput_ratio"] = ratio(c["steps_per_second"][OURS], c["steps_per_second"][BASE])
 
         replayer = Replayer(workflows=baseline.WORKFLOWS, plugins=[plugin], workflow_runner=_runner())
         fan_hist = seq["fanout"].history
@@ -649,6 +785,8 @@ async def run_benchmarks(cfg: Config, *, verbose: bool = False) -> dict[str, Any
         "reps": cfg.reps,
         "concurrent_runs": cfg.concurrent_runs,
         "concurrent_reps": cfg.concurrent_reps,
+        "load_runs": cfg.load_runs,
+        "load_reps": cfg.load_reps,
         "replays": cfg.replay_blocks * cfg.replays_per_block,
         "python": platform.python_version(),
         "temporalio": temporalio.__version__,
@@ -727,6 +865,26 @@ def render_table(report: dict[str, Any]) -> str:
             ratio(c[part][OURS], c[part][BASE]),
             None,
         )
+    c = d["concurrent_200"]
+    for name, label in (("p50", "completion p50"), ("p99", "  same, completion p99"), ("max", "  same, slowest")):
+        prefix = f"{c['runs']} concurrent fan-out runs: " if name == "p50" else ""
+        add(
+            f"{prefix}{label} ms",
+            c[f"latency_{name}_ms"][OURS],
+            c[f"latency_{name}_ms"][BASE],
+            c[f"latency_{name}_ratio"],
+            None,
+            0,
+        )
+    add(
+        "  same, steps / s",
+        c["steps_per_second"][OURS],
+        c["steps_per_second"][BASE],
+        report["concurrent_200_throughput_ratio"],
+        None,
+        0,
+    )
+    add("  same, every run correct", c["ok"][OURS], c["ok"][BASE], report["concurrent_200_ok"], None)
     r = d["replay"]
     add(
         "replay of a fan-out history: CPU ms",
@@ -784,11 +942,15 @@ def render_table(report: dict[str, Any]) -> str:
     lines.append("|" + "|".join("-" * (w_ + 2) for w_ in widths) + "|")
     lines += ["| " + " | ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)) + " |" for r in rows]
     notes = []
+    for v, who in ((OURS, "this project"), (BASE, "hand-written")):
+        if failures := d["concurrent_200"]["failures"][v]:
+            notes.append(f"{d['concurrent_200']['runs']} concurrent runs ({who}) failed: {failures[0]}")
     if report.get("fanout_5000_error"):
         notes.append(f"5,000-way fan-out (this project): {report['fanout_5000_error']}")
     cfg = report["config"]
     notes.append(
-        f"{cfg['reps']} interleaved repetitions per shape, {cfg['concurrent_reps']} of the concurrent runs, "
+        f"{cfg['reps']} interleaved repetitions per shape, {cfg['concurrent_reps']} of the "
+        f"{cfg['concurrent_runs']} concurrent runs, {cfg['load_reps']} of the {cfg['load_runs']}, "
         f"{cfg['replays']} replays per variant; {cfg['server']}; temporalio {cfg['temporalio']}, "
         f"Python {cfg['python']}, {cfg['cpus']} CPUs; {cfg['seconds']} s"
         + (" (--quick: timings not judged)" if cfg["quick"] else "")

@@ -37,6 +37,14 @@ def test_quick_benchmark_reports_every_key() -> None:
         assert key in report, f"missing {key}"
         assert isinstance(report[key], typ), f"{key} = {report[key]!r} is not a {typ.__name__}"
     assert report["fanout_1000_ok"] is True
+    # Load: every one of the runs started at once completed with the right result, on both sides.
+    assert report["concurrent_200_ok"] is True
+    assert report["concurrent_200_baseline_ok"] is True
+    load = report["details"]["concurrent_200"]
+    assert load["runs"] == report["config"]["load_runs"] > 0
+    for prefix in ("concurrent_200", "concurrent_200_baseline"):
+        p50, p99, slowest = (report[f"{prefix}_{p}_ms"] for p in ("p50", "p99", "max"))
+        assert 0 < p50 <= p99 <= slowest
     # --quick checks that everything runs; it judges no timing.
     assert {t.key for t in TARGETS} <= set(report["targets"])
     assert all(t["met"] is None for t in report["targets"].values())
