@@ -39,6 +39,7 @@ __all__ = [
     "check_payload",
     "check_step_input",
     "check_step_result",
+    "input_may_exceed",
     "json_size",
     "max_payload_bytes",
 ]
@@ -191,6 +192,16 @@ def check_step_result(result: StepResult, *, executor_id: str) -> StepResult:
         largest = ", ".join(f"{what} ({size:,} bytes)" for size, what in sizes[:3])
         raise _too_large("the step's result", total, limit, executor_id=executor_id, detail=f" in all ({largest})")
     return result
+
+
+def input_may_exceed(task: StepTask) -> bool:
+    """Whether a task's input needs measuring before it runs.
+
+    A single message a step sent was measured in that step's result; only
+    inputs that combine values (a fan-in, a request with its response) or
+    came from outside (a start message or a signal) can add up past the limit.
+    """
+    return task.kind != "message" or task.source_ids[:1] == (None,)
 
 
 def check_step_input(task: StepTask, *, limit: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:

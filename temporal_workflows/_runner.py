@@ -43,7 +43,7 @@ from ._events import (
     WorkflowStatusEvent,
 )
 from ._graph import Graph
-from ._limits import check_step_input, max_payload_bytes
+from ._limits import check_step_input, input_may_exceed, max_payload_bytes
 from ._serde import Envelope, decode, encode
 
 __all__ = ["LocalRunner", "request_event"]
@@ -201,9 +201,8 @@ class LocalRunner:
 
     async def _run_task(self, task: StepTask, state: Mapping[str, Envelope]) -> StepResult | BaseException:
         try:
-            # As on Temporal, where the input is one activity payload: only inputs that
-            # combine values (fan-in, a response) or came from outside can add up past it.
-            if task.kind != "message" or task.source_ids[:1] == (None,):
+            # As on Temporal, where the input is one activity payload.
+            if input_may_exceed(task):
                 check_step_input(task, limit=max_payload_bytes())
             return await run_step(self.graph, task, state, run_id=self.run_id or "")
         except Exception as e:

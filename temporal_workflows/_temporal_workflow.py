@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
         WorkflowStatusEvent,
         WorkflowWarningEvent,
     )
-    from ._limits import DEFAULT_MAX_PAYLOAD_BYTES, GUIDANCE, check_step_input, json_size
+    from ._limits import DEFAULT_MAX_PAYLOAD_BYTES, GUIDANCE, check_step_input, input_may_exceed, json_size
     from ._protocol import (
         ACTIVITY_LOAD_CHECKPOINT,
         ACTIVITY_REDUCE,
@@ -147,14 +147,14 @@ def _retry_policy(spec: dict[str, Any] | None) -> RetryPolicy:
     )
 
 
-def _json_size(value: Any) -> int:
+def _approx_json_size(value: Any) -> int:
     """Approximate JSON size without serializing (cheap, deterministic)."""
     if isinstance(value, str):
         return len(value) + 2
     if isinstance(value, dict):
-        return 2 + sum(len(k) + 4 + _json_size(v) for k, v in value.items())
+        return 2 + sum(len(k) + 4 + _approx_json_size(v) for k, v in value.items())
     if isinstance(value, list):
-        return 2 + sum(1 + _json_size(v) for v in value)
+        return 2 + sum(1 + _approx_json_size(v) for v in value)
     return 8
 
 
@@ -746,7 +746,7 @@ class GraphWorkflow:
             self._start_env = Envelope(inp.message_type, inp.message)
             engine.start(self._start_env)
         self._engine = engine
-        self._state_size = sum(_json_size(v.data) for v in engine.state.values())
+        self._state_size = sum(_approx_json_size(v.data) for v in engine.state.values())
         self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
         if carried is None or carried.reason != "history":
             self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
@@ -1094,7 +1094,7 @@ class GraphWorkflow:
         self._cp_dirty.update(plan.keys_written)
         for key in plan.keys_written:
             value = engine.state.get(key)
-            self._state_size += _json_size(value.data) if value is not None else 0
+            self._state_size += _approx_json_size(value.data) if value is not None else 0
         self._state_version = f"{workflow.info().run_id}:{engine.superstep}"
         self._in_flight = []
         for out in plan.outputs:
@@ -1124,7 +1124,7 @@ class GraphWorkflow:
         retry the workflow task for ever.
         """
         for t in tasks:
-            if t.kind == "message" and t.source_ids[:1] != (None,):
+            if not input_may_exceed(t):
                 continue
             try:
                 check_step_input(t, limit=self._payload_limit)
