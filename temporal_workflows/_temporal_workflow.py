@@ -271,7 +271,7 @@ class _CheckpointFailed(Exception):
     pass
 
 
-@workflow.defn(dynamic=True)
+@workflow.defn(dynamic=True, sandboxed=False)
 class GraphWorkflow:
     """Runs one graph execution: pins the topology, then loops supersteps, waiting durably when idle."""
 

@@ -1,5 +1,11 @@
 """Replay recorded histories with the current code: a change that would break
-running executions (non-determinism) fails here, in CI, before it deploys."""
+running executions (non-determinism) fails here, in CI, before it deploys.
+
+The graph workflow runs outside Temporal's sandbox in production (it never runs
+user code, and the sandbox costs more per workflow task than the workflow
+itself), so every replay is also done inside the sandbox with its default
+restrictions and this project's modules *not* passed through: a clock, random,
+I/O or other non-deterministic call creeping into workflow code fails here."""
 
 from __future__ import annotations
 
@@ -7,18 +13,32 @@ import json
 from pathlib import Path
 
 import pytest
+from temporalio import workflow
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from temporal_workflows.temporal import TemporalWorkflowsPlugin
 from tests.conftest import TASK_QUEUE, hosted_workflows
 from tests.integration.record_histories import FLOWS
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
+HISTORIES_BY_NAME = {p.stem: p for p in HISTORIES}
 
 
-def _replayer() -> Replayer:
-    return Replayer(workflows=[], plugins=[TemporalWorkflowsPlugin(hosted_workflows())])
+RUNNERS = ["unsandboxed", "sandbox-restricted"]
+
+
+def _replayer(runner: str) -> Replayer:
+    if runner == "unsandboxed":  # as workers run it
+        return Replayer(workflows=[], plugins=[TemporalWorkflowsPlugin(hosted_workflows())])
+    # The workflow opts out of the sandbox, so it runs in the "unsandboxed" runner: make that one
+    # the sandbox, with the SDK's default restrictions and nothing of ours passed through.
+    return Replayer(
+        workflows=[],
+        plugins=[TemporalWorkflowsPlugin(hosted_workflows())],
+        unsandboxed_workflow_runner=SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default),
+    )
 
 
 def test_recorded_histories_exist() -> None:
@@ -31,10 +51,11 @@ def test_recorded_histories_exist() -> None:
     }
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
-async def test_recorded_history_replays(path: Path) -> None:
+async def test_recorded_history_replays(path: Path, runner: str) -> None:
     history = WorkflowHistory.from_json(f"recorded-{path.stem}", json.loads(path.read_text()))
-    result = await _replayer().replay_workflow(history)
+    result = await _replayer(runner).replay_workflow(history)
     assert result.replay_failure is None
 
 
@@ -44,5 +65,25 @@ async def test_fresh_history_replays(client: Client, workflow_id: str, flow: str
     handle = await FLOWS[flow](client, workflow_id, TASK_QUEUE)
     for run_id in (handle.handle.first_execution_run_id, None):  # the first execution and the last
         history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        result = await _replayer().replay_workflow(history)
-        assert result.replay_failure is None
+        for runner in RUNNERS:
+            result = await _replayer(runner).replay_workflow(history)
+            assert result.replay_failure is None, runner
+
+
+async def test_sandbox_replay_catches_a_non_deterministic_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The guard above must be able to fail. Inject a wall-clock read into workflow code
+    # through temporalio.workflow.info (the SDK module is shared with the sandbox, ours
+    # is re-imported there): unsandboxed it replays, the sandbox refuses it.
+    original = workflow.info
+
+    def info_reading_the_clock() -> workflow.Info:
+        import datetime
+
+        datetime.datetime.now()
+        return original()
+
+    history = WorkflowHistory.from_json("recorded-counter_loop", json.loads(HISTORIES_BY_NAME["counter_loop"].read_text()))
+    monkeypatch.setattr(workflow, "info", info_reading_the_clock)
+    assert (await _replayer("unsandboxed").replay_workflow(history)).replay_failure is None
+    result = await _replayer("sandbox-restricted").replay_workflow(history, raise_on_replay_failure=False)
+    assert "datetime.datetime.now" in str(result.replay_failure)
