@@ -82,7 +82,8 @@ async def test_sandbox_replay_catches_a_non_deterministic_call(monkeypatch: pyte
         datetime.datetime.now()
         return original()
 
-    history = WorkflowHistory.from_json("recorded-counter_loop", json.loads(HISTORIES_BY_NAME["counter_loop"].read_text()))
+    recorded = HISTORIES_BY_NAME["counter_loop"]
+    history = WorkflowHistory.from_json("recorded-counter_loop", json.loads(recorded.read_text()))
     monkeypatch.setattr(workflow, "info", info_reading_the_clock)
     assert (await _replayer("unsandboxed").replay_workflow(history)).replay_failure is None
     result = await _replayer("sandbox-restricted").replay_workflow(history, raise_on_replay_failure=False)
