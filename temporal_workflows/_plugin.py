@@ -83,7 +83,15 @@ def data_converter(codec: EncryptionCodec | None) -> DataConverter:
 
 
 def _sandbox_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
-    base = existing if isinstance(existing, SandboxedWorkflowRunner) else SandboxedWorkflowRunner()
+    """The worker's runner, with this project's modules passed through if it is a sandbox.
+
+    The graph workflow itself runs unsandboxed; this is for the application's
+    own workflows that import this project (to start runs as child workflows,
+    say). A worker configured with a runner that is not a sandbox keeps it.
+    """
+    if existing is not None and not isinstance(existing, SandboxedWorkflowRunner):
+        return existing
+    base = existing if existing is not None else SandboxedWorkflowRunner()
     return dataclasses.replace(base, restrictions=base.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
 
 
