@@ -49,5 +49,7 @@ def test_quick_benchmark_reports_every_key() -> None:
     assert {t.key for t in TARGETS} <= set(report["targets"])
     assert all(t["met"] is None for t in report["targets"].values())
     assert report["config"]["quick"] is True
+    # The report says which side ran in the sandbox: ours opts out, hand-written keeps the default.
+    assert report["config"]["sandboxed"] == {"ours": False, "base": True}
     if not report["fanout_5000_ok"]:
         assert report["fanout_5000_error"]
