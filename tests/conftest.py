@@ -80,6 +80,14 @@ async def worker(client: Client) -> AsyncIterator[Worker]:
         yield w
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``after_all_runs`` go last: they check every run the others made."""
+    last = [item for item in items if item.get_closest_marker("after_all_runs")]
+    for item in last:
+        items.remove(item)
+    items.extend(last)
+
+
 @pytest.fixture
 def workflow_id() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"

@@ -10,6 +10,7 @@ I/O or other non-deterministic call creeping into workflow code fails here."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from temporal_workflows.temporal import TemporalWorkflowsPlugin
+from temporal_workflows.temporal import ENCRYPTED_ENCODING, TemporalWorkflowsPlugin
 from tests.conftest import TASK_QUEUE, hosted_workflows
 from tests.integration.record_histories import FLOWS
 
@@ -88,3 +89,29 @@ async def test_sandbox_replay_catches_a_non_deterministic_call(monkeypatch: pyte
     assert (await _replayer("unsandboxed").replay_workflow(history)).replay_failure is None
     result = await _replayer("sandbox-restricted").replay_workflow(history, raise_on_replay_failure=False)
     assert "datetime.datetime.now" in str(result.replay_failure)
+
+
+def _encrypted(history: WorkflowHistory) -> bool:
+    payloads = history.events[0].workflow_execution_started_event_attributes.input.payloads
+    return any(p.metadata.get("encoding") == ENCRYPTED_ENCODING for p in payloads)
+
+
+@pytest.mark.after_all_runs
+async def test_every_run_of_the_session_replays_in_the_sandbox(client: Client) -> None:
+    # Runs last (see conftest): every run the other tests made on the session's
+    # server, whatever path it took (timeouts, continue-as-new, cancellation, bad
+    # input, resets), replayed in the sandbox with the default restrictions. Runs
+    # encrypted under the encryption tests' own keys are left out: without the
+    # keys their payloads do not decode.
+    replayed: list[str] = []
+
+    async def histories() -> AsyncIterator[WorkflowHistory]:
+        async for history in client.list_workflows().map_histories():
+            if not _encrypted(history):
+                replayed.append(history.workflow_id)
+                yield history
+
+    results = await _replayer("sandbox-restricted").replay_workflows(histories(), raise_on_replay_failure=False)
+    if not replayed:
+        pytest.skip("no other test ran a workflow in this session")
+    assert not results.replay_failures, {run_id: str(e)[:300] for run_id, e in results.replay_failures.items()}
