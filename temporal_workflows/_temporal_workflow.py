@@ -273,7 +273,14 @@ class _CheckpointFailed(Exception):
 
 @workflow.defn(dynamic=True, sandboxed=False)
 class GraphWorkflow:
-    """Runs one graph execution: pins the topology, then loops supersteps, waiting durably when idle."""
+    """Runs one graph execution: pins the topology, then loops supersteps, waiting durably when idle.
+
+    Runs outside Temporal's sandbox: it calls no user code (handlers run in
+    activities), and the sandbox's work around each workflow task cost more
+    than the task itself. Determinism is checked instead by replaying every
+    run of the test session inside the sandbox with its default restrictions
+    (tests/integration/test_replay.py).
+    """
 
     @workflow.init
     def __init__(self, args: Sequence[RawValue]) -> None:
