@@ -20,9 +20,11 @@ transaction. Several processes write it at once; SQLite serializes them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -110,25 +112,29 @@ class EffectLog:
         path = os.environ.get(ENV_LOG)
         return cls(path) if path else None
 
-    def _connect(self) -> sqlite3.Connection:
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
         conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout = 60000")
-        # A commit survives the death of the process that made it (the faults injected here),
-        # without an fsync per write, which would stall every step.
-        conn.execute("PRAGMA synchronous = NORMAL")
-        return conn
-
-    def create(self) -> None:
-        conn = self._connect()
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.executescript(_SCHEMA)
+            conn.execute("PRAGMA busy_timeout = 60000")
+            # A commit survives the death of the process that made it (the faults injected here),
+            # without an fsync per write, which would stall every step.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            yield conn
         finally:
             conn.close()
 
+    def _rows(self, sql: str) -> list[Any]:
+        with self._connect() as conn:
+            return conn.execute(sql).fetchall()
+
+    def create(self) -> None:
+        with self._connect() as conn:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.executescript(_SCHEMA)
+
     def record(self, ctx: WorkflowContext[Any, Any], event: str, detail: str = "") -> None:
-        conn = self._connect()
-        try:
+        with self._connect() as conn:
             conn.execute(
                 "INSERT INTO events (run_id, key, executor_id, attempt, pid, event, detail, at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -143,13 +149,10 @@ class EffectLog:
                     time.time(),
                 ),
             )
-        finally:
-            conn.close()
 
     def apply(self, ctx: WorkflowContext[Any, Any], amount: int) -> bool:
         """Add ``amount`` to the run's balance unless this step's key already did; True if applied now."""
-        conn = self._connect()
-        try:
+        with self._connect() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 cur = conn.execute(
@@ -168,39 +171,20 @@ class EffectLog:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        finally:
-            conn.close()
         return applied
 
     # -- reading (the test's side) ---------------------------------------------------
 
     def events(self) -> list[Event]:
-        conn = self._connect()
-        try:
-            rows = conn.execute(
-                "SELECT seq, run_id, key, executor_id, attempt, pid, event, detail, at FROM events ORDER BY seq"
-            ).fetchall()
-        finally:
-            conn.close()
-        return [Event(*row) for row in rows]
+        sql = "SELECT seq, run_id, key, executor_id, attempt, pid, event, detail, at FROM events ORDER BY seq"
+        return [Event(*row) for row in self._rows(sql)]
 
     def effects(self) -> list[Effect]:
-        conn = self._connect()
-        try:
-            rows = conn.execute(
-                "SELECT key, run_id, executor_id, amount, attempt, pid FROM effects ORDER BY key"
-            ).fetchall()
-        finally:
-            conn.close()
-        return [Effect(*row) for row in rows]
+        sql = "SELECT key, run_id, executor_id, amount, attempt, pid FROM effects ORDER BY key"
+        return [Effect(*row) for row in self._rows(sql)]
 
     def balances(self) -> dict[str, int]:
-        conn = self._connect()
-        try:
-            rows = conn.execute("SELECT run_id, total FROM balances").fetchall()
-        finally:
-            conn.close()
-        return {run_id: total for run_id, total in rows}
+        return {run_id: total for run_id, total in self._rows("SELECT run_id, total FROM balances")}
 
 
 async def _record(ctx: WorkflowContext[Any, Any], event: str, detail: str = "") -> None:
