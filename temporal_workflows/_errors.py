@@ -122,10 +122,6 @@ class CheckpointNotFoundError(WorkflowError, KeyError):
         return str(self.args[0])
 
 
-class CheckpointStorageError(WorkflowError):
-    """A checkpoint could not be saved; the run is told, never just a log line."""
-
-
 class GraphSignatureMismatchError(WorkflowError):
     """A checkpoint was taken under a different graph than the one resuming it."""
 
@@ -148,19 +144,75 @@ class WorkflowRunError(WorkflowError):
 
 
 class ExecutorFailedError(WorkflowRunError):
-    """A handler raised; the superstep's writes were discarded.
+    """A step failed (its handler raised, after its retries on Temporal); the superstep's writes were discarded.
 
-    The original exception is ``__cause__`` (and ``original``).
+    Attributes:
+        error_type: The class name of the step's error (``"ValueError"``; on
+            Temporal also ``"TimeoutError"`` for a step that overran its timeout).
+        detail: The step error's message, without its type.
+        original: The step's exception where the host has it (in process;
+            also ``__cause__``); ``None`` on Temporal, where it was raised in
+            an activity.
     """
 
-    def __init__(self, executor_id: str, superstep: int, original: BaseException) -> None:
+    def __init__(
+        self,
+        executor_id: str,
+        superstep: int,
+        original: BaseException | None = None,
+        *,
+        error_type: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        self.error_type = error_type or type(original).__name__
+        self.detail = detail if detail is not None else str(original)
         super().__init__(
-            f"executor {executor_id!r} failed in superstep {superstep}: {type(original).__name__}: {original}",
+            f"executor {executor_id!r} failed in superstep {superstep}: {self.error_type}: {self.detail}",
             superstep=superstep,
             executor_id=executor_id,
         )
         self.original = original
         self.__cause__ = original
+
+
+class ReducerError(WorkflowRunError):
+    """A callable state reducer raised while a superstep was committed; nothing of the superstep was committed.
+
+    Attributes:
+        key: The state key whose reducer failed.
+        error_type: The class name of the reducer's error.
+        detail: Its message.
+    """
+
+    def __init__(self, key: str, superstep: int, error_type: str, detail: str) -> None:
+        super().__init__(
+            f"the reducer of state key {key!r} failed while superstep {superstep} was committed: {error_type}: {detail}",
+            superstep=superstep,
+        )
+        self.key = key
+        self.error_type = error_type
+        self.detail = detail
+
+
+class CheckpointStorageError(WorkflowRunError):
+    """A checkpoint could not be saved; the run is told, never just a log line.
+
+    Raised by a storage's ``save`` (then ``superstep`` is 0) and, for an
+    automatic checkpoint, as the run's failure naming the superstep: a run
+    whose checkpoint policy cannot be kept fails on both hosts rather than
+    going on without the checkpoints a later resume would need.
+    """
+
+    def __init__(self, message: str, *, superstep: int = 0, executor_id: str | None = None) -> None:
+        super().__init__(message, superstep=superstep, executor_id=executor_id)
+
+
+class RunTooLargeError(WorkflowRunError):
+    """What the run must carry in one payload is over the limit.
+
+    Its outputs (a Temporal run's result carries every one) or, when it
+    continues as new, its state, pending messages and outputs together.
+    """
 
 
 class StateConflictError(WorkflowRunError):

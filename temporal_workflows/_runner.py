@@ -1,9 +1,11 @@
-"""The in-process host: drives the engine with asyncio, for tests and notebooks.
+"""The in-process host: the superstep driver with asyncio, for tests and notebooks.
 
-It runs every task of a superstep concurrently with ``asyncio.gather``, hands
-the results to the engine in task order, runs callable reducers, saves
-checkpoints and turns it all into events. The Temporal workflow does the same
-with activities instead of coroutines; the engine between them is shared.
+Everything that decides what a run does is in ``_driver``; this adapter
+supplies only what differs in process: steps are coroutines run
+concurrently with ``asyncio.gather``, callable reducers are plain calls, the
+clock is ``time.time()``, checkpoints go to the ``CheckpointStorage`` given,
+outside input arrives as the arguments of ``run()`` (and is refused by
+raising, before anything changes), and an idle run returns to its caller.
 """
 
 from __future__ import annotations
@@ -11,16 +13,26 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from ._checkpoint import CheckpointStorage, WorkflowCheckpoint
 from ._context import run_step
-from ._engine import EXECUTOR_STATE_PREFIX, Engine, PendingRequest, StepResult, StepTask
+from ._driver import (
+    DriverEvent,
+    DriverHost,
+    ReducerFailed,
+    StepFailure,
+    StepOutcome,
+    SuperstepDriver,
+    check_signature,
+    checkpoint_of,
+    request_event,
+)
+from ._engine import EXECUTOR_STATE_PREFIX, Engine, PendingRequest, Reduction, StepTask
 from ._errors import (
-    ExecutorFailedError,
-    GraphSignatureMismatchError,
+    CheckpointStorageError,
     RequestTimeoutError,
     UndeliverableMessageError,
     UnknownRequestError,
@@ -28,43 +40,83 @@ from ._errors import (
     WorkflowRunError,
     describe,
 )
-from ._events import (
-    ExecutorCompletedEvent,
-    ExecutorFailedEvent,
-    ExecutorInvokedEvent,
-    RequestInfoEvent,
-    SuperStepCompletedEvent,
-    SuperStepStartedEvent,
-    WorkflowEvent,
-    WorkflowFailedEvent,
-    WorkflowOutputEvent,
-    WorkflowRunState,
-    WorkflowStartedEvent,
-    WorkflowStatusEvent,
-)
+from ._events import RequestInfoEvent, WorkflowEvent, WorkflowOutputEvent, WorkflowRunState, WorkflowStartedEvent
 from ._graph import Graph
-from ._limits import check_step_input, input_may_exceed, max_payload_bytes
+from ._limits import max_payload_bytes
 from ._serde import Envelope, decode, encode
 
-__all__ = ["LocalRunner", "request_event"]
+__all__ = ["LocalRunner", "local_request_event", "shared_state"]
 
 MISSING: Any = object()
 
 
-def request_event(req: PendingRequest) -> RequestInfoEvent:
-    return RequestInfoEvent(
-        request_id=req.request_id,
-        source_executor_id=req.executor_id,
-        data=decode(req.data),
-        response_type=req.response_type,
-        response_schema=req.response_schema,
-        timeout=req.timeout,
-    )
+def materialize(event: DriverEvent) -> WorkflowEvent:
+    """An event as an in-process caller sees it: ``data`` decoded to its type."""
+    if isinstance(event, Envelope):
+        decoded: WorkflowEvent = decode(event)
+        return decoded
+    if not isinstance(event, (WorkflowOutputEvent, RequestInfoEvent)):
+        return event
+    if event.data_type is None and not isinstance(event.data, (dict, list)):
+        return event  # a plain JSON scalar decodes to itself
+    return event.model_copy(update={"data": decode(Envelope(event.data_type, event.data))})
+
+
+def local_request_event(req: PendingRequest) -> RequestInfoEvent:
+    event = materialize(request_event(req))
+    assert isinstance(event, RequestInfoEvent)
+    return event
 
 
 def shared_state(state: Mapping[str, Envelope]) -> dict[str, Any]:
     """Decoded committed state, without executor-private keys."""
     return {k: decode(v) for k, v in state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+
+
+class _LocalHost(DriverHost):
+    def __init__(self, runner: LocalRunner, storage: CheckpointStorage | None) -> None:
+        self.runner = runner
+        self.storage = storage
+
+    def now(self) -> float:
+        return time.time()
+
+    async def _run_task(self, task: StepTask, state: Mapping[str, Envelope]) -> StepOutcome:
+        try:
+            return await run_step(self.runner.graph, task, state, run_id=self.runner.run_id or "")
+        except Exception as e:
+            return StepFailure.of(e)
+
+    async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
+        state = engine.state
+        if len(tasks) == 1:
+            return [await self._run_task(tasks[0], state)]
+        return list(await asyncio.gather(*(self._run_task(t, state) for t in tasks)))
+
+    async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
+        try:
+            return self.runner.graph.reduce(reduction.key, reduction.committed, list(reduction.writes))
+        except Exception as e:
+            raise ReducerFailed(type(e).__name__, str(e)) from e
+
+    async def save_checkpoint(self, engine: Engine, trigger: str) -> str:
+        runner, storage = self.runner, self.storage
+        assert storage is not None
+        cp = checkpoint_of(
+            engine,
+            checkpoint_id=uuid.uuid4().hex,
+            run_id=runner.run_id or "",
+            previous_checkpoint_id=runner.last_checkpoint_id,
+            timestamp=datetime.now(UTC),
+        )
+        try:
+            cp_id = await storage.save(cp)
+        except CheckpointStorageError:
+            raise
+        except Exception as e:
+            raise CheckpointStorageError(f"{type(e).__name__}: {e}") from e
+        runner.last_checkpoint_id = cp_id
+        return cp_id
 
 
 class LocalRunner:
@@ -114,12 +166,22 @@ class LocalRunner:
                 "or to WorkflowBuilder"
             )
         cp = await storage.load(checkpoint_id)
-        if cp.graph_signature_hash != self.graph.topology.signature_hash:
-            raise GraphSignatureMismatchError(
-                f"checkpoint {checkpoint_id!r} was taken under graph signature {cp.graph_signature_hash[:12]}…, "
-                f"but this graph's signature is {self.graph.topology.signature_hash[:12]}…; the graph changed"
-            )
+        check_signature(cp, self.graph.topology)
         return Engine(self.graph.topology, cp.to_snapshot()), cp
+
+    def _start_engine(self, message: Any) -> Engine:
+        start = self.graph.executors[self.graph.topology.start_executor_id]
+        env = encode(message, what="start message")
+        if (start.coerce(message) if env.type is None else start.find_handler(message)) is None:
+            raise UndeliverableMessageError(
+                f"start executor {start.id!r} has no handler for {describe(message)}",
+                source_id="<input>",
+                type_name=describe(message),
+                targets=[start.id],
+            )
+        engine = Engine(self.graph.topology)
+        engine.start(env)
+        return engine
 
     async def events(
         self,
@@ -138,167 +200,64 @@ class LocalRunner:
             raise WorkflowError("run() needs a start message, responses=, or checkpoint_id=")
         self.running = True
         try:
-            # Nothing about the current run changes until the new input (responses included) is accepted.
-            run_id, last_checkpoint_id, new_run = self.run_id, self.last_checkpoint_id, False
-            if checkpoint_id is not None:
-                engine, cp = await self._restore(checkpoint_id, checkpoint_storage)
-                run_id, last_checkpoint_id = cp.run_id, cp.checkpoint_id
-                # Deadlines are restored as they were (as on Temporal): a request
-                # already overdue times out now, before any response is matched.
-                try:
-                    engine.expire_due(time.time())
-                except RequestTimeoutError as e:
-                    self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
-                    async for ev in self._fail(e, engine):
-                        yield ev
-            elif message is not MISSING:
-                start = self.graph.executors[self.graph.topology.start_executor_id]
-                env = encode(message, what="start message")
-                if (start.coerce(message) if env.type is None else start.find_handler(message)) is None:
-                    raise UndeliverableMessageError(
-                        f"start executor {start.id!r} has no handler for {describe(message)}",
-                        source_id="<input>",
-                        type_name=describe(message),
-                        targets=[start.id],
-                    )
-                engine = Engine(self.graph.topology)
-                engine.start(env)
-                run_id, last_checkpoint_id, new_run = uuid.uuid4().hex, None, True
-            else:
-                if self.failed is not None:
-                    raise WorkflowError(f"the run failed ({self.failed}); start a new run or resume from a checkpoint")
-                if self.engine is None:
-                    raise WorkflowError("no run to send responses to; start one with run(message)")
-                # Work on a copy, adopted only once the new input is accepted: a
-                # refused response must leave the run exactly as it was.
-                engine = Engine(self.graph.topology, self.engine.snapshot())
-                # Timers do not run between calls: requests past their deadline
-                # time out now, before any response is matched (as on Temporal,
-                # where the timer fires first and a late answer finds no request).
-                # ``run(responses={})`` delivers due timeouts and nothing else.
-                try:
-                    engine.expire_due(time.time())
-                except RequestTimeoutError as e:
-                    self.engine = engine
-                    async for ev in self._fail(e, engine):
-                        yield ev
-            if responses:
-                accepted = self._validate_responses(engine, responses)
-                for rid, env in accepted.items():
-                    engine.respond(rid, env)
-            self.failed = None  # (a failed run took no responses above)
-            self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
-            if new_run:
-                yield WorkflowStartedEvent(run_id=run_id)
-            if checkpoint_id is not None:
-                # A run restored from a checkpoint says again what it is waiting for.
-                for req in engine.pending_requests.values():
-                    yield request_event(req)
-            async for ev in self._loop(engine, checkpoint_storage):
-                yield ev
+            async for event in self._events(message, responses, checkpoint_id, checkpoint_storage):
+                yield event
         finally:
             self.running = False
 
-    async def _run_task(self, task: StepTask, state: Mapping[str, Envelope]) -> StepResult | BaseException:
-        try:
-            # As on Temporal, where the input is one activity payload.
-            if input_may_exceed(task):
-                check_step_input(task, limit=max_payload_bytes())
-            return await run_step(self.graph, task, state, run_id=self.run_id or "")
-        except Exception as e:
-            return e
-
-    async def _loop(self, engine: Engine, storage: CheckpointStorage | None) -> AsyncIterator[WorkflowEvent]:
-        yield WorkflowStatusEvent(state=engine.run_state())
-        while engine.has_work():
+    async def _events(
+        self,
+        message: Any,
+        responses: Mapping[str, Any] | None,
+        checkpoint_id: str | None,
+        storage: CheckpointStorage | None,
+    ) -> AsyncIterator[WorkflowEvent]:
+        # Nothing about the current run changes until the new input (responses included) is accepted.
+        run_id, last_checkpoint_id = self.run_id, self.last_checkpoint_id
+        started = restored = False
+        if checkpoint_id is not None:
+            engine, cp = await self._restore(checkpoint_id, storage)
+            run_id, last_checkpoint_id, restored = cp.run_id, cp.checkpoint_id, True
+        elif message is not MISSING:
+            engine = self._start_engine(message)
+            run_id, last_checkpoint_id, started = uuid.uuid4().hex, None, True
+        else:
+            if self.failed is not None:
+                raise WorkflowError(f"the run failed ({self.failed}); start a new run or resume from a checkpoint")
+            if self.engine is None:
+                raise WorkflowError("no run to send responses to; start one with run(message)")
+            # Work on a copy, adopted only once the new input is accepted: a
+            # refused response must leave the run exactly as it was.
+            engine = Engine(self.graph.topology, self.engine.snapshot())
+        every = self.checkpoint_every if storage is not None else 0
+        driver = SuperstepDriver(
+            engine, _LocalHost(self, storage), checkpoint_every=every, payload_limit=max_payload_bytes
+        )
+        if not started:
+            # Timers do not run between calls: requests past their deadline time
+            # out now (as on Temporal, where the timer fires at the deadline), so
+            # a late answer finds no request; ``run(responses={})`` delivers just these.
             try:
-                tasks = engine.begin_superstep()
-            except WorkflowRunError as e:
-                async for ev in self._fail(e, engine):
-                    yield ev
-                return
-            step = tasks[0].superstep
-            yield SuperStepStartedEvent(superstep=step, executor_ids=[t.executor_id for t in tasks])
-            for t in tasks:
-                yield ExecutorInvokedEvent(executor_id=t.executor_id, superstep=step)
-            state = engine.state
-            if len(tasks) == 1:
-                outcomes = [await self._run_task(tasks[0], state)]
-            else:
-                outcomes = list(await asyncio.gather(*(self._run_task(t, state) for t in tasks)))
-            failures = [(t, o) for t, o in zip(tasks, outcomes, strict=True) if isinstance(o, BaseException)]
-            if failures:
-                engine.abort_superstep()
-                for t, err in failures:
-                    yield ExecutorFailedEvent(
-                        executor_id=t.executor_id, superstep=step, error_type=type(err).__name__, error=str(err)
-                    )
-                first_task, first_err = failures[0]
-                async for ev in self._fail(ExecutorFailedError(first_task.executor_id, step, first_err), engine):
-                    yield ev
-                return
-            results: list[StepResult] = [o for o in outcomes if isinstance(o, StepResult)]
-            for t, r in zip(tasks, results, strict=True):
-                for custom in r.events:
-                    yield decode(custom)
-                yield ExecutorCompletedEvent(executor_id=t.executor_id, superstep=step)
-            try:
-                plan = engine.prepare_commit(results)
-                reduced = {r.key: self.graph.reduce(r.key, r.committed, list(r.writes)) for r in plan.reductions}
-                engine.apply_commit(plan, reduced, now=time.time())
-            except WorkflowRunError as e:
-                engine.abort_superstep()
-                async for ev in self._fail(e, engine):
-                    yield ev
-                return
-            except Exception as e:
-                engine.abort_superstep()
-                err = WorkflowRunError(f"commit of superstep {step} failed: {e}", superstep=step)
-                err.__cause__ = e
-                async for ev in self._fail(err, engine):
-                    yield ev
-                return
-            for out in plan.outputs:
-                yield WorkflowOutputEvent(executor_id=out.executor_id, data=decode(out.value))
-            for req in plan.requests:
-                yield request_event(req)
-            try:
-                cp_id = await self._checkpoint(engine, storage)
-            except Exception as e:
-                # The run cannot go on without the checkpoint it promised; say so in its state too.
-                self.failed = WorkflowRunError(
-                    f"checkpoint after superstep {step} could not be saved: {e}", superstep=step
-                )
-                self.failed.__cause__ = e
+                driver.expire()
+            except RequestTimeoutError as e:
+                self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
+                self.failed = e
+                for event in driver.failure_events(e):
+                    yield materialize(event)
                 raise
-            yield SuperStepCompletedEvent(superstep=step, state_keys_written=plan.keys_written, checkpoint_id=cp_id)
-        yield WorkflowStatusEvent(state=engine.run_state())
-
-    async def _fail(self, error: WorkflowRunError, engine: Engine) -> AsyncIterator[WorkflowEvent]:
-        self.failed = error
-        yield WorkflowFailedEvent(
-            error_type=type(error).__name__,
-            error=str(error),
-            executor_id=error.executor_id,
-            superstep=error.superstep,
-        )
-        yield WorkflowStatusEvent(state=WorkflowRunState.FAILED)
-        raise error
-
-    async def _checkpoint(self, engine: Engine, storage: CheckpointStorage | None) -> str | None:
-        every = self.checkpoint_every
-        if storage is None or every <= 0 or engine.superstep % every:
-            return None
-        cp = WorkflowCheckpoint.from_snapshot(
-            engine.snapshot(),
-            checkpoint_id=uuid.uuid4().hex,
-            workflow_name=self.graph.name,
-            run_id=self.run_id or "",
-            graph_signature_hash=self.graph.topology.signature_hash,
-            previous_checkpoint_id=self.last_checkpoint_id,
-            timestamp=datetime.now(UTC),
-        )
-        # A failed save propagates: the caller must know the checkpoint does not exist.
-        cp_id = await storage.save(cp)
-        self.last_checkpoint_id = cp_id
-        return cp_id
+        if responses:
+            for rid, env in self._validate_responses(engine, responses).items():
+                engine.respond(rid, env)
+        self.failed = None  # (a failed run took no responses above)
+        self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
+        if started:
+            yield WorkflowStartedEvent(run_id=run_id or "")
+        if restored:
+            for event in driver.announce_pending():
+                yield materialize(event)
+        try:
+            async for event in driver.run():
+                yield materialize(event)
+        except WorkflowRunError as e:
+            self.failed = e
+            raise

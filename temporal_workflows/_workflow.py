@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ._errors import WorkflowRunError
 from ._events import RequestInfoEvent, WorkflowEvent, WorkflowRunResult, WorkflowRunState
-from ._runner import MISSING, LocalRunner, request_event, shared_state
+from ._runner import MISSING, LocalRunner, local_request_event, shared_state
 
 if TYPE_CHECKING:
     from ._checkpoint import CheckpointStorage
@@ -185,7 +185,7 @@ class Workflow:
     def pending_requests(self) -> list[RequestInfoEvent]:
         """Requests of the current in-process run still waiting for a response."""
         engine = self._runner.engine
-        return [request_event(r) for r in engine.pending_requests.values()] if engine else []
+        return [local_request_event(r) for r in engine.pending_requests.values()] if engine else []
 
     @property
     def state(self) -> dict[str, Any]:

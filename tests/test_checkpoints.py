@@ -307,10 +307,13 @@ async def test_a_storage_whose_save_raises_makes_run_raise() -> None:
     storage = BrokenStorage(fail_at=2)
     wf = chain(storage)
     seen: list[str] = []
-    with pytest.raises(ConnectionError, match="unreachable"):
+    with pytest.raises(CheckpointStorageError, match="after superstep 2 could not be saved: .*unreachable") as info:
         async for ev in wf.run(1, stream=True):
             seen.append(ev.type)
+    assert isinstance(info.value.__cause__, CheckpointStorageError | ConnectionError)
+    assert info.value.superstep == 2
     assert seen.count("superstep_completed") == 1  # superstep 2 never reports a checkpoint it lacks
+    assert seen[-2:] == ["failed", "status"]  # the failure is an event too, as on Temporal
     assert wf.run_state is WorkflowRunState.FAILED
     assert [c.superstep for c in await storage.list_checkpoints(workflow_name="chain")] == [1]
     latest = await storage.get_latest(workflow_name="chain")
