@@ -13,6 +13,16 @@ With a cipher, the body (messages, requests, outputs, metadata) and every state
 value are stored as encrypted blobs, each bound to its checkpoint id (and state
 key); ids, graph names, supersteps, timestamps and state key names stay readable
 so lookups and deltas work. Rows written without a cipher still load.
+
+The store notices when its file is deleted or replaced under it (``rm``, a
+restore that swaps the file): SQLite would go on writing to the unlinked file
+through its open descriptor, and every save would "succeed" into a file that
+no longer has a name, lost at the next restart. So each operation first checks
+that the file (and its write-ahead log) at ``path`` is still the one the
+connection has open, and a save checks again after it commits: if not, the
+save, load, listing or delete raises :class:`CheckpointStorageError` naming the
+path. Reads fail too, since what they would return is no longer on disk.
+``close()`` (or a restart) opens whatever is at the path then.
 """
 
 from __future__ import annotations
@@ -58,6 +68,16 @@ CREATE TABLE IF NOT EXISTS checkpoint_state (
 
 
 _Row = tuple[str, str, str | None]
+_FileId = tuple[int, int]
+
+
+def _file_id(path: Path) -> _FileId | None:
+    """(device, inode) of the file at ``path``; ``None`` if there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _dump_env(env: Envelope) -> str:
@@ -103,24 +123,69 @@ class SqliteCheckpointStorage(_DerivedQueries):
         self.cipher = cipher
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        # The database file and write-ahead log the connection has open (checked before every operation).
+        self._file: _FileId | None = None
+        self._wal: _FileId | None = None
         # checkpoint id -> (checkpoint, depth): bases for deltas, and hot loads.
         self._recent: OrderedDict[str, tuple[WorkflowCheckpoint, int]] = OrderedDict()
 
-    def _db(self) -> sqlite3.Connection:
+    @property
+    def _wal_path(self) -> Path:
+        return self.path.with_name(self.path.name + "-wal")
+
+    def _db(self, doing: str) -> sqlite3.Connection:
+        """The connection (opened on first use), once the file at ``path`` is checked to be the one it has open.
+
+        Args:
+            doing: What the caller is doing, for the error (``"could not save checkpoint 'x'"``).
+
+        Raises:
+            CheckpointStorageError: The file was removed or replaced since it was opened.
+        """
         if self._conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(_SCHEMA)
+            except BaseException:
+                conn.close()
+                raise
             self._conn = conn
+            self._file = _file_id(self.path)
+            self._wal = _file_id(self._wal_path)
+        self._check_file(doing)
         return self._conn
+
+    def _check_file(self, doing: str) -> None:
+        """Raise if the database (or its write-ahead log) at ``path`` is not the file the connection has open."""
+        if self._file is None:  # no file to watch (":memory:")
+            return
+        now = _file_id(self.path)
+        if now is None or now != self._file:
+            what = f"the checkpoint database {self.path}"
+        else:
+            wal = _file_id(self._wal_path)
+            if self._wal is None:
+                self._wal = wal  # not created when the connection opened: it is the one created since
+                return
+            if wal == self._wal:
+                return
+            now, what = wal, f"the write-ahead log of the checkpoint database {self.path} ({self._wal_path.name})"
+        how = "was removed" if now is None else "was replaced by another file"
+        raise CheckpointStorageError(
+            f"{doing}: {what} {how} while this process had it open, so what the store writes no longer reaches "
+            "the file at that path (checkpoints saved since then are not in it). Restore the file, or call close() "
+            "on the store (or restart the worker) to open what is at the path now"
+        )
 
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+                self._file = self._wal = None
 
     def _remember(self, cp: WorkflowCheckpoint, depth: int) -> None:
         self._recent[cp.checkpoint_id] = (cp, depth)
@@ -190,8 +255,9 @@ class SqliteCheckpointStorage(_DerivedQueries):
             self._recent.pop(child, None)
 
     def _write(self, cp: WorkflowCheckpoint) -> None:
+        doing = f"could not save checkpoint {cp.checkpoint_id!r}"
         with self._lock:
-            db = self._db()
+            db = self._db(doing)
             db.execute("BEGIN IMMEDIATE")
             try:
                 rows, base_id, depth = self._rows(cp, db)
@@ -216,6 +282,8 @@ class SqliteCheckpointStorage(_DerivedQueries):
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+            # Removed while it was written: the commit went to the unlinked file.
+            self._check_file(doing)
             self._remember(cp, depth)
 
     async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointId:
@@ -260,10 +328,11 @@ class SqliteCheckpointStorage(_DerivedQueries):
 
     def _read(self, checkpoint_id: str) -> WorkflowCheckpoint:
         with self._lock:
+            db = self._db(f"could not load checkpoint {checkpoint_id!r}")  # checked even when it is cached
             hit = self._recent.get(checkpoint_id)
             if hit is not None:
                 return hit[0]
-            body, depth, state = self._state_of(self._db(), checkpoint_id)
+            body, depth, state = self._state_of(db, checkpoint_id)
             data: dict[str, Any] = json.loads(body)
             data["state"] = {k: asdict(v) for k, v in state.items()}
             cp = WorkflowCheckpoint.model_validate(data)
@@ -284,7 +353,7 @@ class SqliteCheckpointStorage(_DerivedQueries):
                 sql += " AND run_id = ?"
                 args.append(run_id)
             sql += " ORDER BY timestamp, superstep, rowid"
-            return [r[0] for r in self._db().execute(sql, args)]
+            return [r[0] for r in self._db("could not list checkpoints").execute(sql, args)]
 
     async def list_checkpoint_ids(self, *, workflow_name: str | None, run_id: str | None = None) -> list[CheckpointId]:
         return await asyncio.to_thread(self._ids, workflow_name, run_id)
@@ -302,7 +371,7 @@ class SqliteCheckpointStorage(_DerivedQueries):
 
     def _delete(self, checkpoint_id: str) -> bool:
         with self._lock:
-            db = self._db()
+            db = self._db(f"could not delete checkpoint {checkpoint_id!r}")
             db.execute("BEGIN IMMEDIATE")
             try:
                 # Later checkpoints stored as deltas of this one are first rewritten whole.

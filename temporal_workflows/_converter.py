@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_json
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
@@ -27,6 +27,8 @@ from temporalio.converter import (
     EncodingPayloadConverter,
     JSONPlainPayloadConverter,
 )
+
+from ._serde import validation_message
 
 __all__ = ["PayloadConverter", "SharedAdapterJSONConverter", "json_data_converter"]
 
@@ -55,7 +57,11 @@ class SharedAdapterJSONConverter(EncodingPayloadConverter):
         except TypeError:
             # An unhashable hint (e.g. a parametrised type holding a list) cannot be cached.
             adapter = TypeAdapter(hint)
-        return adapter.validate_json(payload.data)
+        try:
+            return adapter.validate_json(payload.data)
+        except ValidationError as e:
+            # pydantic's own text quotes the rejected input; this one names fields and errors only.
+            raise ValueError(validation_message(e)) from None
 
 
 class PayloadConverter(CompositePayloadConverter):

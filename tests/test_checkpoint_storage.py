@@ -8,6 +8,8 @@ file, so it reads the database rather than the saving instance's in-memory cache
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing
@@ -513,6 +515,107 @@ async def test_a_save_that_cannot_write_raises_naming_the_checkpoint_and_path(
     with pytest.raises(CheckpointStorageError):
         await wf.run(2)
     assert wf.run_state is WorkflowRunState.FAILED
+
+
+def remove_database(db: Path, how: str) -> None:
+    """Take the database file away from under an open store, as an operator or a cleanup job might."""
+    if how == "db_removed":  # rm checkpoints.sqlite
+        db.unlink()
+    elif how == "db_and_journal_removed":  # rm -rf .temporal
+        for f in db.parent.glob(db.name + "*"):
+            f.unlink()
+    elif how == "db_replaced":  # a restore that writes a copy over it
+        copy = db.with_name("copy.sqlite")
+        shutil.copyfile(db, copy)
+        os.replace(copy, db)
+    elif how == "wal_removed":  # rm checkpoints.sqlite-wal: recent commits live there until a checkpoint
+        db.with_name(db.name + "-wal").unlink()
+
+
+@pytest.mark.parametrize("how", ["db_removed", "db_and_journal_removed", "db_replaced", "wal_removed"])
+async def test_a_database_removed_under_the_store_fails_every_save_and_read_naming_it(
+    tmp_path: Path, open_store: Callable[..., SqliteCheckpointStorage], how: str
+) -> None:
+    db = tmp_path / "cp.sqlite"
+    store = open_store(db)
+    await store.save(make_cp("cp-1", {"i": 1}))
+    remove_database(db, how)
+    with pytest.raises(CheckpointStorageError) as info:
+        await store.save(make_cp("cp-2", {"i": 2}, superstep=1, previous="cp-1"))
+    message = str(info.value)
+    assert "could not save checkpoint 'cp-2'" in message and str(db) in message
+    assert ("was replaced by another file" if how == "db_replaced" else "was removed") in message
+    if how == "wal_removed":
+        assert "write-ahead log" in message
+    # Reads fail as well, even of a checkpoint the store has in memory: it is no longer on disk.
+    for call, doing in (
+        (store.load("cp-1"), "could not load checkpoint 'cp-1'"),
+        (store.list_checkpoint_ids(workflow_name="wf"), "could not list checkpoints"),
+        (store.get_latest(workflow_name="wf"), "could not list checkpoints"),
+        (store.delete("cp-1"), "could not delete checkpoint 'cp-1'"),
+    ):
+        with pytest.raises(CheckpointStorageError, match=doing):
+            await call
+    # close() opens what is at the path now; what is saved then is on disk.
+    store.close()
+    await store.save(make_cp("cp-3", {"i": 3}, superstep=2))
+    # (Closing the last connection moved a removed log's commits into the file; a crash would have lost them.)
+    expected = ["cp-3"] if how in ("db_removed", "db_and_journal_removed") else ["cp-1", "cp-3"]
+    assert await open_store(db).list_checkpoint_ids(workflow_name="wf") == expected
+
+
+async def test_a_database_removed_while_a_save_commits_fails_that_save(
+    tmp_path: Path, open_store: Callable[..., SqliteCheckpointStorage]
+) -> None:
+    class RemovedMidSave(SqliteCheckpointStorage):
+        def _make_whole(self, db: sqlite3.Connection, checkpoint_id: str) -> None:
+            if checkpoint_id == "cp-2":
+                self.path.unlink()  # after the check before the write, before its commit
+            super()._make_whole(db, checkpoint_id)
+
+    db = tmp_path / "cp.sqlite"
+    store = RemovedMidSave(db)
+    try:
+        await store.save(make_cp("cp-1", {"i": 1}))
+        with pytest.raises(CheckpointStorageError, match=r"could not save checkpoint 'cp-2'.*was removed"):
+            await store.save(make_cp("cp-2", {"i": 2}, superstep=1, previous="cp-1"))
+    finally:
+        store.close()
+
+
+async def test_a_run_whose_database_is_removed_fails_instead_of_checkpointing_into_nothing(
+    tmp_path: Path, open_store: Callable[..., SqliteCheckpointStorage]
+) -> None:
+    db = tmp_path / "cp.sqlite"
+    store = open_store(db)
+    assert (await ticker(store).run(2)).get_outputs() == [{"count": 2, "big": len(BIG)}]
+    remove_database(db, "db_removed")
+    wf = ticker(store)
+    with pytest.raises(CheckpointStorageError, match="was removed"):
+        await wf.run(2)
+    assert wf.run_state is WorkflowRunState.FAILED
+
+
+async def test_a_database_that_is_still_there_keeps_working_even_moved_away_and_back(
+    tmp_path: Path, open_store: Callable[..., SqliteCheckpointStorage]
+) -> None:
+    db = tmp_path / "cp.sqlite"
+    store = open_store(db)
+    chain = make_chain([{"big": BIG, "i": i} for i in range(5)])
+    for cp in chain[:3]:
+        await store.save(cp)
+    os.rename(db, tmp_path / "elsewhere.sqlite")  # the same file, back under its name: nothing was lost
+    os.rename(tmp_path / "elsewhere.sqlite", db)
+    for cp in chain[3:]:
+        await store.save(cp)
+    assert await store.list_checkpoint_ids(workflow_name="wf") == [c.checkpoint_id for c in chain]
+    fresh = open_store(db)
+    assert [plain_state(await fresh.load(c.checkpoint_id)) for c in chain] == [plain_state(c) for c in chain]
+
+    in_memory = open_store(":memory:")  # no file to watch
+    for cp in chain:
+        await in_memory.save(cp)
+    assert await in_memory.list_checkpoint_ids(workflow_name="wf") == [c.checkpoint_id for c in chain]
 
 
 # -- 6. concurrency ----------------------------------------------------------------------------

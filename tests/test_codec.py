@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import re
+import socket
 import sqlite3
 import threading
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from datetime import UTC, datetime
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +36,7 @@ from temporal_workflows import (
     WorkflowContext,
     executor,
 )
+from temporal_workflows._codec_server import DEFAULT_MAX_BODY, ENV_CODEC_TOKEN, CodecServerConfigError
 from temporal_workflows._serde import Envelope
 from temporal_workflows.temporal import (
     ENCRYPTED_ENCODING,
@@ -313,17 +319,31 @@ async def test_sqlite_state_values_are_bound_to_their_key(tmp_path: Path) -> Non
 
 # -- the codec server ----------------------------------------------------------------------------
 
+TOKEN = "codec-token-0123456789abcdef"
+UI = "http://localhost:8233"
+
 
 @pytest.fixture
-def codec_server(codec: EncryptionCodec) -> Iterator[str]:
-    server = make_codec_server(codec, "127.0.0.1", 0, ["http://localhost:8233"])
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
+def serve(codec: EncryptionCodec, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., str]]:
+    """Starts codec servers on a free loopback port (keyword arguments go to make_codec_server); stops them all."""
+    monkeypatch.delenv(ENV_CODEC_TOKEN, raising=False)
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(origins: list[str] | None = None, **kwargs: Any) -> str:
+        server = make_codec_server(codec, "127.0.0.1", 0, origins or [UI], **kwargs)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for server in servers:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def codec_server(serve: Callable[..., str]) -> str:
+    return serve(allow_encode=True)
 
 
 def post(url: str, body: bytes, headers: dict[str, str] | None = None, method: str = "POST") -> tuple[int, Any, bytes]:
@@ -335,6 +355,23 @@ def post(url: str, body: bytes, headers: dict[str, str] | None = None, method: s
             return resp.status, resp.headers, resp.read()
     except urllib.error.HTTPError as e:
         return e.code, e.headers, e.read()
+
+
+def raw_request(url: str, head: str, body: bytes = b"", *, wait: float = 10) -> tuple[int | None, str]:
+    """Send ``head`` (request line and headers, ``\n``-separated) and ``body`` as they are: (status, response).
+
+    The status is ``None`` when the server closed the connection without answering.
+    """
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
+        sock.sendall(head.strip().replace("\n", "\r\n").encode() + b"\r\n\r\n" + body)
+        received = b""
+        with contextlib.suppress(ConnectionError):
+            while chunk := sock.recv(65536):
+                received += chunk
+    text = received.decode(errors="replace")
+    match = re.match(r"HTTP/1\.[01] (\d{3})", text)
+    return (int(match.group(1)) if match else None), text
 
 
 def payloads_json(payloads: list[Payload]) -> bytes:
@@ -360,7 +397,150 @@ async def test_codec_server_decodes_for_the_web_ui(codec: EncryptionCodec, codec
 def test_codec_server_answers_preflight_only_for_allowed_origins(codec_server: str) -> None:
     status, headers, _ = post(f"{codec_server}/decode", b"", {"Origin": "http://localhost:8233"}, method="OPTIONS")
     assert status == 200 and "X-Namespace" in headers["Access-Control-Allow-Headers"]
+    assert headers["Access-Control-Allow-Credentials"] == "true"  # an origin it was given, by name
     status, headers, _ = post(f"{codec_server}/decode", b"", {"Origin": "https://evil.example"}, method="OPTIONS")
     assert "Access-Control-Allow-Origin" not in headers
+    assert post(f"{codec_server}/decode", b"{}", {"Origin": "https://evil.example"})[0] == 403
     assert post(f"{codec_server}/elsewhere", b"{}")[0] == 404
     assert post(f"{codec_server}/decode", b"not json")[0] == 400
+
+
+async def test_codec_server_never_sends_credentials_with_a_wildcard_origin(
+    codec: EncryptionCodec, serve: Callable[..., str]
+) -> None:
+    body = payloads_json(await codec.encode([json_payload(SECRET)]))
+    anyone = serve(["*"])
+    for method in ("OPTIONS", "POST"):
+        status, headers, _ = post(f"{anyone}/decode", body, {"Origin": "https://evil.example"}, method=method)
+        assert status == 200 and headers["Access-Control-Allow-Origin"] == "*"  # never the echoed origin
+        assert "Access-Control-Allow-Credentials" not in headers
+    named_and_any = serve(["*", UI])
+    status, headers, _ = post(f"{named_and_any}/decode", body, {"Origin": UI})
+    assert headers["Access-Control-Allow-Origin"] == UI and headers["Access-Control-Allow-Credentials"] == "true"
+    assert "Origin" in headers["Vary"]
+    status, headers, _ = post(f"{named_and_any}/decode", body, {"Origin": "https://evil.example"})
+    assert headers["Access-Control-Allow-Origin"] == "*" and "Access-Control-Allow-Credentials" not in headers
+
+
+def test_codec_server_refuses_host_names_that_are_not_its_own(serve: Callable[..., str]) -> None:
+    """DNS rebinding: a page on evil.example, its name resolved to 127.0.0.1, sends Host: evil.example:<port>."""
+    url = serve()
+    port = int(url.rsplit(":", 1)[1])
+
+    def status_for(host: str | None) -> int | None:
+        header = "" if host is None else f"\nHost: {host}"
+        return raw_request(url, f"POST /decode HTTP/1.1{header}\nContent-Length: 2\nConnection: close", b"{}")[0]
+
+    for own in (f"127.0.0.1:{port}", f"localhost:{port}", f"LocalHost.:{port}", f"[::1]:{port}"):
+        assert status_for(own) == 200, own
+    for other in (f"evil.example:{port}", "evil.example", f"localhost:{port + 1}", "localhost", f"127.0.0.1:{port}x"):
+        assert status_for(other) == 403, other
+    assert status_for(None) == 403
+    assert raw_request(url, f"OPTIONS /decode HTTP/1.1\nHost: evil.example:{port}\nOrigin: {UI}")[0] == 403
+
+    proxied = serve(allowed_hosts=["codec.example.com", "other.example.com:443"])
+    proxied_port = int(proxied.rsplit(":", 1)[1])
+    for host, expected in {
+        "codec.example.com": 200,
+        "codec.example.com:8443": 200,
+        "other.example.com:443": 200,
+        "other.example.com": 403,
+        f"127.0.0.1:{proxied_port}": 200,
+        "evil.example": 403,
+    }.items():
+        head = f"POST /decode HTTP/1.1\nHost: {host}\nContent-Length: 2\nConnection: close"
+        assert raw_request(proxied, head, b"{}")[0] == expected, host
+    with pytest.raises(CodecServerConfigError, match="allowed host"):
+        serve(allowed_hosts=["not a host/"])
+
+
+def test_codec_server_answers_malformed_lengths_at_once_and_keeps_serving(serve: Callable[..., str]) -> None:
+    url = serve()
+    host = f"Host: 127.0.0.1:{url.rsplit(':', 1)[1]}"
+    for lengths, expected in {
+        ("abc",): 400,
+        ("-1",): 400,
+        ("1e3",): 400,
+        ("+2",): 400,
+        ("2", "3"): 400,
+        (str(DEFAULT_MAX_BODY + 1),): 413,
+        ("99999999999999999999999",): 400,
+    }.items():
+        head = f"POST /decode HTTP/1.1\n{host}\n" + "\n".join(f"Content-Length: {n}" for n in lengths)
+        started = time.monotonic()
+        status, text = raw_request(url, head, b"{}", wait=5)
+        assert status == expected, (lengths, text)
+        assert time.monotonic() - started < 3  # answered, not waiting for a body that never comes
+    chunked = f"POST /decode HTTP/1.1\n{host}\nTransfer-Encoding: chunked\n\n2\r\n{{}}\r\n0\r\n"
+    assert raw_request(url, chunked)[0] == 411
+    assert post(f"{url}/decode", b"{}")[0] == 200
+
+
+def test_a_slow_client_gets_a_timeout_and_cannot_hold_the_server(serve: Callable[..., str]) -> None:
+    url = serve(timeout=0.5, max_connections=2)
+    port = int(url.rsplit(":", 1)[1])
+    started = time.monotonic()
+    status, _ = raw_request(url, f"POST /decode HTTP/1.1\nHost: 127.0.0.1:{port}\nContent-Length: 100", b"{", wait=5)
+    assert status == 408 and time.monotonic() - started < 3
+    # Two connections that send nothing take every slot: the next one is turned away at once, not queued.
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(2)]
+    try:
+        time.sleep(0.1)
+        assert raw_request(url, f"POST /decode HTTP/1.1\nHost: 127.0.0.1:{port}\nContent-Length: 2", b"{}")[0] == 503
+        for sock in idle:  # the server gives up on them after its timeout
+            sock.settimeout(5)
+            assert sock.recv(1024) == b""
+    finally:
+        for sock in idle:
+            sock.close()
+    time.sleep(0.1)
+    assert post(f"{url}/decode", b"{}")[0] == 200
+
+
+async def test_encode_is_off_unless_allowed(codec: EncryptionCodec, serve: Callable[..., str]) -> None:
+    plain = payloads_json([json_payload(SECRET)])
+    status, _, body = post(f"{serve()}/default/encode", plain)
+    assert status == 403 and b"encoding is off" in body
+    status, _, body = post(f"{serve(allow_encode=True)}/default/encode", plain)
+    assert status == 200
+
+
+async def test_a_token_is_required_for_everything_but_a_preflight(
+    codec: EncryptionCodec, serve: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = payloads_json(await codec.encode([json_payload(SECRET)]))
+    for url in (serve(token=TOKEN), serve(environ={ENV_CODEC_TOKEN: f" {TOKEN} "})):
+        for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789"}, {"Authorization": TOKEN}):
+            status, response_headers, answer = post(f"{url}/decode", body, {"Origin": UI, **headers})
+            assert status == 401 and SECRET.encode() not in answer, headers
+            assert response_headers["WWW-Authenticate"].startswith("Bearer")
+            assert response_headers["Access-Control-Allow-Origin"] == UI  # so the Web UI can show why
+        status, _, answer = post(f"{url}/decode", body, {"Authorization": f"Bearer {TOKEN}"})
+        assert status == 200 and SECRET.encode() in base64.b64decode(json.loads(answer)["payloads"][0]["data"])
+        assert post(f"{url}/decode", body, {"Authorization": f"bearer  {TOKEN}"})[0] == 200
+        assert post(f"{url}/decode", b"", {"Origin": UI}, method="OPTIONS")[0] == 200  # browsers send no token here
+        assert post(f"{url}/decode", b"", {"Authorization": f"Bearer {TOKEN}"}, method="GET")[0] == 405
+        assert post(f"{url}/decode", b"", method="GET")[0] == 401
+    monkeypatch.setenv(ENV_CODEC_TOKEN, TOKEN)
+    assert post(f"{serve()}/decode", body)[0] == 401  # read from the environment by default
+    assert post(f"{serve(token='')}/decode", body)[0] == 200  # "" turns it off explicitly
+    for bad in ("short", "has a space in the middle of it"):
+        with pytest.raises(CodecServerConfigError, match="token"):
+            serve(token=bad)
+
+
+def test_the_server_says_whether_it_needs_a_token_and_serves_encode(
+    codec: EncryptionCodec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the CLI prints when it starts one."""
+    monkeypatch.delenv(ENV_CODEC_TOKEN, raising=False)
+    for kwargs, token_required, encode_allowed in (
+        ({}, False, False),
+        ({"token": TOKEN, "allow_encode": True}, True, True),
+        ({"environ": {ENV_CODEC_TOKEN: TOKEN}}, True, False),
+    ):
+        server = make_codec_server(codec, "127.0.0.1", 0, **kwargs)  # type: ignore[arg-type]
+        try:
+            assert (server.token_required, server.encode_allowed) == (token_required, encode_allowed)
+        finally:
+            server.server_close()

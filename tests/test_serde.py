@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
+import subprocess
 import sys
+import textwrap
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from temporal_workflows import (
     Executor,
     FileCheckpointStorage,
+    InvalidResponseError,
     NotSerializableError,
     Workflow,
     WorkflowBuilder,
@@ -316,3 +321,227 @@ async def test_everything_round_trips_through_a_checkpoint_file_into_a_fresh_wor
     final = await fresh.run(responses={req.request_id: answer})
     expected = Answered(request=req.data, response=SHAPE, basket=Basket(owner="owner-1", items=ITEMS))
     assert final.get_outputs() == [expected]
+
+
+# -- decoding resolves registered types only, and messages never quote values --------------------
+
+VALUE_SECRET = "tw-secret-value-5d21c0"
+
+
+def run_fresh(code: str) -> str:
+    """Run ``code`` in a new interpreter (nothing imported, encoded or registered yet); its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1]
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture
+def models_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Path]:
+    """An imported module of models, none registered yet, whose lazy ``__getattr__`` leaves a marker when called."""
+    marker = tmp_path / "getattr-called"
+    name = f"tw_models_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent(
+            f"""
+            import dataclasses
+            import pathlib
+            from pydantic import BaseModel
+
+            class Registered(BaseModel):
+                x: int = 0
+
+            class Sibling(BaseModel):
+                y: int = 0
+
+            class Outer:
+                @dataclasses.dataclass
+                class Inner:
+                    z: int = 0
+
+            def __getattr__(name):
+                pathlib.Path({str(marker)!r}).write_text(name)
+                return type(name, (BaseModel,), {{"__module__": __name__, "__qualname__": name}})
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return __import__(name), marker
+
+
+def test_decode_builds_only_registered_types_and_their_modules_own_models(models_module: tuple[Any, Path]) -> None:
+    module, marker = models_module
+    name = module.__name__
+    for key in ("Registered", "Sibling", "Outer.Inner"):  # imported, yet no type of that module is registered
+        with pytest.raises(NotSerializableError, match="not registered"):
+            decode(Envelope(f"{name}:{key}", {}))
+    with pytest.raises(NotSerializableError, match="not registered"):
+        decode(Envelope("pydantic.main:BaseModel", {}))  # imported, a model, never registered
+    register_type(module.Registered)  # as building a graph that names it does
+    assert decode(Envelope(f"{name}:Registered", {"x": 1})) == module.Registered(x=1)
+    # A state value's type usually sits next to the message types: the module's own models decode too ...
+    assert decode(Envelope(f"{name}:Sibling", {"y": 2})) == module.Sibling(y=2)
+    assert decode(Envelope(f"{name}:Outer.Inner", {"z": 3})) == module.Outer.Inner(z=3)
+    # ... but only classes it defines, found in its namespace: not what it imported, and never via __getattr__.
+    for key in ("BaseModel", "dataclasses", "pathlib", "Outer", "Missing", "Outer.Missing", "Sibling.model_fields"):
+        with pytest.raises(NotSerializableError, match="not registered"):
+            decode(Envelope(f"{name}:{key}", {}))
+    assert not marker.exists()
+
+
+def test_decode_never_calls_a_modules_lazy_getattr(models_module: tuple[Any, Path]) -> None:
+    module, marker = models_module
+    for registered in (False, True):
+        if registered:
+            register_type(module.Registered)
+        for key in (f"{module.__name__}:Anything", f"list[{module.__name__}:Anything]"):
+            with pytest.raises(NotSerializableError, match="not registered"):
+                decode(Envelope(key, [{}] if key.startswith("list") else {}))
+    assert not marker.exists()
+
+
+def test_names_pydantic_imports_lazily_decode_to_nothing_and_import_nothing() -> None:
+    """``pydantic:RootModel`` was resolved by getattr(pydantic, ...), which imports pydantic.root_model."""
+    out = run_fresh(
+        textwrap.dedent(
+            """
+            import sys
+            from temporal_workflows import NotSerializableError
+            from temporal_workflows._serde import Envelope, decode
+            before = set(sys.modules)
+            for key, data in [
+                ("pydantic:RootModel", 5),
+                ("pydantic:validate_call", {}),
+                ("pydantic:BaseModel", {}),
+                ("pydantic.main:BaseModel", {}),
+                ("list[pydantic:RootModel]", [5]),
+                ("dict[pydantic:ConfigDict]", {"a": {}}),
+            ]:
+                try:
+                    decode(Envelope(key, data))
+                except NotSerializableError:
+                    continue  # refused by name
+                except Exception as e:
+                    print("resolved", key, type(e).__name__)  # found a type, which then failed to validate
+                    continue
+                print("decoded", key)
+            print("imported", sorted(set(sys.modules) - before))
+            """
+        )
+    )
+    assert out.strip() == "imported []"
+
+
+def test_the_librarys_own_types_decode_in_a_process_that_never_encoded_one() -> None:
+    """A client reading a run's event stream decodes events (and RequestTimedOut) it never encoded itself."""
+    out = run_fresh(
+        textwrap.dedent(
+            """
+            from pydantic import BaseModel
+            from temporal_workflows import _events, _requests
+            from temporal_workflows._serde import Envelope, _resolve, decode, type_key
+            types = [
+                t
+                for t in [*vars(_events).values(), _requests.RequestTimedOut]
+                if isinstance(t, type) and issubclass(t, BaseModel) and t.__module__.startswith("temporal_workflows")
+            ]
+            assert len(types) > 10 and all(_resolve(type_key(t)) is t for t in types)
+            started = {"superstep": 2, "executor_ids": ["a"]}
+            ev = decode(Envelope("temporal_workflows._events:SuperStepStartedEvent", started))
+            expired = {"request_id": "r", "timeout": 1.5, "deadline": "2025-01-01T00:00:00Z"}
+            timed_out = decode(Envelope("temporal_workflows._requests:RequestTimedOut", expired))
+            print(type(ev).__name__, ev.superstep, type(timed_out).__name__, timed_out.timeout)
+            """
+        )
+    )
+    assert out.split() == ["SuperStepStartedEvent", "2", "RequestTimedOut", "1.5"]
+
+
+class Cat(BaseModel):
+    kind: Literal["cat"]
+    lives: int
+
+
+class Dog(BaseModel):
+    kind: Literal["dog"]
+
+
+class Owner(BaseModel):
+    name: str
+    age: int
+    pet: Annotated[Cat | Dog, Field(discriminator="kind")]
+    scores: dict[str, int] = {}
+
+
+def test_validation_messages_name_the_field_and_the_error_but_never_the_value() -> None:
+    bad = {"name": 1, "age": VALUE_SECRET, "pet": {"kind": VALUE_SECRET}}
+    messages = []
+    for strict in (False, True):
+        with pytest.raises(ValueError) as info:
+            validate_as(Owner, bad, strict=strict)
+        messages.append(str(info.value))
+    with pytest.raises(ValueError) as info:
+        validate_as(Owner, {"name": "n", "age": 1, "pet": {"kind": "cat", "lives": VALUE_SECRET}}, strict=True)
+    messages.append(str(info.value))
+    with pytest.raises(ValueError) as info:
+        validate_as(int, VALUE_SECRET)
+    messages.append(str(info.value))
+    register_type(Owner)
+    with pytest.raises(NotSerializableError) as decoding:
+        decode(Envelope(type_key(Owner), bad))  # e.g. a message from a client, or a checkpoint of an older model
+    messages.append(str(decoding.value))
+    with pytest.raises(NotSerializableError) as encoding:
+        encode({(VALUE_SECRET,): 1}, what="state key 'k'")
+    messages.append(str(encoding.value))
+    for message in messages:
+        assert VALUE_SECRET not in message and "input_value" not in message, message
+    lax, strict_message, nested, plain, decoded, key = messages
+    assert lax.startswith("3 validation errors for Owner: ") and "\n" not in lax
+    assert "age: Input should be a valid integer" in lax and "[type=int_parsing]" in lax
+    assert "pet: Input tag found using 'kind' does not match any of the expected tags: 'cat', 'dog'" in lax
+    assert "name: Input should be a valid string" in strict_message
+    assert "pet.cat.lives: Input should be a valid integer" in nested
+    assert plain.startswith("1 validation error for int: Input should be a valid integer")
+    assert decoded.startswith(f"cannot decode a value of type {type_key(Owner)!r}: 3 validation errors for Owner")
+    assert "state key 'k'" in key and "non-string key (a tuple)" in key
+
+
+def test_a_model_holding_a_value_of_another_type_warns_without_quoting_it() -> None:
+    item = Item.model_construct(name="n", n=VALUE_SECRET)  # type: ignore[arg-type]  # n: int, never validated
+    with pytest.warns(UserWarning) as record:
+        env = encode(item, what="state key 'k'")
+    assert env.data["n"] == VALUE_SECRET  # serialized as it is, as pydantic does
+    texts = [str(w.message) for w in record]
+    assert all(VALUE_SECRET not in t for t in texts)
+    assert any("state key 'k'" in t and "Item" in t for t in texts)
+
+
+class Approval(BaseModel):
+    approved: bool
+    note: str
+
+
+class Approver(Executor):
+    @handler
+    async def ask(self, msg: str, ctx: WorkflowContext[Any, str]) -> None:
+        await ctx.request_info(msg, Approval)
+
+    @response_handler
+    async def answered(self, request: str, response: Approval, ctx: WorkflowContext[Any, str]) -> None:
+        await ctx.yield_output(f"{request}: {response.note}")
+
+
+async def test_a_rejected_response_is_named_without_its_value_in_errors_and_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    wf = WorkflowBuilder(start_executor=Approver("approver")).build()
+    (req,) = (await wf.run("deploy")).get_request_info_events()
+    with pytest.raises(InvalidResponseError) as info:
+        await wf.run(responses={req.request_id: {"approved": VALUE_SECRET, "note": [VALUE_SECRET]}})
+    message = str(info.value)
+    assert VALUE_SECRET not in message and VALUE_SECRET not in caplog.text
+    assert "approved: Input should be a valid boolean" in message and "note: Input should be a valid string" in message
+    result = await wf.run(responses={req.request_id: {"approved": True, "note": "ok"}})
+    assert result.get_outputs() == ["deploy: ok"]
