@@ -22,10 +22,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from temporal_workflows._checkpoint import CheckpointStorage, HistoryCheckpointStorage, WorkflowCheckpoint
-from temporal_workflows._errors import CheckpointNotFoundError
+from temporal_workflows._errors import CheckpointNotFoundError, storage_failure
 from temporal_workflows._protocol import (
     ACTIVITY_LOAD_CHECKPOINT,
     ACTIVITY_SAVE_CHECKPOINT,
+    FAILURE_CHECKPOINT_BASE_MISSING,
+    FAILURE_CHECKPOINT_STORAGE,
     QUERY_CHECKPOINT,
     LoadCheckpointInput,
     SaveCheckpointInput,
@@ -76,7 +78,7 @@ def build_checkpoint_activities(
                 except CheckpointNotFoundError:
                     raise _refused(
                         f"checkpoint {inp.base_id!r}, the base of the delta, is not in the storage",
-                        "CheckpointBaseMissing",
+                        FAILURE_CHECKPOINT_BASE_MISSING,
                     ) from None
             state = dict(base.state)
             for key in inp.removed:
@@ -86,12 +88,9 @@ def build_checkpoint_activities(
         try:
             saved = await storage.save(cp)
         except Exception as e:
-            # Not retried: the caller hears about it (update error or warning) and may ask again.
-            raise _refused(
-                f"{type(storage).__name__} could not save checkpoint {cp.checkpoint_id!r} of workflow "
-                f"{cp.run_id!r} (superstep {cp.superstep}): {type(e).__name__}: {e}",
-                "CheckpointStorageError",
-            ) from e
+            # Not retried: the caller hears about it (update error, warning or the run's failure) and may ask
+            # again. The message is the one the in-process host gives for the same storage error.
+            raise _refused(str(storage_failure(e)), FAILURE_CHECKPOINT_STORAGE) from e
         last.put(cp)
         return saved
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry import trace
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.exceptions import ApplicationError
@@ -36,12 +37,13 @@ from temporal_workflows._checkpoint import (
 )
 from temporal_workflows._checkpoint_sqlite import SqliteCheckpointStorage
 from temporal_workflows._context import run_step
-from temporal_workflows._errors import WorkflowError
+from temporal_workflows._errors import NotSerializableError, UnknownGraphError, WorkflowError
 from temporal_workflows._limits import max_payload_bytes
 from temporal_workflows._protocol import (
     ACTIVITY_REDUCE,
     ACTIVITY_TOPOLOGY,
     ACTIVITY_VALIDATE,
+    FAILURE_STALE_STATE,
     QUERY_COMMITTED_STATE,
     STATUS_SEARCH_ATTRIBUTE,
     CheckpointSetup,
@@ -52,9 +54,11 @@ from temporal_workflows._protocol import (
     ValidateInput,
     step_activity_name,
 )
-from temporal_workflows._serde import Envelope, decode
+from temporal_workflows._serde import Envelope, decode, validation_message
 from temporal_workflows._wire import decode_step_input, encode_step_result
 from temporal_workflows._workflow import Workflow
+from temporal_workflows.temporal._failures import to_failure
+from temporal_workflows.temporal._options import step_options
 
 __all__ = ["StateCache", "build_activities"]
 
@@ -136,7 +140,7 @@ class StateCache:
         if snap.version != version:
             # Retryable: the workflow moved on (e.g. this is a late retry of a discarded step).
             raise ApplicationError(
-                f"committed state is at version {snap.version}, step expected {version}", type="StaleState"
+                f"committed state is at version {snap.version}, step expected {version}", type=FAILURE_STALE_STATE
             )
         self._items[key] = snap
         self._items.move_to_end(key)
@@ -145,8 +149,9 @@ class StateCache:
         return snap.state
 
 
-def _non_retryable(e: BaseException) -> ApplicationError:
-    return ApplicationError(f"{type(e).__name__}: {e}", type=type(e).__name__, non_retryable=True)
+def _non_retryable(e: WorkflowError) -> ApplicationError:
+    # The type travels as the failure's type; the message does not repeat it.
+    return to_failure(e)
 
 
 def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Callable[..., Any]:
@@ -231,10 +236,8 @@ def build_activities(
     def hosted(name: str) -> Workflow:
         wf = registry.get(name)
         if wf is None:
-            raise ApplicationError(
-                f"no graph named {name!r} is registered on this worker; known: {sorted(registry)}",
-                type="UnknownGraph",
-                non_retryable=True,
+            raise to_failure(
+                UnknownGraphError(f"no graph named {name!r} is registered on this worker; known: {sorted(registry)}")
             )
         return wf
 
@@ -264,17 +267,25 @@ def build_activities(
         wf = hosted(name)
         # Edges in display form are for humans (viz, docs); the workflow never reads them.
         pinned = dataclasses.replace(wf.topology, edges=())
-        return Pinned(pinned, await status_attribute.get(), checkpoint_setup(wf), max_payload_bytes())
+        options = {eid: spec for eid, ex in wf.graph.executors.items() if (spec := step_options(ex.options))}
+        return Pinned(pinned, await status_attribute.get(), checkpoint_setup(wf), max_payload_bytes(), options)
 
     @activity.defn(name=ACTIVITY_VALIDATE)
     async def validate(inp: ValidateInput) -> Validated:
         wf = hosted(inp.graph)
+        what = f"response to request {inp.request.request_id!r}" if inp.request else f"message for {inp.executor_id!r}"
         try:
             if inp.request is not None:
                 return Validated(wf.graph.validate_response(inp.request, decode(inp.value)))
             return Validated(wf.graph.validate_message(inp.executor_id, inp.value))
-        except WorkflowError as e:
-            return Validated(error=str(e))
+        except (NotSerializableError, WorkflowError, Exception) as e:
+            # Outside input must never fail the run: whatever goes wrong checking it (a type that
+            # does not validate or cannot be resolved) refuses the input, naming no values.
+            kind = "InvalidResponseError" if inp.request is not None else "UndeliverableMessageError"
+            if isinstance(e, WorkflowError) and not isinstance(e, NotSerializableError):
+                return Validated(error=str(e), error_type=type(e).__name__)
+            detail = validation_message(e) if isinstance(e, ValidationError) else f"{type(e).__name__}: {e}"
+            return Validated(error=f"the {what} cannot be used: {detail}", error_type=kind)
 
     @activity.defn(name=ACTIVITY_REDUCE)
     async def reduce(inp: ReduceInput) -> Envelope:

@@ -17,18 +17,24 @@ from ._checkpoint_sqlite import SqliteCheckpointStorage
 from ._context import StateView, WorkflowContext
 from ._edges import Case, Default
 from ._errors import (
+    AlreadyAnsweredError,
     CheckpointNotFoundError,
     CheckpointStorageError,
     ExecutorFailedError,
     GraphSignatureMismatchError,
     GraphValidationError,
     InvalidResponseError,
+    InvalidRunInputError,
     NotSerializableError,
     PayloadTooLargeError,
+    ReducerError,
     RequestTimeoutError,
+    RunClosedError,
+    RunTooLargeError,
     StateConflictError,
     SuperstepLimitError,
     UndeliverableMessageError,
+    UnknownGraphError,
     UnknownRequestError,
     WorkflowError,
     WorkflowRunError,
@@ -57,6 +63,12 @@ from ._viz import WorkflowViz
 from ._workflow import Workflow, load_workflow
 
 __all__ = [
+    "AlreadyAnsweredError",
+    "InvalidRunInputError",
+    "ReducerError",
+    "RunClosedError",
+    "RunTooLargeError",
+    "UnknownGraphError",
     "Case",
     "CheckpointId",
     "CheckpointNotFoundError",

@@ -27,6 +27,7 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -37,6 +38,7 @@ from ._client import RunHandle, fork, get_run, start_run
 from ._codec import EncryptionCodec, EncryptionError
 from ._codec_server import DEFAULT_CODEC_ORIGINS, make_codec_server
 from ._connect import ConnectionConfig, ConnectionConfigError
+from ._errors import WorkflowError
 from ._events import (
     RequestInfoEvent,
     SuperStepStartedEvent,
@@ -109,6 +111,20 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help=f"Web UI origin allowed to call it (repeatable; default: {' '.join(DEFAULT_CODEC_ORIGINS)})",
     )
+    codec.add_argument("--allow-encode", action="store_true", help="also serve /encode (encrypts whatever it is sent)")
+    codec.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="a further name clients reach it by, e.g. behind a proxy (repeatable)",
+    )
+    codec.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="require 'Authorization: Bearer <token>' with the token in FILE (or set TEMPORAL_WORKFLOWS_CODEC_TOKEN)",
+    )
     return p
 
 
@@ -180,6 +196,9 @@ async def _main(argv: list[str] | None = None) -> int:
     except WorkflowUpdateFailedError as e:
         print(f"refused: {e.cause or e}", file=sys.stderr)
         return 1
+    except WorkflowError as e:  # the run refused an update (RunHandle raises the library's error)
+        print(f"refused: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     except RPCError as e:
         print(f"{args.command} failed: {e}", file=sys.stderr)
         return 1
@@ -189,9 +208,24 @@ def _codec_server(args: argparse.Namespace) -> int:
     codec = EncryptionCodec.from_env()
     if codec is None:
         raise _UsageError("codec-server needs the keys: set TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS (docs/security.md)")
-    server = make_codec_server(codec, args.host, args.port, args.origin or DEFAULT_CODEC_ORIGINS)
+    token = None
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text().strip()
+        except OSError as e:
+            raise _UsageError(f"cannot read --token-file: {e}") from None
+    server = make_codec_server(
+        codec,
+        args.host,
+        args.port,
+        args.origin or DEFAULT_CODEC_ORIGINS,
+        token=token,
+        allow_encode=args.allow_encode,
+        allowed_hosts=args.allowed_host,
+    )
     keys = ", ".join(codec.key_ring.keys)
-    print(f"codec server on http://{args.host}:{server.server_port} (key ids: {keys})", flush=True)
+    extra = ("; token required" if server.token_required else "") + ("; /encode on" if server.encode_allowed else "")
+    print(f"codec server on http://{args.host}:{server.server_port} (key ids: {keys}{extra})", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -220,6 +254,9 @@ async def _command(args: argparse.Namespace) -> int:
             result = await follow(handle, every_event=args.follow)
         except WorkflowFailureError as e:
             print(f"run {handle.id} failed: {e.cause or e}", file=sys.stderr)
+            return 1
+        except WorkflowError as e:
+            print(f"run {handle.id} failed: {type(e).__name__}: {e}", file=sys.stderr)
             return 1
         print(json.dumps(result["outputs"], indent=2))
         return 0

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ._edges import Case, Default, EdgeGroup, EdgeKind
 from ._engine import BUILTIN_REDUCERS, FanInGroup, Topology
 from ._errors import GraphValidationError
-from ._executor import Executor, ExecutorOptions, is_list_of
+from ._executor import Executor, is_list_of
 from ._graph import Graph
 from ._serde import register_type
 from ._typing import compatible, structured_types_in, type_name
@@ -30,22 +30,6 @@ __all__ = ["WorkflowBuilder"]
 
 ExecutorLike = Executor | str
 Reducer = str | Callable[[Any, list[Any]], Any]
-
-
-_DEFAULT_OPTIONS = ExecutorOptions()
-
-
-def _retry_dict(policy: Any) -> dict[str, Any] | None:
-    """A ``temporalio.common.RetryPolicy`` as JSON, for the pinned topology."""
-    if policy is None:
-        return None
-    return {
-        "initial_interval": policy.initial_interval.total_seconds(),
-        "backoff_coefficient": policy.backoff_coefficient,
-        "maximum_interval": policy.maximum_interval.total_seconds() if policy.maximum_interval else None,
-        "maximum_attempts": policy.maximum_attempts,
-        "non_retryable_error_types": list(policy.non_retryable_error_types or []) or None,
-    }
 
 
 class WorkflowBuilder:
@@ -332,24 +316,6 @@ class WorkflowBuilder:
         }
         digest = hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()
         fan_ins = {g.id: FanInGroup(g.id, tuple(g.sources), g.targets[0]) for g in self._groups if g.kind == "fan_in"}
-        # Only what differs from ExecutorOptions' defaults: the topology is pinned in
-        # every run's history, and the workflow falls back to the same defaults.
-        options: dict[str, dict[str, Any]] = {}
-        for e in executors.values():
-            o = e.options
-            spec: dict[str, Any] = {}
-            if o.start_to_close_timeout != _DEFAULT_OPTIONS.start_to_close_timeout:
-                spec["start_to_close_timeout"] = o.start_to_close_timeout.total_seconds()
-            if o.heartbeat_timeout:
-                spec["heartbeat_timeout"] = o.heartbeat_timeout.total_seconds()
-            if o.task_queue:
-                spec["task_queue"] = o.task_queue
-            if o.local:
-                spec["local"] = True
-            if o.retry_policy is not None:
-                spec["retry_policy"] = _retry_dict(o.retry_policy)
-            if spec:
-                options[e.id] = spec
         return Topology(
             name=self._name,
             start_executor_id=start_id,
@@ -359,5 +325,4 @@ class WorkflowBuilder:
             max_iterations=self._max_iterations,
             signature_hash=digest,
             edges=edges,
-            executor_options=options,
         )

@@ -21,7 +21,9 @@ from temporalio.client import (
     WithStartWorkflowOperation,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
+    WorkflowUpdateFailedError,
     WorkflowUpdateHandle,
     WorkflowUpdateStage,
 )
@@ -59,6 +61,7 @@ from ._protocol import (
 )
 from ._serde import Envelope, decode, encode
 from ._workflow import Workflow
+from .temporal._failures import library_error
 
 __all__ = ["LINEAGE_MEMO", "RawEvent", "RunHandle", "fork", "get_run", "send_or_start", "start_run"]
 
@@ -91,6 +94,13 @@ def _event(env: Envelope) -> WorkflowEvent:
         with contextlib.suppress(Exception):  # not importable here: leave it as JSON
             event = event.model_copy(update={"data": decode(Envelope(data_type, getattr(event, "data", None)))})
     return event
+
+
+def _raise_library_error(e: WorkflowFailureError | WorkflowUpdateFailedError) -> None:
+    """Raise the library's own error for ``e`` if it stands for one (the SDK's error as its cause)."""
+    error = library_error(e)
+    if error is not None:
+        raise error from e
 
 
 class RunHandle:
@@ -140,19 +150,43 @@ class RunHandle:
         # Only sending is retried: once the run has accepted the update, its outcome is
         # read from that run, even if it has continued as new since (a retry would run it twice).
         update_id = str(uuid.uuid4())
-        update: WorkflowUpdateHandle[dict[str, Any]] = await self._retry_across_continue_as_new(
+        update: WorkflowUpdateHandle[dict[str, Any]] = await self._start_update(
             lambda: self._latest.start_update(
                 name, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=dict
             )
         )
-        return await update.result()
+        try:
+            return await update.result()
+        except WorkflowUpdateFailedError as e:
+            _raise_library_error(e)
+            raise
+
+    async def _start_update(self, call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await self._retry_across_continue_as_new(call)
+        except WorkflowUpdateFailedError as e:  # refused by the update's validator
+            _raise_library_error(e)
+            raise
 
     async def result(self) -> dict[str, Any]:
         """The run's JSON result: ``outputs``, ``output_types``, ``superstep``, ``status``.
 
         Committed state is not in the result (it may be large); read it with :meth:`state`.
+
+        Raises:
+            WorkflowRunError: the run failed; the same class and message as the
+                same failure in process (``ExecutorFailedError``,
+                ``StateConflictError``, ``SuperstepLimitError``, ``ReducerError``,
+                ``RequestTimeoutError``, ``CheckpointStorageError``, ...), with the
+                SDK's ``WorkflowFailureError`` as its ``__cause__``.
+            WorkflowError: the run could not start (``InvalidRunInputError``,
+                ``UnknownGraphError``, ``CheckpointNotFoundError``, ...).
         """
-        result: dict[str, Any] = await self.handle.result()
+        try:
+            result: dict[str, Any] = await self.handle.result()
+        except WorkflowFailureError as e:
+            _raise_library_error(e)
+            raise
         return result
 
     async def outputs(self) -> list[Any]:

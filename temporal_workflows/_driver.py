@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from ._checkpoint import WorkflowCheckpoint
 from ._engine import CommitPlan, Engine, Output, PendingRequest, Reduction, StepResult, StepTask, Topology
 from ._errors import (
@@ -56,7 +58,7 @@ from ._events import (
     WorkflowStatusEvent,
 )
 from ._limits import GUIDANCE, MIN_MAX_PAYLOAD_BYTES, check_step_input, input_may_exceed, json_size
-from ._serde import Envelope
+from ._serde import Envelope, validation_message
 
 __all__ = [
     "DriverEvent",
@@ -102,7 +104,9 @@ class StepFailure:
 
     @staticmethod
     def of(e: BaseException) -> StepFailure:
-        return StepFailure(type(e).__name__, str(e), e)
+        # pydantic's own text quotes the rejected input; failures reach logs and events.
+        message = validation_message(e) if isinstance(e, ValidationError) else str(e)
+        return StepFailure(type(e).__name__, message, e)
 
 
 class StepsInterrupted(Exception):
@@ -163,8 +167,8 @@ class DriverHost:
     def committed(self, plan: CommitPlan, engine: Engine) -> None:
         """A superstep's commit was applied (host bookkeeping: state size, dirty keys)."""
 
-    async def save_checkpoint(self, engine: Engine, trigger: str) -> str:
-        """Store a checkpoint of ``engine`` (a boundary); return its id.
+    async def save_checkpoint(self, engine: Engine, trigger: str) -> str | None:
+        """Store a checkpoint of ``engine`` (a boundary); return its id (``None``: none was taken).
 
         Raises:
             CheckpointStorageError: it was not saved.

@@ -81,7 +81,6 @@ class Topology:
             a response or message that woke an idle run).
         signature_hash: Hash of the graph's shape; checkpoints record it.
         edges: Display form of every edge group (kind, sources, targets, labels).
-        executor_options: Per-executor host options as JSON (timeouts etc.).
     """
 
     name: str | None
@@ -92,7 +91,6 @@ class Topology:
     max_iterations: int
     signature_hash: str
     edges: tuple[dict[str, Any], ...] = ()
-    executor_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,12 @@ if TYPE_CHECKING:
     from ._events import WorkflowRunResult
 
 __all__ = [
+    "UnknownGraphError",
+    "RunTooLargeError",
+    "RunClosedError",
+    "ReducerError",
+    "InvalidRunInputError",
+    "AlreadyAnsweredError",
     "CheckpointNotFoundError",
     "CheckpointStorageError",
     "ExecutorFailedError",
@@ -111,6 +117,29 @@ class InvalidResponseError(WorkflowError, ValueError):
         super().__init__(f"response to request {request_id!r} (from executor {executor_id!r}) is invalid: {detail}")
 
 
+class AlreadyAnsweredError(WorkflowError, KeyError):
+    """A response names a request that was answered already (the first answer stands)."""
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        super().__init__(f"request {request_id!r} was already answered")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class RunClosedError(WorkflowError):
+    """Input for a run that has completed, failed, or is closing: it can take no more."""
+
+
+class InvalidRunInputError(WorkflowError):
+    """A run's start input is malformed (on Temporal the run fails at once, naming the field)."""
+
+
+class UnknownGraphError(WorkflowError):
+    """No worker hosts a graph of this name (the Temporal workflow type)."""
+
+
 class CheckpointNotFoundError(WorkflowError, KeyError):
     """No checkpoint with the given id exists in the storage."""
 
@@ -186,7 +215,8 @@ class ReducerError(WorkflowRunError):
 
     def __init__(self, key: str, superstep: int, error_type: str, detail: str) -> None:
         super().__init__(
-            f"the reducer of state key {key!r} failed while superstep {superstep} was committed: {error_type}: {detail}",
+            f"the reducer of state key {key!r} failed while superstep {superstep} was committed: "
+            f"{error_type}: {detail}",
             superstep=superstep,
         )
         self.key = key
@@ -257,6 +287,59 @@ class RequestTimeoutError(WorkflowRunError):
             executor_id=executor_id,
         )
         self.request_id = request_id
+
+
+def storage_failure(error: BaseException) -> CheckpointStorageError:
+    """A storage's failure to save as both hosts report it: its own message if it said why, else type and message."""
+    if isinstance(error, CheckpointStorageError):
+        return error
+    return CheckpointStorageError(f"{type(error).__name__}: {error}")
+
+
+def failure_details(error: WorkflowError) -> dict[str, Any]:
+    """What an error carries besides its message, as JSON (for a Temporal failure's details)."""
+    out: dict[str, Any] = {}
+    for key, value in vars(error).items():
+        if key.startswith("_") or key in ("result", "original"):
+            continue
+        if value is None or isinstance(value, (str, int, float, bool)):
+            out[key] = value
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float, bool)) for v in value):
+            out[key] = list(value)
+    return out
+
+
+def error_classes() -> dict[str, type[WorkflowError]]:
+    """Every error class of the library by name: how a failure's type is read back."""
+    found: dict[str, type[WorkflowError]] = {}
+    todo: list[type[WorkflowError]] = [WorkflowError]
+    while todo:
+        cls = todo.pop()
+        found[cls.__name__] = cls
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def rebuild_error(type_name: str, message: str, details: dict[str, Any] | None = None) -> WorkflowError | None:
+    """The library error a failure of type ``type_name`` stands for, with its message and attributes.
+
+    Built without calling the class's constructor (whose arguments differ per
+    class): the message is the one the failing side made, so it reads the
+    same on both hosts. ``None`` when the type is not one of the library's.
+    """
+    cls = error_classes().get(type_name)
+    if cls is None:
+        return None
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    if isinstance(error, WorkflowRunError):
+        error.superstep = 0
+        error.executor_id = None
+        error.result = None
+    for key, value in (details or {}).items():
+        if isinstance(key, str) and not key.startswith("_"):
+            setattr(error, key, tuple(value) if key == "executor_ids" and isinstance(value, list) else value)
+    return error
 
 
 def describe(value: Any) -> str:

@@ -17,10 +17,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, get_args, get_origin, overload
 
+from temporalio.common import RetryPolicy
+
 from ._serde import validate_as
 from ._typing import accepts, flatten, type_name
 
 __all__ = [
+    "DEFAULT_RETRY_POLICY",
+    "DEFAULT_START_TO_CLOSE_TIMEOUT",
     "Executor",
     "ExecutorOptions",
     "FunctionExecutor",
@@ -32,27 +36,37 @@ __all__ = [
 ]
 
 
+DEFAULT_START_TO_CLOSE_TIMEOUT = timedelta(minutes=5)
+"""Longest one attempt of a step may run on Temporal unless its executor says otherwise."""
+
+DEFAULT_RETRY_POLICY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_attempts=3)
+"""How a step is retried on Temporal unless its executor gives a ``retry_policy``: at most 3
+attempts, 1 s then 2 s apart (Temporal's own default would retry for ever)."""
+
+
 @dataclass(frozen=True)
 class ExecutorOptions:
     """How an executor's steps run when the graph is hosted on Temporal.
 
     In process they are ignored: a failing handler fails the run at once. On
-    Temporal each step is an activity and these become its options, so a flaky
-    model call retries per its policy and a slow step gets its own worker pool.
+    Temporal each step is an activity and these become its options (in one
+    place, ``temporal_workflows.temporal._options``), so a flaky model call
+    retries per its policy and a slow step gets its own worker pool.
 
     Attributes:
-        start_to_close_timeout: Longest a single attempt may run.
+        start_to_close_timeout: Longest a single attempt may run
+            (default :data:`DEFAULT_START_TO_CLOSE_TIMEOUT`, 5 minutes).
         heartbeat_timeout: Fail an attempt whose heartbeats stop (for long steps).
         task_queue: Run this executor's steps on another worker pool.
-        retry_policy: A ``temporalio.common.RetryPolicy``; ``None`` uses Temporal's default
-            (unlimited attempts with backoff).
+        retry_policy: A ``temporalio.common.RetryPolicy``; ``None`` means
+            :data:`DEFAULT_RETRY_POLICY` (at most 3 attempts).
         local: Run as a local activity: for cheap, fast steps, fewer history events.
     """
 
-    start_to_close_timeout: timedelta = timedelta(minutes=5)
+    start_to_close_timeout: timedelta = DEFAULT_START_TO_CLOSE_TIMEOUT
     heartbeat_timeout: timedelta | None = None
     task_queue: str | None = None
-    retry_policy: Any = None
+    retry_policy: RetryPolicy | None = None
     local: bool = False
 
 

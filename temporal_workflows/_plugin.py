@@ -22,8 +22,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from ._codec import EncryptionCodec
 from ._converter import json_data_converter
 from ._errors import WorkflowError
-from ._temporal_workflow import GraphWorkflow
 from ._tracing import configure_tracing, replay_safe_provider
+from .temporal._workflow import GraphWorkflow
 
 if TYPE_CHECKING:
     from ._checkpoint import CheckpointStorage

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from ._checkpoint import WorkflowCheckpoint
@@ -24,6 +24,19 @@ __all__ = [
     "ACTIVITY_TOPOLOGY",
     "ACTIVITY_VALIDATE",
     "EVENTS_TOPIC",
+    "LEGACY_FAILURE_TYPES",
+    "FAILURE_CHECKPOINT_BASE_MISSING",
+    "FAILURE_STALE_STATE",
+    "FAILURE_SIGNATURE_MISMATCH",
+    "FAILURE_CHECKPOINT_STORAGE",
+    "FAILURE_CHECKPOINT_NOT_FOUND",
+    "FAILURE_UNKNOWN_GRAPH",
+    "FAILURE_INVALID_RUN_INPUT",
+    "FAILURE_UNDELIVERABLE",
+    "FAILURE_INVALID_RESPONSE",
+    "FAILURE_UNKNOWN_REQUEST",
+    "FAILURE_ALREADY_ANSWERED",
+    "FAILURE_RUN_CLOSED",
     "QUERY_CHECKPOINT",
     "QUERY_CHECKPOINTS",
     "QUERY_COMMITTED_STATE",
@@ -42,6 +55,9 @@ __all__ = [
     "UPDATE_SEND",
     "Carried",
     "CarriedInput",
+    "CarriedStatus",
+    "CarriedCheckpoints",
+    "CarriedInbox",
     "CheckpointRequest",
     "CheckpointSetup",
     "ForkSource",
@@ -111,6 +127,41 @@ ACTIVITY_REDUCE = "temporal_workflows.reduce"
 QUERY_COMMITTED_STATE = "temporal_workflows.committed_state"
 """Query serving the committed state to step activities whose worker has not cached it."""
 
+# -- failure types ------------------------------------------------------------------
+# The ``type`` of every ApplicationError the workflow or an activity raises. The
+# library's own errors travel under their class name, so the client turns a failed
+# update or run back into the exception a run in process raises (``_failures``).
+
+FAILURE_RUN_CLOSED = "RunClosedError"
+"""Update refused: the run has completed, failed, or is closing."""
+FAILURE_ALREADY_ANSWERED = "AlreadyAnsweredError"
+"""Update refused: the request was answered already."""
+FAILURE_UNKNOWN_REQUEST = "UnknownRequestError"
+"""Update refused: no pending request has this id."""
+FAILURE_INVALID_RESPONSE = "InvalidResponseError"
+"""Update refused: the response does not validate against the request's response type."""
+FAILURE_UNDELIVERABLE = "UndeliverableMessageError"
+"""Update refused (or step failed): no handler of the target takes the message."""
+FAILURE_INVALID_RUN_INPUT = "InvalidRunInputError"
+"""Run failed at once: its start input is malformed."""
+FAILURE_UNKNOWN_GRAPH = "UnknownGraphError"
+"""Run failed: no worker on the task queue hosts a graph of this name."""
+FAILURE_CHECKPOINT_NOT_FOUND = "CheckpointNotFoundError"
+FAILURE_CHECKPOINT_STORAGE = "CheckpointStorageError"
+FAILURE_SIGNATURE_MISMATCH = "GraphSignatureMismatchError"
+FAILURE_STALE_STATE = "StaleStateError"
+"""Step attempt refused (retryable): the committed state it expected has moved on."""
+FAILURE_CHECKPOINT_BASE_MISSING = "CheckpointBaseMissingError"
+"""Checkpoint save refused: the delta's base is gone (the workflow sends it whole)."""
+LEGACY_FAILURE_TYPES = {
+    "RunClosed": FAILURE_RUN_CLOSED,
+    "InvalidRunInput": FAILURE_INVALID_RUN_INPUT,
+    "UnknownGraph": FAILURE_UNKNOWN_GRAPH,
+    "StaleState": FAILURE_STALE_STATE,
+    "CheckpointBaseMissing": FAILURE_CHECKPOINT_BASE_MISSING,
+}
+"""Failure types as runs and workers before version 0.2 named them: still understood."""
+
 
 MAX_STEPS_IN_FLIGHT = 1000
 """Steps of one superstep scheduled at once unless the run sets fewer; the rest start as these finish.
@@ -151,34 +202,80 @@ class CarriedInput:
 
 
 @dataclass
-class Carried:
+class CarriedInbox:
+    """The inbox's part of a continue-as-new: input not yet delivered, request ids answered."""
+
+    items: list[CarriedInput] = field(default_factory=list)
+    delivered: list[str] = field(default_factory=list)
+    """Recently answered request ids, to say "already answered" to a late second answer."""
+
+
+@dataclass
+class CarriedCheckpoints:
+    """The checkpoint keeper's part: the chain of checkpoints and what the next delta is based on."""
+
+    last_id: str | None = None
+    base_id: str | None = None
+    dirty_keys: list[str] = field(default_factory=list)
+    listed: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[WorkflowCheckpoint] = field(default_factory=list)
+
+
+@dataclass
+class CarriedStatus:
+    """The status board's part: recent warnings."""
+
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Carried(BaseModel):
     """What a run hands to its next execution when it continues as new (or resets).
 
-    The engine snapshot is the only part that grows with the run's data; the
-    rest is bookkeeping so that ids, lineage, outside input and the event
-    stream continue seamlessly.
+    Each part of the workflow carries itself (``inbox``, ``checkpoints``,
+    ``status``, and the event ``stream``); the engine snapshot is the only
+    part that grows with the run's data. Snapshots in the flat form of
+    earlier versions still decode (recorded histories replay).
     """
 
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
     reason: str
-    """``"history"`` (history was long), ``"reset"`` or ``"reset_to_checkpoint"``."""
+    """``"history"`` (history was long) or ``"reset"``."""
     snapshot: WorkflowCheckpoint | None = None
     start: Envelope | None = None
-    """The start message: what a later clean reset starts again with."""
+    """The run's original start message: what a clean reset starts again with, however many resets came before."""
     epoch: int = 0
     """Resets so far: part of every idempotency key, so re-run steps are new work."""
     segment: int = 0
-    last_checkpoint_id: str | None = None
-    checkpoint_base_id: str | None = None
-    dirty_keys: list[str] = field(default_factory=list)
-    since_checkpoint: int = 0
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
-    kept: list[WorkflowCheckpoint] = field(default_factory=list)
-    inbox: list[CarriedInput] = field(default_factory=list)
-    delivered: list[str] = field(default_factory=list)
-    warnings: list[dict[str, Any]] = field(default_factory=list)
     lineage: dict[str, Any] | None = None
     closing: bool = False
+    inbox: CarriedInbox | None = None
+    checkpoints: CarriedCheckpoints | None = None
+    status: CarriedStatus | None = None
     stream: WorkflowStreamState | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_flat(cls, data: Any) -> Any:
+        """Read the flat snapshot of runs recorded before the workflow was in parts."""
+        if not isinstance(data, dict) or (not isinstance(data.get("inbox", {}), list) and "delivered" not in data):
+            return data
+        data = dict(data)
+        flat_checkpoints = data.pop("checkpoints", None)
+        if isinstance(data.get("inbox"), list) or "delivered" in data:
+            data["inbox"] = {"items": data.pop("inbox", None) or [], "delivered": data.pop("delivered", None) or []}
+        if isinstance(flat_checkpoints, list) or "last_checkpoint_id" in data:
+            data["checkpoints"] = {
+                "last_id": data.pop("last_checkpoint_id", None),
+                "base_id": data.pop("checkpoint_base_id", None),
+                "dirty_keys": data.pop("dirty_keys", None) or [],
+                "listed": flat_checkpoints or [],
+                "kept": data.pop("kept", None) or [],
+            }
+        if "warnings" in data:
+            data["status"] = {"warnings": data.pop("warnings") or []}
+        data.pop("since_checkpoint", None)
+        return data
 
 
 @dataclass
@@ -235,6 +332,9 @@ class Pinned:
     max_payload_bytes: int | None = None
     """The worker's payload limit (``_limits.max_payload_bytes``), which workflow code
     may not read from the environment; absent in older runs (then the default)."""
+    step_options: dict[str, dict[str, Any]] | None = None
+    """Per executor, how its steps run as activities (only what differs from the
+    defaults, see ``temporal._options``); in older runs it was part of the topology."""
 
 
 class CheckpointRequest(BaseModel):
@@ -322,6 +422,8 @@ class Validated:
 
     value: Envelope | None = None
     error: str | None = None
+    error_type: str | None = None
+    """The library error ``error`` stands for (``UndeliverableMessageError``, ``InvalidResponseError``, ...)."""
 
 
 @dataclass

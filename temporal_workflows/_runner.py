@@ -32,13 +32,13 @@ from ._driver import (
 )
 from ._engine import EXECUTOR_STATE_PREFIX, Engine, PendingRequest, Reduction, StepTask
 from ._errors import (
-    CheckpointStorageError,
     RequestTimeoutError,
     UndeliverableMessageError,
     UnknownRequestError,
     WorkflowError,
     WorkflowRunError,
     describe,
+    storage_failure,
 )
 from ._events import RequestInfoEvent, WorkflowEvent, WorkflowOutputEvent, WorkflowRunState, WorkflowStartedEvent
 from ._graph import Graph
@@ -111,10 +111,8 @@ class _LocalHost(DriverHost):
         )
         try:
             cp_id = await storage.save(cp)
-        except CheckpointStorageError:
-            raise
         except Exception as e:
-            raise CheckpointStorageError(f"{type(e).__name__}: {e}") from e
+            raise storage_failure(e) from e
         runner.last_checkpoint_id = cp_id
         return cp_id
 
@@ -250,7 +248,8 @@ class LocalRunner:
                 engine.respond(rid, env)
         self.failed = None  # (a failed run took no responses above)
         self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
-        if started:
+        if started or restored:
+            # A run restored from a checkpoint starts again there (as a reset or fork does on Temporal).
             yield WorkflowStartedEvent(run_id=run_id or "")
         if restored:
             for event in driver.announce_pending():

@@ -307,7 +307,7 @@ async def test_a_storage_whose_save_raises_makes_run_raise() -> None:
     storage = BrokenStorage(fail_at=2)
     wf = chain(storage)
     seen: list[str] = []
-    with pytest.raises(CheckpointStorageError, match="after superstep 2 could not be saved: .*unreachable") as info:
+    with pytest.raises(CheckpointStorageError, match=r"after superstep 2 could not be saved: .*unreachable") as info:
         async for ev in wf.run(1, stream=True):
             seen.append(ev.type)
     assert isinstance(info.value.__cause__, CheckpointStorageError | ConnectionError)

@@ -10,7 +10,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic_core import to_json
+from temporalio.common import RetryPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.workflow import ActivityCancellationType
 
 from temporal_workflows import Executor, ExecutorOptions, WorkflowBuilder, WorkflowContext, handler
 from temporal_workflows._converter import PayloadConverter, _adapter
@@ -18,6 +20,12 @@ from temporal_workflows._engine import Delivery, FanInGroup, PendingRequest, Sta
 from temporal_workflows._protocol import RunInput, StepInput
 from temporal_workflows._serde import Envelope
 from temporal_workflows._wire import decode_step_input, decode_step_result, encode_step_input, encode_step_result
+from temporal_workflows.temporal._options import (
+    DEFAULT_RETRY_POLICY,
+    DEFAULT_START_TO_CLOSE_TIMEOUT,
+    activity_options,
+    step_options,
+)
 
 GROUPS = {
     "fan_in:a,b->j": FanInGroup("fan_in:a,b->j", ("a", "b"), "j"),
@@ -146,17 +154,39 @@ class _Echo(Executor):
         await ctx.send_message(text)
 
 
-def test_the_pinned_topology_holds_only_non_default_executor_options() -> None:
+def test_step_options_are_pinned_beside_the_topology_and_become_activity_options_in_one_place() -> None:
     plain = _Echo(id="plain")
     tuned = _Echo(
-        id="tuned", options=ExecutorOptions(start_to_close_timeout=timedelta(seconds=30), local=True, task_queue="gpu")
+        id="tuned",
+        options=ExecutorOptions(
+            start_to_close_timeout=timedelta(seconds=30),
+            task_queue="gpu",
+            heartbeat_timeout=timedelta(seconds=10),
+            retry_policy=RetryPolicy(maximum_attempts=7),
+        ),
     )
-    wf = WorkflowBuilder(start_executor=plain, name="opts").add_edge(plain, tuned).build()
-    assert wf.topology.executor_options == {
-        "tuned": {"start_to_close_timeout": 30.0, "task_queue": "gpu", "local": True}
-    }
-    # The workflow's fallback for an executor without options is ExecutorOptions' default.
-    assert ExecutorOptions().start_to_close_timeout == timedelta(seconds=300)
+    fast = _Echo(id="fast", options=ExecutorOptions(local=True))
+    wf = WorkflowBuilder(start_executor=plain, name="opts").add_edge(plain, tuned).add_edge(plain, fast).build()
+    # Executor options are a Temporal concern: the engine's topology does not carry them.
+    assert not hasattr(wf.topology, "executor_options")
+    # Only what differs from the defaults is pinned.
+    assert step_options(plain.options) == {}
+    spec = step_options(tuned.options)
+    assert spec["start_to_close_timeout"] == 30.0 and spec["task_queue"] == "gpu" and spec["heartbeat_timeout"] == 10.0
+    # The defaults the docs promise are the ones a step gets: 5 minutes, at most 3 attempts.
+    local, defaults = activity_options(step_options(plain.options))
+    assert not local
+    assert (
+        defaults["start_to_close_timeout"] == DEFAULT_START_TO_CLOSE_TIMEOUT == ExecutorOptions().start_to_close_timeout
+    )
+    assert defaults["retry_policy"] == DEFAULT_RETRY_POLICY and DEFAULT_RETRY_POLICY.maximum_attempts == 3
+    assert defaults["heartbeat_timeout"] is None and defaults["task_queue"] is None
+    local, options = activity_options(spec)
+    assert not local and options["task_queue"] == "gpu" and options["retry_policy"].maximum_attempts == 7
+    assert options["heartbeat_timeout"] == timedelta(seconds=10)
+    assert options["cancellation_type"] == ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+    local, options = activity_options(step_options(fast.options))
+    assert local and "task_queue" not in options
 
 
 def test_payloads_match_the_pydantic_converter_byte_for_byte() -> None:

@@ -17,12 +17,14 @@ import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows import (
+    ExecutorFailedError,
+    GraphSignatureMismatchError,
     NotSerializableError,
     PayloadTooLargeError,
     RequestInfoEvent,
@@ -315,12 +317,11 @@ async def test_a_step_result_over_the_limit_fails_the_run_naming_executor_and_va
 ) -> None:
     """Before Temporal refuses it (``PayloadsTooLarge``, naming nothing, after retrying the step)."""
     handle = await start_run(client, graphs.sizes, sizes, id=workflow_id, task_queue=TASK_QUEUE)
-    with pytest.raises(WorkflowFailureError) as info:
+    with pytest.raises(ExecutorFailedError) as info:
         await asyncio.wait_for(handle.result(), 30)
-    cause = info.value.cause
-    assert isinstance(cause, ApplicationError)
-    message = cause.message
-    assert "'hoard'" in message and "superstep 2" in message and "PayloadTooLargeError" in message
+    message = str(info.value)
+    assert info.value.error_type == "PayloadTooLargeError" and info.value.executor_id == "hoard"
+    assert "'hoard'" in message and "superstep 2" in message and message.count("PayloadTooLargeError") == 1
     assert f"{what} is " in message and f"{DEFAULT_MAX_PAYLOAD_BYTES:,} bytes" in message
     assert "external storage" in message and "reference in state" in message
     if what == "the step's result":
@@ -416,9 +417,10 @@ async def test_an_unserializable_state_value_fails_the_run_naming_executor_and_k
 ) -> None:
     sizes = graphs.Sizes(unserializable_key="tags")
     handle = await start_run(client, graphs.sizes, sizes, id=workflow_id, task_queue=TASK_QUEUE)
-    with pytest.raises(WorkflowFailureError) as info:
+    with pytest.raises(ExecutorFailedError) as info:
         await asyncio.wait_for(handle.result(), 30)
-    message = str(info.value.cause)
+    message = str(info.value)
+    assert info.value.error_type == "NotSerializableError" and message.count("NotSerializableError") == 1
     assert "NotSerializableError" in message and "'hoard'" in message and "state key 'tags'" in message
     assert "set" in message
     assert await step_attempts(handle, "hoard") == [1]
@@ -446,12 +448,11 @@ async def test_a_cycle_without_exit_stops_at_max_iterations_with_its_state_intac
     with pytest.raises(SuperstepLimitError) as local:
         await in_process.run(0)
     handle = await start_run(client, graphs.laps, 0, id=workflow_id, task_queue=TASK_QUEUE)
-    with pytest.raises(WorkflowFailureError) as info:
+    with pytest.raises(SuperstepLimitError) as info:
         await asyncio.wait_for(handle.result(), 30)
-    cause = info.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "SuperstepLimitError"
-    assert cause.message == str(local.value)  # the same error, word for word
-    assert "max_iterations=5" in cause.message and "'lap'" in cause.message
+    assert str(info.value) == str(local.value)  # the same error, word for word
+    assert info.value.superstep == local.value.superstep == 6
+    assert "max_iterations=5" in str(info.value) and "'lap'" in str(info.value)
     # Every superstep up to the limit was committed; the state says so, on Temporal as in process.
     assert await handle.state() == {"laps": 5} == in_process.state
     status = await handle.status()
@@ -482,11 +483,10 @@ async def test_a_reset_to_a_checkpoint_of_another_graph_version_is_refused_and_t
     )
     await graphs.shared_store.save(old)
 
-    with pytest.raises(WorkflowUpdateFailedError) as info:
+    with pytest.raises(GraphSignatureMismatchError) as mismatch:
         await handle.reset(checkpoint_id=old.checkpoint_id)
-    err = update_error(info)
-    assert err.type == "GraphSignatureMismatchError" and old.checkpoint_id in err.message
-    assert "graph signature" in err.message and "allow_signature_mismatch" in err.message
+    message = str(mismatch.value)
+    assert old.checkpoint_id in message and "graph signature" in message and "allow_signature_mismatch" in message
     await handle.reset(checkpoint_id=old.checkpoint_id, wait=False)
     warned = [
         e for e in await events_until(handle, nth(WorkflowWarningEvent, 1)) if isinstance(e, WorkflowWarningEvent)

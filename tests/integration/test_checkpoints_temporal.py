@@ -8,13 +8,18 @@ import uuid
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import Client
 from temporalio.worker import Worker
 
 from examples import approval
 from temporal_workflows import (
+    CheckpointNotFoundError,
+    CheckpointStorageError,
+    GraphSignatureMismatchError,
     RequestInfoEvent,
     SqliteCheckpointStorage,
+    UndeliverableMessageError,
+    UnknownRequestError,
     WorkflowResetEvent,
     WorkflowWarningEvent,
 )
@@ -119,9 +124,9 @@ async def test_clean_reset_clears_a_pending_request(client: Client) -> None:
     await handle.reset()
     second = (await _request(handle, 2)).request_id
     assert second != first
-    with pytest.raises(WorkflowUpdateFailedError) as err:
+    with pytest.raises(UnknownRequestError) as unknown:
         await handle.respond(first, approval.ReviewDecision(approved=True))
-    assert "no pending request" in str(err.value.cause)
+    assert "no pending request" in str(unknown.value)
     await handle.respond(second, approval.ReviewDecision(approved=True))
     result = await handle.result()
     assert result["outputs"][0]["status"] == "published"
@@ -142,9 +147,9 @@ async def test_reset_with_new_input(client: Client) -> None:
     await handle.reset(message=approval.ArticleRequest(topic="ants"))
     second = await _request(handle, 2)
     assert second.data.draft.topic == "ants"
-    with pytest.raises(WorkflowUpdateFailedError) as err:
+    with pytest.raises(UndeliverableMessageError) as undeliverable:
         await handle.reset(message={"not": "an article request"})
-    assert "start executor" in str(err.value.cause) or "drafter" in str(err.value.cause)
+    assert "start executor" in str(undeliverable.value) or "drafter" in str(undeliverable.value)
     await handle.respond(second.request_id, approval.ReviewDecision(approved=True))
     assert (await handle.result())["outputs"][0]["text"].startswith("ants")
 
@@ -204,9 +209,9 @@ async def test_runs_sharing_a_sqlite_store_stay_isolated(
     # A checkpoint of run B cannot be restored into run A... (A is closed: fork shows the same scoping.)
     other = (await handles[1].checkpoints())[0]["checkpoint_id"]
     bad = await fork(client, ids[0], other, _id("iso-fork"), task_queue=TASK_QUEUE)
-    with pytest.raises(WorkflowFailureError) as err:
+    with pytest.raises(CheckpointNotFoundError) as not_found:
         await bad.result()
-    assert "belongs to workflow" in str(err.value.cause)
+    assert "belongs to workflow" in str(not_found.value)
 
 
 async def test_failing_storage_fails_the_checkpoint_request_and_the_run_goes_on(client: Client) -> None:
@@ -215,9 +220,9 @@ async def test_failing_storage_fails_the_checkpoint_request_and_the_run_goes_on(
     ask = asyncio.ensure_future(handle.checkpoint("doomed"))
     await handle.checkpoint(wait=False)
     hold.release.set()
-    with pytest.raises(WorkflowUpdateFailedError) as err:
+    with pytest.raises(CheckpointStorageError) as failed:
         await ask
-    assert "disk full" in str(err.value.cause) and "FailingStorage" in str(err.value.cause)
+    assert "disk full" in str(failed.value) and "superstep" in str(failed.value)
     result = await handle.result()
     assert result["outputs"] == [{"rounds": 5}]
     warnings = (await handle.status())["warnings"]
@@ -231,9 +236,9 @@ async def test_history_only_checkpoints_reset_and_fork(client: Client) -> None:
     assert taken["superstep"] == 4
     cp = await handle.get_checkpoint(taken["checkpoint_id"])
     assert cp is not None and cp.superstep == 4 and cp.state["total"].data == 10 and cp.run_id == wid
-    with pytest.raises(WorkflowUpdateFailedError) as err:
+    with pytest.raises(CheckpointNotFoundError) as nope:
         await handle.reset(checkpoint_id="nope")
-    assert "no checkpoint 'nope'" in str(err.value.cause)
+    assert "no checkpoint 'nope'" in str(nope.value)
     await handle.reset(checkpoint_id=taken["checkpoint_id"])
     hold.release.set()
     assert (await handle.result())["outputs"] == [{"rounds": 8}]
@@ -260,17 +265,17 @@ async def test_signature_mismatch_is_refused_unless_allowed(client: Client) -> N
     await graphs.shared_store.save(old)
 
     refused = await fork(client, source.id, old.checkpoint_id, _id("mismatch"), task_queue=TASK_QUEUE)
-    with pytest.raises(WorkflowFailureError) as err:
+    with pytest.raises(GraphSignatureMismatchError) as mismatch:
         await refused.result()
-    assert "graph signature" in str(err.value.cause) and "GraphSignatureMismatchError" in repr(err.value.cause)
+    assert "graph signature" in str(mismatch.value)
     allowed = await fork(
         client, source.id, old.checkpoint_id, _id("allowed"), task_queue=TASK_QUEUE, allow_signature_mismatch=True
     )
     assert (await allowed.result())["outputs"] == [{"rounds": 3}]
     unknown = await fork(client, source.id, "no-such-checkpoint", _id("unknown"), task_queue=TASK_QUEUE)
-    with pytest.raises(WorkflowFailureError) as err:
+    with pytest.raises(CheckpointNotFoundError) as not_found:
         await unknown.result()
-    assert "no-such-checkpoint" in str(err.value.cause)
+    assert "no-such-checkpoint" in str(not_found.value)
 
 
 async def test_reset_signal_with_unknown_checkpoint_is_a_warning(client: Client) -> None:
@@ -333,7 +338,7 @@ async def test_checkpoint_cost_grows_with_what_changed_not_with_the_state(
     history = await handle.handle.fetch_history()
     assert sum(e.ByteSize() for e in history.events) < 1.5 * size
     # The store keeps the blob once; later checkpoints are deltas (the counter).
-    db = checkpoint_db._db()
+    db = checkpoint_db._db("measure the stored state")
     marks = ",".join("?" * len(ids))
     stored = db.execute(f"SELECT SUM(LENGTH(value)) FROM checkpoint_state WHERE checkpoint_id IN ({marks})", ids)
     assert stored.fetchone()[0] < 1.2 * size

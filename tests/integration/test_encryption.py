@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import os
 import sqlite3
 import subprocess
@@ -27,12 +28,14 @@ from pydantic import BaseModel
 from temporalio.api.common.v1 import Payload, WorkflowExecution
 from temporalio.api.history.v1 import History
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from temporal_workflows import (
     Executor,
+    ExecutorFailedError,
+    InvalidResponseError,
     RequestInfoEvent,
     SqliteCheckpointStorage,
     WorkflowBuilder,
@@ -222,9 +225,9 @@ async def test_failure_messages_are_encrypted_too(encrypted: Encrypted, workflow
     handle = await start_run(
         encrypted.client, refuse_graph, Secret(text=MARKER), id=workflow_id, task_queue=encrypted.task_queue
     )
-    with pytest.raises(WorkflowFailureError) as info:
+    with pytest.raises(ExecutorFailedError) as info:
         await handle.result()
-    assert MARKER in str(info.value.cause)  # the keyed client decrypts the failure
+    assert MARKER in str(info.value)  # the keyed client decrypts the failure
     assert not leaks((await raw_history(encrypted, workflow_id)).SerializeToString())
 
 
@@ -268,6 +271,82 @@ async def test_the_codec_server_decrypts_history_for_the_temporal_cli(
         server.terminate()
         await server.wait()
         await encrypted.client.get_workflow_handle(workflow_id).terminate()
+
+
+CODEC_TOKEN = "codec-it-token-5b0e9a7c41d2"
+
+
+async def test_a_codec_server_with_a_token_decrypts_only_for_the_cli_that_sends_it(
+    encrypted: Encrypted, temporal_address: str, workflow_id: str
+) -> None:
+    """``TEMPORAL_WORKFLOWS_CODEC_TOKEN`` on the server; ``temporal --codec-auth 'Bearer <token>'`` on the CLI."""
+    await start_run(
+        encrypted.client, review_graph, Secret(text=MARKER), id=workflow_id, task_queue=encrypted.task_queue
+    )
+    keys = ",".join(f"{k}:{base64.b64encode(v).decode()}" for k, v in encrypted.codec.key_ring.keys.items())
+    server = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "temporal_workflows",
+        "codec-server",
+        "--port",
+        "0",
+        env={**os.environ, "TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS": keys, "TEMPORAL_WORKFLOWS_CODEC_TOKEN": CODEC_TOKEN},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert server.stdout is not None
+        line = (await asyncio.wait_for(server.stdout.readline(), 30)).decode()
+        endpoint = line.split()[3]
+        assert CODEC_TOKEN not in line
+        show = [temporal_cli_path(), "workflow", "show", "--address", temporal_address, "-w", workflow_id]
+        show += ["--output", "json", "--codec-endpoint", endpoint]
+        for auth in ([], ["--codec-auth", "Bearer not-the-token-at-all"]):
+            refused = subprocess.run([*show, *auth], capture_output=True, text=True, timeout=60)
+            assert not leaks(refused.stdout.encode()), auth
+        decoded = subprocess.run(
+            [*show, "--codec-auth", f"Bearer {CODEC_TOKEN}"], capture_output=True, text=True, timeout=60, check=True
+        )
+        assert leaks(decoded.stdout.encode())
+    finally:
+        server.terminate()
+        await server.wait()
+        await encrypted.client.get_workflow_handle(workflow_id).terminate()
+
+
+async def test_a_rejected_response_is_refused_and_warned_about_without_its_value(
+    encrypted: Encrypted, workflow_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pydantic's messages quote the input (``input_value='...'``); what the run reports and logs must not."""
+    caplog.set_level(logging.DEBUG)
+    handle = await start_run(
+        encrypted.client, review_graph, Secret(text="nothing secret"), id=workflow_id, task_queue=encrypted.task_queue
+    )
+    request_id = None
+    async for ev in handle.events():
+        if isinstance(ev, RequestInfoEvent):
+            request_id = ev.request_id
+            break
+    assert request_id is not None
+    bad = {"approved": MARKER, "note": [MARKER]}
+    with pytest.raises((WorkflowUpdateFailedError, InvalidResponseError)) as refused:
+        await handle.respond(request_id, bad)
+    reason = str(getattr(refused.value, "cause", None) or refused.value)
+    assert "approved" in reason and "valid boolean" in reason and MARKER not in reason
+    await handle.respond(request_id, bad, wait=False)
+    for _ in range(100):
+        warnings = (await handle.status())["warnings"]
+        if warnings:
+            break
+        await asyncio.sleep(0.1)
+    (warning,) = warnings
+    assert warning["request_id"] == request_id and "approved" in warning["message"]
+    assert MARKER not in warning["message"]
+    await handle.respond(request_id, Verdict(approved=True, note="fine"))
+    assert (await handle.result())["outputs"] == [{"text": "fine-output"}]
+    assert MARKER not in caplog.text
 
 
 def test_marker_detection_finds_base64() -> None:

@@ -37,10 +37,10 @@ from typing import Any, TypeVar
 import pytest
 from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
-from temporal_workflows import SqliteCheckpointStorage
+from temporal_workflows import ExecutorFailedError, SqliteCheckpointStorage
 from temporal_workflows._serde import encode
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, free_port, start_dev_server, start_run
 from tests.integration import fault_graphs
@@ -412,13 +412,13 @@ async def test_a_step_failing_twice_succeeds_on_its_third_attempt(local: Local) 
 
 async def test_a_step_that_keeps_failing_fails_the_run_naming_its_executor(local: Local) -> None:
     handle = await start_run(local.client, fault_graphs.always_fails, "order-9", task_queue=local.task_queue)
-    with pytest.raises(WorkflowFailureError) as info:
+    with pytest.raises(ExecutorFailedError) as info:
         await asyncio.wait_for(handle.result(), DEADLINE)
-    cause = info.value.cause
+    failed = info.value
     allowed = fault_graphs.FAST_RETRY_3.maximum_attempts
-    assert isinstance(cause, ApplicationError) and cause.type == "WorkflowRunError"
-    assert "'doomed'" in cause.message and "superstep 2" in cause.message
-    assert f"backend down (attempt {allowed})" in cause.message
+    assert failed.executor_id == "doomed" and failed.superstep == 2
+    assert "'doomed'" in str(failed) and "superstep 2" in str(failed)
+    assert f"backend down (attempt {allowed})" in str(failed)
     assert [e.attempt for e in local.events(handle.id)] == list(range(1, allowed + 1))
     status = await handle.status()
     assert status["status"] == "failed" and "'doomed'" in status["error"]

@@ -13,11 +13,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from temporal_workflows import RequestTimeoutError
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
 from tests.integration import graphs
 
@@ -59,8 +58,7 @@ async def test_request_with_on_timeout_fail_fails_the_run_naming_it(env: Workflo
         id=f"t-{uuid.uuid4().hex[:8]}",
         task_queue=QUEUE,
     )
-    with pytest.raises(WorkflowFailureError) as info:
+    with pytest.raises(RequestTimeoutError) as info:
         await handle.result()
-    cause = info.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "RequestTimeoutError"
-    assert "executor 'gate'" in str(cause) and "600 s" in str(cause)
+    assert "executor 'gate'" in str(info.value) and "600 s" in str(info.value)
+    assert info.value.executor_id == "gate"

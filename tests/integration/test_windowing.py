@@ -8,6 +8,7 @@ import uuid
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from temporal_workflows import Executor, Workflow, WorkflowBuilder, WorkflowContext, executor, handler
@@ -93,6 +94,7 @@ async def test_max_steps_in_flight_out_of_range_is_refused(client: Client, workf
     handle = await client.start_workflow(
         "research", {"message": "x", "max_steps_in_flight": 5000}, id=workflow_id, task_queue="tw-tests"
     )
-    with pytest.raises(WorkflowFailureError) as info:
+    with pytest.raises(WorkflowFailureError) as info:  # the plain SDK handle: the SDK's error, of our type
         await handle.result()
+    assert isinstance(info.value.cause, ApplicationError) and info.value.cause.type == "InvalidRunInputError"
     assert "max_steps_in_flight must be 1 to 1000, not 5000" in str(info.value.cause)

@@ -1,0 +1,55 @@
+"""Library errors across the wire: one ``ApplicationError`` shape out, the same exception class back in.
+
+A run on Temporal reports a failure as an ``ApplicationError`` whose ``type``
+is the library error's class name (the ``FAILURE_*`` names in
+``_protocol``), whose message is the error's own message (the type is not
+repeated in it), and whose details are the error's attributes. The client
+turns such a failure back into that class, so a user catches
+``UnknownRequestError`` or ``StateConflictError`` whether the run is in
+process or on Temporal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
+
+from .._errors import WorkflowError, failure_details, rebuild_error
+from .._protocol import LEGACY_FAILURE_TYPES
+
+__all__ = ["from_failure", "library_error", "to_failure"]
+
+
+def to_failure(error: WorkflowError, *, non_retryable: bool = True) -> ApplicationError:
+    """``error`` as the ``ApplicationError`` a workflow or activity raises."""
+    return ApplicationError(str(error), failure_details(error), type=type(error).__name__, non_retryable=non_retryable)
+
+
+def _cause(e: BaseException) -> BaseException:
+    while isinstance(e, (WorkflowFailureError, WorkflowUpdateFailedError, ActivityError, ChildWorkflowError)):
+        if e.cause is None:
+            break
+        e = e.cause
+    return e
+
+
+def library_error(e: BaseException) -> WorkflowError | None:
+    """The library error a Temporal failure stands for (``None`` if it is not one of ours)."""
+    cause = _cause(e)
+    if not isinstance(cause, ApplicationError) or not cause.type:
+        return None
+    type_name = LEGACY_FAILURE_TYPES.get(cause.type, cause.type)
+    details: dict[str, Any] = {}
+    if cause.details and isinstance(cause.details[0], dict):
+        details = cause.details[0]
+    error = rebuild_error(type_name, cause.message, details)
+    if error is not None:
+        error.__cause__ = e
+    return error
+
+
+def from_failure(e: FailureError | WorkflowFailureError | WorkflowUpdateFailedError) -> BaseException:
+    """What the client raises for a failed run or update: the library's error if it is one, else ``e``."""
+    return library_error(e) or e

@@ -1,0 +1,183 @@
+"""Outside input (responses, messages) from arrival to the engine, at superstep boundaries only.
+
+Signals queue their input as it came (it is checked at the next boundary; bad
+input becomes a warning). Updates check theirs before accepting it (bad
+input is refused, the caller told why) and queue it checked. Either way the
+engine sees input only at a boundary, in arrival order, so a superstep always
+reads the state and inputs of the boundary it started at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.exceptions import ApplicationError
+
+from .._engine import Engine, PendingRequest
+from .._protocol import (
+    FAILURE_ALREADY_ANSWERED,
+    FAILURE_INVALID_RESPONSE,
+    FAILURE_UNDELIVERABLE,
+    FAILURE_UNKNOWN_REQUEST,
+    CarriedInbox,
+    CarriedInput,
+    RespondInput,
+    SendInput,
+    Validated,
+)
+from .._serde import Envelope
+from ._status import StatusBoard, quote
+
+__all__ = ["DELIVERED_CARRIED", "Inbox"]
+
+DELIVERED_CARRIED = 200
+"""Answered request ids carried across continue-as-new, to say "already answered"."""
+
+Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]]
+
+
+@dataclass
+class _Input:
+    kind: str  # "respond" | "send"
+    key: str  # request id or executor id
+    value: Envelope
+    validated: bool = False
+
+
+def refuse(type_name: str, message: str, **details: Any) -> ApplicationError:
+    """An update's refusal (or a failure) of a named type the client turns back into the library's error."""
+    return ApplicationError(message, details, type=type_name, non_retryable=True)
+
+
+class Inbox:
+    """Outside input waiting for the next boundary, and which requests were answered.
+
+    Args:
+        validate: Type-checks a value in a local activity (the types are user code).
+        board: Where warnings about unusable signal input go.
+        carried: What the previous execution handed over when it continued as new.
+    """
+
+    def __init__(self, validate: Validate, board: StatusBoard, carried: CarriedInbox | None) -> None:
+        carried = carried or CarriedInbox()
+        self._validate = validate
+        self._board = board
+        self.items: list[_Input] = [_Input(i.kind, i.key, i.value, i.validated) for i in carried.items]
+        # Request ids answered (by a response taken into the inbox or the engine): a second answer is refused.
+        self._answered: set[str] = {i.key for i in self.items if i.kind == "respond" and i.validated}
+        # Request ids whose response reached the engine.
+        self._delivered: set[str] = set(carried.delivered)
+        self._delivered_order: list[str] = list(carried.delivered)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def is_open(self, request_id: str) -> bool:
+        """Whether a pending request still waits for an answer (none accepted yet)."""
+        return request_id not in self._answered
+
+    # -- signals: queued as they came ----------------------------------------------------
+
+    def respond_signal(self, inp: RespondInput) -> None:
+        self.items.append(_Input("respond", inp.request_id, Envelope(None, inp.response)))
+
+    def send_signal(self, inp: SendInput) -> None:
+        self.items.append(_Input("send", inp.executor_id, Envelope(inp.message_type, inp.message)))
+
+    # -- updates: checked, then queued -----------------------------------------------------
+
+    def check_request(self, engine: Engine | None, request_id: str) -> PendingRequest:
+        """The pending request ``request_id``, or a refusal saying why it cannot be answered."""
+        req = engine.pending_requests.get(request_id) if engine else None
+        if request_id in self._delivered or request_id in self._answered:
+            raise refuse(
+                FAILURE_ALREADY_ANSWERED, f"request {quote(request_id)} was already answered", request_id=request_id
+            )
+        if req is None:
+            pending = sorted(r for r in (engine.pending_requests if engine else {}) if r not in self._answered)
+            raise refuse(
+                FAILURE_UNKNOWN_REQUEST,
+                f"no pending request with id {quote(request_id)}; pending request ids: {pending or 'none'}",
+                request_id=request_id,
+                pending=pending,
+            )
+        return req
+
+    async def accept_response(self, engine: Engine | None, inp: RespondInput) -> dict[str, Any]:
+        req = self.check_request(engine, inp.request_id)
+        checked = await self._validate(req.executor_id, Envelope(None, inp.response), req)
+        # Another answer may have been accepted while this one was validated.
+        req = self.check_request(engine, inp.request_id)
+        if checked.value is None:
+            raise refuse(
+                checked.error_type or FAILURE_INVALID_RESPONSE,
+                checked.error or "invalid response",
+                request_id=req.request_id,
+                executor_id=req.executor_id,
+            )
+        self._answered.add(req.request_id)
+        self.items.append(_Input("respond", req.request_id, checked.value, validated=True))
+        return {"request_id": req.request_id, "executor_id": req.executor_id, "accepted": True}
+
+    async def accept_message(self, inp: SendInput, check_open: Callable[[], None]) -> dict[str, Any]:
+        checked = await self._validate(inp.executor_id, Envelope(inp.message_type, inp.message), None)
+        if checked.value is None:
+            raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "undeliverable message")
+        check_open()
+        self.items.append(_Input("send", inp.executor_id, checked.value, validated=True))
+        return {"executor_id": inp.executor_id, "accepted": True}
+
+    # -- at a boundary -------------------------------------------------------------------
+
+    async def drain(self, engine: Engine) -> None:
+        """Hand queued input to the engine, in arrival order."""
+        warn = self._board.warn
+        while self.items:
+            item = self.items.pop(0)
+            if item.kind == "respond":
+                if not item.validated and item.key in self._answered:
+                    # An update's answer was accepted (and its caller told so) while
+                    # this signal waited: the update wins, whatever the order.
+                    warn(f"request {quote(item.key)} was already answered; response ignored", request_id=item.key)
+                    continue
+                req = engine.pending_requests.get(item.key)
+                if req is None:
+                    if item.key in self._delivered:
+                        warn(f"request {quote(item.key)} was already answered; response ignored", request_id=item.key)
+                    else:
+                        pending = sorted(engine.pending_requests)
+                        warn(
+                            f"no pending request with id {quote(item.key)}; pending request ids: {pending or 'none'}",
+                            request_id=item.key,
+                        )
+                    continue
+                value = item.value
+                if not item.validated:
+                    checked = await self._validate(req.executor_id, value, req)
+                    if checked.value is None:
+                        warn(
+                            checked.error or "invalid response", request_id=req.request_id, executor_id=req.executor_id
+                        )
+                        continue
+                    value = checked.value
+                engine.respond(req.request_id, value)
+                self._answered.discard(req.request_id)
+                self._delivered.add(req.request_id)
+                self._delivered_order.append(req.request_id)
+            else:
+                value = item.value
+                if not item.validated:
+                    checked = await self._validate(item.key, value, None)
+                    if checked.value is None:
+                        warn(checked.error or "undeliverable message", executor_id=item.key)
+                        continue
+                    value = checked.value
+                engine.send(item.key, value)
+
+    def carry(self) -> CarriedInbox:
+        return CarriedInbox(
+            items=[CarriedInput(i.kind, i.key, i.value, i.validated) for i in self.items],
+            delivered=self._delivered_order[-DELIVERED_CARRIED:],
+        )

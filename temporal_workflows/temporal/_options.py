@@ -1,0 +1,84 @@
+"""How an executor's steps run as Temporal activities: ``ExecutorOptions`` → activity options, in one place.
+
+``ExecutorOptions`` (the graph API) says what a user wants; this module is
+the only place that turns it into the SDK's activity options, and holds every
+default. What differs from the defaults is pinned in each run's history by the
+topology activity (``Pinned.step_options``), so a deploy that changes an
+executor's options does not change a running execution's steps.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+from .._executor import DEFAULT_RETRY_POLICY, DEFAULT_START_TO_CLOSE_TIMEOUT, ExecutorOptions
+
+__all__ = ["DEFAULT_RETRY_POLICY", "DEFAULT_START_TO_CLOSE_TIMEOUT", "activity_options", "step_options"]
+
+
+def _retry_json(policy: RetryPolicy) -> dict[str, Any]:
+    return {
+        "initial_interval": policy.initial_interval.total_seconds(),
+        "backoff_coefficient": policy.backoff_coefficient,
+        "maximum_interval": policy.maximum_interval.total_seconds() if policy.maximum_interval else None,
+        "maximum_attempts": policy.maximum_attempts,
+        "non_retryable_error_types": list(policy.non_retryable_error_types or []) or None,
+    }
+
+
+def step_options(options: ExecutorOptions) -> dict[str, Any]:
+    """What differs from the defaults, as JSON (what a run pins)."""
+    spec: dict[str, Any] = {}
+    if options.start_to_close_timeout != DEFAULT_START_TO_CLOSE_TIMEOUT:
+        spec["start_to_close_timeout"] = options.start_to_close_timeout.total_seconds()
+    if options.heartbeat_timeout:
+        spec["heartbeat_timeout"] = options.heartbeat_timeout.total_seconds()
+    if options.task_queue:
+        spec["task_queue"] = options.task_queue
+    if options.local:
+        spec["local"] = True
+    if options.retry_policy is not None:
+        spec["retry_policy"] = _retry_json(options.retry_policy)
+    return spec
+
+
+def _retry_policy(spec: dict[str, Any] | None) -> RetryPolicy:
+    if not spec:
+        return DEFAULT_RETRY_POLICY
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=spec.get("initial_interval", 1.0)),
+        backoff_coefficient=spec.get("backoff_coefficient", 2.0),
+        maximum_interval=timedelta(seconds=spec["maximum_interval"]) if spec.get("maximum_interval") else None,
+        maximum_attempts=int(spec.get("maximum_attempts") or 0),
+        non_retryable_error_types=list(spec.get("non_retryable_error_types") or []) or None,
+    )
+
+
+def activity_options(spec: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """``(local, options)``: keyword arguments for ``execute_activity`` (or ``execute_local_activity``).
+
+    A heartbeating step learns of a cancel and may clean up, so a cancel waits
+    for it; one that never heartbeats would hold a cancel or reset up until it
+    finished, so its cancel is only tried.
+    """
+    common: dict[str, Any] = {
+        "start_to_close_timeout": timedelta(seconds=spec["start_to_close_timeout"])
+        if spec.get("start_to_close_timeout")
+        else DEFAULT_START_TO_CLOSE_TIMEOUT,
+        "retry_policy": _retry_policy(spec.get("retry_policy")),
+    }
+    if spec.get("local"):
+        return True, common
+    hb = spec.get("heartbeat_timeout")
+    common.update(
+        task_queue=spec.get("task_queue"),
+        heartbeat_timeout=timedelta(seconds=hb) if hb else None,
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+        if hb
+        else workflow.ActivityCancellationType.TRY_CANCEL,
+    )
+    return False, common

@@ -1,0 +1,80 @@
+"""The run's status as clients read it: ``status`` query, search attribute, current details, warnings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+
+from .._events import WorkflowEvent, WorkflowWarningEvent
+from .._protocol import CarriedStatus
+
+__all__ = ["MAX_WARNINGS", "QUOTE_LIMIT", "WARNING_LIMIT", "StatusBoard", "quote"]
+
+MAX_WARNINGS = 20
+"""Warnings about unusable outside input kept for the ``status`` query (newest last)."""
+
+WARNING_LIMIT = 500
+"""Characters a warning keeps: warnings are carried across continue-as-new and served by query."""
+
+QUOTE_LIMIT = 80
+"""Characters of an outside string (a request id, a label) a message quotes."""
+
+
+def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``repr`` of an outside string, cut to a prefix: whatever a client sends, messages stay small."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text):,} characters)"
+
+
+def _bounded(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+class StatusBoard:
+    """Where the run is, for humans and for ``temporal workflow list``.
+
+    The status search attribute is upserted only when the status changes, and
+    only if the namespace has it (pinned with the topology).
+    """
+
+    def __init__(self, publish: Callable[[WorkflowEvent], None], carried: CarriedStatus | None) -> None:
+        self._publish = publish
+        self.status = "starting"
+        self.error: str | None = None
+        self.warnings: list[dict[str, Any]] = list(carried.warnings) if carried else []
+        self.attribute: str | None = None
+        self._upserted: str | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.status in ("completed", "failed")
+
+    def set(self, status: str, details: str) -> None:
+        self.status = status
+        workflow.set_current_details(details)
+        if status == self._upserted:
+            return
+        self._upserted = status
+        if self.attribute:
+            key = SearchAttributeKey.for_keyword(self.attribute)
+            workflow.upsert_search_attributes([key.value_set(status)])
+
+    def warn(self, message: str, *, request_id: str | None = None, executor_id: str | None = None) -> None:
+        """Outside input the run could not use: kept (bounded), streamed, and logged without values."""
+        message = _bounded(message, WARNING_LIMIT) or ""
+        request_id = _bounded(request_id, QUOTE_LIMIT)
+        executor_id = _bounded(executor_id, QUOTE_LIMIT)
+        warning = {"message": message, "request_id": request_id, "executor_id": executor_id}
+        self.warnings = [*self.warnings, warning][-MAX_WARNINGS:]
+        # The log carries no values (they may be secrets the codec encrypts elsewhere).
+        workflow.logger.warning("outside input was not used; the status query and event stream say why")
+        self._publish(WorkflowWarningEvent(message=message, request_id=request_id, executor_id=executor_id))
+
+    def carry(self) -> CarriedStatus:
+        return CarriedStatus(warnings=list(self.warnings))

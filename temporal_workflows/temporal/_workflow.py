@@ -1,0 +1,764 @@
+"""The Temporal workflow: the superstep driver as deterministic workflow code.
+
+One dynamic workflow class serves every graph: the workflow type is the
+graph's name, and the first thing a run does is a local activity that returns
+the graph's topology, which records it in history. Replays read it from there,
+so deploying a changed graph never changes a running execution.
+
+This module runs no user code: steps, callable reducers, routing and the
+validation of outside input all run in activities. The loop is
+``_driver.SuperstepDriver``, the same one the in-process runner drives; this
+class is its host on Temporal. Its state lives in parts that each carry
+themselves across continue-as-new:
+
+* ``_inbox.Inbox``: outside input (responses, messages) until a boundary;
+* ``_checkpointing.Checkpoints``: checkpoints, resets and forks;
+* ``_status.StatusBoard``: the status query, search attribute and warnings;
+* ``_supersteps.StepRunner``: steps and reducers as activities.
+
+Every signal, update and query is declared here, so the wire contract is read
+in one file (the names and argument types are in ``_protocol``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn, TypeVar
+
+from pydantic import ValidationError
+from pydantic_core import to_json
+from temporalio import workflow
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue, RetryPolicy
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+from temporalio.exceptions import ApplicationError
+
+# No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
+# replays it in the sandbox must see one consistent copy of every module it uses.
+from .._checkpoint import WorkflowCheckpoint
+from .._driver import DriverHost, StepOutcome, SuperstepDriver, checkpoint_of
+from .._engine import EXECUTOR_STATE_PREFIX, CommitPlan, Engine, PendingRequest, Reduction, StepTask, Topology
+from .._errors import (
+    CheckpointStorageError,
+    InvalidRunInputError,
+    RunTooLargeError,
+    WorkflowError,
+    WorkflowRunError,
+)
+from .._events import WorkflowEvent, WorkflowResetEvent, WorkflowStartedEvent
+from .._limits import DEFAULT_MAX_PAYLOAD_BYTES, GUIDANCE, json_size
+from .._protocol import (
+    ACTIVITY_TOPOLOGY,
+    ACTIVITY_VALIDATE,
+    DEFAULT_MAX_HISTORY_EVENTS,
+    EVENTS_TOPIC,
+    FAILURE_RUN_CLOSED,
+    FAILURE_UNDELIVERABLE,
+    FAILURE_UNKNOWN_GRAPH,
+    LEGACY_FAILURE_TYPES,
+    MAX_STEPS_IN_FLIGHT,
+    QUERY_CHECKPOINT,
+    QUERY_CHECKPOINTS,
+    QUERY_COMMITTED_STATE,
+    QUERY_PENDING_REQUESTS,
+    QUERY_STATE,
+    QUERY_STATUS,
+    SIGNAL_CHECKPOINT,
+    SIGNAL_CLOSE,
+    SIGNAL_RESET,
+    SIGNAL_RESPOND,
+    SIGNAL_SEND,
+    UPDATE_CHECKPOINT,
+    UPDATE_RESET,
+    UPDATE_RESPOND,
+    UPDATE_SEND,
+    Carried,
+    CarriedCheckpoints,
+    CheckpointRequest,
+    CheckpointSetup,
+    Pinned,
+    ResetRequest,
+    RespondInput,
+    RunInput,
+    SendInput,
+    StateSnapshot,
+    Validated,
+    ValidateInput,
+)
+from .._serde import Envelope, encode, validation_message
+from .._tracing import workflow_span
+from ._checkpointing import CheckpointAsk, Checkpoints, ResetPlan
+from ._failures import to_failure
+from ._inbox import Inbox, refuse
+from ._status import StatusBoard, quote
+from ._supersteps import StepRunner
+
+__all__ = ["GraphWorkflow", "MIN_SEGMENT_EVENTS", "PATCH_CHECKPOINT_FAILURE_FAILS_RUN", "STREAM_EVENTS_CARRIED"]
+
+STREAM_EVENTS_CARRIED = 1000
+"""Most recent events a run carries across continue-as-new (older offsets are then gone)."""
+
+MIN_SEGMENT_EVENTS = 20
+"""History events a run adds before it may continue as new again."""
+
+PATCH_CHECKPOINT_FAILURE_FAILS_RUN = "checkpoint-failure-fails-run"
+"""Runs recorded before this went on (with a warning) when an automatic checkpoint could not be saved."""
+
+SIGNALS = (SIGNAL_RESPOND, SIGNAL_SEND, SIGNAL_CLOSE, SIGNAL_CHECKPOINT, SIGNAL_RESET)
+UPDATES = (UPDATE_RESPOND, UPDATE_SEND, UPDATE_CHECKPOINT, UPDATE_RESET)
+
+_T = TypeVar("_T")
+
+_JSON_PLAIN = {"encoding": b"json/plain"}
+
+_NO_ARGUMENT = RawValue(Payload(metadata={"encoding": b"binary/null"}))
+"""Default of signals whose argument is optional (``checkpoint``, ``reset``)."""
+
+
+def _payload(env: Envelope) -> Payload:
+    return Payload(metadata=_JSON_PLAIN, data=to_json(env))
+
+
+def _is_null(raw: RawValue) -> bool:
+    encoding = raw.payload.metadata.get("encoding")
+    return encoding == b"binary/null" or (encoding == b"json/plain" and raw.payload.data.strip() == b"null")
+
+
+def _short(e: BaseException, limit: int = 300) -> str:
+    """An error message fit for a warning or a failure: one line, bounded, quoting no input values."""
+    text = " ".join((validation_message(e) if isinstance(e, ValidationError) else str(e)).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _iso(epoch: float | None) -> str | None:
+    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch is not None else None
+
+
+def _request_json(req: PendingRequest) -> dict[str, Any]:
+    return {
+        "request_id": req.request_id,
+        "executor_id": req.executor_id,
+        "request": req.data.data,
+        "request_type": req.data.type,
+        "response_type": req.response_type,
+        "response_schema": req.response_schema,
+        "superstep": req.superstep,
+        "created_at": _iso(req.created_at),
+        "deadline": _iso(req.deadline),
+        "on_timeout": req.on_timeout if req.timeout is not None else None,
+    }
+
+
+def _pinned(raw: RawValue) -> Pinned:
+    """The pinned topology and step options, also from runs recorded by earlier versions."""
+    converter = workflow.payload_converter()
+    try:
+        pinned: Pinned = converter.from_payload(raw.payload, Pinned)
+    except Exception:
+        pinned = Pinned(converter.from_payload(raw.payload, Topology), None)
+    if pinned.step_options is None:
+        # Earlier versions kept executor options inside the topology.
+        legacy: dict[str, Any] = converter.from_payload(raw.payload, dict)
+        topology = legacy.get("topology", legacy)
+        options = topology.get("executor_options") if isinstance(topology, dict) else None
+        pinned = dataclasses.replace(pinned, step_options=options if isinstance(options, dict) else {})
+    return pinned
+
+
+def _check_input(inp: RunInput) -> None:
+    """Refuse a malformed start input, naming the field (it would otherwise fail later, or for ever)."""
+    if inp.checkpoint_every is not None and inp.checkpoint_every < 0:
+        raise InvalidRunInputError(f"checkpoint_every must be 0 or more, not {inp.checkpoint_every}")
+    if inp.max_history_events is not None and inp.max_history_events < 1:
+        raise InvalidRunInputError(f"max_history_events must be positive, not {inp.max_history_events}")
+    if inp.max_steps_in_flight is not None and not 1 <= inp.max_steps_in_flight <= MAX_STEPS_IN_FLIGHT:
+        raise InvalidRunInputError(
+            f"max_steps_in_flight must be 1 to {MAX_STEPS_IN_FLIGHT}, not {inp.max_steps_in_flight}"
+        )
+    if inp.message_type is not None and not isinstance(inp.message_type, str):
+        raise InvalidRunInputError("message_type must be a type name (a string)")
+
+
+@workflow.defn(dynamic=True, sandboxed=False)
+class GraphWorkflow:
+    """Runs one graph execution: pins the topology, then drives supersteps, waiting durably when idle.
+
+    Runs outside Temporal's sandbox: it calls no user code (handlers run in
+    activities), and the sandbox's work around each workflow task cost more
+    than the task itself. Determinism is checked instead by replaying every
+    run of the test session inside the sandbox with its default restrictions
+    (tests/integration/test_replay.py).
+    """
+
+    @workflow.init
+    def __init__(self, args: Sequence[RawValue]) -> None:
+        inp = RunInput()
+        # A start input that is not a RunInput fails the run (in run()), rather than
+        # the workflow task, which Temporal would retry for ever.
+        self._input_error: str | None = None
+        if args:
+            try:
+                decoded = workflow.payload_converter().from_payload(args[0].payload, RunInput)
+                if not isinstance(decoded, RunInput):
+                    raise TypeError(f"got {type(decoded).__name__}")
+                inp = decoded
+            except Exception as e:
+                self._input_error = f'the start input is not {{"message": ...}} (a RunInput): {_short(e)}'
+        self._input = inp
+        carried = inp.carried if self._input_error is None else None
+        self._carried = carried
+        # Must be built here, in __init__: the stream registers its signal,
+        # update and query handlers before the first event is delivered.
+        self._stream = WorkflowStream(prior_state=carried.stream if carried else None)
+        self._events = self._stream.topic(EVENTS_TOPIC, type=Envelope)
+        self._board = StatusBoard(self._publish, carried.status if carried else None)
+        self._inbox = Inbox(self._validate, self._board, carried.inbox if carried else None)
+        self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
+        self._engine: Engine | None = None
+        self._topology: Topology | None = None
+        self._steps: StepRunner | None = None
+        self._reset: ResetPlan | None = None
+        self._keep_alive = inp.keep_alive
+        self._closing = carried.closing if carried else False
+        self._epoch = carried.epoch if carried else 0
+        self._segment = carried.segment if carried else 0
+        self._start_env: Envelope | None = carried.start if carried else None
+        self._lineage: dict[str, Any] | None = carried.lineage if carried else None
+        self._payload_limit = DEFAULT_MAX_PAYLOAD_BYTES
+        self._max_events = DEFAULT_MAX_HISTORY_EVENTS
+        self._segment_start: int | None = None
+        self._updates_since_task = False
+
+    @workflow.dynamic_config
+    def dynamic_config(self) -> workflow.DynamicWorkflowConfig:
+        # An engine error is a bug in the graph: fail the run, never retry the task for ever.
+        return workflow.DynamicWorkflowConfig(failure_exception_types=[WorkflowError])
+
+    # -- queries -----------------------------------------------------------------
+
+    @workflow.query(name=QUERY_COMMITTED_STATE)
+    def committed_state(self) -> StateSnapshot:
+        engine = self._engine
+        version = self._steps.state_version if self._steps else "0"
+        return StateSnapshot(version, dict(engine.state) if engine else {})
+
+    @workflow.query(name=QUERY_STATUS)
+    def status(self) -> dict[str, Any]:
+        """Where the run is: status, superstep, in-flight executors, requests, outputs so far, warnings."""
+        engine, board, cps = self._engine, self._board, self._checkpoints
+        return {
+            "status": board.status,
+            "superstep": engine.superstep if engine else 0,
+            "in_flight": list(self._steps.in_flight) if self._steps else [],
+            "pending_requests": len(engine.pending_requests) if engine else 0,
+            "outputs": [o.value.data for o in engine.outputs] if engine else [],
+            "keep_alive": self._keep_alive,
+            "warnings": list(board.warnings),
+            "error": board.error,
+            "last_checkpoint_id": cps.last_id,
+            "checkpoints": len(cps.listed),
+            "resets": self._epoch,
+            "continued_as_new": self._segment,
+            "lineage": self._lineage,
+        }
+
+    @workflow.query(name=QUERY_CHECKPOINTS)
+    def checkpoints(self) -> list[dict[str, Any]]:
+        """This workflow's checkpoints, oldest first: id, superstep, label, created time, parent id."""
+        return [dict(c) for c in self._checkpoints.listed]
+
+    @workflow.query(name=QUERY_CHECKPOINT)
+    def get_checkpoint(self, checkpoint_id: str) -> WorkflowCheckpoint | None:
+        """A history-only checkpoint whole (``None`` if this run does not hold it)."""
+        return self._checkpoints.kept.get(checkpoint_id)
+
+    @workflow.query(name=QUERY_PENDING_REQUESTS)
+    def pending_requests(self) -> list[dict[str, Any]]:
+        """Open requests with the JSON schema a response must match, oldest first."""
+        engine = self._engine
+        if engine is None:
+            return []
+        return [_request_json(r) for r in engine.pending_requests.values() if self._inbox.is_open(r.request_id)]
+
+    @workflow.query(name=QUERY_STATE)
+    def state(self) -> dict[str, Any]:
+        """Committed shared state as JSON."""
+        engine = self._engine
+        if engine is None:
+            return {}
+        return {k: v.data for k, v in engine.state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+
+    # -- outside input -------------------------------------------------------------
+
+    # Signals take their argument raw and decode it here: a signal whose argument
+    # does not decode would otherwise be dropped by the SDK with a worker log line
+    # only; this way it becomes a warning in ``status`` and the event stream.
+
+    def _signal_arg(self, name: str, raw: RawValue, typ: type[_T]) -> tuple[_T | None, bool]:
+        """``(value, ok)``; ``(None, True)`` for an omitted or null argument of an optional one."""
+        if raw is _NO_ARGUMENT or _is_null(raw):
+            return None, True
+        try:
+            value: _T = workflow.payload_converter().from_payload(raw.payload, typ)
+        except Exception as e:
+            self._board.warn(f"signal {name!r} ignored: its argument is not a valid {typ.__name__}: {_short(e)}")
+            return None, False
+        return value, True
+
+    @workflow.signal(name=SIGNAL_RESPOND)
+    def respond_signal(self, raw: RawValue) -> None:
+        """Answer a request; bad input becomes a warning, never a failure."""
+        inp, _ = self._signal_arg(SIGNAL_RESPOND, raw, RespondInput)
+        if inp is not None:
+            self._inbox.respond_signal(inp)
+
+    @workflow.signal(name=SIGNAL_SEND)
+    def send_signal(self, raw: RawValue) -> None:
+        """Queue a message for an executor; bad input becomes a warning."""
+        inp, _ = self._signal_arg(SIGNAL_SEND, raw, SendInput)
+        if inp is not None:
+            self._inbox.send_signal(inp)
+
+    @workflow.signal(name=SIGNAL_CLOSE)
+    def close(self) -> None:
+        """Let a keep-alive run complete once it is idle."""
+        self._closing = True
+
+    @workflow.signal(name=SIGNAL_CHECKPOINT)
+    def checkpoint_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
+        """Take a checkpoint at the next boundary; a failure becomes a warning."""
+        req, ok = self._signal_arg(SIGNAL_CHECKPOINT, raw, CheckpointRequest)
+        if not ok:
+            return
+        if not self._board.closed:
+            self._checkpoints.asks.append(CheckpointAsk(req.label if req else None, via_update=False))
+
+    @workflow.update(name=UPDATE_CHECKPOINT)
+    async def take_checkpoint(self, req: CheckpointRequest | None = None) -> dict[str, Any]:
+        """Take a checkpoint at the next boundary (now, if idle); returns its id once saved."""
+        self._updates_since_task = True
+        ask = CheckpointAsk(req.label if req else None, via_update=True)
+        self._checkpoints.asks.append(ask)
+        await workflow.wait_condition(lambda: ask.done)
+        if ask.error is not None or ask.result is None:
+            raise to_failure(CheckpointStorageError(ask.error or "checkpoint failed"))
+        return ask.result
+
+    @take_checkpoint.validator
+    def _validate_take_checkpoint(self, req: CheckpointRequest | None = None) -> None:
+        self._check_open()
+
+    @workflow.signal(name=SIGNAL_RESET)
+    async def reset_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
+        """Reset at the next boundary; an unusable request becomes a warning."""
+        req, ok = self._signal_arg(SIGNAL_RESET, raw, ResetRequest)
+        if not ok:
+            return
+        try:
+            self._reset = await self._plan_reset(req or ResetRequest())
+        except ApplicationError as e:
+            self._board.warn(f"reset refused: {e.message}")
+
+    @workflow.update(name=UPDATE_RESET)
+    async def reset_run(self, req: ResetRequest | None = None) -> dict[str, Any]:
+        """Reset at the next boundary (now, if idle); returns once the reset is accepted."""
+        self._updates_since_task = True
+        plan = await self._plan_reset(req or ResetRequest())
+        self._reset = plan
+        return {
+            "accepted": True,
+            "checkpoint_id": plan.requested_checkpoint_id,
+            "superstep": plan.checkpoint.superstep if plan.checkpoint is not None else 0,
+        }
+
+    @reset_run.validator
+    def _validate_reset_run(self, req: ResetRequest | None = None) -> None:
+        self._check_open()
+        cid = req.checkpoint_id if req else None
+        cps = self._checkpoints
+        if cid is not None and cps.history_only and cid not in cps.kept:
+            raise cps.unknown(cid)
+
+    async def _plan_reset(self, req: ResetRequest) -> ResetPlan:
+        self._check_open()
+        await workflow.wait_condition(lambda: self._topology is not None)
+        assert self._topology is not None
+        return await self._checkpoints.plan_reset(
+            req, self._topology, self._validate, start=self._start_env, lineage=self._lineage
+        )
+
+    @workflow.update(name=UPDATE_RESPOND)
+    async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
+        """Answer a request; returns once accepted (delivered at the next boundary)."""
+        self._updates_since_task = True
+        self._check_open()
+        return await self._inbox.accept_response(self._engine, inp)
+
+    @submit_response.validator
+    def _validate_submit_response(self, inp: RespondInput) -> None:
+        # Rejected here, an update leaves no trace in history.
+        self._check_open()
+        self._inbox.check_request(self._engine, inp.request_id)
+
+    @workflow.update(name=UPDATE_SEND)
+    async def send_message(self, inp: SendInput) -> dict[str, Any]:
+        """Queue a message for an executor; returns once it is accepted."""
+        self._updates_since_task = True
+        return await self._inbox.accept_message(inp, self._check_open)
+
+    @send_message.validator
+    def _validate_send_message(self, inp: SendInput) -> None:
+        self._check_open()
+        topology = self._topology
+        if topology is not None and inp.executor_id not in topology.executor_ids:
+            raise refuse(
+                FAILURE_UNDELIVERABLE,
+                f"no executor {quote(inp.executor_id)} in graph {workflow.info().workflow_type!r}; "
+                f"executors: {sorted(topology.executor_ids)}",
+            )
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal this workflow has no handler for (a misspelled name): a warning, never silence."""
+        self._board.warn(f"unknown signal {quote(name)} ignored; signals: {', '.join(SIGNALS)}")
+
+    @workflow.update(dynamic=True)
+    async def unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
+        raise AssertionError("refused by the validator")  # pragma: no cover
+
+    @unknown_update.validator
+    def _validate_unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
+        raise refuse("UnknownUpdateError", f"no update named {quote(name)} on this run; updates: {', '.join(UPDATES)}")
+
+    def _check_open(self) -> None:
+        if self._board.closed or self._closing:
+            state = "closing" if self._closing and not self._board.closed else self._board.status
+            raise refuse(FAILURE_RUN_CLOSED, f"the run is {state}")
+
+    async def _validate(self, executor_id: str, value: Envelope, request: PendingRequest | None) -> Validated:
+        """Type-check outside input in a local activity: the types are user code."""
+        name = workflow.info().workflow_type
+        result: Validated = await workflow.execute_local_activity(
+            ACTIVITY_VALIDATE,
+            ValidateInput(name, executor_id, value, request),
+            result_type=Validated,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+            summary=f"validate {'response to ' + request.request_id if request else 'message for ' + executor_id}",
+        )
+        return result
+
+    # -- events ------------------------------------------------------------------
+
+    def _publish(self, event: WorkflowEvent | Envelope) -> None:
+        # A ready-made payload skips the stream's per-item converter lookup (a fifth
+        # of a run's workflow CPU when measured); the bytes are what the converter
+        # would make of the envelope, and the codec still applies when they are served.
+        self._events.publish(_payload(event if isinstance(event, Envelope) else encode(event)))
+
+    # -- the run -----------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, args: Sequence[RawValue]) -> dict[str, Any]:
+        name = workflow.info().workflow_type
+        inp = self._input
+        if self._input_error is not None:
+            raise to_failure(InvalidRunInputError(self._input_error))
+        try:
+            _check_input(inp)
+        except InvalidRunInputError as e:
+            raise to_failure(e) from None
+        raw: RawValue = await workflow.execute_local_activity(
+            ACTIVITY_TOPOLOGY,
+            name,
+            result_type=RawValue,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(
+                maximum_attempts=3,
+                non_retryable_error_types=[FAILURE_UNKNOWN_GRAPH]
+                + [k for k, v in LEGACY_FAILURE_TYPES.items() if v == FAILURE_UNKNOWN_GRAPH],
+            ),
+            summary=f"pin topology of {name}",
+        )
+        pinned = _pinned(raw)
+        topology = pinned.topology
+        self._topology = topology
+        self._board.attribute = pinned.status_attribute
+        cps = self._checkpoints
+        cps.setup = pinned.checkpoints or CheckpointSetup()
+        self._payload_limit = pinned.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
+        self._max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
+        steps = self._steps = StepRunner(topology, pinned.step_options or {}, epoch=self._epoch)
+        steps.max_in_flight = inp.max_steps_in_flight or MAX_STEPS_IN_FLIGHT
+        engine = Engine(topology)
+        carried = self._carried
+        try:
+            if carried is not None:
+                if carried.snapshot is not None:
+                    engine.restore(carried.snapshot.to_snapshot())
+                elif carried.start is not None:
+                    engine.start(carried.start)
+            elif inp.fork_from is not None:
+                fork = inp.fork_from
+                cp = await cps.load(fork.workflow_id, fork.checkpoint_id)
+                cps.check_signature(cp, topology, fork.allow_signature_mismatch)
+                engine.restore(cp.to_snapshot())
+                self._lineage = {"workflow_id": fork.workflow_id, "checkpoint_id": fork.checkpoint_id}
+                cps.restored(cp.checkpoint_id, base=False)
+            elif not (inp.keep_alive and inp.message is None and inp.message_type is None):
+                self._start_env = Envelope(inp.message_type, inp.message)
+                engine.start(self._start_env)
+        except WorkflowError as e:
+            raise to_failure(InvalidRunInputError(f"the run cannot start from its input: {_short(e)}")) from None
+        self._engine = engine
+        steps.restored(engine)
+        if self._epoch:
+            cps.metadata["resets"] = self._epoch
+        if self._lineage is not None:
+            cps.metadata["lineage"] = self._lineage
+        every = inp.checkpoint_every if inp.checkpoint_every is not None else cps.setup.every
+        driver = SuperstepDriver(
+            engine, _Host(self, engine), checkpoint_every=every, payload_limit=lambda: self._payload_limit
+        )
+        if carried is None or carried.reason != "history":
+            self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
+            # A run restored from a checkpoint says again what it is waiting for.
+            for event in driver.announce_pending():
+                self._publish(event)
+        try:
+            async for event in driver.run():
+                self._publish(event)
+        except WorkflowRunError as e:
+            self._board.error = str(e)
+            raise to_failure(e) from None
+        # Let in-flight handlers finish (and stream pollers see the end) before closing.
+        await self._settle(engine)
+        return {
+            "outputs": [o.value.data for o in engine.outputs],
+            "output_types": [o.value.type for o in engine.outputs],
+            "superstep": engine.superstep,
+            "status": "completed",
+            "unanswered_requests": [_request_json(r) for r in engine.pending_requests.values()],
+        }
+
+    # -- continue-as-new -----------------------------------------------------------
+
+    def _history_is_long(self) -> bool:
+        info = workflow.info()
+        length = info.get_current_history_length()
+        if self._segment_start is None:
+            self._segment_start = length
+        # A new run must make some progress first, or a tiny limit would continue as new for ever.
+        if length < self._segment_start + MIN_SEGMENT_EVENTS:
+            return False
+        return info.is_continue_as_new_suggested() or length >= self._max_events
+
+    async def _settle(self, engine: Engine, *, continuing: bool = False) -> None:
+        """Let every handler finish before the run closes or continues as new.
+
+        Checkpoint requests that arrive meanwhile are served here (this is a
+        boundary), or their updates would wait for ever. Before continuing as
+        new, the updates' completions are first sent in a workflow task of
+        their own: completed in the same task as the continue-as-new, an
+        update is sometimes delivered again to the new run
+        (temporalio/temporal#6375), which would apply a message twice.
+        """
+        self._stream.detach_pollers()
+        cps = self._checkpoints
+        while True:
+            await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(cps.asks))
+            if cps.asks:
+                await cps.serve(engine, self._board.warn)
+                continue
+            if not continuing or not self._updates_since_task:
+                return
+            self._updates_since_task = False
+            await workflow.sleep(timedelta(milliseconds=1), summary="flush update completions")
+
+    def _stream_state(self, keep: int = STREAM_EVENTS_CARRIED) -> WorkflowStreamState:
+        state = self._stream.get_state()
+        extra = len(state.log) - keep
+        if extra > 0:
+            state = dataclasses.replace(state, log=state.log[extra:], base_offset=state.base_offset + extra)
+        return state
+
+    async def _continue_as_new(self, engine: Engine) -> NoReturn:
+        """Continue as new at this boundary, for a reset or because history is long.
+
+        The engine snapshot (or the reset's starting point) is the new run's
+        input; each part carries itself. Nothing is lost: handlers finish first.
+        """
+        if self._steps is not None:
+            self._steps.in_flight = []
+        await self._settle(engine, continuing=True)
+        info = workflow.info()
+        cps = self._checkpoints
+        plan = self._reset  # a reset accepted while settling wins
+        if plan is None:
+            carried = Carried(
+                reason="history",
+                snapshot=checkpoint_of(
+                    engine,
+                    checkpoint_id="",
+                    run_id=info.workflow_id,
+                    previous_checkpoint_id=cps.last_id,
+                    timestamp=workflow.now(),
+                ),
+                start=self._start_env,
+                epoch=self._epoch,
+                inbox=self._inbox.carry(),
+                checkpoints=cps.carry(),
+                status=self._board.carry(),
+                closing=self._closing,
+            )
+            workflow.logger.info("continuing as new after %s history events", info.get_current_history_length())
+        else:
+            cp = plan.checkpoint
+            own = cp is not None and cp.run_id == info.workflow_id
+            chain = cps.carry()
+            carried = Carried(
+                reason="reset",
+                snapshot=cp,
+                # A clean reset later starts again from the run's start message, however many resets came
+                # before; a reset with a new message makes that the start message.
+                start=plan.start if cp is None else self._start_env,
+                epoch=self._epoch + 1,
+                checkpoints=CarriedCheckpoints(
+                    last_id=cp.checkpoint_id if cp is not None else None,
+                    base_id=cp.checkpoint_id if cp is not None and own and not cps.history_only else None,
+                    listed=chain.listed,
+                    kept=chain.kept,
+                ),
+            )
+            # Results of steps still running, queued input, requests and outputs go with the old run.
+            self._publish(
+                WorkflowResetEvent(
+                    checkpoint_id=plan.requested_checkpoint_id,
+                    superstep=cp.superstep if cp is not None else 0,
+                    resets=self._epoch + 1,
+                )
+            )
+        carried.segment = self._segment + 1
+        carried.lineage = self._lineage
+        carried.stream = self._stream_state()
+        arg = RunInput(
+            keep_alive=self._keep_alive,
+            checkpoint_every=self._input.checkpoint_every,
+            max_history_events=self._input.max_history_events,
+            max_steps_in_flight=self._input.max_steps_in_flight,
+            carried=carried,
+        )
+        size = json_size(arg)
+        if size > self._payload_limit:
+            # The stream's recent events are a convenience for late subscribers: shed them first.
+            carried.stream = self._stream_state(keep=0)
+            size = json_size(arg)
+            if size > self._payload_limit:
+                raise self._too_large_to_continue(arg, size, engine.superstep)
+        workflow.continue_as_new(args=[arg])
+
+    def _too_large_to_continue(self, arg: RunInput, size: int, superstep: int) -> RunTooLargeError:
+        """Name what really makes the continue-as-new input large: parts and state keys, largest first."""
+        carried = arg.carried
+        assert carried is not None
+        parts: list[tuple[int, str]] = []
+        snapshot = carried.snapshot
+        if snapshot is not None:
+            parts += [(json_size(v.data), f"state key {quote(k)}") for k, v in snapshot.state.items()]
+            parts.append((json_size([o.value.data for o in snapshot.outputs]), "outputs"))
+            parts.append((json_size(snapshot.messages), "pending messages"))
+            parts.append((json_size(list(snapshot.pending_requests.values())), "pending requests"))
+        for label, part in (
+            ("outside input not yet delivered", carried.inbox),
+            ("checkpoint list", carried.checkpoints),
+            ("warnings", carried.status),
+            ("start message", carried.start),
+        ):
+            if part is not None:
+                parts.append((json_size(part), label))
+        largest = sorted(parts, reverse=True)[:3]
+        return RunTooLargeError(
+            f"the run cannot continue as new: what it carries is {size:,} bytes as JSON, over the payload limit of "
+            f"{self._payload_limit:,} bytes; largest: {', '.join(f'{what} ({n:,} bytes)' for n, what in largest)}; "
+            f"{GUIDANCE}",
+            superstep=superstep,
+        )
+
+
+class _Host(DriverHost):
+    """The driver's host on Temporal: the workflow's parts, at boundaries and in supersteps."""
+
+    def __init__(self, wf: GraphWorkflow, engine: Engine) -> None:
+        self.wf = wf
+        self.engine = engine
+        assert wf._steps is not None
+        self.steps: StepRunner = wf._steps
+
+    def now(self) -> float:
+        return workflow.now().timestamp()
+
+    async def take_input(self, engine: Engine) -> None:
+        if self.wf._reset is not None:
+            await self.wf._continue_as_new(engine)
+        await self.wf._inbox.drain(engine)
+
+    async def serve_checkpoints(self, engine: Engine) -> None:
+        await self.wf._checkpoints.serve(engine, self.wf._board.warn)
+
+    def may_finish(self, engine: Engine) -> bool:
+        return self.wf._closing or (not self.wf._keep_alive and not engine.pending_requests)
+
+    async def before_superstep(self, engine: Engine) -> None:
+        if self.wf._history_is_long():
+            await self.wf._continue_as_new(engine)
+
+    async def wait_for_input(self, engine: Engine) -> None:
+        wf = self.wf
+        deadline = engine.next_deadline()
+        timeout = max(0.0, deadline - workflow.now().timestamp()) if deadline is not None else None
+        # On timeout a request's deadline has come: the driver expires it at the next boundary.
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: bool(wf._inbox or wf._checkpoints.asks) or wf._closing or wf._reset is not None,
+                timeout=timeout,
+                timeout_summary="request deadline",
+            )
+
+    def on_status(self, status: str, details: str) -> None:
+        self.wf._board.set(status, details)
+
+    def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
+        # Steps started inside this span are its children (the context rides in
+        # the activity headers), so a trace reads run → superstep → step.
+        attributes = {
+            "temporal_workflows.graph": workflow.info().workflow_type,
+            "temporal_workflows.superstep": superstep,
+            "temporal_workflows.executor_ids": list(executor_ids),
+            "temporal_workflows.workflow_id": workflow.info().workflow_id,
+        }
+        workflow.set_current_details(f"superstep {superstep}: running {', '.join(executor_ids)}")
+        return workflow_span(f"superstep {superstep}", attributes)
+
+    async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
+        return await self.steps.run(tasks, engine, lambda: self.wf._reset is not None)
+
+    async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
+        return await self.steps.reduce(superstep, reduction)
+
+    def committed(self, plan: CommitPlan, engine: Engine) -> None:
+        self.steps.committed(plan, engine)
+        self.wf._checkpoints.written(plan.keys_written)
+
+    async def save_checkpoint(self, engine: Engine, trigger: str) -> str | None:
+        wf = self.wf
+        try:
+            return await wf._checkpoints.take(engine, None, trigger)
+        except CheckpointStorageError as e:
+            if workflow.patched(PATCH_CHECKPOINT_FAILURE_FAILS_RUN):
+                raise
+            wf._board.warn(str(e))
+            return None

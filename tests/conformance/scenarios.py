@@ -1,0 +1,420 @@
+"""The graphs of the host-conformance suite (hosted by the test worker: see ``all_workflows``).
+
+Each graph is small and exercises one rule of the engine: how a chain, a fan-out
+and a fan-in deliver, what a failing step, reducer, commit or checkpoint does to
+the run, how requests are answered, time out and survive a resume. Every graph
+has its own ``cf_`` name, so the test worker hosts all of them next to the
+integration graphs. Steps that fail do so on their first attempt on Temporal
+(``maximum_attempts=1``), so the suite stays fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from temporalio.common import RetryPolicy
+
+from temporal_workflows import (
+    Executor,
+    ExecutorOptions,
+    InMemoryCheckpointStorage,
+    RequestTimedOut,
+    Workflow,
+    WorkflowBuilder,
+    WorkflowCheckpoint,
+    WorkflowContext,
+    WorkflowEvent,
+    executor,
+    handler,
+    response_handler,
+)
+
+ONE_ATTEMPT = ExecutorOptions(retry_policy=RetryPolicy(maximum_attempts=1))
+"""Fail a step at its first error on Temporal too (in process there are no retries)."""
+
+
+# -- a linear chain: three steps, state, a custom event, a typed output ---------------------
+
+
+class Progress(WorkflowEvent):
+    """A custom event, streamed by both hosts as this class."""
+
+    type: str = "cf_progress"
+    step: str
+    length: int
+
+
+class Shout(BaseModel):
+    text: str
+    hops: int
+
+
+@executor(id="upper")
+async def upper(text: str, ctx: WorkflowContext[str]) -> None:
+    ctx.set_state("path", ["upper"])
+    await ctx.send_message(text.upper())
+
+
+@executor(id="exclaim")
+async def exclaim(text: str, ctx: WorkflowContext[str]) -> None:
+    ctx.set_state("path", [*ctx.get_state("path", []), "exclaim"])
+    await ctx.add_event(Progress(step="exclaim", length=len(text)))
+    await ctx.send_message(text + "!")
+
+
+@executor(id="deliver")
+async def deliver(text: str, ctx: WorkflowContext[None, Shout]) -> None:
+    path = [*ctx.get_state("path", []), "deliver"]
+    ctx.set_state("path", path)
+    ctx.set_state("length", len(text))
+    await ctx.yield_output(Shout(text=text, hops=len(path)))
+
+
+chain = WorkflowBuilder(start_executor=upper, name="cf_chain").add_chain([upper, exclaim, deliver]).build()
+
+
+# -- fan-out / fan-in with built-in reducers -----------------------------------------------
+
+
+@executor(id="scatter")
+async def scatter(n: int, ctx: WorkflowContext[int]) -> None:
+    ctx.set_state("log", ["scatter"])
+    await ctx.send_message(n)
+
+
+class Multiplier(Executor):
+    """Multiplies by the digit its id ends with."""
+
+    @handler
+    async def multiply(self, n: int, ctx: WorkflowContext[int]) -> None:
+        factor = int(self.id[-1])
+        ctx.set_state("total", n * factor)  # "sum" reducer
+        ctx.set_state("log", [self.id])  # "append" reducer
+        await ctx.send_message(n * factor)
+
+
+@executor(id="gather")
+async def gather(products: list[int], ctx: WorkflowContext[None, dict[str, Any]]) -> None:
+    await ctx.yield_output({"products": products, "total": ctx.get_state("total")})
+
+
+multipliers = [Multiplier("times2"), Multiplier("times3"), Multiplier("times5")]
+fan = (
+    WorkflowBuilder(start_executor=scatter, name="cf_fan")
+    .add_fan_out_edges(scatter, multipliers)
+    .add_fan_in_edges(multipliers, gather)
+    .add_state_reducer("total", "sum")
+    .add_state_reducer("log", "append")
+    .build()
+)
+
+
+# -- a step that raises --------------------------------------------------------------------
+
+
+@executor(id="prepare")
+async def prepare(text: str, ctx: WorkflowContext[str]) -> None:
+    ctx.set_state("prepared", text)
+    await ctx.send_message(text)
+
+
+@executor(id="explode", options=ONE_ATTEMPT)
+async def explode(text: str, ctx: WorkflowContext[None, str]) -> None:
+    ctx.set_state("exploded", True)  # discarded with the superstep
+    raise ValueError(f"cannot handle {text!r}")
+
+
+raises = WorkflowBuilder(start_executor=prepare, name="cf_raises").add_edge(prepare, explode).build()
+
+
+# -- two steps of one superstep fail ---------------------------------------------------------
+
+SLOW_FAILURE_SECONDS = 0.3
+"""How long ``first`` takes before failing: it is first in task order but fails last in time."""
+
+
+@executor(id="spread")
+async def spread(text: str, ctx: WorkflowContext[str]) -> None:
+    await ctx.send_message(text)
+
+
+class Refuser(Executor):
+    """Fails; ``first`` takes a moment, so completion order differs from task order."""
+
+    def __init__(self, id: str, delay: float = 0.0) -> None:
+        super().__init__(id=id, options=ONE_ATTEMPT)
+        self.delay = delay
+
+    @handler
+    async def refuse(self, text: str, ctx: WorkflowContext[str]) -> None:
+        if self.delay:
+            await asyncio.sleep(self.delay)  # not synchronisation: it makes the later task fail first
+        ctx.set_state(f"{self.id}_ran", True)
+        raise ValueError(f"{self.id} refuses {text!r}")
+
+
+class Steady(Executor):
+    @handler
+    async def go(self, text: str, ctx: WorkflowContext[str]) -> None:
+        ctx.set_state("steady_ran", True)
+        await ctx.send_message(text)
+
+
+@executor(id="after")
+async def after(texts: list[str], ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output("never")
+
+
+two_failing = [Refuser("first", delay=SLOW_FAILURE_SECONDS), Steady("steady"), Refuser("second")]
+two_fail = (
+    WorkflowBuilder(start_executor=spread, name="cf_two_fail")
+    .add_fan_out_edges(spread, two_failing)
+    .add_fan_in_edges(two_failing, after)
+    .build()
+)
+
+
+# -- a callable reducer that raises ------------------------------------------------------------
+
+
+@executor(id="open")
+async def open_(text: str, ctx: WorkflowContext[str]) -> None:
+    ctx.set_state("opened", text)
+    await ctx.send_message(text)
+
+
+class Contributor(Executor):
+    @handler
+    async def contribute(self, text: str, ctx: WorkflowContext) -> None:
+        ctx.set_state("merged", {self.id: text})
+
+
+def strict_merge(committed: Any, writes: list[Any]) -> Any:
+    raise ValueError(f"refusing to merge {len(writes)} writes")
+
+
+contributors = [Contributor("alpha"), Contributor("beta")]
+bad_reducer = (
+    WorkflowBuilder(start_executor=open_, name="cf_bad_reducer")
+    .add_fan_out_edges(open_, contributors)
+    .add_state_reducer("merged", strict_merge)
+    .build()
+)
+
+
+# -- a state conflict: two parallel steps write one key without a reducer ---------------------
+
+
+@executor(id="claim")
+async def claim(text: str, ctx: WorkflowContext[str]) -> None:
+    ctx.set_state("claimed_by", [])
+    await ctx.send_message(text)
+
+
+class Claimer(Executor):
+    @handler
+    async def take(self, text: str, ctx: WorkflowContext) -> None:
+        ctx.set_state("owner", self.id)
+
+
+conflict = (
+    WorkflowBuilder(start_executor=claim, name="cf_conflict")
+    .add_fan_out_edges(claim, [Claimer("left"), Claimer("right")])
+    .build()
+)
+
+
+# -- the superstep limit -------------------------------------------------------------------------
+
+
+@executor(id="spin")
+async def spin(n: int, ctx: WorkflowContext[int]) -> None:
+    ctx.set_state("laps", ctx.get_state("laps", 0) + 1)
+    await ctx.send_message(n + 1)
+
+
+LIMIT = 4
+endless = WorkflowBuilder(start_executor=spin, name="cf_endless", max_iterations=LIMIT).add_edge(spin, spin).build()
+
+
+# -- human input: one request, answered --------------------------------------------------------
+
+
+class Question(BaseModel):
+    topic: str
+    text: str
+
+
+class Answer(BaseModel):
+    text: str
+
+
+class Asker(Executor):
+    @handler
+    async def ask(self, topic: str, ctx: WorkflowContext) -> None:
+        ctx.set_state("asked", topic)
+        await ctx.request_info(Question(topic=topic, text=f"what about {topic}?"), Answer)
+
+    @response_handler
+    async def answered(self, q: Question, a: Answer, ctx: WorkflowContext[str]) -> None:
+        ctx.set_state("answer", a.text)
+        await ctx.send_message(f"{q.topic}: {a.text}")
+
+
+@executor(id="archive")
+async def archive(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(f"archived {text}")
+
+
+asker = Asker("asker")
+human = WorkflowBuilder(start_executor=asker, name="cf_human").add_edge(asker, archive).build()
+
+
+def answer_question(executor_id: str, request: Any) -> Answer:
+    """How the tests answer ``cf_human`` (and ``cf_resume``): from the request's JSON."""
+    return Answer(text=f"{executor_id} heard {request['text']!r}")
+
+
+# -- requests with a deadline -----------------------------------------------------------------------
+
+DEADLINE_SECONDS = 1.5
+
+
+class Approval(BaseModel):
+    approved: bool
+
+
+class Deadline(BaseModel):
+    on_timeout: Literal["respond", "fail"]
+    seconds: float = DEADLINE_SECONDS
+
+
+class Gate(Executor):
+    @handler
+    async def ask(self, d: Deadline, ctx: WorkflowContext) -> None:
+        await ctx.request_info(
+            Question(topic="gate", text=f"approve? ({d.on_timeout} after {d.seconds:g}s)"),
+            Approval,
+            timeout=d.seconds,
+            on_timeout=d.on_timeout,
+        )
+
+    @response_handler
+    async def decided(self, q: Question, a: Approval | RequestTimedOut, ctx: WorkflowContext[None, str]) -> None:
+        if isinstance(a, RequestTimedOut):
+            ctx.set_state("decision", "timed out")
+            await ctx.yield_output(f"timed out after {a.timeout:g}s")
+        else:
+            ctx.set_state("decision", "approved" if a.approved else "rejected")
+            await ctx.yield_output("approved" if a.approved else "rejected")
+
+
+deadline = WorkflowBuilder(start_executor=Gate("gate"), name="cf_deadline").build()
+
+
+# -- a checkpoint that cannot be saved ---------------------------------------------------------------
+
+
+class BrokenStorage(InMemoryCheckpointStorage):
+    """A store whose disk is full: every save raises."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        raise OSError("disk full")
+
+
+@executor(id="note")
+async def note(text: str, ctx: WorkflowContext[str]) -> None:
+    ctx.set_state("noted", text)
+    await ctx.send_message(text)
+
+
+@executor(id="publish")
+async def publish(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(f"published {text}")
+
+
+unsaved = (
+    WorkflowBuilder(start_executor=note, name="cf_unsaved", checkpoint_storage=BrokenStorage(), checkpoint_every=1)
+    .add_edge(note, publish)
+    .build()
+)
+
+
+# -- an undeliverable message --------------------------------------------------------------------------
+
+
+@executor(id="talker", options=ONE_ATTEMPT)
+async def talker(text: str, ctx: WorkflowContext[Any]) -> None:  # Any: the builder would refuse the edge
+    await ctx.send_message(len(text))  # an int; "listener" takes only str
+
+
+@executor(id="listener")
+async def listener(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(text)
+
+
+undeliverable = WorkflowBuilder(start_executor=talker, name="cf_undeliverable").add_edge(talker, listener).build()
+
+
+# -- resume from a checkpoint: count to 3, then ask; go back to superstep 2 ------------------------
+
+
+class Count(BaseModel):
+    n: int
+    upto: int
+
+
+class Total(BaseModel):
+    ticks: int
+
+
+@executor(id="count")
+async def count(c: Count, ctx: WorkflowContext[Count | Total]) -> None:
+    ticks = ctx.get_state("ticks", 0) + 1
+    ctx.set_state("ticks", ticks)
+    if c.n < c.upto:
+        await ctx.send_message(Count(n=c.n + 1, upto=c.upto))
+    else:
+        await ctx.send_message(Total(ticks=ticks))
+
+
+class Confirmer(Executor):
+    @handler
+    async def confirm(self, t: Total, ctx: WorkflowContext) -> None:
+        await ctx.request_info(Question(topic="total", text=f"confirm {t.ticks} ticks?"), Answer)
+
+    @response_handler
+    async def confirmed(self, q: Question, a: Answer, ctx: WorkflowContext[None, str]) -> None:
+        ctx.set_state("confirmation", a.text)
+        await ctx.yield_output(f"{q.text} -> {a.text}")
+
+
+RESUME_FROM_SUPERSTEP = 2
+resume_store = InMemoryCheckpointStorage()
+confirmer = Confirmer("confirmer")
+resumable = (
+    WorkflowBuilder(start_executor=count, name="cf_resume", checkpoint_storage=resume_store, checkpoint_every=1)
+    .add_edge(count, count)
+    .add_edge(count, confirmer)
+    .build()
+)
+
+
+def all_workflows() -> list[Workflow]:
+    """Every graph of this suite, for the test worker (the examples it already hosts)."""
+    return [
+        chain,
+        fan,
+        raises,
+        two_fail,
+        bad_reducer,
+        conflict,
+        endless,
+        human,
+        deadline,
+        unsaved,
+        undeliverable,
+        resumable,
+    ]

@@ -1,0 +1,636 @@
+"""One engine, two hosts: every scenario runs in process and on Temporal, and both must agree.
+
+For each scenario the suite drives the graph on both hosts the same way (start
+it, answer its requests or let them time out, resume it from a checkpoint),
+records what a user sees (every event, the outputs, the committed state, the
+pending requests at each pause, the run's error) and puts both records through
+one normaliser that masks only what is specific to a run: run ids, checkpoint
+ids, request ids (numbered ``req-1``, ``req-2`` in order of first appearance,
+also where messages quote them) and timestamps. The two records must then be
+equal, event for event.
+
+Both hosts could be wrong in the same way, so each scenario also states a few
+facts by hand (two failing steps give two ``ExecutorFailedEvent``s, a state
+conflict names its key, ...), checked on each host's record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pydantic_core import to_jsonable_python
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from examples import approval, counter_loop, research
+from temporal_workflows import (
+    CheckpointStorageError,
+    ExecutorFailedError,
+    ReducerError,
+    RequestInfoEvent,
+    RequestTimeoutError,
+    StateConflictError,
+    SuperStepCompletedEvent,
+    SuperstepLimitError,
+    Workflow,
+    WorkflowEvent,
+    WorkflowResetEvent,
+    WorkflowRunError,
+    WorkflowRunState,
+    WorkflowStartedEvent,
+    WorkflowStatusEvent,
+)
+from temporal_workflows.temporal import RunHandle, start_run
+from tests.conformance import scenarios as sc
+from tests.conftest import TASK_QUEUE
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+RUN_TIMEOUT = 30.0
+"""Longest one host may take over one scenario before the test gives up (a hang is a failure)."""
+
+TIME_OUT: Any = object()
+"""An answer policy's way of saying "do not answer this request: let it time out"."""
+
+Answer = Callable[[str, Any], Any]
+"""``(executor_id, request as JSON) -> response`` (or ``TIME_OUT``)."""
+
+Json = Any
+
+
+# -- what one host showed ------------------------------------------------------------------
+
+
+@dataclass
+class Segment:
+    """The events of a run up to a resume (or the end), and the pending requests at each pause in it."""
+
+    events: list[WorkflowEvent] = field(default_factory=list)
+    pending: list[list[tuple[str, str, Json]]] = field(default_factory=list)
+    """At each pause with requests: ``(request_id, executor_id, request JSON)`` per pending request."""
+
+
+@dataclass
+class Observed:
+    """Everything a user of one host saw of one scenario, before normalisation."""
+
+    host: str
+    segments: list[Segment] = field(default_factory=lambda: [Segment()])
+    state: dict[str, Json] = field(default_factory=dict)
+    error: BaseException | None = None
+    run_ids: set[str] = field(default_factory=set)
+    """Run-specific ids (run id, workflow id) masked as ``<run>`` wherever they appear."""
+
+    @property
+    def segment(self) -> Segment:
+        return self.segments[-1]
+
+    def resumed(self) -> Segment:
+        self.segments.append(Segment())
+        return self.segment
+
+
+# -- the normaliser (one for both hosts) ------------------------------------------------------
+
+_CHECKPOINT_LIKE = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
+_REQUEST_LIKE = re.compile(r"(?<![0-9a-f])[0-9a-f]{20}(?![0-9a-f])")
+_TIME_KEYS = {"created_at", "deadline", "timestamp", "duration", "elapsed"}
+
+
+class Masker:
+    """Masks run-specific values consistently within one segment of one host's record."""
+
+    def __init__(self, run_ids: set[str]) -> None:
+        # Longest first, so an id that contains another is replaced whole.
+        self.run_ids = sorted((r for r in run_ids if r), key=len, reverse=True)
+        self.requests: dict[str, str] = {}
+        self.checkpoints: dict[str, str] = {}
+
+    def request(self, rid: str) -> str:
+        return self.requests.setdefault(rid, f"req-{len(self.requests) + 1}")
+
+    def checkpoint(self, cid: str | None) -> str | None:
+        return None if cid is None else self.checkpoints.setdefault(cid, f"cp-{len(self.checkpoints) + 1}")
+
+    def text(self, s: str) -> str:
+        for rid in self.run_ids:
+            s = s.replace(rid, "<run>")
+        for rid in list(self.requests):
+            s = s.replace(rid, self.requests[rid])
+        s = _CHECKPOINT_LIKE.sub(lambda m: self.checkpoint(m.group()) or "", s)
+        return _REQUEST_LIKE.sub(lambda m: self.request(m.group()), s)
+
+    def value(self, v: Json, key: str | None = None) -> Json:
+        if key in _TIME_KEYS and v is not None:
+            return "<time>"
+        if key == "request_id" and isinstance(v, str):
+            return self.request(v)
+        if key == "checkpoint_id" and isinstance(v, str):
+            return self.checkpoint(v)
+        if isinstance(v, str):
+            return self.text(v)
+        if isinstance(v, dict):
+            return {k: self.value(x, k) for k, x in v.items()}
+        if isinstance(v, list):
+            return [self.value(x) for x in v]
+        return v
+
+    def event(self, ev: WorkflowEvent) -> dict[str, Json]:
+        body = ev.model_dump(mode="json")
+        if isinstance(ev, WorkflowStartedEvent):
+            body["run_id"] = "<run>"
+        # Request ids first, so that messages quoting them are mapped in order of appearance.
+        if isinstance(ev, RequestInfoEvent):
+            self.request(ev.request_id)
+        return {"class": type(ev).__name__, **self.value(body)}
+
+
+@dataclass
+class Seen:
+    """One host's record, normalised: what the two hosts must agree on."""
+
+    events: list[list[dict[str, Json]]]
+    """Per segment (the run, then what follows each resume), every event in order."""
+    pending: list[list[list[dict[str, Json]]]]
+    """Per segment, at each pause with requests, the pending requests in order."""
+    outputs: list[Json]
+    state: dict[str, Json]
+    error: dict[str, Json] | None
+
+    def comparable(self) -> dict[str, Json]:
+        return {
+            "events": self.events,
+            "pending": self.pending,
+            "outputs": self.outputs,
+            "state": self.state,
+            "error": self.error,
+        }
+
+    def all_events(self) -> Iterator[dict[str, Json]]:
+        for segment in self.events:
+            yield from segment
+
+    def of(self, cls: str, segment: int | None = None) -> list[dict[str, Json]]:
+        events = self.all_events() if segment is None else iter(self.events[segment])
+        return [e for e in events if e["class"] == cls]
+
+    def steps(self, segment: int = 0) -> list[list[str]]:
+        return [e["executor_ids"] for e in self.of("SuperStepStartedEvent", segment)]
+
+
+def normalise(obs: Observed) -> Seen:
+    maskers = [Masker(obs.run_ids) for _ in obs.segments]
+    events = [[m.event(ev) for ev in seg.events] for m, seg in zip(maskers, obs.segments, strict=True)]
+    pending = [
+        [
+            [{"request_id": m.request(rid), "executor_id": ex, "data": m.value(data)} for rid, ex, data in pause]
+            for pause in seg.pending
+        ]
+        for m, seg in zip(maskers, obs.segments, strict=True)
+    ]
+    last = maskers[-1]
+    error = None
+    if obs.error is not None:
+        error = {
+            "class": type(obs.error).__name__,
+            "message": last.text(str(obs.error)),
+            "superstep": getattr(obs.error, "superstep", None),
+            "executor_id": getattr(obs.error, "executor_id", None),
+        }
+    outputs = [e["data"] for seg in events for e in seg if e["class"] == "WorkflowOutputEvent"]
+    return Seen(events, pending, outputs, last.value(obs.state), error)
+
+
+def _jsonable(value: Any) -> Json:
+    return to_jsonable_python(value)
+
+
+def _checkpoint_after(events: list[WorkflowEvent], superstep: int) -> str:
+    for ev in events:
+        if isinstance(ev, SuperStepCompletedEvent) and ev.superstep == superstep and ev.checkpoint_id:
+            return ev.checkpoint_id
+    raise AssertionError(f"no checkpoint was taken after superstep {superstep}")
+
+
+# -- the scenarios ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    graph: Workflow
+    message: Any
+    answer: Answer | None = None
+    """Given when the run waits for input; ``None``: the run is not expected to ask."""
+    fails_with: type[BaseException] | None = None
+    resume_from: int | None = None
+    """At the first pause with requests, resume from the checkpoint taken after this superstep."""
+    facts: Callable[[Seen], None] | None = None
+    """Assertions written by hand, checked on each host's record."""
+
+
+def _review(executor_id: str, request: Any) -> approval.ReviewDecision:
+    """The approval example's reviewer: ask for sources once, then approve."""
+    ok = "Sources:" in request["draft"]["text"]
+    return approval.ReviewDecision(approved=ok, feedback="" if ok else "please cite your sources")
+
+
+def _let_it_time_out(executor_id: str, request: Any) -> Any:
+    return TIME_OUT
+
+
+def chain_facts(s: Seen) -> None:
+    assert s.steps() == [["upper"], ["exclaim"], ["deliver"]]
+    assert s.outputs == [{"text": "HELLO!", "hops": 3}]
+    assert s.state == {"path": ["upper", "exclaim", "deliver"], "length": 6}
+    (progress,) = s.of("Progress")
+    assert progress["step"] == "exclaim" and progress["length"] == 5
+    (out,) = s.of("WorkflowOutputEvent")
+    assert out["executor_id"] == "deliver" and out["data_type"] == "tests.conformance.scenarios:Shout"
+
+
+def fan_facts(s: Seen) -> None:
+    assert s.steps() == [["scatter"], ["times2", "times3", "times5"], ["gather"]]
+    assert s.outputs == [{"products": [14, 21, 35], "total": 70}]  # fan-in in source order
+    assert s.state == {"total": 70, "log": ["scatter", "times2", "times3", "times5"]}
+
+
+def research_facts(s: Seen) -> None:
+    (report,) = s.outputs
+    assert report["topic"] == research.SAMPLE_INPUT.topic
+    assert [f["researcher"] for f in report["sections"]] == list(research.RESEARCHERS)
+    assert s.state["findings"] == report["sections"]
+    assert s.steps() == [["planner"], list(research.RESEARCHERS), ["writer"]]
+
+
+def counter_loop_facts(s: Seen) -> None:
+    (final,) = s.outputs
+    assert final["reached_target"] is True and final["score"] >= counter_loop.SAMPLE_INPUT.target_score
+    assert len(s.state["scores"]) == final["rounds"]
+    assert "@refiner/rounds" not in s.state  # executor-private state is not shared state
+
+
+def approval_facts(s: Seen) -> None:
+    assert len(s.of("RequestInfoEvent")) == 2
+    assert [len(p) for p in s.pending[0]] == [1, 1]
+    assert [p[0]["executor_id"] for p in s.pending[0]] == ["reviewer", "reviewer"]
+    (pub,) = s.outputs
+    assert pub["status"] == "published" and pub["rounds"] == 2 and "Sources:" in pub["text"]
+    assert [r["approved"] for r in s.state["reviews"]] == [False, True]
+
+
+def raises_facts(s: Seen) -> None:
+    (failed,) = s.of("ExecutorFailedEvent")
+    assert failed["executor_id"] == "explode" and failed["superstep"] == 2
+    assert failed["error_type"] == "ValueError" and failed["error"] == "cannot handle 'boom'"
+    assert s.error is not None
+    assert s.error["message"] == "executor 'explode' failed in superstep 2: ValueError: cannot handle 'boom'"
+    assert s.error["executor_id"] == "explode" and s.error["superstep"] == 2
+    assert s.state == {"prepared": "boom"}  # the failed superstep's write is discarded
+    assert s.outputs == []
+
+
+def two_fail_facts(s: Seen) -> None:
+    failed = s.of("ExecutorFailedEvent")
+    assert [(f["executor_id"], f["superstep"], f["error_type"]) for f in failed] == [
+        ("first", 2, "ValueError"),
+        ("second", 2, "ValueError"),
+    ], failed
+    assert [f["error"] for f in failed] == ["first refuses 'go'", "second refuses 'go'"]
+    assert not [e for e in s.of("ExecutorCompletedEvent") if e["superstep"] == 2]
+    assert s.error is not None and s.error["executor_id"] == "first"  # the first in task order, not in time
+    assert s.error["message"] == "executor 'first' failed in superstep 2: ValueError: first refuses 'go'"
+    assert s.state == {}  # nothing of the failed superstep is committed, not even the steady step's write
+
+
+def bad_reducer_facts(s: Seen) -> None:
+    assert s.error is not None
+    assert "'merged'" in s.error["message"] and "refusing to merge 2 writes" in s.error["message"]
+    assert "superstep 2" in s.error["message"] and s.error["superstep"] == 2
+    assert sorted(e["executor_id"] for e in s.of("ExecutorCompletedEvent") if e["superstep"] == 2) == ["alpha", "beta"]
+    assert not s.of("ExecutorFailedEvent")  # the steps did not fail; the commit did
+    assert s.state == {"opened": "go"}
+
+
+def conflict_facts(s: Seen) -> None:
+    assert s.error is not None
+    assert s.error["message"].startswith("state key 'owner' was written by both 'left' and 'right' in superstep 2")
+    assert s.error["superstep"] == 2
+    assert s.state == {"claimed_by": []}
+
+
+def limit_facts(s: Seen) -> None:
+    assert s.error is not None
+    assert s.error["message"].startswith(f"max_iterations={sc.LIMIT} exceeded: superstep {sc.LIMIT + 1}")
+    assert [e["superstep"] for e in s.of("SuperStepCompletedEvent")] == list(range(1, sc.LIMIT + 1))
+    assert s.state == {"laps": sc.LIMIT}
+
+
+def timeout_respond_facts(s: Seen) -> None:
+    (asked,) = s.of("RequestInfoEvent")
+    assert asked["timeout"] == sc.DEADLINE_SECONDS and asked["source_executor_id"] == "gate"
+    assert s.pending == [[[{"request_id": "req-1", "executor_id": "gate", "data": asked["data"]}]]]
+    assert s.outputs == [f"timed out after {sc.DEADLINE_SECONDS:g}s"]
+    assert s.state == {"decision": "timed out"}
+    assert s.steps() == [["gate"], ["gate"]]
+
+
+def timeout_fail_facts(s: Seen) -> None:
+    assert s.error is not None
+    assert (
+        s.error["message"] == f"request 'req-1' from executor 'gate' got no response within {sc.DEADLINE_SECONDS:g} s"
+    )
+    assert s.error["executor_id"] == "gate"
+    assert s.outputs == [] and s.steps() == [["gate"]]
+
+
+def unsaved_facts(s: Seen) -> None:
+    assert s.error is not None
+    assert "superstep 1" in s.error["message"] and "disk full" in s.error["message"]
+    assert s.error["superstep"] == 1
+    assert s.steps() == [["note"]]  # the run stops at the checkpoint it could not take
+
+
+def undeliverable_facts(s: Seen) -> None:
+    assert s.error is not None
+    message = s.error["message"]
+    assert message.startswith("executor 'talker' failed in superstep 1: UndeliverableMessageError")
+    assert "'listener'" in message and "int" in message
+    (failed,) = s.of("ExecutorFailedEvent")
+    assert failed["executor_id"] == "talker" and failed["error_type"] == "UndeliverableMessageError"
+    assert s.steps() == [["talker"]]
+
+
+def human_facts(s: Seen) -> None:
+    (asked,) = s.of("RequestInfoEvent")
+    assert asked["data"] == {"topic": "bees", "text": "what about bees?"}
+    assert asked["data_type"] == "tests.conformance.scenarios:Question"
+    assert asked["response_type"].endswith("Answer")
+    assert s.pending == [[[{"request_id": "req-1", "executor_id": "asker", "data": asked["data"]}]]]
+    assert s.steps() == [["asker"], ["asker"], ["archive"]]
+    assert s.outputs == ["archived bees: asker heard 'what about bees?'"]
+    assert s.state == {"asked": "bees", "answer": "asker heard 'what about bees?'"}
+    states = [e["state"] for e in s.of("WorkflowStatusEvent")]
+    assert states[0] == "IN_PROGRESS" and "IDLE_WITH_PENDING_REQUESTS" in states and states[-1] == "IDLE"
+
+
+def resume_facts(s: Seen) -> None:
+    assert len(s.events) == 2, "the run, then what follows the resume"
+    assert s.steps(0) == [["count"], ["count"], ["count"], ["confirmer"]]
+    assert s.steps(1) == [["count"], ["confirmer"], ["confirmer"]]  # supersteps 3, 4 again, then the answer
+    assert [e["superstep"] for e in s.of("SuperStepStartedEvent", 1)] == [3, 4, 5]
+    assert len(s.pending[0]) == 1 and len(s.pending[1]) == 1
+    assert s.outputs == ["confirm 3 ticks? -> confirmer heard 'confirm 3 ticks?'"]
+    assert s.state == {"ticks": 3, "confirmation": "confirmer heard 'confirm 3 ticks?'"}
+
+
+SCENARIOS = [
+    Scenario("linear_chain", sc.chain, "hello", facts=chain_facts),
+    Scenario("fan_out_fan_in", sc.fan, 7, facts=fan_facts),
+    Scenario("example_research", research.workflow, research.SAMPLE_INPUT, facts=research_facts),
+    Scenario("example_counter_loop", counter_loop.workflow, counter_loop.SAMPLE_INPUT, facts=counter_loop_facts),
+    Scenario("example_approval", approval.workflow, approval.SAMPLE_INPUT, answer=_review, facts=approval_facts),
+    Scenario("step_raises", sc.raises, "boom", fails_with=ExecutorFailedError, facts=raises_facts),
+    Scenario("two_steps_fail", sc.two_fail, "go", fails_with=ExecutorFailedError, facts=two_fail_facts),
+    Scenario("reducer_raises", sc.bad_reducer, "go", fails_with=ReducerError, facts=bad_reducer_facts),
+    Scenario("state_conflict", sc.conflict, "go", fails_with=StateConflictError, facts=conflict_facts),
+    Scenario("superstep_limit", sc.endless, 0, fails_with=SuperstepLimitError, facts=limit_facts),
+    Scenario(
+        "request_times_out_respond",
+        sc.deadline,
+        sc.Deadline(on_timeout="respond"),
+        answer=_let_it_time_out,
+        facts=timeout_respond_facts,
+    ),
+    Scenario(
+        "request_times_out_fail",
+        sc.deadline,
+        sc.Deadline(on_timeout="fail"),
+        answer=_let_it_time_out,
+        fails_with=RequestTimeoutError,
+        facts=timeout_fail_facts,
+    ),
+    Scenario("checkpoint_save_fails", sc.unsaved, "memo", fails_with=CheckpointStorageError, facts=unsaved_facts),
+    Scenario(
+        "undeliverable_message", sc.undeliverable, "hello", fails_with=ExecutorFailedError, facts=undeliverable_facts
+    ),
+    Scenario("human_input_answered", sc.human, "bees", answer=sc.answer_question, facts=human_facts),
+    Scenario(
+        "resume_from_checkpoint",
+        sc.resumable,
+        sc.Count(n=1, upto=3),
+        answer=sc.answer_question,
+        resume_from=sc.RESUME_FROM_SUPERSTEP,
+        facts=resume_facts,
+    ),
+]
+
+
+# -- driving each host ------------------------------------------------------------------------------
+
+
+async def run_in_process(s: Scenario) -> Observed:
+    wf = s.graph
+    obs = Observed("in process")
+    asked_at: dict[str, tuple[float, float | None]] = {}
+    events = wf.run(s.message, stream=True)
+    resumed = False
+    while True:
+        try:
+            async for ev in events:
+                obs.segment.events.append(ev)
+                if isinstance(ev, WorkflowStartedEvent):
+                    obs.run_ids.add(ev.run_id)
+                if isinstance(ev, RequestInfoEvent):
+                    asked_at[ev.request_id] = (time.monotonic(), ev.timeout)
+        except Exception as e:  # the run's failure, whatever its class: compared below
+            obs.error = e
+            break
+        pending = wf.pending_requests
+        if not pending:
+            break
+        obs.segment.pending.append([(r.request_id, r.source_executor_id, _jsonable(r.data)) for r in pending])
+        if s.resume_from is not None and not resumed:
+            resumed = True
+            checkpoint_id = _checkpoint_after(obs.segment.events, s.resume_from)
+            obs.resumed()
+            events = wf.run(checkpoint_id=checkpoint_id, stream=True)
+            continue
+        if s.answer is None:
+            break
+        responses: dict[str, Any] = {}
+        for r in pending:
+            value = s.answer(r.source_executor_id, _jsonable(r.data))
+            if value is not TIME_OUT:
+                responses[r.request_id] = value
+        if not responses:
+            # In process a deadline is applied by the next run() call after it has passed:
+            # waiting for it to pass is what this scenario tests.
+            due = [asked_at[r.request_id] for r in pending if r.request_id in asked_at]
+            waits = [t + timeout - time.monotonic() for t, timeout in due if timeout is not None]
+            assert waits, "the scenario lets requests time out, but none has a timeout"
+            await asyncio.sleep(max(0.0, min(waits)) + 0.05)
+        events = wf.run(responses=responses, stream=True)
+    obs.state = _jsonable(wf.state)
+    return obs
+
+
+async def run_on_temporal(s: Scenario, client: Client, workflow_id: str) -> Observed:
+    obs = Observed("temporal", run_ids={workflow_id})
+    handle = await start_run(client, s.graph, s.message, id=workflow_id, task_queue=TASK_QUEUE)
+    try:
+        async with asyncio.timeout(RUN_TIMEOUT):
+            waiting = await _follow(s, handle, obs)
+            if not waiting:
+                try:
+                    await handle.result()
+                except Exception as e:  # the run's failure, whatever its class: compared below
+                    obs.error = e
+        obs.state = await handle.state()
+    finally:
+        # A run left waiting (or stuck) is not left behind for the rest of the session.
+        with contextlib.suppress(Exception):
+            if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                await handle.handle.terminate("conformance scenario done")
+    return obs
+
+
+async def _follow(s: Scenario, handle: RunHandle, obs: Observed) -> bool:
+    """Read the run's events to the end, answering or resuming at each pause; True if left waiting."""
+    resumed = False
+    async for ev in handle.events():
+        if isinstance(ev, WorkflowResetEvent):
+            obs.resumed()  # what follows is compared with what follows an in-process resume
+            continue
+        obs.segment.events.append(ev)
+        if isinstance(ev, WorkflowStartedEvent):
+            obs.run_ids.add(ev.run_id)
+        if not (isinstance(ev, WorkflowStatusEvent) and ev.state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS):
+            continue
+        pending = await handle.pending_requests()
+        obs.segment.pending.append([(p["request_id"], p["executor_id"], p["request"]) for p in pending])
+        if s.resume_from is not None and not resumed:
+            resumed = True
+            await handle.reset(checkpoint_id=_checkpoint_after(obs.segment.events, s.resume_from))
+            continue
+        if s.answer is None:
+            return True
+        for p in pending:
+            value = s.answer(p["executor_id"], p["request"])
+            if value is not TIME_OUT:
+                await handle.respond(p["request_id"], value)
+    return False
+
+
+# -- comparing --------------------------------------------------------------------------------------
+
+
+def _lines(value: Json) -> list[str]:
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return [json.dumps(v, sort_keys=True, default=str) for v in value]
+    return json.dumps(value, sort_keys=True, indent=1, default=str).splitlines()
+
+
+def differences(local: Seen, remote: Seen) -> list[str]:
+    problems: list[str] = []
+    a, b = local.comparable(), remote.comparable()
+    for key in a:
+        if a[key] == b[key]:
+            continue
+        if key == "events" and len(a[key]) == len(b[key]):
+            parts = list(zip(a[key], b[key], strict=True))
+        else:
+            parts = [(a[key], b[key])]
+        for i, (x, y) in enumerate(parts):
+            if x == y:
+                continue
+            where = f"{key}[segment {i}]" if key == "events" and len(parts) > 1 else key
+            diff = difflib.unified_diff(_lines(x), _lines(y), "in process", "temporal", lineterm="", n=1)
+            problems.append(f"hosts disagree on {where}:\n" + "\n".join(diff))
+    return problems
+
+
+def host_facts(s: Scenario, host: str, seen: Seen, obs: Observed) -> list[str]:
+    """What must hold on each host by itself: the expected failure, how a stream ends, the hand-written facts."""
+    problems: list[str] = []
+    last_two = [(e["class"], e.get("state")) for e in list(seen.all_events())[-2:]]
+    if s.fails_with is None:
+        if obs.error is not None:
+            problems.append(f"{host}: the run failed: {type(obs.error).__name__}: {obs.error}")
+        if last_two[-1:] != [("WorkflowStatusEvent", "IDLE")]:
+            problems.append(f"{host}: a completed run's stream ends with status IDLE, not {last_two[-1:]}")
+    else:
+        if not isinstance(obs.error, s.fails_with):
+            got = "nothing" if obs.error is None else f"{type(obs.error).__name__}: {obs.error}"
+            cause = getattr(obs.error, "cause", None) or (obs.error.__cause__ if obs.error else None)
+            detail = f" (cause: {type(cause).__name__}: {getattr(cause, 'type', '')} {cause})" if cause else ""
+            problems.append(f"{host}: expected the run to raise {s.fails_with.__name__}, it raised {got}{detail}")
+        if last_two != [("WorkflowFailedEvent", None), ("WorkflowStatusEvent", "FAILED")]:
+            problems.append(f"{host}: a failed run's stream ends with failed, status FAILED; it ends with {last_two}")
+        failed = seen.of("WorkflowFailedEvent")
+        if len(failed) != 1:
+            problems.append(f"{host}: expected one WorkflowFailedEvent, got {len(failed)}")
+        elif seen.error is not None:
+            told = (failed[0]["error_type"], failed[0]["error"], failed[0]["superstep"])
+            if told != (seen.error["class"], seen.error["message"], seen.error["superstep"]):
+                problems.append(f"{host}: the WorkflowFailedEvent {told} does not say what the run raised {seen.error}")
+    if s.facts is not None:
+        try:
+            s.facts(seen)
+        except (AssertionError, KeyError, IndexError, TypeError, ValueError) as e:
+            problems.append(f"{host}: {s.name} fact does not hold: {type(e).__name__}: {e}")
+    return problems
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+async def test_both_hosts_tell_the_same_story(scenario: Scenario, client: Client, workflow_id: str) -> None:
+    local_obs = await asyncio.wait_for(run_in_process(scenario), RUN_TIMEOUT)
+    remote_obs = await run_on_temporal(scenario, client, workflow_id)
+    local, remote = normalise(local_obs), normalise(remote_obs)
+    problems = [
+        *differences(local, remote),
+        *host_facts(scenario, "in process", local, local_obs),
+        *host_facts(scenario, "temporal", remote, remote_obs),
+    ]
+    assert not problems, "\n\n".join(problems)
+
+
+def test_every_scenario_graph_is_hosted_by_the_test_worker() -> None:
+    from tests.conftest import hosted_workflows
+
+    hosted = {wf.name for wf in hosted_workflows()}
+    assert {s.graph.name for s in SCENARIOS} <= hosted
+    names = [wf.name for wf in sc.all_workflows()]
+    assert len(names) == len(set(names)) and all(n and n.startswith("cf_") for n in names)
+
+
+def test_the_normaliser_masks_run_specific_values_only() -> None:
+    rid, other = "0123456789abcdef0123", "fedcba9876543210fedc"
+    obs = Observed("x", run_ids={"run-1"})
+    obs.segment.events = [
+        WorkflowStartedEvent(run_id="run-1"),
+        RequestInfoEvent(request_id=other, source_executor_id="a", data={"n": 1}, response_type="int"),
+        RequestInfoEvent(request_id=rid, source_executor_id="a", data="about run-1", response_type="int"),
+        SuperStepCompletedEvent(superstep=1, checkpoint_id="c" * 32),
+    ]
+    obs.segment.pending = [[(rid, "a", {"n": 2, "created_at": "2024-01-01T00:00:00"})]]
+    obs.error = WorkflowRunError(f"request {rid!r} of run-1 after checkpoint {'c' * 32}", superstep=3)
+    seen = normalise(obs)
+    assert [e.get("request_id") for e in seen.events[0]] == [None, "req-1", "req-2", None]
+    assert seen.events[0][0]["run_id"] == "<run>" and seen.events[0][2]["data"] == "about <run>"
+    assert seen.events[0][3]["checkpoint_id"] == "cp-1" and seen.events[0][3]["superstep"] == 1
+    assert seen.pending == [[[{"request_id": "req-2", "executor_id": "a", "data": {"n": 2, "created_at": "<time>"}}]]]
+    assert seen.error == {
+        "class": "WorkflowRunError",
+        "message": "request 'req-2' of <run> after checkpoint cp-1",
+        "superstep": 3,
+        "executor_id": None,
+    }
