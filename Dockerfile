@@ -22,7 +22,6 @@ WORKDIR /app
 # The library and its OTLP exporter (traces go out when OTEL_EXPORTER_OTLP_ENDPOINT is set).
 COPY pyproject.toml README.md ./
 COPY temporal_workflows/ temporal_workflows/
-COPY activities/ activities/
 RUN pip install ".[otlp]" && rm -rf build ./*.egg-info
 
 # The worker entry point and the graphs it hosts.

@@ -50,8 +50,8 @@ from temporal_workflows.temporal import (
     flush_tracing,
     start_dev_server,
     start_run,
-    temporal_cli_path,
 )
+from temporal_workflows.temporal._devserver import temporal_cli_path
 
 from . import baseline, local, shapes
 from .measure import (

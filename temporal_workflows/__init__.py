@@ -4,8 +4,7 @@ Define a graph of executors joined by edges (Agent Framework's API), run it in
 process for tests and notebooks, and host the same graph durably on Temporal.
 """
 
-from ._builder import WorkflowBuilder
-from ._checkpoint import (
+from temporal_workflows._checkpoints.base import (
     CheckpointId,
     CheckpointStorage,
     FileCheckpointStorage,
@@ -13,10 +12,9 @@ from ._checkpoint import (
     InMemoryCheckpointStorage,
     WorkflowCheckpoint,
 )
-from ._checkpoint_sqlite import SqliteCheckpointStorage
-from ._context import StateView, WorkflowContext
-from ._edges import Case, Default
-from ._errors import (
+from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
+from temporal_workflows._engine.serde import register_type
+from temporal_workflows._errors import (
     AlreadyAnsweredError,
     CheckpointNotFoundError,
     CheckpointStorageError,
@@ -39,7 +37,7 @@ from ._errors import (
     WorkflowError,
     WorkflowRunError,
 )
-from ._events import (
+from temporal_workflows._events import (
     ExecutorCompletedEvent,
     ExecutorFailedEvent,
     ExecutorInvokedEvent,
@@ -56,11 +54,20 @@ from ._events import (
     WorkflowStatusEvent,
     WorkflowWarningEvent,
 )
-from ._executor import Executor, ExecutorOptions, FunctionExecutor, executor, handler, response_handler
-from ._requests import RequestTimedOut
-from ._serde import register_type
-from ._viz import WorkflowViz
-from ._workflow import Workflow, load_workflow
+from temporal_workflows._graph.builder import WorkflowBuilder
+from temporal_workflows._graph.context import StateView, WorkflowContext
+from temporal_workflows._graph.edges import Case, Default
+from temporal_workflows._graph.executor import (
+    Executor,
+    ExecutorOptions,
+    FunctionExecutor,
+    executor,
+    handler,
+    response_handler,
+)
+from temporal_workflows._graph.viz import WorkflowViz
+from temporal_workflows._graph.workflow import Workflow, load_workflow
+from temporal_workflows._requests import RequestTimedOut
 
 __all__ = [
     "AlreadyAnsweredError",

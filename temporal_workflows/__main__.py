@@ -34,12 +34,8 @@ from pydantic import BaseModel
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from ._client import RunHandle, fork, get_run, start_run
-from ._codec import EncryptionCodec, EncryptionError
-from ._codec_server import DEFAULT_CODEC_ORIGINS, make_codec_server
-from ._connect import ConnectionConfig, ConnectionConfigError
-from ._errors import WorkflowError
-from ._events import (
+from temporal_workflows._errors import WorkflowError
+from temporal_workflows._events import (
     RequestInfoEvent,
     SuperStepStartedEvent,
     WorkflowEvent,
@@ -48,9 +44,13 @@ from ._events import (
     WorkflowResetEvent,
     WorkflowWarningEvent,
 )
-from ._plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
-from ._tracing import flush_tracing
-from ._workflow import load_workflow
+from temporal_workflows._graph.workflow import load_workflow
+from temporal_workflows.temporal._client import RunHandle, fork, get_run, start_run
+from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError
+from temporal_workflows.temporal._codec_server import DEFAULT_CODEC_ORIGINS, make_codec_server
+from temporal_workflows.temporal._connect import ConnectionConfig, ConnectionConfigError
+from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
+from temporal_workflows.temporal._tracing import flush_tracing
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._events import WorkflowRunResult
+    from temporal_workflows._events import WorkflowRunResult
 
 __all__ = [
     "UnknownGraphError",
@@ -70,7 +70,7 @@ class PayloadTooLargeError(WorkflowError):
         what: What is too large: ``"state key 'report'"``, ``"message to 'writer'"``,
             ``"output"``, ``"the step's result"``, ``"start message"``, ...
         size: Its size in bytes, as JSON.
-        limit: The limit it exceeds (see ``temporal_workflows._limits``).
+        limit: The limit it exceeds (see ``temporal_workflows._engine.limits``).
         executor_id: The executor that produced it (``None`` for client input).
     """
 

@@ -26,8 +26,7 @@ from temporal_workflows import (
     handler,
     response_handler,
 )
-from temporal_workflows._engine import StepTask
-from temporal_workflows._limits import (
+from temporal_workflows._engine.limits import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     ENV_MAX_PAYLOAD_BYTES,
     MIN_MAX_PAYLOAD_BYTES,
@@ -36,7 +35,8 @@ from temporal_workflows._limits import (
     check_step_input,
     max_payload_bytes,
 )
-from temporal_workflows._serde import Envelope
+from temporal_workflows._engine.machine import StepTask
+from temporal_workflows._engine.serde import Envelope
 from tests.integration import graphs
 
 # -- payloads larger than Temporal accepts ------------------------------------------------------

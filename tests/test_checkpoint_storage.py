@@ -38,7 +38,7 @@ from temporal_workflows import (
     handler,
     response_handler,
 )
-from temporal_workflows._serde import Envelope
+from temporal_workflows._engine.serde import Envelope
 
 BIG = "x" * 200_000
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

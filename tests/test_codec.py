@@ -26,7 +26,6 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
-from activities.steps import build_activities
 from temporal_workflows import (
     CheckpointStorageError,
     FileCheckpointStorage,
@@ -36,8 +35,7 @@ from temporal_workflows import (
     WorkflowContext,
     executor,
 )
-from temporal_workflows._codec_server import DEFAULT_MAX_BODY, ENV_CODEC_TOKEN, CodecServerConfigError
-from temporal_workflows._serde import Envelope
+from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal import (
     ENCRYPTED_ENCODING,
     KEY_ID_METADATA,
@@ -47,6 +45,8 @@ from temporal_workflows.temporal import (
     TemporalWorkflowsPlugin,
     make_codec_server,
 )
+from temporal_workflows.temporal._activities.steps import build_activities
+from temporal_workflows.temporal._codec_server import DEFAULT_MAX_BODY, ENV_CODEC_TOKEN, CodecServerConfigError
 
 SECRET = "codec-unit-secret-4e1b"
 K1, K2 = os.urandom(32), os.urandom(32)
@@ -202,8 +202,8 @@ def test_the_plugin_encrypts_when_the_environment_has_a_key(monkeypatch: pytest.
 
 
 def test_the_plugins_converter_is_pydantic_with_the_codec(codec: EncryptionCodec) -> None:
-    from temporal_workflows._converter import json_data_converter
-    from temporal_workflows._plugin import data_converter
+    from temporal_workflows.temporal._converter import json_data_converter
+    from temporal_workflows.temporal._plugin import data_converter
 
     assert data_converter(None) is json_data_converter
     converter = data_converter(codec)

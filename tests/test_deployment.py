@@ -29,7 +29,8 @@ import yaml
 from temporalio.testing import WorkflowEnvironment
 
 from temporal_workflows import Workflow, load_workflow
-from temporal_workflows.temporal import STATUS_SEARCH_ATTRIBUTE, free_port, temporal_cli_path
+from temporal_workflows.temporal import STATUS_SEARCH_ATTRIBUTE
+from temporal_workflows.temporal._devserver import free_port, temporal_cli_path
 
 ROOT = Path(__file__).parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -364,7 +365,8 @@ def test_dockerfile_base_user_and_install() -> None:
 
 def test_dockerfile_copies_what_the_worker_needs() -> None:
     copied = {PurePosixPath(src).as_posix().rstrip("/") for srcs, _ in _copies() for src in srcs}
-    assert {"worker.py", "temporal_workflows", "activities", "examples", "pyproject.toml"} <= copied, copied
+    assert {"worker.py", "temporal_workflows", "examples", "pyproject.toml"} <= copied, copied
+    assert "activities" not in copied  # not installed: the activities live in temporal_workflows.temporal
     for srcs, dest in _copies():
         for src in srcs:
             assert (ROOT / src).exists(), f"COPY {src}: not in the build context"

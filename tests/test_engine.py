@@ -1,4 +1,4 @@
-"""Unit tests of the pure superstep engine (``temporal_workflows._engine``), driven by hand.
+"""Unit tests of the pure superstep engine (``temporal_workflows._engine.machine``), driven by hand.
 
 No executors run here: the tests play the host, handing the engine the results
 steps would have produced, so each rule (delivery timing, commit order,
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from temporal_workflows import StateConflictError, SuperstepLimitError, UnknownRequestError, WorkflowError
-from temporal_workflows._engine import (
+from temporal_workflows._engine.machine import (
     Delivery,
     Engine,
     FanInGroup,
@@ -23,8 +23,8 @@ from temporal_workflows._engine import (
     Topology,
     apply_builtin_reducer,
 )
+from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._events import WorkflowRunState
-from temporal_workflows._serde import Envelope
 
 
 def topology(

@@ -8,7 +8,7 @@ Three layers are pinned down here, none of them needing a Temporal server:
   ``expire_due``, and refusing outside input mid-superstep;
 * the in-process runner: a resumed run times out overdue requests before it
   matches responses. The runner's clock is ``time.time`` in
-  ``temporal_workflows._runner``; the tests replace it, and never sleep.
+  ``temporal_workflows._local.runner``; the tests replace it, and never sleep.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from temporal_workflows import (
     handler,
     response_handler,
 )
-from temporal_workflows._engine import (
+from temporal_workflows._engine.machine import (
     REQUEST_TIMED_OUT_TYPE,
     Delivery,
     Engine,
@@ -45,7 +45,7 @@ from temporal_workflows._engine import (
     StepResult,
     Topology,
 )
-from temporal_workflows._serde import Envelope, decode
+from temporal_workflows._engine.serde import Envelope, decode
 
 T0 = 1_700_000_000.0
 """Where the fake clock starts (epoch seconds)."""
@@ -64,7 +64,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr("temporal_workflows._runner.time.time", fake)
+    monkeypatch.setattr("temporal_workflows._local.runner.time.time", fake)
     return fake
 
 

@@ -34,7 +34,7 @@ from temporal_workflows import (
     register_type,
     response_handler,
 )
-from temporal_workflows._serde import Envelope, decode, encode, type_key, validate_as
+from temporal_workflows._engine.serde import Envelope, decode, encode, type_key, validate_as
 
 
 class Item(BaseModel):
@@ -408,7 +408,7 @@ def test_names_pydantic_imports_lazily_decode_to_nothing_and_import_nothing() ->
             """
             import sys
             from temporal_workflows import NotSerializableError
-            from temporal_workflows._serde import Envelope, decode
+            from temporal_workflows._engine.serde import Envelope, decode
             before = set(sys.modules)
             for key, data in [
                 ("pydantic:RootModel", 5),
@@ -440,7 +440,7 @@ def test_the_librarys_own_types_decode_in_a_process_that_never_encoded_one() -> 
             """
             from pydantic import BaseModel
             from temporal_workflows import _events, _requests
-            from temporal_workflows._serde import Envelope, _resolve, decode, type_key
+            from temporal_workflows._engine.serde import Envelope, _resolve, decode, type_key
             types = [
                 t
                 for t in [*vars(_events).values(), _requests.RequestTimedOut]

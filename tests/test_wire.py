@@ -15,16 +15,21 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.workflow import ActivityCancellationType
 
 from temporal_workflows import Executor, ExecutorOptions, WorkflowBuilder, WorkflowContext, handler
-from temporal_workflows._converter import PayloadConverter, _adapter
-from temporal_workflows._engine import Delivery, FanInGroup, PendingRequest, StateWrite, StepResult, StepTask
-from temporal_workflows._protocol import RunInput, StepInput
-from temporal_workflows._serde import Envelope
-from temporal_workflows._wire import decode_step_input, decode_step_result, encode_step_input, encode_step_result
+from temporal_workflows._engine.machine import Delivery, FanInGroup, PendingRequest, StateWrite, StepResult, StepTask
+from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.temporal._converter import PayloadConverter, _adapter
 from temporal_workflows.temporal._options import (
     DEFAULT_RETRY_POLICY,
     DEFAULT_START_TO_CLOSE_TIMEOUT,
     activity_options,
     step_options,
+)
+from temporal_workflows.temporal._protocol import RunInput, StepInput
+from temporal_workflows.temporal._wire import (
+    decode_step_input,
+    decode_step_result,
+    encode_step_input,
+    encode_step_result,
 )
 
 GROUPS = {

@@ -1,6 +1,11 @@
 """Hosting graphs on Temporal: the plugin, the client layer, connections, encryption and the dev-server helper.
 
-from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
+    from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
+
+The graph workflow's own module lives in this package, so its names are
+imported on first use: a worker or a workflow sandbox importing the workflow
+pulls in no client, codec-server or dev-server code. Every module is imported
+statically, never by a string.
 """
 
 from __future__ import annotations
@@ -9,9 +14,17 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._checkpoint import CheckpointCipher
-    from .._client import LINEAGE_MEMO, RawEvent, RunHandle, fork, get_run, send_or_start, start_run
-    from .._codec import (
+    from temporal_workflows._checkpoints.base import CheckpointCipher
+    from temporal_workflows.temporal._client import (
+        LINEAGE_MEMO,
+        RawEvent,
+        RunHandle,
+        fork,
+        get_run,
+        send_or_start,
+        start_run,
+    )
+    from temporal_workflows.temporal._codec import (
         ENCRYPTED_ENCODING,
         ENV_ENCRYPTION_KEY,
         ENV_ENCRYPTION_KEY_ID,
@@ -21,92 +34,87 @@ if TYPE_CHECKING:
         EncryptionError,
         KeyRing,
     )
-    from .._codec_server import make_codec_server
-    from .._connect import ConnectionConfig, ConnectionConfigError
-    from .._devserver import free_port, start_dev_server, temporal_cli_path
-    from .._plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES, TemporalWorkflowsPlugin
-    from .._protocol import STATUS_SEARCH_ATTRIBUTE, RunInput, StepInput, step_activity_name
-    from .._tracing import configure_tracing, flush_tracing
-    from ._workflow import GraphWorkflow
+    from temporal_workflows.temporal._codec_server import CodecServer, make_codec_server
+    from temporal_workflows.temporal._connect import ConnectionConfig, ConnectionConfigError
+    from temporal_workflows.temporal._devserver import start_dev_server
+    from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES, TemporalWorkflowsPlugin
+    from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE, RunInput, step_activity_name
+    from temporal_workflows.temporal._tracing import configure_tracing, flush_tracing
+    from temporal_workflows.temporal._workflow import GraphWorkflow
 
-# Imported on first use: the graph workflow's own module lives in this package, and a
-# workflow sandbox (or a worker) importing it must not pull in the client, codec server
-# and dev-server helpers. Each name's module is imported statically, never by a string.
 _LAZY = {
-    "CheckpointCipher": ".._checkpoint",
-    "ConnectionConfig": ".._connect",
-    "ConnectionConfigError": ".._connect",
-    "DEFAULT_TASK_QUEUE": ".._plugin",
-    "ENCRYPTED_ENCODING": ".._codec",
-    "ENV_ENCRYPTION_KEY": ".._codec",
-    "ENV_ENCRYPTION_KEYS": ".._codec",
-    "ENV_ENCRYPTION_KEY_ID": ".._codec",
-    "EncryptionCodec": ".._codec",
-    "EncryptionError": ".._codec",
-    "GraphWorkflow": "._workflow",
-    "KEY_ID_METADATA": ".._codec",
-    "KeyRing": ".._codec",
-    "LINEAGE_MEMO": ".._client",
-    "PASSTHROUGH_MODULES": ".._plugin",
-    "RawEvent": ".._client",
-    "RunHandle": ".._client",
-    "RunInput": ".._protocol",
-    "STATUS_SEARCH_ATTRIBUTE": ".._protocol",
-    "StepInput": ".._protocol",
-    "TemporalWorkflowsPlugin": ".._plugin",
-    "configure_tracing": ".._tracing",
-    "flush_tracing": ".._tracing",
-    "fork": ".._client",
-    "free_port": ".._devserver",
-    "get_run": ".._client",
-    "make_codec_server": ".._codec_server",
-    "send_or_start": ".._client",
-    "start_dev_server": ".._devserver",
-    "start_run": ".._client",
-    "step_activity_name": ".._protocol",
-    "temporal_cli_path": ".._devserver",
+    "CheckpointCipher": "temporal_workflows._checkpoints.base",
+    "LINEAGE_MEMO": "temporal_workflows.temporal._client",
+    "RawEvent": "temporal_workflows.temporal._client",
+    "RunHandle": "temporal_workflows.temporal._client",
+    "fork": "temporal_workflows.temporal._client",
+    "get_run": "temporal_workflows.temporal._client",
+    "send_or_start": "temporal_workflows.temporal._client",
+    "start_run": "temporal_workflows.temporal._client",
+    "ENCRYPTED_ENCODING": "temporal_workflows.temporal._codec",
+    "ENV_ENCRYPTION_KEY": "temporal_workflows.temporal._codec",
+    "ENV_ENCRYPTION_KEY_ID": "temporal_workflows.temporal._codec",
+    "ENV_ENCRYPTION_KEYS": "temporal_workflows.temporal._codec",
+    "KEY_ID_METADATA": "temporal_workflows.temporal._codec",
+    "EncryptionCodec": "temporal_workflows.temporal._codec",
+    "EncryptionError": "temporal_workflows.temporal._codec",
+    "KeyRing": "temporal_workflows.temporal._codec",
+    "CodecServer": "temporal_workflows.temporal._codec_server",
+    "make_codec_server": "temporal_workflows.temporal._codec_server",
+    "ConnectionConfig": "temporal_workflows.temporal._connect",
+    "ConnectionConfigError": "temporal_workflows.temporal._connect",
+    "start_dev_server": "temporal_workflows.temporal._devserver",
+    "DEFAULT_TASK_QUEUE": "temporal_workflows.temporal._plugin",
+    "PASSTHROUGH_MODULES": "temporal_workflows.temporal._plugin",
+    "TemporalWorkflowsPlugin": "temporal_workflows.temporal._plugin",
+    "STATUS_SEARCH_ATTRIBUTE": "temporal_workflows.temporal._protocol",
+    "RunInput": "temporal_workflows.temporal._protocol",
+    "step_activity_name": "temporal_workflows.temporal._protocol",
+    "configure_tracing": "temporal_workflows.temporal._tracing",
+    "flush_tracing": "temporal_workflows.temporal._tracing",
+    "GraphWorkflow": "temporal_workflows.temporal._workflow",
 }
 
 
 def _module(name: str) -> ModuleType:
-    if name == ".._checkpoint":
-        from .. import _checkpoint
+    if name == "temporal_workflows._checkpoints.base":
+        from temporal_workflows._checkpoints import base
 
-        return _checkpoint
-    if name == ".._client":
-        from .. import _client
+        return base
+    if name == "temporal_workflows.temporal._client":
+        from temporal_workflows.temporal import _client
 
         return _client
-    if name == ".._codec":
-        from .. import _codec
+    if name == "temporal_workflows.temporal._codec":
+        from temporal_workflows.temporal import _codec
 
         return _codec
-    if name == ".._codec_server":
-        from .. import _codec_server
+    if name == "temporal_workflows.temporal._codec_server":
+        from temporal_workflows.temporal import _codec_server
 
         return _codec_server
-    if name == ".._connect":
-        from .. import _connect
+    if name == "temporal_workflows.temporal._connect":
+        from temporal_workflows.temporal import _connect
 
         return _connect
-    if name == ".._devserver":
-        from .. import _devserver
+    if name == "temporal_workflows.temporal._devserver":
+        from temporal_workflows.temporal import _devserver
 
         return _devserver
-    if name == ".._plugin":
-        from .. import _plugin
+    if name == "temporal_workflows.temporal._plugin":
+        from temporal_workflows.temporal import _plugin
 
         return _plugin
-    if name == ".._protocol":
-        from .. import _protocol
+    if name == "temporal_workflows.temporal._protocol":
+        from temporal_workflows.temporal import _protocol
 
         return _protocol
-    if name == ".._tracing":
-        from .. import _tracing
+    if name == "temporal_workflows.temporal._tracing":
+        from temporal_workflows.temporal import _tracing
 
         return _tracing
-    if name == "._workflow":
-        from . import _workflow
+    if name == "temporal_workflows.temporal._workflow":
+        from temporal_workflows.temporal import _workflow
 
         return _workflow
     raise AssertionError(name)
@@ -126,36 +134,34 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CheckpointCipher",
+    "CodecServer",
+    "ConnectionConfig",
+    "ConnectionConfigError",
     "DEFAULT_TASK_QUEUE",
     "ENCRYPTED_ENCODING",
     "ENV_ENCRYPTION_KEY",
     "ENV_ENCRYPTION_KEYS",
     "ENV_ENCRYPTION_KEY_ID",
-    "KEY_ID_METADATA",
-    "LINEAGE_MEMO",
-    "PASSTHROUGH_MODULES",
-    "STATUS_SEARCH_ATTRIBUTE",
-    "CheckpointCipher",
-    "ConnectionConfig",
-    "ConnectionConfigError",
     "EncryptionCodec",
     "EncryptionError",
     "GraphWorkflow",
+    "KEY_ID_METADATA",
     "KeyRing",
+    "LINEAGE_MEMO",
+    "PASSTHROUGH_MODULES",
     "RawEvent",
     "RunHandle",
     "RunInput",
-    "StepInput",
+    "STATUS_SEARCH_ATTRIBUTE",
     "TemporalWorkflowsPlugin",
     "configure_tracing",
-    "fork",
     "flush_tracing",
-    "free_port",
+    "fork",
     "get_run",
     "make_codec_server",
     "send_or_start",
     "start_dev_server",
     "start_run",
     "step_activity_name",
-    "temporal_cli_path",
 ]

@@ -19,11 +19,14 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from .._checkpoint import WorkflowCheckpoint
-from .._driver import check_signature, checkpoint_of
-from .._engine import Engine, Topology
-from .._errors import CheckpointStorageError, GraphSignatureMismatchError
-from .._protocol import (
+from temporal_workflows._checkpoints.base import WorkflowCheckpoint
+from temporal_workflows._engine.driver import check_signature, checkpoint_of
+from temporal_workflows._engine.machine import Engine, Topology
+from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError
+from temporal_workflows.temporal._failures import to_failure
+from temporal_workflows.temporal._inbox import Validate, refuse
+from temporal_workflows.temporal._protocol import (
     ACTIVITY_LOAD_CHECKPOINT,
     ACTIVITY_SAVE_CHECKPOINT,
     FAILURE_CHECKPOINT_BASE_MISSING,
@@ -36,10 +39,7 @@ from .._protocol import (
     ResetRequest,
     SaveCheckpointInput,
 )
-from .._serde import Envelope
-from ._failures import to_failure
-from ._inbox import Validate, refuse
-from ._status import quote
+from temporal_workflows.temporal._status import quote
 
 __all__ = ["CHECKPOINTS_LISTED", "CheckpointAsk", "Checkpoints", "ResetPlan"]
 

@@ -16,8 +16,8 @@ from typing import Any
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
-from .._errors import WorkflowError, failure_details, rebuild_error
-from .._protocol import LEGACY_FAILURE_TYPES
+from temporal_workflows._errors import WorkflowError, failure_details, rebuild_error
+from temporal_workflows.temporal._protocol import LEGACY_FAILURE_TYPES
 
 __all__ = ["from_failure", "library_error", "to_failure"]
 

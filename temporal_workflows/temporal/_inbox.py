@@ -15,8 +15,9 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
-from .._engine import Engine, PendingRequest
-from .._protocol import (
+from temporal_workflows._engine.machine import Engine, PendingRequest
+from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.temporal._protocol import (
     FAILURE_ALREADY_ANSWERED,
     FAILURE_INVALID_RESPONSE,
     FAILURE_UNDELIVERABLE,
@@ -27,8 +28,7 @@ from .._protocol import (
     SendInput,
     Validated,
 )
-from .._serde import Envelope
-from ._status import StatusBoard, quote
+from temporal_workflows.temporal._status import StatusBoard, quote
 
 __all__ = ["DELIVERED_CARRIED", "Inbox"]
 

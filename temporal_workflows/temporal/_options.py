@@ -15,7 +15,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from .._executor import DEFAULT_RETRY_POLICY, DEFAULT_START_TO_CLOSE_TIMEOUT, ExecutorOptions
+from temporal_workflows._graph.executor import DEFAULT_RETRY_POLICY, DEFAULT_START_TO_CLOSE_TIMEOUT, ExecutorOptions
 
 __all__ = ["DEFAULT_RETRY_POLICY", "DEFAULT_START_TO_CLOSE_TIMEOUT", "activity_options", "step_options"]
 

@@ -8,8 +8,8 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
-from .._events import WorkflowEvent, WorkflowWarningEvent
-from .._protocol import CarriedStatus
+from temporal_workflows._events import WorkflowEvent, WorkflowWarningEvent
+from temporal_workflows.temporal._protocol import CarriedStatus
 
 __all__ = ["MAX_WARNINGS", "QUOTE_LIMIT", "WARNING_LIMIT", "StatusBoard", "quote"]
 

@@ -21,9 +21,11 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
-from .._driver import ReducerFailed, StepFailure, StepOutcome, StepsInterrupted
-from .._engine import CommitPlan, Engine, Reduction, StepResult, StepTask, Topology
-from .._protocol import (
+from temporal_workflows._engine.driver import ReducerFailed, StepFailure, StepOutcome, StepsInterrupted
+from temporal_workflows._engine.machine import CommitPlan, Engine, Reduction, StepResult, StepTask, Topology
+from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.temporal._options import activity_options
+from temporal_workflows.temporal._protocol import (
     ACTIVITY_REDUCE,
     LEGACY_FAILURE_TYPES,
     MAX_STEPS_IN_FLIGHT,
@@ -31,9 +33,7 @@ from .._protocol import (
     StepInput,
     step_activity_name,
 )
-from .._serde import Envelope
-from .._wire import decode_step_result, encode_step_input
-from ._options import activity_options
+from temporal_workflows.temporal._wire import decode_step_result, encode_step_input
 
 __all__ = ["INLINE_STATE_LIMIT", "PATCH_EVERY_FAILED_STEP", "StepRunner"]
 

@@ -39,19 +39,31 @@ from temporalio.exceptions import ApplicationError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
-from .._checkpoint import WorkflowCheckpoint
-from .._driver import DriverHost, StepOutcome, SuperstepDriver, checkpoint_of
-from .._engine import EXECUTOR_STATE_PREFIX, CommitPlan, Engine, PendingRequest, Reduction, StepTask, Topology
-from .._errors import (
+from temporal_workflows._checkpoints.base import WorkflowCheckpoint
+from temporal_workflows._engine.driver import DriverHost, StepOutcome, SuperstepDriver, checkpoint_of
+from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES, GUIDANCE, json_size
+from temporal_workflows._engine.machine import (
+    EXECUTOR_STATE_PREFIX,
+    CommitPlan,
+    Engine,
+    PendingRequest,
+    Reduction,
+    StepTask,
+    Topology,
+)
+from temporal_workflows._engine.serde import Envelope, encode, validation_message
+from temporal_workflows._errors import (
     CheckpointStorageError,
     InvalidRunInputError,
     RunTooLargeError,
     WorkflowError,
     WorkflowRunError,
 )
-from .._events import WorkflowEvent, WorkflowResetEvent, WorkflowStartedEvent
-from .._limits import DEFAULT_MAX_PAYLOAD_BYTES, GUIDANCE, json_size
-from .._protocol import (
+from temporal_workflows._events import WorkflowEvent, WorkflowResetEvent, WorkflowStartedEvent
+from temporal_workflows.temporal._checkpointing import CheckpointAsk, Checkpoints, ResetPlan
+from temporal_workflows.temporal._failures import to_failure
+from temporal_workflows.temporal._inbox import Inbox, refuse
+from temporal_workflows.temporal._protocol import (
     ACTIVITY_TOPOLOGY,
     ACTIVITY_VALIDATE,
     DEFAULT_MAX_HISTORY_EVENTS,
@@ -89,13 +101,9 @@ from .._protocol import (
     Validated,
     ValidateInput,
 )
-from .._serde import Envelope, encode, validation_message
-from .._tracing import workflow_span
-from ._checkpointing import CheckpointAsk, Checkpoints, ResetPlan
-from ._failures import to_failure
-from ._inbox import Inbox, refuse
-from ._status import StatusBoard, quote
-from ._supersteps import StepRunner
+from temporal_workflows.temporal._status import StatusBoard, quote
+from temporal_workflows.temporal._supersteps import StepRunner
+from temporal_workflows.temporal._tracing import workflow_span
 
 __all__ = ["GraphWorkflow", "MIN_SEGMENT_EVENTS", "PATCH_CHECKPOINT_FAILURE_FAILS_RUN", "STREAM_EVENTS_CARRIED"]
 

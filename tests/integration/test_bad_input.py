@@ -32,7 +32,7 @@ from temporal_workflows import (
     WorkflowOutputEvent,
     WorkflowWarningEvent,
 )
-from temporal_workflows._limits import DEFAULT_MAX_PAYLOAD_BYTES, json_size
+from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES, json_size
 from temporal_workflows.temporal import RunHandle, send_or_start, start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs

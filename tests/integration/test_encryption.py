@@ -51,8 +51,8 @@ from temporal_workflows.temporal import (
     KeyRing,
     TemporalWorkflowsPlugin,
     start_run,
-    temporal_cli_path,
 )
+from temporal_workflows.temporal._devserver import temporal_cli_path
 
 MARKER = "tw-plaintext-marker-9c41e7d2"
 ROOT = Path(__file__).parents[2]

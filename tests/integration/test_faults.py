@@ -41,8 +41,9 @@ from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
 from temporal_workflows import ExecutorFailedError, SqliteCheckpointStorage
-from temporal_workflows._serde import encode
-from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, free_port, start_dev_server, start_run
+from temporal_workflows._engine.serde import encode
+from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, start_dev_server, start_run
+from temporal_workflows.temporal._devserver import free_port
 from tests.integration import fault_graphs
 from tests.integration.fault_graphs import ENV_HOLD, ENV_LOG, EffectLog, Job
 

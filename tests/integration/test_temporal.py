@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from temporal_workflows._serde import encode
+from temporal_workflows._engine.serde import encode
 from temporal_workflows.temporal import start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs

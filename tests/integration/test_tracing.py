@@ -19,7 +19,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from examples import research
-from temporal_workflows._serde import encode
+from temporal_workflows._engine.serde import encode
 from temporal_workflows.temporal import start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration.cli import run_cli

@@ -1,0 +1,320 @@
+"""Checkpoints: the engine snapshot at a superstep boundary, and where it is kept.
+
+A checkpoint is JSON (a pydantic model), never a pickle, so it can be read by
+other tools and loaded without running code from the file. Every checkpoint
+carries its run id, and storage lookups take one, so runs that share a store
+stay isolated. The file and SQLite stores take an optional
+:class:`CheckpointCipher` that encrypts what they write (a ``KeyRing`` of
+``temporal_workflows.temporal`` is one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from temporal_workflows._engine.machine import Delivery, EngineSnapshot, Output, PendingRequest
+from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._errors import CheckpointNotFoundError, CheckpointStorageError
+
+__all__ = [
+    "CheckpointCipher",
+    "CheckpointId",
+    "CheckpointStorage",
+    "FileCheckpointStorage",
+    "HistoryCheckpointStorage",
+    "InMemoryCheckpointStorage",
+    "WorkflowCheckpoint",
+]
+
+CheckpointId: TypeAlias = str
+"""Opaque checkpoint id; compare and store it, never parse it."""
+
+
+class WorkflowCheckpoint(BaseModel):
+    """Everything needed to continue a run exactly where a superstep boundary left it.
+
+    Field names follow Agent Framework's ``WorkflowCheckpoint``; ``run_id``
+    scopes it to one run and ``fan_in_buffers``/``responses`` make the
+    snapshot complete (the peer loses fan-in buffers on restore).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    checkpoint_id: CheckpointId
+    workflow_name: str | None
+    run_id: str
+    graph_signature_hash: str
+    previous_checkpoint_id: CheckpointId | None = None
+    timestamp: datetime
+    superstep: int
+    iterations: int = 0
+    state: dict[str, Envelope]
+    messages: list[Delivery]
+    fan_in_buffers: dict[str, dict[str, list[Envelope]]] = {}
+    pending_requests: dict[str, PendingRequest] = {}
+    responses: list[tuple[str, Envelope]] = []
+    outputs: list[Output] = []
+    metadata: dict[str, Any] = {}
+    version: int = 1
+
+    @property
+    def iteration_count(self) -> int:
+        """Agent Framework's name for ``superstep``."""
+        return self.superstep
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        snap: EngineSnapshot,
+        *,
+        checkpoint_id: str,
+        workflow_name: str | None,
+        run_id: str,
+        graph_signature_hash: str,
+        previous_checkpoint_id: str | None,
+        timestamp: datetime,
+        metadata: dict[str, Any] | None = None,
+    ) -> WorkflowCheckpoint:
+        # model_construct: the snapshot is already valid; validating it again
+        # would make every checkpoint cost O(state) instead of O(keys).
+        return cls.model_construct(
+            checkpoint_id=checkpoint_id,
+            workflow_name=workflow_name,
+            run_id=run_id,
+            graph_signature_hash=graph_signature_hash,
+            previous_checkpoint_id=previous_checkpoint_id,
+            timestamp=timestamp,
+            superstep=snap.superstep,
+            iterations=snap.iterations,
+            state=snap.state,
+            messages=list(snap.pending),
+            fan_in_buffers={g: {s: list(m) for s, m in b.items()} for g, b in snap.fan_in_buffers.items()},
+            pending_requests=snap.pending_requests,
+            responses=list(snap.responses),
+            outputs=list(snap.outputs),
+            metadata=metadata or {},
+            version=1,
+        )
+
+    def to_snapshot(self) -> EngineSnapshot:
+        return EngineSnapshot(
+            superstep=self.superstep,
+            iterations=self.iterations,
+            state=dict(self.state),
+            pending=tuple(self.messages),
+            fan_in_buffers={g: {s: tuple(m) for s, m in b.items()} for g, b in self.fan_in_buffers.items()},
+            pending_requests=dict(self.pending_requests),
+            responses=tuple((r, e) for r, e in self.responses),
+            outputs=tuple(self.outputs),
+        )
+
+
+@runtime_checkable
+class CheckpointCipher(Protocol):
+    """Encrypts blobs a checkpoint store writes, and decrypts them when it reads.
+
+    ``encrypt`` returns a self-describing blob that must not start with ``{``
+    (stores tell encrypted from plain JSON by it, so stores written before
+    encryption was turned on still read). ``associated_data`` is where the
+    blob is stored (checkpoint id, state key): a blob moved elsewhere must
+    fail to decrypt.
+    """
+
+    def encrypt(self, data: bytes, associated_data: bytes = b"") -> bytes: ...
+
+    def decrypt(self, data: bytes, associated_data: bytes = b"") -> bytes: ...
+
+
+@runtime_checkable
+class CheckpointStorage(Protocol):
+    """Where checkpoints are kept. Every method is async so stores may do I/O.
+
+    ``save`` must raise on failure: a checkpoint the caller believes exists
+    but does not is worse than a failed request.
+    """
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointId: ...
+
+    async def load(self, checkpoint_id: CheckpointId) -> WorkflowCheckpoint: ...
+
+    async def list_checkpoints(
+        self, *, workflow_name: str | None, run_id: str | None = None
+    ) -> list[WorkflowCheckpoint]: ...
+
+    async def list_checkpoint_ids(
+        self, *, workflow_name: str | None, run_id: str | None = None
+    ) -> list[CheckpointId]: ...
+
+    async def get_latest(
+        self, *, workflow_name: str | None, run_id: str | None = None
+    ) -> WorkflowCheckpoint | None: ...
+
+    async def delete(self, checkpoint_id: CheckpointId) -> bool: ...
+
+
+def _unseal(cipher: CheckpointCipher | None, data: bytes, associated_data: bytes, where: str) -> bytes:
+    """Plain JSON as it is; an encrypted blob decrypted (or a clear error without a cipher)."""
+    if data[:1] == b"{":
+        return data
+    if cipher is None:
+        raise CheckpointStorageError(
+            f"{where} is encrypted and this store has no cipher: pass cipher=KeyRing.from_env() (or the plugin's)"
+        )
+    return cipher.decrypt(data, associated_data)
+
+
+def _matches(cp: WorkflowCheckpoint, workflow_name: str | None, run_id: str | None) -> bool:
+    return cp.workflow_name == workflow_name and (run_id is None or cp.run_id == run_id)
+
+
+def _order(cps: list[WorkflowCheckpoint]) -> list[WorkflowCheckpoint]:
+    return sorted(cps, key=lambda c: (c.timestamp, c.superstep))
+
+
+class _DerivedQueries:
+    """``list_checkpoint_ids`` and ``get_latest``, derived from a store's ``list_checkpoints``."""
+
+    async def list_checkpoints(
+        self, *, workflow_name: str | None, run_id: str | None = None
+    ) -> list[WorkflowCheckpoint]:
+        raise NotImplementedError
+
+    async def list_checkpoint_ids(self, *, workflow_name: str | None, run_id: str | None = None) -> list[CheckpointId]:
+        return [c.checkpoint_id for c in await self.list_checkpoints(workflow_name=workflow_name, run_id=run_id)]
+
+    async def get_latest(self, *, workflow_name: str | None, run_id: str | None = None) -> WorkflowCheckpoint | None:
+        cps = await self.list_checkpoints(workflow_name=workflow_name, run_id=run_id)
+        return cps[-1] if cps else None
+
+
+class InMemoryCheckpointStorage(_DerivedQueries):
+    """Checkpoints in a dict: for tests and notebooks. Saving is O(1)."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, WorkflowCheckpoint] = {}
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointId:
+        self._items[checkpoint.checkpoint_id] = checkpoint
+        return checkpoint.checkpoint_id
+
+    async def load(self, checkpoint_id: CheckpointId) -> WorkflowCheckpoint:
+        try:
+            return self._items[checkpoint_id]
+        except KeyError:
+            raise CheckpointNotFoundError(checkpoint_id) from None
+
+    async def list_checkpoints(
+        self, *, workflow_name: str | None, run_id: str | None = None
+    ) -> list[WorkflowCheckpoint]:
+        return _order([c for c in self._items.values() if _matches(c, workflow_name, run_id)])
+
+    async def delete(self, checkpoint_id: CheckpointId) -> bool:
+        return self._items.pop(checkpoint_id, None) is not None
+
+
+class HistoryCheckpointStorage(InMemoryCheckpointStorage):
+    """Checkpoints kept in the run itself: no external store to run or back up.
+
+    On Temporal a checkpoint is then just a marker in the workflow: its body
+    is rebuilt from history on replay and served by the ``get_checkpoint``
+    query, so it costs no history bytes at all. Across continue-as-new the
+    run carries the ``keep`` most recent ones (their bodies then ride in the
+    next run's input); older ones can no longer be restored. Forks read the
+    source run's checkpoint by query, so they work from any worker. In
+    process it behaves like :class:`InMemoryCheckpointStorage`.
+    """
+
+    def __init__(self, keep: int = 3) -> None:
+        super().__init__()
+        self.keep = keep
+
+
+class FileCheckpointStorage(_DerivedQueries):
+    """One JSON file per checkpoint in a directory, written atomically.
+
+    A crash mid-write leaves either the old file or the new one, never a torn
+    one: each file is written to a temporary name, fsynced and renamed.
+
+    Args:
+        directory: Created if missing.
+        cipher: Encrypts each file whole (bound to its checkpoint id); files
+            written without one still load. Without a cipher, an encrypted file
+            fails to load with an error saying so.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, cipher: CheckpointCipher | None = None) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.cipher = cipher
+
+    def _path(self, checkpoint_id: str) -> Path:
+        if not checkpoint_id or "/" in checkpoint_id or "\\" in checkpoint_id or checkpoint_id.startswith("."):
+            raise CheckpointNotFoundError(checkpoint_id)
+        return self.directory / f"{checkpoint_id}.json"
+
+    def _write(self, checkpoint: WorkflowCheckpoint) -> None:
+        data = checkpoint.model_dump_json().encode()
+        if self.cipher is not None:
+            data = self.cipher.encrypt(data, checkpoint.checkpoint_id.encode())
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._path(checkpoint.checkpoint_id))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointId:
+        try:
+            await asyncio.to_thread(self._write, checkpoint)
+        except OSError as e:
+            raise CheckpointStorageError(
+                f"could not save checkpoint {checkpoint.checkpoint_id!r} to {self.directory}: {e}"
+            ) from e
+        return checkpoint.checkpoint_id
+
+    def _read(self, path: Path) -> WorkflowCheckpoint:
+        return WorkflowCheckpoint.model_validate_json(
+            _unseal(self.cipher, path.read_bytes(), path.name.removesuffix(".json").encode(), str(path))
+        )
+
+    async def load(self, checkpoint_id: CheckpointId) -> WorkflowCheckpoint:
+        path = self._path(checkpoint_id)
+        try:
+            return await asyncio.to_thread(self._read, path)
+        except FileNotFoundError:
+            raise CheckpointNotFoundError(checkpoint_id) from None
+
+    def _all(self) -> list[WorkflowCheckpoint]:
+        out = []
+        for p in self.directory.glob("*.json"):
+            if p.name.startswith("."):
+                continue
+            try:
+                out.append(self._read(p))
+            except FileNotFoundError:  # deleted concurrently
+                continue
+        return out
+
+    async def list_checkpoints(
+        self, *, workflow_name: str | None, run_id: str | None = None
+    ) -> list[WorkflowCheckpoint]:
+        cps = await asyncio.to_thread(self._all)
+        return _order([c for c in cps if _matches(c, workflow_name, run_id)])
+
+    async def delete(self, checkpoint_id: CheckpointId) -> bool:
+        try:
+            self._path(checkpoint_id).unlink()
+            return True
+        except (FileNotFoundError, CheckpointNotFoundError):
+            return False

@@ -1,0 +1,3 @@
+"""The pure part: the superstep machine, the one driver both hosts run, JSON envelopes and payload limits.
+
+Nothing here does I/O, reads a clock or runs user code."""

@@ -1,0 +1,490 @@
+"""The superstep driver: the one loop both hosts run over the engine.
+
+The engine (``_engine``) is the pure superstep machine; this module is the
+loop around it, written once: expire due requests, take outside input, serve
+requested checkpoints, decide (finish, go idle, or run a superstep), run the
+superstep's steps, commit their results (with reducers), publish events,
+checkpoint by policy, fail loudly. The in-process runner and the Temporal
+workflow are thin adapters that supply only what differs between them through
+:class:`DriverHost`: how steps and callable reducers run, the clock, where
+checkpoints go, how outside input arrives and what "idle" means.
+
+So every semantic rule (event order, failure types and texts, the checkpoint
+policy, the limits on what a superstep may carry) holds on both hosts by
+construction, and the conformance suite (tests/conformance) checks it event
+for event. Like LlamaIndex Workflows' control loop with its runtime adapters,
+but the loop here is deterministic: it reads no clock and draws no random
+number except through the host, so on Temporal it is workflow code.
+
+Events come out of :meth:`SuperstepDriver.run` as an async iterator, in the
+order they happen. An event is a :class:`WorkflowEvent` whose ``data`` is
+still JSON (``data_type`` names its type), or an :class:`Envelope` holding a
+step's custom event; the host decides how they leave (decoded for an
+in-process caller, as payloads on a Temporal stream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from temporal_workflows._checkpoints.base import WorkflowCheckpoint
+from temporal_workflows._engine.limits import (
+    GUIDANCE,
+    MIN_MAX_PAYLOAD_BYTES,
+    check_step_input,
+    input_may_exceed,
+    json_size,
+)
+from temporal_workflows._engine.machine import (
+    CommitPlan,
+    Engine,
+    Output,
+    PendingRequest,
+    Reduction,
+    StepResult,
+    StepTask,
+    Topology,
+)
+from temporal_workflows._engine.serde import Envelope, validation_message
+from temporal_workflows._errors import (
+    CheckpointStorageError,
+    ExecutorFailedError,
+    GraphSignatureMismatchError,
+    ReducerError,
+    RunTooLargeError,
+    WorkflowError,
+    WorkflowRunError,
+)
+from temporal_workflows._events import (
+    ExecutorCompletedEvent,
+    ExecutorFailedEvent,
+    ExecutorInvokedEvent,
+    RequestInfoEvent,
+    SuperStepCompletedEvent,
+    SuperStepStartedEvent,
+    WorkflowEvent,
+    WorkflowFailedEvent,
+    WorkflowOutputEvent,
+    WorkflowRunState,
+    WorkflowStatusEvent,
+)
+
+__all__ = [
+    "DriverEvent",
+    "DriverHost",
+    "RunStatus",
+    "StepFailure",
+    "StepsInterrupted",
+    "SuperstepDriver",
+    "check_signature",
+    "checkpoint_due",
+    "checkpoint_of",
+    "request_event",
+]
+
+DriverEvent = WorkflowEvent | Envelope
+"""What the driver emits: a run event (JSON ``data``) or a step's custom event as an envelope."""
+
+
+class RunStatus:
+    """The run status a host shows (Temporal: the ``status`` query and search attribute)."""
+
+    RUNNING = "running"
+    IDLE = "idle"
+    WAITING_FOR_INPUT = "waiting_for_input"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailure:
+    """A step that produced no result, as every host reports it.
+
+    Attributes:
+        error_type: The exception's class name (on Temporal: the activity
+            failure's type, e.g. ``"ValueError"``, ``"TimeoutError"``).
+        message: The exception's message, without its type.
+        cause: The exception itself, where the host has it (in process).
+    """
+
+    error_type: str
+    message: str
+    cause: BaseException | None = None
+
+    @staticmethod
+    def of(e: BaseException) -> StepFailure:
+        # pydantic's own text quotes the rejected input; failures reach logs and events.
+        message = validation_message(e) if isinstance(e, ValidationError) else str(e)
+        return StepFailure(type(e).__name__, message, e)
+
+
+class StepsInterrupted(Exception):
+    """The host stopped a running superstep (a reset on Temporal): nothing of it commits."""
+
+
+StepOutcome = StepResult | StepFailure | None
+"""``None``: the step had not finished when the host gave up waiting (see ``run_steps``)."""
+
+
+class DriverHost:
+    """What a host supplies to :class:`SuperstepDriver`; the defaults suit a host with no outside input.
+
+    Every method is called at a superstep boundary or for the running
+    superstep, never concurrently with another of them.
+    """
+
+    def now(self) -> float:
+        """The host's clock, epoch seconds (on Temporal: ``workflow.now()``)."""
+        raise NotImplementedError
+
+    async def take_input(self, engine: Engine) -> None:
+        """Hand outside input that arrived since the last boundary to the engine."""
+
+    async def serve_checkpoints(self, engine: Engine) -> None:
+        """Take checkpoints that were asked for from outside (after requests expired)."""
+
+    def may_finish(self, engine: Engine) -> bool:
+        """With no work left: may the run end now (or must it wait for input)?"""
+        return True
+
+    async def before_superstep(self, engine: Engine) -> None:
+        """Last look before a superstep or an idle wait (Temporal: continue as new if history is long)."""
+
+    async def wait_for_input(self, engine: Engine) -> None:
+        """Idle with nothing to do: return when input may have arrived or a request deadline passed."""
+        raise NotImplementedError
+
+    def on_status(self, status: str, details: str) -> None:
+        """The run's status changed (:class:`RunStatus`), with a line for humans."""
+
+    def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
+        """Context around a superstep's steps and commit (Temporal: its tracing span)."""
+        return nullcontext()
+
+    async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
+        """Run every task against ``engine.state``; one outcome per task, in task order.
+
+        Raises:
+            StepsInterrupted: the superstep was abandoned (its steps cancelled).
+        """
+        raise NotImplementedError
+
+    async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
+        """Run a callable reducer (user code). Raises :class:`StepFailure`-like errors as exceptions."""
+        raise NotImplementedError
+
+    def committed(self, plan: CommitPlan, engine: Engine) -> None:
+        """A superstep's commit was applied (host bookkeeping: state size, dirty keys)."""
+
+    async def save_checkpoint(self, engine: Engine, trigger: str) -> str | None:
+        """Store a checkpoint of ``engine`` (a boundary); return its id (``None``: none was taken).
+
+        Raises:
+            CheckpointStorageError: it was not saved.
+        """
+        raise NotImplementedError
+
+
+class ReducerFailed(Exception):
+    """A host's report that a callable reducer raised (type and message of the user's error)."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
+
+
+def request_event(req: PendingRequest) -> RequestInfoEvent:
+    """The event that announces a pending request (its ``data`` as JSON)."""
+    return RequestInfoEvent(
+        request_id=req.request_id,
+        source_executor_id=req.executor_id,
+        data=req.data.data,
+        data_type=req.data.type,
+        response_type=req.response_type,
+        response_schema=req.response_schema,
+        timeout=req.timeout,
+    )
+
+
+def checkpoint_due(superstep: int, every: int) -> bool:
+    """The automatic checkpoint policy: after every ``every``-th superstep (0: never)."""
+    return every > 0 and superstep % every == 0
+
+
+def checkpoint_of(
+    engine: Engine,
+    *,
+    checkpoint_id: str,
+    run_id: str,
+    previous_checkpoint_id: str | None,
+    timestamp: datetime,
+    metadata: dict[str, Any] | None = None,
+) -> WorkflowCheckpoint:
+    """The engine at this boundary as a checkpoint (both hosts, and continue-as-new)."""
+    return WorkflowCheckpoint.from_snapshot(
+        engine.snapshot(),
+        checkpoint_id=checkpoint_id,
+        workflow_name=engine.topology.name or "",
+        run_id=run_id,
+        graph_signature_hash=engine.topology.signature_hash,
+        previous_checkpoint_id=previous_checkpoint_id,
+        timestamp=timestamp,
+        metadata=metadata or {},
+    )
+
+
+def check_signature(cp: WorkflowCheckpoint, topology: Topology, *, allow_mismatch: bool = False) -> None:
+    """Refuse to restore a checkpoint taken under another graph.
+
+    Raises:
+        GraphSignatureMismatchError: naming both signatures.
+    """
+    if cp.graph_signature_hash == topology.signature_hash or allow_mismatch:
+        return
+    raise GraphSignatureMismatchError(
+        f"checkpoint {cp.checkpoint_id!r} was taken under graph signature {cp.graph_signature_hash[:12]}…, "
+        f"but graph {topology.name!r} has signature {topology.signature_hash[:12]}…; the graph changed "
+        "(pass allow_signature_mismatch=True to restore it anyway)"
+    )
+
+
+class SuperstepDriver:
+    """Runs supersteps over one engine until the host says the run may end.
+
+    Args:
+        engine: The run's engine, at a boundary.
+        host: What differs between hosts.
+        checkpoint_every: Automatic checkpoint after every N-th superstep (0: none).
+        payload_limit: Most bytes one step input or the run's outputs may take
+            as JSON; called only when a value is big enough to need it (in
+            process it reads the environment, which may be invalid).
+    """
+
+    def __init__(
+        self, engine: Engine, host: DriverHost, *, checkpoint_every: int, payload_limit: Callable[[], int]
+    ) -> None:
+        self.engine = engine
+        self.host = host
+        self.checkpoint_every = checkpoint_every
+        self.payload_limit = payload_limit
+        self._out: list[DriverEvent] = []
+        self._shown: WorkflowRunState | None = None
+        self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
+
+    # -- events ----------------------------------------------------------------------
+
+    def _emit(self, event: DriverEvent) -> None:
+        self._out.append(event)
+
+    def _flush(self) -> list[DriverEvent]:
+        out, self._out = self._out, []
+        return out
+
+    def _show_state(self, state: WorkflowRunState | None = None) -> None:
+        state = state or self.engine.run_state()
+        if state != self._shown:
+            self._shown = state
+            self._emit(WorkflowStatusEvent(state=state))
+
+    def announce_pending(self) -> list[DriverEvent]:
+        """A restored run says again what it is waiting for."""
+        return [request_event(r) for r in self.engine.pending_requests.values()]
+
+    def failure_events(self, error: WorkflowRunError) -> list[DriverEvent]:
+        """How every failed run ends its event stream."""
+        self.host.on_status(RunStatus.FAILED, f"failed in superstep {error.superstep}: {error}")
+        self._emit(
+            WorkflowFailedEvent(
+                error_type=type(error).__name__,
+                error=str(error),
+                executor_id=error.executor_id,
+                superstep=error.superstep,
+            )
+        )
+        self._show_state(WorkflowRunState.FAILED)
+        return self._flush()
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def expire(self) -> None:
+        """Time out due requests (the host's clock). Raises ``RequestTimeoutError`` for ``on_timeout="fail"``."""
+        self.engine.expire_due(self.host.now())
+
+    async def run(self) -> AsyncIterator[DriverEvent]:
+        """Drive the run; events as they happen. A failed run's events end with its failure, then it raises.
+
+        Raises:
+            WorkflowRunError: the run failed (after its failure events).
+        """
+        try:
+            async for event in self._loop():
+                yield event
+        except WorkflowRunError as e:
+            for event in self._flush():
+                yield event
+            for event in self.failure_events(e):
+                yield event
+            raise
+
+    async def _loop(self) -> AsyncIterator[DriverEvent]:
+        engine, host = self.engine, self.host
+        while True:
+            await host.take_input(engine)
+            self.expire()
+            await host.serve_checkpoints(engine)
+            for event in self._flush():
+                yield event
+            if not engine.has_work() and host.may_finish(engine):
+                self._show_state()
+                host.on_status(RunStatus.COMPLETED, f"completed after {engine.superstep} supersteps")
+                for event in self._flush():
+                    yield event
+                return
+            await host.before_superstep(engine)
+            if engine.has_work():
+                host.on_status(RunStatus.RUNNING, f"superstep {engine.superstep + 1}")
+                self._show_state()
+                async for event in self._superstep():
+                    yield event
+                continue
+            self._show_state()
+            if engine.pending_requests:
+                who = sorted({r.executor_id for r in engine.pending_requests.values()})
+                n = len(engine.pending_requests)
+                host.on_status(
+                    RunStatus.WAITING_FOR_INPUT,
+                    f"waiting for input: {n} request{'s' * (n != 1)} from {', '.join(who)}",
+                )
+            else:
+                host.on_status(RunStatus.IDLE, f"idle after superstep {engine.superstep}; send a message or close")
+            for event in self._flush():
+                yield event
+            await host.wait_for_input(engine)
+
+    async def _superstep(self) -> AsyncIterator[DriverEvent]:
+        engine, host = self.engine, self.host
+        tasks = engine.begin_superstep()
+        step = tasks[0].superstep
+        executor_ids = [t.executor_id for t in tasks]
+        with host.superstep_scope(step, executor_ids):
+            self._emit(SuperStepStartedEvent(superstep=step, executor_ids=executor_ids))
+            for t in tasks:
+                self._emit(ExecutorInvokedEvent(executor_id=t.executor_id, superstep=step))
+            self._check_step_inputs(tasks, step)
+            for event in self._flush():
+                yield event
+            try:
+                outcomes = await host.run_steps(tasks, engine)
+            except StepsInterrupted:
+                engine.abort_superstep()
+                return
+            failed = [(t, o) for t, o in zip(tasks, outcomes, strict=True) if isinstance(o, StepFailure)]
+            if failed or any(o is None for o in outcomes):
+                engine.abort_superstep()
+                for t, f in failed:
+                    self._emit(
+                        ExecutorFailedEvent(
+                            executor_id=t.executor_id, superstep=step, error_type=f.error_type, error=f.message
+                        )
+                    )
+                first_task, first = failed[0]
+                raise ExecutorFailedError(
+                    first_task.executor_id, step, first.cause, error_type=first.error_type, detail=first.message
+                )
+            results = [o for o in outcomes if isinstance(o, StepResult)]
+            for t, r in zip(tasks, results, strict=True):
+                for custom in r.events:
+                    self._emit(custom)
+                self._emit(ExecutorCompletedEvent(executor_id=t.executor_id, superstep=step))
+            try:
+                plan = engine.prepare_commit(results)
+            except WorkflowRunError:
+                engine.abort_superstep()
+                raise
+            for event in self._flush():
+                yield event
+            reduced: dict[str, Envelope] = {}
+            for reduction in plan.reductions:
+                try:
+                    reduced[reduction.key] = await host.reduce(step, reduction)
+                except ReducerFailed as e:
+                    engine.abort_superstep()
+                    raise ReducerError(reduction.key, step, e.error_type, e.message) from None
+            engine.apply_commit(plan, reduced, now=host.now())
+            host.committed(plan, engine)
+            for out in plan.outputs:
+                self._emit(
+                    WorkflowOutputEvent(executor_id=out.executor_id, data=out.value.data, data_type=out.value.type)
+                )
+            self._check_outputs(plan.outputs, step)
+            for req in plan.requests:
+                self._emit(request_event(engine.pending_requests.get(req.request_id, req)))
+            checkpoint_id = None
+            if checkpoint_due(engine.superstep, self.checkpoint_every):
+                for event in self._flush():
+                    yield event
+                try:
+                    checkpoint_id = await host.save_checkpoint(engine, "auto")
+                except CheckpointStorageError as e:
+                    raise CheckpointStorageError(
+                        f"checkpoint after superstep {step} could not be saved: {e}", superstep=step
+                    ) from e
+            self._emit(
+                SuperStepCompletedEvent(
+                    superstep=step, state_keys_written=plan.keys_written, checkpoint_id=checkpoint_id
+                )
+            )
+            self._show_state()
+            for event in self._flush():
+                yield event
+
+    def _check_step_inputs(self, tasks: Sequence[StepTask], step: int) -> None:
+        """Fail the run, naming the executor, if a step's input cannot be one payload.
+
+        Each value was measured where it was made; only inputs that combine
+        several (a fan-in, a request with its response) or came from outside
+        can add up past the limit (and Temporal would refuse the command and
+        retry the workflow task for ever).
+        """
+        too_large: list[tuple[StepTask, WorkflowError]] = []
+        for t in tasks:
+            if not input_may_exceed(t):
+                continue
+            try:
+                check_step_input(t, limit=self.payload_limit())
+            except WorkflowError as error:  # too large, or (in process) an invalid limit in the environment
+                too_large.append((t, error))
+        if not too_large:
+            return
+        self.engine.abort_superstep()
+        for t, e in too_large:
+            self._emit(
+                ExecutorFailedEvent(
+                    executor_id=t.executor_id, superstep=step, error_type=type(e).__name__, error=str(e)
+                )
+            )
+        t, e = too_large[0]
+        raise ExecutorFailedError(t.executor_id, step, e, error_type=type(e).__name__, detail=str(e))
+
+    def _check_outputs(self, outputs: Sequence[Output], step: int) -> None:
+        """Fail the run once its outputs add up past one payload: a Temporal run's result carries them all."""
+        for out in outputs:
+            self._outputs_size += json_size(out.value.data)
+            if self._outputs_size < MIN_MAX_PAYLOAD_BYTES:
+                continue
+            limit = self.payload_limit()
+            if self._outputs_size > limit:
+                raise RunTooLargeError(
+                    f"executor {out.executor_id!r}: the run's outputs add up to {self._outputs_size:,} bytes as "
+                    f"JSON, over the payload limit of {limit:,} bytes, and the run's result carries "
+                    f"every output; yield smaller outputs, or {GUIDANCE}",
+                    superstep=step,
+                    executor_id=out.executor_id,
+                )

@@ -1,0 +1,233 @@
+"""Payload size limits: fail clearly, where a value is produced, before Temporal refuses it.
+
+Temporal refuses any payload over ``limit.blobSize.error`` (2 MiB by default;
+it warns from ``limit.blobSize.warn``, 512 KiB). A step's whole result is one
+payload (the activity's result), and so is each signal, update and workflow
+input. Left to Temporal, a step that writes 3 MB of state fails after the
+fact with ``PayloadsTooLarge: [TMPRL1103] Attempted to upload payloads with
+size that exceeded the error limit`` -- naming neither the state key nor the
+fix, and only after the step's retries have run it (and its side effects)
+again. So every step's result is measured at the end of ``run_step``, which
+both hosts share: the in-process runner fails exactly as a Temporal run does,
+and a graph that would break on Temporal breaks in its unit tests first.
+
+The limit defaults to just under 2 MiB, leaving room for what wraps the
+values (field names, type names, the encryption codec's header). A cluster
+configured with a larger ``limit.blobSize.error`` can raise it with the
+environment variable :data:`ENV_MAX_PAYLOAD_BYTES` on workers and clients.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic_core import to_json
+
+from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, StepResult, StepTask
+from temporal_workflows._errors import PayloadTooLargeError, WorkflowError
+
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "ENVELOPE_ALLOWANCE",
+    "ENV_MAX_PAYLOAD_BYTES",
+    "GUIDANCE",
+    "MIN_MAX_PAYLOAD_BYTES",
+    "TEMPORAL_BLOB_SIZE_LIMIT",
+    "TEMPORAL_BLOB_SIZE_WARNING",
+    "check_payload",
+    "check_step_input",
+    "check_step_result",
+    "input_may_exceed",
+    "json_size",
+    "max_payload_bytes",
+]
+
+TEMPORAL_BLOB_SIZE_LIMIT = 2 * 1024 * 1024
+"""Temporal's default ``limit.blobSize.error``: the server, and the SDK's worker, refuse a larger payload."""
+
+TEMPORAL_BLOB_SIZE_WARNING = 512 * 1024
+"""Temporal's default ``limit.blobSize.warn``: larger payloads are accepted, with a warning in the logs."""
+
+ENVELOPE_ALLOWANCE = 64 * 1024
+"""Room left under Temporal's limit for what wraps the measured JSON: the step result's
+field names, type names and ids, and the encryption codec's nonce, tag and key id."""
+
+DEFAULT_MAX_PAYLOAD_BYTES = TEMPORAL_BLOB_SIZE_LIMIT - ENVELOPE_ALLOWANCE
+"""The largest step result (or start input, message or response) accepted: 2,031,616 bytes of JSON."""
+
+ENV_MAX_PAYLOAD_BYTES = "TEMPORAL_WORKFLOWS_MAX_PAYLOAD_BYTES"
+"""Environment variable overriding :data:`DEFAULT_MAX_PAYLOAD_BYTES` (a whole number of bytes,
+at least :data:`MIN_MAX_PAYLOAD_BYTES`); set it on workers and clients alike, e.g. for a
+cluster with a larger ``limit.blobSize.error``."""
+
+MIN_MAX_PAYLOAD_BYTES = 64 * 1024
+"""The smallest limit :data:`ENV_MAX_PAYLOAD_BYTES` may set. A step result smaller than this,
+nearly every one, is therefore accepted without reading the environment (a read costs more
+than the rest of the check)."""
+
+GUIDANCE = (
+    "keep large data in external storage — S3/GCS/a database — and put a reference in state "
+    "(its URL or key) instead of the data"
+)
+"""The fix, quoted in every :class:`PayloadTooLargeError`."""
+
+_FRAMING_PER_PART = 512
+"""Upper bound of the JSON around one value in a step result (key, type name, ids), for the fast path."""
+
+
+def max_payload_bytes() -> int:
+    """The payload limit in bytes: :data:`ENV_MAX_PAYLOAD_BYTES` if set, else the default.
+
+    Read on every call, so a test or a process can change it without
+    reloading anything.
+
+    Raises:
+        WorkflowError: the variable is set but is not a whole number of at
+            least :data:`MIN_MAX_PAYLOAD_BYTES`; a limit silently ignored would
+            let the opaque Temporal error back in.
+    """
+    raw = os.environ.get(ENV_MAX_PAYLOAD_BYTES, "").strip()
+    if not raw:
+        return DEFAULT_MAX_PAYLOAD_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < MIN_MAX_PAYLOAD_BYTES:
+        raise WorkflowError(
+            f"{ENV_MAX_PAYLOAD_BYTES}={raw!r} must be a whole number of bytes, at least {MIN_MAX_PAYLOAD_BYTES:,}"
+        )
+    return value
+
+
+def json_size(data: Any) -> int:
+    """Bytes of ``data`` as compact UTF-8 JSON: what the pydantic data converter sends for it."""
+    return len(to_json(data))
+
+
+def _too_large(what: str, size: int, limit: int, *, executor_id: str | None, detail: str = "") -> PayloadTooLargeError:
+    who = f"executor {executor_id!r}: " if executor_id is not None else ""
+    return PayloadTooLargeError(
+        f"{who}{what} is {size:,} bytes as JSON{detail}, over the payload limit of {limit:,} bytes "
+        f"(Temporal refuses payloads over {TEMPORAL_BLOB_SIZE_LIMIT // (1024 * 1024)} MiB; {ENV_MAX_PAYLOAD_BYTES} "
+        f"sets the limit); {GUIDANCE}",
+        what=what,
+        size=size,
+        limit=limit,
+        executor_id=executor_id,
+    )
+
+
+def check_payload(data: Any, *, what: str) -> None:
+    """Refuse one outside value (start message, message, response) before it is sent.
+
+    Args:
+        data: The value's JSON form (an ``Envelope``'s ``data``).
+        what: What it is, for the error: ``"start message"``, ``"message for executor 'chat'"``.
+
+    Raises:
+        PayloadTooLargeError: naming ``what``, its size and the limit.
+    """
+    limit = max_payload_bytes()
+    size = json_size(data)
+    if size > limit:
+        raise _too_large(what, size, limit, executor_id=None)
+
+
+def _parts(result: StepResult) -> Iterator[tuple[str, Any]]:
+    """Every value in a step result, with what it is called in an error message."""
+    for w in result.writes:
+        if w.value is not None:
+            if w.key.startswith(EXECUTOR_STATE_PREFIX):
+                yield f"executor state key {w.key.split('/', 1)[-1]!r}", w.value.data
+            else:
+                yield f"state key {w.key!r}", w.value.data
+    for d in result.sent:
+        for m in d.messages:
+            yield f"message to {d.target_id!r}", m.data
+    for o in result.outputs:
+        yield "output", o.data
+    for r in result.requests:
+        yield f"request {r.request_id!r}", (r.data.data, r.response_schema)
+    for e in result.events:
+        yield f"event {e.type or 'custom'}", e.data
+
+
+def check_step_result(result: StepResult, *, executor_id: str) -> StepResult:
+    """Return ``result`` if it fits in one Temporal payload; otherwise fail naming what is too large.
+
+    Each written state value, sent message (once per target it goes to),
+    output, request and event is measured as JSON, and so is the result as
+    a whole. Small results, nearly all of them, cost one serialization of
+    their values (about a microsecond); the exact measure of the whole
+    result runs only near the limit.
+
+    Raises:
+        PayloadTooLargeError: naming the executor and the state key,
+            ``message to '<target>'`` or ``output`` that is too large (or,
+            when no single value is, the result's total and its largest
+            parts), the size, the limit and the fix.
+    """
+    values: list[Any] = [w.value.data for w in result.writes if w.value is not None]
+    for d in result.sent:
+        values.extend(m.data for m in d.messages)
+    values.extend(o.data for o in result.outputs)
+    values.extend((r.data.data, r.response_schema) for r in result.requests)
+    values.extend(e.data for e in result.events)
+    estimate = len(to_json(values)) + _FRAMING_PER_PART * len(values)
+    if estimate <= MIN_MAX_PAYLOAD_BYTES:
+        return result
+    limit = max_payload_bytes()
+    if estimate <= limit:
+        return result
+    sizes = sorted(((json_size(data), what) for what, data in _parts(result)), reverse=True)
+    if sizes and sizes[0][0] > limit:
+        size, what = sizes[0]
+        raise _too_large(what, size, limit, executor_id=executor_id)
+    # The whole result with every field spelled out: at least what goes on the wire.
+    total = json_size(result)
+    if total > limit:
+        largest = ", ".join(f"{what} ({size:,} bytes)" for size, what in sizes[:3])
+        raise _too_large("the step's result", total, limit, executor_id=executor_id, detail=f" in all ({largest})")
+    return result
+
+
+def input_may_exceed(task: StepTask) -> bool:
+    """Whether a task's input needs measuring before it runs.
+
+    A single message a step sent was measured in that step's result; only
+    inputs that combine values (a fan-in, a request with its response) or
+    came from outside (a start message or a signal) can add up past the limit.
+    """
+    return task.kind != "message" or task.source_ids[:1] == (None,)
+
+
+def check_step_input(task: StepTask, *, limit: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+    """Refuse a task whose input cannot be one payload, before it is scheduled.
+
+    Every value was checked where it was produced, but a step's input can
+    still add up past the limit: a fan-in target gets every source's message
+    in one input, and a response task carries the request with the answer.
+    For the hosts, before they run (schedule) the step; workflow code must
+    pass the limit it pinned for the run, since it may not read the
+    environment.
+
+    Raises:
+        PayloadTooLargeError: naming the executor, what its input holds and its size.
+    """
+    values: list[Any] = [m.data for m in task.messages]
+    if task.request is not None:
+        values.append(task.request.data.data)
+    size = json_size(values)
+    if size <= limit:
+        return
+    if task.kind == "fan_in":
+        senders = sorted({s for s in task.source_ids if s is not None})
+        what = f"its fan-in input ({len(task.messages)} messages from {senders})"
+    elif task.kind == "response" and task.request is not None:
+        what = f"its input (request {task.request.request_id!r} with its response)"
+    else:
+        what = "its input"
+    raise _too_large(what, size, limit, executor_id=task.executor_id)

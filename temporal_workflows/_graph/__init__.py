@@ -1,0 +1,1 @@
+"""The graph API: what a user writes (executors, edges, the builder, the handler context) and the built ``Workflow``."""

@@ -1,0 +1,362 @@
+"""What a handler sees: ``WorkflowContext``, and the function that runs one step.
+
+A step reads the state committed at the last superstep boundary plus its own
+writes, and records everything it does (writes, messages, outputs, requests,
+events) in a :class:`StepResult`. Nothing becomes visible to other steps until
+the engine commits the superstep, which is what makes concurrent steps safe
+and the commit deterministic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, Literal, Never
+
+from temporalio import activity
+from typing_extensions import TypeVar
+
+from temporal_workflows._engine.limits import check_step_result
+from temporal_workflows._engine.machine import (
+    EXECUTOR_STATE_PREFIX,
+    PendingRequest,
+    StateWrite,
+    StepResult,
+    StepTask,
+    apply_builtin_reducer,
+)
+from temporal_workflows._engine.serde import Envelope, decode, encode, json_schema
+from temporal_workflows._errors import NotSerializableError, UndeliverableMessageError, WorkflowError, describe
+from temporal_workflows._events import WorkflowEvent
+from temporal_workflows._graph.typecheck import accepts, type_name
+from temporal_workflows._requests import RequestTimedOut
+
+if TYPE_CHECKING:  # import cycle at runtime
+    from temporal_workflows._graph.graph import Graph
+
+__all__ = ["StateView", "WorkflowContext", "run_step"]
+
+T_Out = TypeVar("T_Out", default=Never)
+T_W_Out = TypeVar("T_W_Out", default=Never)
+
+_MISSING = object()
+
+
+class StateView:
+    """Dict-like access to shared (or one executor's private) state, with commit rules."""
+
+    def __init__(self, ctx: WorkflowContext[Any, Any], prefix: str) -> None:
+        self._ctx = ctx
+        self._prefix = prefix
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._ctx._get(self._prefix + key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self._ctx._set(self._prefix + key, value)
+
+    def has(self, key: str) -> bool:
+        return self._ctx._get(self._prefix + key, _MISSING) is not _MISSING
+
+    def delete(self, key: str) -> None:
+        self._ctx._delete(self._prefix + key)
+
+    def __contains__(self, key: str) -> bool:
+        return self.has(key)
+
+    def __getitem__(self, key: str) -> Any:
+        v = self._ctx._get(self._prefix + key, _MISSING)
+        if v is _MISSING:
+            raise KeyError(key)
+        return v
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.set(key, value)
+
+
+class WorkflowContext(Generic[T_Out, T_W_Out]):
+    """The handle a handler uses to act: send, yield, read/write state, ask for input.
+
+    Type parameters (as in Agent Framework) declare what the handler sends
+    (``T_Out``) and yields as workflow output (``T_W_Out``); ``build()`` checks
+    them against the graph's edges.
+
+    Attributes:
+        executor_id: The executor running.
+        superstep: The superstep this step belongs to.
+        run_id: The run (in process: a fresh id per ``run(message)``; on Temporal:
+            the workflow id).
+        idempotency_key: Unique for this step and the same across its retries,
+            replays and continue-as-new; pass it to external APIs so a retried
+            step applies its side effect once. A reset starts a new epoch, so a
+            step re-run after one gets a new key.
+        attempt: The attempt number of this step (1 in process).
+    """
+
+    def __init__(
+        self,
+        *,
+        graph: Graph,
+        task: StepTask,
+        state: Mapping[str, Envelope],
+        run_id: str,
+        attempt: int = 1,
+        epoch: int = 0,
+    ) -> None:
+        self._graph = graph
+        self._task = task
+        self._committed = state
+        self._result = StepResult()
+        self._own: dict[str, list[StateWrite]] = {}
+        self._requests = 0
+        self.executor_id = task.executor_id
+        self.superstep = task.superstep
+        self.run_id = run_id
+        self.attempt = attempt
+        self.idempotency_key = f"{run_id}:{task.step_key}" if not epoch else f"{run_id}@{epoch}:{task.step_key}"
+        self.state = StateView(self, "")
+        self.executor_state = StateView(self, f"{EXECUTOR_STATE_PREFIX}{task.executor_id}/")
+
+    @property
+    def workflow_name(self) -> str | None:
+        return self._graph.name
+
+    # -- messages and outputs -------------------------------------------------
+
+    async def send_message(self, message: T_Out, target_id: str | None = None) -> None:
+        """Send ``message`` along this executor's edges; delivered next superstep.
+
+        Raises:
+            UndeliverableMessageError: no connected target accepts its type, or
+                ``target_id`` is not connected.
+            NotSerializableError: the message cannot round-trip JSON.
+        """
+        env = encode(message, what=f"message sent by executor {self.executor_id!r}")
+        self._result.sent.extend(self._graph.route(self.executor_id, message, env, target_id))
+
+    async def yield_output(self, output: T_W_Out) -> None:
+        """Add a workflow output; it appears in the run's outputs at the commit."""
+        self._result.outputs.append(encode(output, what=f"output yielded by executor {self.executor_id!r}"))
+
+    async def add_event(self, event: WorkflowEvent) -> None:
+        """Emit a custom event to the run's event stream (at this step's completion)."""
+        if not isinstance(event, WorkflowEvent):
+            raise NotSerializableError(
+                f"executor {self.executor_id!r}: add_event takes a WorkflowEvent subclass, not {describe(event)}"
+            )
+        self._result.events.append(encode(event, what=f"event from executor {self.executor_id!r}"))
+
+    def heartbeat(self, *details: Any) -> None:
+        """Report that this step is still alive; call it often from a long step.
+
+        On Temporal a step is an activity, and heartbeats are how a long one
+        stays observable. An executor with ``ExecutorOptions(heartbeat_timeout=...)``
+        must heartbeat at least that often, so a worker that dies mid-step is
+        noticed after the heartbeat timeout and the step retried elsewhere,
+        instead of after the whole ``start_to_close_timeout``. Heartbeats are
+        also how a running step learns that its run was cancelled (or has
+        gone): ``asyncio.CancelledError`` is then raised at the step's next
+        ``await``, so it can clean up. Heartbeats are throttled by the SDK, so
+        calling this in a tight loop is cheap.
+
+        In process it does nothing: there is no server to tell, and a step
+        there runs in the caller's own task. The same graph therefore runs
+        unchanged in both hosts.
+
+        Args:
+            *details: Progress to record with the heartbeat (JSON-serializable).
+                On Temporal the next attempt of the step can read the last
+                ones as ``temporalio.activity.info().heartbeat_details``, e.g.
+                to resume a long job where the failed attempt left off.
+        """
+        if activity.in_activity():
+            activity.heartbeat(*details)
+
+    async def request_info(
+        self,
+        request_data: Any,
+        response_type: Any,
+        request_id: str | None = None,
+        *,
+        timeout: timedelta | float | None = None,
+        on_timeout: Literal["respond", "fail"] = "respond",
+    ) -> str:
+        """Ask for outside input; this executor's ``@response_handler`` gets the answer next superstep.
+
+        The run goes idle (or waits durably, on Temporal) until a response for
+        the returned request id arrives. The id is derived from the step, so it
+        is the same however often the step is retried or replayed.
+
+        Args:
+            request_data: What to show the person answering (JSON-serializable).
+            response_type: The type a response must validate as.
+            request_id: Your own id instead of the derived one.
+            timeout: How long to wait (a durable timer on Temporal). ``None``
+                waits for ever.
+            on_timeout: On expiry, ``"respond"`` hands the response handler a
+                :class:`RequestTimedOut` (its response annotation must accept
+                one); ``"fail"`` fails the run with ``RequestTimeoutError``.
+        """
+        ex = self._graph.executors[self.executor_id]
+        rname = type_name(response_type)
+        spec = ex.find_response_handler(request_data, rname)
+        if spec is None:
+            raise WorkflowError(
+                f"executor {self.executor_id!r} called request_info with a {describe(request_data)} request, "
+                f"but has no @response_handler(original_request: {describe(request_data)}, response: {rname}, ctx)"
+            )
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        if seconds is not None and not seconds > 0:
+            raise WorkflowError(f"executor {self.executor_id!r}: timeout must be positive, got {timeout!r}")
+        if on_timeout not in ("respond", "fail"):
+            raise WorkflowError(f"executor {self.executor_id!r}: on_timeout is 'respond' or 'fail', not {on_timeout!r}")
+        probe = RequestTimedOut(request_id="", timeout=1.0, deadline=datetime.now(UTC))
+        if seconds is not None and on_timeout == "respond" and not accepts(spec.response_type, probe):
+            raise WorkflowError(
+                f"executor {self.executor_id!r} asked with a timeout, so its response handler for "
+                f"{describe(request_data)} requests gets a RequestTimedOut when nobody answers; annotate its "
+                f"response as {rname} | RequestTimedOut, or pass on_timeout='fail'"
+            )
+        if request_id is None:
+            digest = hashlib.sha256(f"{self.idempotency_key}/{self._requests}".encode()).hexdigest()
+            request_id = digest[:20]
+        self._requests += 1
+        self._result.requests.append(
+            PendingRequest(
+                request_id=request_id,
+                executor_id=self.executor_id,
+                data=encode(request_data, what=f"request from executor {self.executor_id!r}"),
+                response_type=rname,
+                response_schema=json_schema(response_type),
+                superstep=self.superstep,
+                timeout=seconds,
+                on_timeout=on_timeout,
+            )
+        )
+        return request_id
+
+    # -- state ---------------------------------------------------------------
+
+    def get_state(self, key: str, default: Any = None) -> Any:
+        """Committed value of a shared key (or this step's own write of it)."""
+        return self.state.get(key, default)
+
+    def set_state(self, key: str, value: Any) -> None:
+        """Write a shared key; visible to others after this superstep's commit."""
+        self.state.set(key, value)
+
+    def get_executor_state(self, key: str, default: Any = None) -> Any:
+        """Per-executor private state (same commit rules as shared state)."""
+        return self.executor_state.get(key, default)
+
+    def set_executor_state(self, key: str, value: Any) -> None:
+        self.executor_state.set(key, value)
+
+    def _check_key(self, key: str) -> None:
+        if not isinstance(key, str) or not key:
+            raise WorkflowError(f"executor {self.executor_id!r}: state keys are non-empty strings, not {key!r}")
+
+    def _get(self, key: str, default: Any) -> Any:
+        self._check_key(key)
+        own = self._own.get(key)
+        committed = self._committed.get(key)
+        if own is None:
+            return default if committed is None else decode(committed)
+        kind = self._graph.topology.reducers.get(key)
+        base = committed
+        vals: list[Envelope] = []
+        for w in own:
+            if w.value is None:
+                base, vals = None, []
+            else:
+                vals.append(w.value)
+        if kind is None:
+            last = own[-1].value
+            return default if last is None else decode(last)
+        if not vals:
+            return default if base is None else decode(base)
+        if kind == "callable":
+            return decode(self._graph.reduce(key, base, vals))
+        return decode(apply_builtin_reducer(kind, key, base, vals))
+
+    def _set(self, key: str, value: Any) -> None:
+        self._check_key(key)
+        if key.startswith(EXECUTOR_STATE_PREFIX) and not key.startswith(f"{EXECUTOR_STATE_PREFIX}{self.executor_id}/"):
+            raise WorkflowError(
+                f"executor {self.executor_id!r}: state keys starting with {EXECUTOR_STATE_PREFIX!r} are reserved "
+                "for executor-private state; use ctx.set_executor_state"
+            )
+        env = encode(value, what=f"state key {key!r} written by executor {self.executor_id!r}")
+        kind = self._graph.topology.reducers.get(key)
+        if kind in ("append", "merge", "sum"):
+            ok = {
+                "append": isinstance(env.data, list),
+                "merge": isinstance(env.data, dict),
+                "sum": isinstance(env.data, (int, float)) and not isinstance(env.data, bool),
+            }[kind]
+            if not ok or (kind == "append" and env.type is not None and not env.type.startswith("list[")):
+                need = {"append": "a list", "merge": "a dict", "sum": "a number"}[kind]
+                raise WorkflowError(
+                    f"executor {self.executor_id!r}: state key {key!r} has the {kind!r} reducer, "
+                    f"so each write must be {need}, not {describe(value)}"
+                )
+        w = StateWrite(key, env)
+        self._own.setdefault(key, []).append(w)
+        self._result.writes.append(w)
+
+    def _delete(self, key: str) -> None:
+        self._check_key(key)
+        w = StateWrite(key, None)
+        self._own.setdefault(key, []).append(w)
+        self._result.writes.append(w)
+
+
+async def run_step(
+    graph: Graph, task: StepTask, state: Mapping[str, Envelope], *, run_id: str, attempt: int = 1, epoch: int = 0
+) -> StepResult:
+    """Run one task's handler against the committed ``state``; return what it did.
+
+    What it did must fit in one Temporal payload: a step whose writes,
+    messages or outputs are too large fails here with ``PayloadTooLargeError``
+    naming them, in process as on Temporal (see ``_limits``).
+
+    ``epoch`` counts resets of the run: a step re-run after a reset is new
+    work, so its idempotency key (and the ids of requests it raises) differ.
+    """
+    ctx: WorkflowContext[Any, Any] = WorkflowContext(
+        graph=graph, task=task, state=state, run_id=run_id, attempt=attempt, epoch=epoch
+    )
+    ex = graph.executors.get(task.executor_id)
+    if ex is None:
+        raise WorkflowError(f"executor {task.executor_id!r} is not in graph {graph.name!r}")
+    if task.kind == "response":
+        assert task.request is not None
+        request = decode(task.request.data)
+        response = decode(task.messages[0])
+        rspec = ex.find_response_handler(request, task.request.response_type)
+        if rspec is None:
+            raise WorkflowError(f"executor {ex.id!r} has no @response_handler for {describe(request)} requests")
+        await ex._invoke_response(rspec, request, response, ctx)
+        return check_step_result(ctx._result, executor_id=ex.id)
+    if task.kind == "fan_in":
+        value: Any = [decode(m) for m in task.messages]
+        spec = ex.find_handler(value)
+    else:
+        env = task.messages[0]
+        value = decode(env)
+        match = ex.coerce(value) if env.type is None else None
+        if match is not None:
+            spec, value = match
+        else:
+            spec = ex.find_handler(value)
+    if spec is None:
+        raise UndeliverableMessageError(
+            f"executor {ex.id!r} has no handler for {describe(value)}; it handles "
+            f"{[type_name(t) for t in ex.input_types]}",
+            source_id=str(task.source_ids[0] if task.source_ids else None),
+            type_name=describe(value),
+            targets=[ex.id],
+        )
+    await ex._invoke(spec, value, ctx)
+    return check_step_result(ctx._result, executor_id=ex.id)

@@ -1,0 +1,160 @@
+"""A built graph: the executors and edge groups (user code) beside their topology (pure data).
+
+Only step hosts (the in-process runner, Temporal activities) touch a
+:class:`Graph`; the engine and the Temporal workflow see only its
+:class:`Topology`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from temporal_workflows._engine.machine import Delivery, PendingRequest, Topology
+from temporal_workflows._engine.serde import Envelope, decode, encode, validate_as
+from temporal_workflows._errors import InvalidResponseError, UndeliverableMessageError, WorkflowError, describe
+from temporal_workflows._graph.edges import EdgeGroup
+from temporal_workflows._graph.executor import Executor
+from temporal_workflows._graph.typecheck import accepts
+from temporal_workflows._requests import RequestTimedOut
+
+__all__ = ["Graph"]
+
+
+class Graph:
+    """Executors, edges and reducers of one workflow definition."""
+
+    def __init__(
+        self,
+        *,
+        topology: Topology,
+        executors: dict[str, Executor],
+        groups: list[EdgeGroup],
+        reducer_funcs: dict[str, Callable[[Any, list[Any]], Any]],
+        description: str | None = None,
+    ) -> None:
+        self.topology = topology
+        self.executors = executors
+        self.groups = groups
+        self.reducer_funcs = reducer_funcs
+        self.description = description
+        self.outgoing: dict[str, list[EdgeGroup]] = {}
+        for g in groups:
+            for s in g.sources:
+                self.outgoing.setdefault(s, []).append(g)
+
+    @property
+    def name(self) -> str | None:
+        return self.topology.name
+
+    def route(self, source_id: str, value: Any, envelope: Envelope, target_id: str | None) -> list[Delivery]:
+        """Where a message sent by ``source_id`` goes.
+
+        Conditions and selection functions pick candidates; each candidate
+        receives the message if one of its handlers accepts the type. A
+        message that candidates exist for but none accepts is an error, as is
+        a message from an executor with no outgoing edges; a message whose
+        conditions all evaluate false is routed nowhere, by design.
+        """
+        groups = self.outgoing.get(source_id)
+        tname = describe(value)
+        if not groups:
+            raise UndeliverableMessageError(
+                f"executor {source_id!r} sent a {tname} but has no outgoing edges",
+                source_id=source_id,
+                type_name=tname,
+                targets=[],
+            )
+        if target_id is not None and not any(target_id in g.targets for g in groups):
+            connected = sorted({t for g in groups for t in g.targets})
+            raise UndeliverableMessageError(
+                f"executor {source_id!r} sent a {tname} to {target_id!r}, which it has no edge to; "
+                f"its targets are {connected}",
+                source_id=source_id,
+                type_name=tname,
+                targets=connected,
+            )
+        out: list[Delivery] = []
+        considered: list[str] = []
+        for g in groups:
+            for t in g.candidates(value):
+                if target_id is not None and t != target_id:
+                    continue
+                considered.append(t)
+                target = self.executors[t]
+                if g.kind == "fan_in":
+                    if any(accepts(h.input_type, [value]) for h in target.handlers):
+                        out.append(Delivery.one(t, envelope, source_id, g.id))
+                elif (envelope.type is None and target.coerce(value) is not None) or target.find_handler(
+                    value
+                ) is not None:
+                    out.append(Delivery.one(t, envelope, source_id))
+        if considered and not out:
+            raise UndeliverableMessageError(
+                f"executor {source_id!r} sent a {tname}, but none of its targets {considered} "
+                f"has a handler that accepts {tname}",
+                source_id=source_id,
+                type_name=tname,
+                targets=considered,
+            )
+        return out
+
+    def reduce(self, key: str, committed: Envelope | None, writes: list[Envelope]) -> Envelope:
+        """Run a callable reducer over decoded values (a step host's job, never the workflow's)."""
+        fn = self.reducer_funcs.get(key)
+        if fn is None:
+            raise WorkflowError(f"state key {key!r} has no callable reducer")
+        current = decode(committed) if committed is not None else None
+        return encode(fn(current, [decode(w) for w in writes]), what=f"reducer result for state key {key!r}")
+
+    def validate_response(self, request: PendingRequest, value: Any) -> Envelope:
+        """``value`` typed as the request's response handler expects it.
+
+        Raises:
+            InvalidResponseError: It does not validate, naming request and executor.
+        """
+        rid = request.request_id
+        ex = self.executors.get(request.executor_id)
+        spec = ex.find_response_handler(decode(request.data), request.response_type) if ex else None
+        if spec is None:
+            raise InvalidResponseError(rid, request.executor_id, "the executor has no matching @response_handler")
+        try:
+            typed = validate_as(spec.response_type, value)
+        except (ValueError, TypeError) as e:
+            raise InvalidResponseError(
+                rid, request.executor_id, f"expected {request.response_type}, got {describe(value)}: {e}"
+            ) from None
+        if isinstance(typed, RequestTimedOut):
+            raise InvalidResponseError(
+                rid,
+                request.executor_id,
+                "RequestTimedOut is what the run delivers when the deadline passes, not a response",
+            )
+        return encode(typed, what=f"response to request {rid!r}")
+
+    def validate_message(self, executor_id: str, message: Envelope) -> Envelope:
+        """A message from outside, typed as one of ``executor_id``'s handlers expects it.
+
+        Raises:
+            UndeliverableMessageError: No such executor, or no handler takes it.
+        """
+        ex = self.executors.get(executor_id)
+        if ex is None:
+            raise UndeliverableMessageError(
+                f"no executor {executor_id!r} in graph {self.name!r}; executors: {sorted(self.executors)}",
+                source_id="<input>",
+                type_name=message.type or "json",
+                targets=[executor_id],
+            )
+        value = decode(message)
+        match = ex.coerce(value) if message.type is None else None
+        if match is None and ex.find_handler(value) is None:
+            raise UndeliverableMessageError(
+                f"executor {executor_id!r} has no handler for {describe(value)}; it handles "
+                f"{[str(getattr(t, '__name__', t)) for t in ex.input_types]}",
+                source_id="<input>",
+                type_name=describe(value),
+                targets=[executor_id],
+            )
+        typed = match[1] if match is not None else value
+        return encode(typed, what=f"message for executor {executor_id!r}")

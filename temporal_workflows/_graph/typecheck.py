@@ -1,0 +1,123 @@
+"""Runtime type checks used for routing and build-time validation.
+
+Routing delivers a message to the targets whose handler accepts its type, and
+``build()`` checks that what an executor declares it sends can be handled by
+its targets. Both need a small subset of ``typing`` understood at runtime:
+classes, ``Any``/``object``, unions, ``Optional``, ``Literal`` and the common
+generic containers.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Iterator
+from typing import Any, Literal, Union, get_args, get_origin
+
+from temporal_workflows._engine.serde import is_structured_type
+
+__all__ = ["accepts", "compatible", "flatten", "structured_types_in", "type_name"]
+
+_UNION_ORIGINS: tuple[Any, ...] = (Union, types.UnionType)
+
+
+def flatten(tp: Any) -> list[Any]:
+    """The members of a union (or ``[tp]``)."""
+    if get_origin(tp) in _UNION_ORIGINS:
+        out: list[Any] = []
+        for a in get_args(tp):
+            out.extend(flatten(a))
+        return out
+    return [tp]
+
+
+def type_name(tp: Any) -> str:
+    """Readable name of a type or annotation for error messages."""
+    if tp is type(None):
+        return "None"
+    if isinstance(tp, type) and get_origin(tp) is None:
+        return tp.__qualname__
+    return repr(tp).replace("typing.", "")
+
+
+def accepts(tp: Any, value: Any) -> bool:
+    """Whether a handler annotated with ``tp`` accepts ``value``.
+
+    Containers are checked element by element so that a ``list[int]`` handler
+    does not receive a ``list[str]``.
+    """
+    if tp is Any or tp is object:
+        return True
+    if tp is None or tp is type(None):
+        return value is None
+    origin = get_origin(tp)
+    if origin is None:
+        if isinstance(tp, type):
+            if tp is float:
+                return isinstance(value, (int, float)) and not isinstance(value, bool)
+            return isinstance(value, tp)
+        return bool(isinstance(tp, typing.TypeVar))
+    if origin in _UNION_ORIGINS:
+        return any(accepts(a, value) for a in get_args(tp))
+    if origin is Literal:
+        return value in get_args(tp)
+    if origin is typing.Annotated:
+        return accepts(get_args(tp)[0], value)
+    args = get_args(tp)
+    if origin in (list, typing.Sequence, typing.MutableSequence) or origin is getattr(typing, "Sequence", None):
+        return isinstance(value, list) and (not args or all(accepts(args[0], v) for v in value))
+    if origin is tuple:
+        return isinstance(value, tuple)
+    if origin in (dict, typing.Mapping):
+        return isinstance(value, dict) and (
+            not args or all(accepts(args[0], k) and accepts(args[1], v) for k, v in value.items())
+        )
+    if isinstance(origin, type):
+        try:
+            return isinstance(value, origin)
+        except TypeError:
+            return False
+    return False
+
+
+def compatible(out_tp: Any, in_tp: Any) -> bool:
+    """Whether a value declared as ``out_tp`` may be accepted by ``in_tp``.
+
+    Conservative towards the user: anything this function does not understand
+    counts as compatible, so build-time validation never rejects a valid graph.
+    """
+    if in_tp is Any or in_tp is object or out_tp is Any or out_tp is object:
+        return True
+    outs, ins = flatten(out_tp), flatten(in_tp)
+    if len(outs) > 1:
+        return any(compatible(o, in_tp) for o in outs)
+    o = outs[0]
+    for i in ins:
+        if i is Any or i is object:
+            return True
+        if isinstance(o, type) and isinstance(i, type) and get_origin(o) is None and get_origin(i) is None:
+            if issubclass(o, i) or (i is float and o is int):
+                return True
+            continue
+        oo, io = get_origin(o) or o, get_origin(i) or i
+        if isinstance(oo, type) and isinstance(io, type):
+            if not issubclass(oo, io):
+                continue
+            oa, ia = get_args(o), get_args(i)
+            if not oa or not ia or len(oa) != len(ia):
+                return True
+            if all(compatible(a, b) for a, b in zip(oa, ia, strict=True)):
+                return True
+            continue
+        return True  # Literal, TypeVar, ...: not judged
+    return False
+
+
+def structured_types_in(tp: Any) -> Iterator[type]:
+    """Every pydantic model or dataclass named anywhere in an annotation."""
+    if is_structured_type(tp):
+        yield tp
+        return
+    for a in get_args(tp):
+        if not isinstance(a, (str, int, bool)) and a is not None:
+            yield from structured_types_in(a)

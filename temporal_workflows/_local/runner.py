@@ -1,0 +1,268 @@
+"""The in-process host: the superstep driver with asyncio, for tests and notebooks.
+
+Everything that decides what a run does is in ``_driver``; this adapter
+supplies only what differs in process: steps are coroutines run
+concurrently with ``asyncio.gather``, callable reducers are plain calls, the
+clock is ``time.time()``, checkpoints go to the ``CheckpointStorage`` given,
+outside input arrives as the arguments of ``run()`` (and is refused by
+raising, before anything changes), and an idle run returns to its caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from temporal_workflows._checkpoints.base import CheckpointStorage, WorkflowCheckpoint
+from temporal_workflows._engine.driver import (
+    DriverEvent,
+    DriverHost,
+    ReducerFailed,
+    StepFailure,
+    StepOutcome,
+    SuperstepDriver,
+    check_signature,
+    checkpoint_of,
+    request_event,
+)
+from temporal_workflows._engine.limits import max_payload_bytes
+from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, Engine, PendingRequest, Reduction, StepTask
+from temporal_workflows._engine.serde import Envelope, decode, encode
+from temporal_workflows._errors import (
+    RequestTimeoutError,
+    UndeliverableMessageError,
+    UnknownRequestError,
+    WorkflowError,
+    WorkflowRunError,
+    describe,
+    storage_failure,
+)
+from temporal_workflows._events import (
+    RequestInfoEvent,
+    WorkflowEvent,
+    WorkflowOutputEvent,
+    WorkflowRunState,
+    WorkflowStartedEvent,
+)
+from temporal_workflows._graph.context import run_step
+from temporal_workflows._graph.graph import Graph
+
+__all__ = ["LocalRunner", "local_request_event", "shared_state"]
+
+MISSING: Any = object()
+
+
+def materialize(event: DriverEvent) -> WorkflowEvent:
+    """An event as an in-process caller sees it: ``data`` decoded to its type."""
+    if isinstance(event, Envelope):
+        decoded: WorkflowEvent = decode(event)
+        return decoded
+    if not isinstance(event, (WorkflowOutputEvent, RequestInfoEvent)):
+        return event
+    if event.data_type is None and not isinstance(event.data, (dict, list)):
+        return event  # a plain JSON scalar decodes to itself
+    return event.model_copy(update={"data": decode(Envelope(event.data_type, event.data))})
+
+
+def local_request_event(req: PendingRequest) -> RequestInfoEvent:
+    event = materialize(request_event(req))
+    assert isinstance(event, RequestInfoEvent)
+    return event
+
+
+def shared_state(state: Mapping[str, Envelope]) -> dict[str, Any]:
+    """Decoded committed state, without executor-private keys."""
+    return {k: decode(v) for k, v in state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+
+
+class _LocalHost(DriverHost):
+    def __init__(self, runner: LocalRunner, storage: CheckpointStorage | None) -> None:
+        self.runner = runner
+        self.storage = storage
+
+    def now(self) -> float:
+        return time.time()
+
+    async def _run_task(self, task: StepTask, state: Mapping[str, Envelope]) -> StepOutcome:
+        try:
+            return await run_step(self.runner.graph, task, state, run_id=self.runner.run_id or "")
+        except Exception as e:
+            return StepFailure.of(e)
+
+    async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
+        state = engine.state
+        if len(tasks) == 1:
+            return [await self._run_task(tasks[0], state)]
+        return list(await asyncio.gather(*(self._run_task(t, state) for t in tasks)))
+
+    async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
+        try:
+            return self.runner.graph.reduce(reduction.key, reduction.committed, list(reduction.writes))
+        except Exception as e:
+            raise ReducerFailed(type(e).__name__, str(e)) from e
+
+    async def save_checkpoint(self, engine: Engine, trigger: str) -> str:
+        runner, storage = self.runner, self.storage
+        assert storage is not None
+        cp = checkpoint_of(
+            engine,
+            checkpoint_id=uuid.uuid4().hex,
+            run_id=runner.run_id or "",
+            previous_checkpoint_id=runner.last_checkpoint_id,
+            timestamp=datetime.now(UTC),
+        )
+        try:
+            cp_id = await storage.save(cp)
+        except Exception as e:
+            raise storage_failure(e) from e
+        runner.last_checkpoint_id = cp_id
+        return cp_id
+
+
+class LocalRunner:
+    """One in-process run of a graph (kept between ``run()`` calls, like Agent Framework's)."""
+
+    def __init__(self, graph: Graph, *, checkpoint_every: int = 1) -> None:
+        self.graph = graph
+        self.checkpoint_every = checkpoint_every
+        self.engine: Engine | None = None
+        self.run_id: str | None = None
+        self.failed: WorkflowRunError | None = None
+        self.last_checkpoint_id: str | None = None
+        self.running = False
+
+    def reset(self) -> None:
+        if self.running:
+            raise WorkflowError("cannot reset a workflow while it is running")
+        self.engine = None
+        self.run_id = None
+        self.failed = None
+        self.last_checkpoint_id = None
+
+    @property
+    def state(self) -> WorkflowRunState:
+        if self.failed is not None:
+            return WorkflowRunState.FAILED
+        if self.engine is None:
+            return WorkflowRunState.IDLE
+        return self.engine.run_state()
+
+    def _validate_responses(self, engine: Engine, responses: Mapping[str, Any]) -> dict[str, Envelope]:
+        """Check every response before accepting any, so a bad one changes nothing."""
+        accepted: dict[str, Envelope] = {}
+        for rid, value in responses.items():
+            req = engine.pending_requests.get(rid)
+            if req is None:
+                raise UnknownRequestError(rid, list(engine.pending_requests))
+            accepted[rid] = self.graph.validate_response(req, value)
+        return accepted
+
+    async def _restore(
+        self, checkpoint_id: str, storage: CheckpointStorage | None
+    ) -> tuple[Engine, WorkflowCheckpoint]:
+        if storage is None:
+            raise WorkflowError(
+                "resuming from a checkpoint needs a checkpoint storage: pass checkpoint_storage= to run() "
+                "or to WorkflowBuilder"
+            )
+        cp = await storage.load(checkpoint_id)
+        check_signature(cp, self.graph.topology)
+        return Engine(self.graph.topology, cp.to_snapshot()), cp
+
+    def _start_engine(self, message: Any) -> Engine:
+        start = self.graph.executors[self.graph.topology.start_executor_id]
+        env = encode(message, what="start message")
+        if (start.coerce(message) if env.type is None else start.find_handler(message)) is None:
+            raise UndeliverableMessageError(
+                f"start executor {start.id!r} has no handler for {describe(message)}",
+                source_id="<input>",
+                type_name=describe(message),
+                targets=[start.id],
+            )
+        engine = Engine(self.graph.topology)
+        engine.start(env)
+        return engine
+
+    async def events(
+        self,
+        message: Any = MISSING,
+        *,
+        responses: Mapping[str, Any] | None = None,
+        checkpoint_id: str | None = None,
+        checkpoint_storage: CheckpointStorage | None = None,
+    ) -> AsyncIterator[WorkflowEvent]:
+        """Run until the graph is idle, yielding events as they happen."""
+        if self.running:
+            raise WorkflowError("this workflow is already running; await the current run() first")
+        if message is not MISSING and checkpoint_id is not None:
+            raise WorkflowError("pass either a start message or checkpoint_id, not both")
+        if message is MISSING and checkpoint_id is None and responses is None:
+            raise WorkflowError("run() needs a start message, responses=, or checkpoint_id=")
+        self.running = True
+        try:
+            async for event in self._events(message, responses, checkpoint_id, checkpoint_storage):
+                yield event
+        finally:
+            self.running = False
+
+    async def _events(
+        self,
+        message: Any,
+        responses: Mapping[str, Any] | None,
+        checkpoint_id: str | None,
+        storage: CheckpointStorage | None,
+    ) -> AsyncIterator[WorkflowEvent]:
+        # Nothing about the current run changes until the new input (responses included) is accepted.
+        run_id, last_checkpoint_id = self.run_id, self.last_checkpoint_id
+        started = restored = False
+        if checkpoint_id is not None:
+            engine, cp = await self._restore(checkpoint_id, storage)
+            run_id, last_checkpoint_id, restored = cp.run_id, cp.checkpoint_id, True
+        elif message is not MISSING:
+            engine = self._start_engine(message)
+            run_id, last_checkpoint_id, started = uuid.uuid4().hex, None, True
+        else:
+            if self.failed is not None:
+                raise WorkflowError(f"the run failed ({self.failed}); start a new run or resume from a checkpoint")
+            if self.engine is None:
+                raise WorkflowError("no run to send responses to; start one with run(message)")
+            # Work on a copy, adopted only once the new input is accepted: a
+            # refused response must leave the run exactly as it was.
+            engine = Engine(self.graph.topology, self.engine.snapshot())
+        every = self.checkpoint_every if storage is not None else 0
+        driver = SuperstepDriver(
+            engine, _LocalHost(self, storage), checkpoint_every=every, payload_limit=max_payload_bytes
+        )
+        if not started:
+            # Timers do not run between calls: requests past their deadline time
+            # out now (as on Temporal, where the timer fires at the deadline), so
+            # a late answer finds no request; ``run(responses={})`` delivers just these.
+            try:
+                driver.expire()
+            except RequestTimeoutError as e:
+                self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
+                self.failed = e
+                for event in driver.failure_events(e):
+                    yield materialize(event)
+                raise
+        if responses:
+            for rid, env in self._validate_responses(engine, responses).items():
+                engine.respond(rid, env)
+        self.failed = None  # (a failed run took no responses above)
+        self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
+        if started or restored:
+            # A run restored from a checkpoint starts again there (as a reset or fork does on Temporal).
+            yield WorkflowStartedEvent(run_id=run_id or "")
+        if restored:
+            for event in driver.announce_pending():
+                yield materialize(event)
+        try:
+            async for event in driver.run():
+                yield materialize(event)
+        except WorkflowRunError as e:
+            self.failed = e
+            raise

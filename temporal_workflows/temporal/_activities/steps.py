@@ -1,0 +1,303 @@
+"""Activities that run user code for graph runs hosted on Temporal.
+
+Per graph and executor there is one activity type, ``"<graph>.<executor>"``,
+so the Web UI, ``temporal workflow show`` and metrics read naturally. Two
+shared activities serve every graph: the topology lookup that pins a graph for
+a run, and callable state reducers.
+
+Committed state reaches a step inline while it is small; otherwise from this
+worker's cache, filled by querying the workflow. A query adds nothing to
+history, so a large state costs history bytes once (in the diff that wrote
+it), not once per step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry import trace
+from pydantic import ValidationError
+from temporalio import activity
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.exceptions import ApplicationError
+
+from temporal_workflows._checkpoints.base import (
+    CheckpointCipher,
+    CheckpointStorage,
+    FileCheckpointStorage,
+    HistoryCheckpointStorage,
+    InMemoryCheckpointStorage,
+)
+from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
+from temporal_workflows._engine.limits import max_payload_bytes
+from temporal_workflows._engine.serde import Envelope, decode, validation_message
+from temporal_workflows._errors import NotSerializableError, UnknownGraphError, WorkflowError
+from temporal_workflows._graph.context import run_step
+from temporal_workflows._graph.workflow import Workflow
+from temporal_workflows.temporal._activities.checkpoints import build_checkpoint_activities
+from temporal_workflows.temporal._failures import to_failure
+from temporal_workflows.temporal._options import step_options
+from temporal_workflows.temporal._protocol import (
+    ACTIVITY_REDUCE,
+    ACTIVITY_TOPOLOGY,
+    ACTIVITY_VALIDATE,
+    FAILURE_STALE_STATE,
+    QUERY_COMMITTED_STATE,
+    STATUS_SEARCH_ATTRIBUTE,
+    CheckpointSetup,
+    Pinned,
+    ReduceInput,
+    StateSnapshot,
+    Validated,
+    ValidateInput,
+    step_activity_name,
+)
+from temporal_workflows.temporal._wire import decode_step_input, encode_step_result
+
+__all__ = ["StateCache", "build_activities"]
+
+_tracer = trace.get_tracer("temporal_workflows")
+_log = logging.getLogger(__name__)
+
+
+class _StatusAttribute:
+    """Whether the namespace has the status search attribute (asked once per worker).
+
+    Upserting an unregistered attribute fails the workflow task, so runs only
+    use it when the namespace has it; the answer is pinned in each run's
+    history by the topology activity, so replays never depend on it.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[str, str | None] = {}
+
+    async def get(self) -> str | None:
+        namespace = activity.info().workflow_namespace or "default"
+        if namespace not in self._known:
+            try:
+                resp = await activity.client().operator_service.list_search_attributes(
+                    ListSearchAttributesRequest(namespace=namespace)
+                )
+                names = set(resp.custom_attributes) | set(resp.system_attributes)
+            except Exception as e:  # e.g. no permission on a hosted namespace: run without it
+                _log.warning(
+                    "cannot list search attributes of %r (%s); runs will not set %s",
+                    namespace,
+                    e,
+                    STATUS_SEARCH_ATTRIBUTE,
+                )
+                names = set()
+            found = STATUS_SEARCH_ATTRIBUTE in names
+            if not found:
+                _log.warning(
+                    "namespace %r has no %s search attribute; register it (docs/temporal.md) to find runs by status",
+                    namespace,
+                    STATUS_SEARCH_ATTRIBUTE,
+                )
+            self._known[namespace] = STATUS_SEARCH_ATTRIBUTE if found else None
+        return self._known[namespace]
+
+
+class StateCache:
+    """Committed state per workflow run, as last seen by this worker process.
+
+    Concurrent steps of one superstep share a single query; entries are
+    evicted least-recently-used.
+    """
+
+    def __init__(self, max_runs: int = 256) -> None:
+        self._max = max_runs
+        self._items: OrderedDict[tuple[str, str], StateSnapshot] = OrderedDict()
+        self._inflight: dict[tuple[str, str, str], asyncio.Future[StateSnapshot]] = {}
+
+    async def get(self, workflow_id: str, run_id: str, version: str) -> dict[str, Envelope]:
+        key = (workflow_id, run_id)
+        snap = self._items.get(key)
+        if snap is not None and snap.version == version:
+            self._items.move_to_end(key)
+            return snap.state
+        fkey = (workflow_id, run_id, version)
+        fut = self._inflight.get(fkey)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            self._inflight[fkey] = fut
+            try:
+                handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
+                snap = await handle.query(QUERY_COMMITTED_STATE, result_type=StateSnapshot)
+                fut.set_result(snap)
+            except BaseException as e:
+                fut.set_exception(e)
+                fut.exception()  # mark retrieved; awaiting callers re-raise it
+            finally:
+                del self._inflight[fkey]
+        snap = await fut
+        if snap.version != version:
+            # Retryable: the workflow moved on (e.g. this is a late retry of a discarded step).
+            raise ApplicationError(
+                f"committed state is at version {snap.version}, step expected {version}", type=FAILURE_STALE_STATE
+            )
+        self._items[key] = snap
+        self._items.move_to_end(key)
+        while len(self._items) > self._max:
+            self._items.popitem(last=False)
+        return snap.state
+
+
+def _non_retryable(e: WorkflowError) -> ApplicationError:
+    # The type travels as the failure's type; the message does not repeat it.
+    return to_failure(e)
+
+
+def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Callable[..., Any]:
+    graph = wf.graph
+    fan_in_groups = wf.topology.fan_in_groups
+
+    async def step(raw: dict[str, Any]) -> dict[str, Any]:
+        info = activity.info()
+        inp = decode_step_input(raw, executor_id)
+        state = inp.state
+        if state is None:
+            state = await cache.get(info.workflow_id or "", info.workflow_run_id or "", inp.state_version)
+        task = inp.task
+        attributes: dict[str, str | int] = {
+            "temporal_workflows.graph": graph.name or "",
+            "temporal_workflows.executor_id": executor_id,
+            "temporal_workflows.superstep": task.superstep,
+            "temporal_workflows.message_type": (task.messages[0].type or "json") if task.messages else "",
+            "temporal_workflows.attempt": info.attempt,
+            "temporal_workflows.workflow_id": info.workflow_id or "",
+        }
+        try:
+            with _tracer.start_as_current_span(f"step {executor_id}", attributes=attributes):
+                result = await run_step(
+                    graph, task, state, run_id=info.workflow_id or "", attempt=info.attempt, epoch=inp.epoch
+                )
+        except WorkflowError as e:
+            # Graph-level errors (undeliverable message, unserializable value, bad
+            # request_info) fail the same way on every attempt: do not retry them.
+            raise _non_retryable(e) from e
+        return encode_step_result(result, task, fan_in_groups)
+
+    step.__name__ = step.__qualname__ = f"step_{graph.name}_{executor_id}".replace("-", "_")
+    return activity.defn(name=step_activity_name(graph.name or "", executor_id))(step)
+
+
+def _encrypt_store(storage: CheckpointStorage | None, cipher: CheckpointCipher) -> None:
+    """Give a file or SQLite store that has no cipher of its own the worker's."""
+    if isinstance(storage, (FileCheckpointStorage, SqliteCheckpointStorage)):
+        if storage.cipher is None:
+            storage.cipher = cipher
+    elif storage is not None and not isinstance(storage, InMemoryCheckpointStorage):
+        # InMemory stays in the process; HistoryCheckpointStorage lives in history (encrypted by the codec).
+        warnings.warn(
+            f"payload encryption is on, but {type(storage).__name__} is not one of the stores the worker can "
+            "encrypt: its checkpoints are stored as it writes them",
+            stacklevel=3,
+        )
+
+
+def build_activities(
+    workflows: Sequence[Workflow],
+    checkpoint_storage: CheckpointStorage | None = None,
+    *,
+    cipher: CheckpointCipher | None = None,
+) -> list[Callable[..., Any]]:
+    """Every activity a worker needs to host ``workflows``.
+
+    Args:
+        checkpoint_storage: Where checkpoints of graphs built without a
+            ``checkpoint_storage`` go; by default a :class:`SqliteCheckpointStorage`
+            (``$TEMPORAL_WORKFLOWS_CHECKPOINT_DB``, opened on first use).
+        cipher: Encrypts checkpoints at rest: used by the default store, and
+            given to file and SQLite stores (this one and the graphs' own) that
+            have no cipher, so that turning payload encryption on also covers
+            checkpoints written outside history.
+    """
+    registry: dict[str, Workflow] = {}
+    for wf in workflows:
+        if not wf.name:
+            raise WorkflowError("a workflow hosted on Temporal needs a name: WorkflowBuilder(name=...)")
+        if wf.name in registry and registry[wf.name] is not wf:
+            raise WorkflowError(f"two workflows are named {wf.name!r}; workflow names must be unique per worker")
+        registry[wf.name] = wf
+
+    if cipher is not None:
+        for storage in {id(s): s for s in (checkpoint_storage, *(wf.checkpoint_storage for wf in workflows))}.values():
+            _encrypt_store(storage, cipher)
+
+    status_attribute = _StatusAttribute()
+
+    def hosted(name: str) -> Workflow:
+        wf = registry.get(name)
+        if wf is None:
+            raise to_failure(
+                UnknownGraphError(f"no graph named {name!r} is registered on this worker; known: {sorted(registry)}")
+            )
+        return wf
+
+    default_storage = checkpoint_storage
+
+    def storage_for(wf: Workflow) -> CheckpointStorage:
+        nonlocal default_storage
+        if wf.checkpoint_storage is not None:
+            return wf.checkpoint_storage
+        if default_storage is None:
+            default_storage = SqliteCheckpointStorage(cipher=cipher)
+        return default_storage
+
+    def checkpoint_setup(wf: Workflow) -> CheckpointSetup:
+        storage = wf.checkpoint_storage or default_storage
+        history = isinstance(storage, HistoryCheckpointStorage)
+        # A graph built with a storage asks for automatic checkpoints; the worker's default does not.
+        every = wf.checkpoint_every if wf.checkpoint_storage is not None else 0
+        return CheckpointSetup(
+            store="history" if history else "external",
+            every=every,
+            keep=storage.keep if isinstance(storage, HistoryCheckpointStorage) else 0,
+        )
+
+    @activity.defn(name=ACTIVITY_TOPOLOGY)
+    async def topology(name: str) -> Pinned:
+        wf = hosted(name)
+        # Edges in display form are for humans (viz, docs); the workflow never reads them.
+        pinned = dataclasses.replace(wf.topology, edges=())
+        options = {eid: spec for eid, ex in wf.graph.executors.items() if (spec := step_options(ex.options))}
+        return Pinned(pinned, await status_attribute.get(), checkpoint_setup(wf), max_payload_bytes(), options)
+
+    @activity.defn(name=ACTIVITY_VALIDATE)
+    async def validate(inp: ValidateInput) -> Validated:
+        wf = hosted(inp.graph)
+        what = f"response to request {inp.request.request_id!r}" if inp.request else f"message for {inp.executor_id!r}"
+        try:
+            if inp.request is not None:
+                return Validated(wf.graph.validate_response(inp.request, decode(inp.value)))
+            return Validated(wf.graph.validate_message(inp.executor_id, inp.value))
+        except (NotSerializableError, WorkflowError, Exception) as e:
+            # Outside input must never fail the run: whatever goes wrong checking it (a type that
+            # does not validate or cannot be resolved) refuses the input, naming no values.
+            kind = "InvalidResponseError" if inp.request is not None else "UndeliverableMessageError"
+            if isinstance(e, WorkflowError) and not isinstance(e, NotSerializableError):
+                return Validated(error=str(e), error_type=type(e).__name__)
+            detail = validation_message(e) if isinstance(e, ValidationError) else f"{type(e).__name__}: {e}"
+            return Validated(error=f"the {what} cannot be used: {detail}", error_type=kind)
+
+    @activity.defn(name=ACTIVITY_REDUCE)
+    async def reduce(inp: ReduceInput) -> Envelope:
+        wf = hosted(inp.graph)
+        try:
+            return wf.graph.reduce(inp.key, inp.committed, inp.writes)
+        except WorkflowError as e:
+            raise _non_retryable(e) from e
+
+    cache = StateCache()
+    acts: list[Callable[..., Any]] = [topology, reduce, validate, *build_checkpoint_activities(hosted, storage_for)]
+    for wf in registry.values():
+        for eid in wf.graph.executors:
+            acts.append(_make_step_activity(wf, eid, cache))
+    return acts

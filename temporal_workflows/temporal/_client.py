@@ -1,0 +1,525 @@
+"""A small client layer: start a graph run on Temporal, answer it, and watch it.
+
+Anything here can also be done with the plain SDK or the ``temporal`` CLI
+(see ``docs/temporal.md``): ``client.start_workflow("<graph name>",
+{"message": ...}, id=..., task_queue=...)``, the ``respond`` / ``send``
+signals, the ``submit_response`` / ``send_message`` updates and the
+``status`` / ``pending_requests`` / ``state`` queries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateHandle,
+    WorkflowUpdateStage,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.service import RPCError, RPCStatusCode
+
+from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoint
+from temporal_workflows._engine.limits import check_payload
+from temporal_workflows._engine.serde import Envelope, decode, encode
+from temporal_workflows._events import WorkflowEvent
+from temporal_workflows._graph.workflow import Workflow
+from temporal_workflows.temporal._failures import library_error
+from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
+from temporal_workflows.temporal._protocol import (
+    EVENTS_TOPIC,
+    MAX_STEPS_IN_FLIGHT,
+    QUERY_CHECKPOINT,
+    QUERY_CHECKPOINTS,
+    QUERY_PENDING_REQUESTS,
+    QUERY_STATE,
+    QUERY_STATUS,
+    SIGNAL_CHECKPOINT,
+    SIGNAL_CLOSE,
+    SIGNAL_RESET,
+    SIGNAL_RESPOND,
+    SIGNAL_SEND,
+    UPDATE_CHECKPOINT,
+    UPDATE_RESET,
+    UPDATE_RESPOND,
+    UPDATE_SEND,
+    CheckpointRequest,
+    ForkSource,
+    ResetRequest,
+    RespondInput,
+    RunInput,
+    SendInput,
+)
+
+__all__ = ["LINEAGE_MEMO", "RawEvent", "RunHandle", "fork", "get_run", "send_or_start", "start_run"]
+
+LINEAGE_MEMO = "temporal_workflows.forked_from"
+"""Memo key of a forked run: ``{"workflow_id": ..., "checkpoint_id": ...}`` of its source."""
+
+_MISSING: Any = object()
+_CAN_RETRIES = 5
+T = TypeVar("T")
+
+
+class RawEvent(WorkflowEvent):
+    """A streamed custom event whose class is not importable in this process."""
+
+    type: str = "custom"
+    event_type: str | None = None
+    data: Any = None
+
+
+def _event(env: Envelope) -> WorkflowEvent:
+    try:
+        event = decode(env)
+    except Exception:
+        return RawEvent(event_type=env.type, data=env.data)
+    if not isinstance(event, WorkflowEvent):
+        return RawEvent(event_type=env.type, data=env.data)
+    # Outputs and request data travel as JSON with their type key: restore the type if we can.
+    data_type = getattr(event, "data_type", None)
+    if data_type is not None:
+        with contextlib.suppress(Exception):  # not importable here: leave it as JSON
+            event = event.model_copy(update={"data": decode(Envelope(data_type, getattr(event, "data", None)))})
+    return event
+
+
+def _raise_library_error(e: WorkflowFailureError | WorkflowUpdateFailedError) -> None:
+    """Raise the library's own error for ``e`` if it stands for one (the SDK's error as its cause)."""
+    error = library_error(e)
+    if error is not None:
+        raise error from e
+
+
+class RunHandle:
+    """A graph run on Temporal. ``handle`` is the SDK's own workflow handle.
+
+    Signals, updates and queries go to the workflow id's latest execution, so
+    the handle keeps working after the run continues as new (long runs,
+    resets); :meth:`result` follows the chain to the end.
+    """
+
+    def __init__(self, handle: WorkflowHandle[Any, Any], client: Client | None = None) -> None:
+        self.handle = handle
+        self._client = client
+        self._latest: WorkflowHandle[Any, Any] = (
+            client.get_workflow_handle(handle.id, result_type=dict) if client is not None else handle
+        )
+
+    @property
+    def id(self) -> str:
+        return self.handle.id
+
+    async def _retry_across_continue_as_new(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Run ``call``, again if it met the run closing for continue-as-new.
+
+        A signal or update that reaches the server just as the run continues
+        as new can be refused with NOT_FOUND ("workflow execution already
+        completed") although the workflow id has a new, running execution.
+        Nothing was delivered then, so sending again is safe (updates keep
+        their id, so the server would deduplicate a delivered one anyway).
+        """
+        for attempt in range(_CAN_RETRIES):
+            try:
+                return await call()
+            except RPCError as e:
+                if e.status != RPCStatusCode.NOT_FOUND or attempt == _CAN_RETRIES - 1:
+                    raise
+                desc = await self._latest.describe()
+                if desc.status != WorkflowExecutionStatus.RUNNING:
+                    raise
+                await asyncio.sleep(0.05 * 2**attempt)  # the new execution is being created
+        raise AssertionError("unreachable")
+
+    async def _signal(self, name: str, *args: Any) -> None:
+        await self._retry_across_continue_as_new(lambda: self._latest.signal(name, *args))
+
+    async def _update(self, name: str, arg: Any) -> dict[str, Any]:
+        # Only sending is retried: once the run has accepted the update, its outcome is
+        # read from that run, even if it has continued as new since (a retry would run it twice).
+        update_id = str(uuid.uuid4())
+        update: WorkflowUpdateHandle[dict[str, Any]] = await self._start_update(
+            lambda: self._latest.start_update(
+                name, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=dict
+            )
+        )
+        try:
+            return await update.result()
+        except WorkflowUpdateFailedError as e:
+            _raise_library_error(e)
+            raise
+
+    async def _start_update(self, call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await self._retry_across_continue_as_new(call)
+        except WorkflowUpdateFailedError as e:  # refused by the update's validator
+            _raise_library_error(e)
+            raise
+
+    async def result(self) -> dict[str, Any]:
+        """The run's JSON result: ``outputs``, ``output_types``, ``superstep``, ``status``.
+
+        Committed state is not in the result (it may be large); read it with :meth:`state`.
+
+        Raises:
+            WorkflowRunError: the run failed; the same class and message as the
+                same failure in process (``ExecutorFailedError``,
+                ``StateConflictError``, ``SuperstepLimitError``, ``ReducerError``,
+                ``RequestTimeoutError``, ``CheckpointStorageError``, ...), with the
+                SDK's ``WorkflowFailureError`` as its ``__cause__``.
+            WorkflowError: the run could not start (``InvalidRunInputError``,
+                ``UnknownGraphError``, ``CheckpointNotFoundError``, ...).
+        """
+        try:
+            result: dict[str, Any] = await self.handle.result()
+        except WorkflowFailureError as e:
+            _raise_library_error(e)
+            raise
+        return result
+
+    async def outputs(self) -> list[Any]:
+        """The outputs with their pydantic/dataclass types restored (types must be importable here)."""
+        r = await self.result()
+        return [decode(Envelope(t, d)) for d, t in zip(r["outputs"], r.get("output_types") or [], strict=False)]
+
+    async def status(self) -> dict[str, Any]:
+        """Live status: ``status`` (running, idle, waiting_for_input, completed, failed), superstep,
+        in-flight executors, pending request count, outputs so far, warnings."""
+        status: dict[str, Any] = await self._latest.query(QUERY_STATUS)
+        return status
+
+    async def pending_requests(self) -> list[dict[str, Any]]:
+        """Open requests: id, executor, request JSON, response JSON schema, created time, deadline."""
+        pending: list[dict[str, Any]] = await self._latest.query(QUERY_PENDING_REQUESTS)
+        return pending
+
+    async def state(self) -> dict[str, Any]:
+        """Committed shared state (JSON) from the ``state`` query."""
+        state: dict[str, Any] = await self._latest.query(QUERY_STATE)
+        return state
+
+    async def describe(self) -> WorkflowExecutionDescription:
+        return await self._latest.describe()
+
+    async def respond(self, request_id: str, response: Any, *, wait: bool = True) -> dict[str, Any] | None:
+        """Answer a pending request.
+
+        Args:
+            request_id: From :meth:`pending_requests` or a ``RequestInfoEvent``.
+            response: A value of the request's response type (or its JSON).
+            wait: Use the ``submit_response`` update: returns once the run has
+                accepted the response and raises ``WorkflowUpdateFailedError``
+                naming the problem if it refuses it. ``False`` sends the
+                ``respond`` signal and returns at once; a bad response then
+                shows up as a warning in :meth:`status` and the event stream.
+
+        Raises:
+            PayloadTooLargeError: the response is too large for one Temporal
+                payload; checked here, before anything is sent (as are the
+                messages of :meth:`send` and :meth:`reset`).
+        """
+        what = f"response to request {request_id!r}"
+        arg = RespondInput(request_id, encode(response, what=what).data)
+        check_payload(arg.response, what=what)
+        if not wait:
+            await self._signal(SIGNAL_RESPOND, arg)
+            return None
+        accepted: dict[str, Any] = await self._update(UPDATE_RESPOND, arg)
+        return accepted
+
+    async def send(self, executor_id: str, message: Any, *, wait: bool = True) -> dict[str, Any] | None:
+        """Send a message to an executor of a running or idle (keep-alive) run; see :meth:`respond` for ``wait``."""
+        arg = _send_input(executor_id, message)
+        if not wait:
+            await self._signal(SIGNAL_SEND, arg)
+            return None
+        accepted: dict[str, Any] = await self._update(UPDATE_SEND, arg)
+        return accepted
+
+    async def close(self) -> None:
+        """Let a keep-alive run complete once it is idle."""
+        await self._signal(SIGNAL_CLOSE)
+
+    # -- checkpoints, reset, fork ----------------------------------------------------
+
+    async def checkpoint(self, label: str | None = None, *, wait: bool = True) -> dict[str, Any] | None:
+        """Take a checkpoint at the run's next superstep boundary (at once if it is idle or waiting).
+
+        Returns ``{"checkpoint_id", "superstep", "label"}`` once it is saved
+        (the ``take_checkpoint`` update); a storage failure raises
+        ``WorkflowUpdateFailedError`` naming it, and the run goes on.
+        ``wait=False`` sends the ``checkpoint`` signal instead (failures
+        become warnings in :meth:`status`).
+        """
+        arg = CheckpointRequest(label=label)
+        if not wait:
+            await self._signal(SIGNAL_CHECKPOINT, arg)
+            return None
+        taken: dict[str, Any] = await self._update(UPDATE_CHECKPOINT, arg)
+        return taken
+
+    async def checkpoints(self) -> list[dict[str, Any]]:
+        """The run's checkpoints, oldest first: id, superstep, label, created time, parent id."""
+        listed: list[dict[str, Any]] = await self._latest.query(QUERY_CHECKPOINTS)
+        return listed
+
+    async def latest_checkpoint_id(self) -> CheckpointId | None:
+        """The id of the newest checkpoint of this workflow id, if any."""
+        listed = await self.checkpoints()
+        return listed[-1]["checkpoint_id"] if listed else None
+
+    async def get_checkpoint(self, checkpoint_id: CheckpointId) -> WorkflowCheckpoint | None:
+        """A checkpoint the run holds itself (history-only storage), whole; ``None`` otherwise."""
+        cp: WorkflowCheckpoint | None = await self._latest.query(
+            QUERY_CHECKPOINT,
+            checkpoint_id,
+            result_type=WorkflowCheckpoint | None,  # type: ignore[arg-type]
+        )
+        return cp
+
+    async def reset(
+        self,
+        *,
+        checkpoint_id: CheckpointId | None = None,
+        message: Any = _MISSING,
+        allow_signature_mismatch: bool = False,
+        wait: bool = True,
+    ) -> dict[str, Any] | None:
+        """Start the run again: from its start message, from ``message``, or from a checkpoint.
+
+        The reset takes effect at the next superstep boundary (at once if the
+        run is idle or waiting): steps still running are cancelled and their
+        results discarded, and the run continues as new from exactly the
+        checkpoint's state, messages, fan-in buffers, requests and outputs
+        (or from a clean start). Request ids from before a clean reset are
+        then unknown. ``wait=True`` (the ``reset_run`` update) returns once
+        the reset is accepted and raises if the checkpoint is unknown or was
+        taken under a different graph; ``wait=False`` sends the ``reset`` signal.
+        """
+        fields: dict[str, Any] = {"allow_signature_mismatch": True} if allow_signature_mismatch else {}
+        if checkpoint_id is not None:
+            if message is not _MISSING:
+                raise ValueError("reset to a checkpoint or with a new message, not both")
+            fields["checkpoint_id"] = checkpoint_id
+        elif message is not _MISSING:
+            env = encode(message, what="reset message")
+            check_payload(env.data, what="reset message")
+            fields.update(message=env.data, message_type=env.type)
+        # Only the fields given: ``{}`` means a clean start, ``{"message": null}`` a start with null.
+        arg = ResetRequest(**fields).model_dump(exclude_unset=True)
+        if not wait:
+            await self._signal(SIGNAL_RESET, arg)
+            return None
+        accepted: dict[str, Any] = await self._update(UPDATE_RESET, arg)
+        return accepted
+
+    async def fork(
+        self,
+        checkpoint_id: CheckpointId,
+        new_workflow_id: str,
+        *,
+        task_queue: str | None = None,
+        allow_signature_mismatch: bool = False,
+    ) -> RunHandle:
+        """Start a new run from one of this run's checkpoints; see :func:`fork`."""
+        if self._client is None:
+            raise RuntimeError("fork() needs the Client: build the handle with RunHandle(handle, client)")
+        return await fork(
+            self._client,
+            self.id,
+            checkpoint_id,
+            new_workflow_id,
+            task_queue=task_queue,
+            allow_signature_mismatch=allow_signature_mismatch,
+        )
+
+    async def events(
+        self, *, from_offset: int = 0, poll_cooldown: timedelta = timedelta(milliseconds=100)
+    ) -> AsyncIterator[WorkflowEvent]:
+        """The run's events as they happen, from ``from_offset``; ends after the run closes.
+
+        The same event classes as an in-process ``run_stream()``: supersteps,
+        executor invocations and completions, outputs, requests, warnings,
+        status changes and custom ``ctx.add_event`` events. Served by
+        ``temporalio.contrib.workflow_streams`` (long-poll updates), so a
+        subscriber that starts late or reconnects misses nothing.
+        """
+        if self._client is None:
+            raise RuntimeError("events() needs the Client: build the handle with RunHandle(handle, client)")
+        stream = WorkflowStreamClient.create(self._client, self.id)
+        async for item in stream.subscribe(
+            [EVENTS_TOPIC], from_offset, result_type=Envelope, poll_cooldown=poll_cooldown
+        ):
+            yield _event(item.data)
+
+
+def _graph_name(workflow: Workflow | str) -> str:
+    name = workflow if isinstance(workflow, str) else workflow.name
+    if not name:
+        raise ValueError("a workflow hosted on Temporal needs a name: WorkflowBuilder(name=...)")
+    return name
+
+
+def _send_input(executor_id: str, message: Any) -> SendInput:
+    what = f"message for executor {executor_id!r}"
+    env = encode(message, what=what)
+    check_payload(env.data, what=what)
+    return SendInput(executor_id, env.data, env.type)
+
+
+async def fork(
+    client: Client,
+    source_workflow_id: str,
+    checkpoint_id: CheckpointId,
+    new_workflow_id: str,
+    *,
+    task_queue: str | None = None,
+    allow_signature_mismatch: bool = False,
+) -> RunHandle:
+    """Start ``new_workflow_id`` from a checkpoint of ``source_workflow_id`` (time travel).
+
+    The new run continues from the checkpoint's state, in-flight messages,
+    fan-in buffers, pending requests and outputs, independently of the source
+    (which is not touched). Its lineage is recorded in its memo
+    (:data:`LINEAGE_MEMO`), its ``status`` query and its checkpoints'
+    metadata. A checkpoint taken under a different graph signature fails the
+    new run with ``GraphSignatureMismatchError`` unless
+    ``allow_signature_mismatch``; an unknown checkpoint fails it with
+    ``CheckpointNotFoundError``. The new run goes to the source's task queue
+    unless ``task_queue`` says otherwise.
+    """
+    desc = await client.get_workflow_handle(source_workflow_id).describe()
+    graph = desc.workflow_type
+    lineage = {"workflow_id": source_workflow_id, "checkpoint_id": checkpoint_id}
+    handle = await client.start_workflow(
+        graph,
+        RunInput(fork_from=ForkSource(source_workflow_id, checkpoint_id, allow_signature_mismatch)),
+        id=new_workflow_id,
+        task_queue=task_queue or desc.task_queue,
+        result_type=dict,
+        memo={LINEAGE_MEMO: lineage},
+    )
+    return RunHandle(handle, client)
+
+
+def get_run(client: Client, workflow_id: str) -> RunHandle:
+    """A handle on an existing run (its latest execution)."""
+    return RunHandle(client.get_workflow_handle(workflow_id), client)
+
+
+async def start_run(
+    client: Client,
+    workflow: Workflow | str,
+    message: Any = None,
+    *,
+    id: str | None = None,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    keep_alive: bool = False,
+    checkpoint_every: int | None = None,
+    max_history_events: int | None = None,
+    max_steps_in_flight: int | None = None,
+) -> RunHandle:
+    """Start a run of ``workflow`` (a built graph, or its name) with a start message.
+
+    Args:
+        keep_alive: Keep the run open when it is idle, for more :meth:`RunHandle.send`
+            messages (one run per conversation); end it with :meth:`RunHandle.close`.
+            A keep-alive run started without a message starts idle.
+        checkpoint_every: Take a checkpoint every N supersteps (0: only when
+            asked); default: the graph's ``checkpoint_every`` if it was built
+            with a storage, else only when asked.
+        max_history_events: Continue as new at the first boundary after history
+            reaches this many events (default 8,000), or when Temporal suggests it.
+        max_steps_in_flight: Run at most this many steps of a superstep at once
+            (1 to 1,000, the default); the others start as those finish, and
+            results still commit in the same order.
+
+    Raises:
+        PayloadTooLargeError: the start message is too large for one Temporal
+            payload (checked before the run is started).
+    """
+    name = _graph_name(workflow)
+    env = encode(message, what="start message")
+    check_payload(env.data, what="start message")
+    arg: dict[str, Any] = {"message": env.data}
+    if env.type is not None:
+        arg["message_type"] = env.type
+    if keep_alive:
+        arg["keep_alive"] = True
+    if checkpoint_every is not None:
+        if checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be 0 or positive, not {checkpoint_every}")
+        arg["checkpoint_every"] = checkpoint_every
+    if max_history_events is not None:
+        arg["max_history_events"] = max_history_events
+    if max_steps_in_flight is not None:
+        if not 1 <= max_steps_in_flight <= MAX_STEPS_IN_FLIGHT:
+            raise ValueError(f"max_steps_in_flight must be 1 to {MAX_STEPS_IN_FLIGHT}, not {max_steps_in_flight}")
+        arg["max_steps_in_flight"] = max_steps_in_flight
+    handle = await client.start_workflow(
+        name, arg, id=id or f"{name}-{uuid.uuid4().hex[:12]}", task_queue=task_queue, result_type=dict
+    )
+    return RunHandle(handle, client)
+
+
+async def send_or_start(
+    client: Client,
+    workflow: Workflow | str,
+    message: Any,
+    *,
+    id: str,
+    executor_id: str | None = None,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    wait: bool = True,
+) -> RunHandle:
+    """Send ``message`` to the keep-alive run ``id``, starting it first if it is not running.
+
+    For stateless front ends: one workflow id per conversation, and every turn
+    is this one call. ``wait=True`` uses update-with-start (returns once the
+    message is accepted, or raises naming the problem); ``wait=False`` uses
+    signal-with-start.
+
+    Args:
+        executor_id: Who gets the message; the start executor by default.
+    """
+    name = _graph_name(workflow)
+    target = executor_id
+    if target is None:
+        if isinstance(workflow, str):
+            raise ValueError("pass executor_id= when the workflow is given by name")
+        target = workflow.graph.topology.start_executor_id
+    arg = _send_input(target, message)
+    start = RunInput(keep_alive=True)
+    if not wait:
+        handle = await client.start_workflow(
+            name,
+            start,
+            id=id,
+            task_queue=task_queue,
+            result_type=dict,
+            start_signal=SIGNAL_SEND,
+            start_signal_args=[arg],
+        )
+        return RunHandle(handle, client)
+    op: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+        name,
+        start,
+        id=id,
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        result_type=dict,
+    )
+    await client.execute_update_with_start_workflow(UPDATE_SEND, arg, start_workflow_operation=op, result_type=dict)
+    return RunHandle(await op.workflow_handle(), client)

@@ -1,0 +1,460 @@
+"""The data that crosses between client, workflow and activities.
+
+Kept in one small module with no user code, so the Temporal workflow sandbox
+and the activity worker agree on it, and so the wire contract is documented
+in one place (see ``docs/temporal.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+from temporalio.contrib.workflow_streams import WorkflowStreamState
+
+from temporal_workflows._checkpoints.base import WorkflowCheckpoint
+from temporal_workflows._engine.machine import PendingRequest, StepTask, Topology
+from temporal_workflows._engine.serde import Envelope
+
+__all__ = [
+    "ACTIVITY_LOAD_CHECKPOINT",
+    "ACTIVITY_REDUCE",
+    "ACTIVITY_SAVE_CHECKPOINT",
+    "ACTIVITY_TOPOLOGY",
+    "ACTIVITY_VALIDATE",
+    "EVENTS_TOPIC",
+    "LEGACY_FAILURE_TYPES",
+    "FAILURE_CHECKPOINT_BASE_MISSING",
+    "FAILURE_STALE_STATE",
+    "FAILURE_SIGNATURE_MISMATCH",
+    "FAILURE_CHECKPOINT_STORAGE",
+    "FAILURE_CHECKPOINT_NOT_FOUND",
+    "FAILURE_UNKNOWN_GRAPH",
+    "FAILURE_INVALID_RUN_INPUT",
+    "FAILURE_UNDELIVERABLE",
+    "FAILURE_INVALID_RESPONSE",
+    "FAILURE_UNKNOWN_REQUEST",
+    "FAILURE_ALREADY_ANSWERED",
+    "FAILURE_RUN_CLOSED",
+    "QUERY_CHECKPOINT",
+    "QUERY_CHECKPOINTS",
+    "QUERY_COMMITTED_STATE",
+    "QUERY_PENDING_REQUESTS",
+    "QUERY_STATE",
+    "QUERY_STATUS",
+    "SIGNAL_CHECKPOINT",
+    "SIGNAL_CLOSE",
+    "SIGNAL_RESET",
+    "SIGNAL_RESPOND",
+    "SIGNAL_SEND",
+    "STATUS_SEARCH_ATTRIBUTE",
+    "UPDATE_CHECKPOINT",
+    "UPDATE_RESET",
+    "UPDATE_RESPOND",
+    "UPDATE_SEND",
+    "Carried",
+    "CarriedInput",
+    "CarriedStatus",
+    "CarriedCheckpoints",
+    "CarriedInbox",
+    "CheckpointRequest",
+    "CheckpointSetup",
+    "ForkSource",
+    "LoadCheckpointInput",
+    "Pinned",
+    "ReduceInput",
+    "ResetRequest",
+    "RespondInput",
+    "RunInput",
+    "SaveCheckpointInput",
+    "SendInput",
+    "StateSnapshot",
+    "StepInput",
+    "ValidateInput",
+    "Validated",
+    "DEFAULT_MAX_HISTORY_EVENTS",
+    "MAX_STEPS_IN_FLIGHT",
+    "step_activity_name",
+]
+
+SIGNAL_RESPOND = "respond"
+"""Signal ``{"request_id": ..., "response": ...}``: answer a pending request (bad input → warning)."""
+UPDATE_RESPOND = "submit_response"
+"""Update with the same argument: returns once the response is accepted, rejects bad input."""
+SIGNAL_SEND = "send"
+"""Signal ``{"executor_id": ..., "message": ...}``: a message from outside for the next superstep."""
+UPDATE_SEND = "send_message"
+"""Update with the same argument: returns once the message is accepted, rejects bad input."""
+SIGNAL_CLOSE = "close"
+"""Signal (no argument): a keep-alive run completes once it is idle."""
+SIGNAL_CHECKPOINT = "checkpoint"
+"""Signal ``{}`` or ``{"label": ...}``: take a checkpoint at the next superstep boundary."""
+UPDATE_CHECKPOINT = "take_checkpoint"
+"""Update with the same argument: returns the checkpoint's id and superstep once it is saved."""
+SIGNAL_RESET = "reset"
+"""Signal ``{}`` (clean start), ``{"message": ...}`` (start again with new input) or
+``{"checkpoint_id": ...}`` (back to a checkpoint); the run continues as new."""
+UPDATE_RESET = "reset_run"
+"""Update with the same argument: returns once the reset is accepted, rejects an unknown checkpoint."""
+QUERY_CHECKPOINTS = "checkpoints"
+"""Query: the run's checkpoints (id, superstep, label, created time, parent id), oldest first."""
+QUERY_CHECKPOINT = "get_checkpoint"
+"""Query (checkpoint id): one checkpoint whole; how history-only checkpoints are read."""
+QUERY_STATUS = "status"
+QUERY_PENDING_REQUESTS = "pending_requests"
+QUERY_STATE = "state"
+EVENTS_TOPIC = "events"
+"""``temporalio.contrib.workflow_streams`` topic carrying the run's events as envelopes."""
+STATUS_SEARCH_ATTRIBUTE = "GraphRunStatus"
+"""Keyword search attribute holding the run status (running, waiting_for_input, idle, ...)."""
+
+ACTIVITY_VALIDATE = "temporal_workflows.validate"
+"""Local activity checking a response or sent message against the graph's types (user code)."""
+
+ACTIVITY_SAVE_CHECKPOINT = "temporal_workflows.save_checkpoint"
+"""Local activity writing a checkpoint (sent as a delta of the last one) to the worker's storage."""
+
+ACTIVITY_LOAD_CHECKPOINT = "temporal_workflows.load_checkpoint"
+"""Local activity reading a checkpoint for a reset or fork (from storage, or by query)."""
+
+ACTIVITY_TOPOLOGY = "temporal_workflows.topology"
+"""Local activity that returns a graph's topology; its result pins the graph for the run."""
+
+ACTIVITY_REDUCE = "temporal_workflows.reduce"
+"""Activity running callable state reducers (user code) for a commit."""
+
+QUERY_COMMITTED_STATE = "temporal_workflows.committed_state"
+"""Query serving the committed state to step activities whose worker has not cached it."""
+
+# -- failure types ------------------------------------------------------------------
+# The ``type`` of every ApplicationError the workflow or an activity raises. The
+# library's own errors travel under their class name, so the client turns a failed
+# update or run back into the exception a run in process raises (``_failures``).
+
+FAILURE_RUN_CLOSED = "RunClosedError"
+"""Update refused: the run has completed, failed, or is closing."""
+FAILURE_ALREADY_ANSWERED = "AlreadyAnsweredError"
+"""Update refused: the request was answered already."""
+FAILURE_UNKNOWN_REQUEST = "UnknownRequestError"
+"""Update refused: no pending request has this id."""
+FAILURE_INVALID_RESPONSE = "InvalidResponseError"
+"""Update refused: the response does not validate against the request's response type."""
+FAILURE_UNDELIVERABLE = "UndeliverableMessageError"
+"""Update refused (or step failed): no handler of the target takes the message."""
+FAILURE_INVALID_RUN_INPUT = "InvalidRunInputError"
+"""Run failed at once: its start input is malformed."""
+FAILURE_UNKNOWN_GRAPH = "UnknownGraphError"
+"""Run failed: no worker on the task queue hosts a graph of this name."""
+FAILURE_CHECKPOINT_NOT_FOUND = "CheckpointNotFoundError"
+FAILURE_CHECKPOINT_STORAGE = "CheckpointStorageError"
+FAILURE_SIGNATURE_MISMATCH = "GraphSignatureMismatchError"
+FAILURE_STALE_STATE = "StaleStateError"
+"""Step attempt refused (retryable): the committed state it expected has moved on."""
+FAILURE_CHECKPOINT_BASE_MISSING = "CheckpointBaseMissingError"
+"""Checkpoint save refused: the delta's base is gone (the workflow sends it whole)."""
+LEGACY_FAILURE_TYPES = {
+    "RunClosed": FAILURE_RUN_CLOSED,
+    "InvalidRunInput": FAILURE_INVALID_RUN_INPUT,
+    "UnknownGraph": FAILURE_UNKNOWN_GRAPH,
+    "StaleState": FAILURE_STALE_STATE,
+    "CheckpointBaseMissing": FAILURE_CHECKPOINT_BASE_MISSING,
+}
+"""Failure types as runs and workers before version 0.2 named them: still understood."""
+
+
+MAX_STEPS_IN_FLIGHT = 1000
+"""Steps of one superstep scheduled at once unless the run sets fewer; the rest start as these finish.
+
+Temporal refuses a workflow task that would leave more than 2,000 activities
+pending (``PENDING_ACTIVITIES_LIMIT_EXCEEDED``), so a wide fan-out is
+windowed, leaving headroom for reducer and other activities. Which steps run
+first changes nothing: results commit in task order either way.
+"""
+
+DEFAULT_MAX_HISTORY_EVENTS = 8_000
+"""Continue-as-new threshold when the run sets none: under Temporal's 10,240-event
+warning, with room for a wide superstep."""
+
+
+def step_activity_name(graph_name: str, executor_id: str) -> str:
+    """Activity type of an executor's steps: readable in the Web UI and metrics."""
+    return f"{graph_name}.{executor_id}"
+
+
+@dataclass
+class ForkSource:
+    """Where a forked run starts: a checkpoint of another run."""
+
+    workflow_id: str
+    checkpoint_id: str
+    allow_signature_mismatch: bool = False
+
+
+@dataclass
+class CarriedInput:
+    """Outside input accepted but not yet delivered when the run continued as new."""
+
+    kind: str
+    key: str
+    value: Envelope
+    validated: bool = False
+
+
+@dataclass
+class CarriedInbox:
+    """The inbox's part of a continue-as-new: input not yet delivered, request ids answered."""
+
+    items: list[CarriedInput] = field(default_factory=list)
+    delivered: list[str] = field(default_factory=list)
+    """Recently answered request ids, to say "already answered" to a late second answer."""
+
+
+@dataclass
+class CarriedCheckpoints:
+    """The checkpoint keeper's part: the chain of checkpoints and what the next delta is based on."""
+
+    last_id: str | None = None
+    base_id: str | None = None
+    dirty_keys: list[str] = field(default_factory=list)
+    listed: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[WorkflowCheckpoint] = field(default_factory=list)
+
+
+@dataclass
+class CarriedStatus:
+    """The status board's part: recent warnings."""
+
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Carried(BaseModel):
+    """What a run hands to its next execution when it continues as new (or resets).
+
+    Each part of the workflow carries itself (``inbox``, ``checkpoints``,
+    ``status``, and the event ``stream``); the engine snapshot is the only
+    part that grows with the run's data. Snapshots in the flat form of
+    earlier versions still decode (recorded histories replay).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    reason: str
+    """``"history"`` (history was long) or ``"reset"``."""
+    snapshot: WorkflowCheckpoint | None = None
+    start: Envelope | None = None
+    """The run's original start message: what a clean reset starts again with, however many resets came before."""
+    epoch: int = 0
+    """Resets so far: part of every idempotency key, so re-run steps are new work."""
+    segment: int = 0
+    lineage: dict[str, Any] | None = None
+    closing: bool = False
+    inbox: CarriedInbox | None = None
+    checkpoints: CarriedCheckpoints | None = None
+    status: CarriedStatus | None = None
+    stream: WorkflowStreamState | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_flat(cls, data: Any) -> Any:
+        """Read the flat snapshot of runs recorded before the workflow was in parts."""
+        if not isinstance(data, dict) or (not isinstance(data.get("inbox", {}), list) and "delivered" not in data):
+            return data
+        data = dict(data)
+        flat_checkpoints = data.pop("checkpoints", None)
+        if isinstance(data.get("inbox"), list) or "delivered" in data:
+            data["inbox"] = {"items": data.pop("inbox", None) or [], "delivered": data.pop("delivered", None) or []}
+        if isinstance(flat_checkpoints, list) or "last_checkpoint_id" in data:
+            data["checkpoints"] = {
+                "last_id": data.pop("last_checkpoint_id", None),
+                "base_id": data.pop("checkpoint_base_id", None),
+                "dirty_keys": data.pop("dirty_keys", None) or [],
+                "listed": flat_checkpoints or [],
+                "kept": data.pop("kept", None) or [],
+            }
+        if "warnings" in data:
+            data["status"] = {"warnings": data.pop("warnings") or []}
+        data.pop("since_checkpoint", None)
+        return data
+
+
+@dataclass
+class RunInput:
+    """Workflow input. ``client.start_workflow(name, {"message": ...})`` is the whole contract.
+
+    Attributes:
+        message: The start message as JSON (validated against the start
+            executor's handler types by the first step).
+        message_type: ``"module:QualName"`` when the caller sent a typed model
+            and wants that exact type restored; usually omitted.
+    """
+
+    message: Any = None
+    message_type: str | None = None
+    keep_alive: bool = False
+    """Stay open when idle, for more ``send`` messages (a conversation); end with ``close``.
+    A keep-alive run started without a ``message`` starts idle."""
+    checkpoint_every: int | None = None
+    """Take a checkpoint every N supersteps (0: only when asked); default: the graph's policy."""
+    max_history_events: int | None = None
+    """Continue as new at the first boundary after history reaches this many events
+    (default :data:`DEFAULT_MAX_HISTORY_EVENTS`), or earlier when Temporal suggests it."""
+    max_steps_in_flight: int | None = None
+    """Steps of one superstep running at once (default and most: 1,000, under
+    Temporal's 2,000 pending activities); lower it to go easy on a rate-limited API."""
+    fork_from: ForkSource | None = None
+    """Start from another run's checkpoint instead of ``message``."""
+    carried: Carried | None = None
+    """Set by the run itself when it continues as new; never by callers."""
+
+
+@dataclass
+class CheckpointSetup:
+    """How the worker keeps this graph's checkpoints (pinned for the run)."""
+
+    store: str = "external"
+    """``"external"`` (a storage written by activities) or ``"history"`` (kept in the run)."""
+    every: int = 0
+    """Automatic checkpoint every N supersteps; 0 means only on request."""
+    keep: int = 3
+    """History-only storage: checkpoints carried across continue-as-new."""
+
+
+@dataclass
+class Pinned:
+    """What the first local activity records in history for the whole run."""
+
+    topology: Topology
+    status_attribute: str | None = None
+    """The status search attribute, if the namespace has it registered."""
+    checkpoints: CheckpointSetup | None = None
+    """Absent in runs recorded before checkpoints on Temporal existed."""
+    max_payload_bytes: int | None = None
+    """The worker's payload limit (``_limits.max_payload_bytes``), which workflow code
+    may not read from the environment; absent in older runs (then the default)."""
+    step_options: dict[str, dict[str, Any]] | None = None
+    """Per executor, how its steps run as activities (only what differs from the
+    defaults, see ``temporal._options``); in older runs it was part of the topology."""
+
+
+class CheckpointRequest(BaseModel):
+    """Argument of the ``checkpoint`` signal and update."""
+
+    # A misspelled field is refused, not ignored (these are outside input).
+    model_config = ConfigDict(extra="forbid")
+
+    label: str | None = None
+
+
+class ResetRequest(BaseModel):
+    """Argument of the ``reset`` signal and update.
+
+    ``{}`` starts the run again from its start message, ``{"message": ...}``
+    from a new one, ``{"checkpoint_id": ...}`` from a checkpoint of this run.
+    """
+
+    # Refused, not ignored: {"checkpoint": ...} read as {} would wipe the run with a clean reset.
+    model_config = ConfigDict(extra="forbid")
+
+    checkpoint_id: str | None = None
+    message: Any = None
+    message_type: str | None = None
+    allow_signature_mismatch: bool = False
+
+    @property
+    def has_message(self) -> bool:
+        return "message" in self.model_fields_set
+
+
+@dataclass
+class SaveCheckpointInput:
+    """A checkpoint to save; while ``base_id`` is set, ``checkpoint.state`` holds only
+    the keys written since that checkpoint (and ``removed`` those deleted)."""
+
+    graph: str
+    checkpoint: WorkflowCheckpoint
+    base_id: str | None = None
+    removed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LoadCheckpointInput:
+    """Which checkpoint to read, and whose it must be."""
+
+    graph: str
+    workflow_id: str
+    checkpoint_id: str
+    history_only: bool = False
+
+
+@dataclass
+class RespondInput:
+    """Argument of the ``respond`` signal and ``submit_response`` update."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+    request_id: str
+    response: Any = None
+
+
+@dataclass
+class SendInput:
+    """Argument of the ``send`` signal and ``send_message`` update."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+    executor_id: str
+    message: Any = None
+    message_type: str | None = None
+
+
+@dataclass
+class ValidateInput:
+    """A response (``request`` set) or a sent message to check against the graph's types."""
+
+    graph: str
+    executor_id: str
+    value: Envelope
+    request: PendingRequest | None = None
+
+
+@dataclass
+class Validated:
+    """The value typed as its handler expects it, or why it cannot be delivered."""
+
+    value: Envelope | None = None
+    error: str | None = None
+    error_type: str | None = None
+    """The library error ``error`` stands for (``UndeliverableMessageError``, ``InvalidResponseError``, ...)."""
+
+
+@dataclass
+class StateSnapshot:
+    """Committed state at a boundary, as served to step activities."""
+
+    version: str
+    state: dict[str, Envelope]
+
+
+@dataclass
+class StepInput:
+    """One step's activity input, decoded (``_wire`` has its JSON form).
+
+    ``state`` is inlined only while the committed state is small; otherwise
+    the activity reads version ``state_version`` from its worker's cache (or
+    by query), so history carries each state value once, in the diff that
+    wrote it, however many steps read it. The graph, executor and run are not
+    part of it: the activity's type and its workflow id say them.
+    """
+
+    task: StepTask
+    state_version: str = ""
+    state: dict[str, Envelope] | None = None
+    epoch: int = 0
+    """Resets of the run so far (see :attr:`Carried.epoch`)."""
+
+
+@dataclass
+class ReduceInput:
+    graph: str
+    key: str
+    committed: Envelope | None
+    writes: list[Envelope] = field(default_factory=list)
