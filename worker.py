@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from datetime import timedelta
@@ -36,6 +37,7 @@ from temporal_workflows.temporal import (
     TemporalWorkflowsPlugin,
     start_dev_server,
 )
+from temporal_workflows.temporal._versioning import ENV_BUILD_ID, ENV_DEPLOYMENT_NAME, WorkerVersioning
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -44,6 +46,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE)
     p.add_argument("--dev", action="store_true", help="start an embedded dev server first")
     p.add_argument("--graceful-shutdown", type=float, default=30.0, help="seconds in-flight activities get")
+    p.add_argument(
+        "--deployment-name",
+        default=os.environ.get(ENV_DEPLOYMENT_NAME) or None,
+        help=f"pin runs to the worker version they start on (Worker Versioning); env {ENV_DEPLOYMENT_NAME}",
+    )
+    p.add_argument(
+        "--build-id",
+        default=os.environ.get(ENV_BUILD_ID) or None,
+        help=f"this worker's version (default: derived from the graphs' signatures); env {ENV_BUILD_ID}",
+    )
+    p.add_argument(
+        "--no-make-current",
+        action="store_true",
+        help="do not make this version current on start (promote it yourself, e.g. to ramp it up)",
+    )
     ConnectionConfig.add_arguments(p)
     return p.parse_args(argv)
 
@@ -53,7 +70,12 @@ async def main(argv: list[str] | None = None) -> None:
     workflows = [load_workflow(spec) for spec in args.workflow]
     connection = ConnectionConfig.from_args(args)
     # Bad keys or TLS settings fail here, before anything starts.
-    plugin = TemporalWorkflowsPlugin(workflows)
+    versioning = (
+        WorkerVersioning(args.deployment_name, args.build_id, make_current=not args.no_make_current)
+        if args.deployment_name
+        else None
+    )
+    plugin = TemporalWorkflowsPlugin(workflows, versioning=versioning)
     if not args.dev:
         connection.tls_config()
     env = None
@@ -75,6 +97,8 @@ async def main(argv: list[str] | None = None) -> None:
         loop.add_signal_handler(sig, stop.set)
     names = ", ".join(w.name or "?" for w in workflows)
     keys = f"; payloads encrypted with key {plugin.codec.key_ring.current!r}" if plugin.codec else ""
+    if versioning is not None:
+        keys += f"; version {versioning.version(workflows).build_id!r} of deployment {versioning.deployment_name!r}"
     print(f"worker on task queue {args.task_queue!r} at {connection.address} hosting: {names}{keys}", flush=True)
     async with worker:
         await stop.wait()

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES, TemporalWorkflowsPlugin
     from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE, RunInput, step_activity_name
     from temporal_workflows.temporal._tracing import configure_tracing, flush_tracing
+    from temporal_workflows.temporal._versioning import WorkerVersioning, build_id_for
     from temporal_workflows.temporal._workflow import GraphWorkflow
 
 _LAZY = {
@@ -71,6 +72,8 @@ _LAZY = {
     "RunInput": "temporal_workflows.temporal._protocol",
     "step_activity_name": "temporal_workflows.temporal._protocol",
     "configure_tracing": "temporal_workflows.temporal._tracing",
+    "WorkerVersioning": "temporal_workflows.temporal._versioning",
+    "build_id_for": "temporal_workflows.temporal._versioning",
     "flush_tracing": "temporal_workflows.temporal._tracing",
     "GraphWorkflow": "temporal_workflows.temporal._workflow",
 }
@@ -113,6 +116,10 @@ def _module(name: str) -> ModuleType:
         from temporal_workflows.temporal import _tracing
 
         return _tracing
+    if name == "temporal_workflows.temporal._versioning":
+        from temporal_workflows.temporal import _versioning
+
+        return _versioning
     if name == "temporal_workflows.temporal._workflow":
         from temporal_workflows.temporal import _workflow
 
@@ -155,6 +162,8 @@ __all__ = [
     "RunInput",
     "STATUS_SEARCH_ATTRIBUTE",
     "TemporalWorkflowsPlugin",
+    "WorkerVersioning",
+    "build_id_for",
     "configure_tracing",
     "flush_tracing",
     "fork",

@@ -7,22 +7,24 @@ only starts runs can use it without workflows.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
 from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, TracingInterceptor
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import WorkflowRunner
+from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._converter import json_data_converter
 from temporal_workflows.temporal._tracing import configure_tracing, replay_safe_provider
+from temporal_workflows.temporal._versioning import WorkerVersioning
 from temporal_workflows.temporal._workflow import GraphWorkflow
 
 if TYPE_CHECKING:
@@ -123,6 +125,12 @@ class TemporalWorkflowsPlugin(SimplePlugin):
             default store, and file or SQLite stores (this plugin's or the
             graphs') built without a ``cipher`` of their own. Every client and
             worker of the namespace needs the keys to read the runs.
+        versioning: Pin every run to the worker version (the graphs) it started
+            on, with Temporal's Worker Versioning: the worker joins the
+            deployment's version derived from its graphs' signatures and, by
+            default, makes it current on start (a rolling deploy). ``None``
+            (default): unversioned workers; a step then refuses to run on a
+            worker whose graph differs from the run's.
     """
 
     def __init__(
@@ -132,10 +140,12 @@ class TemporalWorkflowsPlugin(SimplePlugin):
         tracing: bool = True,
         checkpoint_storage: CheckpointStorage | None = None,
         encryption: EncryptionCodec | Literal["env"] | None = "env",
+        versioning: WorkerVersioning | None = None,
     ) -> None:
         from temporal_workflows.temporal._activities.steps import build_activities
 
         self.graphs = list(workflows)
+        self.versioning = versioning
         self.codec = EncryptionCodec.from_env() if encryption == "env" else encryption
         cipher = self.codec.key_ring if self.codec is not None else None
         super().__init__(
@@ -149,3 +159,20 @@ class TemporalWorkflowsPlugin(SimplePlugin):
             # with it instead of retrying the workflow task for ever.
             workflow_failure_exception_types=[WorkflowError],
         )
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        config = super().configure_worker(config)
+        if self.versioning is not None and self.graphs and config.get("deployment_config") is None:
+            config["deployment_config"] = self.versioning.deployment_config(self.graphs)
+        return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        promoting: asyncio.Task[bool] | None = None
+        if self.versioning is not None and self.versioning.make_current and self.graphs:
+            # Beside the worker, not before it: a server that wants pollers first gets them.
+            promoting = asyncio.create_task(self.versioning.promote_when_ready(worker.client, self.graphs))
+        try:
+            await super().run_worker(worker, next)
+        finally:
+            if promoting is not None:
+                promoting.cancel()
