@@ -20,9 +20,11 @@ from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from bench.shapes import growth_item
+    from bench.shapes import HOLD_SECONDS, growth_item, holding
 
-# The integration's defaults (ExecutorOptions and DEFAULT_RETRY), so both sides ask Temporal for the same thing.
+# The integration's default timeout and retry policy (ExecutorOptions, DEFAULT_RETRY_POLICY), so both sides ask
+# Temporal for the same thing. Not its heartbeat timeout: the integration's step activity heartbeats by itself,
+# idiomatic hand-written activities do not (and a heartbeat timeout without heartbeats fails every longer one).
 _OPTIONS: dict[str, Any] = {
     "start_to_close_timeout": timedelta(minutes=5),
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_attempts=3),
@@ -60,6 +62,14 @@ async def grow_step(n: int) -> str:
 @activity.defn(name="bench_base.leaf")
 async def leaf_step(i: int) -> int:
     return i
+
+
+@activity.defn(name="bench_base.hold")
+async def hold_step(n: int) -> int:
+    """Returns ``n``; in a worker about to be killed, its first attempt sleeps instead (it does not heartbeat)."""
+    if activity.info().attempt == 1 and holding():
+        await asyncio.sleep(HOLD_SECONDS)
+    return n
 
 
 @workflow.defn(name="bench_base_fanout")
@@ -116,5 +126,21 @@ class WideBaseline:
         return sum(await asyncio.gather(*(one(i) for i in range(n))))
 
 
+@workflow.defn(name="bench_base_kill9")
+class Kill9Baseline:
+    """One activity with the same options as every other here (``start_to_close_seconds`` scales it down)."""
+
+    @workflow.run
+    async def run(self, n: int, start_to_close_seconds: float | None = None) -> int:
+        options = dict(_OPTIONS)
+        if start_to_close_seconds is not None:
+            options["start_to_close_timeout"] = timedelta(seconds=start_to_close_seconds)
+        result: int = await workflow.execute_activity(hold_step, n, **options)
+        return result
+
+
 WORKFLOWS: list[type] = [FanoutBaseline, ChainBaseline, GrowthBaseline, WideBaseline]
 ACTIVITIES: list[Callable[..., Any]] = [start_step, work_step, join_step, link_step, grow_step, leaf_step]
+RECOVERY_WORKFLOWS: list[type] = [Kill9Baseline]
+"""Hosted only by the kill -9 stage's own worker processes (``bench.recovery``)."""
+RECOVERY_ACTIVITIES: list[Callable[..., Any]] = [hold_step]

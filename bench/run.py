@@ -1,6 +1,6 @@
 """The benchmark harness: this project on Temporal vs hand-written Temporal vs in process.
 
-    python -m bench            # full run: the table for the README (a few minutes)
+    python -m bench            # full run: the table for the README (about 15 minutes)
     python -m bench --json     # the table on stderr, one JSON object on stdout
     python -m bench --quick    # CI: checks every measurement still runs; timings not judged
 
@@ -11,7 +11,9 @@ in the SDK's sandbox, as idiomatic code does (their module passed through, so
 it is not re-imported per run); the graph workflow opts out of it. Variants
 run interleaved (their order alternates each repetition) so that drift in a
 shared, noisy machine hits both alike; every figure is a median of the
-repetitions and every comparison a ratio of medians.
+repetitions and every comparison a ratio of medians. The kill -9 stage
+(:mod:`bench.recovery`) brings worker processes of its own, on a task queue of
+its own, so that it can kill one.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from temporal_workflows.temporal import (
 )
 from temporal_workflows.temporal._devserver import temporal_cli_path
 
-from . import baseline, local, shapes
+from . import baseline, local, recovery, shapes
 from .measure import (
     Sample,
     activity_breakdown,
@@ -99,6 +101,9 @@ REQUIRED_KEYS: dict[str, type] = {
     "concurrent_200_ok": bool,
     "concurrent_200_baseline_ok": bool,
     "replay_cpu_ratio": float,
+    "kill9_recovery_seconds": float,
+    "kill9_recovery_baseline_seconds": float,
+    "kill9_ok": bool,
 }
 """The keys ``--json`` always prints, with their types (the contract ``tests/test_bench.py`` checks)."""
 
@@ -140,6 +145,7 @@ TARGETS: tuple[Target, ...] = (
     Target("fanout_5000_ok", "==", True, "completes correctly"),
     Target("concurrent_runs_throughput_ratio", ">=", 0.9, "hand-written Temporal"),
     Target("replay_cpu_ratio", "<=", 1.5, "hand-written Temporal"),
+    Target("kill9_recovery_seconds", "<=", 45.0, "hand-written Temporal: its 5-minute start-to-close timeout"),
 )
 
 
@@ -160,6 +166,10 @@ class Config:
     wide_reps: int
     base_wide: bool
     warm_up: bool
+    kill9_runs: int
+    """Runs a side held by the worker that the kill -9 stage kills."""
+    kill9_scaled_down: bool
+    """Short timeouts instead of the defaults in the kill -9 stage (``--quick``: the defaults take minutes)."""
     run_timeout: float = 120.0
     wide_timeout: float = 240.0
 
@@ -179,6 +189,8 @@ class Config:
                 wide_reps=1,
                 base_wide=False,
                 warm_up=False,
+                kill9_runs=2,
+                kill9_scaled_down=True,
                 wide_timeout=60.0,
             )
         return Config(
@@ -194,6 +206,8 @@ class Config:
             wide_reps=2,
             base_wide=True,
             warm_up=True,
+            kill9_runs=5,
+            kill9_scaled_down=False,
         )
 
     def concurrent_timeout(self, runs: int) -> float:
@@ -752,6 +766,17 @@ async def run_benchmarks(cfg: Config, *, verbose: bool = False) -> dict[str, Any
             "history_events": {v: len(fan_hist[v].events) for v in (OURS, BASE)},
         }
 
+        # kill -9 of the only worker with runs mid-step, default options (own worker processes and task queue).
+        _log(
+            f"kill -9 of the only worker, {cfg.kill9_runs} runs a side mid-step"
+            + (" (scaled down)" if cfg.kill9_scaled_down else ": the hand-written side waits out 5 minutes")
+        )
+        k9 = await recovery.kill9_recovery(client, address, runs=cfg.kill9_runs, scaled_down=cfg.kill9_scaled_down)
+        report["kill9_recovery_seconds"] = k9.seconds[OURS]
+        report["kill9_recovery_baseline_seconds"] = k9.seconds[BASE]
+        report["kill9_ok"] = k9.ok
+        details["kill9"] = {**k9.__dict__, "ratio": ratio(k9.seconds[OURS], k9.seconds[BASE])}
+
         wide: dict[str, Any] = {}
         ok_1000: list[bool] = []
         for rep in range(cfg.wide_reps):
@@ -792,6 +817,8 @@ async def run_benchmarks(cfg: Config, *, verbose: bool = False) -> dict[str, Any
         "load_runs": cfg.load_runs,
         "load_reps": cfg.load_reps,
         "replays": cfg.replay_blocks * cfg.replays_per_block,
+        "kill9_runs": cfg.kill9_runs,
+        "kill9_scaled_down": cfg.kill9_scaled_down,
         "python": platform.python_version(),
         "temporalio": temporalio.__version__,
         "server": _server_version(),
@@ -907,6 +934,28 @@ def render_table(report: dict[str, Any]) -> str:
         report["replay_cpu_ratio"],
         "replay_cpu_ratio",
     )
+    k = d["kill9"]
+    limit = {"HEARTBEAT": k["heartbeat_timeout_s"], "START_TO_CLOSE": k["start_to_close_timeout_s"]}
+
+    def noticed(v: str) -> str:
+        return ", ".join(
+            f"{n.lower().replace('_', '-')} timeout" + (f" ({limit[n]:g} s)" if n in limit else "")
+            for n in k["noticed_by"][v]
+        )
+
+    def all_done(v: str) -> bool:
+        return not k["failures"][v] and len(k["per_run_seconds"][v]) == k["runs"]
+
+    add(
+        f"kill -9 of the only worker, {k['runs']} runs mid-step: s until all done",
+        report["kill9_recovery_seconds"],
+        report["kill9_recovery_baseline_seconds"],
+        report["kill9_recovery_seconds"],
+        "kill9_recovery_seconds",
+        1,
+    )
+    add("  same, the dead worker noticed by", noticed(OURS), noticed(BASE), "", None)
+    add("  same, every run correct", all_done(OURS), all_done(BASE), report["kill9_ok"], None)
     w = d["wide"]
 
     def wide_cell(key: str) -> str:
@@ -959,6 +1008,9 @@ def render_table(report: dict[str, Any]) -> str:
     for v, who in ((OURS, "this project"), (BASE, "hand-written")):
         if failures := d["concurrent_200"]["failures"][v]:
             notes.append(f"{d['concurrent_200']['runs']} concurrent runs ({who}) failed: {failures[0]}")
+    for v, who in ((OURS, "this project"), (BASE, "hand-written")):
+        if failures := d["kill9"]["failures"][v]:
+            notes.append(f"kill -9 recovery ({who}): {failures[0]}")
     if report.get("fanout_5000_error"):
         notes.append(f"5,000-way fan-out (this project): {report['fanout_5000_error']}")
     cfg = report["config"]

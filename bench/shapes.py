@@ -8,9 +8,12 @@ the pinned topology and the per-step bookkeeping.
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import Sequence
+from datetime import timedelta
 
-from temporal_workflows import Executor, Workflow, WorkflowBuilder, WorkflowContext, handler
+from temporal_workflows import Executor, ExecutorOptions, Workflow, WorkflowBuilder, WorkflowContext, handler
 
 FANOUT_WIDTH = 10
 """Parallel steps per round of the fan-out shape."""
@@ -173,6 +176,39 @@ def wide(name: str) -> Workflow:
     )
 
 
+# -- kill -9 recovery: one step that a worker about to be killed holds ------------------------
+
+HOLD_ENV = "BENCH_HOLD_FIRST_ATTEMPTS"
+"""Set to ``"1"`` in a worker process about to be killed: there, first attempts of held steps do not return."""
+HOLD_SECONDS = 900.0
+"""How long a held first attempt sleeps (its worker is killed long before)."""
+SCALED_DOWN_HEARTBEAT_TIMEOUT = timedelta(seconds=2)
+"""``--quick``'s stand-in for the default heartbeat timeout (the full run uses the default itself)."""
+
+
+def holding() -> bool:
+    """Whether this process holds first attempts (``HOLD_ENV``)."""
+    return os.environ.get(HOLD_ENV) == "1"
+
+
+class Hold(Executor):
+    """One step that outputs its message; in a worker about to be killed, its first attempt sleeps instead.
+
+    It never calls ``ctx.heartbeat()``: with default options, what notices that
+    its worker died is the step activity's own heartbeats.
+    """
+
+    @handler
+    async def hold(self, n: int, ctx: WorkflowContext[None, int]) -> None:
+        if ctx.attempt == 1 and holding():
+            await asyncio.sleep(HOLD_SECONDS)
+        await ctx.yield_output(n)
+
+
+def held(name: str, options: ExecutorOptions) -> Workflow:
+    return WorkflowBuilder(start_executor=Hold("hold", options=options), name=name).build()
+
+
 # -- the graphs the benchmark worker hosts ------------------------------------------------
 
 FANOUT = fanout_loop("bench_fanout", FANOUT_WIDTH, FANOUT_ROUNDS)
@@ -180,3 +216,7 @@ CHAIN = chain("bench_chain", CHAIN_LENGTH)
 GROWTH = growth("bench_growth", GROWTH_SUPERSTEPS)
 WIDE = wide("bench_wide")
 HOSTED: tuple[Workflow, ...] = (FANOUT, CHAIN, GROWTH, WIDE)
+KILL9 = held("bench_kill9", ExecutorOptions())
+"""Hosted by the kill -9 stage's own worker processes (``bench.recovery``), with default options."""
+KILL9_SCALED_DOWN = held("bench_kill9_quick", ExecutorOptions(heartbeat_timeout=SCALED_DOWN_HEARTBEAT_TIMEOUT))
+"""``--quick``'s version: the same, with a 2 s heartbeat timeout."""

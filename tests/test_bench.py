@@ -45,6 +45,13 @@ def test_quick_benchmark_reports_every_key() -> None:
     for prefix in ("concurrent_200", "concurrent_200_baseline"):
         p50, p99, slowest = (report[f"{prefix}_{p}_ms"] for p in ("p50", "p99", "max"))
         assert 0 < p50 <= p99 <= slowest
+    # kill -9 of the only worker with runs mid-step (scaled down in --quick): every run completed on a new
+    # worker, ours noticed by the heartbeat timeout, hand-written by its start-to-close timeout.
+    assert report["kill9_ok"] is True
+    assert report["kill9_recovery_seconds"] > 0 and report["kill9_recovery_baseline_seconds"] > 0
+    kill9 = report["details"]["kill9"]
+    assert kill9["runs"] == report["config"]["kill9_runs"] > 0 and kill9["scaled_down"] is True
+    assert kill9["noticed_by"] == {"ours": ["HEARTBEAT"], "base": ["START_TO_CLOSE"]}
     # --quick checks that everything runs; it judges no timing.
     assert {t.key for t in TARGETS} <= set(report["targets"])
     assert all(t["met"] is None for t in report["targets"].values())

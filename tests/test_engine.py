@@ -8,6 +8,7 @@ down independently of the runners.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,12 +17,14 @@ from temporal_workflows import StateConflictError, SuperstepLimitError, UnknownR
 from temporal_workflows._engine.machine import (
     Delivery,
     Engine,
+    EngineSnapshot,
     FanInGroup,
     PendingRequest,
     StateWrite,
     StepResult,
     Topology,
     apply_builtin_reducer,
+    check_snapshot,
 )
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._events import WorkflowRunState
@@ -349,6 +352,74 @@ def test_snapshot_is_not_affected_by_later_commits() -> None:
     snap = engine.snapshot()
     step(engine, StepResult(writes=[write("k", 2)]))
     assert snap.state["k"].data == 1 and snap.superstep == 1
+
+
+def consistent_snapshot() -> EngineSnapshot:
+    """A snapshot with something of every kind: state, a fan-in buffer, a pending and an answered request."""
+    engine = fan_in_engine()
+    engine.start(env(0))
+    step(engine, StepResult(sent=[send("b", 0, "a")], requests=[request("r1"), request("r2", "c")]))
+    step(engine, StepResult(writes=[write("k", 1)], sent=[send("d", "from-b", "b", fan_in="join")]))
+    engine.respond("r1", env("answer"))
+    return engine.snapshot()
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        # A response to a request the snapshot does not hold (a forged Temporal run input).
+        ({"responses": (("ghost", env("x")),)}, ["a response answers request 'ghost'", "'r1', 'r2'"]),
+        ({"responses": (("r1", env("x")), ("r1", env("y")))}, ["request 'r1' is answered twice"]),
+        ({"pending": (send("nobody", 0, "a"),)}, ["message 0 (for 'nobody')", "does not have"]),
+        ({"pending": (Delivery("b", (), ()),)}, ["message 0 (for 'b') holds no message"]),
+        ({"pending": (send("d", 0, "b", fan_in="nope"),)}, ["fan-in group 'nope'"]),
+        ({"pending": (send("c", 0, "b", fan_in="join"),)}, ["fan-in group 'join', whose target is 'd'"]),
+        ({"fan_in_buffers": {"nope": {"b": (env(0),)}}}, ["fan-in buffer 'nope'"]),
+        ({"fan_in_buffers": {"join": {"a": (env(0),)}}}, ["fan-in buffer 'join' holds messages from 'a'", "'b', 'c'"]),
+        ({"pending_requests": {"r1": request("r1"), "r9": request("r2", "c")}}, ["stored as 'r9' has the id 'r2'"]),
+        ({"pending_requests": {"r1": request("r1"), "r2": request("r2", "zed")}}, ["'r2'", "executor 'zed'"]),
+        ({"superstep": -1}, ["superstep is -1"]),
+        ({"iterations": -1}, ["iteration count is -1"]),
+    ],
+)
+def test_restore_refuses_an_inconsistent_snapshot_naming_what_is_inconsistent(
+    change: dict[str, Any], named: list[str]
+) -> None:
+    snap = consistent_snapshot()
+    engine = fan_in_engine()
+    with pytest.raises(WorkflowError) as info:
+        engine.restore(replace(snap, **change))
+    message = str(info.value)
+    assert message.startswith("the snapshot is inconsistent with graph 't': ")
+    for text in named:
+        assert text in message, (text, message)
+    # Nothing was restored: the engine is as it was.
+    assert engine.superstep == 0 and not engine.has_work() and engine.state == {}
+    with pytest.raises(WorkflowError):
+        Engine(engine.topology, replace(snap, **change))  # the constructor restores the same way
+
+
+def test_restore_takes_a_consistent_snapshot_and_runs_its_answered_request() -> None:
+    snap = consistent_snapshot()
+    check_snapshot(fan_in_engine().topology, snap)
+    engine = Engine(fan_in_engine().topology, snap)
+    tasks = engine.begin_superstep()
+    assert [(t.kind, t.executor_id) for t in tasks] == [("response", "a")]
+    assert tasks[0].request is not None and tasks[0].request.request_id == "r1"
+    assert list(engine.pending_requests) == ["r2"] and engine.fan_in_buffers == {"join": {"b": [env("from-b")]}}
+
+
+def test_an_inconsistent_snapshot_names_a_few_problems_and_quotes_names_by_prefix() -> None:
+    long_id = "x" * 10_000
+    snap = replace(
+        consistent_snapshot(),
+        responses=tuple((f"{i}{long_id}", env(i)) for i in range(8)),
+    )
+    with pytest.raises(WorkflowError) as info:
+        fan_in_engine().restore(snap)
+    message = str(info.value)
+    assert len(message) < 2_000
+    assert "(10,001 characters)" in message and "; and 3 more" in message
 
 
 # -- the superstep limit ---------------------------------------------------------------

@@ -19,6 +19,7 @@ from temporal_workflows._engine.machine import Delivery, FanInGroup, PendingRequ
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._converter import PayloadConverter, _adapter
 from temporal_workflows.temporal._options import (
+    DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_RETRY_POLICY,
     DEFAULT_START_TO_CLOSE_TIMEOUT,
     activity_options,
@@ -171,27 +172,44 @@ def test_step_options_are_pinned_beside_the_topology_and_become_activity_options
         ),
     )
     fast = _Echo(id="fast", options=ExecutorOptions(local=True))
-    wf = WorkflowBuilder(start_executor=plain, name="opts").add_edge(plain, tuned).add_edge(plain, fast).build()
+    quiet = _Echo(id="quiet", options=ExecutorOptions(heartbeat_timeout=None))
+    wf = (
+        WorkflowBuilder(start_executor=plain, name="opts")
+        .add_edge(plain, tuned)
+        .add_edge(plain, fast)
+        .add_edge(plain, quiet)
+        .build()
+    )
     # Executor options are a Temporal concern: the engine's topology does not carry them.
     assert not hasattr(wf.topology, "executor_options")
     # Only what differs from the defaults is pinned.
     assert step_options(plain.options) == {}
     spec = step_options(tuned.options)
     assert spec["start_to_close_timeout"] == 30.0 and spec["task_queue"] == "gpu" and spec["heartbeat_timeout"] == 10.0
-    # The defaults the docs promise are the ones a step gets: 5 minutes, at most 3 attempts.
+    # The defaults the docs promise are the ones a step gets: 5 minutes, at most 3 attempts, and a
+    # 30 s heartbeat timeout (the step activity heartbeats by itself), so a cancel waits for the step.
     local, defaults = activity_options(step_options(plain.options))
     assert not local
     assert (
         defaults["start_to_close_timeout"] == DEFAULT_START_TO_CLOSE_TIMEOUT == ExecutorOptions().start_to_close_timeout
     )
     assert defaults["retry_policy"] == DEFAULT_RETRY_POLICY and DEFAULT_RETRY_POLICY.maximum_attempts == 3
-    assert defaults["heartbeat_timeout"] is None and defaults["task_queue"] is None
+    assert defaults["task_queue"] is None
+    assert defaults["heartbeat_timeout"] == DEFAULT_HEARTBEAT_TIMEOUT == ExecutorOptions().heartbeat_timeout
+    assert timedelta(seconds=30) == DEFAULT_HEARTBEAT_TIMEOUT
+    assert defaults["cancellation_type"] == ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
     local, options = activity_options(spec)
     assert not local and options["task_queue"] == "gpu" and options["retry_policy"].maximum_attempts == 7
     assert options["heartbeat_timeout"] == timedelta(seconds=10)
     assert options["cancellation_type"] == ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
     local, options = activity_options(step_options(fast.options))
-    assert local and "task_queue" not in options
+    assert local and "task_queue" not in options and "heartbeat_timeout" not in options
+    # Heartbeats off (None or timedelta(0)): pinned as 0, no timeout, and a cancel is only tried.
+    assert step_options(quiet.options) == {"heartbeat_timeout": 0.0}
+    assert step_options(ExecutorOptions(heartbeat_timeout=timedelta(0))) == {"heartbeat_timeout": 0.0}
+    local, options = activity_options(step_options(quiet.options))
+    assert not local and options["heartbeat_timeout"] is None
+    assert options["cancellation_type"] == ActivityCancellationType.TRY_CANCEL
 
 
 def test_payloads_match_the_pydantic_converter_byte_for_byte() -> None:

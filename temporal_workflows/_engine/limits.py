@@ -42,6 +42,7 @@ __all__ = [
     "input_may_exceed",
     "json_size",
     "max_payload_bytes",
+    "too_large",
 ]
 
 TEMPORAL_BLOB_SIZE_LIMIT = 2 * 1024 * 1024
@@ -118,6 +119,11 @@ def _too_large(what: str, size: int, limit: int, *, executor_id: str | None, det
         limit=limit,
         executor_id=executor_id,
     )
+
+
+def too_large(what: str, size: int, limit: int) -> PayloadTooLargeError:
+    """The error for an outside value (no executor produced it) of ``size`` bytes over ``limit``."""
+    return _too_large(what, size, limit, executor_id=None)
 
 
 def check_payload(data: Any, *, what: str) -> None:

@@ -53,6 +53,7 @@ __all__ = [
     "StepTask",
     "Topology",
     "apply_builtin_reducer",
+    "check_snapshot",
 ]
 
 BUILTIN_REDUCERS = ("append", "sum", "merge")
@@ -224,6 +225,90 @@ class EngineSnapshot:
     pending_requests: dict[str, PendingRequest]
     responses: tuple[tuple[str, Envelope], ...]
     outputs: tuple[Output, ...]
+
+
+_NAMED = 80
+"""Characters of a name from a snapshot an error quotes (a forged one may hold anything)."""
+_PROBLEMS_LISTED = 5
+
+
+def _q(text: object) -> str:
+    s = str(text)
+    return repr(s) if len(s) <= _NAMED else f"{s[:_NAMED]!r}… ({len(s):,} characters)"
+
+
+def _listed(names: Any) -> str:
+    names = sorted(str(n) for n in names)
+    if not names:
+        return "none"
+    shown = ", ".join(_q(n) for n in names[:10])
+    return shown + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+
+
+def check_snapshot(topology: Topology, snap: EngineSnapshot) -> None:
+    """Refuse a snapshot the engine could not run: every reference in it must point at something that exists.
+
+    A snapshot comes from outside the engine (a checkpoint store, a Temporal
+    run's input): a response to a request that is not pending, a message for
+    an executor the graph does not have, or a fan-in group it does not know
+    would otherwise fail later, mid-superstep, with an error naming nothing
+    (on Temporal: a workflow task failing for ever).
+
+    Raises:
+        WorkflowError: naming each inconsistency (the first few).
+    """
+    problems: list[str] = []
+    executors = set(topology.executor_ids)
+    groups = topology.fan_in_groups
+    if snap.superstep < 0:
+        problems.append(f"its superstep is {snap.superstep}, not 0 or more")
+    if snap.iterations < 0:
+        problems.append(f"its iteration count is {snap.iterations}, not 0 or more")
+    for i, d in enumerate(snap.pending):
+        where = f"message {i} (for {_q(d.target_id)})"
+        if d.target_id not in executors:
+            problems.append(f"{where} goes to an executor graph {topology.name!r} does not have")
+        if not d.messages:
+            problems.append(f"{where} holds no message")
+        if d.fan_in is not None:
+            group = groups.get(d.fan_in)
+            if group is None:
+                problems.append(f"{where} is the release of fan-in group {_q(d.fan_in)}, which the graph does not have")
+            elif group.target != d.target_id:
+                problems.append(
+                    f"{where} is the release of fan-in group {_q(d.fan_in)}, whose target is {_q(group.target)}"
+                )
+    for gid, buffered in snap.fan_in_buffers.items():
+        group = groups.get(gid)
+        if group is None:
+            problems.append(f"fan-in buffer {_q(gid)} is of a fan-in group the graph does not have")
+            continue
+        strangers = [s for s in buffered if s not in group.sources]
+        if strangers:
+            problems.append(
+                f"fan-in buffer {_q(gid)} holds messages from {_listed(strangers)}, not sources of the group "
+                f"({_listed(group.sources)})"
+            )
+    for rid, req in snap.pending_requests.items():
+        if req.request_id != rid:
+            problems.append(f"the pending request stored as {_q(rid)} has the id {_q(req.request_id)}")
+        if req.executor_id not in executors:
+            problems.append(
+                f"pending request {_q(rid)} is from executor {_q(req.executor_id)}, which the graph does not have"
+            )
+    answered: set[str] = set()
+    for rid, _ in snap.responses:
+        if rid not in snap.pending_requests:
+            known = _listed(snap.pending_requests)
+            problems.append(f"a response answers request {_q(rid)}, which is not among its requests ({known})")
+        elif rid in answered:
+            problems.append(f"request {_q(rid)} is answered twice")
+        answered.add(rid)
+    if problems:
+        more = f"; and {len(problems) - _PROBLEMS_LISTED} more" if len(problems) > _PROBLEMS_LISTED else ""
+        raise WorkflowError(
+            f"the snapshot is inconsistent with graph {topology.name!r}: {'; '.join(problems[:_PROBLEMS_LISTED])}{more}"
+        )
 
 
 def apply_builtin_reducer(kind: str, key: str, committed: Envelope | None, writes: list[Envelope]) -> Envelope:
@@ -539,6 +624,13 @@ class Engine:
         )
 
     def restore(self, snap: EngineSnapshot) -> None:
+        """Continue from ``snap`` (a checkpoint, or a Temporal run's input).
+
+        Raises:
+            WorkflowError: the snapshot is inconsistent with the graph (see :func:`check_snapshot`);
+                the engine is left as it was.
+        """
+        check_snapshot(self.topology, snap)
         self.superstep = snap.superstep
         self.iterations = snap.iterations
         self.state = dict(snap.state)

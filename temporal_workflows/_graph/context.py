@@ -10,11 +10,10 @@ and the commit deterministic.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, Never
 
-from temporalio import activity
 from typing_extensions import TypeVar
 
 from temporal_workflows._engine.limits import check_step_result
@@ -41,6 +40,13 @@ T_Out = TypeVar("T_Out", default=Never)
 T_W_Out = TypeVar("T_W_Out", default=Never)
 
 _MISSING = object()
+
+Heartbeat = Callable[..., None]
+"""How a host records a step's heartbeat (with its details); a no-op in process."""
+
+
+def _no_heartbeat(*details: Any) -> None:
+    """In process there is no server to tell, and a step runs in the caller's own task."""
 
 
 class StateView:
@@ -92,6 +98,10 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
             step applies its side effect once. A reset starts a new epoch, so a
             step re-run after one gets a new key.
         attempt: The attempt number of this step (1 in process).
+
+    The host running the step gives it ``attempt`` and ``heartbeat`` (on
+    Temporal, the step activity; in process, the defaults), so this module
+    knows nothing of Temporal.
     """
 
     def __init__(
@@ -103,8 +113,10 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         run_id: str,
         attempt: int = 1,
         epoch: int = 0,
+        heartbeat: Heartbeat = _no_heartbeat,
     ) -> None:
         self._graph = graph
+        self._heartbeat = heartbeat
         self._task = task
         self._committed = state
         self._result = StepResult()
@@ -148,17 +160,18 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         self._result.events.append(encode(event, what=f"event from executor {self.executor_id!r}"))
 
     def heartbeat(self, *details: Any) -> None:
-        """Report that this step is still alive; call it often from a long step.
+        """Record this step's progress; the next attempt of the step can read it.
 
-        On Temporal a step is an activity, and heartbeats are how a long one
-        stays observable. An executor with ``ExecutorOptions(heartbeat_timeout=...)``
-        must heartbeat at least that often, so a worker that dies mid-step is
-        noticed after the heartbeat timeout and the step retried elsewhere,
-        instead of after the whole ``start_to_close_timeout``. Heartbeats are
-        also how a running step learns that its run was cancelled (or has
-        gone): ``asyncio.CancelledError`` is then raised at the step's next
-        ``await``, so it can clean up. Heartbeats are throttled by the SDK, so
-        calling this in a tight loop is cheap.
+        On Temporal a step is an activity, and every step heartbeats
+        automatically while its handler runs (see ``ExecutorOptions.heartbeat_timeout``),
+        so a worker that dies mid-step is noticed after the heartbeat timeout
+        and the step retried elsewhere, and a cancelled run's cancel reaches the
+        step as ``asyncio.CancelledError`` at its next ``await``, so it can
+        clean up. Call this to attach progress to those heartbeats (the
+        automatic ones repeat the last details given), or to keep a step alive
+        that handles a cancel with a cleanup longer than the heartbeat timeout.
+        Heartbeats are throttled by the SDK, so calling this in a tight loop is
+        cheap.
 
         In process it does nothing: there is no server to tell, and a step
         there runs in the caller's own task. The same graph therefore runs
@@ -170,8 +183,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
                 ones as ``temporalio.activity.info().heartbeat_details``, e.g.
                 to resume a long job where the failed attempt left off.
         """
-        if activity.in_activity():
-            activity.heartbeat(*details)
+        self._heartbeat(*details)
 
     async def request_info(
         self,
@@ -313,7 +325,14 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
 
 
 async def run_step(
-    graph: Graph, task: StepTask, state: Mapping[str, Envelope], *, run_id: str, attempt: int = 1, epoch: int = 0
+    graph: Graph,
+    task: StepTask,
+    state: Mapping[str, Envelope],
+    *,
+    run_id: str,
+    attempt: int = 1,
+    epoch: int = 0,
+    heartbeat: Heartbeat = _no_heartbeat,
 ) -> StepResult:
     """Run one task's handler against the committed ``state``; return what it did.
 
@@ -323,9 +342,10 @@ async def run_step(
 
     ``epoch`` counts resets of the run: a step re-run after a reset is new
     work, so its idempotency key (and the ids of requests it raises) differ.
+    ``attempt`` and ``heartbeat`` come from the host (``ctx.attempt``, ``ctx.heartbeat``).
     """
     ctx: WorkflowContext[Any, Any] = WorkflowContext(
-        graph=graph, task=task, state=state, run_id=run_id, attempt=attempt, epoch=epoch
+        graph=graph, task=task, state=state, run_id=run_id, attempt=attempt, epoch=epoch, heartbeat=heartbeat
     )
     ex = graph.executors.get(task.executor_id)
     if ex is None:

@@ -23,6 +23,7 @@ from temporal_workflows._engine.serde import validate_as
 from temporal_workflows._graph.typecheck import accepts, flatten, type_name
 
 __all__ = [
+    "DEFAULT_HEARTBEAT_TIMEOUT",
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_START_TO_CLOSE_TIMEOUT",
     "Executor",
@@ -38,6 +39,14 @@ __all__ = [
 
 DEFAULT_START_TO_CLOSE_TIMEOUT = timedelta(minutes=5)
 """Longest one attempt of a step may run on Temporal unless its executor says otherwise."""
+
+DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+"""How long a step on Temporal may go without a heartbeat unless its executor says otherwise.
+
+Every step heartbeats automatically while it runs (every third of this), so a
+worker that dies mid-step (``kill -9``, a lost host) is noticed within this
+time, not after the whole :data:`DEFAULT_START_TO_CLOSE_TIMEOUT`, and a
+cancelled run's cancel reaches every step."""
 
 DEFAULT_RETRY_POLICY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_attempts=3)
 """How a step is retried on Temporal unless its executor gives a ``retry_policy``: at most 3
@@ -56,7 +65,20 @@ class ExecutorOptions:
     Attributes:
         start_to_close_timeout: Longest a single attempt may run
             (default :data:`DEFAULT_START_TO_CLOSE_TIMEOUT`, 5 minutes).
-        heartbeat_timeout: Fail an attempt whose heartbeats stop (for long steps).
+        heartbeat_timeout: An attempt that sends no heartbeat for this long
+            is failed and retried (default :data:`DEFAULT_HEARTBEAT_TIMEOUT`,
+            30 seconds). Every step heartbeats automatically, every third of
+            it, while its handler runs, also while the handler awaits: that is
+            how a worker that died mid-step is noticed and how a cancel reaches
+            a running step, without the handler calling ``ctx.heartbeat()``.
+            A handler that blocks the event loop (CPU-bound work, blocking I/O)
+            sends none meanwhile: run such work with ``asyncio.to_thread``, or
+            raise this. ``None`` or ``timedelta(0)``: no heartbeat timeout and
+            no automatic heartbeats (what steps had before this default); a
+            dead worker is then noticed only after ``start_to_close_timeout``,
+            and a cancel reaches the step only through heartbeats it sends
+            itself (the run does not wait for it to stop). Local steps never
+            heartbeat.
         task_queue: Run this executor's steps on another worker pool.
         retry_policy: A ``temporalio.common.RetryPolicy``; ``None`` means
             :data:`DEFAULT_RETRY_POLICY` (at most 3 attempts).
@@ -64,7 +86,7 @@ class ExecutorOptions:
     """
 
     start_to_close_timeout: timedelta = DEFAULT_START_TO_CLOSE_TIMEOUT
-    heartbeat_timeout: timedelta | None = None
+    heartbeat_timeout: timedelta | None = DEFAULT_HEARTBEAT_TIMEOUT
     task_queue: str | None = None
     retry_policy: RetryPolicy | None = None
     local: bool = False

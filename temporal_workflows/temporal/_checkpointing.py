@@ -21,9 +21,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
 from temporal_workflows._engine.driver import check_signature, checkpoint_of
-from temporal_workflows._engine.machine import Engine, Topology
+from temporal_workflows._engine.machine import Engine, Topology, check_snapshot
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError
+from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError, WorkflowError
 from temporal_workflows.temporal._failures import to_failure
 from temporal_workflows.temporal._inbox import Validate, refuse
 from temporal_workflows.temporal._protocol import (
@@ -31,6 +31,7 @@ from temporal_workflows.temporal._protocol import (
     ACTIVITY_SAVE_CHECKPOINT,
     FAILURE_CHECKPOINT_BASE_MISSING,
     FAILURE_CHECKPOINT_NOT_FOUND,
+    FAILURE_INVALID_RUN_INPUT,
     FAILURE_UNDELIVERABLE,
     LEGACY_FAILURE_TYPES,
     CarriedCheckpoints,
@@ -38,8 +39,8 @@ from temporal_workflows.temporal._protocol import (
     LoadCheckpointInput,
     ResetRequest,
     SaveCheckpointInput,
+    quote,
 )
-from temporal_workflows.temporal._status import quote
 
 __all__ = ["CHECKPOINTS_LISTED", "CheckpointAsk", "Checkpoints", "ResetPlan"]
 
@@ -250,6 +251,15 @@ class Checkpoints:
         if req.checkpoint_id is not None:
             cp = await self.find(workflow.info().workflow_id, req.checkpoint_id)
             self.check_signature(cp, topology, req.allow_signature_mismatch)
+            try:
+                # The run continues as new from it: refuse now what the new run could not start from.
+                check_snapshot(topology, cp.to_snapshot())
+            except WorkflowError as e:
+                raise refuse(
+                    FAILURE_INVALID_RUN_INPUT,
+                    f"checkpoint {quote(req.checkpoint_id)} cannot be restored: {e}",
+                    checkpoint_id=req.checkpoint_id,
+                ) from None
             return ResetPlan(cp, None, req.checkpoint_id)
         if req.has_message:
             start_id = topology.start_executor_id

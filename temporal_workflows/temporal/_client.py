@@ -40,6 +40,8 @@ from temporal_workflows.temporal._failures import library_error
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
 from temporal_workflows.temporal._protocol import (
     EVENTS_TOPIC,
+    MAX_ID_CHARS,
+    MAX_LABEL_CHARS,
     MAX_STEPS_IN_FLIGHT,
     QUERY_CHECKPOINT,
     QUERY_CHECKPOINTS,
@@ -61,6 +63,7 @@ from temporal_workflows.temporal._protocol import (
     RespondInput,
     RunInput,
     SendInput,
+    too_long,
 )
 
 __all__ = ["LINEAGE_MEMO", "RawEvent", "RunHandle", "fork", "get_run", "send_or_start", "start_run"]
@@ -70,6 +73,8 @@ LINEAGE_MEMO = "temporal_workflows.forked_from"
 
 _MISSING: Any = object()
 _CAN_RETRIES = 5
+_NOT_READY_RETRIES = 12
+"""Polls of the event stream retried while the run's workflow task is retried (about 8 s in all)."""
 T = TypeVar("T")
 
 
@@ -94,6 +99,13 @@ def _event(env: Envelope) -> WorkflowEvent:
         with contextlib.suppress(Exception):  # not importable here: leave it as JSON
             event = event.model_copy(update={"data": decode(Envelope(data_type, getattr(event, "data", None)))})
     return event
+
+
+def _check_length(what: str, value: str | None, limit: int) -> None:
+    """Refuse an id or label the run would refuse (``MAX_*_CHARS`` in ``_protocol``), before sending it."""
+    error = too_long(what, value, limit)
+    if error is not None:
+        raise ValueError(error)
 
 
 def _raise_library_error(e: WorkflowFailureError | WorkflowUpdateFailedError) -> None:
@@ -229,7 +241,12 @@ class RunHandle:
             PayloadTooLargeError: the response is too large for one Temporal
                 payload; checked here, before anything is sent (as are the
                 messages of :meth:`send` and :meth:`reset`).
+            ValueError: ``request_id`` is longer than any request id
+                (``MAX_ID_CHARS``); so are executor and checkpoint ids in
+                :meth:`send` and :meth:`reset`, and labels over
+                ``MAX_LABEL_CHARS`` in :meth:`checkpoint`.
         """
+        _check_length("request id", request_id, MAX_ID_CHARS)
         what = f"response to request {request_id!r}"
         arg = RespondInput(request_id, encode(response, what=what).data)
         check_payload(arg.response, what=what)
@@ -263,6 +280,7 @@ class RunHandle:
         ``wait=False`` sends the ``checkpoint`` signal instead (failures
         become warnings in :meth:`status`).
         """
+        _check_length("label", label, MAX_LABEL_CHARS)
         arg = CheckpointRequest(label=label)
         if not wait:
             await self._signal(SIGNAL_CHECKPOINT, arg)
@@ -309,6 +327,7 @@ class RunHandle:
         taken under a different graph; ``wait=False`` sends the ``reset`` signal.
         """
         fields: dict[str, Any] = {"allow_signature_mismatch": True} if allow_signature_mismatch else {}
+        _check_length("checkpoint id", checkpoint_id, MAX_ID_CHARS)
         if checkpoint_id is not None:
             if message is not _MISSING:
                 raise ValueError("reset to a checkpoint or with a new message, not both")
@@ -359,10 +378,23 @@ class RunHandle:
         if self._client is None:
             raise RuntimeError("events() needs the Client: build the handle with RunHandle(handle, client)")
         stream = WorkflowStreamClient.create(self._client, self.id)
-        async for item in stream.subscribe(
-            [EVENTS_TOPIC], from_offset, result_type=Envelope, poll_cooldown=poll_cooldown
-        ):
-            yield _event(item.data)
+        offset, retries = from_offset, 0
+        while True:
+            try:
+                async for item in stream.subscribe(
+                    [EVENTS_TOPIC], offset, result_type=Envelope, poll_cooldown=poll_cooldown
+                ):
+                    offset, retries = item.offset + 1, 0
+                    yield _event(item.data)
+                return
+            except RPCError as e:
+                # The server refuses a poll while the run's workflow task is being retried (it fails one
+                # itself when signals it buffered meanwhile add up to megabytes): the run is not stuck,
+                # so poll again from where the stream was, a few times.
+                if e.status != RPCStatusCode.FAILED_PRECONDITION or retries >= _NOT_READY_RETRIES:
+                    raise
+                await asyncio.sleep(min(1.0, 0.05 * 2**retries))
+                retries += 1
 
 
 def _graph_name(workflow: Workflow | str) -> str:
@@ -373,6 +405,7 @@ def _graph_name(workflow: Workflow | str) -> str:
 
 
 def _send_input(executor_id: str, message: Any) -> SendInput:
+    _check_length("executor id", executor_id, MAX_ID_CHARS)
     what = f"message for executor {executor_id!r}"
     env = encode(message, what=what)
     check_payload(env.data, what=what)
@@ -400,6 +433,7 @@ async def fork(
     ``CheckpointNotFoundError``. The new run goes to the source's task queue
     unless ``task_queue`` says otherwise.
     """
+    _check_length("checkpoint id", checkpoint_id, MAX_ID_CHARS)
     desc = await client.get_workflow_handle(source_workflow_id).describe()
     graph = desc.workflow_type
     lineage = {"workflow_id": source_workflow_id, "checkpoint_id": checkpoint_id}

@@ -15,22 +15,28 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
+from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._protocol import (
     FAILURE_ALREADY_ANSWERED,
+    FAILURE_INPUT_TOO_LONG,
     FAILURE_INVALID_RESPONSE,
     FAILURE_UNDELIVERABLE,
     FAILURE_UNKNOWN_REQUEST,
+    MAX_ID_CHARS,
+    MAX_TYPE_NAME_CHARS,
     CarriedInbox,
     CarriedInput,
     RespondInput,
     SendInput,
     Validated,
+    too_long,
 )
 from temporal_workflows.temporal._status import StatusBoard, quote
+from temporal_workflows.temporal._supersteps import TaskBudget
 
-__all__ = ["DELIVERED_CARRIED", "Inbox"]
+__all__ = ["DELIVERED_CARRIED", "Inbox", "oversized_respond", "oversized_send", "refuse"]
 
 DELIVERED_CARRIED = 200
 """Answered request ids carried across continue-as-new, to say "already answered"."""
@@ -51,6 +57,18 @@ def refuse(type_name: str, message: str, **details: Any) -> ApplicationError:
     return ApplicationError(message, details, type=type_name, non_retryable=True)
 
 
+def oversized_respond(inp: RespondInput) -> str | None:
+    """Why a response is refused before it is even queued: its request id is too long (else ``None``)."""
+    return too_long("request id", inp.request_id, MAX_ID_CHARS)
+
+
+def oversized_send(inp: SendInput) -> str | None:
+    """Why a message is refused before it is even queued: its executor id or type name is too long."""
+    return too_long("executor id", inp.executor_id, MAX_ID_CHARS) or too_long(
+        "message type", inp.message_type, MAX_TYPE_NAME_CHARS
+    )
+
+
 class Inbox:
     """Outside input waiting for the next boundary, and which requests were answered.
 
@@ -60,10 +78,18 @@ class Inbox:
         carried: What the previous execution handed over when it continued as new.
     """
 
-    def __init__(self, validate: Validate, board: StatusBoard, carried: CarriedInbox | None) -> None:
+    def __init__(
+        self,
+        validate: Validate,
+        board: StatusBoard,
+        carried: CarriedInbox | None,
+        *,
+        budget: TaskBudget | None = None,
+    ) -> None:
         carried = carried or CarriedInbox()
         self._validate = validate
         self._board = board
+        self._budget = budget or TaskBudget()
         self.items: list[_Input] = [_Input(i.kind, i.key, i.value, i.validated) for i in carried.items]
         # Request ids answered (by a response taken into the inbox or the engine): a second answer is refused.
         self._answered: set[str] = {i.key for i in self.items if i.kind == "respond" and i.validated}
@@ -80,16 +106,30 @@ class Inbox:
 
     # -- signals: queued as they came ----------------------------------------------------
 
+    # An id or type name over its limit is never queued: the inbox is carried across
+    # continue-as-new, and what it holds is quoted in warnings.
+
     def respond_signal(self, inp: RespondInput) -> None:
+        error = oversized_respond(inp)
+        if error is not None:
+            self._board.warn(f"signal 'respond' ignored: {error}", request_id=inp.request_id)
+            return
         self.items.append(_Input("respond", inp.request_id, Envelope(None, inp.response)))
 
     def send_signal(self, inp: SendInput) -> None:
+        error = oversized_send(inp)
+        if error is not None:
+            self._board.warn(f"signal 'send' ignored: {error}", executor_id=inp.executor_id)
+            return
         self.items.append(_Input("send", inp.executor_id, Envelope(inp.message_type, inp.message)))
 
     # -- updates: checked, then queued -----------------------------------------------------
 
     def check_request(self, engine: Engine | None, request_id: str) -> PendingRequest:
         """The pending request ``request_id``, or a refusal saying why it cannot be answered."""
+        error = too_long("request id", request_id, MAX_ID_CHARS)
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
         req = engine.pending_requests.get(request_id) if engine else None
         if request_id in self._delivered or request_id in self._answered:
             raise refuse(
@@ -106,6 +146,7 @@ class Inbox:
         return req
 
     async def accept_response(self, engine: Engine | None, inp: RespondInput) -> dict[str, Any]:
+        self._accepted(inp)
         req = self.check_request(engine, inp.request_id)
         checked = await self._validate(req.executor_id, Envelope(None, inp.response), req)
         # Another answer may have been accepted while this one was validated.
@@ -122,12 +163,18 @@ class Inbox:
         return {"request_id": req.request_id, "executor_id": req.executor_id, "accepted": True}
 
     async def accept_message(self, inp: SendInput, check_open: Callable[[], None]) -> dict[str, Any]:
+        self._accepted(inp)
         checked = await self._validate(inp.executor_id, Envelope(inp.message_type, inp.message), None)
         if checked.value is None:
             raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "undeliverable message")
         check_open()
         self.items.append(_Input("send", inp.executor_id, checked.value, validated=True))
         return {"executor_id": inp.executor_id, "accepted": True}
+
+    def _accepted(self, inp: RespondInput | SendInput) -> None:
+        # The SDK repeats an accepted update's input in the workflow task that accepts it (called first
+        # thing in the handler, so in that task): room the rest of the task no longer has.
+        self._budget.charge(json_size(inp))
 
     # -- at a boundary -------------------------------------------------------------------
 

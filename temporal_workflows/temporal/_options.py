@@ -15,9 +15,28 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from temporal_workflows._graph.executor import DEFAULT_RETRY_POLICY, DEFAULT_START_TO_CLOSE_TIMEOUT, ExecutorOptions
+from temporal_workflows._graph.executor import (
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    DEFAULT_RETRY_POLICY,
+    DEFAULT_START_TO_CLOSE_TIMEOUT,
+    ExecutorOptions,
+)
 
-__all__ = ["DEFAULT_RETRY_POLICY", "DEFAULT_START_TO_CLOSE_TIMEOUT", "activity_options", "step_options"]
+__all__ = [
+    "DEFAULT_HEARTBEAT_TIMEOUT",
+    "DEFAULT_RETRY_POLICY",
+    "DEFAULT_START_TO_CLOSE_TIMEOUT",
+    "PATCH_DEFAULT_HEARTBEAT",
+    "activity_options",
+    "step_options",
+]
+
+PATCH_DEFAULT_HEARTBEAT = "default-heartbeat-timeout"
+"""Runs recorded before steps had a default heartbeat timeout scheduled theirs without one.
+
+Their steps were also only tried-cancelled (a cancel or reset did not wait for
+them), so a replay of such a run must schedule and cancel them the same way:
+the default applies only where this patch is (a marker in every newer run)."""
 
 
 def _retry_json(policy: RetryPolicy) -> dict[str, Any]:
@@ -35,8 +54,9 @@ def step_options(options: ExecutorOptions) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     if options.start_to_close_timeout != DEFAULT_START_TO_CLOSE_TIMEOUT:
         spec["start_to_close_timeout"] = options.start_to_close_timeout.total_seconds()
-    if options.heartbeat_timeout:
-        spec["heartbeat_timeout"] = options.heartbeat_timeout.total_seconds()
+    if options.heartbeat_timeout != DEFAULT_HEARTBEAT_TIMEOUT:
+        # 0 (from None or timedelta(0)): no heartbeat timeout, no automatic heartbeats.
+        spec["heartbeat_timeout"] = options.heartbeat_timeout.total_seconds() if options.heartbeat_timeout else 0.0
     if options.task_queue:
         spec["task_queue"] = options.task_queue
     if options.local:
@@ -58,12 +78,32 @@ def _retry_policy(spec: dict[str, Any] | None) -> RetryPolicy:
     )
 
 
+def _heartbeat_timeout(spec: dict[str, Any]) -> timedelta | None:
+    """A step's heartbeat timeout: its executor's own (0: none), else the default, unless its run predates it."""
+    if "heartbeat_timeout" in spec:
+        seconds = spec["heartbeat_timeout"]
+        return timedelta(seconds=seconds) if seconds else None
+    if workflow.in_workflow() and not workflow.patched(PATCH_DEFAULT_HEARTBEAT):
+        return None  # a run recorded before the default: replay it as it ran
+    return DEFAULT_HEARTBEAT_TIMEOUT
+
+
 def activity_options(spec: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     """``(local, options)``: keyword arguments for ``execute_activity`` (or ``execute_local_activity``).
 
-    A heartbeating step learns of a cancel and may clean up, so a cancel waits
-    for it; one that never heartbeats would hold a cancel or reset up until it
-    finished, so its cancel is only tried.
+    Every non-local step has a heartbeat timeout (:data:`DEFAULT_HEARTBEAT_TIMEOUT`
+    unless its executor sets one), and the step activity heartbeats while the
+    handler runs: a dead worker is noticed within the timeout, and a cancel
+    reaches the handler as ``asyncio.CancelledError`` at its next ``await``.
+    So a cancel (or a reset) waits for the step to stop, letting it clean up.
+    That wait is bounded by the heartbeat timeout, not the step: once the
+    cancel has reached it, the automatic heartbeats stop, so a step that
+    ignores the cancel (or blocks the event loop and never sees it) times out
+    on the server within the heartbeat timeout, and the cancel completes
+    (only heartbeats the handler sends itself, ``ctx.heartbeat()``, keep it
+    alive longer). A step with heartbeats turned off (``heartbeat_timeout=0``)
+    cannot be told of a cancel unless it heartbeats itself, so its cancel is
+    only tried: the run does not wait for it.
     """
     common: dict[str, Any] = {
         "start_to_close_timeout": timedelta(seconds=spec["start_to_close_timeout"])
@@ -73,10 +113,10 @@ def activity_options(spec: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     }
     if spec.get("local"):
         return True, common
-    hb = spec.get("heartbeat_timeout")
+    hb = _heartbeat_timeout(spec)
     common.update(
         task_queue=spec.get("task_queue"),
-        heartbeat_timeout=timedelta(seconds=hb) if hb else None,
+        heartbeat_timeout=hb,
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         if hb
         else workflow.ActivityCancellationType.TRY_CANCEL,

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_core import to_json
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
+from temporal_workflows._engine.limits import too_large
 from temporal_workflows._engine.machine import PendingRequest, StepTask, Topology
 from temporal_workflows._engine.serde import Envelope
 
@@ -37,6 +39,7 @@ __all__ = [
     "FAILURE_UNKNOWN_REQUEST",
     "FAILURE_ALREADY_ANSWERED",
     "FAILURE_RUN_CLOSED",
+    "FAILURE_INPUT_TOO_LONG",
     "QUERY_CHECKPOINT",
     "QUERY_CHECKPOINTS",
     "QUERY_COMMITTED_STATE",
@@ -75,6 +78,9 @@ __all__ = [
     "Validated",
     "DEFAULT_MAX_HISTORY_EVENTS",
     "MAX_STEPS_IN_FLIGHT",
+    "TASK_BUDGET_BYTES",
+    "POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES",
+    "POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS",
     "step_activity_name",
 ]
 
@@ -153,6 +159,8 @@ FAILURE_STALE_STATE = "StaleStateError"
 """Step attempt refused (retryable): the committed state it expected has moved on."""
 FAILURE_CHECKPOINT_BASE_MISSING = "CheckpointBaseMissingError"
 """Checkpoint save refused: the delta's base is gone (the workflow sends it whole)."""
+FAILURE_INPUT_TOO_LONG = "InputTooLongError"
+"""Update refused (a signal: warned about): an id, label or type name over its limit (``MAX_*_CHARS``)."""
 LEGACY_FAILURE_TYPES = {
     "RunClosed": FAILURE_RUN_CLOSED,
     "InvalidRunInput": FAILURE_INVALID_RUN_INPUT,
@@ -172,9 +180,54 @@ windowed, leaving headroom for reducer and other activities. Which steps run
 first changes nothing: results commit in task order either way.
 """
 
+TASK_BUDGET_BYTES = 3 * 1024 * 1024
+"""Most bytes one workflow task may record: step inputs it schedules, local-activity results,
+update results, a continue-as-new input. The server terminates a run whose workflow task
+completion passes gRPC's 4 MiB (``GrpcMessageTooLarge``); what would not fit waits for the
+next task. One payload (under 2 MiB) always fits, so nothing is ever refused for it."""
+
+POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES = 40 * 1024 * 1024
+POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS = 40_000
+"""While history is below both (Temporal terminates a run at 50 MiB or 51,200 events), a run whose
+engine holds outside input too large to carry continues as new once it has processed it, not before."""
+
 DEFAULT_MAX_HISTORY_EVENTS = 8_000
 """Continue-as-new threshold when the run sets none: under Temporal's 10,240-event
 warning, with room for a wide superstep."""
+
+
+# -- limits on the strings outside input names ----------------------------------------------
+# A run keeps what clients send it: ids in its inbox, labels in its checkpoint list, and both
+# in warnings, all carried across continue-as-new (one payload, 2 MiB) and served by queries
+# (one gRPC message, 4 MiB). Every such string is bounded here, once: longer ones are refused
+# by the update validators and the client, and a signal naming one is ignored with a warning.
+
+MAX_ID_CHARS = 256
+"""Longest request, executor or checkpoint id outside input may name (the library's own are 32-64)."""
+MAX_LABEL_CHARS = 1_000
+"""Longest checkpoint label."""
+MAX_TYPE_NAME_CHARS = 1_000
+"""Longest ``message_type`` (a ``"module:QualName"`` type key, or ``list[...]`` / ``dict[...]`` of one)."""
+QUOTE_LIMIT = 80
+"""Characters of an outside string (a request id, a label) a message quotes."""
+
+
+def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``repr`` of an outside string, cut to a prefix: whatever a client sends, messages stay small."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text):,} characters)"
+
+
+def too_long(what: str, value: str | None, limit: int) -> str | None:
+    """Why ``value`` is refused if it is longer than ``limit`` characters (quoting a prefix), else ``None``."""
+    if value is None or len(value) <= limit:
+        return None
+    return f"{what} {quote(value)} is longer than the limit of {limit:,} characters"
+
+
+SIGNATURE_PREFIX = 16
+"""Hex characters of the graph signature a step input carries (64 bits: no accidental match)."""
 
 
 def step_activity_name(graph_name: str, executor_id: str) -> str:
@@ -418,12 +471,92 @@ class ValidateInput:
 
 @dataclass
 class Validated:
-    """The value typed as its handler expects it, or why it cannot be delivered."""
+    """The value typed as its handler expects it, or why it cannot be delivered.
+
+    This is the ``validate`` local activity's result, which its marker records
+    in history. The value itself came from outside (a signal or an update that
+    history records already), so the result does not repeat it: when
+    validation left its JSON as it was (``same``), only the type key comes
+    back; when validation changed it (a plain object typed as a model gains
+    its defaults), only what changed (``patch``), or the whole value if that
+    is smaller. :meth:`resolved` rebuilds the value from the input the
+    workflow holds. Results recorded before carry the whole ``value``, and are
+    read as they are.
+    """
 
     value: Envelope | None = None
     error: str | None = None
     error_type: str | None = None
     """The library error ``error`` stands for (``UndeliverableMessageError``, ``InvalidResponseError``, ...)."""
+    value_type: str | None = None
+    """The validated value's type key, when ``value`` is left out (``same`` or ``patch``)."""
+    same: bool = False
+    """Validation left the input's JSON as it was: the value is the input's data with ``value_type``."""
+    patch: Any = None
+    """What validation changed in the input's JSON (see :meth:`of`), when that is smaller than the value."""
+
+    _PATCH_DEPTH = 32
+    """Nesting a patch follows at most; deeper, a changed part is sent whole (keeps both sides' recursion small)."""
+
+    @classmethod
+    def of(cls, given: Envelope, validated: Envelope, *, limit: int, what: str) -> Validated:
+        """The smallest result that lets the workflow rebuild ``validated`` from ``given`` (activity side).
+
+        A value validation made larger than ``limit`` (a model's defaults) is
+        refused as ``PayloadTooLargeError`` naming ``what``: no step could take it.
+        """
+        if validated.data is given.data:
+            return cls(value_type=validated.type, same=True)
+        try:
+            patch = cls._diff(given.data, validated.data, 0)
+        except RecursionError:
+            patch = {"v": validated.data}
+        if patch == 0:
+            return cls(value_type=validated.type, same=True)
+        exact = to_json(validated.data)
+        if len(exact) > limit:
+            error = too_large(what, len(exact), limit)
+            return cls(error=str(error), error_type=type(error).__name__)
+        if len(to_json(patch)) >= len(exact) or to_json(cls._apply(given.data, patch)) != exact:
+            return cls(validated)
+        return cls(value_type=validated.type, patch=patch)
+
+    def resolved(self, given: Envelope) -> Validated:
+        """This result with ``value`` filled in from ``given``, the input that was validated (workflow side)."""
+        if self.value is not None or self.error is not None:
+            return self
+        if self.same:
+            return Validated(Envelope(self.value_type, given.data))
+        if self.patch is not None:
+            return Validated(Envelope(self.value_type, self._apply(given.data, self.patch)))
+        return self
+
+    # A patch node is 0 (keep the input's value), {"v": value} (replace it), {"d": [[key, node], ...]}
+    # (an object with these keys in this order, each from the input's value at that key) or
+    # {"l": [node, ...]} (an array of the same length, element by element).
+
+    @classmethod
+    def _diff(cls, old: Any, new: Any, depth: int) -> Any:
+        if isinstance(new, dict) and isinstance(old, dict) and depth < cls._PATCH_DEPTH:
+            entries = [[k, cls._diff(old[k], v, depth + 1) if k in old else {"v": v}] for k, v in new.items()]
+            changed = list(old) != list(new) or any(node != 0 for _, node in entries)
+            return {"d": entries} if changed else 0
+        if isinstance(new, list) and isinstance(old, list) and len(new) == len(old) and depth < cls._PATCH_DEPTH:
+            items = [cls._diff(o, n, depth + 1) for o, n in zip(old, new, strict=True)]
+            return {"l": items} if any(node != 0 for node in items) else 0
+        if type(old) is type(new) and not isinstance(new, (dict, list)) and old == new:
+            return 0
+        return {"v": new}
+
+    @classmethod
+    def _apply(cls, old: Any, node: Any) -> Any:
+        if not isinstance(node, dict):
+            return old
+        if "v" in node:
+            return node["v"]
+        if "d" in node:
+            return {k: cls._apply(old.get(k) if isinstance(old, dict) else None, n) for k, n in node["d"]}
+        return [cls._apply(o, n) for o, n in zip(old, node["l"], strict=True)]
 
 
 @dataclass
@@ -450,6 +583,9 @@ class StepInput:
     state: dict[str, Envelope] | None = None
     epoch: int = 0
     """Resets of the run so far (see :attr:`Carried.epoch`)."""
+    signature: str = ""
+    """The first :data:`SIGNATURE_PREFIX` characters of the run's pinned graph signature: a worker
+    hosting another graph under the same name refuses the step (empty in steps scheduled by older runs)."""
 
 
 @dataclass

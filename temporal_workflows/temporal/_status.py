@@ -9,7 +9,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 from temporal_workflows._events import WorkflowEvent, WorkflowWarningEvent
-from temporal_workflows.temporal._protocol import CarriedStatus
+from temporal_workflows.temporal._protocol import QUOTE_LIMIT, CarriedStatus, quote
 
 __all__ = ["MAX_WARNINGS", "QUOTE_LIMIT", "WARNING_LIMIT", "StatusBoard", "quote"]
 
@@ -18,16 +18,6 @@ MAX_WARNINGS = 20
 
 WARNING_LIMIT = 500
 """Characters a warning keeps: warnings are carried across continue-as-new and served by query."""
-
-QUOTE_LIMIT = 80
-"""Characters of an outside string (a request id, a label) a message quotes."""
-
-
-def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
-    """``repr`` of an outside string, cut to a prefix: whatever a client sends, messages stay small."""
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}… ({len(text):,} characters)"
 
 
 def _bounded(text: str | None, limit: int) -> str | None:
@@ -64,6 +54,19 @@ class StatusBoard:
         if self.attribute:
             key = SearchAttributeKey.for_keyword(self.attribute)
             workflow.upsert_search_attributes([key.value_set(status)])
+
+    def fail(self, error: str, *, upsert: bool) -> None:
+        """The run failed outside the superstep driver (its input, an activity of its own): ``status`` says so.
+
+        Args:
+            upsert: Also set the search attribute (a command: callers gate it for recorded histories).
+        """
+        self.error = error
+        if upsert:
+            self.set("failed", f"failed: {_bounded(error, WARNING_LIMIT)}")
+        else:
+            self.status = "failed"
+            workflow.set_current_details(f"failed: {_bounded(error, WARNING_LIMIT)}")
 
     def warn(self, message: str, *, request_id: str | None = None, executor_id: str | None = None) -> None:
         """Outside input the run could not use: kept (bounded), streamed, and logged without values."""

@@ -7,6 +7,9 @@ task that leaves more than 2,000 activities pending); results still come back
 in task order. Committed state rides inline in step inputs while it is small;
 otherwise steps read it from their worker's cache (filled by query), so a
 large state is never copied into every activity input.
+
+What one workflow task records is budgeted (:class:`TaskBudget`): steps whose
+inputs would add up past it are scheduled in the next workflow task.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
+from pydantic_core import to_json
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
@@ -29,19 +33,76 @@ from temporal_workflows.temporal._protocol import (
     ACTIVITY_REDUCE,
     LEGACY_FAILURE_TYPES,
     MAX_STEPS_IN_FLIGHT,
+    SIGNATURE_PREFIX,
+    TASK_BUDGET_BYTES,
     ReduceInput,
     StepInput,
     step_activity_name,
 )
 from temporal_workflows.temporal._wire import decode_step_result, encode_step_input
 
-__all__ = ["INLINE_STATE_LIMIT", "PATCH_EVERY_FAILED_STEP", "StepRunner"]
+__all__ = ["INLINE_STATE_LIMIT", "PATCH_EVERY_FAILED_STEP", "PATCH_TASK_BUDGET", "StepRunner", "TaskBudget"]
 
 INLINE_STATE_LIMIT = 2048
 """Committed state up to this many JSON bytes rides along in step inputs."""
 
 PATCH_EVERY_FAILED_STEP = "report-every-failed-step"
 """Runs recorded before this failed at a superstep's first failed step; newer ones wait for every step."""
+
+
+PATCH_TASK_BUDGET = "task-budget"
+"""Runs recorded before this scheduled everything a workflow task asked for in that task; newer ones
+end the task with a short timer when what it records would pass :data:`TASK_BUDGET_BYTES`."""
+
+
+class TaskBudget:
+    """What the current workflow task has recorded so far, in bytes, and room for more.
+
+    A workflow task's completion carries its commands: the input of every
+    activity it schedules, the result of every local activity it ran (a
+    marker), update results, a continue-as-new input. gRPC refuses a
+    completion over 4 MiB, and the server then terminates the run
+    (``GrpcMessageTooLarge``): nothing a run does must put more than
+    :data:`TASK_BUDGET_BYTES` into one task. Whatever records a large value
+    asks for :meth:`room` first, and what would not fit waits for the next
+    workflow task: a 1 ms timer ends this one. One value always fits (it is
+    under the payload limit, well under the budget), so nothing waits for ever.
+
+    The current task is told by the history length, which changes with every
+    workflow task and only then (also on replay). Callers that record across
+    an ``await`` (a local activity's result) hold :attr:`lock` meanwhile, so
+    no one else spends the room they checked.
+    """
+
+    def __init__(self, limit: int = TASK_BUDGET_BYTES) -> None:
+        self.limit = limit
+        self.lock = asyncio.Lock()
+        self._task = -1
+        self._used = 0
+
+    @property
+    def used(self) -> int:
+        """Bytes the current workflow task has recorded so far (that went through this budget)."""
+        task = workflow.info().get_current_history_length()
+        if task != self._task:
+            self._task, self._used = task, 0
+        return self._used
+
+    def charge(self, size: int) -> None:
+        """Count ``size`` bytes the current workflow task records."""
+        self._used = self.used + size
+
+    def fits(self, size: int) -> bool:
+        """Whether ``size`` more bytes fit in the current workflow task (anything fits in an empty one)."""
+        used = self.used
+        return used == 0 or used + size <= self.limit
+
+    async def room(self, size: int) -> bool:
+        """Return once ``size`` more bytes fit: at once, or (``True``) in the next workflow task."""
+        if self.fits(size) or not workflow.patched(PATCH_TASK_BUDGET):
+            return False
+        await workflow.sleep(timedelta(milliseconds=1), summary="task budget: the rest in the next workflow task")
+        return True
 
 
 def _approx_json_size(value: Any) -> int:
@@ -71,10 +132,18 @@ def failure_of(e: BaseException) -> StepFailure:
 class StepRunner:
     """Runs steps and reducers of one graph run as activities, and tracks the committed state they read."""
 
-    def __init__(self, topology: Topology, step_options: dict[str, dict[str, Any]], *, epoch: int) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        step_options: dict[str, dict[str, Any]],
+        *,
+        epoch: int,
+        budget: TaskBudget | None = None,
+    ) -> None:
         self.topology = topology
         self.step_options = step_options
         self.epoch = epoch
+        self.budget = budget or TaskBudget()
         self.max_in_flight = MAX_STEPS_IN_FLIGHT
         self.state_version = "0"
         self.state_size = 0
@@ -102,12 +171,23 @@ class StepRunner:
         inline = dict(engine.state) if self.state_size <= INLINE_STATE_LIMIT else None
         window = asyncio.Semaphore(self.max_in_flight)
         running = [asyncio.ensure_future(self._run_step(t, inline, window)) for t in tasks]
+        # Counted as steps finish, so the conditions below cost O(1) however wide the superstep
+        # (they are checked after every activation job, e.g. each of 5,000 activity results).
+        finished = [0, 0]  # steps done, steps failed
+
+        def count(f: asyncio.Future[StepResult]) -> None:
+            finished[0] += 1
+            if not f.cancelled() and f.exception() is not None:
+                finished[1] += 1
+
+        for f in running:
+            f.add_done_callback(count)
 
         def settled() -> bool:
-            return all(f.done() for f in running)
+            return finished[0] == len(running)
 
         def failed() -> bool:
-            return any(f.done() and not f.cancelled() and f.exception() is not None for f in running)
+            return finished[1] > 0
 
         try:
             await workflow.wait_condition(lambda: settled() or failed() or interrupted())
@@ -146,20 +226,30 @@ class StepRunner:
         name = self.topology.name or ""
         async with window:
             local, options = activity_options(self.step_options.get(task.executor_id, {}))
-            arg = encode_step_input(StepInput(task, self.state_version, inline, self.epoch))
+            signature = self.topology.signature_hash[:SIGNATURE_PREFIX]
+            arg = encode_step_input(StepInput(task, self.state_version, inline, self.epoch, signature))
             # "<superstep>.<index>.<executor>" is what the Web UI lists, so a step
             # needs no summary: one payload less to record and visit per step.
             activity_id = f"{task.superstep}.{task.index}.{task.executor_id}"
             activity_type = step_activity_name(name, task.executor_id)
             raw: dict[str, Any]
+            budget = self.budget
             if local:
+                # Its input is not recorded; its result is, in a marker, in the task it comes back in.
                 raw = await workflow.execute_local_activity(
                     activity_type, arg, result_type=dict, activity_id=activity_id, **options
                 )
+                budget.charge(len(to_json(raw)))
             else:
-                raw = await workflow.execute_activity(
-                    activity_type, arg, result_type=dict, activity_id=activity_id, **options
-                )
+                size = len(to_json(arg))
+                async with budget.lock:
+                    # Steps whose inputs would pass the budget together start in the next workflow task.
+                    await budget.room(size)
+                    handle = workflow.start_activity(
+                        activity_type, arg, result_type=dict, activity_id=activity_id, **options
+                    )
+                    budget.charge(size)
+                raw = await handle
         return decode_step_result(raw, task, self.topology.fan_in_groups)
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
@@ -168,15 +258,22 @@ class StepRunner:
         Raises:
             ReducerFailed: it raised (after its retries).
         """
+        inp = ReduceInput(self.topology.name or "", reduction.key, reduction.committed, list(reduction.writes))
+        size = len(to_json(inp))
+        budget = self.budget
         try:
-            result: Envelope = await workflow.execute_activity(
-                ACTIVITY_REDUCE,
-                ReduceInput(self.topology.name or "", reduction.key, reduction.committed, list(reduction.writes)),
-                result_type=Envelope,
-                start_to_close_timeout=timedelta(minutes=1),
-                retry_policy=RetryPolicy(maximum_attempts=3),
-                summary=f"reduce {reduction.key!r} · superstep {superstep}",
-            )
+            async with budget.lock:
+                await budget.room(size)
+                handle = workflow.start_activity(
+                    ACTIVITY_REDUCE,
+                    inp,
+                    result_type=Envelope,
+                    start_to_close_timeout=timedelta(minutes=1),
+                    retry_policy=RetryPolicy(maximum_attempts=3),
+                    summary=f"reduce {reduction.key!r} · superstep {superstep}",
+                )
+                budget.charge(size)
+            result: Envelope = await handle
         except ActivityError as e:
             failure = failure_of(e)
             raise ReducerFailed(failure.error_type, failure.message) from None

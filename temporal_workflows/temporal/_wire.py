@@ -104,6 +104,8 @@ def encode_step_input(inp: StepInput) -> dict[str, Any]:
         out["state"] = {k: encode_envelope(v) for k, v in inp.state.items()}
     if inp.epoch:
         out["epoch"] = inp.epoch
+    if inp.signature:
+        out["signature"] = inp.signature
     return out
 
 
@@ -134,7 +136,7 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
         state = None
     else:
         state = {k: decode_envelope(v) for k, v in raw.get("state", {}).items()}
-    return StepInput(task, raw.get("state_version", ""), state, raw.get("epoch", 0))
+    return StepInput(task, raw.get("state_version", ""), state, raw.get("epoch", 0), raw.get("signature", ""))
 
 
 def _derived_fan_in(groups: Mapping[str, FanInGroup], source_id: str | None, target_id: str) -> str | None:

@@ -35,7 +35,7 @@ from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue, RetryPolicy
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
@@ -59,20 +59,33 @@ from temporal_workflows._errors import (
     WorkflowError,
     WorkflowRunError,
 )
-from temporal_workflows._events import WorkflowEvent, WorkflowResetEvent, WorkflowStartedEvent
+from temporal_workflows._events import (
+    WorkflowEvent,
+    WorkflowFailedEvent,
+    WorkflowResetEvent,
+    WorkflowRunState,
+    WorkflowStartedEvent,
+    WorkflowStatusEvent,
+)
 from temporal_workflows.temporal._checkpointing import CheckpointAsk, Checkpoints, ResetPlan
 from temporal_workflows.temporal._failures import to_failure
-from temporal_workflows.temporal._inbox import Inbox, refuse
+from temporal_workflows.temporal._inbox import Inbox, oversized_send, refuse
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_TOPOLOGY,
     ACTIVITY_VALIDATE,
     DEFAULT_MAX_HISTORY_EVENTS,
     EVENTS_TOPIC,
+    FAILURE_INPUT_TOO_LONG,
     FAILURE_RUN_CLOSED,
     FAILURE_UNDELIVERABLE,
     FAILURE_UNKNOWN_GRAPH,
     LEGACY_FAILURE_TYPES,
+    MAX_ID_CHARS,
+    MAX_LABEL_CHARS,
     MAX_STEPS_IN_FLIGHT,
+    MAX_TYPE_NAME_CHARS,
+    POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES,
+    POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS,
     QUERY_CHECKPOINT,
     QUERY_CHECKPOINTS,
     QUERY_COMMITTED_STATE,
@@ -100,12 +113,21 @@ from temporal_workflows.temporal._protocol import (
     StateSnapshot,
     Validated,
     ValidateInput,
+    quote,
+    too_long,
 )
-from temporal_workflows.temporal._status import StatusBoard, quote
-from temporal_workflows.temporal._supersteps import StepRunner
+from temporal_workflows.temporal._status import StatusBoard
+from temporal_workflows.temporal._supersteps import PATCH_TASK_BUDGET, StepRunner, TaskBudget
 from temporal_workflows.temporal._tracing import workflow_span
 
-__all__ = ["GraphWorkflow", "MIN_SEGMENT_EVENTS", "PATCH_CHECKPOINT_FAILURE_FAILS_RUN", "STREAM_EVENTS_CARRIED"]
+__all__ = [
+    "GraphWorkflow",
+    "MIN_SEGMENT_EVENTS",
+    "PATCH_CARRY_LATER",
+    "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
+    "PATCH_STATUS_ON_EVERY_FAILURE",
+    "STREAM_EVENTS_CARRIED",
+]
 
 STREAM_EVENTS_CARRIED = 1000
 """Most recent events a run carries across continue-as-new (older offsets are then gone)."""
@@ -115,6 +137,14 @@ MIN_SEGMENT_EVENTS = 20
 
 PATCH_CHECKPOINT_FAILURE_FAILS_RUN = "checkpoint-failure-fails-run"
 """Runs recorded before this went on (with a warning) when an automatic checkpoint could not be saved."""
+
+PATCH_CARRY_LATER = "continue-as-new-after-large-input"
+"""Runs recorded before this failed (``RunTooLargeError``) when history was long at a boundary whose
+unprocessed outside input was too large to carry; newer ones continue as new once it is processed."""
+
+PATCH_STATUS_ON_EVERY_FAILURE = "status-on-every-failure"
+"""Runs recorded before this left the status search attribute as it was when the run failed outside
+the superstep driver (an activity of the workflow's own failing for good)."""
 
 SIGNALS = (SIGNAL_RESPOND, SIGNAL_SEND, SIGNAL_CLOSE, SIGNAL_CHECKPOINT, SIGNAL_RESET)
 UPDATES = (UPDATE_RESPOND, UPDATE_SEND, UPDATE_CHECKPOINT, UPDATE_RESET)
@@ -140,6 +170,20 @@ def _short(e: BaseException, limit: int = 300) -> str:
     """An error message fit for a warning or a failure: one line, bounded, quoting no input values."""
     text = " ".join((validation_message(e) if isinstance(e, ValidationError) else str(e)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _failure_message(e: BaseException) -> str:
+    """What failed the run, for ``status``: the activity's own error rather than "Activity task failed"."""
+    while isinstance(e, FailureError) and not isinstance(e, ApplicationError) and e.cause is not None:
+        e = e.cause
+    return _short(e, 1000) if not isinstance(e, FailureError) else " ".join(e.message.split())[:1000]
+
+
+def _failure_type(e: BaseException) -> str:
+    """The failure's type as the client reads it back (``InvalidRunInputError``, ``UnknownGraphError``, ...)."""
+    while isinstance(e, FailureError) and not isinstance(e, ApplicationError) and e.cause is not None:
+        e = e.cause
+    return (e.type if isinstance(e, ApplicationError) else None) or type(e).__name__
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -189,6 +233,37 @@ def _check_input(inp: RunInput) -> None:
         )
     if inp.message_type is not None and not isinstance(inp.message_type, str):
         raise InvalidRunInputError("message_type must be a type name (a string)")
+    error = too_long("message_type", inp.message_type, MAX_TYPE_NAME_CHARS)
+    if inp.fork_from is not None:
+        error = error or too_long("fork_from.checkpoint_id", inp.fork_from.checkpoint_id, MAX_ID_CHARS)
+    if error is not None:
+        raise InvalidRunInputError(error)
+
+
+def _check_carried(carried: Carried, topology: Topology) -> None:
+    """Refuse a ``carried`` start input no run of this graph could have handed over (the snapshot: the engine's)."""
+    for i, item in enumerate(carried.inbox.items if carried.inbox else ()):
+        where = f"carried.inbox.items[{i}]"
+        if item.kind not in ("respond", "send"):
+            raise InvalidRunInputError(f"{where}.kind must be 'respond' or 'send', not {quote(str(item.kind))}")
+        error = too_long(f"{where}.key", item.key, MAX_ID_CHARS)
+        if error is not None:
+            raise InvalidRunInputError(error)
+        if item.kind == "send" and item.key not in topology.executor_ids:
+            raise InvalidRunInputError(
+                f"{where} is a message for {quote(item.key)}, not an executor of graph {topology.name!r}"
+            )
+
+
+def _reset_error(req: ResetRequest) -> str | None:
+    """Why a reset request is refused before anything is looked up: an id or type name over its limit."""
+    return too_long("checkpoint id", req.checkpoint_id, MAX_ID_CHARS) or too_long(
+        "message type", req.message_type, MAX_TYPE_NAME_CHARS
+    )
+
+
+def _label_error(req: CheckpointRequest | None) -> str | None:
+    return too_long("label", req.label if req else None, MAX_LABEL_CHARS)
 
 
 @workflow.defn(dynamic=True, sandboxed=False)
@@ -224,7 +299,8 @@ class GraphWorkflow:
         self._stream = WorkflowStream(prior_state=carried.stream if carried else None)
         self._events = self._stream.topic(EVENTS_TOPIC, type=Envelope)
         self._board = StatusBoard(self._publish, carried.status if carried else None)
-        self._inbox = Inbox(self._validate, self._board, carried.inbox if carried else None)
+        self._budget = TaskBudget()
+        self._inbox = Inbox(self._validate, self._board, carried.inbox if carried else None, budget=self._budget)
         self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
         self._engine: Engine | None = None
         self._topology: Topology | None = None
@@ -342,6 +418,11 @@ class GraphWorkflow:
         req, ok = self._signal_arg(SIGNAL_CHECKPOINT, raw, CheckpointRequest)
         if not ok:
             return
+        error = _label_error(req)
+        if error is not None:
+            # Never stored: the checkpoint list is carried across continue-as-new and served by query.
+            self._board.warn(f"signal 'checkpoint' ignored: {error}")
+            return
         if not self._board.closed:
             self._checkpoints.asks.append(CheckpointAsk(req.label if req else None, via_update=False))
 
@@ -359,12 +440,19 @@ class GraphWorkflow:
     @take_checkpoint.validator
     def _validate_take_checkpoint(self, req: CheckpointRequest | None = None) -> None:
         self._check_open()
+        error = _label_error(req)
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
 
     @workflow.signal(name=SIGNAL_RESET)
     async def reset_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
         """Reset at the next boundary; an unusable request becomes a warning."""
         req, ok = self._signal_arg(SIGNAL_RESET, raw, ResetRequest)
         if not ok:
+            return
+        error = _reset_error(req) if req is not None else None
+        if error is not None:
+            self._board.warn(f"reset refused: {error}")
             return
         try:
             self._reset = await self._plan_reset(req or ResetRequest())
@@ -375,6 +463,7 @@ class GraphWorkflow:
     async def reset_run(self, req: ResetRequest | None = None) -> dict[str, Any]:
         """Reset at the next boundary (now, if idle); returns once the reset is accepted."""
         self._updates_since_task = True
+        self._budget.charge(json_size(req))  # the SDK repeats the accepted update's input in this task
         plan = await self._plan_reset(req or ResetRequest())
         self._reset = plan
         return {
@@ -386,6 +475,9 @@ class GraphWorkflow:
     @reset_run.validator
     def _validate_reset_run(self, req: ResetRequest | None = None) -> None:
         self._check_open()
+        error = _reset_error(req) if req is not None else None
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
         cid = req.checkpoint_id if req else None
         cps = self._checkpoints
         if cid is not None and cps.history_only and cid not in cps.kept:
@@ -395,9 +487,13 @@ class GraphWorkflow:
         self._check_open()
         await workflow.wait_condition(lambda: self._topology is not None)
         assert self._topology is not None
-        return await self._checkpoints.plan_reset(
+        plan = await self._checkpoints.plan_reset(
             req, self._topology, self._validate, start=self._start_env, lineage=self._lineage
         )
+        if plan.checkpoint is not None:
+            # Loaded by a local activity, whose marker records it in this workflow task.
+            self._budget.charge(json_size(plan.checkpoint))
+        return plan
 
     @workflow.update(name=UPDATE_RESPOND)
     async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
@@ -421,6 +517,9 @@ class GraphWorkflow:
     @send_message.validator
     def _validate_send_message(self, inp: SendInput) -> None:
         self._check_open()
+        error = oversized_send(inp)
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
         topology = self._topology
         if topology is not None and inp.executor_id not in topology.executor_ids:
             raise refuse(
@@ -450,15 +549,30 @@ class GraphWorkflow:
     async def _validate(self, executor_id: str, value: Envelope, request: PendingRequest | None) -> Validated:
         """Type-check outside input in a local activity: the types are user code."""
         name = workflow.info().workflow_type
-        result: Validated = await workflow.execute_local_activity(
-            ACTIVITY_VALIDATE,
-            ValidateInput(name, executor_id, value, request),
-            result_type=Validated,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=3),
-            summary=f"validate {'response to ' + request.request_id if request else 'message for ' + executor_id}",
-        )
-        return result
+
+        async def validate() -> Validated:
+            checked: Validated = await workflow.execute_local_activity(
+                ACTIVITY_VALIDATE,
+                ValidateInput(name, executor_id, value, request),
+                result_type=Validated,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"validate {'response to ' + request.request_id if request else 'message for ' + executor_id}",
+            )
+            return checked
+
+        budget = self._budget
+        if not workflow.patched(PATCH_TASK_BUDGET):
+            result = await validate()  # recorded before: validations ran side by side
+        else:
+            # Its marker records the result in this workflow task: one validation at a time, with room
+            # for a whole value (what a validation that changed the value returns, at most).
+            async with budget.lock:
+                await budget.room(self._payload_limit)
+                result = await validate()
+                budget.charge(json_size(result))
+        # The activity returns only what validation changed (the value is in history already).
+        return result.resolved(value)
 
     # -- events ------------------------------------------------------------------
 
@@ -472,6 +586,21 @@ class GraphWorkflow:
 
     @workflow.run
     async def run(self, args: Sequence[RawValue]) -> dict[str, Any]:
+        try:
+            return await self._run()
+        except (FailureError, WorkflowError) as e:
+            # Whatever fails the run (its input, an activity of its own), ``status`` must not say otherwise.
+            if not self._board.closed:
+                message = _failure_message(e)
+                upsert = self._board.attribute is not None and workflow.patched(PATCH_STATUS_ON_EVERY_FAILURE)
+                self._board.fail(message, upsert=upsert)
+                # Like every failed run's, its event stream ends with the failure (publishing is no command).
+                superstep = self._engine.superstep if self._engine is not None else 0
+                self._publish(WorkflowFailedEvent(error_type=_failure_type(e), error=message, superstep=superstep))
+                self._publish(WorkflowStatusEvent(state=WorkflowRunState.FAILED))
+            raise
+
+    async def _run(self) -> dict[str, Any]:
         name = workflow.info().workflow_type
         inp = self._input
         if self._input_error is not None:
@@ -500,20 +629,31 @@ class GraphWorkflow:
         cps.setup = pinned.checkpoints or CheckpointSetup()
         self._payload_limit = pinned.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
         self._max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
-        steps = self._steps = StepRunner(topology, pinned.step_options or {}, epoch=self._epoch)
+        steps = self._steps = StepRunner(topology, pinned.step_options or {}, epoch=self._epoch, budget=self._budget)
         steps.max_in_flight = inp.max_steps_in_flight or MAX_STEPS_IN_FLIGHT
         engine = Engine(topology)
         carried = self._carried
+        # What the engine starts from, named in the error if it cannot (a forged or corrupt snapshot).
+        source = "message"
+        if carried is not None:
+            try:
+                _check_carried(carried, topology)
+            except InvalidRunInputError as e:
+                raise to_failure(e) from None
         try:
             if carried is not None:
                 if carried.snapshot is not None:
+                    source = "carried.snapshot"
                     engine.restore(carried.snapshot.to_snapshot())
                 elif carried.start is not None:
+                    source = "carried.start"
                     engine.start(carried.start)
             elif inp.fork_from is not None:
                 fork = inp.fork_from
                 cp = await cps.load(fork.workflow_id, fork.checkpoint_id)
+                self._budget.charge(json_size(cp))  # its local activity's marker records it in this task
                 cps.check_signature(cp, topology, fork.allow_signature_mismatch)
+                source = f"fork_from: checkpoint {quote(fork.checkpoint_id)} of workflow {quote(fork.workflow_id)}"
                 engine.restore(cp.to_snapshot())
                 self._lineage = {"workflow_id": fork.workflow_id, "checkpoint_id": fork.checkpoint_id}
                 cps.restored(cp.checkpoint_id, base=False)
@@ -521,7 +661,8 @@ class GraphWorkflow:
                 self._start_env = Envelope(inp.message_type, inp.message)
                 engine.start(self._start_env)
         except WorkflowError as e:
-            raise to_failure(InvalidRunInputError(f"the run cannot start from its input: {_short(e)}")) from None
+            error = InvalidRunInputError(f"the run cannot start from its input: {source}: {_short(e, 1000)}")
+            raise to_failure(error) from None
         self._engine = engine
         steps.restored(engine)
         if self._epoch:
@@ -565,6 +706,23 @@ class GraphWorkflow:
             return False
         return info.is_continue_as_new_suggested() or length >= self._max_events
 
+    def _carry_later(self, engine: Engine) -> bool:
+        """Whether a long history continues as new at a later boundary: the engine holds outside input that
+        arrived since the last one (large messages or responses), too large to carry, and this superstep
+        takes it. History still has room, so the run processes it first rather than fail."""
+        snap = engine.snapshot()
+        size = json_size(snap)
+        if size <= self._payload_limit:
+            return False
+        unprocessed = json_size(snap.pending) + json_size(snap.responses)
+        info = workflow.info()
+        return (
+            size - unprocessed <= self._payload_limit
+            and info.get_current_history_size() < POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES
+            and info.get_current_history_length() < POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS
+            and workflow.patched(PATCH_CARRY_LATER)
+        )
+
     async def _settle(self, engine: Engine, *, continuing: bool = False) -> None:
         """Let every handler finish before the run closes or continues as new.
 
@@ -603,6 +761,9 @@ class GraphWorkflow:
         if self._steps is not None:
             self._steps.in_flight = []
         await self._settle(engine, continuing=True)
+        # Its input (up to a payload) waits for the next workflow task if this one has recorded much.
+        while await self._budget.room(self._payload_limit):
+            await self._settle(engine, continuing=True)
         info = workflow.info()
         cps = self._checkpoints
         plan = self._reset  # a reset accepted while settling wins
@@ -680,13 +841,17 @@ class GraphWorkflow:
             parts.append((json_size([o.value.data for o in snapshot.outputs]), "outputs"))
             parts.append((json_size(snapshot.messages), "pending messages"))
             parts.append((json_size(list(snapshot.pending_requests.values())), "pending requests"))
+        checkpoints = carried.checkpoints
         for label, part in (
             ("outside input not yet delivered", carried.inbox),
-            ("checkpoint list", carried.checkpoints),
+            ("checkpoint list", checkpoints.listed if checkpoints else None),
+            ("checkpoints kept in the run (history-only storage)", checkpoints.kept if checkpoints else None),
             ("warnings", carried.status),
             ("start message", carried.start),
+            ("lineage", carried.lineage),
+            ("event stream", carried.stream),
         ):
-            if part is not None:
+            if part:
                 parts.append((json_size(part), label))
         largest = sorted(parts, reverse=True)[:3]
         return RunTooLargeError(
@@ -721,7 +886,7 @@ class _Host(DriverHost):
         return self.wf._closing or (not self.wf._keep_alive and not engine.pending_requests)
 
     async def before_superstep(self, engine: Engine) -> None:
-        if self.wf._history_is_long():
+        if self.wf._history_is_long() and not self.wf._carry_later(engine):
             await self.wf._continue_as_new(engine)
 
     async def wait_for_input(self, engine: Engine) -> None:

@@ -229,7 +229,7 @@ LONG_STEP = ExecutorOptions(
     ),
 )
 QUICK_STEP = ExecutorOptions(
-    # No heartbeats: a short start-to-close timeout is what notices that a quick step's worker is gone.
+    # Shorter than the heartbeat timeout: this start-to-close timeout notices that a quick step's worker is gone.
     start_to_close_timeout=timedelta(seconds=5),
     retry_policy=RetryPolicy(
         initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=1), maximum_attempts=20
@@ -344,8 +344,8 @@ async def doomed(text: str, ctx: WorkflowContext[None, str]) -> None:
 always_fails = WorkflowBuilder(start_executor=intake, name="fault_always_fails").add_edge(intake, doomed).build()
 
 OVERRUN_TIMEOUT = timedelta(seconds=1)
-OVERRUN_BY = 3
-"""The first attempt of ``slowpoke`` takes this many times its start-to-close timeout."""
+OVERRUN_BY = 10
+"""The first attempt of ``slowpoke`` would take this many times its start-to-close timeout (it is stopped first)."""
 
 
 @executor(
@@ -356,16 +356,22 @@ OVERRUN_BY = 3
     ),
 )
 async def slowpoke(text: str, ctx: WorkflowContext[None, str]) -> None:
-    """Its first attempt overruns its start-to-close timeout (and then returns, too late); later ones are quick.
+    """Its first attempt overruns its start-to-close timeout; later ones are quick.
 
-    It does not heartbeat, so nothing tells the first attempt that it timed out:
-    it runs to its end and its result is refused by the server.
+    It never calls ``ctx.heartbeat()``, but the step activity heartbeats for it
+    (the server keeps a heartbeat timeout no longer than the start-to-close
+    timeout, so every third of a second here): the first heartbeat after the
+    timeout is refused, and the first attempt is cancelled then, instead of
+    running on to a result that would be refused.
     """
     await _record(ctx, "started")
     try:
         if ctx.attempt == 1:
             await asyncio.sleep(OVERRUN_BY * OVERRUN_TIMEOUT.total_seconds())
         await ctx.yield_output(f"{text} on attempt {ctx.attempt}")
+    except asyncio.CancelledError:
+        await _record(ctx, "cancelled", _cancel_reason())
+        raise
     finally:
         await _record(ctx, "ended")
 
@@ -398,6 +404,72 @@ async def marathon(seconds: float, ctx: WorkflowContext[None, str]) -> None:
 long_step = WorkflowBuilder(start_executor=marathon, name="fault_long_step").build()
 
 
+# -- default options: the step activity heartbeats for steps that do not --------------------------------
+
+
+@executor(id="dawdle")
+async def dawdle(job: Job, ctx: WorkflowContext[None, dict[str, Any]]) -> None:
+    """A step with default options that never calls ``ctx.heartbeat()``; held (a plain sleep) in a worker to be killed.
+
+    Only the step activity's own heartbeats tell the server it is alive, so
+    only they can notice, within the default heartbeat timeout, that its
+    worker died.
+    """
+    await _record(ctx, "started")
+    amount = amount_of(job, WORKERS[0])
+    await _record(ctx, "applied" if await _apply(ctx, amount) else "duplicate", str(amount))
+    if ctx.attempt == 1 and os.environ.get(ENV_HOLD) == "1":
+        await _record(ctx, "holding")
+        await asyncio.sleep(HOLD_SECONDS)  # until this process is killed
+    await ctx.yield_output({"run": job.run, "amount": amount})
+    await _record(ctx, "finished")
+
+
+unconfigured = WorkflowBuilder(start_executor=dawdle, name="fault_unconfigured").build()
+
+
+@executor(id="idler", options=ExecutorOptions(retry_policy=RetryPolicy(maximum_attempts=1)))
+async def idler(seconds: float, ctx: WorkflowContext[None, str]) -> None:
+    """A long step with the default heartbeat timeout that never heartbeats itself, and cleans up when cancelled."""
+    await _record(ctx, "started")
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        await _record(ctx, "cancelled", _cancel_reason())
+        await _record(ctx, "cleanup")
+        raise
+    finally:
+        await _record(ctx, "ended")
+    await ctx.yield_output("finished")
+
+
+idle_step = WorkflowBuilder(start_executor=idler, name="fault_idle_step").build()
+
+STUBBORN_HEARTBEAT_TIMEOUT = timedelta(seconds=2)
+STUBBORN_LINGER = 4 * STUBBORN_HEARTBEAT_TIMEOUT.total_seconds()
+"""How long ``stubborn`` goes on after swallowing its cancel: longer than its heartbeat timeout."""
+
+
+@executor(
+    id="stubborn",
+    options=ExecutorOptions(heartbeat_timeout=STUBBORN_HEARTBEAT_TIMEOUT, retry_policy=RetryPolicy(maximum_attempts=1)),
+)
+async def stubborn(seconds: float, ctx: WorkflowContext[None, str]) -> None:
+    """A long step that swallows its cancel and carries on for a while (what a step must not do)."""
+    await _record(ctx, "started")
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        await _record(ctx, "ignored", _cancel_reason())
+        await asyncio.sleep(STUBBORN_LINGER)
+    finally:
+        await _record(ctx, "ended")
+    await ctx.yield_output("finished")
+
+
+ignores_cancel = WorkflowBuilder(start_executor=stubborn, name="fault_ignores_cancel").build()
+
+
 def all_workflows() -> list[Workflow]:
     """Every graph a fault worker hosts."""
-    return [rounds, fails_twice, always_fails, overrun, long_step]
+    return [rounds, fails_twice, always_fails, overrun, long_step, unconfigured, idle_step, ignores_cancel]

@@ -324,6 +324,9 @@ def all_workflows() -> list[Workflow]:
         big_fan_in,
         big_outputs,
         laps,
+        measurer,
+        big_answers,
+        big_fan_out,
     ]
 
 
@@ -430,3 +433,92 @@ def laps_graph(name: str = "it_laps") -> Workflow:
 
 
 laps = laps_graph()
+
+
+# -- what one workflow task records (docs/bad-input.md, tests/integration/test_task_budget.py) ---------
+
+
+class Doc(BaseModel):
+    """A large text with a default field: a plain ``{"text": ...}`` sent for it is changed by validation."""
+
+    text: str
+    words: int = 0
+
+
+class Pause(BaseModel):
+    """Holds its step until the test sets ``PAUSES[workflow id]``: input sent meanwhile waits for one boundary."""
+
+    hold: bool = True
+
+
+PAUSES: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
+
+
+class Measure(Executor):
+    """Takes a large message and yields something small (its length): outputs add up against the limit too."""
+
+    @handler
+    async def text(self, text: str, ctx: WorkflowContext[None, int]) -> None:
+        await ctx.yield_output(len(text))
+
+    @handler
+    async def doc(self, doc: Doc, ctx: WorkflowContext[None, int]) -> None:
+        await ctx.yield_output(len(doc.text) + doc.words)
+
+    @handler
+    async def pause(self, pause: Pause, ctx: WorkflowContext[None, int]) -> None:
+        await PAUSES[ctx.run_id].wait()
+        await ctx.yield_output(0)
+
+
+measurer = WorkflowBuilder(start_executor=Measure("measure"), name="it_measure").build()
+"""A keep-alive conversation of large messages (or one run of a large start message)."""
+
+
+class BigAsker(Executor):
+    """Asks for a (large) text and yields its length."""
+
+    @handler
+    async def ask(self, topic: str, ctx: WorkflowContext) -> None:
+        await ctx.request_info(Question(asker=self.id, text=f"{self.id}: a long text about {topic}?"), str)
+
+    @response_handler
+    async def answered(self, q: Question, text: str, ctx: WorkflowContext[None, int]) -> None:
+        await ctx.yield_output(len(text))
+
+
+@executor(id="topics")
+async def topics(topic: str, ctx: WorkflowContext[str]) -> None:
+    await ctx.send_message(topic)
+
+
+big_answers = (
+    WorkflowBuilder(start_executor=topics, name="it_big_answers")
+    .add_fan_out_edges(topics, [BigAsker("ann"), BigAsker("ben"), BigAsker("cy")])
+    .build()
+)
+"""Three requests pending at once, each answered with a large text."""
+
+
+class Producer(Executor):
+    @handler
+    async def produce(self, size: int, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message(self.id[-1] * size)
+
+
+@executor(id="spread")
+async def spread(size: int, ctx: WorkflowContext[int]) -> None:
+    await ctx.send_message(size)
+
+
+producers = [Producer("producer1"), Producer("producer2"), Producer("producer3")]
+tally = Measure("tally")
+big_fan_out = (
+    WorkflowBuilder(start_executor=spread, name="it_big_fan_out")
+    .add_fan_out_edges(spread, producers)
+    .add_edge(producers[0], tally)
+    .add_edge(producers[1], tally)
+    .add_edge(producers[2], tally)
+    .build()
+)
+"""Three large messages for one executor in one superstep: three steps whose inputs add up past 4 MiB."""

@@ -1,5 +1,9 @@
 """Fault injection on a real dev server: killed workers, a restarted server, retries, timeouts, cancellation.
 
+Steps with default options heartbeat by themselves (the step activity does it
+while the handler runs): section 5 kills the only worker of such steps, and
+cancels a step that never calls ``ctx.heartbeat()``.
+
 Every test checks that nothing was lost. Outputs and committed state equal an
 undisturbed in-process reference run of the same graph, and the side-effect
 log (``fault_graphs.EffectLog``, a SQLite file the steps write) shows every
@@ -40,8 +44,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
-from temporal_workflows import ExecutorFailedError, SqliteCheckpointStorage
+from temporal_workflows import ExecutorFailedError, SqliteCheckpointStorage, Workflow
 from temporal_workflows._engine.serde import encode
+from temporal_workflows._graph.executor import DEFAULT_HEARTBEAT_TIMEOUT
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, start_dev_server, start_run
 from temporal_workflows.temporal._devserver import free_port
 from tests.integration import fault_graphs
@@ -190,13 +195,15 @@ unaffected (they have their own timeouts).
 """
 
 
-async def start_jobs(client: Client, jobs: Sequence[Job], prefix: str, task_queue: str) -> list[RunHandle]:
-    """Start one ``fault_rounds`` run per job with the plain SDK (``docs/temporal.md``'s contract)."""
+async def start_jobs(
+    client: Client, jobs: Sequence[Job], prefix: str, task_queue: str, graph: Workflow = fault_graphs.rounds
+) -> list[RunHandle]:
+    """Start one run of ``graph`` (``fault_rounds``) per job with the plain SDK (``docs/temporal.md``'s contract)."""
 
     async def start(i: int, job: Job) -> RunHandle:
         message = encode(job)
         handle = await client.start_workflow(
-            fault_graphs.rounds.name or "",
+            graph.name or "",
             {"message": message.data, "message_type": message.type},
             id=f"{prefix}-{i}",
             task_queue=task_queue,
@@ -433,15 +440,23 @@ async def test_a_step_overrunning_its_start_to_close_timeout_is_retried(local: L
     assert started.attempt == 2
     assert started.last_failure.timeout_failure_info.timeout_type == TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE
 
-    # Nothing told the first attempt it had timed out (it does not heartbeat): it ran on, and its
-    # late result was refused. Wait for it to end so that nothing is left running.
+    # The first attempt never heartbeats itself, but its step activity does: the first heartbeat after
+    # the timeout was refused (the attempt was gone from the server), which cancelled the attempt long
+    # before it would have ended by itself. Wait for it to end so that nothing is left running.
     def both_ended() -> list[fault_graphs.Event] | None:
         events = local.events(handle.id)
-        return events if [e.attempt for e in events if e.event == "ended"] == [2, 1] else None
+        return events if sorted(e.attempt for e in events if e.event == "ended") == [1, 2] else None
 
     events = await until("the overrunning first attempt to end", both_ended)
     first, second = (next(e for e in events if e.attempt == n and e.event == "started") for n in (1, 2))
     assert second.at - first.at >= fault_graphs.OVERRUN_TIMEOUT.total_seconds()
+    assert [(e.event, e.detail) for e in events if e.attempt == 1] == [
+        ("started", ""),
+        ("cancelled", "not_found"),
+        ("ended", ""),
+    ]
+    ended = next(e for e in events if e.attempt == 1 and e.event == "ended")
+    assert ended.at - first.at < fault_graphs.OVERRUN_BY * fault_graphs.OVERRUN_TIMEOUT.total_seconds()
 
 
 async def test_a_cancelled_run_cancels_its_heartbeating_step_and_ends_after_it_cleaned_up(local: Local) -> None:
@@ -463,4 +478,103 @@ async def test_a_cancelled_run_cancels_its_heartbeating_step_and_ends_after_it_c
         assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED in kinds
     finally:
         # Either way, leave nothing running in this process's worker.
+        await until("the step to end", lambda: any(e.event == "ended" for e in local.events(handle.id)))
+
+
+# -- 5. default options: every step heartbeats by itself ---------------------------------------------
+
+
+async def test_only_worker_killed_with_default_options_runs_resume_within_the_heartbeat_timeout(
+    temporal_address: str, tmp_path: Path, log: EffectLog
+) -> None:
+    """No executor options and no ``ctx.heartbeat()``: a kill -9 stalls runs for about 30 s, not 5 minutes."""
+    jobs = [Job(run=i) for i in range(5)]
+    queue = f"faults-default-{uuid.uuid4().hex[:8]}"
+    client = await connect(temporal_address)
+    async with WorkerProcesses(temporal_address, queue, log, tmp_path) as workers:
+        (victim,) = await workers.start("victim", hold=True)
+        handles = await start_jobs(client, jobs, queue, queue, fault_graphs.unconfigured)
+        held = await until(
+            "every run's step to be running on the victim",
+            lambda: keys if len(keys := held_keys(log, victim)) == len(jobs) else None,
+        )
+        for status in await asyncio.gather(*(h.status() for h in handles)):
+            assert status["status"] == "running" and status["in_flight"] == ["dawdle"], status
+        killed_at = time.monotonic()
+        await workers.kill("victim")
+        (rescuer,) = await workers.start("rescuer")
+        results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), DEADLINE)
+        recovery = time.monotonic() - killed_at
+    want = [[{"run": job.run, "amount": fault_graphs.amount_of(job, fault_graphs.WORKERS[0])}] for job in jobs]
+    assert [r["outputs"] for r in results] == want
+    # Noticed by the heartbeat timeout (the steps started shortly before the kill), far from the 5-minute
+    # start-to-close timeout that was all a step without heartbeats had.
+    assert recovery < DEFAULT_HEARTBEAT_TIMEOUT.total_seconds() + 30, recovery
+    for h in handles:
+        history = await h.handle.fetch_history()
+        (scheduled,) = [
+            e.activity_task_scheduled_event_attributes
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        ]
+        assert scheduled.heartbeat_timeout.ToTimedelta() == DEFAULT_HEARTBEAT_TIMEOUT
+        started = await _step_started(h, "dawdle")
+        assert started.attempt == 2
+        assert started.last_failure.timeout_failure_info.timeout_type == TimeoutType.TIMEOUT_TYPE_HEARTBEAT
+    # Nothing lost, nothing applied twice: the retry found its effect in, by its idempotency key.
+    assert_reattempted_elsewhere(log, held, victim)
+    job_of = {h.id: i for i, h in enumerate(handles)}
+    assert {job_of[run]: total for run, total in log.balances().items()} == {
+        i: fault_graphs.amount_of(job, fault_graphs.WORKERS[0]) for i, job in enumerate(jobs)
+    }
+    assert Counter(e.key for e in log.events() if e.event == "applied").most_common(1)[0][1] == 1
+    assert {e.pid for e in log.events()} == {victim, rescuer}
+
+
+async def test_a_cancel_reaches_a_step_that_never_heartbeats_itself(local: Local) -> None:
+    handle = await start_run(local.client, fault_graphs.idle_step, 600.0, task_queue=local.task_queue)
+    await until("the step to start", lambda: local.events(handle.id))
+    await handle.handle.cancel()
+    try:
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(handle.result(), DEADLINE)
+        assert isinstance(info.value.cause, CancelledError)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+        # The step activity's own heartbeat brought the cancel: the step saw CancelledError, cleaned
+        # up, and the run ended once it had (a heartbeating step's cancel waits for it).
+        events = local.events(handle.id)
+        assert [e.event for e in events] == ["started", "cancelled", "cleanup", "ended"]
+        assert events[1].detail == "cancel_requested"
+        assert events[1].at - events[0].at < DEFAULT_HEARTBEAT_TIMEOUT.total_seconds()
+        kinds = [e.event_type for e in (await handle.handle.fetch_history()).events]
+        assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in kinds
+        assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED in kinds
+    finally:
+        await until("the step to end", lambda: any(e.event == "ended" for e in local.events(handle.id)))
+
+
+async def test_a_step_ignoring_its_cancel_holds_the_run_no_longer_than_its_heartbeat_timeout(local: Local) -> None:
+    handle = await start_run(local.client, fault_graphs.ignores_cancel, 600.0, task_queue=local.task_queue)
+    await until("the step to start", lambda: local.events(handle.id))
+    await handle.handle.cancel()
+    try:
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(handle.result(), DEADLINE)
+        assert isinstance(info.value.cause, CancelledError)
+        desc = await handle.describe()
+        assert desc.status == WorkflowExecutionStatus.CANCELED and desc.close_time is not None
+        ignored = next(e for e in local.events(handle.id) if e.event == "ignored")
+        assert ignored.detail == "cancel_requested"
+        # Once the cancel had reached it, the step's automatic heartbeats stopped: it timed out on the
+        # server within its heartbeat timeout (not retried: its run asked for the cancel), and the run
+        # ended without waiting for the step to give up.
+        assert desc.close_time.timestamp() < ignored.at + fault_graphs.STUBBORN_LINGER
+        timed_out = [
+            e.activity_task_timed_out_event_attributes.failure.timeout_failure_info.timeout_type
+            for e in (await handle.handle.fetch_history()).events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT
+        ]
+        assert timed_out == [TimeoutType.TIMEOUT_TYPE_HEARTBEAT]
+    finally:
+        # It carries on regardless; wait for it so that nothing is left running in this worker.
         await until("the step to end", lambda: any(e.event == "ended" for e in local.events(handle.id)))

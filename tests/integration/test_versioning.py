@@ -15,11 +15,18 @@ from contextlib import asynccontextmanager
 
 import pytest
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from temporal_workflows import Executor, Workflow, WorkflowBuilder, WorkflowContext, handler, response_handler
+from temporal_workflows._engine.machine import StepTask
+from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, WorkerVersioning, build_id_for, start_run
+from temporal_workflows.temporal._activities.steps import build_activities
+from temporal_workflows.temporal._protocol import SIGNATURE_PREFIX, StepInput
 from temporal_workflows.temporal._versioning import current_build_id
+from temporal_workflows.temporal._wire import encode_step_input
 
 NAME = "it_versioned"
 
@@ -125,3 +132,24 @@ def test_versioning_needs_a_deployment_name() -> None:
     with pytest.raises(ValueError, match="deployment_name"):
         WorkerVersioning("")
     assert WorkerVersioning("app", build_id="v2").version([version("finish_a")]).build_id == "v2"
+
+
+async def test_a_worker_hosting_another_graph_refuses_the_step_naming_both_signatures() -> None:
+    """Without versioning, a mixed fleet never runs the wrong edges: the step is left to another worker."""
+    old, new = version("finish_a"), version("finish_b")
+    steps = {
+        getattr(a, "__temporal_activity_definition").name: a for a in build_activities([new])
+    }  # the new worker's activities
+    task = StepTask(superstep=1, index=0, executor_id="ask", kind="message", messages=(Envelope(None, "topic"),))
+    signature = old.graph_signature_hash[:SIGNATURE_PREFIX]
+    raw = encode_step_input(StepInput(task, "0", {}, 0, signature))
+    with pytest.raises(ApplicationError) as refused:
+        await ActivityEnvironment().run(steps[f"{NAME}.ask"], raw)
+    assert refused.value.type == "GraphSignatureMismatchError" and not refused.value.non_retryable
+    assert signature in refused.value.message and new.graph_signature_hash[:SIGNATURE_PREFIX] in refused.value.message
+    # The run's own graph takes it; so do steps scheduled by older runs, which carry no signature.
+    for ok in (new.graph_signature_hash[:SIGNATURE_PREFIX], ""):
+        result = await ActivityEnvironment().run(
+            steps[f"{NAME}.ask"], encode_step_input(StepInput(task, "0", {}, 0, ok))
+        )
+        assert result["requests"], result

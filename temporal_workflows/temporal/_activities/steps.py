@@ -47,6 +47,7 @@ from temporal_workflows.temporal._protocol import (
     ACTIVITY_REDUCE,
     ACTIVITY_TOPOLOGY,
     ACTIVITY_VALIDATE,
+    FAILURE_SIGNATURE_MISMATCH,
     FAILURE_STALE_STATE,
     QUERY_COMMITTED_STATE,
     STATUS_SEARCH_ATTRIBUTE,
@@ -154,13 +155,75 @@ def _non_retryable(e: WorkflowError) -> ApplicationError:
     return to_failure(e)
 
 
+class _Heartbeats:
+    """One running step's heartbeats: automatic ones while it runs, and the handler's own (``ctx.heartbeat``).
+
+    Every third of the step's heartbeat timeout (it has none: no automatic
+    heartbeats) the event loop sends one from a timer, so heartbeats continue
+    while the handler awaits anything, and a cancel still reaches the handler
+    as ``asyncio.CancelledError`` at its next ``await``. Automatic heartbeats
+    repeat the details last given (by ``ctx.heartbeat``, or else by the
+    previous attempt), which is what the next attempt reads. They stop once a
+    cancel has reached the step: a step that ignores it times out within its
+    heartbeat timeout, so a cancel or reset never waits longer for it (unless
+    the handler heartbeats itself). None is sent at the start: a step that
+    ends within a third of its heartbeat timeout sends none at all.
+    """
+
+    def __init__(self, info: activity.Info) -> None:
+        self.details: tuple[Any, ...] = tuple(info.heartbeat_details)
+        timeout = info.heartbeat_timeout
+        self._every = timeout.total_seconds() / 3 if timeout else 0.0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __call__(self, *details: Any) -> None:
+        self.details = details
+        activity.heartbeat(*details)
+
+    def start(self) -> None:
+        if self._every > 0:
+            self._timer = asyncio.get_running_loop().call_later(self._every, self._beat)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _beat(self) -> None:
+        self._timer = None
+        if activity.is_cancelled():
+            return
+        activity.heartbeat(*self.details)
+        self.start()
+
+
 def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Callable[..., Any]:
     graph = wf.graph
+    graph_signature = wf.graph_signature_hash
     fan_in_groups = wf.topology.fan_in_groups
 
     async def step(raw: dict[str, Any]) -> dict[str, Any]:
         info = activity.info()
+        heartbeats = _Heartbeats(info)
+        heartbeats.start()
+        try:
+            return await _step(raw, info, heartbeats)
+        finally:
+            heartbeats.stop()
+
+    async def _step(raw: dict[str, Any], info: activity.Info, heartbeats: _Heartbeats) -> dict[str, Any]:
         inp = decode_step_input(raw, executor_id)
+        if inp.signature and not graph_signature.startswith(inp.signature):
+            # A worker hosting another version of this graph (a rolling deploy without
+            # Worker Versioning): never run its edges for this run; another worker may take it.
+            raise ApplicationError(
+                f"graph {graph.name!r} on this worker has signature {graph_signature[: len(inp.signature)]}…, "
+                f"but the run was started under {inp.signature}…; this step is left to a worker hosting the "
+                "run's graph (turn on Worker Versioning to route it there: docs/deployment.md)",
+                {"run_signature": inp.signature, "worker_signature": graph_signature},
+                type=FAILURE_SIGNATURE_MISMATCH,
+                non_retryable=False,
+            )
         state = inp.state
         if state is None:
             state = await cache.get(info.workflow_id or "", info.workflow_run_id or "", inp.state_version)
@@ -176,7 +239,13 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
         try:
             with _tracer.start_as_current_span(f"step {executor_id}", attributes=attributes):
                 result = await run_step(
-                    graph, task, state, run_id=info.workflow_id or "", attempt=info.attempt, epoch=inp.epoch
+                    graph,
+                    task,
+                    state,
+                    run_id=info.workflow_id or "",
+                    attempt=info.attempt,
+                    epoch=inp.epoch,
+                    heartbeat=heartbeats,
                 )
         except WorkflowError as e:
             # Graph-level errors (undeliverable message, unserializable value, bad
@@ -276,8 +345,12 @@ def build_activities(
         what = f"response to request {inp.request.request_id!r}" if inp.request else f"message for {inp.executor_id!r}"
         try:
             if inp.request is not None:
-                return Validated(wf.graph.validate_response(inp.request, decode(inp.value)))
-            return Validated(wf.graph.validate_message(inp.executor_id, inp.value))
+                typed = wf.graph.validate_response(inp.request, decode(inp.value))
+            else:
+                typed = wf.graph.validate_message(inp.executor_id, inp.value)
+            # The input is in history already (its signal or update): return only what validation changed,
+            # or refuse a value validation made too large for a step's input.
+            return Validated.of(inp.value, typed, limit=max_payload_bytes(), what=f"the {what} once validated")
         except (NotSerializableError, WorkflowError, Exception) as e:
             # Outside input must never fail the run: whatever goes wrong checking it (a type that
             # does not validate or cannot be resolved) refuses the input, naming no values.
