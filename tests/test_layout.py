@@ -96,3 +96,47 @@ def test_importing_the_workflow_module_pulls_in_no_client_code() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
+
+
+def _imports(path: Path) -> set[str]:
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+PACKAGE = ROOT / "temporal_workflows"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        *sorted((PACKAGE / "_engine").glob("*.py")),
+        *sorted((PACKAGE / "_local").glob("*.py")),
+        *sorted((PACKAGE / "_checkpoints").glob("*.py")),
+        PACKAGE / "_graph" / "context.py",
+    ],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_only_the_temporal_host_imports_temporalio(path: Path) -> None:
+    """The engine, the in-process host, the storages and the handler context run without Temporal."""
+    assert not {m for m in _imports(path) if m.split(".")[0] == "temporalio"}
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "_engine").glob("*.py")), ids=lambda p: p.name)
+def test_the_engine_reads_no_clock_draws_no_random_number_and_does_no_io(path: Path) -> None:
+    """It is workflow code on Temporal: the host supplies the clock; nothing else may vary on replay."""
+    forbidden = {"time", "random", "uuid", "os", "socket", "asyncio", "threading", "subprocess", "sqlite3", "pathlib"}
+    if path.name == "limits.py":
+        # max_payload_bytes() reads the environment for hosts and clients; the workflow never calls it
+        # (it uses the limit pinned with the topology), which the next assertion keeps true.
+        forbidden.discard("os")
+        parts = ("_workflow", "_inbox", "_checkpointing", "_status", "_supersteps", "_options", "_failures", "_wire")
+        workflow_code = "\n".join((PACKAGE / "temporal" / f"{name}.py").read_text() for name in parts)
+        assert "max_payload_bytes(" not in workflow_code.replace("pinned.max_payload_bytes", "")
+    assert not {m for m in _imports(path) if m.split(".")[0] in forbidden}
