@@ -28,10 +28,8 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows import (
     InvalidRunInputError,
@@ -61,6 +59,8 @@ from temporal_workflows.temporal._status import WARNING_LIMIT
 from temporal_workflows.temporal._workflow import SIGNALS, UPDATES, GraphWorkflow
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
+from tests.integration.runs import outcome as settled
+from tests.integration.runs import terminate_if_running, update_error
 from tests.integration.streams import events_until, nth
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -68,42 +68,6 @@ pytestmark = pytest.mark.usefixtures("worker")
 MB = 1_000_000
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-async def settled(handle: WorkflowHandle[Any, Any], timeout: float = 30) -> HistoryEvent:
-    """The first history event that settles the run: closed, continued as new, or a workflow task failed.
-
-    A run whose workflow task fails is retried for ever; reading history sees
-    that at once instead of waiting for a result that never comes.
-    """
-    settling = {
-        EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
-        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
-        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
-        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
-    }
-
-    async def scan() -> HistoryEvent:
-        async for ev in handle.fetch_history_events(wait_new_event=True):
-            if ev.event_type in settling:
-                return ev
-        raise AssertionError("history ended without the run settling")
-
-    return await asyncio.wait_for(scan(), timeout)
-
-
-async def terminate_if_running(handle: WorkflowHandle[Any, Any]) -> None:
-    try:
-        await handle.terminate("test cleanup")
-    except RPCError as e:
-        if e.status != RPCStatusCode.NOT_FOUND:
-            raise
-
-
-def update_error(info: pytest.ExceptionInfo[WorkflowUpdateFailedError]) -> ApplicationError:
-    cause = info.value.cause
-    assert isinstance(cause, ApplicationError), cause
-    return cause
 
 
 async def warning_events(handle: RunHandle, n: int) -> list[WorkflowWarningEvent]:

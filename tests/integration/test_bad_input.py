@@ -11,15 +11,12 @@ with the right result.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows import (
@@ -36,6 +33,7 @@ from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES, json_si
 from temporal_workflows.temporal import RunHandle, send_or_start, start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
+from tests.integration.runs import outcome, terminate_if_running, update_error
 from tests.integration.streams import events_until, nth
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -57,43 +55,6 @@ BIG = DEFAULT_MAX_PAYLOAD_BYTES + 1
 def raw(data: bytes) -> RawValue:
     """A payload exactly as it reaches the server: encoding ``json/plain``, whatever bytes."""
     return RawValue(Payload(metadata={"encoding": b"json/plain"}, data=data))
-
-
-async def outcome(handle: WorkflowHandle[Any, Any], timeout: float = 30) -> HistoryEvent:
-    """The first event that settles the run: it closed, or a workflow task failed (it would retry for ever).
-
-    Waits on history itself, so a run that is stuck is seen as stuck at once,
-    not after a timeout.
-    """
-    settling = {
-        EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
-        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
-        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
-        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
-    }
-
-    async def scan() -> HistoryEvent:
-        async for ev in handle.fetch_history_events(wait_new_event=True):
-            if ev.event_type in settling:
-                return ev
-        raise AssertionError("history ended without the run closing")
-
-    return await asyncio.wait_for(scan(), timeout)
-
-
-async def terminate_if_running(handle: WorkflowHandle[Any, Any]) -> None:
-    """Stop a run a failing test left behind (a stuck run retries its workflow task for ever)."""
-    try:
-        await handle.terminate("test cleanup")
-    except RPCError as e:
-        if e.status != RPCStatusCode.NOT_FOUND:
-            raise
-
-
-def update_error(info: pytest.ExceptionInfo[WorkflowUpdateFailedError]) -> ApplicationError:
-    cause = info.value.cause
-    assert isinstance(cause, ApplicationError), cause
-    return cause
 
 
 async def accepted_updates(handle: RunHandle, name: str) -> int:
