@@ -176,7 +176,11 @@ class DriverHost:
         raise NotImplementedError
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
-        """Run a callable reducer (user code). Raises :class:`StepFailure`-like errors as exceptions."""
+        """Run a callable reducer (user code).
+
+        Raises:
+            ReducerFailed: it raised (its error's type and message).
+        """
         raise NotImplementedError
 
     def committed(self, plan: CommitPlan, engine: Engine) -> None:

@@ -24,8 +24,8 @@ from temporal_workflows._engine.driver import check_signature, checkpoint_of
 from temporal_workflows._engine.machine import Engine, Topology, check_snapshot
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError, WorkflowError
-from temporal_workflows.temporal._failures import to_failure
-from temporal_workflows.temporal._inbox import Validate, refuse
+from temporal_workflows.temporal._failures import innermost, refuse, to_failure
+from temporal_workflows.temporal._inbox import Validate
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_LOAD_CHECKPOINT,
     ACTIVITY_SAVE_CHECKPOINT,
@@ -54,13 +54,8 @@ _NOT_RETRYABLE = [
 ]
 
 
-def _cause(e: BaseException) -> BaseException:
-    """The activity's own error: a local activity's non-retryable failure arrives unwrapped."""
-    return (e.cause or e) if isinstance(e, ActivityError) else e
-
-
 def _message(e: BaseException) -> str:
-    cause = _cause(e)
+    cause = innermost(e)
     return cause.message if isinstance(cause, ApplicationError) else str(cause)
 
 
@@ -184,7 +179,7 @@ class Checkpoints:
                     summary=f"checkpoint{' ' + quote(label) if label else ''} · superstep {full.superstep}",
                 )
             except (ActivityError, ApplicationError) as e:
-                cause = _cause(e)
+                cause = innermost(e)
                 kind = LEGACY_FAILURE_TYPES.get(getattr(cause, "type", None) or "", getattr(cause, "type", None))
                 if kind == FAILURE_CHECKPOINT_BASE_MISSING and i == 0:
                     continue  # the delta's base is gone: send it whole

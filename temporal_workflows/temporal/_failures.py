@@ -19,7 +19,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 from temporal_workflows._errors import WorkflowError, failure_details, rebuild_error
 from temporal_workflows.temporal._protocol import LEGACY_FAILURE_TYPES
 
-__all__ = ["from_failure", "library_error", "to_failure"]
+__all__ = ["from_failure", "innermost", "library_error", "refuse", "to_failure"]
 
 
 def to_failure(error: WorkflowError, *, non_retryable: bool = True) -> ApplicationError:
@@ -27,7 +27,16 @@ def to_failure(error: WorkflowError, *, non_retryable: bool = True) -> Applicati
     return ApplicationError(str(error), failure_details(error), type=type(error).__name__, non_retryable=non_retryable)
 
 
-def _cause(e: BaseException) -> BaseException:
+def refuse(type_name: str, message: str, **details: Any) -> ApplicationError:
+    """An update's refusal (or a run's failure) of a named type, for an error that has no library object."""
+    return ApplicationError(message, details, type=type_name, non_retryable=True)
+
+
+def innermost(e: BaseException) -> BaseException:
+    """The failing side's own error, under the SDK's wrappers (activity, child, workflow, update failures).
+
+    A local activity's non-retryable failure arrives unwrapped; this returns it as it is.
+    """
     while isinstance(e, (WorkflowFailureError, WorkflowUpdateFailedError, ActivityError, ChildWorkflowError)):
         if e.cause is None:
             break
@@ -37,7 +46,7 @@ def _cause(e: BaseException) -> BaseException:
 
 def library_error(e: BaseException) -> WorkflowError | None:
     """The library error a Temporal failure stands for (``None`` if it is not one of ours)."""
-    cause = _cause(e)
+    cause = innermost(e)
     if not isinstance(cause, ApplicationError) or not cause.type:
         return None
     type_name = LEGACY_FAILURE_TYPES.get(cause.type, cause.type)

@@ -13,11 +13,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from temporalio.exceptions import ApplicationError
-
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.temporal._failures import refuse
 from temporal_workflows.temporal._protocol import (
     FAILURE_ALREADY_ANSWERED,
     FAILURE_INPUT_TOO_LONG,
@@ -50,11 +49,6 @@ class _Input:
     key: str  # request id or executor id
     value: Envelope
     validated: bool = False
-
-
-def refuse(type_name: str, message: str, **details: Any) -> ApplicationError:
-    """An update's refusal (or a failure) of a named type the client turns back into the library's error."""
-    return ApplicationError(message, details, type=type_name, non_retryable=True)
 
 
 def oversized_respond(inp: RespondInput) -> str | None:

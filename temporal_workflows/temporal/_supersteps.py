@@ -28,6 +28,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 from temporal_workflows._engine.driver import ReducerFailed, StepFailure, StepOutcome, StepsInterrupted
 from temporal_workflows._engine.machine import CommitPlan, Engine, Reduction, StepResult, StepTask, Topology
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._options import activity_options
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_REDUCE,
@@ -118,9 +119,7 @@ def _approx_json_size(value: Any) -> int:
 
 def failure_of(e: BaseException) -> StepFailure:
     """A failed activity as the driver reports it: the user's error type and message, once each."""
-    cause: BaseException = e
-    while isinstance(cause, ActivityError) and cause.cause is not None:
-        cause = cause.cause
+    cause = innermost(e)
     if isinstance(cause, ApplicationError):
         kind = cause.type or "ApplicationError"
         return StepFailure(LEGACY_FAILURE_TYPES.get(kind, kind), cause.message)

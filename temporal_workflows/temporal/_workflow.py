@@ -68,8 +68,8 @@ from temporal_workflows._events import (
     WorkflowStatusEvent,
 )
 from temporal_workflows.temporal._checkpointing import CheckpointAsk, Checkpoints, ResetPlan
-from temporal_workflows.temporal._failures import to_failure
-from temporal_workflows.temporal._inbox import Inbox, oversized_send, refuse
+from temporal_workflows.temporal._failures import refuse, to_failure
+from temporal_workflows.temporal._inbox import Inbox, oversized_send
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_TOPOLOGY,
     ACTIVITY_VALIDATE,

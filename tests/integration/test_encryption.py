@@ -231,14 +231,12 @@ async def test_failure_messages_are_encrypted_too(encrypted: Encrypted, workflow
     assert not leaks((await raw_history(encrypted, workflow_id)).SerializeToString())
 
 
-async def test_the_codec_server_decrypts_history_for_the_temporal_cli(
-    encrypted: Encrypted, temporal_address: str, workflow_id: str
-) -> None:
-    """`python -m temporal_workflows codec-server`, used as the Web UI would: `temporal --codec-endpoint`."""
-    await start_run(
-        encrypted.client, review_graph, Secret(text=MARKER), id=workflow_id, task_queue=encrypted.task_queue
-    )
-    keys = ",".join(f"{k}:{base64.b64encode(v).decode()}" for k, v in encrypted.codec.key_ring.keys.items())
+def _keys(encrypted: Encrypted) -> str:
+    return ",".join(f"{k}:{base64.b64encode(v).decode()}" for k, v in encrypted.codec.key_ring.keys.items())
+
+
+async def _codec_server(keys: str, **env: str) -> tuple[asyncio.subprocess.Process, str]:
+    """``python -m temporal_workflows codec-server`` on a free port, and the line it prints once it serves."""
     server = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -246,14 +244,31 @@ async def test_the_codec_server_decrypts_history_for_the_temporal_cli(
         "codec-server",
         "--port",
         "0",
-        env={**os.environ, "TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS": keys},
+        env={**os.environ, "TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS": keys, **env},
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    assert server.stdout is not None
     try:
-        assert server.stdout is not None
         line = (await asyncio.wait_for(server.stdout.readline(), 30)).decode()
+    except BaseException:
+        server.terminate()
+        await server.wait()
+        raise
+    return server, line
+
+
+async def test_the_codec_server_decrypts_history_for_the_temporal_cli(
+    encrypted: Encrypted, temporal_address: str, workflow_id: str
+) -> None:
+    """`python -m temporal_workflows codec-server`, used as the Web UI would: `temporal --codec-endpoint`."""
+    await start_run(
+        encrypted.client, review_graph, Secret(text=MARKER), id=workflow_id, task_queue=encrypted.task_queue
+    )
+    keys = _keys(encrypted)
+    server, line = await _codec_server(keys)
+    try:
         endpoint = line.split()[3]  # "codec server on http://127.0.0.1:PORT (key ids: ...)"
         assert endpoint.startswith("http://127.0.0.1:") and "it-key-1" in line and keys not in line
         show = [temporal_cli_path(), "workflow", "show", "--address", temporal_address, "-w", workflow_id]
@@ -283,22 +298,8 @@ async def test_a_codec_server_with_a_token_decrypts_only_for_the_cli_that_sends_
     await start_run(
         encrypted.client, review_graph, Secret(text=MARKER), id=workflow_id, task_queue=encrypted.task_queue
     )
-    keys = ",".join(f"{k}:{base64.b64encode(v).decode()}" for k, v in encrypted.codec.key_ring.keys.items())
-    server = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "temporal_workflows",
-        "codec-server",
-        "--port",
-        "0",
-        env={**os.environ, "TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS": keys, "TEMPORAL_WORKFLOWS_CODEC_TOKEN": CODEC_TOKEN},
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    server, line = await _codec_server(_keys(encrypted), TEMPORAL_WORKFLOWS_CODEC_TOKEN=CODEC_TOKEN)
     try:
-        assert server.stdout is not None
-        line = (await asyncio.wait_for(server.stdout.readline(), 30)).decode()
         endpoint = line.split()[3]
         assert CODEC_TOKEN not in line
         show = [temporal_cli_path(), "workflow", "show", "--address", temporal_address, "-w", workflow_id]
