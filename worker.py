@@ -70,11 +70,14 @@ async def main(argv: list[str] | None = None) -> None:
     workflows = [load_workflow(spec) for spec in args.workflow]
     connection = ConnectionConfig.from_args(args)
     # Bad keys or TLS settings fail here, before anything starts.
-    versioning = (
-        WorkerVersioning(args.deployment_name, args.build_id, make_current=not args.no_make_current)
-        if args.deployment_name
-        else None
-    )
+    try:
+        versioning = (
+            WorkerVersioning(args.deployment_name, args.build_id, make_current=not args.no_make_current)
+            if args.deployment_name is not None
+            else None
+        )
+    except ValueError as e:  # an empty deployment name or build id: a usage error, said in one line
+        raise ConnectionConfigError(f"--deployment-name/--build-id: {e}") from None
     plugin = TemporalWorkflowsPlugin(workflows, versioning=versioning)
     if not args.dev:
         connection.tls_config()

@@ -9,9 +9,12 @@ after the deploy runs B's.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 from temporalio.client import Client
@@ -153,3 +156,19 @@ async def test_a_worker_hosting_another_graph_refuses_the_step_naming_both_signa
             steps[f"{NAME}.ask"], encode_step_input(StepInput(task, "0", {}, 0, ok))
         )
         assert result["requests"], result
+
+
+@pytest.mark.parametrize(
+    "flags", [["--deployment-name", ""], ["--deployment-name", "app", "--build-id", "  "]], ids=["name", "build-id"]
+)
+def test_worker_refuses_empty_versioning_flags_in_one_line(flags: list[str]) -> None:
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run(
+        [sys.executable, "worker.py", "--workflow", "examples.research:workflow", *flags],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("worker.py: --deployment-name/--build-id:") and "Traceback" not in run.stderr
