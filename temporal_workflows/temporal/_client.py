@@ -32,7 +32,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoint
-from temporal_workflows._engine.limits import check_payload
+from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._events import WorkflowEvent
 from temporal_workflows._graph.workflow import Workflow
@@ -50,14 +50,19 @@ from temporal_workflows.temporal._protocol import (
     QUERY_STATUS,
     SIGNAL_CHECKPOINT,
     SIGNAL_CLOSE,
+    SIGNAL_DELIVER,
     SIGNAL_RESET,
     SIGNAL_RESPOND,
     SIGNAL_SEND,
     UPDATE_CHECKPOINT,
+    UPDATE_CONFIRM,
+    UPDATE_INLINE_BYTES,
     UPDATE_RESET,
     UPDATE_RESPOND,
     UPDATE_SEND,
     CheckpointRequest,
+    ConfirmInput,
+    Delivery,
     ForkSource,
     ResetRequest,
     RespondInput,
@@ -173,6 +178,22 @@ class RunHandle:
             _raise_library_error(e)
             raise
 
+    async def _update_or_deliver(self, name: str, delivery: Delivery) -> dict[str, Any]:
+        """Send input the caller waits for: in an update if small, else by the ``deliver`` signal.
+
+        The SDK repeats an update's input in the workflow task that delivers it,
+        and a few megabytes of updates delivered together exceed what one task
+        may record, so the server terminates the run (``UPDATE_INLINE_BYTES``).
+        Large input therefore travels by signal, whose input only history
+        holds, and a small ``confirm_delivery`` update returns what the update
+        would have: the same result, or the same refusal.
+        """
+        arg = delivery.send if delivery.send is not None else delivery.respond
+        if json_size(arg) <= UPDATE_INLINE_BYTES:
+            return await self._update(name, arg)
+        await self._signal(SIGNAL_DELIVER, delivery)
+        return await self._update(UPDATE_CONFIRM, ConfirmInput(delivery.id))
+
     async def _start_update(self, call: Callable[[], Awaitable[T]]) -> T:
         try:
             return await self._retry_across_continue_as_new(call)
@@ -253,8 +274,7 @@ class RunHandle:
         if not wait:
             await self._signal(SIGNAL_RESPOND, arg)
             return None
-        accepted: dict[str, Any] = await self._update(UPDATE_RESPOND, arg)
-        return accepted
+        return await self._update_or_deliver(UPDATE_RESPOND, Delivery(str(uuid.uuid4()), respond=arg))
 
     async def send(self, executor_id: str, message: Any, *, wait: bool = True) -> dict[str, Any] | None:
         """Send a message to an executor of a running or idle (keep-alive) run; see :meth:`respond` for ``wait``."""
@@ -262,8 +282,7 @@ class RunHandle:
         if not wait:
             await self._signal(SIGNAL_SEND, arg)
             return None
-        accepted: dict[str, Any] = await self._update(UPDATE_SEND, arg)
-        return accepted
+        return await self._update_or_deliver(UPDATE_SEND, Delivery(str(uuid.uuid4()), send=arg))
 
     async def close(self) -> None:
         """Let a keep-alive run complete once it is idle."""

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from temporalio.exceptions import ApplicationError
+
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
@@ -27,6 +29,7 @@ from temporal_workflows.temporal._protocol import (
     MAX_TYPE_NAME_CHARS,
     CarriedInbox,
     CarriedInput,
+    DeliveryOutcome,
     RespondInput,
     SendInput,
     Validated,
@@ -35,10 +38,21 @@ from temporal_workflows.temporal._protocol import (
 from temporal_workflows.temporal._status import StatusBoard, quote
 from temporal_workflows.temporal._supersteps import TaskBudget
 
-__all__ = ["DELIVERED_CARRIED", "Inbox", "oversized_respond", "oversized_send", "refuse"]
+__all__ = [
+    "DELIVERED_CARRIED",
+    "MAX_OUTCOME_CHARS",
+    "Deliveries",
+    "Inbox",
+    "oversized_respond",
+    "oversized_send",
+    "refuse",
+]
 
 DELIVERED_CARRIED = 200
 """Answered request ids carried across continue-as-new, to say "already answered"."""
+
+MAX_OUTCOME_CHARS = 2000
+"""Characters of a refusal's message a delivery outcome keeps (it is carried across continue-as-new)."""
 
 Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]]
 
@@ -90,6 +104,7 @@ class Inbox:
         # Request ids whose response reached the engine.
         self._delivered: set[str] = set(carried.delivered)
         self._delivered_order: list[str] = list(carried.delivered)
+        self.deliveries = Deliveries(carried.outcomes)
 
     def __bool__(self) -> bool:
         return bool(self.items)
@@ -119,18 +134,36 @@ class Inbox:
 
     # -- updates: checked, then queued -----------------------------------------------------
 
-    def check_request(self, engine: Engine | None, request_id: str) -> PendingRequest:
+    def check_request(self, engine: Engine | None, request_id: str) -> None:
+        """Refuse an answer to ``request_id`` that cannot be taken, saying why (an update's validator).
+
+        Before the execution has its engine (the first workflow task of a run,
+        or of its next execution after continue-as-new) only what the inbox
+        knows is checked; the handler waits for the engine and checks the rest.
+        """
+        if engine is not None:
+            self.pending_request(engine, request_id)
+            return
+        error = too_long("request id", request_id, MAX_ID_CHARS)
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
+        if request_id in self._delivered or request_id in self._answered:
+            raise refuse(
+                FAILURE_ALREADY_ANSWERED, f"request {quote(request_id)} was already answered", request_id=request_id
+            )
+
+    def pending_request(self, engine: Engine, request_id: str) -> PendingRequest:
         """The pending request ``request_id``, or a refusal saying why it cannot be answered."""
         error = too_long("request id", request_id, MAX_ID_CHARS)
         if error is not None:
             raise refuse(FAILURE_INPUT_TOO_LONG, error)
-        req = engine.pending_requests.get(request_id) if engine else None
+        req = engine.pending_requests.get(request_id)
         if request_id in self._delivered or request_id in self._answered:
             raise refuse(
                 FAILURE_ALREADY_ANSWERED, f"request {quote(request_id)} was already answered", request_id=request_id
             )
         if req is None:
-            pending = sorted(r for r in (engine.pending_requests if engine else {}) if r not in self._answered)
+            pending = sorted(r for r in engine.pending_requests if r not in self._answered)
             raise refuse(
                 FAILURE_UNKNOWN_REQUEST,
                 f"no pending request with id {quote(request_id)}; pending request ids: {pending or 'none'}",
@@ -139,12 +172,11 @@ class Inbox:
             )
         return req
 
-    async def accept_response(self, engine: Engine | None, inp: RespondInput) -> dict[str, Any]:
-        self._accepted(inp)
-        req = self.check_request(engine, inp.request_id)
+    async def accept_response(self, engine: Engine, inp: RespondInput) -> dict[str, Any]:
+        req = self.pending_request(engine, inp.request_id)
         checked = await self._validate(req.executor_id, Envelope(None, inp.response), req)
         # Another answer may have been accepted while this one was validated.
-        req = self.check_request(engine, inp.request_id)
+        req = self.pending_request(engine, inp.request_id)
         if checked.value is None:
             raise refuse(
                 checked.error_type or FAILURE_INVALID_RESPONSE,
@@ -157,7 +189,6 @@ class Inbox:
         return {"request_id": req.request_id, "executor_id": req.executor_id, "accepted": True}
 
     async def accept_message(self, inp: SendInput, check_open: Callable[[], None]) -> dict[str, Any]:
-        self._accepted(inp)
         checked = await self._validate(inp.executor_id, Envelope(inp.message_type, inp.message), None)
         if checked.value is None:
             raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "undeliverable message")
@@ -165,9 +196,13 @@ class Inbox:
         self.items.append(_Input("send", inp.executor_id, checked.value, validated=True))
         return {"executor_id": inp.executor_id, "accepted": True}
 
-    def _accepted(self, inp: RespondInput | SendInput) -> None:
-        # The SDK repeats an accepted update's input in the workflow task that accepts it (called first
-        # thing in the handler, so in that task): room the rest of the task no longer has.
+    def charge_update(self, inp: RespondInput | SendInput) -> None:
+        """Count an accepted update's input against its workflow task (called first thing in the handler).
+
+        The SDK repeats an accepted update's input in the task that accepts it:
+        room the rest of that task no longer has. (A signal's input is not
+        repeated: the server records it.)
+        """
         self._budget.charge(json_size(inp))
 
     # -- at a boundary -------------------------------------------------------------------
@@ -221,4 +256,73 @@ class Inbox:
         return CarriedInbox(
             items=[CarriedInput(i.kind, i.key, i.value, i.validated) for i in self.items],
             delivered=self._delivered_order[-DELIVERED_CARRIED:],
+            outcomes=self.deliveries.carry(),
         )
+
+
+class Deliveries:
+    """Large input sent by the ``deliver`` signal, and what became of it, for ``confirm_delivery``.
+
+    A client waits for large input as for an update, without sending it in one
+    (the SDK repeats update inputs in the task that delivers them; see
+    ``UPDATE_INLINE_BYTES``): the signal's handler checks the input as the
+    update would and settles its outcome here; the confirming update, small,
+    waits for that outcome. Recent outcomes are carried across continue-as-new,
+    so a confirmation that reaches the next execution still finds its own.
+    """
+
+    def __init__(self, carried: list[DeliveryOutcome]) -> None:
+        self._outcomes: dict[str, DeliveryOutcome] = {}
+        self._open: set[str] = set()
+        # Bounded again as they are read: a forged start input must not carry more than a run keeps.
+        for o in carried[-DELIVERED_CARRIED:]:
+            if len(o.id) <= MAX_ID_CHARS:
+                self._outcomes[o.id] = _bounded(o)
+
+    def known(self, delivery_id: str) -> bool:
+        """Whether a delivery of this id reached the run (settled or still being checked)."""
+        return delivery_id in self._open or delivery_id in self._outcomes
+
+    def begin(self, delivery_id: str) -> None:
+        self._open.add(delivery_id)
+
+    def settle(self, delivery_id: str, result: dict[str, Any] | ApplicationError) -> None:
+        """Keep what became of a delivery: the accepted result, or the refusal."""
+        self._open.discard(delivery_id)
+        if isinstance(result, ApplicationError):
+            details = result.details[0] if result.details and isinstance(result.details[0], dict) else {}
+            outcome = DeliveryOutcome(
+                delivery_id, error_type=result.type or "ApplicationError", error=result.message, details=details
+            )
+        else:
+            outcome = DeliveryOutcome(delivery_id, result=result)
+        self._outcomes[delivery_id] = _bounded(outcome)
+        while len(self._outcomes) > DELIVERED_CARRIED:
+            del self._outcomes[next(iter(self._outcomes))]
+
+    def outcome(self, delivery_id: str) -> DeliveryOutcome | None:
+        return self._outcomes.get(delivery_id)
+
+    def carry(self) -> list[DeliveryOutcome]:
+        return list(self._outcomes.values())
+
+
+def _bounded(o: DeliveryOutcome) -> DeliveryOutcome:
+    """``o`` with every string it holds cut to :data:`MAX_OUTCOME_CHARS` (outcomes are carried and served)."""
+    kept: dict[str, Any] = {}
+    room = MAX_OUTCOME_CHARS
+    for key, value in o.details.items():
+        size = len(key) + json_size(value)
+        if size <= room:
+            kept[key] = value
+            room -= size
+    result = o.result
+    if result is not None and json_size(result) > MAX_OUTCOME_CHARS:
+        result = {"accepted": True}
+    return DeliveryOutcome(
+        o.id,
+        result=result,
+        error_type=o.error_type[:MAX_TYPE_NAME_CHARS] if o.error_type else None,
+        error=o.error[:MAX_OUTCOME_CHARS] if o.error else None,
+        details=kept,
+    )

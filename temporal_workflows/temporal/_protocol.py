@@ -20,6 +20,12 @@ from temporal_workflows._engine.machine import PendingRequest, StepTask, Topolog
 from temporal_workflows._engine.serde import Envelope
 
 __all__ = [
+    "SIGNAL_DELIVER",
+    "UPDATE_CONFIRM",
+    "UPDATE_INLINE_BYTES",
+    "ConfirmInput",
+    "Delivery",
+    "DeliveryOutcome",
     "ACTIVITY_LOAD_CHECKPOINT",
     "ACTIVITY_REDUCE",
     "ACTIVITY_SAVE_CHECKPOINT",
@@ -40,6 +46,7 @@ __all__ = [
     "FAILURE_ALREADY_ANSWERED",
     "FAILURE_RUN_CLOSED",
     "FAILURE_INPUT_TOO_LONG",
+    "FAILURE_UNKNOWN_DELIVERY",
     "QUERY_CHECKPOINT",
     "QUERY_CHECKPOINTS",
     "QUERY_COMMITTED_STATE",
@@ -103,6 +110,12 @@ SIGNAL_RESET = "reset"
 ``{"checkpoint_id": ...}`` (back to a checkpoint); the run continues as new."""
 UPDATE_RESET = "reset_run"
 """Update with the same argument: returns once the reset is accepted, rejects an unknown checkpoint."""
+SIGNAL_DELIVER = "deliver"
+"""Signal ``{"id": ..., "send": {...}}`` or ``{"id": ..., "respond": {...}}``: large input a client
+waits for. The run checks it as the update would and keeps the outcome for ``confirm_delivery``."""
+UPDATE_CONFIRM = "confirm_delivery"
+"""Update ``{"id": ...}``: waits for a ``deliver`` signal's outcome; returns what ``send_message`` or
+``submit_response`` would have, or fails with the same refusal."""
 QUERY_CHECKPOINTS = "checkpoints"
 """Query: the run's checkpoints (id, superstep, label, created time, parent id), oldest first."""
 QUERY_CHECKPOINT = "get_checkpoint"
@@ -161,6 +174,8 @@ FAILURE_CHECKPOINT_BASE_MISSING = "CheckpointBaseMissingError"
 """Checkpoint save refused: the delta's base is gone (the workflow sends it whole)."""
 FAILURE_INPUT_TOO_LONG = "InputTooLongError"
 """Update refused (a signal: warned about): an id, label or type name over its limit (``MAX_*_CHARS``)."""
+FAILURE_UNKNOWN_DELIVERY = "UnknownDeliveryError"
+"""``confirm_delivery`` refused: no ``deliver`` signal of this id reached the run."""
 LEGACY_FAILURE_TYPES = {
     "RunClosed": FAILURE_RUN_CLOSED,
     "InvalidRunInput": FAILURE_INVALID_RUN_INPUT,
@@ -226,6 +241,16 @@ def too_long(what: str, value: str | None, limit: int) -> str | None:
     return f"{what} {quote(value)} is longer than the limit of {limit:,} characters"
 
 
+UPDATE_INLINE_BYTES = 256 * 1024
+"""Largest input a client sends inside an update; larger input goes by the ``deliver`` signal.
+
+The SDK repeats every update's input, accepted or refused, in the completion of
+the workflow task that delivers it, before any workflow code runs, and gRPC
+takes at most 4 MiB per completion (temporalio/temporal#7777). The server lets
+one execution have at most 10 updates in flight, so 10 inputs of this size
+always fit in one task; a signal's input is recorded by the server, not repeated.
+"""
+
 SIGNATURE_PREFIX = 16
 """Hex characters of the graph signature a step input carries (64 bits: no accidental match)."""
 
@@ -261,6 +286,8 @@ class CarriedInbox:
     items: list[CarriedInput] = field(default_factory=list)
     delivered: list[str] = field(default_factory=list)
     """Recently answered request ids, to say "already answered" to a late second answer."""
+    outcomes: list[DeliveryOutcome] = field(default_factory=list)
+    """Recent deliveries' outcomes, for a ``confirm_delivery`` that reaches the next execution."""
 
 
 @dataclass
@@ -457,6 +484,35 @@ class SendInput:
     executor_id: str
     message: Any = None
     message_type: str | None = None
+
+
+@dataclass
+class Delivery:
+    """Argument of the ``deliver`` signal: one ``send`` or ``respond`` input, and an id to confirm it by."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+    id: str
+    send: SendInput | None = None
+    respond: RespondInput | None = None
+
+
+@dataclass
+class ConfirmInput:
+    """Argument of the ``confirm_delivery`` update."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+    id: str
+
+
+@dataclass
+class DeliveryOutcome:
+    """What became of a delivery: the accepted result, or the refusal (type, message, details)."""
+
+    id: str
+    result: dict[str, Any] | None = None
+    error_type: str | None = None
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -78,6 +78,7 @@ from temporal_workflows.temporal._protocol import (
     FAILURE_INPUT_TOO_LONG,
     FAILURE_RUN_CLOSED,
     FAILURE_UNDELIVERABLE,
+    FAILURE_UNKNOWN_DELIVERY,
     FAILURE_UNKNOWN_GRAPH,
     LEGACY_FAILURE_TYPES,
     MAX_ID_CHARS,
@@ -94,10 +95,12 @@ from temporal_workflows.temporal._protocol import (
     QUERY_STATUS,
     SIGNAL_CHECKPOINT,
     SIGNAL_CLOSE,
+    SIGNAL_DELIVER,
     SIGNAL_RESET,
     SIGNAL_RESPOND,
     SIGNAL_SEND,
     UPDATE_CHECKPOINT,
+    UPDATE_CONFIRM,
     UPDATE_RESET,
     UPDATE_RESPOND,
     UPDATE_SEND,
@@ -105,6 +108,8 @@ from temporal_workflows.temporal._protocol import (
     CarriedCheckpoints,
     CheckpointRequest,
     CheckpointSetup,
+    ConfirmInput,
+    Delivery,
     Pinned,
     ResetRequest,
     RespondInput,
@@ -146,8 +151,8 @@ PATCH_STATUS_ON_EVERY_FAILURE = "status-on-every-failure"
 """Runs recorded before this left the status search attribute as it was when the run failed outside
 the superstep driver (an activity of the workflow's own failing for good)."""
 
-SIGNALS = (SIGNAL_RESPOND, SIGNAL_SEND, SIGNAL_CLOSE, SIGNAL_CHECKPOINT, SIGNAL_RESET)
-UPDATES = (UPDATE_RESPOND, UPDATE_SEND, UPDATE_CHECKPOINT, UPDATE_RESET)
+SIGNALS = (SIGNAL_RESPOND, SIGNAL_SEND, SIGNAL_CLOSE, SIGNAL_CHECKPOINT, SIGNAL_RESET, SIGNAL_DELIVER)
+UPDATES = (UPDATE_RESPOND, UPDATE_SEND, UPDATE_CHECKPOINT, UPDATE_RESET, UPDATE_CONFIRM)
 
 _T = TypeVar("_T")
 
@@ -500,7 +505,8 @@ class GraphWorkflow:
         """Answer a request; returns once accepted (delivered at the next boundary)."""
         self._updates_since_task = True
         self._check_open()
-        return await self._inbox.accept_response(self._engine, inp)
+        self._inbox.charge_update(inp)
+        return await self._inbox.accept_response(await self._started_engine(), inp)
 
     @submit_response.validator
     def _validate_submit_response(self, inp: RespondInput) -> None:
@@ -512,6 +518,7 @@ class GraphWorkflow:
     async def send_message(self, inp: SendInput) -> dict[str, Any]:
         """Queue a message for an executor; returns once it is accepted."""
         self._updates_since_task = True
+        self._inbox.charge_update(inp)
         return await self._inbox.accept_message(inp, self._check_open)
 
     @send_message.validator
@@ -528,6 +535,53 @@ class GraphWorkflow:
                 f"executors: {sorted(topology.executor_ids)}",
             )
 
+    @workflow.signal(name=SIGNAL_DELIVER)
+    async def deliver(self, raw: RawValue) -> None:
+        """Large input a client waits for: checked as its update would be, the outcome kept to confirm."""
+        d, _ = self._signal_arg(SIGNAL_DELIVER, raw, Delivery)
+        if d is None:
+            return
+        error = too_long("delivery id", d.id, MAX_ID_CHARS)
+        if error is not None or (d.send is None) == (d.respond is None):
+            self._board.warn(f"signal 'deliver' ignored: {error or 'it needs exactly one of send or respond'}")
+            return
+        deliveries = self._inbox.deliveries
+        if deliveries.known(d.id):
+            return  # the same delivery again: its outcome stands
+        deliveries.begin(d.id)
+        outcome: dict[str, Any] | ApplicationError
+        try:
+            # As the update would, less charging the task for its input: the server records a signal's.
+            if d.send is not None:
+                self._validate_send_message(d.send)
+                outcome = await self._inbox.accept_message(d.send, self._check_open)
+            else:
+                assert d.respond is not None
+                self._validate_submit_response(d.respond)
+                outcome = await self._inbox.accept_response(await self._started_engine(), d.respond)
+        except ApplicationError as e:
+            outcome = e
+        deliveries.settle(d.id, outcome)
+
+    @workflow.update(name=UPDATE_CONFIRM)
+    async def confirm_delivery(self, inp: ConfirmInput) -> dict[str, Any]:
+        """What became of a ``deliver`` signal: its update's result, or the same refusal."""
+        deliveries = self._inbox.deliveries
+        await workflow.wait_condition(lambda: deliveries.outcome(inp.id) is not None)
+        outcome = deliveries.outcome(inp.id)
+        assert outcome is not None
+        if outcome.result is None:
+            raise refuse(outcome.error_type or FAILURE_UNDELIVERABLE, outcome.error or "refused", **outcome.details)
+        return outcome.result
+
+    @confirm_delivery.validator
+    def _validate_confirm_delivery(self, inp: ConfirmInput) -> None:
+        if not self._inbox.deliveries.known(inp.id):
+            raise refuse(
+                FAILURE_UNKNOWN_DELIVERY,
+                f"no delivery {quote(inp.id)} reached this run: send it by the 'deliver' signal first",
+            )
+
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         """A signal this workflow has no handler for (a misspelled name): a warning, never silence."""
@@ -540,6 +594,18 @@ class GraphWorkflow:
     @unknown_update.validator
     def _validate_unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
         raise refuse("UnknownUpdateError", f"no update named {quote(name)} on this run; updates: {', '.join(UPDATES)}")
+
+    async def _started_engine(self) -> Engine:
+        """The engine, once this execution has one (the first task pins the topology and builds it).
+
+        An answer arriving before then (at the start of the next execution after
+        continue-as-new, say) waits for it instead of being refused as unknown.
+        """
+        if self._engine is None:  # (recorded runs never waited here: their engine was there)
+            await workflow.wait_condition(lambda: self._engine is not None or self._board.closed)
+            self._check_open()
+        assert self._engine is not None
+        return self._engine
 
     def _check_open(self) -> None:
         if self._board.closed or self._closing:

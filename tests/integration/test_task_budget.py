@@ -21,7 +21,9 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 from pydantic_core import to_json
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
 
 from temporal_workflows import (
     ExecutorInvokedEvent,
@@ -32,8 +34,9 @@ from temporal_workflows import (
 )
 from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows.temporal import RunHandle, start_run
-from temporal_workflows.temporal._protocol import ACTIVITY_VALIDATE, TASK_BUDGET_BYTES, Validated
+from temporal_workflows.temporal import RunHandle, fork, start_run
+from temporal_workflows.temporal._inbox import DELIVERED_CARRIED, MAX_OUTCOME_CHARS, Deliveries
+from temporal_workflows.temporal._protocol import ACTIVITY_VALIDATE, TASK_BUDGET_BYTES, DeliveryOutcome, Validated
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
 from tests.integration.streams import events_until, nth
@@ -45,12 +48,6 @@ GRPC_MAX = 4 * 1024 * 1024
 
 SIZE = DEFAULT_MAX_PAYLOAD_BYTES - 64
 """Characters of each message: its JSON is just under the payload limit."""
-
-SDK_ECHOES_UPDATES = (
-    "the SDK (sdk-core) repeats each accepted update's input in the completion of the workflow task that "
-    "accepts it; three ~2 MB updates delivered in one task pass 4 MiB before the workflow runs any code "
-    "(temporalio/temporal#7777); send large input by signal (wait=False) or under 1 MiB"
-)
 
 _RECORDED = {
     EventType.EVENT_TYPE_MARKER_RECORDED,
@@ -204,9 +201,10 @@ async def test_large_messages_by_signal_are_all_processed(client: Client, workfl
     await finish(handle, [len(t) for t in sent])
 
 
-# Three ~1.9 MB updates accepted in one workflow task still exceed gRPC's 4 MiB: the SDK copies every
-# accepted update's input into that task's completion before workflow code runs (SDK_ECHOES_UPDATES).
-# Whether they share a task is up to timing, so that case is documented (docs/bad-input.md), not tested.
+# Raw updates (not through RunHandle): three ~1.9 MB delivered in one workflow task still exceed gRPC's
+# 4 MiB, because the SDK copies every delivered update's input, accepted or refused, into that task's
+# completion before workflow code runs (temporalio/temporal#7777): no workflow code can prevent it. The
+# handle sends large input by signal instead (tested below); docs/bad-input.md says so for raw clients.
 @pytest.mark.parametrize("n", [2])
 async def test_large_messages_by_concurrent_updates_are_all_processed(client: Client, workflow_id: str, n: int) -> None:
     handle = await keep_alive(client, workflow_id)
@@ -230,6 +228,7 @@ async def test_three_concurrent_updates_that_fit_in_a_task_together_are_all_proc
         (2, False),
         (3, False),
         (2, True),
+        (3, True),
     ],
 )
 async def test_large_messages_through_the_run_handle_are_all_processed(
@@ -268,6 +267,128 @@ async def test_a_message_validation_makes_too_large_is_refused_naming_it_and_the
     assert warning.message.startswith("the message for 'measure' once validated is")
     await handle.send("measure", "small")
     await finish(handle, [len("small")])
+
+
+@pytest.mark.parametrize("kind", ["send", "respond"])
+async def test_large_input_waited_for_and_delivered_in_one_workflow_task_never_terminates_the_run(
+    client: Client, workflow_id: str, kind: str
+) -> None:
+    # The worst case made certain: no worker polls the run's queue while four callers wait on ~1.9 MB
+    # each, so the server hands all four to one workflow task. Sent in updates, the SDK repeated every
+    # input in that task's completion (8 MB > 4 MiB) and the server terminated the run; the handle sends
+    # input over UPDATE_INLINE_BYTES by the deliver signal and confirms it by a small update.
+    queue = f"{TASK_QUEUE}-{workflow_id}"
+    sent = texts(4)
+    if kind == "send":
+        handle = await start_run(client, graphs.measurer, id=workflow_id, task_queue=queue, keep_alive=True)
+        calls = [handle.send("measure", t) for t in sent]
+        expected = [len(t) for t in sent]
+    else:
+        handle = await start_run(client, graphs.big_answers, "tea", id=workflow_id, task_queue=queue)
+        async with Worker(client, task_queue=queue):
+            await events_until(handle, nth(RequestInfoEvent, 3))
+            pending = await handle.pending_requests()
+        calls = [handle.respond(p["request_id"], t) for p, t in zip(pending, sent, strict=False)]
+        expected = [len(t) for t in sent[:3]]
+    waiting = [asyncio.ensure_future(c) for c in calls]
+    for _ in range(200):  # every input is with the server (signalled) before a worker polls
+        history = await handle.handle.fetch_history()
+        if sum(e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED for e in history.events) == len(calls):
+            break
+        await asyncio.sleep(0.05)
+    async with Worker(client, task_queue=queue):
+        accepted = await asyncio.wait_for(asyncio.gather(*waiting), 60)
+        assert all(a["accepted"] for a in accepted)
+        if kind == "send":
+            await handle.close()
+        result = await asyncio.wait_for(handle.result(), 120)
+    assert sorted(result["outputs"]) == sorted(expected)
+    await never_terminated(handle, updates=True)
+
+
+async def test_large_input_waited_for_is_refused_as_its_update_would_be(client: Client, workflow_id: str) -> None:
+    from temporal_workflows import AlreadyAnsweredError, UndeliverableMessageError
+
+    handle = await start_run(client, graphs.big_answers, "tea", id=workflow_id, task_queue=TASK_QUEUE)
+    await events_until(handle, nth(RequestInfoEvent, 3))
+    pending = [p["request_id"] for p in await handle.pending_requests()]
+    big = texts(1)[0]
+    with pytest.raises(UndeliverableMessageError, match="no executor 'nobody'"):
+        await handle.send("nobody", big)
+    await handle.respond(pending[0], big)
+    with pytest.raises(AlreadyAnsweredError, match=f"request '{pending[0]}' was already answered"):
+        await handle.respond(pending[0], big)
+    for request_id in pending[1:]:
+        await handle.respond(request_id, "short")
+    result = await asyncio.wait_for(handle.result(), 120)
+    assert sorted(result["outputs"]) == sorted([len(big), 5, 5])  # the refused input changed nothing
+
+
+async def test_answers_that_reach_a_run_before_it_has_its_engine_wait_for_it(client: Client, workflow_id: str) -> None:
+    # A run's first workflow task pins its graph before it has an engine (a fork, as here, or the next
+    # execution after continue-as-new). Answers delivered with that task used to be refused as unknown
+    # requests ("pending request ids: none") although the checkpoint holds them pending.
+    source = await start_run(client, graphs.big_answers, "tea", id=workflow_id, task_queue=TASK_QUEUE)
+    await events_until(source, nth(RequestInfoEvent, 3))
+    checkpoint = await source.checkpoint()
+    assert checkpoint is not None
+    queue = f"{TASK_QUEUE}-{workflow_id}"
+    forked = await fork(client, workflow_id, checkpoint["checkpoint_id"], f"{workflow_id}-fork", task_queue=queue)
+    pending = [p["request_id"] for p in await source.pending_requests()]
+    sent = texts(3)
+    answers = [asyncio.ensure_future(forked.respond(r, t)) for r, t in zip(pending, sent, strict=True)]
+    for _ in range(200):  # all three with the server before any worker polls the fork's queue
+        history = await forked.handle.fetch_history()
+        if sum(e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED for e in history.events) == 3:
+            break
+        await asyncio.sleep(0.05)
+    async with Worker(client, task_queue=queue):
+        accepted = await asyncio.wait_for(asyncio.gather(*answers), 60)
+        assert [a["request_id"] for a in accepted] == pending
+        result = await asyncio.wait_for(forked.result(), 120)
+    assert sorted(result["outputs"]) == sorted(len(t) for t in sent)
+
+
+async def test_a_confirmation_of_no_delivery_and_a_malformed_delivery_are_refused_or_warned(
+    client: Client, workflow_id: str
+) -> None:
+    handle = await keep_alive(client, workflow_id)
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.handle.execute_update("confirm_delivery", {"id": "never-sent"})
+    assert isinstance(refused.value.cause, ApplicationError)
+    assert refused.value.cause.type == "UnknownDeliveryError"
+    assert "no delivery 'never-sent' reached this run" in refused.value.cause.message
+    await handle.handle.signal(
+        "deliver", {"id": "both", "send": {"executor_id": "measure"}, "respond": {"request_id": "r"}}
+    )
+    warning = (await events_until(handle, lambda e: isinstance(e, WorkflowWarningEvent)))[-1]
+    assert isinstance(warning, WorkflowWarningEvent)
+    assert warning.message == "signal 'deliver' ignored: it needs exactly one of send or respond"
+    await handle.send("measure", "small")
+    await finish(handle, [len("small")])
+
+
+def test_delivery_outcomes_kept_for_confirmation_are_bounded_and_carried() -> None:
+    deliveries = Deliveries([])
+    deliveries.begin("a")
+    assert deliveries.known("a") and deliveries.outcome("a") is None
+    deliveries.settle("a", {"accepted": True})
+    deliveries.settle("b", ApplicationError("x" * 10_000, {"executor_id": "e", "big": "y" * 10_000}, type="T"))
+    refused = deliveries.outcome("b")
+    assert refused is not None and refused.error_type == "T" and refused.details == {"executor_id": "e"}
+    assert refused.error is not None and len(refused.error) == MAX_OUTCOME_CHARS
+    for i in range(DELIVERED_CARRIED + 5):
+        deliveries.settle(f"d{i}", {"accepted": True})
+    carried = Deliveries(deliveries.carry())
+    assert len(deliveries.carry()) == DELIVERED_CARRIED
+    assert not carried.known("a") and carried.outcome(f"d{DELIVERED_CARRIED + 4}") is not None
+    # What another execution hands over is bounded again as it is read (a forged start input).
+    forged = [
+        DeliveryOutcome(f"f{i}", error_type="T", error="z" * 10**5, details={"k": "v" * 10**5}) for i in range(999)
+    ]
+    read = Deliveries(forged).carry()
+    assert len(read) == DELIVERED_CARRIED
+    assert all(o.error is not None and len(o.error) == MAX_OUTCOME_CHARS and o.details == {} for o in read)
 
 
 # -- responses -----------------------------------------------------------------------------------------
