@@ -10,10 +10,13 @@ from temporal_workflows._events import RequestInfoEvent, WorkflowEvent, Workflow
 from temporal_workflows._local.runner import MISSING, LocalRunner, local_request_event, shared_state
 
 if TYPE_CHECKING:
+    from temporalio.client import Client
+
     from temporal_workflows._checkpoints.base import CheckpointStorage
     from temporal_workflows._engine.machine import Topology
     from temporal_workflows._graph.executor import Executor
     from temporal_workflows._graph.graph import Graph
+    from temporal_workflows.temporal._durable import DurableWorkflow
 
 __all__ = ["Workflow", "load_workflow"]
 
@@ -196,6 +199,31 @@ class Workflow:
     def reset(self) -> None:
         """Forget the current run: no state, messages, requests or outputs survive."""
         self._runner.reset()
+
+    # -- on Temporal -------------------------------------------------------------
+
+    def on_temporal(
+        self,
+        client: Client,
+        *,
+        id: str | None = None,
+        task_queue: str | None = None,
+        checkpoint_every: int | None = None,
+    ) -> DurableWorkflow:
+        """This workflow's ``run`` calls, each backed by a run on Temporal (same arguments, results, errors).
+
+        ``durable = workflow.on_temporal(client)``, then ``await durable.run(message)``,
+        ``durable.run(message, stream=True)``, ``durable.run(responses=...)`` and
+        ``durable.run(checkpoint_id=...)`` as in process: the one line that makes a
+        program durable. A worker hosting this workflow must poll ``task_queue``.
+        See :class:`~temporal_workflows.temporal.DurableWorkflow`.
+        """
+        from temporal_workflows.temporal._durable import DurableWorkflow
+        from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
+
+        return DurableWorkflow(
+            self, client, id=id, task_queue=task_queue or DEFAULT_TASK_QUEUE, checkpoint_every=checkpoint_every
+        )
 
     # -- export ----------------------------------------------------------------
 
