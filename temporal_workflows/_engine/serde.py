@@ -1,23 +1,34 @@
 """JSON envelopes for every value that crosses a superstep boundary.
 
 Messages, state values, requests, responses and outputs are stored by the
-engine as :class:`Envelope` objects: plain JSON data plus the name of the type
-to restore. The same envelopes go into checkpoints, Temporal payloads and
+engine as :class:`Envelope` objects: JSON data plus the name of the type to
+restore. The same envelopes go into checkpoints, Temporal payloads and
 workflow history, so everything the engine holds is JSON and nothing is
-pickled.
+pickled. The encoding is specified in ``docs/values.md``; in short:
+
+* Plain JSON values (str, int, float, bool, None, lists, dicts with str keys)
+  are stored as they are, with no type (``Envelope(None, data)``), so what the
+  ``temporal`` CLI sends and what a reader sees stays plain JSON.
+* Anything plain JSON would lose the type of is stored *tagged*: at the top
+  level the envelope's ``type`` names it (``"tuple"``, ``"datetime"``,
+  ``"module:QualName"`` of a class, ``"list[<tag>]"`` of several), and inside
+  a value a one-member object ``{"$<tag>": <data>}`` does. Tuples, sets,
+  frozensets, dicts with non-str keys, ``datetime``/``date``/``time``/
+  ``timedelta``, ``UUID``, ``Decimal``, ``bytes``, ``Path``, ``complex`` and
+  non-finite floats have built-in tags; enums, named tuples, pydantic models,
+  dataclasses and plain classes (whose ``__init__`` takes their attributes
+  by name) are tagged with their type key.
+* Models and dataclasses keep pydantic's JSON; only a field whose annotation
+  cannot restore the exact value (``Any``, a union, a bare ``tuple``, a plain
+  class, ...) holds a tagged value.
 
 Values are encoded where user code hands them over, so a value that cannot
-round-trip is an error at the ``send_message``/``set_state`` call that made it.
-Decoding constructs only pydantic models and dataclasses that are registered:
-every type named in a graph's annotations, every type this process encoded,
-types passed to :func:`register_type`, and this library's own events and
-``RequestTimedOut``; and the other models and dataclasses *defined in a module
-that defines a registered type* (an application's own model module: a state
-value's type usually sits next to its message types). A type key is looked up
-in the registry, then in such a module's namespace (``vars(module)``), never
-through ``getattr``: a payload can never make the process import a module (not
-even through a module's lazy ``__getattr__``, as ``pydantic:RootModel`` would)
-nor construct a class of a module it has no registered type from.
+round-trip is an error at the ``send_message``/``set_state`` call that made it,
+naming the value's type, where in the value it sits and the executor.
+Decoding builds built-in types from a fixed table and classes only through the
+registry (``registry.resolve``): a payload can never make the process import a
+module (not even through a module's lazy ``__getattr__``) nor construct a
+class this process did not declare, register or encode.
 
 Error messages built here name types, fields and JSON paths, never the values
 themselves: validation errors leave out pydantic's ``input_value=...``, so a
@@ -26,22 +37,53 @@ rejected secret does not reach a log line or an (unencrypted) error message.
 
 from __future__ import annotations
 
+import base64
+import contextvars
 import dataclasses
+import enum
 import json
 import math
 import sys
 import types
+import typing
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
+from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, PlainSerializer, RootModel, TypeAdapter, ValidationError, WrapSerializer
 from pydantic_core import PydanticSerializationError
 
+from temporal_workflows._engine.registry import (
+    Kind,
+    PlainSignature,
+    class_kind,
+    is_structured_type,
+    plain_signature,
+    register_type,
+    registered,
+    resolve,
+    type_key,
+)
 from temporal_workflows._errors import NotSerializableError
 
-__all__ = ["Envelope", "decode", "encode", "register_type", "type_key", "validate_as", "validation_message"]
+__all__ = [
+    "Envelope",
+    "decode",
+    "encode",
+    "is_structured_type",
+    "json_schema",
+    "register_type",
+    "type_key",
+    "validate_as",
+    "validation_message",
+]
+
+_resolve = resolve  # the name earlier code and tests use
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +91,13 @@ class Envelope:
     """A value as the engine stores it.
 
     Attributes:
-        type: ``"module:QualName"`` of a pydantic model or dataclass, or
-            ``None`` for a plain JSON value (str, int, float, bool, None, list,
-            dict with str keys).
+        type: ``None`` for a plain JSON value (str, int, float, bool, None,
+            list, dict with str keys), read as it is; otherwise how to read
+            ``data``: a built-in tag (``"tuple"``, ``"datetime"``, ...), a
+            class's ``"module:QualName"``, ``"list[<tag>]"`` / ``"dict[<tag>]"``
+            for a list / str-keyed dict of such values, or ``"list[*]"`` /
+            ``"dict[*]"`` for one whose items are tagged where needed
+            (``docs/values.md``).
         data: The JSON form of the value. Never mutated after creation.
     """
 
@@ -59,142 +105,424 @@ class Envelope:
     data: Any
 
 
-_REGISTRY: dict[str, type] = {}
-_MODULES: set[str] = set()
-"""Modules that define a registered type: their other models and dataclasses decode too."""
-
-
-def type_key(tp: type) -> str:
-    """The stable name a type is stored under."""
-    return f"{tp.__module__}:{tp.__qualname__}"
-
-
-def is_structured_type(tp: object) -> bool:
-    """Whether ``tp`` is a class the envelope can carry by name."""
-    return isinstance(tp, type) and (issubclass(tp, BaseModel) or dataclasses.is_dataclass(tp))
-
-
-def register_type(tp: type) -> None:
-    """Allow envelopes naming ``tp`` to be decoded in this process.
-
-    Graph building registers every model and dataclass its annotations name
-    (and with them the others their modules define); call this for types
-    defined elsewhere that appear only inside ``Any``-typed values or state.
-    """
-    if not is_structured_type(tp):
-        raise TypeError(f"only pydantic models and dataclasses can be registered, not {tp!r}")
-    _REGISTRY[type_key(tp)] = tp
-    _MODULES.add(tp.__module__)
-
-
-def _registered(tp: type) -> None:
-    """Register a type this process encodes (unless a type of its name already is)."""
-    if _REGISTRY.setdefault(type_key(tp), tp) is tp:
-        _MODULES.add(tp.__module__)
-
-
-def _register_library_types() -> None:
-    """Register the library's own types that travel in envelopes (events, ``RequestTimedOut``).
-
-    They are registered when encoded, but a process that only decodes them (a
-    client reading a run's event stream) may never have encoded one. Imported
-    statically and lazily (the modules are the package's own, already loaded by
-    ``temporal_workflows``), never by a name taken from a payload.
-    """
-    from temporal_workflows import _events, _requests
-
-    for module in (_events, _requests):
-        for obj in list(vars(module).values()):
-            if is_structured_type(obj) and obj.__module__ == module.__name__:
-                _registered(obj)
-
-
-_library_types_registered = False
-
-
-def _sibling(key: str) -> type | None:
-    """The model or dataclass ``key`` names in a module that defines a registered type, if it defines one.
-
-    Read from the module's (and enclosing classes') ``__dict__``, never with
-    ``getattr``, so no lazy ``__getattr__`` runs; the class found must be
-    defined there under that very name (not imported into the module).
-    """
-    module_name, sep, qualname = key.partition(":")
-    module = sys.modules.get(module_name) if sep and module_name in _MODULES else None
-    if type(module) is not types.ModuleType:  # not loaded, or a lazy module that would load on access
-        return None
-    namespace: Any = vars(module)
-    found: object = None
-    for part in qualname.split("."):
-        found = namespace.get(part)
-        if not isinstance(found, type):
-            return None
-        namespace = vars(found)
-    if isinstance(found, type) and is_structured_type(found) and type_key(found) == key:
-        return found
-    return None
-
-
-def _resolve(key: str) -> type:
-    """The type ``key`` names, if decoding may build it (see the module docstring); never imports anything."""
-    global _library_types_registered
-    tp = _REGISTRY.get(key)
-    if tp is not None:
-        return tp
-    if not _library_types_registered:
-        _library_types_registered = True
-        _register_library_types()
-        tp = _REGISTRY.get(key)
-    if tp is None:
-        tp = _sibling(key)
-    if tp is None:
-        raise NotSerializableError(
-            f"cannot decode a value of type {key!r}: the type is not registered in this process (build or "
-            "import the graph that names it, or call temporal_workflows.register_type(<the class>))"
-        )
-    _REGISTRY[key] = tp
-    return tp
-
-
 @lru_cache(maxsize=1024)
 def _adapter(tp: Any) -> TypeAdapter[Any]:  # annotations are hashable
     return TypeAdapter(tp)
 
 
-def _json_copy(value: Any, path: str) -> Any:
-    """Deep-copy a JSON value, rejecting anything JSON cannot carry faithfully."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        raise NotSerializableError(f"{path} is {value!r}, which JSON cannot represent")
-    if isinstance(value, (list, tuple)):
-        return [_json_copy(v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise NotSerializableError(
-                    f"{path} has a non-string key (a {type(k).__qualname__}); JSON object keys are strings"
-                )
-            out[k] = _json_copy(v, f"{path}[{k!r}]")
-        return out
-    raise NotSerializableError(
-        f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which cannot round-trip through "
-        "JSON; use a pydantic model, a dataclass or plain JSON values (models and dataclasses may also be "
-        "the items of a list or the values of a dict, but not mixed with other types inside a list or dict)"
+# -- refusals ------------------------------------------------------------------------------------
+
+
+class _BadData(ValueError):
+    """Stored data that does not fit its tag; the message names what was expected, never the data."""
+
+
+class _Refused(Exception):
+    """A value inside what is being encoded cannot be stored; ``encode`` turns it into the user's error."""
+
+    def __init__(self, value: object, reason: str) -> None:
+        super().__init__(reason)
+        self.value = value
+        self.reason = reason
+
+
+_PROCESS_BOUND = ("_io", "io", "_thread", "threading", "socket", "_socket", "asyncio", "multiprocessing", "ssl")
+
+
+def _why_not(tp: type) -> str:
+    """Why a value of class ``tp`` cannot be stored, in words a user can act on."""
+    if issubclass(tp, (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.LambdaType)):
+        return "functions are code, not data; store what they need instead"
+    if issubclass(tp, (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)):
+        return "a generator or coroutine in progress cannot be stored"
+    if issubclass(tp, (type, types.ModuleType)):
+        return "classes and modules are code, not data"
+    if tp.__module__.split(".")[0] in _PROCESS_BOUND:
+        return "it belongs to this process (an open file, socket, lock, thread or event loop)"
+    why = plain_signature(tp)
+    return why if isinstance(why, str) else "its instances do not match its __init__"
+
+
+def _describe(tp: type) -> str:
+    return f"{tp.__module__}.{tp.__qualname__}"
+
+
+def _locate(root: Any, target: object) -> str:
+    """Where ``target`` sits inside ``root`` (``[0]``, ``['key']``, ``Model.field``), found by identity.
+
+    Only run when a value is refused, so the encoder's loops need not track paths.
+    """
+    seen: set[int] = set()
+
+    def children(v: Any) -> list[tuple[str, Any]]:
+        t = type(v)
+        if isinstance(v, dict):
+            out: list[tuple[str, Any]] = []
+            for k, x in v.items():
+                label = repr(k) if type(k) in (str, int, bool) else f"<{_describe(type(k))}>"
+                out += [(f"[{label}]", x), (f"[<key {label}>]", k)]
+            return out
+        fields = getattr(v, "_fields", None)
+        if isinstance(v, tuple) and isinstance(fields, tuple):
+            return [(f".{f}", x) for f, x in zip(fields, v, strict=False)]
+        if isinstance(v, (list, tuple)):
+            return [(f"[{i}]", x) for i, x in enumerate(v)]
+        if isinstance(v, (set, frozenset)):
+            return [("[<item>]", x) for x in v]
+        if isinstance(v, BaseModel):
+            return [(f".{f}", getattr(v, f, None)) for f in t.model_fields]
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return [(f".{f.name}", getattr(v, f.name, None)) for f in dataclasses.fields(v)]
+        if isinstance(v, enum.Enum):
+            return [(".value", v.value)]
+        attrs = getattr(v, "__dict__", None)
+        return [(f".{k}", x) for k, x in attrs.items()] if isinstance(attrs, dict) else []
+
+    def walk(v: Any, path: str) -> str | None:
+        if v is target:
+            return path
+        if id(v) in seen or len(seen) > 100_000:
+            return None
+        seen.add(id(v))
+        for part, child in children(v):
+            found = walk(child, path + part)
+            if found is not None:
+                return found
+        return None
+
+    try:
+        return walk(root, "") or ""
+    except RecursionError:
+        return ""
+
+
+def _refusal(root: Any, e: _Refused, what: str) -> NotSerializableError:
+    tp = type(e.value)
+    path = "" if e.value is root else _locate(root, e.value)
+    where = (
+        f"{what} holds a {_describe(tp)} at {_describe(type(root))}{path}" if path else f"{what} is a {_describe(tp)}"
+    )
+    return NotSerializableError(
+        f"{where}, which cannot round-trip through JSON: {e.reason}. Values may be plain JSON, pydantic models, "
+        "dataclasses, enums, named tuples, tuples, sets, dicts with hashable keys, datetime/date/time/timedelta, "
+        "UUID, Decimal, bytes, Path, or instances of a class whose __init__ takes their attributes by name"
     )
 
 
-def _dump(value: Any, warn: Literal["error", "none"]) -> Any:
+# -- built-in tags -----------------------------------------------------------------------------------
+
+
+def _sort_key(node: Any) -> str:
+    return json.dumps(node, sort_keys=True, separators=(",", ":"))
+
+
+def _set_items(v: Any) -> list[Any]:
+    """A set's items as nodes, in an order that is the same in every process (sets have none)."""
+    try:
+        return [_node(x) for x in sorted(v)]
+    except TypeError:  # items that do not compare: order by their JSON instead
+        return sorted((_node(x) for x in v), key=_sort_key)
+
+
+def _pairs(v: dict[Any, Any]) -> list[list[Any]]:
+    return [[_node(k), _node(x)] for k, x in v.items()]
+
+
+def _datetime_text(v: datetime) -> str:
+    """ISO 8601, with an IANA zone name appended (RFC 9557) when the datetime carries one."""
+    text = v.isoformat()
+    tz = v.tzinfo
+    if isinstance(tz, ZoneInfo) and tz.key is not None:
+        return f"{text}[{tz.key}]"
+    return text
+
+
+def _timedelta_text(v: timedelta) -> str:
+    return str(_adapter(timedelta).dump_python(v, mode="json"))
+
+
+_BUILTIN_ENCODERS: dict[type, Callable[[Any], Any]] = {
+    tuple: lambda v: {"$tuple": [_node(x) for x in v]},
+    set: lambda v: {"$set": _set_items(v)},
+    frozenset: lambda v: {"$frozenset": _set_items(v)},
+    bytes: lambda v: {"$bytes": base64.b64encode(v).decode("ascii")},
+    bytearray: lambda v: {"$bytearray": base64.b64encode(v).decode("ascii")},
+    datetime: lambda v: {"$datetime": _datetime_text(v)},
+    date: lambda v: {"$date": v.isoformat()},
+    time: lambda v: {"$time": v.isoformat()},
+    timedelta: lambda v: {"$timedelta": _timedelta_text(v)},
+    Decimal: lambda v: {"$decimal": str(v)},
+    complex: lambda v: {"$complex": [_node(v.real), _node(v.imag)]},
+}
+
+
+def _stdlib_class(module: str, name: str) -> type:
+    """A class of a standard module read from the loaded module, never importing it.
+
+    The engine package imports no ``uuid`` or ``pathlib`` (it is workflow code
+    on Temporal: nothing in it may draw random ids or touch files); decoding
+    only *builds* UUIDs and paths, whose modules pydantic has already loaded.
+    """
+    mod = sys.modules.get(module)
+    found = vars(mod).get(name) if isinstance(mod, types.ModuleType) else None
+    if not isinstance(found, type):
+        raise _BadData(f"the {module} module is not loaded in this process")
+    return found
+
+
+def _text(data: Any, what: str) -> str:
+    if type(data) is not str:
+        raise _BadData(f"a {what} is stored as a JSON string")
+    return data
+
+
+def _array(data: Any, what: str) -> list[Any]:
+    if type(data) is not list:
+        raise _BadData(f"a {what} is stored as a JSON array")
+    return data
+
+
+def _decode_datetime(data: Any) -> datetime:
+    text = _text(data, "datetime")
+    zone = None
+    if text.endswith("]"):
+        text, _, zone = text[:-1].partition("[")
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise _BadData("not an ISO 8601 datetime") from None
+    if zone is not None:
+        if value.tzinfo is None:
+            raise _BadData("a datetime with a zone name needs a UTC offset")
+        try:
+            value = value.astimezone(ZoneInfo(zone))
+        except Exception:
+            raise _BadData("unknown time zone name") from None
+    return value
+
+
+def _iso(parse: Callable[[str], Any], what: str) -> Callable[[Any], Any]:
+    def decode_iso(data: Any) -> Any:
+        text = _text(data, what)
+        try:
+            return parse(text)
+        except ValueError:
+            raise _BadData(f"not an ISO 8601 {what}") from None
+
+    return decode_iso
+
+
+def _decode_bytes(data: Any) -> bytes:
+    text = _text(data, "bytes value")
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        raise _BadData("not base64") from None
+
+
+def _decode_timedelta(data: Any) -> timedelta:
+    try:
+        return typing.cast(timedelta, _adapter(timedelta).validate_python(data))
+    except ValidationError:
+        raise _BadData("not an ISO 8601 duration or a number of seconds") from None
+
+
+def _decode_decimal(data: Any) -> Decimal:
+    try:
+        return Decimal(_text(data, "Decimal"))
+    except InvalidOperation:
+        raise _BadData("not a decimal number") from None
+
+
+def _decode_float(data: Any) -> float:
+    if data not in ("nan", "inf", "-inf"):
+        raise _BadData("a non-finite float is stored as 'nan', 'inf' or '-inf'")
+    return float(data)
+
+
+def _decode_pairs(data: Any) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for pair in _array(data, "dict with non-str keys"):
+        if type(pair) is not list or len(pair) != 2:
+            raise _BadData("a dict with non-str keys is stored as an array of [key, value] pairs")
+        out[_decode_node(pair[0])] = _decode_node(pair[1])
+    return out
+
+
+def _decode_complex(data: Any) -> complex:
+    parts = _array(data, "complex number")
+    if len(parts) != 2:
+        raise _BadData("a complex number is stored as [real, imag]")
+    real, imag = (_decode_node(p) for p in parts)
+    if not all(type(p) in (int, float) for p in (real, imag)):
+        raise _BadData("a complex number is stored as [real, imag]")
+    return complex(real, imag)
+
+
+_BUILTIN_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "tuple": lambda d: tuple(_decode_node(x) for x in _array(d, "tuple")),
+    "set": lambda d: {_decode_node(x) for x in _array(d, "set")},
+    "frozenset": lambda d: frozenset(_decode_node(x) for x in _array(d, "frozenset")),
+    "dict": _decode_pairs,
+    "bytes": _decode_bytes,
+    "bytearray": lambda d: bytearray(_decode_bytes(d)),
+    "datetime": _decode_datetime,
+    "date": _iso(date.fromisoformat, "date"),
+    "time": _iso(time.fromisoformat, "time"),
+    "timedelta": _decode_timedelta,
+    "decimal": _decode_decimal,
+    "uuid": lambda d: _stdlib_class("uuid", "UUID")(_text(d, "UUID")),
+    "path": lambda d: _stdlib_class("pathlib", "Path")(_text(d, "path")),
+    "complex": _decode_complex,
+    "float": _decode_float,
+}
+
+
+# -- models and dataclasses: which fields pydantic's JSON cannot restore exactly ------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """How a model or dataclass is stored.
+
+    Attributes:
+        open: ``(attribute, JSON key)`` of each field stored as a tagged value
+            rather than by pydantic, because its annotation cannot restore the
+            exact value (``Any``, unions, bare containers, plain classes, ...).
+        fields: A dataclass pydantic has no schema for (a field of a plain
+            class, say): every ``init`` field is stored tagged and the class is
+            rebuilt by calling it.
+    """
+
+    open: tuple[tuple[str, str], ...] = ()
+    fields: bool = False
+
+
+_PLANS: dict[type, _Plan] = {}
+_EXACT_LEAVES: frozenset[Any] = frozenset(
+    {str, int, float, bool, type(None), None, datetime, date, time, timedelta, Decimal}
+)
+_SEQUENCES = (list, set, frozenset)
+_UNIONS = (typing.Union, types.UnionType)
+_SERIALIZERS = (PlainSerializer, WrapSerializer)
+
+
+def _is_std(tp: Any, module: str, name: str) -> bool:
+    return isinstance(tp, type) and any(k.__module__ == module and k.__name__ == name for k in tp.__mro__)
+
+
+def _exact(tp: Any, stack: frozenset[type]) -> bool:
+    """Whether pydantic, given this annotation, restores exactly the value it dumped."""
+    try:
+        if tp in _EXACT_LEAVES:
+            return True
+    except TypeError:  # an unhashable annotation
+        return False
+    origin = get_origin(tp)
+    args = get_args(tp)
+    if origin is typing.Annotated:
+        return any(isinstance(m, _SERIALIZERS) for m in args[1:]) or _exact(args[0], stack)
+    if origin is Literal:
+        return True
+    if origin in _UNIONS:
+        members = [a for a in args if a is not type(None)]
+        return len(members) == 1 and _exact(members[0], stack)
+    if origin in _SEQUENCES:
+        return len(args) == 1 and _exact(args[0], stack)
+    if origin is tuple:
+        return bool(args) and args != ((),) and all(a is Ellipsis or _exact(a, stack) for a in args)
+    if origin is dict:
+        return len(args) == 2 and _exact_key(args[0]) and _exact(args[1], stack)
+    if origin is not None or not isinstance(tp, type):
+        return False
+    if _is_std(tp, "uuid", "UUID") or _is_std(tp, "pathlib", "Path"):
+        return tp.__module__ in ("uuid", "pathlib")
+    kind = class_kind(tp)
+    if kind == "enum":
+        return all(type(m.value) in (str, int) for m in typing.cast(type[enum.Enum], tp))
+    if kind in ("model", "dataclass"):
+        if tp in stack:
+            return True  # a recursive model: judged by its other fields
+        plan = _plan(tp, stack)
+        return not plan.open and not plan.fields
+    if kind == "namedtuple":
+        try:
+            hints = typing.get_type_hints(tp)
+        except Exception:
+            return False
+        return all(_exact(h, stack) for h in hints.values())
+    return False
+
+
+def _exact_key(tp: Any) -> bool:
+    if tp in (str, int):
+        return True
+    if get_origin(tp) is Literal:
+        return all(type(a) in (str, int) for a in get_args(tp))
+    if class_kind(tp) == "enum":
+        return all(type(m.value) in (str, int) for m in tp)
+    return _is_std(tp, "uuid", "UUID")
+
+
+def _library_fields(tp: type[BaseModel]) -> set[str]:
+    """Fields declared by this library's own models (events carry JSON in their ``data: Any`` on purpose)."""
+    names: set[str] = set()
+    for base in tp.__mro__:
+        if base.__module__.startswith("temporal_workflows.") and isinstance(base, type) and issubclass(base, BaseModel):
+            names.update(vars(base).get("__annotations__", {}))
+    return names
+
+
+def _plan(tp: type, stack: frozenset[type] = frozenset()) -> _Plan:
+    found = _PLANS.get(tp)
+    if found is not None:
+        return found
+    stack = stack | {tp}
+    found = _model_plan(tp, stack) if issubclass(tp, BaseModel) else _dataclass_plan(tp, stack)
+    _PLANS[tp] = found
+    return found
+
+
+def _model_plan(tp: type[BaseModel], stack: frozenset[type]) -> _Plan:
+    decorators = tp.__pydantic_decorators__
+    if issubclass(tp, RootModel) or decorators.model_serializers:
+        return _Plan()  # the model says how it is stored
+    custom = {f for d in decorators.field_serializers.values() for f in d.info.fields}
+    if "*" in custom:
+        return _Plan()
+    ours = _library_fields(tp)
+    by_alias = bool(tp.model_config.get("serialize_by_alias"))
+    open_fields = []
+    for name, f in tp.model_fields.items():
+        if name in custom or name in ours or f.discriminator is not None:
+            continue
+        if any(isinstance(m, _SERIALIZERS) for m in f.metadata) or _exact(f.annotation, stack):
+            continue
+        key = (f.serialization_alias or f.alias or name) if by_alias else name
+        open_fields.append((name, key))
+    return _Plan(open=tuple(open_fields))
+
+
+def _dataclass_plan(tp: type, stack: frozenset[type]) -> _Plan:
+    try:
+        _adapter(tp)
+        hints = typing.get_type_hints(tp, include_extras=True)
+    except Exception:  # pydantic has no schema for a field's type (a plain class, say)
+        return _Plan(fields=True)
+    fields = dataclasses.fields(tp)
+    return _Plan(open=tuple((f.name, f.name) for f in fields if f.init and not _exact(hints.get(f.name, Any), stack)))
+
+
+def _dump(value: Any, warn: Literal["error", "none"], exclude: set[str] | None) -> Any:
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", warnings=warn)
-    return _adapter(type(value)).dump_python(value, mode="json", warnings=warn)  # type: ignore[arg-type]
+        return value.model_dump(mode="json", warnings=warn, exclude=exclude)
+    return _adapter(type(value)).dump_python(  # type: ignore[arg-type]  # classes are hashable
+        value, mode="json", warnings=warn, exclude=exclude
+    )
 
 
-def _dump_structured(value: Any, what: str) -> Any:
-    """The JSON form of a model or dataclass instance, or ``NotSerializableError`` naming ``what``.
+def _dump_structured(value: Any, exclude: set[str] | None) -> Any:
+    """The JSON form pydantic gives a model or dataclass instance.
 
     pydantic warns when a field holds a value of another type than declared
     (assigned without validation), quoting the value; that warning would put
@@ -203,67 +531,383 @@ def _dump_structured(value: Any, what: str) -> Any:
     tp = type(value)
     try:
         try:
-            return _dump(value, "error")
+            return _dump(value, "error", exclude)
         except PydanticSerializationError as e:
             if not str(e).startswith("Pydantic serializer warnings"):
                 raise
-        data = _dump(value, "none")
+        data = _dump(value, "none", exclude)
     except Exception as e:  # pydantic raises several types here
-        raise NotSerializableError(f"{what} of type {tp.__qualname__} cannot be serialized: {e}") from e
+        raise _Refused(value, f"pydantic cannot serialize it: {e}") from e
     warnings.warn(
-        f"{what} of type {tp.__qualname__} has a field holding a value of another type than declared (assigned "
+        f"{_WHAT.get()} of type {tp.__qualname__} has a field holding a value of another type than declared (assigned "
         "without validation); it was serialized as it is and may not decode",
-        stacklevel=3,
+        stacklevel=5,
     )
     return data
 
 
-def encode(value: Any, *, what: str = "value") -> Envelope:
-    """Turn a user value into an envelope, or fail naming ``what`` it was."""
-    tp = type(value)
-    if isinstance(value, BaseModel) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
-        _registered(tp)
-        return Envelope(type_key(tp), _dump_structured(value, what))
-    if isinstance(value, (list, tuple)) and value:
-        inner = _homogeneous_structured(value)
-        if inner is not None:
-            return Envelope(f"list[{type_key(inner)}]", [encode(v, what=what).data for v in value])
-    if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
-        inner = _homogeneous_structured(list(value.values()))
-        if inner is not None:
-            return Envelope(f"dict[{type_key(inner)}]", {k: encode(v, what=what).data for k, v in value.items()})
-    return Envelope(None, _json_copy(value, what))
+# -- encoding -------------------------------------------------------------------------------------------
 
 
-def _homogeneous_structured(values: Any) -> type | None:
-    """The one model/dataclass type of every item, if they share one."""
-    first = type(values[0])
-    if not is_structured_type(first):
+_WHAT: contextvars.ContextVar[str] = contextvars.ContextVar("temporal_workflows_encoding", default="value")
+"""What ``encode`` is encoding (``"state key 'k' written by executor 'a'"``), for the warning below."""
+
+
+class _NotPlain(Exception):
+    """Raised inside :func:`_plain` at the first value plain JSON cannot carry as it is."""
+
+
+def _plain(v: Any) -> Any:
+    """A copy of ``v`` if it is plain JSON (exact types: a str subclass such as a StrEnum is not)."""
+    t = type(v)
+    if t is str or t is int or t is bool or v is None:
+        return v
+    if t is float:
+        if math.isfinite(v):
+            return v
+        raise _NotPlain
+    if t is list:
+        return [_plain(x) for x in v]
+    if t is dict:
+        out = {}
+        for k, x in v.items():
+            if type(k) is not str:
+                raise _NotPlain
+            out[k] = _plain(x)
+        return out
+    raise _NotPlain
+
+
+def _node(v: Any) -> Any:
+    """The JSON form of ``v`` inside a value: plain where plain JSON keeps its type, else ``{"$<tag>": data}``."""
+    t = type(v)
+    if t is str or t is int or t is bool or v is None:
+        return v
+    if t is float:
+        return v if math.isfinite(v) else {"$float": "nan" if v != v else "inf" if v > 0 else "-inf"}
+    if t is list:
+        return [_node(x) for x in v]
+    if t is dict:
+        if all(type(k) is str for k in v) and not (len(v) == 1 and next(iter(v)).startswith("$")):
+            return {k: _node(x) for k, x in v.items()}
+        return {"$dict": _pairs(v)}  # non-str keys, or a one-member object that would read as a tag
+    encoder = _ENCODERS.get(t)
+    if encoder is None:
+        encoder = _encoder_for(t)
+    return encoder(v)
+
+
+_ENCODERS: dict[type, Callable[[Any], Any]] = dict(_BUILTIN_ENCODERS)
+
+
+def _encoder_for(t: type) -> Callable[[Any], Any]:
+    """How values of class ``t`` are tagged (cached per class); a class that cannot be stored gets a refusal."""
+    encoder = None if t.__module__ in ("uuid", "pathlib") else _class_encoder(t)
+    if encoder is None:
+        encoder = _fallback_encoder(t)
+    _ENCODERS[t] = encoder
+    return encoder
+
+
+def _class_encoder(t: type) -> Callable[[Any], Any] | None:
+    kind: Kind | None = class_kind(t)
+    if kind is None:
         return None
-    return first if all(type(v) is first for v in values) else None
+    registered(t)
+    tag = "$" + type_key(t)
+    if kind == "enum":
+        return lambda v: {tag: _node(v.value)}
+    if kind == "namedtuple":
+        return lambda v: {tag: [_node(x) for x in v]}
+    if kind == "plain":
+        return _plain_encoder(t, tag)
+    plan = _plan(t)
+    if plan.fields:
+        names = [f.name for f in dataclasses.fields(t) if f.init]
+        return lambda v: {tag: {n: _node(getattr(v, n)) for n in names}}
+    if not plan.open:
+        return lambda v: {tag: _dump_structured(v, None)}
+    exclude = {name for name, _ in plan.open}
+
+    def encode_open(v: Any) -> Any:
+        data = _dump_structured(v, exclude)
+        for name, key in plan.open:
+            data[key] = _node(getattr(v, name))
+        return {tag: data}
+
+    return encode_open
 
 
-def _decode_one(key: str, data: Any) -> Any:
-    tp = _resolve(key)
+def _plain_encoder(t: type, tag: str) -> Callable[[Any], Any]:
+    sig = plain_signature(t)
+    assert isinstance(sig, PlainSignature)
+
+    def encode_plain(v: Any) -> Any:
+        attrs = getattr(v, "__dict__", None)
+        if not isinstance(attrs, dict):
+            raise _Refused(v, "its instances keep no attributes in a __dict__")
+        keys = attrs.keys()
+        if not keys <= sig.params:
+            raise _Refused(v, f"its attributes {sorted(keys - sig.params)} are not parameters of its __init__")
+        if not sig.required <= keys:
+            raise _Refused(v, f"its __init__ parameters {sorted(sig.required - keys)} are not among its attributes")
+        return {tag: {k: _node(x) for k, x in attrs.items()}}
+
+    return encode_plain
+
+
+def _as(base: type) -> Callable[[Any], Any]:
+    return lambda v: _node(base(v))
+
+
+def _fallback_encoder(t: type) -> Callable[[Any], Any]:
+    """Standard types found by module, subclasses of the built-in ones, and refusals."""
+    if _is_std(t, "uuid", "UUID"):
+        return lambda v: {"$uuid": str(v)}
+    if _is_std(t, "pathlib", "Path"):
+        return lambda v: {"$path": str(v)}
+    for base in (datetime, date, time, timedelta, Decimal, tuple, set, frozenset, bytes, bytearray):
+        if issubclass(t, base):  # a subclass of a standard type is stored as that type (as json.dumps would)
+            return _BUILTIN_ENCODERS[base]
+    if issubclass(t, bool):
+        return bool
+    for scalar in (str, int, float):
+        if issubclass(t, scalar):
+            return _as(scalar)
+    if issubclass(t, list):
+        return lambda v: _node(list(v))
+    if issubclass(t, dict):
+        return lambda v: _node(dict(v))
+    reason = _why_not(t)
+
+    def refuse(v: Any) -> Any:
+        raise _Refused(v, reason)
+
+    return refuse
+
+
+def _is_tag(node: Any) -> bool:
+    return type(node) is dict and len(node) == 1 and next(iter(node)).startswith("$")
+
+
+def _one_tag(nodes: list[Any]) -> str | None:
+    """The tag every node has, if they all have the same one (then only their data need be stored)."""
+    if not nodes or not _is_tag(nodes[0]):
+        return None
+    (tag,) = nodes[0]
+    return tag if all(type(n) is dict and len(n) == 1 and tag in n for n in nodes) else None
+
+
+def encode(value: Any, *, what: str = "value") -> Envelope:
+    """Turn a user value into an envelope, or fail naming ``what`` it was (and where in it the culprit is).
+
+    Raises:
+        NotSerializableError: Something in ``value`` cannot round-trip through
+            JSON (an open file, a lock, a function, a class whose constructor
+            does not take its attributes, ...), naming its type and path.
+    """
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return Envelope(None, value)
+    if t is list or t is dict or t is float:
+        try:
+            return Envelope(None, _plain(value))
+        except _NotPlain:
+            pass
+        except RecursionError:
+            raise NotSerializableError(f"{what} is nested too deeply") from None
+    token = _WHAT.set(what)
     try:
-        if issubclass(tp, BaseModel):
-            return tp.model_validate(data)
-        return _adapter(tp).validate_python(data)  # type: ignore[arg-type]
+        if t is list:
+            nodes = [_node(x) for x in value]
+            tag = _one_tag(nodes)
+            return Envelope(f"list[{tag[1:]}]", [n[tag] for n in nodes]) if tag else Envelope("list[*]", nodes)
+        if t is dict:
+            if not all(type(k) is str for k in value):
+                return Envelope("dict", _pairs(value))
+            values = {k: _node(x) for k, x in value.items()}
+            tag = _one_tag(list(values.values()))
+            if tag:
+                return Envelope(f"dict[{tag[1:]}]", {k: n[tag] for k, n in values.items()})
+            return Envelope("dict[*]", values)
+        node = _node(value)
+    except _Refused as e:
+        raise _refusal(value, e, what) from None
+    except RecursionError:
+        raise NotSerializableError(f"{what} contains itself (a reference cycle) or is nested too deeply") from None
+    finally:
+        _WHAT.reset(token)
+    if _is_tag(node):
+        ((tag, data),) = node.items()
+        return Envelope(tag[1:], data)
+    if type(node) is list or type(node) is dict:  # a subclass of list or dict, stored as one
+        return encode(list(value) if type(node) is list else dict(value), what=what)
+    return Envelope(None, node)
+
+
+# -- decoding -------------------------------------------------------------------------------------------
+
+
+def _json_copy(value: Any) -> Any:
+    """A fresh copy of plain JSON data (what an untyped envelope holds)."""
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    return value
+
+
+def _decode_node(n: Any) -> Any:
+    t = type(n)
+    if t is list:
+        return [_decode_node(x) for x in n]
+    if t is dict:
+        if len(n) == 1:
+            ((k, data),) = n.items()
+            if type(k) is str and k.startswith("$"):
+                return _decoder(k[1:])(data)
+        return {k: _decode_node(x) for k, x in n.items()}
+    return n
+
+
+_CLASS_DECODERS: dict[type, Callable[[Any], Any]] = {}
+
+
+def _decoder(tag: str) -> Callable[[Any], Any]:
+    """The function that rebuilds a value stored under ``tag`` from its data, failing as ``NotSerializableError``.
+
+    A class is looked up in the registry on every call (a dict read), so a
+    class registered again under its key is the one built from then on.
+    """
+    build = _BUILTIN_DECODERS.get(tag)
+    if build is None:
+        tp = resolve(tag)  # raises for anything not declared, registered or encoded here
+        build = _CLASS_DECODERS.get(tp)
+        if build is None:
+            build = _CLASS_DECODERS[tp] = _class_decoder(tp, class_kind(tp))
+    return lambda data: _build(tag, build, data)
+
+
+def _build(tag: str, build: Callable[[Any], Any], data: Any) -> Any:
+    try:
+        return build(data)
+    except NotSerializableError:
+        raise
     except ValidationError as e:
-        raise NotSerializableError(f"cannot decode a value of type {key!r}: {validation_message(e)}") from None
+        raise NotSerializableError(f"cannot decode a value of type {tag!r}: {validation_message(e)}") from None
+    except RecursionError:
+        raise NotSerializableError(f"cannot decode a value of type {tag!r}: it is nested too deeply") from None
+    except _BadData as e:
+        raise NotSerializableError(f"cannot decode a value of type {tag!r}: {e}") from None
+    except Exception as e:  # a user's constructor, say: its message may quote the value, so only its class is named
+        raise NotSerializableError(f"cannot decode a value of type {tag!r}: {type(e).__name__}") from None
+
+
+def _class_decoder(tp: type, kind: Kind | None) -> Callable[[Any], Any]:
+    if kind == "enum":
+        return lambda d: _enum_member(tp, _decode_node(d))
+    if kind == "namedtuple":
+        return lambda d: tp(*(_decode_node(x) for x in _array(d, tp.__qualname__)))
+    if kind == "plain":
+        return _plain_decoder(tp)
+    if kind not in ("model", "dataclass"):
+        raise NotSerializableError(f"cannot decode a value of type {type_key(tp)!r}: the type is not storable")
+    plan = _plan(tp)
+    if plan.fields:
+        return lambda d: tp(**{k: _decode_node(x) for k, x in _object(d, tp).items()})
+    validate: Callable[..., Any]
+    if issubclass(tp, BaseModel):
+        validate = tp.model_validate
+    else:
+        validate = _adapter(tp).validate_python  # type: ignore[arg-type]  # classes are hashable
+    if not plan.open:
+        return lambda d: validate(d, strict=False, by_alias=True, by_name=True)
+    keys = [key for _, key in plan.open]
+
+    def decode_open(d: Any) -> Any:
+        if type(d) is dict:
+            d = dict(d)
+            for key in keys:
+                if key in d:
+                    d[key] = _decode_node(d[key])
+        return validate(d, strict=False, by_alias=True, by_name=True)
+
+    return decode_open
+
+
+def _object(data: Any, tp: type) -> dict[str, Any]:
+    if type(data) is not dict:
+        raise _BadData(f"a {tp.__qualname__} is stored as a JSON object")
+    return data
+
+
+def _enum_member(tp: type, value: Any) -> Any:
+    try:
+        return tp(value)
+    except ValueError:
+        raise _BadData(f"no member of {tp.__qualname__} has this value") from None
+
+
+def _plain_decoder(tp: type) -> Callable[[Any], Any]:
+    sig = plain_signature(tp)
+    assert isinstance(sig, PlainSignature)
+
+    def decode_plain(data: Any) -> Any:
+        attrs = _object(data, tp)
+        if not attrs.keys() <= sig.params:
+            extra = len(attrs.keys() - sig.params)  # counted, not named: the names come from the payload
+            raise _BadData(
+                f"{extra} stored attribute{' is not a parameter' if extra == 1 else 's are not parameters'} "
+                f"of its __init__ (it takes {sorted(sig.params)})"
+            )
+        if not sig.required <= attrs.keys():
+            raise _BadData(f"its __init__ parameters {sorted(sig.required - attrs.keys())} are missing")
+        return tp(**{k: _decode_node(x) for k, x in attrs.items()})
+
+    return decode_plain
 
 
 def decode(envelope: Envelope) -> Any:
-    """Restore the value an envelope holds, as a fresh object the caller may mutate."""
-    if envelope.type is None:
-        data = envelope.data
-        return data if data is None or isinstance(data, (str, int, float)) else _json_copy(data, "value")
+    """Restore the value an envelope holds, as a fresh object the caller may mutate.
+
+    Raises:
+        NotSerializableError: The envelope names a type this process may not
+            build (see the module docstring), or its data does not fit it;
+            the message names the type, never the value.
+    """
     t = envelope.type
-    if t.startswith("list[") and t.endswith("]"):
-        return [_decode_one(t[5:-1], d) for d in envelope.data]
-    if t.startswith("dict[") and t.endswith("]"):
-        return {k: _decode_one(t[5:-1], d) for k, d in envelope.data.items()}
-    return _decode_one(t, envelope.data)
+    data = envelope.data
+    if t is None:
+        return data if data is None or isinstance(data, (str, int, float)) else _json_copy(data)
+    if t.endswith("]"):
+        if t.startswith("list["):
+            inner = t[5:-1]
+            items = _array_of(data, t)
+            if inner == "*":
+                return [_decode_node(d) for d in items]
+            one = _decoder(inner)
+            return [one(d) for d in items]
+        if t.startswith("dict["):
+            inner = t[5:-1]
+            if type(data) is not dict:
+                raise NotSerializableError(f"cannot decode a value of type {t!r}: it is stored as a JSON object")
+            if inner == "*":
+                return {k: _decode_node(d) for k, d in data.items()}
+            one = _decoder(inner)
+            return {k: one(d) for k, d in data.items()}
+    try:
+        return _decoder(t)(data)
+    except RecursionError:
+        raise NotSerializableError(f"cannot decode a value of type {t!r}: it is nested too deeply") from None
+
+
+def _array_of(data: Any, t: str) -> list[Any]:
+    if type(data) is not list:
+        raise NotSerializableError(f"cannot decode a value of type {t!r}: it is stored as a JSON array")
+    return data
+
+
+# -- validation -------------------------------------------------------------------------------------------
 
 
 def validate_as(tp: Any, value: Any, *, strict: bool = False) -> Any:
