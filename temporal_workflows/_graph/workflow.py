@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from temporal_workflows._engine.registry import declare
@@ -215,6 +215,20 @@ class Workflow:
 
     def __repr__(self) -> str:
         return f"Workflow(name={self.name!r}, executors={list(self._graph.executors)})"
+
+    def _repr_svg_(self) -> str | None:
+        """The graph as SVG in a notebook (``None``, so Mermaid shows instead, without Graphviz)."""
+        from temporal_workflows._graph.viz import render_svg
+
+        return render_svg(self._graph)
+
+    def _repr_mimebundle_(
+        self, include: Collection[str] | None = None, exclude: Collection[str] | None = None
+    ) -> dict[str, str]:
+        """How a notebook shows the graph: SVG when Graphviz can draw it, else Mermaid text."""
+        from temporal_workflows._graph.viz import mimebundle
+
+        return mimebundle(self._graph, repr(self), include=include, exclude=exclude)
 
 
 def _declared_types(graph: Graph) -> Iterator[Any]:
