@@ -45,6 +45,7 @@ from temporal_workflows import (
     WorkflowOutputEvent,
     executor,
     handler,
+    register_checkpoint_type,
     register_type,
     response_handler,
 )
@@ -145,6 +146,18 @@ class Report(BaseModel):
     either: int | str | tuple[int, ...] = 0
 
 
+class Measure(BaseModel):
+    """pydantic leaves NaN in a float field as a float, which JSON writers turn into null."""
+
+    value: float
+    limit: float | None = None
+
+
+@dataclasses.dataclass
+class Reading:
+    value: float
+
+
 WHEN = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
 SHAPE = Shape("triangle", [Point(0, 0), Point(1, 0), Point(0.5, 1)], WHEN)
 ITEMS = [Item(name="a", n=1, when=WHEN, tags={"x", "y"}), Item(name="b", n=2)]
@@ -213,6 +226,9 @@ ORDINARY: list[Any] = [
     Money(Decimal("9.99"), "USD"),
     LEDGER,
     REPORT,
+    Measure(value=math.nan, limit=-math.inf),
+    Measure(value=1.5),
+    Reading(math.inf),
     {"$ref": "#/definitions/x"},  # plain JSON that looks like a tag stays plain at the top
     [{"$ref": "x"}, (1,)],  # ... and is escaped inside a tagged value
     {"a": {"$not-a-tag": [1, (2,)]}},
@@ -240,7 +256,7 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, datetime):  # pydantic gives a declared field a TzInfo(0), not timezone.utc: same offset
         return a == b and a.utcoffset() == b.utcoffset() and a.fold == b.fold and a.isoformat() == b.isoformat()
     if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
+        return isinstance(b, float) and math.isnan(b)
     if isinstance(a, Decimal):
         return str(a) == str(b)
     if type(a) is Money:
@@ -502,6 +518,7 @@ def test_deeply_nested_data_is_refused_not_a_crash() -> None:
 def test_register_type_takes_every_storable_kind_and_says_why_not_otherwise() -> None:
     for tp in (Item, Point, Color, Perm, Pair, Money, Ledger):
         register_type(tp)
+    assert register_checkpoint_type is register_type  # Agent Framework's name for it
     for tp, why in (
         (dict, "standard types"),
         (datetime, "standard types"),

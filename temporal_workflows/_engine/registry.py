@@ -39,6 +39,7 @@ __all__ = [
     "declare",
     "is_structured_type",
     "plain_signature",
+    "register_checkpoint_type",
     "register_type",
     "registered",
     "resolve",
@@ -168,6 +169,10 @@ def register_type(tp: type) -> None:
             "enums, named tuples and classes whose __init__ takes their attributes by name can"
         )
     declare([tp], explicit=True)
+
+
+register_checkpoint_type = register_type
+"""Agent Framework's name for :func:`register_type` (``agent_framework.register_checkpoint_type``)."""
 
 
 def registered(tp: type) -> None:

@@ -389,12 +389,16 @@ class _Plan:
         open: ``(attribute, JSON key)`` of each field stored as a tagged value
             rather than by pydantic, because its annotation cannot restore the
             exact value (``Any``, unions, bare containers, plain classes, ...).
+        floats: ``(attribute, JSON key)`` of each ``float`` field: pydantic
+            leaves a NaN or infinity in it as a float, which JSON writers turn
+            into ``null``; such a value is stored tagged instead.
         fields: A dataclass pydantic has no schema for (a field of a plain
             class, say): every ``init`` field is stored tagged and the class is
             rebuilt by calling it.
     """
 
     open: tuple[tuple[str, str], ...] = ()
+    floats: tuple[tuple[str, str], ...] = ()
     fields: bool = False
 
 
@@ -464,6 +468,15 @@ def _exact_key(tp: Any) -> bool:
     return _is_std(tp, "uuid", "UUID")
 
 
+def _is_float(tp: Any) -> bool:
+    """``float``, ``float | None`` or an ``Annotated`` one of them."""
+    if get_origin(tp) is typing.Annotated:
+        return _is_float(get_args(tp)[0])
+    if get_origin(tp) in _UNIONS:
+        return [a for a in get_args(tp) if a is not type(None)] == [float]
+    return tp is float
+
+
 def _library_fields(tp: type[BaseModel]) -> set[str]:
     """Fields declared by this library's own models (events carry JSON in their ``data: Any`` on purpose)."""
     names: set[str] = set()
@@ -492,15 +505,18 @@ def _model_plan(tp: type[BaseModel], stack: frozenset[type]) -> _Plan:
         return _Plan()
     ours = _library_fields(tp)
     by_alias = bool(tp.model_config.get("serialize_by_alias"))
-    open_fields = []
+    open_fields, floats = [], []
     for name, f in tp.model_fields.items():
         if name in custom or name in ours or f.discriminator is not None:
             continue
-        if any(isinstance(m, _SERIALIZERS) for m in f.metadata) or _exact(f.annotation, stack):
+        if any(isinstance(m, _SERIALIZERS) for m in f.metadata):
             continue
         key = (f.serialization_alias or f.alias or name) if by_alias else name
-        open_fields.append((name, key))
-    return _Plan(open=tuple(open_fields))
+        if _is_float(f.annotation):
+            floats.append((name, key))
+        elif not _exact(f.annotation, stack):
+            open_fields.append((name, key))
+    return _Plan(open=tuple(open_fields), floats=tuple(floats))
 
 
 def _dataclass_plan(tp: type, stack: frozenset[type]) -> _Plan:
@@ -509,8 +525,11 @@ def _dataclass_plan(tp: type, stack: frozenset[type]) -> _Plan:
         hints = typing.get_type_hints(tp, include_extras=True)
     except Exception:  # pydantic has no schema for a field's type (a plain class, say)
         return _Plan(fields=True)
-    fields = dataclasses.fields(tp)
-    return _Plan(open=tuple((f.name, f.name) for f in fields if f.init and not _exact(hints.get(f.name, Any), stack)))
+    fields = [f for f in dataclasses.fields(tp) if f.init]
+    return _Plan(
+        open=tuple((f.name, f.name) for f in fields if not _exact(hints.get(f.name, Any), stack)),
+        floats=tuple((f.name, f.name) for f in fields if _is_float(hints.get(f.name))),
+    )
 
 
 def _dump(value: Any, warn: Literal["error", "none"], exclude: set[str] | None) -> Any:
@@ -625,14 +644,18 @@ def _class_encoder(t: type) -> Callable[[Any], Any] | None:
     if plan.fields:
         names = [f.name for f in dataclasses.fields(t) if f.init]
         return lambda v: {tag: {n: _node(getattr(v, n)) for n in names}}
-    if not plan.open:
+    if not plan.open and not plan.floats:
         return lambda v: {tag: _dump_structured(v, None)}
-    exclude = {name for name, _ in plan.open}
+    exclude = {name for name, _ in plan.open} or None
 
     def encode_open(v: Any) -> Any:
         data = _dump_structured(v, exclude)
         for name, key in plan.open:
             data[key] = _node(getattr(v, name))
+        for name, key in plan.floats:
+            x = getattr(v, name)
+            if type(x) is float and not math.isfinite(x):
+                data[key] = _node(x)
         return {tag: data}
 
     return encode_open
@@ -779,28 +802,37 @@ def _decoder(tag: str) -> Callable[[Any], Any]:
     A class is looked up in the registry on every call (a dict read), so a
     class registered again under its key is the one built from then on.
     """
-    build = _BUILTIN_DECODERS.get(tag)
-    if build is None:
-        tp = resolve(tag)  # raises for anything not declared, registered or encoded here
-        build = _CLASS_DECODERS.get(tp)
-        if build is None:
-            build = _CLASS_DECODERS[tp] = _class_decoder(tp, class_kind(tp))
-    return lambda data: _build(tag, build, data)
+    found = _WRAPPED_BUILTINS.get(tag)
+    if found is not None:
+        return found
+    tp = resolve(tag)  # raises for anything not declared, registered or encoded here
+    found = _CLASS_DECODERS.get(tp)
+    if found is None:
+        found = _CLASS_DECODERS[tp] = _guarded(tag, _class_decoder(tp, class_kind(tp)))
+    return found
 
 
-def _build(tag: str, build: Callable[[Any], Any], data: Any) -> Any:
-    try:
-        return build(data)
-    except NotSerializableError:
-        raise
-    except ValidationError as e:
-        raise NotSerializableError(f"cannot decode a value of type {tag!r}: {validation_message(e)}") from None
-    except RecursionError:
-        raise NotSerializableError(f"cannot decode a value of type {tag!r}: it is nested too deeply") from None
-    except _BadData as e:
-        raise NotSerializableError(f"cannot decode a value of type {tag!r}: {e}") from None
-    except Exception as e:  # a user's constructor, say: its message may quote the value, so only its class is named
-        raise NotSerializableError(f"cannot decode a value of type {tag!r}: {type(e).__name__}") from None
+def _guarded(tag: str, build: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``build``, with whatever it raises turned into ``NotSerializableError`` naming ``tag`` but not the data."""
+
+    def decode_tagged(data: Any) -> Any:
+        try:
+            return build(data)
+        except NotSerializableError:
+            raise
+        except ValidationError as e:
+            raise NotSerializableError(f"cannot decode a value of type {tag!r}: {validation_message(e)}") from None
+        except RecursionError:
+            raise NotSerializableError(f"cannot decode a value of type {tag!r}: it is nested too deeply") from None
+        except _BadData as e:
+            raise NotSerializableError(f"cannot decode a value of type {tag!r}: {e}") from None
+        except Exception as e:  # a user's constructor, say: its message may quote the value, so only its class
+            raise NotSerializableError(f"cannot decode a value of type {tag!r}: {type(e).__name__}") from None
+
+    return decode_tagged
+
+
+_WRAPPED_BUILTINS = {tag: _guarded(tag, build) for tag, build in _BUILTIN_DECODERS.items()}
 
 
 def _class_decoder(tp: type, kind: Kind | None) -> Callable[[Any], Any]:
@@ -815,14 +847,10 @@ def _class_decoder(tp: type, kind: Kind | None) -> Callable[[Any], Any]:
     plan = _plan(tp)
     if plan.fields:
         return lambda d: tp(**{k: _decode_node(x) for k, x in _object(d, tp).items()})
-    validate: Callable[..., Any]
-    if issubclass(tp, BaseModel):
-        validate = tp.model_validate
-    else:
-        validate = _adapter(tp).validate_python  # type: ignore[arg-type]  # classes are hashable
-    if not plan.open:
+    validate = _validator(tp)
+    if not plan.open and not plan.floats:
         return lambda d: validate(d, strict=False, by_alias=True, by_name=True)
-    keys = [key for _, key in plan.open]
+    keys = [key for _, key in (*plan.open, *plan.floats)]
 
     def decode_open(d: Any) -> Any:
         if type(d) is dict:
@@ -833,6 +861,12 @@ def _class_decoder(tp: type, kind: Kind | None) -> Callable[[Any], Any]:
         return validate(d, strict=False, by_alias=True, by_name=True)
 
     return decode_open
+
+
+def _validator(tp: type) -> Callable[..., Any]:
+    if issubclass(tp, BaseModel):
+        return tp.model_validate
+    return _adapter(tp).validate_python  # type: ignore[arg-type]  # classes are hashable
 
 
 def _object(data: Any, tp: type) -> dict[str, Any]:
