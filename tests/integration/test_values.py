@@ -64,11 +64,16 @@ async def test_a_client_reads_ordinary_values_back_with_their_types(client: Clie
     assert b'"$tuple"' in stored and b'"$tests.conformance.scenarios:Grade"' in stored
 
 
+@pytest.mark.parametrize(
+    "start",
+    [{"message": ["parcel", 3]}, {"message": ["parcel", 3], "message_type": "tuple"}],
+    ids=["plain", "tagged"],
+)
 async def test_a_run_started_with_plain_json_gets_the_types_its_start_executor_declares(
-    client: Client, workflow_id: str
+    client: Client, workflow_id: str, start: dict[str, Any]
 ) -> None:
-    """What ``temporal workflow start --input`` sends: no type key, just JSON."""
-    await client.start_workflow("cf_values", {"message": ["parcel", 3]}, id=workflow_id, task_queue=TASK_QUEUE)
+    """What ``temporal workflow start --input`` sends: just JSON (or JSON with its built-in tag)."""
+    await client.start_workflow("cf_values", start, id=workflow_id, task_queue=TASK_QUEUE)
     handle = get_run(client, workflow_id)
     events = await events_until(handle, lambda e: isinstance(e, RequestInfoEvent))
     (asked,) = [e for e in events if isinstance(e, RequestInfoEvent)]
