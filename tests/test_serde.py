@@ -346,7 +346,8 @@ def test_set_order_is_the_same_in_every_process() -> None:
     """Sets have no order and str hashes differ per process; stored data (and history) must not."""
     code = (
         "from temporal_workflows._engine.serde import encode; "
-        "print(encode({'pear', 'apple', 'fig', ('x', 1), 3}).data, encode(frozenset('abcdefgh')).data)"
+        "print(encode({'pear', 'apple', 'fig', ('x', 1), 3}).data, encode(frozenset('abcdefgh')).data, "
+        "encode({frozenset({'a'}), frozenset({'b'}), frozenset({'c', 'd'})}).data)"
     )
     outputs = {
         subprocess.run(

@@ -37,27 +37,22 @@ rejected secret does not reach a log line or an (unencrypted) error message.
 
 from __future__ import annotations
 
-import base64
 import contextvars
 import dataclasses
-import enum
 import json
 import math
-import sys
-import types
-import typing
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from decimal import Decimal, InvalidOperation
-from functools import lru_cache
-from typing import Any, Literal, get_args, get_origin
-from zoneinfo import ZoneInfo
+from decimal import Decimal
+from typing import Any, Literal
 
-from pydantic import BaseModel, PlainSerializer, RootModel, TypeAdapter, ValidationError, WrapSerializer
+from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from temporal_workflows._engine.plans import adapter, is_std, plan_of
+from temporal_workflows._engine.refusals import BadData, Refused, refusal, why_not
 from temporal_workflows._engine.registry import (
     Kind,
     PlainSignature,
@@ -69,6 +64,7 @@ from temporal_workflows._engine.registry import (
     resolve,
     type_key,
 )
+from temporal_workflows._engine.stdtypes import SCALAR_DECODERS, SCALAR_ENCODERS, as_array, tagged
 from temporal_workflows._errors import NotSerializableError
 
 __all__ = [
@@ -105,110 +101,6 @@ class Envelope:
     data: Any
 
 
-@lru_cache(maxsize=1024)
-def _adapter(tp: Any) -> TypeAdapter[Any]:  # annotations are hashable
-    return TypeAdapter(tp)
-
-
-# -- refusals ------------------------------------------------------------------------------------
-
-
-class _BadData(ValueError):
-    """Stored data that does not fit its tag; the message names what was expected, never the data."""
-
-
-class _Refused(Exception):
-    """A value inside what is being encoded cannot be stored; ``encode`` turns it into the user's error."""
-
-    def __init__(self, value: object, reason: str) -> None:
-        super().__init__(reason)
-        self.value = value
-        self.reason = reason
-
-
-_PROCESS_BOUND = ("_io", "io", "_thread", "threading", "socket", "_socket", "asyncio", "multiprocessing", "ssl")
-
-
-def _why_not(tp: type) -> str:
-    """Why a value of class ``tp`` cannot be stored, in words a user can act on."""
-    if issubclass(tp, (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.LambdaType)):
-        return "functions are code, not data; store what they need instead"
-    if issubclass(tp, (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)):
-        return "a generator or coroutine in progress cannot be stored"
-    if issubclass(tp, (type, types.ModuleType)):
-        return "classes and modules are code, not data"
-    if tp.__module__.split(".")[0] in _PROCESS_BOUND:
-        return "it belongs to this process (an open file, socket, lock, thread or event loop)"
-    why = plain_signature(tp)
-    return why if isinstance(why, str) else "its instances do not match its __init__"
-
-
-def _describe(tp: type) -> str:
-    return f"{tp.__module__}.{tp.__qualname__}"
-
-
-def _locate(root: Any, target: object) -> str:
-    """Where ``target`` sits inside ``root`` (``[0]``, ``['key']``, ``Model.field``), found by identity.
-
-    Only run when a value is refused, so the encoder's loops need not track paths.
-    """
-    seen: set[int] = set()
-
-    def children(v: Any) -> list[tuple[str, Any]]:
-        t = type(v)
-        if isinstance(v, dict):
-            out: list[tuple[str, Any]] = []
-            for k, x in v.items():
-                label = repr(k) if type(k) in (str, int, bool) else f"<{_describe(type(k))}>"
-                out += [(f"[{label}]", x), (f"[<key {label}>]", k)]
-            return out
-        fields = getattr(v, "_fields", None)
-        if isinstance(v, tuple) and isinstance(fields, tuple):
-            return [(f".{f}", x) for f, x in zip(fields, v, strict=False)]
-        if isinstance(v, (list, tuple)):
-            return [(f"[{i}]", x) for i, x in enumerate(v)]
-        if isinstance(v, (set, frozenset)):
-            return [("[<item>]", x) for x in v]
-        if isinstance(v, BaseModel):
-            return [(f".{f}", getattr(v, f, None)) for f in t.model_fields]
-        if dataclasses.is_dataclass(v) and not isinstance(v, type):
-            return [(f".{f.name}", getattr(v, f.name, None)) for f in dataclasses.fields(v)]
-        if isinstance(v, enum.Enum):
-            return [(".value", v.value)]
-        attrs = getattr(v, "__dict__", None)
-        return [(f".{k}", x) for k, x in attrs.items()] if isinstance(attrs, dict) else []
-
-    def walk(v: Any, path: str) -> str | None:
-        if v is target:
-            return path
-        if id(v) in seen or len(seen) > 100_000:
-            return None
-        seen.add(id(v))
-        for part, child in children(v):
-            found = walk(child, path + part)
-            if found is not None:
-                return found
-        return None
-
-    try:
-        return walk(root, "") or ""
-    except RecursionError:
-        return ""
-
-
-def _refusal(root: Any, e: _Refused, what: str) -> NotSerializableError:
-    tp = type(e.value)
-    path = "" if e.value is root else _locate(root, e.value)
-    where = (
-        f"{what} holds a {_describe(tp)} at {_describe(type(root))}{path}" if path else f"{what} is a {_describe(tp)}"
-    )
-    return NotSerializableError(
-        f"{where}, which cannot round-trip through JSON: {e.reason}. Values may be plain JSON, pydantic models, "
-        "dataclasses, enums, named tuples, tuples, sets, dicts with hashable keys, datetime/date/time/timedelta, "
-        "UUID, Decimal, bytes, Path, or instances of a class whose __init__ takes their attributes by name"
-    )
-
-
 # -- built-in tags -----------------------------------------------------------------------------------
 
 
@@ -217,325 +109,64 @@ def _sort_key(node: Any) -> str:
 
 
 def _set_items(v: Any) -> list[Any]:
-    """A set's items as nodes, in an order that is the same in every process (sets have none)."""
-    try:
-        return [_node(x) for x in sorted(v)]
-    except TypeError:  # items that do not compare: order by their JSON instead
-        return sorted((_node(x) for x in v), key=_sort_key)
+    """A set's items as nodes, in an order that is the same in every process (sets have none).
+
+    Strings and numbers are sorted by value; anything else (tuples, enums,
+    frozensets, mixed types, NaN), whose iteration order may follow per-process
+    string hashes and whose ``<`` may be partial, by its JSON.
+    """
+    items = list(v)
+    if all(type(x) is str for x in items) or all(type(x) in (int, float) and x == x for x in items):
+        return [_node(x) for x in sorted(items)]
+    return sorted((_node(x) for x in items), key=_sort_key)
 
 
 def _pairs(v: dict[Any, Any]) -> list[list[Any]]:
     return [[_node(k), _node(x)] for k, x in v.items()]
 
 
-def _datetime_text(v: datetime) -> str:
-    """ISO 8601, with an IANA zone name appended (RFC 9557) when the datetime carries one."""
-    text = v.isoformat()
-    tz = v.tzinfo
-    if isinstance(tz, ZoneInfo) and tz.key is not None:
-        return f"{text}[{tz.key}]"
-    return text
-
-
-def _timedelta_text(v: timedelta) -> str:
-    return str(_adapter(timedelta).dump_python(v, mode="json"))
-
-
 _BUILTIN_ENCODERS: dict[type, Callable[[Any], Any]] = {
     tuple: lambda v: {"$tuple": [_node(x) for x in v]},
     set: lambda v: {"$set": _set_items(v)},
     frozenset: lambda v: {"$frozenset": _set_items(v)},
-    bytes: lambda v: {"$bytes": base64.b64encode(v).decode("ascii")},
-    bytearray: lambda v: {"$bytearray": base64.b64encode(v).decode("ascii")},
-    datetime: lambda v: {"$datetime": _datetime_text(v)},
-    date: lambda v: {"$date": v.isoformat()},
-    time: lambda v: {"$time": v.isoformat()},
-    timedelta: lambda v: {"$timedelta": _timedelta_text(v)},
-    Decimal: lambda v: {"$decimal": str(v)},
     complex: lambda v: {"$complex": [_node(v.real), _node(v.imag)]},
+    **{tp: tagged(tag, data) for tp, (tag, data) in SCALAR_ENCODERS.items()},
 }
-
-
-def _stdlib_class(module: str, name: str) -> type:
-    """A class of a standard module read from the loaded module, never importing it.
-
-    The engine package imports no ``uuid`` or ``pathlib`` (it is workflow code
-    on Temporal: nothing in it may draw random ids or touch files); decoding
-    only *builds* UUIDs and paths, whose modules pydantic has already loaded.
-    """
-    mod = sys.modules.get(module)
-    found = vars(mod).get(name) if isinstance(mod, types.ModuleType) else None
-    if not isinstance(found, type):
-        raise _BadData(f"the {module} module is not loaded in this process")
-    return found
-
-
-def _text(data: Any, what: str) -> str:
-    if type(data) is not str:
-        raise _BadData(f"a {what} is stored as a JSON string")
-    return data
-
-
-def _array(data: Any, what: str) -> list[Any]:
-    if type(data) is not list:
-        raise _BadData(f"a {what} is stored as a JSON array")
-    return data
-
-
-def _decode_datetime(data: Any) -> datetime:
-    text = _text(data, "datetime")
-    zone = None
-    if text.endswith("]"):
-        text, _, zone = text[:-1].partition("[")
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise _BadData("not an ISO 8601 datetime") from None
-    if zone is not None:
-        if value.tzinfo is None:
-            raise _BadData("a datetime with a zone name needs a UTC offset")
-        try:
-            value = value.astimezone(ZoneInfo(zone))
-        except Exception:
-            raise _BadData("unknown time zone name") from None
-    return value
-
-
-def _iso(parse: Callable[[str], Any], what: str) -> Callable[[Any], Any]:
-    def decode_iso(data: Any) -> Any:
-        text = _text(data, what)
-        try:
-            return parse(text)
-        except ValueError:
-            raise _BadData(f"not an ISO 8601 {what}") from None
-
-    return decode_iso
-
-
-def _decode_bytes(data: Any) -> bytes:
-    text = _text(data, "bytes value")
-    try:
-        return base64.b64decode(text, validate=True)
-    except ValueError:
-        raise _BadData("not base64") from None
-
-
-def _decode_timedelta(data: Any) -> timedelta:
-    try:
-        return typing.cast(timedelta, _adapter(timedelta).validate_python(data))
-    except ValidationError:
-        raise _BadData("not an ISO 8601 duration or a number of seconds") from None
-
-
-def _decode_decimal(data: Any) -> Decimal:
-    try:
-        return Decimal(_text(data, "Decimal"))
-    except InvalidOperation:
-        raise _BadData("not a decimal number") from None
-
-
-def _decode_float(data: Any) -> float:
-    if data not in ("nan", "inf", "-inf"):
-        raise _BadData("a non-finite float is stored as 'nan', 'inf' or '-inf'")
-    return float(data)
 
 
 def _decode_pairs(data: Any) -> dict[Any, Any]:
     out: dict[Any, Any] = {}
-    for pair in _array(data, "dict with non-str keys"):
+    for pair in as_array(data, "dict with non-str keys"):
         if type(pair) is not list or len(pair) != 2:
-            raise _BadData("a dict with non-str keys is stored as an array of [key, value] pairs")
+            raise BadData("a dict with non-str keys is stored as an array of [key, value] pairs")
         out[_decode_node(pair[0])] = _decode_node(pair[1])
     return out
 
 
 def _decode_complex(data: Any) -> complex:
-    parts = _array(data, "complex number")
+    parts = as_array(data, "complex number")
     if len(parts) != 2:
-        raise _BadData("a complex number is stored as [real, imag]")
+        raise BadData("a complex number is stored as [real, imag]")
     real, imag = (_decode_node(p) for p in parts)
     if not all(type(p) in (int, float) for p in (real, imag)):
-        raise _BadData("a complex number is stored as [real, imag]")
+        raise BadData("a complex number is stored as [real, imag]")
     return complex(real, imag)
 
 
 _BUILTIN_DECODERS: dict[str, Callable[[Any], Any]] = {
-    "tuple": lambda d: tuple(_decode_node(x) for x in _array(d, "tuple")),
-    "set": lambda d: {_decode_node(x) for x in _array(d, "set")},
-    "frozenset": lambda d: frozenset(_decode_node(x) for x in _array(d, "frozenset")),
+    "tuple": lambda d: tuple(_decode_node(x) for x in as_array(d, "tuple")),
+    "set": lambda d: {_decode_node(x) for x in as_array(d, "set")},
+    "frozenset": lambda d: frozenset(_decode_node(x) for x in as_array(d, "frozenset")),
     "dict": _decode_pairs,
-    "bytes": _decode_bytes,
-    "bytearray": lambda d: bytearray(_decode_bytes(d)),
-    "datetime": _decode_datetime,
-    "date": _iso(date.fromisoformat, "date"),
-    "time": _iso(time.fromisoformat, "time"),
-    "timedelta": _decode_timedelta,
-    "decimal": _decode_decimal,
-    "uuid": lambda d: _stdlib_class("uuid", "UUID")(_text(d, "UUID")),
-    "path": lambda d: _stdlib_class("pathlib", "Path")(_text(d, "path")),
     "complex": _decode_complex,
-    "float": _decode_float,
+    **SCALAR_DECODERS,
 }
-
-
-# -- models and dataclasses: which fields pydantic's JSON cannot restore exactly ------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """How a model or dataclass is stored.
-
-    Attributes:
-        open: ``(attribute, JSON key)`` of each field stored as a tagged value
-            rather than by pydantic, because its annotation cannot restore the
-            exact value (``Any``, unions, bare containers, plain classes, ...).
-        floats: ``(attribute, JSON key)`` of each ``float`` field: pydantic
-            leaves a NaN or infinity in it as a float, which JSON writers turn
-            into ``null``; such a value is stored tagged instead.
-        fields: A dataclass pydantic has no schema for (a field of a plain
-            class, say): every ``init`` field is stored tagged and the class is
-            rebuilt by calling it.
-    """
-
-    open: tuple[tuple[str, str], ...] = ()
-    floats: tuple[tuple[str, str], ...] = ()
-    fields: bool = False
-
-
-_PLANS: dict[type, _Plan] = {}
-_EXACT_LEAVES: frozenset[Any] = frozenset(
-    {str, int, float, bool, type(None), None, datetime, date, time, timedelta, Decimal}
-)
-_SEQUENCES = (list, set, frozenset)
-_UNIONS = (typing.Union, types.UnionType)
-_SERIALIZERS = (PlainSerializer, WrapSerializer)
-
-
-def _is_std(tp: Any, module: str, name: str) -> bool:
-    return isinstance(tp, type) and any(k.__module__ == module and k.__name__ == name for k in tp.__mro__)
-
-
-def _exact(tp: Any, stack: frozenset[type]) -> bool:
-    """Whether pydantic, given this annotation, restores exactly the value it dumped."""
-    try:
-        if tp in _EXACT_LEAVES:
-            return True
-    except TypeError:  # an unhashable annotation
-        return False
-    origin = get_origin(tp)
-    args = get_args(tp)
-    if origin is typing.Annotated:
-        return any(isinstance(m, _SERIALIZERS) for m in args[1:]) or _exact(args[0], stack)
-    if origin is Literal:
-        return True
-    if origin in _UNIONS:
-        members = [a for a in args if a is not type(None)]
-        return len(members) == 1 and _exact(members[0], stack)
-    if origin in _SEQUENCES:
-        return len(args) == 1 and _exact(args[0], stack)
-    if origin is tuple:
-        return bool(args) and args != ((),) and all(a is Ellipsis or _exact(a, stack) for a in args)
-    if origin is dict:
-        return len(args) == 2 and _exact_key(args[0]) and _exact(args[1], stack)
-    if origin is not None or not isinstance(tp, type):
-        return False
-    if _is_std(tp, "uuid", "UUID") or _is_std(tp, "pathlib", "Path"):
-        return tp.__module__ in ("uuid", "pathlib")
-    kind = class_kind(tp)
-    if kind == "enum":
-        return all(type(m.value) in (str, int) for m in typing.cast(type[enum.Enum], tp))
-    if kind in ("model", "dataclass"):
-        if tp in stack:
-            return True  # a recursive model: judged by its other fields
-        plan = _plan(tp, stack)
-        return not plan.open and not plan.fields
-    if kind == "namedtuple":
-        try:
-            hints = typing.get_type_hints(tp)
-        except Exception:
-            return False
-        return all(_exact(h, stack) for h in hints.values())
-    return False
-
-
-def _exact_key(tp: Any) -> bool:
-    if tp in (str, int):
-        return True
-    if get_origin(tp) is Literal:
-        return all(type(a) in (str, int) for a in get_args(tp))
-    if class_kind(tp) == "enum":
-        return all(type(m.value) in (str, int) for m in tp)
-    return _is_std(tp, "uuid", "UUID")
-
-
-def _is_float(tp: Any) -> bool:
-    """``float``, ``float | None`` or an ``Annotated`` one of them."""
-    if get_origin(tp) is typing.Annotated:
-        return _is_float(get_args(tp)[0])
-    if get_origin(tp) in _UNIONS:
-        return [a for a in get_args(tp) if a is not type(None)] == [float]
-    return tp is float
-
-
-def _library_fields(tp: type[BaseModel]) -> set[str]:
-    """Fields declared by this library's own models (events carry JSON in their ``data: Any`` on purpose)."""
-    names: set[str] = set()
-    for base in tp.__mro__:
-        if base.__module__.startswith("temporal_workflows.") and isinstance(base, type) and issubclass(base, BaseModel):
-            names.update(vars(base).get("__annotations__", {}))
-    return names
-
-
-def _plan(tp: type, stack: frozenset[type] = frozenset()) -> _Plan:
-    found = _PLANS.get(tp)
-    if found is not None:
-        return found
-    stack = stack | {tp}
-    found = _model_plan(tp, stack) if issubclass(tp, BaseModel) else _dataclass_plan(tp, stack)
-    _PLANS[tp] = found
-    return found
-
-
-def _model_plan(tp: type[BaseModel], stack: frozenset[type]) -> _Plan:
-    decorators = tp.__pydantic_decorators__
-    if issubclass(tp, RootModel) or decorators.model_serializers:
-        return _Plan()  # the model says how it is stored
-    custom = {f for d in decorators.field_serializers.values() for f in d.info.fields}
-    if "*" in custom:
-        return _Plan()
-    ours = _library_fields(tp)
-    by_alias = bool(tp.model_config.get("serialize_by_alias"))
-    open_fields, floats = [], []
-    for name, f in tp.model_fields.items():
-        if name in custom or name in ours or f.discriminator is not None:
-            continue
-        if any(isinstance(m, _SERIALIZERS) for m in f.metadata):
-            continue
-        key = (f.serialization_alias or f.alias or name) if by_alias else name
-        if _is_float(f.annotation):
-            floats.append((name, key))
-        elif not _exact(f.annotation, stack):
-            open_fields.append((name, key))
-    return _Plan(open=tuple(open_fields), floats=tuple(floats))
-
-
-def _dataclass_plan(tp: type, stack: frozenset[type]) -> _Plan:
-    try:
-        _adapter(tp)
-        hints = typing.get_type_hints(tp, include_extras=True)
-    except Exception:  # pydantic has no schema for a field's type (a plain class, say)
-        return _Plan(fields=True)
-    fields = [f for f in dataclasses.fields(tp) if f.init]
-    return _Plan(
-        open=tuple((f.name, f.name) for f in fields if not _exact(hints.get(f.name, Any), stack)),
-        floats=tuple((f.name, f.name) for f in fields if _is_float(hints.get(f.name))),
-    )
 
 
 def _dump(value: Any, warn: Literal["error", "none"], exclude: set[str] | None) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", warnings=warn, exclude=exclude)
-    return _adapter(type(value)).dump_python(  # type: ignore[arg-type]  # classes are hashable
+    return adapter(type(value)).dump_python(  # type: ignore[arg-type]  # classes are hashable
         value, mode="json", warnings=warn, exclude=exclude
     )
 
@@ -556,7 +187,7 @@ def _dump_structured(value: Any, exclude: set[str] | None) -> Any:
                 raise
         data = _dump(value, "none", exclude)
     except Exception as e:  # pydantic raises several types here
-        raise _Refused(value, f"pydantic cannot serialize it: {e}") from e
+        raise Refused(value, f"pydantic cannot serialize it: {e}") from e
     warnings.warn(
         f"{_WHAT.get()} of type {tp.__qualname__} has a field holding a value of another type than declared (assigned "
         "without validation); it was serialized as it is and may not decode",
@@ -569,7 +200,7 @@ def _dump_structured(value: Any, exclude: set[str] | None) -> Any:
 
 
 _WHAT: contextvars.ContextVar[str] = contextvars.ContextVar("temporal_workflows_encoding", default="value")
-"""What ``encode`` is encoding (``"state key 'k' written by executor 'a'"``), for the warning below."""
+"""What ``encode`` is encoding (``"state key 'k' written by executor 'a'"``), for ``_dump_structured``'s warning."""
 
 
 class _NotPlain(Exception):
@@ -640,7 +271,7 @@ def _class_encoder(t: type) -> Callable[[Any], Any] | None:
         return lambda v: {tag: [_node(x) for x in v]}
     if kind == "plain":
         return _plain_encoder(t, tag)
-    plan = _plan(t)
+    plan = plan_of(t)
     if plan.fields:
         names = [f.name for f in dataclasses.fields(t) if f.init]
         return lambda v: {tag: {n: _node(getattr(v, n)) for n in names}}
@@ -668,12 +299,12 @@ def _plain_encoder(t: type, tag: str) -> Callable[[Any], Any]:
     def encode_plain(v: Any) -> Any:
         attrs = getattr(v, "__dict__", None)
         if not isinstance(attrs, dict):
-            raise _Refused(v, "its instances keep no attributes in a __dict__")
+            raise Refused(v, "its instances keep no attributes in a __dict__")
         keys = attrs.keys()
         if not keys <= sig.params:
-            raise _Refused(v, f"its attributes {sorted(keys - sig.params)} are not parameters of its __init__")
+            raise Refused(v, f"its attributes {sorted(keys - sig.params)} are not parameters of its __init__")
         if not sig.required <= keys:
-            raise _Refused(v, f"its __init__ parameters {sorted(sig.required - keys)} are not among its attributes")
+            raise Refused(v, f"its __init__ parameters {sorted(sig.required - keys)} are not among its attributes")
         return {tag: {k: _node(x) for k, x in attrs.items()}}
 
     return encode_plain
@@ -685,9 +316,9 @@ def _as(base: type) -> Callable[[Any], Any]:
 
 def _fallback_encoder(t: type) -> Callable[[Any], Any]:
     """Standard types found by module, subclasses of the built-in ones, and refusals."""
-    if _is_std(t, "uuid", "UUID"):
+    if is_std(t, "uuid", "UUID"):
         return lambda v: {"$uuid": str(v)}
-    if _is_std(t, "pathlib", "Path"):
+    if is_std(t, "pathlib", "Path"):
         return lambda v: {"$path": str(v)}
     for base in (datetime, date, time, timedelta, Decimal, tuple, set, frozenset, bytes, bytearray):
         if issubclass(t, base):  # a subclass of a standard type is stored as that type (as json.dumps would)
@@ -701,10 +332,10 @@ def _fallback_encoder(t: type) -> Callable[[Any], Any]:
         return lambda v: _node(list(v))
     if issubclass(t, dict):
         return lambda v: _node(dict(v))
-    reason = _why_not(t)
+    reason = why_not(t)
 
     def refuse(v: Any) -> Any:
-        raise _Refused(v, reason)
+        raise Refused(v, reason)
 
     return refuse
 
@@ -754,8 +385,8 @@ def encode(value: Any, *, what: str = "value") -> Envelope:
                 return Envelope(f"dict[{tag[1:]}]", {k: n[tag] for k, n in values.items()})
             return Envelope("dict[*]", values)
         node = _node(value)
-    except _Refused as e:
-        raise _refusal(value, e, what) from None
+    except Refused as e:
+        raise refusal(value, e, what) from None
     except RecursionError:
         raise NotSerializableError(f"{what} contains itself (a reference cycle) or is nested too deeply") from None
     finally:
@@ -824,7 +455,7 @@ def _guarded(tag: str, build: Callable[[Any], Any]) -> Callable[[Any], Any]:
             raise NotSerializableError(f"cannot decode a value of type {tag!r}: {validation_message(e)}") from None
         except RecursionError:
             raise NotSerializableError(f"cannot decode a value of type {tag!r}: it is nested too deeply") from None
-        except _BadData as e:
+        except BadData as e:
             raise NotSerializableError(f"cannot decode a value of type {tag!r}: {e}") from None
         except Exception as e:  # a user's constructor, say: its message may quote the value, so only its class
             raise NotSerializableError(f"cannot decode a value of type {tag!r}: {type(e).__name__}") from None
@@ -839,25 +470,34 @@ def _class_decoder(tp: type, kind: Kind | None) -> Callable[[Any], Any]:
     if kind == "enum":
         return lambda d: _enum_member(tp, _decode_node(d))
     if kind == "namedtuple":
-        return lambda d: tp(*(_decode_node(x) for x in _array(d, tp.__qualname__)))
+        return lambda d: tp(*(_decode_node(x) for x in as_array(d, tp.__qualname__)))
     if kind == "plain":
         return _plain_decoder(tp)
     if kind not in ("model", "dataclass"):
         raise NotSerializableError(f"cannot decode a value of type {type_key(tp)!r}: the type is not storable")
-    plan = _plan(tp)
+    plan = plan_of(tp)
     if plan.fields:
         return lambda d: tp(**{k: _decode_node(x) for k, x in _object(d, tp).items()})
     validate = _validator(tp)
     if not plan.open and not plan.floats:
         return lambda d: validate(d, strict=False, by_alias=True, by_name=True)
-    keys = [key for _, key in (*plan.open, *plan.floats)]
+    open_keys = [key for _, key in plan.open]
+    float_keys = [key for _, key in plan.floats]
 
     def decode_open(d: Any) -> Any:
         if type(d) is dict:
-            d = dict(d)
-            for key in keys:
+            copy = None  # the stored data is never changed: tagged fields are read into a copy
+            for key in open_keys:
                 if key in d:
-                    d[key] = _decode_node(d[key])
+                    copy = copy or dict(d)
+                    copy[key] = _decode_node(d[key])
+            for key in float_keys:
+                x = d.get(key)
+                if type(x) is dict:
+                    copy = copy or dict(d)
+                    copy[key] = _decode_node(x)
+            if copy is not None:
+                d = copy
         return validate(d, strict=False, by_alias=True, by_name=True)
 
     return decode_open
@@ -866,12 +506,12 @@ def _class_decoder(tp: type, kind: Kind | None) -> Callable[[Any], Any]:
 def _validator(tp: type) -> Callable[..., Any]:
     if issubclass(tp, BaseModel):
         return tp.model_validate
-    return _adapter(tp).validate_python  # type: ignore[arg-type]  # classes are hashable
+    return adapter(tp).validate_python  # type: ignore[arg-type]  # classes are hashable
 
 
 def _object(data: Any, tp: type) -> dict[str, Any]:
     if type(data) is not dict:
-        raise _BadData(f"a {tp.__qualname__} is stored as a JSON object")
+        raise BadData(f"a {tp.__qualname__} is stored as a JSON object")
     return data
 
 
@@ -879,7 +519,7 @@ def _enum_member(tp: type, value: Any) -> Any:
     try:
         return tp(value)
     except ValueError:
-        raise _BadData(f"no member of {tp.__qualname__} has this value") from None
+        raise BadData(f"no member of {tp.__qualname__} has this value") from None
 
 
 def _plain_decoder(tp: type) -> Callable[[Any], Any]:
@@ -890,12 +530,12 @@ def _plain_decoder(tp: type) -> Callable[[Any], Any]:
         attrs = _object(data, tp)
         if not attrs.keys() <= sig.params:
             extra = len(attrs.keys() - sig.params)  # counted, not named: the names come from the payload
-            raise _BadData(
+            raise BadData(
                 f"{extra} stored attribute{' is not a parameter' if extra == 1 else 's are not parameters'} "
                 f"of its __init__ (it takes {sorted(sig.params)})"
             )
         if not sig.required <= attrs.keys():
-            raise _BadData(f"its __init__ parameters {sorted(sig.required - attrs.keys())} are missing")
+            raise BadData(f"its __init__ parameters {sorted(sig.required - attrs.keys())} are missing")
         return tp(**{k: _decode_node(x) for k, x in attrs.items()})
 
     return decode_plain
@@ -955,8 +595,8 @@ def validate_as(tp: Any, value: Any, *, strict: bool = False) -> Any:
         return value
     try:
         if strict:
-            return _adapter(tp).validate_json(json.dumps(value), strict=True)
-        return _adapter(tp).validate_python(value)
+            return adapter(tp).validate_json(json.dumps(value), strict=True)
+        return adapter(tp).validate_python(value)
     except ValidationError as e:
         raise ValueError(validation_message(e)) from None
 
@@ -1001,6 +641,6 @@ def validation_message(e: ValidationError) -> str:
 def json_schema(tp: Any) -> dict[str, Any]:
     """JSON schema of ``tp`` for clients that answer requests (empty if it has none)."""
     try:
-        return _adapter(tp).json_schema()
+        return adapter(tp).json_schema()
     except Exception:
         return {}
