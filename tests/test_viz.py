@@ -121,6 +121,9 @@ def test_workflow_viz_is_the_agent_framework_spelling_of_the_same_exports() -> N
     viz = WorkflowViz(wf)
     assert viz.to_mermaid() == wf.to_mermaid()
     assert viz.to_digraph() == wf.to_dot()
+    # Agent Framework's keyword is accepted; this library adds no internal executors, so it changes nothing.
+    assert viz.to_mermaid(include_internal_executors=True) == wf.to_mermaid()
+    assert viz.to_digraph(include_internal_executors=True) == wf.to_dot()
 
 
 def test_multi_selection_edges_are_dashed_and_labelled_with_the_selector() -> None:
