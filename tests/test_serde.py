@@ -753,6 +753,27 @@ async def test_everything_round_trips_through_a_checkpoint_file_into_a_fresh_wor
     assert final.get_outputs() == [expected]
 
 
+@executor(id="lap")
+async def lap(n: int, ctx: WorkflowContext[int]) -> None:
+    ctx.set_state("log", [(n, Color.RED)])  # "append": tagged items of one kind append like plain ones
+    ctx.set_state("seen", {f"lap{n}": frozenset({n})})  # "merge"
+    if n < 3:
+        await ctx.send_message(n + 1)
+
+
+async def test_built_in_reducers_keep_the_types_of_what_they_combine() -> None:
+    wf = (
+        WorkflowBuilder(start_executor=lap)
+        .add_edge(lap, lap)
+        .add_state_reducer("log", "append")
+        .add_state_reducer("seen", "merge")
+        .build()
+    )
+    state = (await wf.run(1)).state
+    assert same(state["log"], [(1, Color.RED), (2, Color.RED), (3, Color.RED)])
+    assert same(state["seen"], {"lap1": frozenset({1}), "lap2": frozenset({2}), "lap3": frozenset({3})})
+
+
 # -- ordinary values through messages, state, requests, outputs and a checkpoint file ------------------
 
 
