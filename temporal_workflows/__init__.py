@@ -13,6 +13,7 @@ from temporal_workflows._checkpoints.base import (
     WorkflowCheckpoint,
 )
 from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
+from temporal_workflows._engine.registry import register_checkpoint_type
 from temporal_workflows._engine.serde import register_type
 from temporal_workflows._errors import (
     AlreadyAnsweredError,
@@ -129,4 +130,5 @@ __all__ = [
     "load_workflow",
     "register_type",
     "response_handler",
+    "register_checkpoint_type",
 ]

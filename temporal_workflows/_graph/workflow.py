@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from temporal_workflows._engine.registry import declare
 from temporal_workflows._errors import WorkflowRunError
 from temporal_workflows._events import RequestInfoEvent, WorkflowEvent, WorkflowRunResult, WorkflowRunState
 from temporal_workflows._local.runner import MISSING, LocalRunner, local_request_event, shared_state
@@ -37,6 +38,7 @@ class Workflow:
         self._storage = checkpoint_storage
         self._checkpoint_every = checkpoint_every
         self._runner = LocalRunner(graph, checkpoint_every=checkpoint_every)
+        declare(_declared_types(graph))  # what decoding may build: every class the handlers name, and their fields'
 
     # -- description -----------------------------------------------------------
 
@@ -241,6 +243,31 @@ class Workflow:
 
     def __repr__(self) -> str:
         return f"Workflow(name={self.name!r}, executors={list(self._graph.executors)})"
+
+    def _repr_svg_(self) -> str | None:
+        """The graph as SVG in a notebook (``None``, so Mermaid shows instead, without Graphviz)."""
+        from temporal_workflows._graph.viz import render_svg
+
+        return render_svg(self._graph)
+
+    def _repr_mimebundle_(
+        self, include: Collection[str] | None = None, exclude: Collection[str] | None = None
+    ) -> dict[str, str]:
+        """How a notebook shows the graph: SVG when Graphviz can draw it, else Mermaid text."""
+        from temporal_workflows._graph.viz import mimebundle
+
+        return mimebundle(self._graph, repr(self), include=include, exclude=exclude)
+
+
+def _declared_types(graph: Graph) -> Iterator[Any]:
+    """Every annotation a graph's handlers declare: messages, outputs, requests, responses."""
+    for ex in graph.executors.values():
+        for h in ex.handlers:
+            yield h.input_type
+            yield from h.output_types
+            yield from h.workflow_output_types
+        for r in ex.response_handlers:
+            yield from (r.request_type, r.response_type, *r.output_types, *r.workflow_output_types)
 
 
 def load_workflow(spec: str) -> Workflow:
