@@ -176,8 +176,7 @@ class ConnectionConfig:
         env = dict(os.environ if environ is None else environ)
         # envconfig ignores a TEMPORAL_TLS it cannot read; a typo must not silently turn TLS off.
         tls_text = env.get("TEMPORAL_TLS", "").strip()
-        if tls_text:
-            _parse_bool("TEMPORAL_TLS", tls_text)
+        tls_forced = _parse_bool("TEMPORAL_TLS", tls_text) if tls_text else None
         no_verify = env.get("TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", "").strip()
         if no_verify and _parse_bool("TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", no_verify):
             raise ConnectionConfigError(
@@ -194,7 +193,9 @@ class ConnectionConfig:
         except Exception as e:  # the bridge's ConfigError: a TOML error, an unknown profile, ...
             where = str(source or env.get("TEMPORAL_CONFIG_FILE") or "~/.config/temporalio/temporal.toml")
             raise ConnectionConfigError(f"cannot read the Temporal config ({where}): {e}".strip()) from None
-        return cls._from_profile(loaded, profile or env.get("TEMPORAL_PROFILE") or None)
+        config = cls._from_profile(loaded, profile or env.get("TEMPORAL_PROFILE") or None)
+        # envconfig reads only true/false/1/0; yes/no/on/off are booleans here as they always were.
+        return config if tls_forced is None else dataclasses.replace(config, tls=tls_forced)
 
     @classmethod
     def _from_profile(cls, loaded: ClientConfigProfile, profile: str | None) -> ConnectionConfig:
