@@ -131,6 +131,7 @@ __all__ = [
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_STATUS_ON_EVERY_FAILURE",
+    "PATCH_STATUS_ON_CONTINUE_AS_NEW",
     "STREAM_EVENTS_CARRIED",
 ]
 
@@ -150,6 +151,10 @@ unprocessed outside input was too large to carry; newer ones continue as new onc
 PATCH_STATUS_ON_EVERY_FAILURE = "status-on-every-failure"
 """Runs recorded before this left the status search attribute as it was when the run failed outside
 the superstep driver (an activity of the workflow's own failing for good)."""
+
+PATCH_STATUS_ON_CONTINUE_AS_NEW = "status-on-continue-as-new"
+"""Runs recorded before this left the status search attribute of a segment that continued as new as it
+was (e.g. ``waiting_for_input``), so a query for waiting runs also listed closed segments."""
 
 SIGNALS = (SIGNAL_RESPOND, SIGNAL_SEND, SIGNAL_CLOSE, SIGNAL_CHECKPOINT, SIGNAL_RESET, SIGNAL_DELIVER)
 UPDATES = (UPDATE_RESPOND, UPDATE_SEND, UPDATE_CHECKPOINT, UPDATE_RESET, UPDATE_CONFIRM)
@@ -894,6 +899,9 @@ class GraphWorkflow:
             size = json_size(arg)
             if size > self._payload_limit:
                 raise self._too_large_to_continue(arg, size, engine.superstep)
+        if self._board.attribute is not None and workflow.patched(PATCH_STATUS_ON_CONTINUE_AS_NEW):
+            # This segment closes: it is no longer running or waiting; its successor says where the run is.
+            self._board.set("continued_as_new", "continued as new")
         workflow.continue_as_new(args=[arg])
 
     def _too_large_to_continue(self, arg: RunInput, size: int, superstep: int) -> RunTooLargeError:
