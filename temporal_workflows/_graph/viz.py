@@ -141,7 +141,7 @@ def to_dot(graph: Graph, *, rankdir: str = "TB") -> str:
 def _graphviz() -> Any:
     """The ``graphviz`` package, or Agent Framework's ``ImportError`` saying how to install it."""
     try:
-        import graphviz  # type: ignore[import-not-found, unused-ignore]  # the optional "viz" extra
+        import graphviz  # type: ignore[import-not-found, import-untyped, unused-ignore]  # the optional "viz" extra
     except ImportError as e:
         raise ImportError(MISSING_PACKAGE) from e
     return graphviz
