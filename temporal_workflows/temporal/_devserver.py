@@ -50,8 +50,14 @@ def free_port() -> int:
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether ``host:port`` can be bound now (nothing else listens there)."""
+    """Whether ``host:port`` can be bound now (nothing else listens there).
+
+    ``SO_REUSEADDR`` as servers set it: a port whose last server just stopped
+    (its connections in TIME_WAIT) is free for the next one, as it is for the
+    dev server itself; only a listening socket makes it taken.
+    """
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
