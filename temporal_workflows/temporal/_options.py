@@ -21,6 +21,7 @@ from temporal_workflows._graph.executor import (
     DEFAULT_START_TO_CLOSE_TIMEOUT,
     ExecutorOptions,
 )
+from temporal_workflows.temporal._patches import PATCH_DEFAULT_HEARTBEAT, patched
 
 __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT",
@@ -30,13 +31,6 @@ __all__ = [
     "activity_options",
     "step_options",
 ]
-
-PATCH_DEFAULT_HEARTBEAT = "default-heartbeat-timeout"
-"""Runs recorded before steps had a default heartbeat timeout scheduled theirs without one.
-
-Their steps were also only tried-cancelled (a cancel or reset did not wait for
-them), so a replay of such a run must schedule and cancel them the same way:
-the default applies only where this patch is (a marker in every newer run)."""
 
 
 def _retry_json(policy: RetryPolicy) -> dict[str, Any]:
@@ -83,7 +77,7 @@ def _heartbeat_timeout(spec: dict[str, Any]) -> timedelta | None:
     if "heartbeat_timeout" in spec:
         seconds = spec["heartbeat_timeout"]
         return timedelta(seconds=seconds) if seconds else None
-    if workflow.in_workflow() and not workflow.patched(PATCH_DEFAULT_HEARTBEAT):
+    if workflow.in_workflow() and not patched(PATCH_DEFAULT_HEARTBEAT):
         return None  # a run recorded before the default: replay it as it ran
     return DEFAULT_HEARTBEAT_TIMEOUT
 

@@ -30,6 +30,7 @@ from temporal_workflows._engine.machine import CommitPlan, Engine, Reduction, St
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._options import activity_options
+from temporal_workflows.temporal._patches import PATCH_EVERY_FAILED_STEP, PATCH_TASK_BUDGET, patched
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_REDUCE,
     LEGACY_FAILURE_TYPES,
@@ -46,14 +47,6 @@ __all__ = ["INLINE_STATE_LIMIT", "PATCH_EVERY_FAILED_STEP", "PATCH_TASK_BUDGET",
 
 INLINE_STATE_LIMIT = 2048
 """Committed state up to this many JSON bytes rides along in step inputs."""
-
-PATCH_EVERY_FAILED_STEP = "report-every-failed-step"
-"""Runs recorded before this failed at a superstep's first failed step; newer ones wait for every step."""
-
-
-PATCH_TASK_BUDGET = "task-budget"
-"""Runs recorded before this scheduled everything a workflow task asked for in that task; newer ones
-end the task with a short timer when what it records would pass :data:`TASK_BUDGET_BYTES`."""
 
 
 class TaskBudget:
@@ -100,7 +93,7 @@ class TaskBudget:
 
     async def room(self, size: int) -> bool:
         """Return once ``size`` more bytes fit: at once, or (``True``) in the next workflow task."""
-        if self.fits(size) or not workflow.patched(PATCH_TASK_BUDGET):
+        if self.fits(size) or not patched(PATCH_TASK_BUDGET):
             return False
         await workflow.sleep(timedelta(milliseconds=1), summary="task budget: the rest in the next workflow task")
         return True
@@ -190,7 +183,7 @@ class StepRunner:
 
         try:
             await workflow.wait_condition(lambda: settled() or failed() or interrupted())
-            if not settled() and not interrupted() and workflow.patched(PATCH_EVERY_FAILED_STEP):
+            if not settled() and not interrupted() and patched(PATCH_EVERY_FAILED_STEP):
                 # Every failed step of the superstep is reported, not only the first.
                 await workflow.wait_condition(lambda: settled() or interrupted())
         except asyncio.CancelledError:

@@ -70,6 +70,14 @@ from temporal_workflows._events import (
 from temporal_workflows.temporal._checkpointing import CheckpointAsk, Checkpoints, ResetPlan
 from temporal_workflows.temporal._failures import refuse, to_failure
 from temporal_workflows.temporal._inbox import Inbox, oversized_send
+from temporal_workflows.temporal._patches import (
+    PATCH_CARRY_LATER,
+    PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
+    PATCH_STATUS_ON_CONTINUE_AS_NEW,
+    PATCH_STATUS_ON_EVERY_FAILURE,
+    PATCH_TASK_BUDGET,
+    RunPatches,
+)
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_TOPOLOGY,
     ACTIVITY_VALIDATE,
@@ -122,7 +130,7 @@ from temporal_workflows.temporal._protocol import (
     too_long,
 )
 from temporal_workflows.temporal._status import StatusBoard
-from temporal_workflows.temporal._supersteps import PATCH_TASK_BUDGET, StepRunner, TaskBudget
+from temporal_workflows.temporal._supersteps import StepRunner, TaskBudget
 from temporal_workflows.temporal._tracing import workflow_span
 
 __all__ = [
@@ -141,20 +149,6 @@ STREAM_EVENTS_CARRIED = 1000
 MIN_SEGMENT_EVENTS = 20
 """History events a run adds before it may continue as new again."""
 
-PATCH_CHECKPOINT_FAILURE_FAILS_RUN = "checkpoint-failure-fails-run"
-"""Runs recorded before this went on (with a warning) when an automatic checkpoint could not be saved."""
-
-PATCH_CARRY_LATER = "continue-as-new-after-large-input"
-"""Runs recorded before this failed (``RunTooLargeError``) when history was long at a boundary whose
-unprocessed outside input was too large to carry; newer ones continue as new once it is processed."""
-
-PATCH_STATUS_ON_EVERY_FAILURE = "status-on-every-failure"
-"""Runs recorded before this left the status search attribute as it was when the run failed outside
-the superstep driver (an activity of the workflow's own failing for good)."""
-
-PATCH_STATUS_ON_CONTINUE_AS_NEW = "status-on-continue-as-new"
-"""Runs recorded before this left the status search attribute of a segment that continued as new as it
-was (e.g. ``waiting_for_input``), so a query for waiting runs also listed closed segments."""
 
 SIGNALS = (SIGNAL_RESPOND, SIGNAL_SEND, SIGNAL_CLOSE, SIGNAL_CHECKPOINT, SIGNAL_RESET, SIGNAL_DELIVER)
 UPDATES = (UPDATE_RESPOND, UPDATE_SEND, UPDATE_CHECKPOINT, UPDATE_RESET, UPDATE_CONFIRM)
@@ -309,6 +303,7 @@ class GraphWorkflow:
         self._stream = WorkflowStream(prior_state=carried.stream if carried else None)
         self._events = self._stream.topic(EVENTS_TOPIC, type=Envelope)
         self._board = StatusBoard(self._publish, carried.status if carried else None)
+        self.patches = RunPatches()
         self._budget = TaskBudget()
         self._inbox = Inbox(self._validate, self._board, carried.inbox if carried else None, budget=self._budget)
         self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
@@ -633,7 +628,7 @@ class GraphWorkflow:
             return checked
 
         budget = self._budget
-        if not workflow.patched(PATCH_TASK_BUDGET):
+        if not self.patches.get(PATCH_TASK_BUDGET):
             result = await validate()  # recorded before: validations ran side by side
         else:
             # Its marker records the result in this workflow task: one validation at a time, with room
@@ -663,7 +658,7 @@ class GraphWorkflow:
             # Whatever fails the run (its input, an activity of its own), ``status`` must not say otherwise.
             if not self._board.closed:
                 message = _failure_message(e)
-                upsert = self._board.attribute is not None and workflow.patched(PATCH_STATUS_ON_EVERY_FAILURE)
+                upsert = self._board.attribute is not None and self.patches.get(PATCH_STATUS_ON_EVERY_FAILURE)
                 self._board.fail(message, upsert=upsert)
                 # Like every failed run's, its event stream ends with the failure (publishing is no command).
                 superstep = self._engine.superstep if self._engine is not None else 0
@@ -672,6 +667,7 @@ class GraphWorkflow:
             raise
 
     async def _run(self) -> dict[str, Any]:
+        self.patches.ask_at_start()  # first, before any activity (see _patches)
         name = workflow.info().workflow_type
         inp = self._input
         if self._input_error is not None:
@@ -791,7 +787,7 @@ class GraphWorkflow:
             size - unprocessed <= self._payload_limit
             and info.get_current_history_size() < POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES
             and info.get_current_history_length() < POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS
-            and workflow.patched(PATCH_CARRY_LATER)
+            and self.patches.get(PATCH_CARRY_LATER)
         )
 
     async def _settle(self, engine: Engine, *, continuing: bool = False) -> None:
@@ -899,7 +895,7 @@ class GraphWorkflow:
             size = json_size(arg)
             if size > self._payload_limit:
                 raise self._too_large_to_continue(arg, size, engine.superstep)
-        if self._board.attribute is not None and workflow.patched(PATCH_STATUS_ON_CONTINUE_AS_NEW):
+        if self._board.attribute is not None and self.patches.get(PATCH_STATUS_ON_CONTINUE_AS_NEW):
             # This segment closes: it is no longer running or waiting; its successor says where the run is.
             self._board.set("continued_as_new", "continued as new")
         workflow.continue_as_new(args=[arg])
@@ -1005,7 +1001,7 @@ class _Host(DriverHost):
         try:
             return await wf._checkpoints.take(engine, None, trigger)
         except CheckpointStorageError as e:
-            if workflow.patched(PATCH_CHECKPOINT_FAILURE_FAILS_RUN):
+            if wf.patches.get(PATCH_CHECKPOINT_FAILURE_FAILS_RUN):
                 raise
             wf._board.warn(str(e))
             return None

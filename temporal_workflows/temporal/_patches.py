@@ -1,0 +1,99 @@
+"""Which behaviour a run was recorded with: every ``workflow.patched`` id, asked for at the run's start.
+
+A patch asked for in the middle of a run can break its replay. When a query
+reaches a run while a local activity of its workflow task runs, the SDK may
+complete that task with the activity's result alone, so the code after the
+result runs in the next task. A replay runs that code in the first task, where
+the patch's marker is not found: ``patched()`` says no, and the marker that
+follows in history fails the replay ("patch marker encountered … but there is
+no corresponding change command"). A status query polled right after
+``start_run`` did exactly that to the topology activity.
+
+So a run asks for every patch in its first activation, before any activity,
+behind one patch of its own (:data:`PATCHES_AT_START`). A run recorded before
+that one asks for each patch where it always did, as it was recorded.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+__all__ = [
+    "PATCHES",
+    "PATCHES_AT_START",
+    "PATCH_CARRY_LATER",
+    "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
+    "PATCH_DEFAULT_HEARTBEAT",
+    "PATCH_EVERY_FAILED_STEP",
+    "PATCH_STATUS_ON_CONTINUE_AS_NEW",
+    "PATCH_STATUS_ON_EVERY_FAILURE",
+    "PATCH_TASK_BUDGET",
+    "RunPatches",
+    "patched",
+]
+
+PATCHES_AT_START = "patches-at-start"
+"""Runs recorded before this asked for each patch where its behaviour starts (see the module)."""
+
+PATCH_EVERY_FAILED_STEP = "report-every-failed-step"
+"""Runs recorded before this failed at a superstep's first failed step; newer ones wait for every step."""
+
+PATCH_CHECKPOINT_FAILURE_FAILS_RUN = "checkpoint-failure-fails-run"
+"""Runs recorded before this went on (with a warning) when an automatic checkpoint could not be saved."""
+
+PATCH_STATUS_ON_EVERY_FAILURE = "status-on-every-failure"
+"""Runs recorded before this left the status search attribute as it was when the run failed outside
+the superstep driver (an activity of the workflow's own failing for good)."""
+
+PATCH_TASK_BUDGET = "task-budget"
+"""Runs recorded before this scheduled everything a workflow task asked for in that task; newer ones
+end the task with a short timer when what it records would pass ``TASK_BUDGET_BYTES``."""
+
+PATCH_CARRY_LATER = "continue-as-new-after-large-input"
+"""Runs recorded before this failed (``RunTooLargeError``) when history was long at a boundary whose
+unprocessed outside input was too large to carry; newer ones continue as new once it is processed."""
+
+PATCH_DEFAULT_HEARTBEAT = "default-heartbeat-timeout"
+"""Runs recorded before steps had a default heartbeat timeout scheduled theirs without one."""
+
+PATCH_STATUS_ON_CONTINUE_AS_NEW = "status-on-continue-as-new"
+"""Runs recorded before this left the status search attribute of a segment that continued as new as it
+was (e.g. ``waiting_for_input``), so a query for waiting runs also listed closed segments."""
+
+PATCHES = (
+    PATCH_EVERY_FAILED_STEP,
+    PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
+    PATCH_STATUS_ON_EVERY_FAILURE,
+    PATCH_TASK_BUDGET,
+    PATCH_CARRY_LATER,
+    PATCH_DEFAULT_HEARTBEAT,
+    PATCH_STATUS_ON_CONTINUE_AS_NEW,
+)
+"""Every patch a run asks for at its start. A new patch is appended here (asked for at the start
+too: a run recorded without its marker then says no, as ``patched`` does anywhere)."""
+
+
+class RunPatches:
+    """One run's answers, asked for once, first thing (see the module)."""
+
+    def __init__(self) -> None:
+        self._answers: dict[str, bool] | None = None
+
+    def ask_at_start(self) -> None:
+        """Call first in the run, before any activity or timer."""
+        if workflow.patched(PATCHES_AT_START):
+            self._answers = {patch: workflow.patched(patch) for patch in PATCHES}
+
+    def get(self, patch: str) -> bool:
+        """Whether the run has ``patch`` (asked where the behaviour starts for runs recorded before)."""
+        if self._answers is not None and patch in self._answers:
+            return self._answers[patch]
+        return workflow.patched(patch)
+
+
+def patched(patch: str) -> bool:
+    """``workflow.patched(patch)``, answered from the current run's start when it asked there."""
+    answers = getattr(workflow.instance(), "patches", None)
+    if isinstance(answers, RunPatches):
+        return answers.get(patch)
+    return workflow.patched(patch)
