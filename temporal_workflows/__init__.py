@@ -65,9 +65,11 @@ from temporal_workflows._graph.executor import (
     handler,
     response_handler,
 )
+from temporal_workflows._graph.subworkflow import WorkflowExecutor
 from temporal_workflows._graph.viz import WorkflowViz
 from temporal_workflows._graph.workflow import Workflow, load_workflow
 from temporal_workflows._requests import RequestTimedOut
+from temporal_workflows._subworkflow import SubWorkflowRequestMessage, SubWorkflowResponseMessage
 
 __all__ = [
     "AlreadyAnsweredError",
@@ -129,4 +131,7 @@ __all__ = [
     "load_workflow",
     "register_type",
     "response_handler",
+    "SubWorkflowRequestMessage",
+    "SubWorkflowResponseMessage",
+    "WorkflowExecutor",
 ]
