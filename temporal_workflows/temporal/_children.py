@@ -53,8 +53,10 @@ Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]
 # -- the parent's side -------------------------------------------------------------------------
 
 
-async def run_child(act: Activation, *, budget: TaskBudget) -> SubrunOutcome:
+async def run_child(act: Activation, *, budget: TaskBudget, max_steps_in_flight: int | None = None) -> SubrunOutcome:
     """Run one activation of a child as a child workflow, to rest; its outcome.
+
+    The child runs at most as many steps at once as its parent (``max_steps_in_flight``).
 
     Raises:
         ChildWorkflowError: the child failed (its own error is the cause: the
@@ -67,7 +69,12 @@ async def run_child(act: Activation, *, budget: TaskBudget) -> SubrunOutcome:
         responses=list(act.responses),
     )
     start = act.start
-    inp = RunInput(message=start.data if start else None, message_type=start.type if start else None, subrun=subrun)
+    inp = RunInput(
+        message=start.data if start else None,
+        message_type=start.type if start else None,
+        max_steps_in_flight=max_steps_in_flight,
+        subrun=subrun,
+    )
     size = json_size(inp)
     async with budget.lock:
         # The start command records the input in this workflow task.

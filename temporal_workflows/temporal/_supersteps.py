@@ -237,7 +237,10 @@ class StepRunner:
         if subruns is not None and subruns.owns(task):
 
             async def child(act: Activation) -> SubrunOutcome:
-                return await run_child(act, budget=self.budget)
+                # A running child counts against the window like a step (Temporal also bounds pending children).
+                async with window:
+                    limit = self.max_in_flight if self.max_in_flight != MAX_STEPS_IN_FLIGHT else None
+                    return await run_child(act, budget=self.budget, max_steps_in_flight=limit)
 
             async def report(report_task: StepTask) -> StepResult:
                 return await self._activity_step(report_task, inline, window)

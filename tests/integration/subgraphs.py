@@ -8,6 +8,8 @@ attributes: on Temporal a step may run in any worker process.
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -288,6 +290,28 @@ def build_deadline() -> Workflow:
     return WorkflowBuilder(start_executor=begin, name="sw_deadline").add_edge(begin, waiting).build()
 
 
+# -- a child whose step takes long (to cancel it mid-way) -------------------------------------------
+
+
+@executor(
+    id="dawdle",
+    options=ExecutorOptions(heartbeat_timeout=timedelta(seconds=2), retry_policy=RetryPolicy(maximum_attempts=1)),
+)
+async def dawdle(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await asyncio.sleep(60)  # not synchronisation: a step that is still running when its run is cancelled
+    await ctx.yield_output(text)
+
+
+def build_slow() -> Workflow:
+    dawdling = WorkflowExecutor(WorkflowBuilder(start_executor=dawdle).build(), "dawdling")
+    return (
+        WorkflowBuilder(start_executor=begin, name="sw_slow")
+        .add_edge(begin, dawdling)
+        .add_edge(dawdling, finish)
+        .build()
+    )
+
+
 basic = build_basic()
 propagating = build_propagating()
 nested = build_nested()
@@ -295,8 +319,9 @@ intercepting = build_intercepting()
 reviewing = build_reviewing()
 failing = build_failing()
 deadline = build_deadline()
+slow = build_slow()
 
 
 def all_workflows() -> list[Workflow]:
     """The parents the test worker hosts (the plugin adds their children)."""
-    return [basic, propagating, nested, intercepting, reviewing, failing, deadline]
+    return [basic, propagating, nested, intercepting, reviewing, failing, deadline, slow]
