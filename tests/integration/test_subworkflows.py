@@ -18,24 +18,47 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
-from temporal_workflows import ExecutorFailedError, RunClosedError
+from temporal_workflows import ExecutorFailedError, RunClosedError, WorkflowEvent, WorkflowRunState, WorkflowStatusEvent
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, get_run, start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import subgraphs as g
 from tests.integration.runs import terminate_if_running
+from tests.integration.streams import events_until
 
 pytestmark = pytest.mark.usefixtures("worker")
 
 
-async def wait_for_request(handle: RunHandle, n: int = 1, timeout: float = 30) -> list[dict[str, Any]]:
-    """The run's pending requests once it waits with ``n`` of them (polling with a bound, not sleeping blind)."""
+async def pause(handle: RunHandle, nth: int = 1) -> list[dict[str, Any]]:
+    """The run's pending requests at its ``nth`` pause for input, as its event stream reports it.
+
+    The stream, not the ``status`` query: a query that reaches a run while its
+    first workflow task runs the topology local activity makes that history
+    fail to replay (a problem of the workflow's patch placement, reported
+    separately), and the session's replay check must stay meaningful.
+    """
+    waiting = 0
+
+    def paused(ev: WorkflowEvent) -> bool:
+        nonlocal waiting
+        if isinstance(ev, WorkflowStatusEvent) and ev.state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS:
+            waiting += 1
+        return waiting == nth
+
+    await events_until(handle, paused)
+    return await handle.pending_requests()
+
+
+async def until_history_has(client: Client, workflow_id: str, activity_type: str, timeout: float = 30) -> None:
+    """Wait until ``workflow_id`` has started a step of ``activity_type`` (reading history, which starts no task)."""
     async with asyncio.timeout(timeout):
         while True:
-            status = await handle.status()
-            if status["status"] == "waiting_for_input" and status["pending_requests"] == n:
-                return await handle.pending_requests()
-            if status["status"] in ("completed", "failed"):
-                raise AssertionError(f"the run ended instead of waiting: {status}")
+            with contextlib.suppress(RPCError):
+                async for ev in client.get_workflow_handle(workflow_id).fetch_history_events():
+                    scheduled = ev.activity_task_scheduled_event_attributes
+                    if ev.HasField("activity_task_scheduled_event_attributes") and (
+                        scheduled.activity_type.name == activity_type
+                    ):
+                        return
             await asyncio.sleep(0.1)
 
 
@@ -68,7 +91,7 @@ async def test_a_propagated_request_waits_with_no_child_running_and_its_answer_r
     client: Client, workflow_id: str
 ) -> None:
     handle = await start_run(client, g.propagating, "bees", id=workflow_id, task_queue=TASK_QUEUE)
-    (asked,) = await wait_for_request(handle)
+    (asked,) = await pause(handle)
     assert asked["executor_id"] == "interview"
     assert asked["request"] == {"topic": "bees", "text": "what about bees?"}
     assert asked["response_type"] == "Answer" and asked["response_schema"]["required"] == ["text"]
@@ -87,7 +110,7 @@ async def test_nested_children_on_temporal_pass_the_request_out_and_the_answer_i
     client: Client, workflow_id: str
 ) -> None:
     handle = await start_run(client, g.nested, "bees", id=workflow_id, task_queue=TASK_QUEUE)
-    (asked,) = await wait_for_request(handle)
+    (asked,) = await pause(handle)
     assert asked["executor_id"] == "middle" and asked["request"]["topic"] == "BEES"
     await handle.respond(asked["request_id"], {"text": "hum"})
     assert (await handle.result())["outputs"] == ["parent got '[BEES: hum]'"]
@@ -121,18 +144,18 @@ async def test_a_reset_to_a_checkpoint_brings_the_waiting_child_back_and_its_req
     client: Client, workflow_id: str
 ) -> None:
     handle = await start_run(client, g.reviewing, ["owls", "bats"], id=workflow_id, task_queue=TASK_QUEUE)
-    asked = {p["request"]["topic"]: p["request_id"] for p in await wait_for_request(handle, 2)}
+    asked = {p["request"]["topic"]: p["request_id"] for p in await pause(handle)}
     both_waiting = await handle.latest_checkpoint_id()
     assert both_waiting is not None
     await handle.respond(asked["owls"], {"text": "hoot"})
-    (left,) = await wait_for_request(handle, 1)
+    (left,) = await pause(handle, 2)
     assert left["request_id"] == asked["bats"]
     after_owls = await handle.latest_checkpoint_id()
     assert after_owls is not None and after_owls != both_waiting
 
     # Back to when both children waited: both requests are pending again, and answering works.
     await handle.reset(checkpoint_id=both_waiting)
-    again = await wait_for_request(handle, 2)
+    again = await pause(handle, 3)
     assert {p["request_id"] for p in again} == set(asked.values())
     await handle.respond(asked["owls"], {"text": "hoot again"})
     await handle.respond(asked["bats"], {"text": "squeak"})
@@ -142,12 +165,12 @@ async def test_a_reset_to_a_checkpoint_brings_the_waiting_child_back_and_its_req
 
 async def test_a_fork_restores_its_children_apart_from_the_original(client: Client, workflow_id: str) -> None:
     handle = await start_run(client, g.propagating, "bees", id=workflow_id, task_queue=TASK_QUEUE)
-    (asked,) = await wait_for_request(handle)
+    (asked,) = await pause(handle)
     checkpoint_id = await handle.latest_checkpoint_id()
     assert checkpoint_id is not None
     fork = await handle.fork(checkpoint_id, f"{workflow_id}-fork", task_queue=TASK_QUEUE)
     try:
-        (forked,) = await wait_for_request(fork)
+        (forked,) = await pause(fork)
         assert forked["request_id"] == asked["request_id"]
         await fork.respond(forked["request_id"], {"text": "in the fork"})
         await handle.respond(asked["request_id"], {"text": "in the original"})
@@ -170,12 +193,7 @@ async def test_a_running_child_refuses_outside_input_and_is_cancelled_with_its_p
 ) -> None:
     handle = await start_run(client, g.slow, "x", id=workflow_id, task_queue=TASK_QUEUE)
     child = get_run(client, f"{workflow_id}/dawdling/2.0")
-    async with asyncio.timeout(30):
-        while True:  # until the child's step is running
-            with contextlib.suppress(RPCError):
-                if (await child.status()).get("in_flight") == ["dawdle"]:
-                    break
-            await asyncio.sleep(0.1)
+    await until_history_has(client, child.id, "sw_slow.dawdling.dawdle")
     # Its input comes from its parent only.
     with pytest.raises(RunClosedError, match="sub-workflow of executor 'dawdling'"):
         await child.send("dawdle", "more")
