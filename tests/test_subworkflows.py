@@ -23,6 +23,7 @@ from temporal_workflows import (
     Workflow,
     WorkflowBuilder,
     WorkflowContext,
+    WorkflowError,
     WorkflowExecutor,
     WorkflowOutputEvent,
     WorkflowRunState,
@@ -250,3 +251,53 @@ def test_the_executor_takes_what_the_child_takes_and_sends_what_it_yields() -> N
     assert WorkflowExecutor(g.build_counting(), "z", allow_direct_output=True).output_types == []
     with pytest.raises(TypeError, match="built Workflow"):
         WorkflowExecutor(WorkflowBuilder(start_executor=g.count), "w")  # type: ignore[arg-type]
+
+
+async def test_a_fan_in_starts_one_child_with_the_list_of_messages() -> None:
+    @executor(id="fork")
+    async def fork(text: str, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message(text)
+
+    @executor(id="left")
+    async def left(text: str, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message(f"{text} left")
+
+    @executor(id="right")
+    async def right(text: str, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message(f"{text} right")
+
+    @executor(id="joined")
+    async def joined(texts: list[str], ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(" + ".join(texts))
+
+    join = WorkflowExecutor(WorkflowBuilder(start_executor=joined).build(), "join", allow_direct_output=True)
+    wf = (
+        WorkflowBuilder(start_executor=fork, name="fan_in_child")
+        .add_fan_out_edges(fork, [left, right])
+        .add_fan_in_edges([left, right], join)
+        .build()
+    )
+    assert (await wf.run("go")).get_outputs() == ["go left + go right"]
+
+
+def test_a_fan_in_of_mixed_types_cannot_start_a_child() -> None:
+    from temporal_workflows._engine.serde import Envelope
+    from temporal_workflows._engine.subruns import list_envelope
+
+    assert list_envelope([Envelope(None, "a"), Envelope(None, "b")], "x") == Envelope(None, ["a", "b"])
+    assert list_envelope([Envelope("m:T", {"a": 1})], "x") == Envelope("list[m:T]", [{"a": 1}])
+    with pytest.raises(WorkflowError, match="different types"):
+        list_envelope([Envelope(None, "a"), Envelope("m:T", {})], "x")
+
+
+def test_the_example_in_docs_subworkflows_runs_and_prints_what_it_says() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "subworkflows.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "['a@example.com accepted', 'b@evil.com refused']"
