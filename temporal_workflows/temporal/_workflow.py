@@ -324,7 +324,7 @@ class GraphWorkflow:
         self._segment = carried.segment if carried else 0
         self._start_env: Envelope | None = carried.start if carried else None
         self._lineage: dict[str, Any] | None = carried.lineage if carried else None
-        # A sub-workflow's child: runs to rest, refuses outside input (_subruns.py).
+        # A sub-workflow's child: runs to rest, refuses outside input (_children.py).
         self._subrun = inp.subrun if self._input_error is None else None
         self._subrun_known: set[str] = set(inp.subrun.known or []) if inp.subrun and carried else set()
         self._subrun_ignored: list[str] = []
