@@ -30,6 +30,7 @@ from temporal_workflows import (
     WorkflowWarningEvent,
     executor,
 )
+from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._graph.subworkflow import subworkflow_graphs
 from tests.integration import subgraphs as g
 
@@ -301,3 +302,22 @@ def test_the_example_in_docs_subworkflows_runs_and_prints_what_it_says() -> None
     run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "['a@example.com accepted', 'b@evil.com refused']"
+
+
+async def test_a_forged_child_snapshot_fails_the_executor_clearly_when_the_child_resumes() -> None:
+    store = InMemoryCheckpointStorage()
+    wf = g.build_propagating()
+    asked = only_request(await wf.run("bees", checkpoint_storage=store))
+    latest = await store.get_latest(workflow_name="sw_propagate")
+    assert latest is not None
+    (key,) = [k for k in latest.state if k.startswith("@interview/sub/")]
+    forged_state = dict(latest.state)
+    forged_state[key] = Envelope(None, {"pending_requests": {asked.request_id: {}}, "superstep": "many"})
+    forged = latest.model_copy(update={"checkpoint_id": "forged", "state": forged_state})
+    await store.save(forged)
+    again = g.build_propagating()
+    await again.run(checkpoint_id="forged", checkpoint_storage=store)
+    with pytest.raises(ExecutorFailedError) as e:
+        await again.run(responses={asked.request_id: {"text": "buzz"}}, checkpoint_storage=store)
+    assert e.value.executor_id == "interview" and e.value.error_type == "WorkflowError"
+    assert "snapshot is not a checkpoint" in str(e.value)

@@ -29,7 +29,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from temporal_workflows._engine.driver import checkpoint_of
+from pydantic import ValidationError
+
+from temporal_workflows._checkpoints.base import WorkflowCheckpoint
+from temporal_workflows._engine.driver import check_signature, checkpoint_of
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
     REQUEST_TIMED_OUT_TYPE,
@@ -40,7 +43,7 @@ from temporal_workflows._engine.machine import (
     StepTask,
     Topology,
 )
-from temporal_workflows._engine.serde import Envelope, encode, type_key
+from temporal_workflows._engine.serde import Envelope, encode, type_key, validation_message
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import WorkflowWarningEvent
 from temporal_workflows._subworkflow import SubWorkflowReport, SubWorkflowResponseMessage
@@ -54,6 +57,7 @@ __all__ = [
     "child_key_prefix",
     "deliver_responses",
     "list_envelope",
+    "resume_engine",
     "subrun_outcome",
 ]
 
@@ -125,6 +129,24 @@ def subrun_outcome(engine: Engine, known: set[str], *, run_id: str, timestamp: d
         cp = checkpoint_of(engine, checkpoint_id="", run_id=run_id, previous_checkpoint_id=None, timestamp=timestamp)
         snapshot = cp.model_copy(update={"outputs": []}).model_dump(mode="json")
     return SubrunOutcome(outputs, requests, snapshot)
+
+
+def resume_engine(topology: Topology, snapshot: dict[str, Any]) -> Engine:
+    """A waiting child's engine, from the snapshot its parent kept (both hosts).
+
+    Raises:
+        WorkflowError: the snapshot is not a checkpoint, or not one of this graph
+            (``GraphSignatureMismatchError``), or inconsistent with it: the child
+            fails, and with it the parent's step, never a task retried for ever.
+    """
+    try:
+        cp = WorkflowCheckpoint.model_validate(snapshot)
+    except ValidationError as e:
+        raise WorkflowError(
+            f"the waiting sub-workflow's snapshot is not a checkpoint: {validation_message(e)}"
+        ) from None
+    check_signature(cp, topology)
+    return Engine(topology, cp.to_snapshot())
 
 
 async def deliver_responses(

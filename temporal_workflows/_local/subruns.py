@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import StepFailure, StepOutcome, SuperstepDriver, check_signature
+from temporal_workflows._engine.driver import StepFailure, StepOutcome, SuperstepDriver
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.machine import Engine, PendingRequest, StepResult, StepTask
 from temporal_workflows._engine.serde import Envelope, decode
@@ -26,6 +25,7 @@ from temporal_workflows._engine.subruns import (
     SubrunOutcome,
     SubrunSuperstep,
     deliver_responses,
+    resume_engine,
     subrun_outcome,
 )
 from temporal_workflows._graph.context import run_step
@@ -55,9 +55,7 @@ async def activate(parent: Graph, act: Activation) -> SubrunOutcome:
         engine = Engine(child.topology)
         engine.start(act.start)
     else:
-        cp = WorkflowCheckpoint.model_validate(act.snapshot)
-        check_signature(cp, child.topology)
-        engine = Engine(child.topology, cp.to_snapshot())
+        engine = resume_engine(child.topology, act.snapshot)
     runner = LocalRunner(child, checkpoint_every=0)
     runner.run_id = act.run_id
     host = _LocalHost(runner, None)

@@ -30,12 +30,16 @@ from pydantic import TypeAdapter
 from temporalio import workflow
 from temporalio.workflow import ParentClosePolicy
 
-from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import check_signature
 from temporal_workflows._engine.limits import GUIDANCE, json_size
 from temporal_workflows._engine.machine import Engine, PendingRequest, Topology
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows._engine.subruns import Activation, SubrunOutcome, deliver_responses, subrun_outcome
+from temporal_workflows._engine.subruns import (
+    Activation,
+    SubrunOutcome,
+    deliver_responses,
+    resume_engine,
+    subrun_outcome,
+)
 from temporal_workflows._errors import RunTooLargeError
 from temporal_workflows.temporal._failures import refuse
 from temporal_workflows.temporal._protocol import FAILURE_INVALID_RESPONSE, RunInput, SubrunInput, Validated, quote
@@ -110,9 +114,7 @@ def resume_child(engine: Engine, subrun: SubrunInput, topology: Topology) -> Non
         WorkflowError: the snapshot is inconsistent with the graph.
     """
     assert subrun.snapshot is not None
-    cp = WorkflowCheckpoint.model_validate(subrun.snapshot)
-    check_signature(cp, topology)
-    engine.restore(cp.to_snapshot())
+    engine.restore(resume_engine(topology, subrun.snapshot).snapshot())
 
 
 async def deliver_to_child(
