@@ -83,6 +83,14 @@ async def test_a_propagated_request_is_the_parents_and_its_answer_resumes_the_ch
     assert wf.pending_requests == [] and done.get_final_state() is WorkflowRunState.IDLE
 
 
+async def test_a_request_no_parent_executor_takes_reaches_the_outside_instead_of_being_lost() -> None:
+    wf = g.build_unintercepted()  # the executor's only edge goes to an executor that takes str
+    asked = only_request(await wf.run("owls"))
+    assert asked.source_executor_id == "interview" and asked.data.topic == "owls"
+    done = await wf.run(responses={asked.request_id: {"text": "hoot"}})
+    assert done.get_outputs() == ["parent got 'owls: hoot'"]
+
+
 async def test_nested_children_pass_the_innermost_request_out_and_its_answer_back_in() -> None:
     wf = g.build_nested()
     asked = only_request(await wf.run("bees"))

@@ -23,8 +23,9 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from temporal_workflows._engine.driver import request_event
-from temporal_workflows._engine.serde import decode
-from temporal_workflows._errors import WorkflowError
+from temporal_workflows._engine.machine import PendingRequest
+from temporal_workflows._engine.serde import decode, encode
+from temporal_workflows._errors import UndeliverableMessageError, WorkflowError
 from temporal_workflows._graph.executor import Executor, ExecutorOptions, HandlerSpec, ResponseHandlerSpec
 from temporal_workflows._graph.typecheck import accepts, type_name
 from temporal_workflows._subworkflow import SubWorkflowReport, SubWorkflowRequestMessage, SubWorkflowResponseMessage
@@ -57,7 +58,9 @@ class WorkflowExecutor(Executor):
     ``propagate_request=True`` the request instead becomes this executor's own
     request, same id and data: whoever runs the parent sees and answers it
     (``run(responses=...)``, ``RunHandle.respond``), and the answer resumes the
-    child.
+    child. So does a request no parent executor takes (no handler for
+    ``SubWorkflowRequestMessage`` on this executor's edges): it reaches the
+    outside instead of being lost.
 
     Unlike Agent Framework, where every input advances one shared instance of
     the sub-workflow (and overlapping inputs interfere unless it is
@@ -137,8 +140,6 @@ class WorkflowExecutor(Executor):
         Responses are validated against it (the child's response type) before
         they are accepted, as for any request of the parent.
         """
-        if not self.propagate_request:
-            return None
         found = self._child_response_spec(request, response_type_name, exact=True)
         if found is None:
             found = self._child_response_spec(request, response_type_name, exact=False)
@@ -149,7 +150,7 @@ class WorkflowExecutor(Executor):
     def _child_response_spec(self, request: Any, name: str | None, *, exact: bool) -> ResponseHandlerSpec | None:
         for ex in self.workflow.graph.executors.values():
             if isinstance(ex, WorkflowExecutor):
-                spec = ex.find_response_handler(request, name) if ex.propagate_request else None
+                spec = ex.find_response_handler(request, name)
                 if spec is not None:
                     return spec
                 continue
@@ -176,14 +177,28 @@ class WorkflowExecutor(Executor):
             else:
                 await ctx.send_message(value)
         for req in report.requests:
-            if self.propagate_request:
-                # The same request, now this executor's: the parent's engine stamps its own deadline.
-                own = dataclasses.replace(
-                    req, executor_id=self.id, superstep=ctx.superstep, created_at=None, deadline=None
-                )
-                ctx._result.requests.append(own)
-            else:
-                await ctx.send_message(SubWorkflowRequestMessage(source_event=request_event(req), executor_id=self.id))
+            if not self.propagate_request and self._intercepted(req, ctx):
+                continue
+            # The same request, now this executor's: the parent's engine stamps its own deadline.
+            own = dataclasses.replace(req, executor_id=self.id, superstep=ctx.superstep, created_at=None, deadline=None)
+            ctx._result.requests.append(own)
+
+    def _intercepted(self, req: PendingRequest, ctx: WorkflowContext[Any, Any]) -> bool:
+        """Send a child's request into the parent as a ``SubWorkflowRequestMessage``, if an executor takes it.
+
+        A request no executor of the parent takes (none has a handler for the
+        type on this executor's edges, or their conditions all refuse it) is
+        not lost, as it would be in Agent Framework: it becomes this
+        executor's own request, as with ``propagate_request``.
+        """
+        message = SubWorkflowRequestMessage(source_event=request_event(req), executor_id=self.id)
+        env = encode(message, what=f"request message sent by executor {self.id!r}")
+        try:
+            deliveries = ctx._graph.route(self.id, message, env, None)
+        except UndeliverableMessageError:
+            return False
+        ctx._result.sent.extend(deliveries)
+        return bool(deliveries)
 
     def __repr__(self) -> str:
         return f"WorkflowExecutor(id={self.id!r}, workflow={self.workflow.name!r})"

@@ -413,6 +413,12 @@ def sub_nested_facts(s: Seen) -> None:
     assert s.outputs == ["parent got \"[BEES: middle heard 'what about BEES?']\""]
 
 
+def sub_unintercepted_facts(s: Seen) -> None:
+    (asked,) = s.of("RequestInfoEvent")
+    assert asked["source_executor_id"] == "interview" and asked["data"]["topic"] == "owls"
+    assert s.outputs == ["parent got \"owls: interview heard 'what about owls?'\""]
+
+
 def sub_intercept_facts(s: Seen) -> None:
     assert s.steps() == [["gate"], ["validation"] * 2, ["gate"] * 2, ["validation"] * 2, ["gate"] * 2]
     assert s.outputs == ["a@example.com accepted", "b@evil.com refused"]
@@ -483,6 +489,13 @@ SCENARIOS = [
     Scenario("subworkflow_several_children", sg.basic, ["a b", "c d e", ""], facts=sub_several_facts),
     Scenario("subworkflow_propagated_request", sg.propagating, "bees", answer=sg.answer, facts=sub_propagated_facts),
     Scenario("subworkflow_nested", sg.nested, "bees", answer=sg.answer, facts=sub_nested_facts),
+    Scenario(
+        "subworkflow_request_nobody_intercepts",
+        sg.unintercepted,
+        "owls",
+        answer=sg.answer,
+        facts=sub_unintercepted_facts,
+    ),
     Scenario("subworkflow_intercepted", sg.intercepting, ["a@example.com", "b@evil.com"], facts=sub_intercept_facts),
     Scenario("subworkflow_fails", sg.failing, "x", fails_with=ExecutorFailedError, facts=sub_fails_facts),
     Scenario(

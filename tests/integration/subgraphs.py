@@ -130,6 +130,17 @@ def answer(executor_id: str, request: Any) -> Answer:
     return Answer(text=f"{executor_id} heard {request['text']!r}")
 
 
+def build_unintercepted() -> Workflow:
+    """No parent executor takes the child's request: it reaches whoever runs the parent all the same."""
+    interview = WorkflowExecutor(build_asking(), id="interview")
+    return (
+        WorkflowBuilder(start_executor=begin, name="sw_unintercepted")
+        .add_edge(begin, interview)
+        .add_edge(interview, finish)
+        .build()
+    )
+
+
 # -- nested: a child that runs a child of its own; the innermost request goes all the way out ---
 
 
@@ -314,6 +325,7 @@ def build_slow() -> Workflow:
 
 basic = build_basic()
 propagating = build_propagating()
+unintercepted = build_unintercepted()
 nested = build_nested()
 intercepting = build_intercepting()
 reviewing = build_reviewing()
@@ -324,4 +336,4 @@ slow = build_slow()
 
 def all_workflows() -> list[Workflow]:
     """The parents the test worker hosts (the plugin adds their children)."""
-    return [basic, propagating, nested, intercepting, reviewing, failing, deadline, slow]
+    return [basic, propagating, nested, intercepting, reviewing, failing, deadline, slow, unintercepted]
