@@ -102,7 +102,10 @@ async def test_a_propagated_request_waits_with_no_child_running_and_its_answer_r
     result = await handle.result()
     assert result["outputs"] == ["parent got \"bees: interview heard 'what about bees?'\""]
     # the answer resumed the same child: a second activation, under the same id, after the first
-    runs = [w async for w in client.list_workflows(f'WorkflowId = "{child}"')]
+    # (visibility is eventually consistent: polled, with a bound)
+    async with asyncio.timeout(20):
+        while len(runs := [w async for w in client.list_workflows(f'WorkflowId = "{child}"')]) < 2:
+            await asyncio.sleep(0.2)
     assert len(runs) == 2 and {r.status for r in runs} == {WorkflowExecutionStatus.COMPLETED}
 
 
