@@ -298,7 +298,13 @@ async def on_temporal(address: str) -> None:
 
 
 def main(argv: list[str]) -> Any:
-    return asyncio.run(on_temporal(argv[0]) if argv else in_process())
+    if not argv:
+        return asyncio.run(in_process())
+    from temporal_workflows.__main__ import hard_exit
+
+    asyncio.run(on_temporal(argv[0]))
+    # The SDK's runtime threads can abort the finalization of a short-lived process (exit -6).
+    hard_exit(0)
 
 
 if __name__ == "__main__":
