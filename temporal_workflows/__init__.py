@@ -66,9 +66,11 @@ from temporal_workflows._graph.executor import (
     handler,
     response_handler,
 )
+from temporal_workflows._graph.subworkflow import WorkflowExecutor
 from temporal_workflows._graph.viz import WorkflowViz
 from temporal_workflows._graph.workflow import Workflow, load_workflow
 from temporal_workflows._requests import RequestTimedOut
+from temporal_workflows._subworkflow import SubWorkflowRequestMessage, SubWorkflowResponseMessage
 from temporal_workflows._version import __version__ as __version__
 
 __all__ = [
@@ -132,4 +134,7 @@ __all__ = [
     "register_type",
     "response_handler",
     "register_checkpoint_type",
+    "SubWorkflowRequestMessage",
+    "SubWorkflowResponseMessage",
+    "WorkflowExecutor",
 ]

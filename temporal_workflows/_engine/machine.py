@@ -88,6 +88,8 @@ class Topology:
             a response or message that woke an idle run).
         signature_hash: Hash of the graph's shape; checkpoints record it.
         edges: Display form of every edge group (kind, sources, targets, labels).
+        subworkflows: Executor id → child graph name, for each ``WorkflowExecutor``
+            (each of its steps runs a child run of that graph: ``_engine/subruns.py``).
     """
 
     name: str | None
@@ -98,6 +100,7 @@ class Topology:
     max_iterations: int
     signature_hash: str
     edges: tuple[dict[str, Any], ...] = ()
+    subworkflows: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,6 +196,7 @@ class WorkflowBuilder:
         Raises:
             GraphValidationError: naming the executor or edge at fault.
         """
+        from temporal_workflows._graph.subworkflow import WorkflowExecutor, name_subworkflows
         from temporal_workflows._graph.workflow import Workflow
 
         if self._start is None:
@@ -239,7 +240,10 @@ class WorkflowBuilder:
             reducer_funcs={k: v for k, v in self._reducers.items() if callable(v)},
             description=self._description,
         )
-        return Workflow(graph, checkpoint_storage=self._storage, checkpoint_every=self._checkpoint_every)
+        workflow = Workflow(graph, checkpoint_storage=self._storage, checkpoint_every=self._checkpoint_every)
+        if any(isinstance(ex, WorkflowExecutor) for ex in executors.values()):
+            name_subworkflows(workflow)
+        return workflow
 
     def _check_duplicates(self) -> None:
         seen: dict[tuple[str, str], str] = {}
@@ -295,6 +299,8 @@ class WorkflowBuilder:
             )
 
     def _topology(self, start_id: str, executors: dict[str, Executor]) -> Topology:
+        from temporal_workflows._graph.subworkflow import WorkflowExecutor
+
         edges = tuple(g.describe() for g in self._groups)
         reducers = {k: (v if isinstance(v, str) else "callable") for k, v in self._reducers.items()}
         shape = {
@@ -305,6 +311,8 @@ class WorkflowBuilder:
                     "id": e.id,
                     "class": f"{type(e).__module__}.{type(e).__qualname__}",
                     "inputs": [type_name(t) for t in e.input_types],
+                    # A sub-workflow executor is as its child graph is: a changed child changes the parent.
+                    **({"subworkflow": e.workflow.graph_signature_hash} if isinstance(e, WorkflowExecutor) else {}),
                 }
                 for e in executors.values()
             ],

@@ -32,6 +32,7 @@ from temporal_workflows._engine.driver import (
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, Engine, PendingRequest, Reduction, StepTask
 from temporal_workflows._engine.serde import Envelope, decode, encode
+from temporal_workflows._engine.subruns import SubrunSuperstep
 from temporal_workflows._errors import (
     RequestTimeoutError,
     UndeliverableMessageError,
@@ -94,6 +95,10 @@ class _LocalHost(DriverHost):
             return StepFailure.of(e)
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
+        if SubrunSuperstep.any_in(engine.topology, tasks):
+            from temporal_workflows._local.subruns import run_with_children
+
+            return await run_with_children(self, tasks, engine)
         state = engine.state
         if len(tasks) == 1:
             return [await self._run_task(tasks[0], state)]

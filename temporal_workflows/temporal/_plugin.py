@@ -21,6 +21,7 @@ from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from temporal_workflows._errors import WorkflowError
+from temporal_workflows._graph.subworkflow import subworkflow_graphs
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._converter import json_data_converter
 from temporal_workflows.temporal._eviction import evict_cached_runs
@@ -145,7 +146,8 @@ class TemporalWorkflowsPlugin(SimplePlugin):
     ) -> None:
         from temporal_workflows.temporal._activities.steps import build_activities
 
-        self.graphs = list(workflows)
+        # A worker hosting a graph hosts its sub-workflows' graphs too (children run as their own workflows).
+        self.graphs = subworkflow_graphs(list(workflows))
         self.versioning = versioning
         self.codec = EncryptionCodec.from_env() if encryption == "env" else encryption
         cipher = self.codec.key_ring if self.codec is not None else None

@@ -81,6 +81,7 @@ __all__ = [
     "SendInput",
     "StateSnapshot",
     "StepInput",
+    "SubrunInput",
     "ValidateInput",
     "Validated",
     "DEFAULT_MAX_HISTORY_EVENTS",
@@ -359,6 +360,33 @@ class Carried(BaseModel):
 
 
 @dataclass
+class SubrunInput:
+    """What makes a run one activation of a sub-workflow's child (set by the parent's step, never by callers).
+
+    The child runs to rest (idle, or waiting for responses) and completes
+    with what it produced and, while it waits, its snapshot, which the parent
+    keeps in its committed state (``_engine/subruns.py``). So no child runs
+    while it waits, however long, and the parent's checkpoints hold it.
+
+    Attributes:
+        parent_id: The parent run's workflow id.
+        executor_id: The ``WorkflowExecutor`` (in the parent) this child belongs to.
+        snapshot: The waiting child to resume (a ``WorkflowCheckpoint`` as
+            JSON); ``None``: a new child, started with ``RunInput.message``.
+        responses: ``(request_id, response)`` to deliver to the resumed child;
+            each is validated against its request (user code: a local activity).
+        known: Requests the child waited for when the activation began, set
+            when an activation continues as new (else read from ``snapshot``).
+    """
+
+    parent_id: str
+    executor_id: str
+    snapshot: dict[str, Any] | None = None
+    responses: list[tuple[str, Envelope]] = field(default_factory=list)
+    known: list[str] | None = None
+
+
+@dataclass
 class RunInput:
     """Workflow input. ``client.start_workflow(name, {"message": ...})`` is the whole contract.
 
@@ -386,6 +414,8 @@ class RunInput:
     """Start from another run's checkpoint instead of ``message``."""
     carried: Carried | None = None
     """Set by the run itself when it continues as new; never by callers."""
+    subrun: SubrunInput | None = None
+    """Set when a ``WorkflowExecutor`` of a parent run starts this run as its child; never by callers."""
 
 
 @dataclass

@@ -28,6 +28,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 from temporal_workflows._engine.driver import ReducerFailed, StepFailure, StepOutcome, StepsInterrupted
 from temporal_workflows._engine.machine import CommitPlan, Engine, Reduction, StepResult, StepTask, Topology
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._engine.subruns import Activation, SubrunOutcome, SubrunSuperstep
+from temporal_workflows.temporal._children import run_child
 from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._options import activity_options
 from temporal_workflows.temporal._patches import PATCH_EVERY_FAILED_STEP, PATCH_TASK_BUDGET, patched
@@ -162,12 +164,18 @@ class StepRunner:
         self.in_flight = [t.executor_id for t in tasks]
         inline = dict(engine.state) if self.state_size <= INLINE_STATE_LIMIT else None
         window = asyncio.Semaphore(self.max_in_flight)
-        running = [asyncio.ensure_future(self._run_step(t, inline, window)) for t in tasks]
+        subruns = None
+        if SubrunSuperstep.any_in(self.topology, tasks):
+            # Sub-workflow executors' steps run their children as child workflows first (_children).
+            run_key = workflow.info().workflow_id + (f"@{self.epoch}" if self.epoch else "")
+            loop = asyncio.get_running_loop()
+            subruns = SubrunSuperstep(self.topology, tasks, engine.state, run_key=run_key, future=loop.create_future)
+        running = [asyncio.ensure_future(self._run_step(t, inline, window, subruns)) for t in tasks]
         # Counted as steps finish, so the conditions below cost O(1) however wide the superstep
         # (they are checked after every activation job, e.g. each of 5,000 activity results).
         finished = [0, 0]  # steps done, steps failed
 
-        def count(f: asyncio.Future[StepResult]) -> None:
+        def count(f: asyncio.Future[StepResult | None]) -> None:
             finished[0] += 1
             if not f.cancelled() and f.exception() is not None:
                 finished[1] += 1
@@ -205,7 +213,7 @@ class StepRunner:
         self.in_flight = []
         return outcomes
 
-    async def _cancel(self, running: Sequence[asyncio.Future[StepResult]]) -> None:
+    async def _cancel(self, running: Sequence[asyncio.Future[StepResult | None]]) -> None:
         for f in running:
             f.cancel()
         with contextlib.suppress(asyncio.CancelledError, ActivityError, ApplicationError):
@@ -213,6 +221,27 @@ class StepRunner:
         self.in_flight = []
 
     async def _run_step(
+        self,
+        task: StepTask,
+        inline: dict[str, Envelope] | None,
+        window: asyncio.Semaphore,
+        subruns: SubrunSuperstep | None = None,
+    ) -> StepResult | None:
+        if subruns is not None and subruns.owns(task):
+
+            async def child(act: Activation) -> SubrunOutcome:
+                # A running child counts against the window like a step (Temporal also bounds pending children).
+                async with window:
+                    limit = self.max_in_flight if self.max_in_flight != MAX_STEPS_IN_FLIGHT else None
+                    return await run_child(act, budget=self.budget, max_steps_in_flight=limit)
+
+            async def report(report_task: StepTask) -> StepResult:
+                return await self._activity_step(report_task, inline, window)
+
+            return await subruns.run(task, child, report)
+        return await self._activity_step(task, inline, window)
+
+    async def _activity_step(
         self, task: StepTask, inline: dict[str, Envelope] | None, window: asyncio.Semaphore
     ) -> StepResult:
         name = self.topology.name or ""

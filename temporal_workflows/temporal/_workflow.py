@@ -68,6 +68,13 @@ from temporal_workflows._events import (
     WorkflowStatusEvent,
 )
 from temporal_workflows.temporal._checkpointing import CheckpointAsk, Checkpoints, ResetPlan
+from temporal_workflows.temporal._children import (
+    carry_subrun,
+    child_result,
+    deliver_to_child,
+    resume_child,
+    subrun_refusal,
+)
 from temporal_workflows.temporal._failures import refuse, to_failure
 from temporal_workflows.temporal._inbox import Inbox, oversized_send
 from temporal_workflows.temporal._patches import (
@@ -317,6 +324,10 @@ class GraphWorkflow:
         self._segment = carried.segment if carried else 0
         self._start_env: Envelope | None = carried.start if carried else None
         self._lineage: dict[str, Any] | None = carried.lineage if carried else None
+        # A sub-workflow's child: runs to rest, refuses outside input (_children.py).
+        self._subrun = inp.subrun if self._input_error is None else None
+        self._subrun_known: set[str] = set(inp.subrun.known or []) if inp.subrun and carried else set()
+        self._subrun_ignored: list[str] = []
         self._payload_limit = DEFAULT_MAX_PAYLOAD_BYTES
         self._max_events = DEFAULT_MAX_HISTORY_EVENTS
         self._segment_start: int | None = None
@@ -402,14 +413,14 @@ class GraphWorkflow:
     def respond_signal(self, raw: RawValue) -> None:
         """Answer a request; bad input becomes a warning, never a failure."""
         inp, _ = self._signal_arg(SIGNAL_RESPOND, raw, RespondInput)
-        if inp is not None:
+        if inp is not None and not self._subrun_ignores(SIGNAL_RESPOND):
             self._inbox.respond_signal(inp)
 
     @workflow.signal(name=SIGNAL_SEND)
     def send_signal(self, raw: RawValue) -> None:
         """Queue a message for an executor; bad input becomes a warning."""
         inp, _ = self._signal_arg(SIGNAL_SEND, raw, SendInput)
-        if inp is not None:
+        if inp is not None and not self._subrun_ignores(SIGNAL_SEND):
             self._inbox.send_signal(inp)
 
     @workflow.signal(name=SIGNAL_CLOSE)
@@ -421,7 +432,7 @@ class GraphWorkflow:
     def checkpoint_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
         """Take a checkpoint at the next boundary; a failure becomes a warning."""
         req, ok = self._signal_arg(SIGNAL_CHECKPOINT, raw, CheckpointRequest)
-        if not ok:
+        if not ok or self._subrun_ignores(SIGNAL_CHECKPOINT):
             return
         error = _label_error(req)
         if error is not None:
@@ -607,7 +618,16 @@ class GraphWorkflow:
         assert self._engine is not None
         return self._engine
 
+    def _subrun_ignores(self, signal: str) -> bool:
+        """A child's input comes from its parent only: a signal from outside is a warning."""
+        if self._subrun is None:
+            return False
+        self._board.warn(f"signal {signal!r} ignored: {subrun_refusal(self._subrun)}")
+        return True
+
     def _check_open(self) -> None:
+        if self._subrun is not None:
+            raise refuse(FAILURE_RUN_CLOSED, subrun_refusal(self._subrun))
         if self._board.closed or self._closing:
             state = "closing" if self._closing and not self._board.closed else self._board.status
             raise refuse(FAILURE_RUN_CLOSED, f"the run is {state}")
@@ -715,6 +735,9 @@ class GraphWorkflow:
                 elif carried.start is not None:
                     source = "carried.start"
                     engine.start(carried.start)
+            elif self._subrun is not None and self._subrun.snapshot is not None:
+                source = "subrun.snapshot"
+                resume_child(engine, self._subrun, topology)
             elif inp.fork_from is not None:
                 fork = inp.fork_from
                 cp = await cps.load(fork.workflow_id, fork.checkpoint_id)
@@ -737,6 +760,8 @@ class GraphWorkflow:
         if self._lineage is not None:
             cps.metadata["lineage"] = self._lineage
         every = inp.checkpoint_every if inp.checkpoint_every is not None else cps.setup.every
+        if self._subrun is not None:
+            every = 0  # a child's checkpoints are its parent's: they hold it
         driver = SuperstepDriver(
             engine, _Host(self, engine), checkpoint_every=every, payload_limit=lambda: self._payload_limit
         )
@@ -746,6 +771,10 @@ class GraphWorkflow:
             for event in driver.announce_pending():
                 self._publish(event)
         try:
+            if self._subrun is not None and carried is None:
+                now = workflow.now().timestamp()
+                delivered = await deliver_to_child(engine, self._subrun, now=now, validate=self._validate)
+                self._subrun_known, self._subrun_ignored = delivered
             async for event in driver.run():
                 self._publish(event)
         except WorkflowRunError as e:
@@ -753,6 +782,19 @@ class GraphWorkflow:
             raise to_failure(e) from None
         # Let in-flight handlers finish (and stream pollers see the end) before closing.
         await self._settle(engine)
+        if self._subrun is not None:
+            try:
+                return child_result(
+                    engine,
+                    self._subrun_known,
+                    self._subrun_ignored,
+                    run_id=workflow.info().workflow_id,
+                    timestamp=workflow.now(),
+                    limit=self._payload_limit,
+                )
+            except WorkflowRunError as e:
+                self._board.error = str(e)
+                raise to_failure(e) from None
         return {
             "outputs": [o.value.data for o in engine.outputs],
             "output_types": [o.value.type for o in engine.outputs],
@@ -887,6 +929,7 @@ class GraphWorkflow:
             max_history_events=self._input.max_history_events,
             max_steps_in_flight=self._input.max_steps_in_flight,
             carried=carried,
+            subrun=carry_subrun(self._subrun, self._subrun_known),
         )
         size = json_size(arg)
         if size > self._payload_limit:
@@ -953,7 +996,10 @@ class _Host(DriverHost):
         await self.wf._checkpoints.serve(engine, self.wf._board.warn)
 
     def may_finish(self, engine: Engine) -> bool:
-        return self.wf._closing or (not self.wf._keep_alive and not engine.pending_requests)
+        # A sub-workflow's child ends each activation at rest; its parent keeps it while it waits.
+        return (
+            self.wf._subrun is not None or self.wf._closing or (not self.wf._keep_alive and not engine.pending_requests)
+        )
 
     async def before_superstep(self, engine: Engine) -> None:
         if self.wf._history_is_long() and not self.wf._carry_later(engine):

@@ -51,6 +51,7 @@ from temporal_workflows._engine.serde import encode, type_key
 from temporal_workflows.temporal import RunHandle, start_run
 from tests.conformance import scenarios as sc
 from tests.conftest import TASK_QUEUE
+from tests.integration import subgraphs as sg
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -416,6 +417,58 @@ def values_facts(s: Seen) -> None:
         "dict[str: tuple[Coin(int, str), Tone], str: Tone, str: dict[Grade: tuple[str, int], Grade: tuple[str, int]], "
         "str: datetime(UTC), str: Coin(int, str)]"
     )
+def sub_several_facts(s: Seen) -> None:
+    assert s.steps() == [["split"], ["counter"] * 3, ["tally"] * 3]
+    assert s.outputs == ["'a b': 2 words", "'c d e': 3 words", "'': 0 words"]
+    assert s.state == {"tallied": ["a b", "c d e", ""]}  # the children's own state stays theirs
+
+
+def sub_propagated_facts(s: Seen) -> None:
+    (asked,) = s.of("RequestInfoEvent")
+    assert asked["source_executor_id"] == "interview" and asked["data"] == {"topic": "bees", "text": "what about bees?"}
+    assert s.pending == [[[{"request_id": "req-1", "executor_id": "interview", "data": asked["data"]}]]]
+    assert s.steps() == [["begin"], ["interview"], ["interview"], ["finish"]]
+    assert s.outputs == ["parent got \"bees: interview heard 'what about bees?'\""]
+
+
+def sub_nested_facts(s: Seen) -> None:
+    (asked,) = s.of("RequestInfoEvent")
+    assert asked["source_executor_id"] == "middle" and asked["data"]["topic"] == "BEES"
+    assert s.outputs == ["parent got \"[BEES: middle heard 'what about BEES?']\""]
+
+
+def sub_unintercepted_facts(s: Seen) -> None:
+    (asked,) = s.of("RequestInfoEvent")
+    assert asked["source_executor_id"] == "interview" and asked["data"]["topic"] == "owls"
+    assert s.outputs == ["parent got \"owls: interview heard 'what about owls?'\""]
+
+
+def sub_intercept_facts(s: Seen) -> None:
+    assert s.steps() == [["gate"], ["validation"] * 2, ["gate"] * 2, ["validation"] * 2, ["gate"] * 2]
+    assert s.outputs == ["a@example.com accepted", "b@evil.com refused"]
+    assert not s.of("RequestInfoEvent")
+
+
+def sub_fails_facts(s: Seen) -> None:
+    (failed,) = s.of("ExecutorFailedEvent")
+    assert failed["executor_id"] == "broken" and failed["error_type"] == "ExecutorFailedError"
+    assert failed["error"] == "executor 'explode' failed in superstep 1: ValueError: cannot handle 'x'"
+    assert s.error is not None and s.error["executor_id"] == "broken" and s.error["superstep"] == 2
+
+
+def sub_deadline_facts(s: Seen) -> None:
+    (asked,) = s.of("RequestInfoEvent")
+    assert asked["source_executor_id"] == "waiting" and asked["timeout"] == sg.DEADLINE_SECONDS
+    assert s.outputs == ["timed out"]
+    assert not s.of("WorkflowWarningEvent")
+
+
+def sub_resume_facts(s: Seen) -> None:
+    assert len(s.events) == 2, "the run, then what follows the resume"
+    assert s.steps(0) == [["reviewer"], ["interview"], ["reviewer"]]
+    # from superstep 2's checkpoint: the child waits in it, its request message is delivered again
+    assert [e["superstep"] for e in s.of("SuperStepStartedEvent", 1)] == [3, 4, 5, 6]
+    assert s.outputs == ["owls: reviewed: reviewer heard 'what about owls?'"]
 
 
 SCENARIOS = [
@@ -459,6 +512,33 @@ SCENARIOS = [
     ),
     Scenario(
         "ordinary_python_values", sc.values, ("parcel", 3), answer=sc.answer_tone, resume_from=1, facts=values_facts
+    ),
+    Scenario("subworkflow_several_children", sg.basic, ["a b", "c d e", ""], facts=sub_several_facts),
+    Scenario("subworkflow_propagated_request", sg.propagating, "bees", answer=sg.answer, facts=sub_propagated_facts),
+    Scenario("subworkflow_nested", sg.nested, "bees", answer=sg.answer, facts=sub_nested_facts),
+    Scenario(
+        "subworkflow_request_nobody_intercepts",
+        sg.unintercepted,
+        "owls",
+        answer=sg.answer,
+        facts=sub_unintercepted_facts,
+    ),
+    Scenario("subworkflow_intercepted", sg.intercepting, ["a@example.com", "b@evil.com"], facts=sub_intercept_facts),
+    Scenario("subworkflow_fails", sg.failing, "x", fails_with=ExecutorFailedError, facts=sub_fails_facts),
+    Scenario(
+        "subworkflow_request_times_out",
+        sg.deadline,
+        "x",
+        answer=_let_it_time_out,
+        facts=sub_deadline_facts,
+    ),
+    Scenario(
+        "subworkflow_resume_with_waiting_child",
+        sg.reviewing,
+        ["owls"],
+        answer=sg.answer,
+        resume_from=2,
+        facts=sub_resume_facts,
     ),
 ]
 

@@ -21,7 +21,7 @@ from temporalio.worker import Worker
 
 from temporal_workflows import RequestInfoEvent, SqliteCheckpointStorage
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, send_or_start, start_dev_server, start_run
-from tests.integration import graphs
+from tests.integration import graphs, subgraphs
 
 HISTORIES = Path(__file__).parents[1] / "histories"
 
@@ -78,12 +78,27 @@ async def drive_checkpoint_reset(client: Client, workflow_id: str, queue: str) -
     return handle
 
 
+async def drive_subworkflow(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """Nested sub-workflows: the innermost child's request propagated out, answered, and back in."""
+    from temporal_workflows import WorkflowRunState, WorkflowStatusEvent
+    from tests.integration import subgraphs
+
+    handle = await start_run(client, subgraphs.nested, "bees", id=workflow_id, task_queue=queue)
+    async for ev in handle.events():
+        if isinstance(ev, WorkflowStatusEvent) and ev.state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS:
+            (asked,) = await handle.pending_requests()
+            await handle.respond(asked["request_id"], {"text": "hum"})
+    await handle.result()
+    return handle
+
+
 FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "research": lambda c, i, q: drive_example(c, "research", i, q),
     "counter_loop": lambda c, i, q: drive_example(c, "counter_loop", i, q),
     "approval_signals_and_updates": drive_approval,
     "chat_keep_alive": drive_chat,
     "checkpoint_reset": drive_checkpoint_reset,
+    "subworkflow_nested": drive_subworkflow,
 }
 
 
@@ -93,7 +108,12 @@ async def main(names: list[str]) -> None:
         target = env.client.service_client.config.target_host
         storage = SqliteCheckpointStorage(":memory:")
         client = await Client.connect(
-            target, plugins=[TemporalWorkflowsPlugin(graphs.all_workflows(), checkpoint_storage=storage)]
+            target,
+            plugins=[
+                TemporalWorkflowsPlugin(
+                    [*graphs.all_workflows(), *subgraphs.all_workflows()], checkpoint_storage=storage
+                )
+            ],
         )
         async with Worker(client, task_queue="record"):
             for name in names or list(FLOWS):

@@ -51,6 +51,7 @@ def test_recorded_histories_exist() -> None:
         "approval_signals_and_updates",
         "chat_keep_alive",
         "checkpoint_reset",
+        "subworkflow_nested",
     }
 
 
@@ -63,7 +64,9 @@ async def test_recorded_history_replays(path: Path, runner: str) -> None:
 
 
 @pytest.mark.usefixtures("worker")
-@pytest.mark.parametrize("flow", ["research", "approval_signals_and_updates", "chat_keep_alive", "checkpoint_reset"])
+@pytest.mark.parametrize(
+    "flow", ["research", "approval_signals_and_updates", "chat_keep_alive", "checkpoint_reset", "subworkflow_nested"]
+)
 async def test_fresh_history_replays(client: Client, workflow_id: str, flow: str) -> None:
     handle = await FLOWS[flow](client, workflow_id, TASK_QUEUE)
     for run_id in (handle.handle.first_execution_run_id, None):  # the first execution and the last

@@ -1,0 +1,172 @@
+"""Sub-workflows on Temporal: each activation of a child is a child workflow of the child graph.
+
+A ``WorkflowExecutor``'s step (``_engine/subruns.py`` plans it, as in process)
+starts a child workflow whose type is the child graph's name and whose id is
+the child's run id (``<parent id>/<executor>/<superstep>.<index>``, the same
+for every activation of one child): it appears under its parent in the Web
+UI, with its own history, steps and event stream. The child runs to rest
+and completes with what it produced and, while it waits for responses, its
+snapshot, which the parent keeps in its committed state. So no child
+workflow runs while a child waits for a human, however many supersteps or
+continue-as-news of the parent that takes, and the parent's checkpoints,
+resets and forks hold its children; a response resumes the child as a new
+activation under the same id. A cancelled parent cancels the running child
+(``REQUEST_CANCEL``; the parent waits for it, as for its steps).
+
+Both sides are here: the parent's :func:`run_child`, and what a child run
+does differently (:func:`resume_child`, :func:`deliver_to_child`,
+:func:`child_result`), which ``GraphWorkflow`` calls when its input has a
+``subrun``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter
+from temporalio import workflow
+from temporalio.workflow import ParentClosePolicy
+
+from temporal_workflows._engine.limits import GUIDANCE, json_size
+from temporal_workflows._engine.machine import Engine, PendingRequest, Topology
+from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._engine.subruns import (
+    Activation,
+    SubrunOutcome,
+    deliver_responses,
+    resume_engine,
+    subrun_outcome,
+)
+from temporal_workflows._errors import RunTooLargeError
+from temporal_workflows.temporal._failures import refuse
+from temporal_workflows.temporal._protocol import FAILURE_INVALID_RESPONSE, RunInput, SubrunInput, Validated, quote
+
+if TYPE_CHECKING:
+    from temporal_workflows.temporal._supersteps import TaskBudget
+
+__all__ = ["carry_subrun", "child_result", "deliver_to_child", "resume_child", "run_child", "subrun_refusal"]
+
+_OUTCOME: TypeAdapter[SubrunOutcome] = TypeAdapter(SubrunOutcome)
+
+Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]]
+
+
+# -- the parent's side -------------------------------------------------------------------------
+
+
+async def run_child(act: Activation, *, budget: TaskBudget, max_steps_in_flight: int | None = None) -> SubrunOutcome:
+    """Run one activation of a child as a child workflow, to rest; its outcome.
+
+    The child runs at most as many steps at once as its parent (``max_steps_in_flight``).
+
+    Raises:
+        ChildWorkflowError: the child failed (its own error is the cause: the
+            parent's step fails with that error's type and message, as in process).
+    """
+    subrun = SubrunInput(
+        parent_id=workflow.info().workflow_id,
+        executor_id=act.executor_id,
+        snapshot=act.snapshot,
+        responses=list(act.responses),
+    )
+    start = act.start
+    inp = RunInput(
+        message=start.data if start else None,
+        message_type=start.type if start else None,
+        max_steps_in_flight=max_steps_in_flight,
+        subrun=subrun,
+    )
+    size = json_size(inp)
+    async with budget.lock:
+        # The start command records the input in this workflow task.
+        await budget.room(size)
+        budget.charge(size)
+    handle = await workflow.start_child_workflow(
+        act.graph,
+        inp,
+        id=act.run_id,
+        result_type=dict,
+        parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+    )
+    result: dict[str, Any] = await handle
+    return _OUTCOME.validate_python(result["subrun"])
+
+
+# -- the child's side --------------------------------------------------------------------------
+
+
+def subrun_refusal(subrun: SubrunInput) -> str:
+    """Why a child refuses outside input: its parent gives it input, and holds it while it waits."""
+    return (
+        f"this run is a sub-workflow of executor {quote(subrun.executor_id)} in run {quote(subrun.parent_id)}; "
+        "send messages and answer requests to the parent run"
+    )
+
+
+def resume_child(engine: Engine, subrun: SubrunInput, topology: Topology) -> None:
+    """Restore a waiting child from the snapshot its parent kept.
+
+    Raises:
+        GraphSignatureMismatchError: the child graph changed since the snapshot.
+        WorkflowError: the snapshot is inconsistent with the graph.
+    """
+    assert subrun.snapshot is not None
+    engine.restore(resume_engine(topology, subrun.snapshot).snapshot())
+
+
+async def deliver_to_child(
+    engine: Engine, subrun: SubrunInput, *, now: float, validate: Validate
+) -> tuple[set[str], list[str]]:
+    """Time out the child's due requests and deliver its responses, each validated first (a local activity).
+
+    Returns the ids of the requests it then waits for (any other request
+    pending when it comes to rest is new) and those of responses that found
+    their request timed out.
+
+    Raises:
+        ApplicationError: a response does not validate (``InvalidResponseError``,
+            the same message as in process): the child fails, and with it the parent's step.
+        RequestTimeoutError: a due request was made with ``on_timeout="fail"``.
+    """
+
+    async def checked(request: PendingRequest, response: Envelope) -> Envelope:
+        result = await validate(request.executor_id, response, request)
+        if result.error is not None or result.value is None:
+            raise refuse(result.error_type or FAILURE_INVALID_RESPONSE, result.error or "invalid response")
+        return result.value
+
+    ignored = await deliver_responses(engine, subrun.responses, now=now, validate=checked)
+    return set(engine.pending_requests), ignored
+
+
+def child_result(
+    engine: Engine, known: set[str], ignored: list[str], *, run_id: str, timestamp: datetime, limit: int
+) -> dict[str, Any]:
+    """A child's result: its outcome (outputs, new requests, the snapshot while it waits), and little else.
+
+    The parent's history records it, so it does not repeat the outputs
+    outside the outcome.
+
+    Raises:
+        RunTooLargeError: the outcome passes the payload limit.
+    """
+    outcome = subrun_outcome(engine, known, run_id=run_id, timestamp=timestamp)
+    outcome.ignored = ignored
+    size = json_size(outcome)
+    if size > limit:
+        raise RunTooLargeError(
+            f"the sub-workflow run's outcome (its outputs, new requests and, while it waits, its state) is "
+            f"{size:,} bytes as JSON, over the payload limit of {limit:,} bytes; {GUIDANCE}",
+            superstep=engine.superstep,
+        )
+    return {"status": "completed", "superstep": engine.superstep, "subrun": outcome}
+
+
+def carry_subrun(subrun: SubrunInput | None, known: set[str]) -> SubrunInput | None:
+    """What an activation that continues as new hands on: who it belongs to, and what it waited for at first."""
+    if subrun is None:
+        return None
+    return dataclasses.replace(subrun, snapshot=None, responses=[], known=sorted(known))

@@ -1,0 +1,1 @@
+"""Agent Framework's sub-workflow samples, ported to this library, with the output Agent Framework prints for them."""
