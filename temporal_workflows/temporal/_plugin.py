@@ -21,6 +21,7 @@ from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from temporal_workflows._errors import WorkflowError
+from temporal_workflows._graph.workflow import as_graph_workflow
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._converter import json_data_converter
 from temporal_workflows.temporal._tracing import configure_tracing, replay_safe_provider
@@ -106,7 +107,9 @@ class TemporalWorkflowsPlugin(SimplePlugin):
     executor of each graph, and the sandbox passthrough list.
 
     Args:
-        workflows: Graphs this worker hosts; each needs a unique ``name``.
+        workflows: Graphs this worker hosts; each needs a unique ``name``. A
+            ``temporal_workflows.llama.Workflow`` instance is hosted as the graph
+            it compiles to (its workflow type is its class name, or ``name=``).
         tracing: Trace runs with OpenTelemetry: client start → run → superstep →
             step, propagated across processes in Temporal headers. Installs
             :func:`configure_tracing`'s provider (exporter from ``OTEL_*``
@@ -135,7 +138,7 @@ class TemporalWorkflowsPlugin(SimplePlugin):
 
     def __init__(
         self,
-        workflows: Sequence[Workflow] = (),
+        workflows: Sequence[Workflow | Any] = (),
         *,
         tracing: bool = True,
         checkpoint_storage: CheckpointStorage | None = None,
@@ -144,7 +147,8 @@ class TemporalWorkflowsPlugin(SimplePlugin):
     ) -> None:
         from temporal_workflows.temporal._activities.steps import build_activities
 
-        self.graphs = list(workflows)
+        # A LlamaIndex-style workflow (temporal_workflows.llama) is hosted as the graph it compiles to.
+        self.graphs = [as_graph_workflow(w) for w in workflows]
         self.versioning = versioning
         self.codec = EncryptionCodec.from_env() if encryption == "env" else encryption
         cipher = self.codec.key_ring if self.codec is not None else None
