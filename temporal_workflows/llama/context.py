@@ -256,18 +256,36 @@ class StateStore(Generic[MODEL_T]):
         _assign(node, segments[-1], value)
         self._write_field(segments[0], top)
 
-    def _commit(self, before: MODEL_T | None, after: BaseModel) -> None:
-        """Write what differs between two states: each changed field (or key), nothing else."""
+    def _snapshot(self, state: BaseModel) -> dict[str, Envelope | None]:
+        """Each field's (or key's) JSON before an edit, to write only what the edit changed."""
+        names = type(state).model_fields if self._typed else state._data  # type: ignore[attr-defined]
+        out: dict[str, Envelope | None] = {}
+        for name in names:
+            value = getattr(state, name) if self._typed else state._data[name]  # type: ignore[attr-defined]
+            try:
+                out[name] = encode(value)
+            except Exception:
+                out[name] = None
+        return out
+
+    def _commit(self, before: dict[str, Envelope | None] | None, after: BaseModel) -> None:
+        """Write what differs: each changed field (or key), nothing else.
+
+        ``before``: the JSON of each field when an edit began (``None``: compare
+        with what is stored, or with the type's defaults).
+        """
         backend = self._backend
         if self._typed:
+            defaults = self._snapshot(self._default()) if before is None else before
             for name in type(after).model_fields:
                 if name not in self.state_type.model_fields:
                     continue
                 new = getattr(after, name)
                 env = backend.read(name)
-                if env is None and before is not None and _same(getattr(before, name), new, backend):
-                    continue
-                if env is not None and _same_env(env, new, backend):
+                if before is None and env is not None:
+                    if _same_env(env, new, backend):
+                        continue
+                elif _same_json(defaults.get(name), new):
                     continue
                 backend.write(name, new)
             return
@@ -277,6 +295,8 @@ class StateStore(Generic[MODEL_T]):
                 backend.delete(key)
         for key, value in new_data.items():
             _check_key(key)
+            if before is not None and key in before and _same_json(before[key], value):
+                continue
             env = backend.read(key)
             if env is None or not _same_env(env, value, backend):
                 backend.write(key, value)
@@ -295,13 +315,15 @@ class StateStore(Generic[MODEL_T]):
         """Change the state in a block; written (only what changed) when the block ends without error."""
         if self._lock is None:
             state = self._build(fresh=True)
+            before = self._snapshot(state)
             yield state
-            self._commit(None, state)
+            self._commit(before, state)
             return
         async with self._lock:
             state = self._build(fresh=True)
+            before = self._snapshot(state)
             yield state
-            self._commit(None, state)
+            self._commit(before, state)
 
     def to_dict(self, serializer: Any = None) -> dict[str, Any]:
         """The state as JSON: its type and each key's value."""
@@ -335,12 +357,14 @@ def _same_env(env: Envelope, value: Any, backend: _Backend) -> bool:
     return new.type == env.type and new.data == env.data
 
 
-def _same(a: Any, b: Any, backend: _Backend) -> bool:
+def _same_json(old: Envelope | None, value: Any) -> bool:
+    if old is None:
+        return False
     try:
-        ea, eb = encode(a), encode(b)
+        new = encode(value)
     except Exception:
-        return a is b
-    return ea.type == eb.type and ea.data == eb.data
+        return False
+    return new.type == old.type and new.data == old.data
 
 
 class _Pre:
