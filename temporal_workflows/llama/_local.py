@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,6 @@ from temporal_workflows.llama._compile import StartDispatcher
 from temporal_workflows.llama._runtime import (
     UNSERIALIZABLE,
     LiveRun,
-    LlamaStreamEvent,
     WaitRequest,
     decode_value,
     encode_value,
@@ -176,6 +175,10 @@ class _Host(DriverHost):
 
     def committed(self, plan: CommitPlan, engine: Engine) -> None:
         run = self.run
+        for req in plan.requests:
+            waiter_event = run.live.waiter_events.pop(req.request_id, None)
+            if waiter_event is not None:
+                run.publish(waiter_event)
         if not run.compiled.workflow._verbose:
             return
         seen: set[int] = set()
@@ -201,6 +204,9 @@ class LocalRun:
         self.graph = self.compiled.graph.graph
         self.run_id = run_id
         self.live = LiveRun()
+        self.live.publish = self.publish
+        self.record: Callable[[WorkflowEvent | Envelope], None] | None = None
+        """Sees every event of the run's record (the conformance suite compares it with a Temporal run's)."""
         self.inbox: list[tuple[Event, str | None]] = []
         self.outside_writes: dict[str, Envelope | None] = {}
         self.wakeup = asyncio.Event()
@@ -318,15 +324,9 @@ class LocalRun:
             self.result.exception()  # marked retrieved: awaiting the handler raises it
 
     def _on_driver_event(self, event: WorkflowEvent | Envelope) -> None:
-        if not isinstance(event, Envelope):
-            return
-        wrapped = decode(event)
-        if not isinstance(wrapped, LlamaStreamEvent):
-            return
-        if wrapped.ref is not None and wrapped.ref in self.live.refs:
-            self.publish(self.live.refs.pop(wrapped.ref))
-        else:
-            self.publish(decode(Envelope(wrapped.event["type"], wrapped.event["data"])))
+        """The run's record of events (what a Temporal run streams); steps' events reached the caller live."""
+        if self.record is not None:
+            self.record(event)
 
     def publish(self, event: Event) -> None:
         self.queue.put_nowait(event)

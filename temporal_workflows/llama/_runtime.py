@@ -36,11 +36,12 @@ run, for side effects of its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import hashlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -100,12 +101,10 @@ class LlamaStreamEvent(WorkflowEvent):
 
     Attributes:
         event: The LlamaIndex event as ``{"type": "module:Class", "data": {...}}``.
-        ref: In process, the key of the live object (so the caller gets the very object written).
     """
 
     type: str = "llama"
     event: dict[str, Any]
-    ref: int | None = None
 
 
 class WaitRequest(BaseModel):
@@ -145,9 +144,11 @@ class LiveRun:
     """The live objects of one in-process run, by the envelopes that carry them."""
 
     values: dict[int, tuple[Envelope, Any]] = field(default_factory=dict)
-    refs: dict[int, Any] = field(default_factory=dict)
     parked: dict[str, Parked] = field(default_factory=dict)
-    _next_ref: int = 0
+    publish: Callable[[Event], None] | None = None
+    waiter_events: dict[str, Event] = field(default_factory=dict)
+    """Waiter events to publish once their wait is committed, by request id."""
+    """Hands a streamed event to the caller at once (the very object written), as LlamaIndex streams."""
 
     def put(self, env: Envelope, value: Any) -> None:
         self.values[id(env)] = (env, value)
@@ -157,11 +158,6 @@ class LiveRun:
         if found is not None and found[0] is env:
             return True, found[1]
         return False, None
-
-    def ref(self, value: Any) -> int:
-        self._next_ref += 1
-        self.refs[self._next_ref] = value
-        return self._next_ref
 
     def cancel_parked(self) -> None:
         for parked in self.parked.values():
@@ -369,6 +365,7 @@ class Invocation:
         self.last_failed_at: float | None = None
         self.waiting: tuple[str, asyncio.Future[Any]] | None = None
         self.parked_signal: asyncio.Future[None] | None = None
+        self.done_lines: list[str] = []
 
     # -- replay (a re-run after wait_for_event) ---------------------------------------------------------------
 
@@ -440,16 +437,23 @@ class Invocation:
         if targets:
             self.sends.append((env, targets, event))
 
-    def stream(self, event: Event) -> None:
-        """``write_event_to_stream``: a custom event of the task (at once; a failed attempt's stay)."""
+    def stream(self, event: Event, *, waiter_of: str | None = None) -> None:
+        """``write_event_to_stream``: a custom event of the task (at once; a failed attempt's stay).
+
+        A waiter event (``waiter_of``: its request id) reaches an in-process
+        caller only once the wait is committed (the host publishes it then), so
+        that a ``to_dict()`` taken when the caller sees it already holds the
+        wait, and an answer sent at once finds it.
+        """
         if self.replay is not None:
             return
         task = self.task
         live = task.live
-        wrapped = LlamaStreamEvent(
-            event=event_json(event, live, f"event {type(event).__name__} written to the stream"),
-            ref=live.ref(event) if live is not None else None,
-        )
+        wrapped = LlamaStreamEvent(event=event_json(event, live, f"event {type(event).__name__} written to the stream"))
+        if live is not None and waiter_of is not None:
+            live.waiter_events[waiter_of] = event
+        elif live is not None and live.publish is not None:
+            live.publish(event)  # in process the caller gets it now; the run's record gets it below
         # add_event is the engine's live-event path; scheduled like LlamaIndex's own background write.
         task.stream_tasks.append(asyncio.ensure_future(task.wctx.add_event(wrapped)))
 
@@ -529,7 +533,7 @@ class Invocation:
         ask = None
         if waiter_event is not None:
             ask = event_json(waiter_event, live, "waiter_event")
-            self.stream(waiter_event)
+            self.stream(waiter_event, waiter_of=rid)
         request = WaitRequest(
             event_type=type_key(event_type), requirements=requirements, waiter_id=waiter_key, waiter_event=ask
         )
@@ -688,13 +692,13 @@ async def _run_one(inv: Invocation) -> None:
     """Run an invocation; in process one that waits stays suspended (parked) and this returns."""
     live = inv.task.live
     if live is None:
-        try:
+        with contextlib.suppress(_Park):
             await _attempts(inv)
-        except _Park:
-            pass
+        _print_done(inv)
         return
     done = asyncio.ensure_future(_in_context(inv))
     await _until_done_or_parked(inv, done)
+    _print_done(inv)
 
 
 async def _in_context(inv: Invocation) -> None:
@@ -739,6 +743,7 @@ async def _resume(task: TaskRun, resume: tuple[PendingRequest, Envelope]) -> Non
         inv.waiting = None
         parked.future.set_result(response)
         await _until_done_or_parked(inv, parked.task)
+        _print_done(inv)
         inv.flush()
         return
     if record_env is None or not isinstance(record_env.data, dict):
@@ -787,22 +792,29 @@ async def _attempts(inv: Invocation) -> None:
 
 def _handle_result(inv: Invocation, result: Any) -> None:
     info = inv.task.info
-    compiled = inv.task.compiled
     if result is None:
-        compiled.verbose_line(f"[{info.name}:{inv.worker}] complete with no result")
+        inv.done_lines.append(f"[{info.name}:{inv.worker}] complete with no result")
         return
     if not isinstance(result, Event):
         raise WorkflowRuntimeError(
             f"Step function {info.name} returned {type(result).__name__} instead of an Event instance."
         )
     if isinstance(result, StopEvent):
-        compiled.verbose_line(f"[result] {summarize_event(result)}")
+        inv.done_lines.append(f"[result] {summarize_event(result)}")
         inv.stop(result)
     else:
         if isinstance(result, InputRequiredEvent):
             inv.stream(result)  # returned input requests are streamed, as in LlamaIndex
         inv.emit(result, None)
-    compiled.verbose_line(f"[{info.name}:{inv.worker}] complete with {type(result).__name__}")
+    inv.done_lines.append(f"[{info.name}:{inv.worker}] complete with {type(result).__name__}")
+
+
+def _print_done(inv: Invocation) -> None:
+    """Verbose lines of a finished invocation, printed by its task once it is done (LlamaIndex's order)."""
+    compiled = inv.task.compiled
+    for line in inv.done_lines:
+        compiled.verbose_line(line)
+    inv.done_lines = []
 
 
 async def _recover(inv: Invocation, error: Exception, failed_at: float) -> bool:
