@@ -1,6 +1,6 @@
 """Fan-out and fan-in with ``collect_events``, LlamaIndex-style: ``python -m examples.llama_fanout``.
 
-    StartEvent ──▶ plan ──▶ Question × n ──▶ research (num_workers=4) ──▶ Finding × n ──▶ report ──▶ StopEvent
+    StartEvent ──▶ plan ──▶ Question x n ──▶ research (num_workers=4) ──▶ Finding x n ──▶ report ──▶ StopEvent
 
 ``plan`` sends one ``Question`` per subtopic with ``ctx.send_event``; the
 ``research`` step answers up to four of them at a time; ``report`` is called

@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - the recorded output lines below are verbatim
 """LlamaIndex's documented examples (llama-index-workflows 2.26 docs and README), imports changed only.
 
 Each prints what it printed under LlamaIndex 2.26.1 (recorded below): the same program, the same
@@ -12,18 +13,21 @@ import random
 from typing import Any
 
 import pytest
-
 from pydantic import BaseModel, Field
 
-from temporal_workflows.llama import Context, Workflow, step
 from temporal_workflows.llama import (
+    Context,
     Event,
     HumanResponseEvent,
     InputRequiredEvent,
     StartEvent,
     StopEvent,
+    Workflow,
+    retry_policy,
+    step,
+    stop_after_attempt,
+    wait_fixed,
 )
-from temporal_workflows.llama import retry_policy, stop_after_attempt, wait_fixed
 
 
 # -- README quick start --------------------------------------------------------------------------
@@ -262,7 +266,7 @@ async def human_in_the_loop() -> None:
     restored_ctx = Context.from_dict(workflow, ctx_dict)
     handler = workflow.run(ctx=restored_ctx)
     handler.ctx.send_event(HumanResponseEvent(response="43"))
-    async for event in handler.stream_events():
+    async for event in handler.stream_events():  # noqa: B007 - as the documentation writes it
         continue
     print(await handler)
 

@@ -14,6 +14,7 @@ commit, requests, halting) stays in the engine and driver, as on Temporal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from datetime import UTC, datetime
@@ -32,7 +33,7 @@ from temporal_workflows._engine.machine import (
 )
 from temporal_workflows._engine.serde import Envelope, decode
 from temporal_workflows._errors import ExecutorFailedError, WorkflowRunError
-from temporal_workflows._events import WorkflowEvent
+from temporal_workflows._events import WorkflowEvent, WorkflowStartedEvent
 from temporal_workflows._graph.context import WorkflowContext
 from temporal_workflows.llama._compile import StartDispatcher
 from temporal_workflows.llama._runtime import (
@@ -154,10 +155,9 @@ class _Host(DriverHost):
         if run.inbox or run.outside_writes:
             return
         timeout = max(0.0, deadline - time.time()) if deadline is not None else None
-        try:
+        # On timeout a request's deadline came: the driver expires it at the boundary.
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.wakeup.wait(), timeout)
-        except TimeoutError:
-            pass  # a request's deadline came: the driver expires it at the boundary
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         state = engine.state
@@ -271,6 +271,7 @@ class LocalRun:
 
     async def _main(self) -> None:
         register_live(self.run_id, self.live)
+        self._on_driver_event(WorkflowStartedEvent(run_id=self.run_id))  # as a Temporal run's stream begins
         driver = SuperstepDriver(self.engine, _Host(self), checkpoint_every=0, payload_limit=max_payload_bytes)
         timeout = self.workflow._timeout
         try:
@@ -401,7 +402,7 @@ class LocalRun:
                     )
                 )
 
-    # -- around the run --------------------------------------------------------------------------------------------------
+    # -- around the run ----------------------------------------------------------------------------------------------
 
     @property
     def is_running(self) -> bool:
@@ -503,7 +504,8 @@ def read_snapshot(workflow: Workflow, data: dict[str, Any]) -> dict[str, Any]:
     if data.get("is_running") and data.get("graph_signature_hash") != topology.signature_hash:
         raise ContextSerdeError(
             f"the context was saved by a run of another version of the workflow (signature "
-            f"{str(data.get('graph_signature_hash'))[:12]}…, this one {topology.signature_hash[:12]}…): its steps changed"
+            f"{str(data.get('graph_signature_hash'))[:12]}…, this one {topology.signature_hash[:12]}…): "
+            "its steps changed"
         )
     if data.get("is_running") and not isinstance(data.get("snapshot"), dict):
         raise ContextSerdeError("a running context's payload has no 'snapshot'")

@@ -307,7 +307,8 @@ def catch_error(func: Any = None, /, *, for_steps: list[str] | None = None, max_
         config = _read_step(f, localns)
         if config.accepted_events != [StepFailedEvent]:
             raise WorkflowValidationError(
-                f"@catch_error handler '{getattr(f, '__name__', f)}' must accept StepFailedEvent as its event parameter."
+                f"@catch_error handler '{getattr(f, '__name__', f)}' must accept StepFailedEvent as its event "
+                "parameter."
             )
         config.num_workers = 1
         config.role = "catch_error"

@@ -8,6 +8,7 @@ publish (ending with the ``StopEvent``), send events in with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import warnings
 from collections.abc import AsyncGenerator, Generator
@@ -79,10 +80,8 @@ class WorkflowHandler:
         """Cancel the run; awaiting the handler then raises ``WorkflowCancelledByUser``."""
         await asyncio.sleep(0)  # as in LlamaIndex, work already queued (a just-started run) gets going first
         self._run.cancel()
-        try:
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
             await asyncio.wait_for(asyncio.shield(self._run.task), timeout)
-        except (TimeoutError, asyncio.CancelledError, Exception):
-            pass
 
     async def send_event(self, event: Event, step: str | None = None) -> None:
         """Send an event into the run (same as ``handler.ctx.send_event``)."""

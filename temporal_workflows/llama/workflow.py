@@ -271,7 +271,8 @@ def _start_event_class(configs: dict[str, StepConfig], cls_name: str) -> type[St
         )
     if len(found) > 1:
         raise WorkflowConfigurationError(
-            f"Only one type of StartEvent is allowed per workflow, found {len(found)}: {found} in workflow '{cls_name}'."
+            f"Only one type of StartEvent is allowed per workflow, found {len(found)}: {found} in workflow "
+            f"'{cls_name}'."
         )
     return found.pop()
 

@@ -187,7 +187,7 @@ async def test_catch_error_rescues_a_step_whose_retries_are_exhausted(client: Cl
 
 async def test_the_workflow_timeout_is_the_runs_execution_timeout(client: Client, workflow_id: str) -> None:
     run = await _start(client, lw.SLOW, workflow_id)
-    with pytest.raises(WorkflowTimeoutError, match="Operation timed out after 3.0 seconds"):
+    with pytest.raises(WorkflowTimeoutError, match=r"Operation timed out after 3\.0 seconds"):
         await asyncio.wait_for(run.result(), LIMIT)
 
 
