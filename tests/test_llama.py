@@ -845,3 +845,38 @@ def test_retry_policies_compose_as_in_llamaindex() -> None:
     assert [chain.next(0, n, Exception()) for n in (1, 2, 3)] == [1.0, 5.0, 5.0]
     assert retry_policy().next(0, 1, Exception()) == 5.0  # any error, 5 s apart, at most 3 attempts
     assert retry_policy().next(0, 3, Exception()) is None
+
+
+class Answer(Event):
+    text: str
+
+
+class Later(Event):
+    hops: int
+
+
+class InternalWait(Workflow):
+    """A step waits for an event another step sends (not one from outside): it resolves the wait."""
+
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> Joke | Later | None:
+        ctx.send_event(Joke(joke="ask"))
+        ctx.send_event(Later(hops=0))
+        return None
+
+    @step
+    async def asker(self, ctx: Context, ev: Joke) -> StopEvent:
+        got = await ctx.wait_for_event(Answer, requirements={"text": "42"})
+        return StopEvent(result=f"asker got {got.text}")
+
+    @step(skip_graph_checks=["dead_end"])  # it ends nowhere by its annotations: its Answer goes to a wait
+    async def later(self, ctx: Context, ev: Later) -> Later | None:
+        if ev.hops < 1:
+            return Later(hops=ev.hops + 1)  # by now the asker's wait is committed
+        ctx.send_event(Answer(text="41"))  # not what it requires: resolves nothing
+        ctx.send_event(Answer(text="42"))
+        return None
+
+
+async def test_an_event_sent_by_a_step_answers_a_matching_wait_of_another() -> None:
+    assert await run(InternalWait()) == "asker got 42"

@@ -198,6 +198,12 @@ class StepResult:
     would otherwise wait for (a keep-alive run included). The superstep's other
     results still commit (in task order), so a halt is as deterministic as any
     commit.
+
+    ``answers``: ``(request_id, response)`` for pending requests the step
+    answers itself (a LlamaIndex event sent by one step that a
+    ``wait_for_event`` of another awaits): at the commit each still-pending one
+    is answered as a response from outside would be, delivered next superstep;
+    one already answered (by an earlier task of the superstep) is left alone.
     """
 
     writes: list[StateWrite] = field(default_factory=list)
@@ -206,6 +212,7 @@ class StepResult:
     requests: list[PendingRequest] = field(default_factory=list)
     events: list[Envelope] = field(default_factory=list)
     halt: bool = False
+    answers: list[tuple[str, Envelope]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +236,7 @@ class CommitPlan:
     requests: list[PendingRequest]
     keys_written: list[str]
     halt: bool = False
+    answers: list[tuple[str, Envelope]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -518,8 +526,10 @@ class Engine:
         outputs: list[Output] = []
         requests: list[PendingRequest] = []
         halt = False
+        answers: list[tuple[str, Envelope]] = []
         for task, result in zip(tasks, results, strict=True):
             halt = halt or result.halt
+            answers.extend(result.answers)
             own: dict[str, list[StateWrite]] = {}
             for w in result.writes:
                 own.setdefault(w.key, []).append(w)
@@ -564,6 +574,7 @@ class Engine:
             requests,
             list(writes_by_key),
             halt,
+            answers,
         )
 
     def apply_commit(
@@ -600,6 +611,11 @@ class Engine:
                 req = replace(req, created_at=now, deadline=deadline)
             self.pending_requests[req.request_id] = req
         self.responses = []
+        for rid, response in plan.answers:  # a step's answers, in task order: the first one wins
+            answered = self.pending_requests.pop(rid, None)
+            if answered is not None:
+                self.responses.append((rid, response))
+                self._answered[rid] = answered
         # Queue direct deliveries; buffer fan-in messages and release full groups.
         pending: list[Delivery] = []
         touched: list[str] = []
@@ -628,6 +644,7 @@ class Engine:
             self.pending = []
             self.fan_in_buffers = {}
             self.pending_requests = {}
+            self.responses = []
             self._answered = {}
             self.halted = True
         self.superstep = plan.superstep

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from temporal_workflows._engine.machine import PendingRequest, Topology
 from temporal_workflows._engine.serde import Envelope, decode, encode, register_type, type_key, validate_as
+from temporal_workflows._engine.serde import _resolve as resolve_type
 from temporal_workflows._errors import InvalidResponseError, UndeliverableMessageError, describe
 from temporal_workflows._graph.edges import EdgeGroup
 from temporal_workflows._graph.executor import Executor, ExecutorOptions, HandlerSpec, ResponseHandlerSpec
@@ -250,15 +251,15 @@ class Compiled:
             raise WorkflowRuntimeError(f"Step {step} does not accept event of type {type(event)}")
 
     def event_class(self, key: str) -> type[Event] | None:
+        """The event class a type key names, if decoding may build it (the serde's rules: nothing is imported)."""
         tp = self._event_classes.get(key)
         if tp is None:
             try:
-                found = decode(Envelope(key, {}))
+                found = resolve_type(key)
             except Exception:
                 return None
-            tp = type(found) if isinstance(found, Event) else None
-            if tp is not None:
-                self._event_classes[key] = tp
+            if isinstance(found, type) and issubclass(found, Event):
+                tp = self._event_classes[key] = found
         return tp
 
     def catch_error_for(self, step: str) -> StepInfo | None:

@@ -264,6 +264,7 @@ class TaskRun:
         self.lock = asyncio.Lock()
         self.private = f"{EXECUTOR_STATE_PREFIX}{info.name}/"
         self.stream_tasks: list[asyncio.Task[None]] = []
+        self._waits: list[tuple[str, dict[str, Any]]] | None = None
 
     # -- state ---------------------------------------------------------------------------------------------
 
@@ -294,6 +295,23 @@ class TaskRun:
 
     def value(self, env: Envelope) -> Any:
         return decode_value(env, self.live)
+
+    def waits_answered_by(self, event: Event) -> list[tuple[str, str]]:
+        """``(request id, waiting step)`` of every committed ``wait_for_event`` ``event`` answers."""
+        waits = self._waits
+        if waits is None:
+            waits = self._waits = waiter_records(self.committed)
+        out: list[tuple[str, str]] = []
+        for rid, record in waits:
+            tp = self.compiled.event_class(str(record.get("event_type", "")))
+            info = self.compiled.steps.get(str(record.get("step", "")))
+            if tp is None or info is None:
+                continue
+            matches = isinstance(event, tp) if info.config.accept_event_subclasses else type(event) is tp
+            requirements = record.get("requirements") or {}
+            if matches and all(getattr(event, k, None) == v for k, v in requirements.items()):
+                out.append((rid, info.name))
+        return out
 
     # -- output ----------------------------------------------------------------------------------------------
 
@@ -350,6 +368,7 @@ class Invocation:
         self.key = key
         self.worker = worker
         self.sends: list[tuple[Envelope, tuple[str, ...], Event]] = []
+        self.answers: list[tuple[str, Envelope]] = []
         self.output: Envelope | None = None
         self.stop_event: StopEvent | None = None
         self.requests: list[tuple[PendingRequest, dict[str, Any]]] = []
@@ -422,8 +441,14 @@ class Invocation:
     # -- events ----------------------------------------------------------------------------------------------
 
     def emit(self, event: Event, step: str | None) -> None:
-        """Route ``event`` (sent or returned) to the steps that accept it, at this invocation's end."""
-        compiled = self.task.compiled
+        """Route ``event`` (sent or returned) at this invocation's end, as LlamaIndex does.
+
+        It first answers every committed ``wait_for_event`` it matches (not
+        the steps named as its target only), then goes to each step that
+        accepts it and was not waiting for it.
+        """
+        task = self.task
+        compiled = task.compiled
         if step is not None:
             compiled.check_target(step, event)
             targets: tuple[str, ...] = (step,)
@@ -431,9 +456,15 @@ class Invocation:
             targets = compiled.targets_for(event)
         if self.replay is not None:
             return  # sent by the first run already
-        if isinstance(event, StopEvent) and step is None and not targets:
+        waits = task.waits_answered_by(event) if step is None else []
+        if isinstance(event, StopEvent) and step is None and not targets and not waits:
             return  # LlamaIndex: a StopEvent sent (not returned) reaches no step
-        env = encode_value(event, self.task.live, f"event {type(event).__name__} sent by step {self.task.info.name!r}")
+        env = encode_value(event, task.live, f"event {type(event).__name__} sent by step {task.info.name!r}")
+        for rid, _ in waits:
+            self.answers.append((rid, env))
+        if waits:
+            waiting = {s for _, s in waits}
+            targets = tuple(t for t in targets if t not in waiting)
         if targets:
             self.sends.append((env, targets, event))
 
@@ -465,6 +496,7 @@ class Invocation:
 
     def discard_attempt(self) -> None:
         self.sends = []
+        self.answers = []
         self.output = None
         self.stop_event = None
 
@@ -487,6 +519,8 @@ class Invocation:
             result.requests.append(req)
             task.write_env(f"{task.private}{WAIT_PREFIX}{req.request_id}", Envelope(None, record))
         self.requests = []
+        result.answers.extend(self.answers)
+        self.answers = []
 
     # -- retry info ------------------------------------------------------------------------------------------
 
@@ -552,6 +586,9 @@ class Invocation:
             "key": self.key,
             "waiter_key": waiter_key,
             "journal": self.journal.to_json(),
+            "event_type": type_key(event_type),
+            "requirements": requirements,
+            "step": task.info.name,
         }
         self.requests.append((req, record))
         if live is None:

@@ -174,6 +174,8 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
         out["events"] = [encode_envelope(e) for e in result.events]
     if result.halt:
         out["halt"] = True
+    if result.answers:
+        out["answers"] = [{"request_id": rid, "response": encode_envelope(env)} for rid, env in result.answers]
     return out
 
 
@@ -205,4 +207,5 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
         ],
         events=[decode_envelope(e) for e in raw.get("events") or ()],
         halt=bool(raw.get("halt", False)),
+        answers=[(a["request_id"], decode_envelope(a["response"])) for a in raw.get("answers") or ()],
     )

@@ -144,6 +144,13 @@ async def test_the_temporal_cli_answers_a_wait_by_the_respond_signal_with_plain_
     assert (await run.result())["reply"] == "Bo"
 
 
+async def test_an_event_a_step_sends_answers_another_steps_wait(client: Client, workflow_id: str) -> None:
+    from tests.test_llama import InternalWait
+
+    run = await _start(client, InternalWait(), workflow_id)
+    assert await asyncio.wait_for(run.result(), LIMIT) == "asker got 42"
+
+
 async def test_events_a_step_gets_in_one_superstep_share_one_activity_and_collect_events_joins_them(
     client: Client, workflow_id: str
 ) -> None:
