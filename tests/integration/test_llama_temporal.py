@@ -77,6 +77,17 @@ async def test_a_run_streams_its_events_ends_with_the_stop_event_and_each_step_i
     ]
 
 
+async def test_a_plain_sdk_or_cli_start_with_json_input_runs_the_workflow(client: Client, workflow_id: str) -> None:
+    from temporal_workflows.llama import get_run
+
+    # What `temporal workflow start --type LlamaJoke --input '{"message": {...}, "keep_alive": true}'` sends.
+    await client.start_workflow(
+        "LlamaJoke", {"message": {"topic": "bees"}, "keep_alive": True}, id=workflow_id, task_queue=TASK_QUEUE
+    )
+    run = get_run(client, lw.LlamaJoke(), workflow_id)
+    assert await asyncio.wait_for(run.result(), LIMIT) == "critique of a joke about bees (bees)"
+
+
 async def test_a_human_response_sent_into_the_run_answers_an_input_required_event(
     client: Client, workflow_id: str
 ) -> None:
