@@ -880,3 +880,16 @@ class InternalWait(Workflow):
 
 async def test_an_event_sent_by_a_step_answers_a_matching_wait_of_another() -> None:
     assert await run(InternalWait()) == "asker got 42"
+
+
+async def test_a_plain_def_step_can_stream_and_find_its_context() -> None:
+    class SyncStreams(Workflow):
+        @step
+        def s(self, ctx: Context, ev: StartEvent) -> StopEvent:
+            ctx.write_event_to_stream(Progress(msg="from a thread"))
+            return StopEvent(result=Context.get_step_context().idempotency_key == ctx.idempotency_key)
+
+    handler = SyncStreams().run()
+    events = await stream(handler)
+    assert [e.msg for e in events if isinstance(e, Progress)] == ["from a thread"]
+    assert await handler is True

@@ -264,6 +264,7 @@ class TaskRun:
         self.lock = asyncio.Lock()
         self.private = f"{EXECUTOR_STATE_PREFIX}{info.name}/"
         self.stream_tasks: list[asyncio.Task[None]] = []
+        self.loop = asyncio.get_running_loop()
         self._waits: list[tuple[str, dict[str, Any]]] | None = None
 
     # -- state ---------------------------------------------------------------------------------------------
@@ -479,6 +480,13 @@ class Invocation:
         if self.replay is not None:
             return
         task = self.task
+        try:
+            in_loop = asyncio.get_running_loop() is task.loop
+        except RuntimeError:
+            in_loop = False
+        if not in_loop:  # a plain ``def`` step runs in a thread: hand the event to the run's loop
+            task.loop.call_soon_threadsafe(self.stream, event)
+            return
         live = task.live
         wrapped = LlamaStreamEvent(event=event_json(event, live, f"event {type(event).__name__} written to the stream"))
         if live is not None and waiter_of is not None:
@@ -729,8 +737,12 @@ async def _run_one(inv: Invocation) -> None:
     """Run an invocation; in process one that waits stays suspended (parked) and this returns."""
     live = inv.task.live
     if live is None:
-        with contextlib.suppress(_Park):
-            await _attempts(inv)
+        token = _current.set(inv)
+        try:
+            with contextlib.suppress(_Park):
+                await _attempts(inv)
+        finally:
+            _current.reset(token)
         _print_done(inv)
         return
     done = asyncio.ensure_future(_in_context(inv))
