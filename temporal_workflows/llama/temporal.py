@@ -24,7 +24,9 @@ Everything else of ``RunHandle`` (status, checkpoints, reset, fork, the
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import time
 import uuid
 from collections.abc import AsyncIterator, Generator
 from datetime import timedelta
@@ -190,6 +192,7 @@ class LlamaRunHandle:
             compiled.check_target(step, event)
             await self.run.send(step, event)
             return
+        await self._started()
         pending = {r["request_id"]: _Pending(r) for r in await self.run.pending_requests()}
         answered: set[str] = set()
         for rid in matching_waits(pending, event, compiled):
@@ -198,6 +201,14 @@ class LlamaRunHandle:
         for target in compiled.targets_for(event):
             if target not in answered:
                 await self.run.send(target, event)
+
+    async def _started(self, limit: float = 30.0) -> None:
+        """Wait (briefly) until the run has built its engine: a just-forked or reset run restores its waits first."""
+        deadline = time.monotonic() + limit
+        delay = 0.02
+        while (await self.run.status()).get("status") == "starting" and time.monotonic() < deadline:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
     async def cancel_run(self) -> None:
         """Cancel the run (its steps are cancelled; :meth:`result` raises ``WorkflowCancelledByUser``)."""

@@ -158,6 +158,27 @@ class LlamaRescued(Workflow):
         return StopEvent(result={"failed": ev.step_name, "error": str(ev.exception), "attempts": ev.attempts})
 
 
+class Tally(BaseModel):
+    count: int = 0
+
+
+class Tick(Event):
+    n: int
+
+
+class LlamaCounter(Workflow):
+    """Loops ``ev.n`` times, counting in typed state: long enough to continue as new on a short history."""
+
+    @step
+    async def tick(self, ctx: Context[Tally], ev: StartEvent | Tick) -> Tick | StopEvent:
+        left = ev.n if isinstance(ev, Tick) else ev.get("n")
+        async with ctx.store.edit_state() as tally:
+            tally.count += 1
+        if left <= 1:
+            return StopEvent(result=(await ctx.store.get_state()).count)
+        return Tick(n=left - 1)
+
+
 class LlamaSlow(Workflow):
     @step
     async def slow(self, ev: StartEvent) -> StopEvent:
@@ -175,6 +196,7 @@ WORKFLOWS: list[Any] = [
     LlamaBoom(),
     LlamaFlaky(),
     LlamaRescued(),
+    LlamaCounter(timeout=300),
     SLOW,
 ]
 

@@ -226,6 +226,32 @@ async def test_a_waiting_run_resets_to_its_start_and_is_answered_there(client: C
     assert asked == 2
 
 
+async def test_a_long_run_continues_as_new_and_keeps_its_state(client: Client, workflow_id: str) -> None:
+    run = await start_run(
+        client, lw.LlamaCounter(timeout=300), id=workflow_id, task_queue=TASK_QUEUE, max_history_events=60, n=30
+    )
+    assert await asyncio.wait_for(run.result(), LIMIT) == 30
+    desc = await client.get_workflow_handle(workflow_id, run_id=None).describe()
+    assert desc.run_id != run.run.handle.first_execution_run_id  # it continued as new on the way
+
+
+async def test_a_checkpoint_of_a_waiting_run_forks_a_run_that_is_answered_there(
+    client: Client, workflow_id: str
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    run = await _start(client, lw.LlamaWaiter(timeout=None), workflow_id, tag=tag)
+    async for ev in run.events():
+        if isinstance(ev, InputRequiredEvent):
+            break
+    taken = await run.run.checkpoint(label="waiting")
+    assert taken is not None
+    fork = LlamaRunHandle(await run.run.fork(taken["checkpoint_id"], f"{workflow_id}-fork"), lw.LlamaWaiter())
+    await fork.send_event(HumanResponseEvent(response="forked", kind="name"))
+    assert (await asyncio.wait_for(fork.result(), LIMIT))["reply"] == "forked"
+    await run.send_event(HumanResponseEvent(response="original", kind="name"))
+    assert (await asyncio.wait_for(run.result(), LIMIT))["reply"] == "original"
+
+
 # -- LlamaIndex's documented examples, on Temporal ------------------------------------------------------------
 
 
