@@ -38,7 +38,7 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 from temporal_workflows._engine.limits import check_payload
 from temporal_workflows._engine.serde import Envelope, decode, encode
-from temporal_workflows._errors import ExecutorFailedError
+from temporal_workflows._errors import ExecutorFailedError, RunClosedError
 from temporal_workflows._events import WorkflowFailedEvent as GraphFailedEvent
 from temporal_workflows._events import WorkflowOutputEvent
 from temporal_workflows.llama._local import matching_waits
@@ -199,8 +199,16 @@ class LlamaRunHandle:
             await self.run.respond(rid, event)
             answered.add(pending[rid].executor_id)
         for target in compiled.targets_for(event):
-            if target not in answered:
+            if target in answered:
+                continue
+            try:
                 await self.run.send(target, event)
+            except RunClosedError:
+                if not answered:
+                    raise
+                # The wait it answered ended the run (a StopEvent) before this copy arrived:
+                # in process the copy would have been dropped with the run's other queued events.
+                return
 
     async def _started(self, limit: float = 30.0) -> None:
         """Wait (briefly) until the run has built its engine: a just-forked or reset run restores its waits first."""

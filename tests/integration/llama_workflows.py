@@ -203,6 +203,7 @@ WORKFLOWS: list[Any] = [
 
 def all_workflows() -> list[GraphWorkflow]:
     """The graphs the test worker hosts for these (and for the documented examples and conformance scenarios)."""
+    from examples import llama_demo
     from tests import test_llama, test_llama_docs
     from tests.conformance import scenarios
 
@@ -214,6 +215,7 @@ def all_workflows() -> list[GraphWorkflow]:
         test_llama_docs.WaitWorkflow(timeout=None),
         test_llama_docs.JokeFlow(timeout=60),
         test_llama.InternalWait(),
+        *llama_demo.WORKFLOWS,
     ]
     llama = [*WORKFLOWS, *docs, *getattr(scenarios, "llama_workflows", list)()]
     return [as_graph_workflow(w) for w in llama]

@@ -252,6 +252,22 @@ async def test_a_checkpoint_of_a_waiting_run_forks_a_run_that_is_answered_there(
     assert (await asyncio.wait_for(run.result(), LIMIT))["reply"] == "original"
 
 
+async def test_the_llama_examples_give_on_temporal_the_results_they_give_in_process(
+    client: Client, workflow_id: str
+) -> None:
+    from examples import llama_demo, llama_fanout, llama_hitl, llama_loop
+
+    loop, fanout, hitl = llama_demo.WORKFLOWS
+    for i, (wf, sample) in enumerate(((loop, llama_loop.SAMPLE), (fanout, llama_fanout.SAMPLE))):
+        run = await _start(client, wf, f"{workflow_id}-{i}", **sample)
+        assert await asyncio.wait_for(run.result(), LIMIT) == await wf.run(**sample)
+    # Its approval answers a wait *and* reaches the step taking human responses, whose copy the run drops when
+    # the wait's step ends it (as in process): the client must not fail on the run having completed meanwhile.
+    run = await _start(client, hitl, f"{workflow_id}-hitl", **llama_hitl.SAMPLE)
+    await _events(run, lambda ev: run.send_event(llama_hitl.auto_answer(ev)))
+    assert await run.result() == {"published": True, "text": "Ann on bees: bees are remarkable.", "author": "Ann"}
+
+
 # -- LlamaIndex's documented examples, on Temporal ------------------------------------------------------------
 
 
