@@ -1,5 +1,12 @@
-"""``python -m bench``: see :mod:`bench.run`."""
+"""``python -m bench``: see :mod:`bench.run`; ``python -m bench --only llama``: see :mod:`bench.llama`."""
 
-from bench.run import main
+import sys
 
-main()
+if sys.argv[1:3] == ["--only", "llama"]:
+    from bench.llama import main as llama_main
+
+    llama_main(sys.argv[3:])
+else:
+    from bench.run import main
+
+    main()

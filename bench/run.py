@@ -56,6 +56,7 @@ from temporal_workflows.temporal import (
 from temporal_workflows.temporal._devserver import temporal_cli_path
 
 from . import baseline, local, recovery, shapes
+from . import llama as llama_bench
 from .measure import (
     Sample,
     activity_breakdown,
@@ -146,6 +147,7 @@ TARGETS: tuple[Target, ...] = (
     Target("concurrent_runs_throughput_ratio", ">=", 0.9, "hand-written Temporal"),
     Target("replay_cpu_ratio", "<=", 1.5, "hand-written Temporal"),
     Target("kill9_recovery_seconds", "<=", 45.0, "hand-written Temporal: its 5-minute start-to-close timeout"),
+    Target("llama_local_overhead_ratio", "<=", 1.5, "llama-index-workflows 2.26's own runtime (bench.llama)"),
 )
 
 
@@ -681,10 +683,13 @@ async def run_benchmarks(cfg: Config, *, verbose: bool = False) -> dict[str, Any
         "chain200_checkpointed_ms_samples": [round(x, 2) for x in ch],
         "chain200_file_checkpointed_ms": round(file_ms, 1),
     }
+    _log("in process: LlamaIndex-style loop and fan-out, this engine beside llama-index-workflows")
+    details["llama"] = {"local": await llama_bench.measure_in_process(cfg.local_reps)}
+    report["llama_local_overhead_ratio"] = details["llama"]["local"]["overhead_ratio"]
 
     env = await _start_server()
     address = env.client.service_client.config.target_host
-    plugin = TemporalWorkflowsPlugin(list(shapes.HOSTED))
+    plugin = TemporalWorkflowsPlugin([*shapes.HOSTED, *llama_bench.HOSTED])
     client = await Client.connect(address, plugins=[plugin])
     worker = Worker(
         client,
@@ -719,6 +724,8 @@ async def run_benchmarks(cfg: Config, *, verbose: bool = False) -> dict[str, Any
                 details[shape.key]["events_by_type"] = {
                     v: {k: c for k, (c, _) in bytes_by_event_type(res.history[v]).items()} for v in (OURS, BASE)
                 }
+        _log("LlamaIndex-style chain on Temporal beside the hand-written chain")
+        details["llama"]["temporal"] = await llama_bench.measure_temporal(client, TASK_QUEUE, cfg.reps, cfg.run_timeout)
         written = shapes.GROWTH_SUPERSTEPS * shapes.GROWTH_ITEM_BYTES
         growth = seq["growth"].samples
         report["growth_history_to_data_ratio"] = round(growth[OURS].median("total_bytes") / written, 3)
@@ -998,6 +1005,15 @@ def render_table(report: dict[str, Any]) -> str:
         1,
     )
     add("  (same with FileCheckpointStorage, fsynced), ms", loc["chain200_file_checkpointed_ms"], "", "", None, 1)
+    for label, ours, other, value in llama_bench.rows(d.get("llama", {})):
+        add(label, ours, other, value, None, 1)
+    add(
+        "  LlamaIndex API in process, the worse ratio",
+        "",
+        "",
+        report["llama_local_overhead_ratio"],
+        "llama_local_overhead_ratio",
+    )
 
     header = ("measurement", "this project", "hand-written", "ratio / value", "target", "")
     widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]

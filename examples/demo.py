@@ -18,7 +18,7 @@ import uuid
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from examples import approval, counter_loop, research
+from examples import approval, counter_loop, llama_demo, research
 from temporal_workflows import RequestInfoEvent
 from temporal_workflows.__main__ import describe_event, hard_exit
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_server, start_run
@@ -40,6 +40,7 @@ async def in_process() -> None:
         result = await module.build().run(module.SAMPLE_INPUT)
         print(f"[{module.workflow.name}] outputs: {result.get_outputs()}")
     print(f"[approval] outputs: {await approval.run()}")
+    await llama_demo.in_process()
 
 
 async def on_temporal() -> None:
@@ -55,7 +56,7 @@ async def on_temporal() -> None:
     try:
         address = env.client.service_client.config.target_host
         print(f"Temporal dev server at {address}" + ("; Web UI: http://localhost:8233" if ui else ""))
-        graphs = [research.workflow, counter_loop.workflow, approval.workflow]
+        graphs = [research.workflow, counter_loop.workflow, approval.workflow, *llama_demo.WORKFLOWS]
         client = await Client.connect(address, plugins=[TemporalWorkflowsPlugin(graphs)])
         async with Worker(client, task_queue=TASK_QUEUE):
             for module in (research, counter_loop):
@@ -76,6 +77,7 @@ async def on_temporal() -> None:
                 if isinstance(event, RequestInfoEvent):
                     await handle.respond(event.request_id, approval.auto_answer(event))
             print(f"[approval] outputs: {(await handle.result())['outputs']}")
+            await llama_demo.on_temporal(client, TASK_QUEUE)
     finally:
         await env.shutdown()
 

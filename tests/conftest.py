@@ -31,13 +31,14 @@ TASK_QUEUE = "tw-tests"
 def hosted_workflows() -> list:  # type: ignore[type-arg]
     """Every graph the test worker hosts."""
     from tests.conformance import scenarios
-    from tests.integration import graphs, newcomer_graphs, subgraphs
+    from tests.integration import graphs, llama_workflows, newcomer_graphs, subgraphs
 
     return [
         *graphs.all_workflows(),
         *scenarios.all_workflows(),
         *newcomer_graphs.all_workflows(),
         *subgraphs.all_workflows(),
+        *llama_workflows.all_workflows(),
     ]
 
 

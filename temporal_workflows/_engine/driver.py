@@ -350,7 +350,7 @@ class SuperstepDriver:
             await host.serve_checkpoints(engine)
             for event in self._flush():
                 yield event
-            if not engine.has_work() and host.may_finish(engine):
+            if engine.halted or (not engine.has_work() and host.may_finish(engine)):
                 self._show_state()
                 host.on_status(RunStatus.COMPLETED, f"completed after {engine.superstep} supersteps")
                 for event in self._flush():

@@ -90,6 +90,11 @@ class Topology:
         edges: Display form of every edge group (kind, sources, targets, labels).
         subworkflows: Executor id → child graph name, for each ``WorkflowExecutor``
             (each of its steps runs a child run of that graph: ``_engine/subruns.py``).
+        batched: Executors that take every message delivered to them in one
+            superstep as one task (``kind="batch"``, in delivery order), so the
+            executor decides how they run (LlamaIndex steps: one after another,
+            or ``num_workers`` at a time, seeing each other's writes). Empty for
+            graphs: each message is its own task.
     """
 
     name: str | None
@@ -101,6 +106,7 @@ class Topology:
     signature_hash: str
     edges: tuple[dict[str, Any], ...] = ()
     subworkflows: dict[str, str] = field(default_factory=dict)
+    batched: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +161,9 @@ class StepTask:
         index: Its position in the superstep; fixes commit order.
         executor_id: The executor to invoke.
         kind: ``"message"`` (one message), ``"fan_in"`` (a list, one per
-            buffered message) or ``"response"`` (a response to a request).
+            buffered message), ``"batch"`` (a list: the messages a
+            ``Topology.batched`` executor got in one superstep, when more than
+            one) or ``"response"`` (a response to a request).
         messages: The message(s); for ``response`` the response itself.
         source_ids: Who sent each message (``None`` for outside input).
         request: The answered request, for ``response`` tasks.
@@ -164,7 +172,7 @@ class StepTask:
     superstep: int
     index: int
     executor_id: str
-    kind: Literal["message", "fan_in", "response"]
+    kind: Literal["message", "fan_in", "batch", "response"]
     messages: tuple[Envelope, ...]
     source_ids: tuple[str | None, ...] = ()
     request: PendingRequest | None = None
@@ -185,13 +193,29 @@ class StateWrite:
 
 @dataclass(slots=True)
 class StepResult:
-    """What one step produced; nothing of it is visible until the commit."""
+    """What one step produced; nothing of it is visible until the commit.
+
+    ``halt``: the step ended the run (a LlamaIndex ``StopEvent``): at this
+    superstep's commit every queued message, fan-in buffer and unanswered
+    request is dropped, and the run finishes at the boundary whatever the host
+    would otherwise wait for (a keep-alive run included). The superstep's other
+    results still commit (in task order), so a halt is as deterministic as any
+    commit.
+
+    ``answers``: ``(request_id, response)`` for pending requests the step
+    answers itself (a LlamaIndex event sent by one step that a
+    ``wait_for_event`` of another awaits): at the commit each still-pending one
+    is answered as a response from outside would be, delivered next superstep;
+    one already answered (by an earlier task of the superstep) is left alone.
+    """
 
     writes: list[StateWrite] = field(default_factory=list)
     sent: list[Delivery] = field(default_factory=list)
     outputs: list[Envelope] = field(default_factory=list)
     requests: list[PendingRequest] = field(default_factory=list)
     events: list[Envelope] = field(default_factory=list)
+    halt: bool = False
+    answers: list[tuple[str, Envelope]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +238,8 @@ class CommitPlan:
     outputs: list[Output]
     requests: list[PendingRequest]
     keys_written: list[str]
+    halt: bool = False
+    answers: list[tuple[str, Envelope]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -365,6 +391,9 @@ class Engine:
         self.pending_requests: dict[str, PendingRequest] = {}
         self.responses: list[tuple[str, Envelope]] = []
         self.outputs: list[Output] = []
+        self.halted = False
+        """A step ended the run (``StepResult.halt``): the driver finishes it at the next boundary."""
+        self._batched = frozenset(topology.batched)
         self._running: list[StepTask] | None = None
         # Requests answered but not yet delivered (their response task still to run).
         self._answered: dict[str, PendingRequest] = {}
@@ -456,7 +485,17 @@ class Engine:
             )
         step = self.superstep + 1
         tasks: list[StepTask] = []
+        batched = self._batched
+        batch_of: dict[str, int] = {}
         for d in self.pending:
+            if batched and d.fan_in is None and d.target_id in batched:
+                i = batch_of.get(d.target_id)
+                if i is not None:  # a further message for a batched executor joins its task
+                    t = tasks[i]
+                    messages, sources = t.messages + d.messages, t.source_ids + d.source_ids
+                    tasks[i] = StepTask(step, i, t.executor_id, "batch", messages, sources)
+                    continue
+                batch_of[d.target_id] = len(tasks)
             kind: Literal["message", "fan_in"] = "fan_in" if d.fan_in is not None else "message"
             tasks.append(StepTask(step, len(tasks), d.target_id, kind, d.messages, d.source_ids))
         for rid, resp in self.responses:
@@ -489,7 +528,11 @@ class Engine:
         sent: list[Delivery] = []
         outputs: list[Output] = []
         requests: list[PendingRequest] = []
+        halt = False
+        answers: list[tuple[str, Envelope]] = []
         for task, result in zip(tasks, results, strict=True):
+            halt = halt or result.halt
+            answers.extend(result.answers)
             own: dict[str, list[StateWrite]] = {}
             for w in result.writes:
                 own.setdefault(w.key, []).append(w)
@@ -533,6 +576,8 @@ class Engine:
             outputs,
             requests,
             list(writes_by_key),
+            halt,
+            answers,
         )
 
     def apply_commit(
@@ -569,6 +614,11 @@ class Engine:
                 req = replace(req, created_at=now, deadline=deadline)
             self.pending_requests[req.request_id] = req
         self.responses = []
+        for rid, response in plan.answers:  # a step's answers, in task order: the first one wins
+            answered = self.pending_requests.pop(rid, None)
+            if answered is not None:
+                self.responses.append((rid, response))
+                self._answered[rid] = answered
         # Queue direct deliveries; buffer fan-in messages and release full groups.
         pending: list[Delivery] = []
         touched: list[str] = []
@@ -592,6 +642,14 @@ class Engine:
                 del self.fan_in_buffers[gid]
                 pending.append(Delivery(group.target, tuple(msgs), tuple(sources), gid))
         self.pending = pending
+        if plan.halt:
+            # The run ends here: nothing queued, buffered or asked for outlives it.
+            self.pending = []
+            self.fan_in_buffers = {}
+            self.pending_requests = {}
+            self.responses = []
+            self._answered = {}
+            self.halted = True
         self.superstep = plan.superstep
         self.iterations += 1
         self._running = None

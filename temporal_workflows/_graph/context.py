@@ -359,7 +359,7 @@ async def run_step(
             raise WorkflowError(f"executor {ex.id!r} has no @response_handler for {describe(request)} requests")
         await ex._invoke_response(rspec, request, response, ctx)
         return check_step_result(ctx._result, executor_id=ex.id)
-    if task.kind == "fan_in":
+    if task.kind in ("fan_in", "batch"):
         value: Any = [decode(m) for m in task.messages]
         spec = ex.find_handler(value)
     else:

@@ -19,7 +19,11 @@ if TYPE_CHECKING:
     from temporal_workflows._graph.graph import Graph
     from temporal_workflows.temporal._durable import DurableWorkflow
 
-__all__ = ["Workflow", "load_workflow"]
+__all__ = ["GRAPH_HOOK", "Workflow", "as_graph_workflow", "load_workflow"]
+
+GRAPH_HOOK = "__temporal_workflows_graph__"
+"""Name of the method another front end's workflow object (LlamaIndex's ``temporal_workflows.llama.Workflow``)
+has to return the graph :class:`Workflow` it compiles to, so the plugin, worker and CLI host it as they host graphs."""
 
 
 class Workflow:
@@ -270,6 +274,25 @@ def _declared_types(graph: Graph) -> Iterator[Any]:
             yield from (r.request_type, r.response_type, *r.output_types, *r.workflow_output_types)
 
 
+def as_graph_workflow(obj: Any) -> Workflow:
+    """The graph :class:`Workflow` for ``obj``: itself, or what its front end compiles it to (:data:`GRAPH_HOOK`).
+
+    Raises:
+        TypeError: ``obj`` is neither.
+    """
+    if isinstance(obj, Workflow):
+        return obj
+    hook = getattr(type(obj), GRAPH_HOOK, None)
+    if hook is not None:
+        graph = hook(obj)
+        if isinstance(graph, Workflow):
+            return graph
+    raise TypeError(
+        f"{type(obj).__name__} is not a workflow: expected a built graph (WorkflowBuilder.build()) or a "
+        "temporal_workflows.llama.Workflow"
+    )
+
+
 def load_workflow(spec: str) -> Workflow:
     """Import ``"package.module:attribute"`` and return the :class:`Workflow` it names.
 
@@ -283,8 +306,14 @@ def load_workflow(spec: str) -> Workflow:
     obj: Any = importlib.import_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
-    if callable(obj) and not isinstance(obj, Workflow):
+    if isinstance(obj, type) and hasattr(obj, GRAPH_HOOK):
+        obj = obj()  # a LlamaIndex workflow class: its instance is the workflow
+    elif callable(obj) and not isinstance(obj, Workflow) and not hasattr(type(obj), GRAPH_HOOK):
         obj = obj()
-    if not isinstance(obj, Workflow):
-        raise TypeError(f"{spec!r} is a {type(obj).__name__}, not a built Workflow (call WorkflowBuilder.build())")
-    return obj
+    try:
+        return as_graph_workflow(obj)
+    except TypeError:
+        raise TypeError(
+            f"{spec!r} is a {type(obj).__name__}, not a built Workflow (call WorkflowBuilder.build()) "
+            "nor a temporal_workflows.llama.Workflow"
+        ) from None

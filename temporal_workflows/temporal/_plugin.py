@@ -22,6 +22,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._graph.subworkflow import subworkflow_graphs
+from temporal_workflows._graph.workflow import as_graph_workflow
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._converter import json_data_converter
 from temporal_workflows.temporal._eviction import evict_cached_runs
@@ -108,7 +109,9 @@ class TemporalWorkflowsPlugin(SimplePlugin):
     executor of each graph, and the sandbox passthrough list.
 
     Args:
-        workflows: Graphs this worker hosts; each needs a unique ``name``.
+        workflows: Graphs this worker hosts; each needs a unique ``name``. A
+            ``temporal_workflows.llama.Workflow`` instance is hosted as the graph
+            it compiles to (its workflow type is its class name, or ``name=``).
         tracing: Trace runs with OpenTelemetry: client start → run → superstep →
             step, propagated across processes in Temporal headers. Installs
             :func:`configure_tracing`'s provider (exporter from ``OTEL_*``
@@ -137,7 +140,7 @@ class TemporalWorkflowsPlugin(SimplePlugin):
 
     def __init__(
         self,
-        workflows: Sequence[Workflow] = (),
+        workflows: Sequence[Workflow | Any] = (),
         *,
         tracing: bool = True,
         checkpoint_storage: CheckpointStorage | None = None,
@@ -146,8 +149,9 @@ class TemporalWorkflowsPlugin(SimplePlugin):
     ) -> None:
         from temporal_workflows.temporal._activities.steps import build_activities
 
-        # A worker hosting a graph hosts its sub-workflows' graphs too (children run as their own workflows).
-        self.graphs = subworkflow_graphs(list(workflows))
+        # A LlamaIndex-style workflow (temporal_workflows.llama) is hosted as the graph it compiles to, and a
+        # worker hosting a graph hosts its sub-workflows' graphs too (children run as their own workflows).
+        self.graphs = subworkflow_graphs([as_graph_workflow(w) for w in workflows])
         self.versioning = versioning
         self.codec = EncryptionCodec.from_env() if encryption == "env" else encryption
         cipher = self.codec.key_ring if self.codec is not None else None

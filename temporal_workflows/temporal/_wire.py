@@ -124,7 +124,7 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
         superstep=t["superstep"],
         index=t["index"],
         executor_id=t.get("executor_id", executor_id),
-        kind=cast(Literal["message", "fan_in", "response"], t.get("kind", "message")),
+        kind=cast(Literal["message", "fan_in", "batch", "response"], t.get("kind", "message")),
         messages=messages,
         source_ids=tuple(sources) if sources is not None else (None,) * len(messages),
         request=_decode_request(request, executor_id=executor_id, superstep=None) if request is not None else None,
@@ -172,6 +172,10 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
         ]
     if result.events:
         out["events"] = [encode_envelope(e) for e in result.events]
+    if result.halt:
+        out["halt"] = True
+    if result.answers:
+        out["answers"] = [{"request_id": rid, "response": encode_envelope(env)} for rid, env in result.answers]
     return out
 
 
@@ -202,4 +206,6 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
             for r in raw.get("requests") or ()
         ],
         events=[decode_envelope(e) for e in raw.get("events") or ()],
+        halt=bool(raw.get("halt", False)),
+        answers=[(a["request_id"], decode_envelope(a["response"])) for a in raw.get("answers") or ()],
     )

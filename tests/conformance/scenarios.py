@@ -511,3 +511,169 @@ def all_workflows() -> list[Workflow]:
         resumable,
         values,
     ]
+
+
+# -- LlamaIndex-model scenarios (temporal_workflows.llama), run by tests/conformance/test_llama_conformance.py ---
+
+from temporal_workflows import llama as li  # noqa: E402 - the LlamaIndex-model section of this module
+
+
+class LlamaNote(li.Event):
+    text: str
+
+
+class LlamaPart(li.Event):
+    n: int
+
+
+class LlamaTally(BaseModel):
+    rounds: int = 0
+    seen: list[int] = []
+
+
+class CflChain(li.Workflow):
+    """Start → a (state, a streamed event) → b → StopEvent."""
+
+    @li.step
+    async def a(self, ctx: li.Context, ev: li.StartEvent) -> LlamaNote:
+        await ctx.store.set("topic", ev.topic)
+        ctx.write_event_to_stream(LlamaNote(text=f"writing about {ev.topic}"))
+        return LlamaNote(text=ev.topic.upper())
+
+    @li.step
+    async def b(self, ctx: li.Context, ev: LlamaNote) -> li.StopEvent:
+        await ctx.store.set("shout", ev.text + "!")
+        return li.StopEvent(result={"shout": ev.text + "!", "topic": await ctx.store.get("topic")})
+
+
+class CflFanOut(li.Workflow):
+    """send_event fan-out, a step with num_workers taking its events as one task, collect_events fan-in."""
+
+    @li.step
+    async def scatter(self, ctx: li.Context, ev: li.StartEvent) -> LlamaPart | None:
+        for n in range(ev.width):
+            ctx.send_event(LlamaPart(n=n))
+        return None
+
+    @li.step(num_workers=2)
+    async def square(self, ev: LlamaPart) -> LlamaNote:
+        return LlamaNote(text=str(ev.n * ev.n))
+
+    @li.step
+    async def join(self, ctx: li.Context, ev: LlamaNote) -> li.StopEvent | None:
+        got = ctx.collect_events(ev, [LlamaNote] * 4)
+        if got is None:
+            return None
+        return li.StopEvent(result=[int(n.text) for n in got])
+
+
+class CflLoop(li.Workflow):
+    """A loop counted in typed state (edit_state), ending with a custom stop event."""
+
+    @li.step
+    async def tick(self, ctx: li.Context[LlamaTally], ev: li.StartEvent | LlamaPart) -> LlamaPart | li.StopEvent:
+        n = ev.n if isinstance(ev, LlamaPart) else 0
+        async with ctx.store.edit_state() as tally:
+            tally.rounds += 1
+            tally.seen.append(n)
+        if n >= 3:
+            return li.StopEvent(result=(await ctx.store.get_state()).model_dump())
+        return LlamaPart(n=n + 1)
+
+
+class CflHuman(li.Workflow):
+    """A step returns an InputRequiredEvent; the caller's HumanResponseEvent goes to another step."""
+
+    @li.step
+    async def ask(self, ev: li.StartEvent) -> li.InputRequiredEvent:
+        return li.InputRequiredEvent(prefix=f"what about {ev.topic}?")
+
+    @li.step
+    async def hear(self, ctx: li.Context, ev: li.HumanResponseEvent) -> li.StopEvent:
+        await ctx.store.set("heard", ev.response)
+        return li.StopEvent(result=f"heard {ev.response!r}")
+
+
+class CflWait(li.Workflow):
+    """wait_for_event: suspended in process, re-run from the top on Temporal; both must tell the same story."""
+
+    @li.step
+    async def ask(self, ctx: li.Context, ev: li.StartEvent) -> LlamaNote | li.StopEvent:
+        n = await ctx.store.get("n", default=0)
+        await ctx.store.set("n", n + 1)
+        ctx.write_event_to_stream(LlamaNote(text="before the wait"))
+        ctx.send_event(LlamaNote(text="sent before the wait"))
+        reply = await ctx.wait_for_event(
+            li.HumanResponseEvent, waiter_event=li.InputRequiredEvent(prefix="name?"), requirements={"kind": "name"}
+        )
+        await ctx.store.set("reply", reply.response)
+        return li.StopEvent(result={"reply": reply.response, "n": await ctx.store.get("n")})
+
+    @li.step
+    async def note(self, ctx: li.Context, ev: LlamaNote) -> None:
+        await ctx.store.set("noted", ev.text)
+
+
+class CflFails(li.Workflow):
+    """A step's own error fails the run on both hosts, after a failure event."""
+
+    @li.step
+    async def prepare(self, ctx: li.Context, ev: li.StartEvent) -> LlamaNote:
+        await ctx.store.set("prepared", ev.what)
+        return LlamaNote(text=ev.what)
+
+    @li.step
+    async def explode(self, ev: LlamaNote) -> li.StopEvent:
+        raise ValueError(f"cannot handle {ev.text!r}")
+
+
+class CflConflict(li.Workflow):
+    """Two steps of one superstep write one store key: an error naming both, not last-writer-wins."""
+
+    @li.step
+    async def start(self, ctx: li.Context, ev: li.StartEvent) -> LlamaNote | LlamaPart | None:
+        ctx.send_event(LlamaNote(text="left"))
+        ctx.send_event(LlamaPart(n=1))
+        return None
+
+    @li.step
+    async def left(self, ctx: li.Context, ev: LlamaNote) -> li.StopEvent:
+        await ctx.store.set("owner", "left")
+        return li.StopEvent(result="left")
+
+    @li.step
+    async def right(self, ctx: li.Context, ev: LlamaPart) -> li.StopEvent:
+        await ctx.store.set("owner", "right")
+        return li.StopEvent(result="right")
+
+
+class CflHalt(li.Workflow):
+    """A StopEvent ends the run at its superstep: what other branches had queued is dropped."""
+
+    @li.step
+    async def start(self, ctx: li.Context, ev: li.StartEvent) -> LlamaNote | LlamaPart | None:
+        ctx.send_event(LlamaNote(text="fast"))
+        ctx.send_event(LlamaPart(n=1))
+        return None
+
+    @li.step
+    async def fast(self, ev: LlamaNote) -> li.StopEvent:
+        return li.StopEvent(result="fast wins")
+
+    @li.step
+    async def slow(self, ev: LlamaPart) -> LlamaNote:
+        return LlamaNote(text="too late")  # queued for `fast` at the superstep that halts: dropped
+
+
+def llama_workflows() -> list[li.Workflow]:
+    """The LlamaIndex-model scenarios' workflows (the test worker hosts them: tests/integration/llama_workflows)."""
+    return [
+        CflChain(),
+        CflFanOut(),
+        CflLoop(),
+        CflHuman(timeout=None),
+        CflWait(timeout=None),
+        CflFails(),
+        CflConflict(),
+        CflHalt(),
+    ]

@@ -417,6 +417,8 @@ def values_facts(s: Seen) -> None:
         "dict[str: tuple[Coin(int, str), Tone], str: Tone, str: dict[Grade: tuple[str, int], Grade: tuple[str, int]], "
         "str: datetime(UTC), str: Coin(int, str)]"
     )
+
+
 def sub_several_facts(s: Seen) -> None:
     assert s.steps() == [["split"], ["counter"] * 3, ["tally"] * 3]
     assert s.outputs == ["'a b': 2 words", "'c d e': 3 words", "'': 0 words"]

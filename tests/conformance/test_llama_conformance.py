@@ -1,0 +1,224 @@
+"""The LlamaIndex model on both hosts: the same run, event for event, in process and on Temporal.
+
+A LlamaIndex-style run is the same engine and driver as a graph's, so the
+record a user of either host sees (every superstep, step, streamed event,
+output, status, failure; the committed state) must be identical. In process
+the record is the run's driver events (``LocalRun.record``); on Temporal the
+run's event stream. Both are normalised by the graph suite's normaliser.
+
+The waiting scenario is the interesting one: in process the waiting step
+stays suspended; on Temporal it runs again from the top when the answer
+comes. The records must still agree, because the re-run repeats nothing the
+run can see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from pydantic_core import to_jsonable_python
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from temporal_workflows import StateConflictError, WorkflowEvent
+from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._events import WorkflowStartedEvent
+from temporal_workflows._local.runner import materialize
+from temporal_workflows.llama import (
+    Event,
+    HumanResponseEvent,
+    InputRequiredEvent,
+    Workflow,
+    start_run,
+)
+from temporal_workflows.llama._runtime import LlamaStreamEvent
+from temporal_workflows.llama.handler import WorkflowHandler
+from tests.conformance import scenarios as sc
+from tests.conformance.test_conformance import RUN_TIMEOUT, Observed, Seen, differences, normalise
+from tests.conftest import TASK_QUEUE
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+Answer = Callable[[InputRequiredEvent], HumanResponseEvent]
+
+
+@dataclass(frozen=True)
+class LlamaScenario:
+    name: str
+    workflow: Workflow
+    start: dict[str, Any]
+    answer: Answer | None = None
+    fails_with: type[BaseException] | None = None
+    facts: Callable[[Seen], None] | None = None
+
+
+def _inner(ev: dict[str, Any]) -> dict[str, Any]:
+    return ev["event"]["data"]  # type: ignore[no-any-return]
+
+
+def chain_facts(s: Seen) -> None:
+    assert s.steps() == [["a"], ["b"]]
+    (streamed,) = s.of("LlamaStreamEvent")
+    assert _inner(streamed) == {"text": "writing about bees"}
+    assert s.outputs == [{"result": {"shout": "BEES!", "topic": "bees"}}]
+    assert s.state == {"topic": "bees", "shout": "BEES!"}
+
+
+def fan_facts(s: Seen) -> None:
+    # The four events `square` got in superstep 2 are one task (one activity on Temporal).
+    assert s.steps() == [["scatter"], ["square"], ["join"]]
+    assert s.outputs == [{"result": [0, 1, 4, 9]}]
+
+
+def loop_facts(s: Seen) -> None:
+    assert s.steps() == [["tick"]] * 4
+    assert s.outputs == [{"result": {"rounds": 4, "seen": [0, 1, 2, 3]}}]
+    assert s.state == {"rounds": 4, "seen": [0, 1, 2, 3]}
+
+
+def human_facts(s: Seen) -> None:
+    (asked,) = s.of("LlamaStreamEvent")
+    assert asked["event"]["type"].endswith(":InputRequiredEvent") and _inner(asked) == {"prefix": "what about bees?"}
+    assert s.steps() == [["ask"], ["hear"]]
+    assert s.outputs == [{"result": "heard 'yes'"}]
+    states = [e["state"] for e in s.of("WorkflowStatusEvent")]
+    assert "IDLE" in states[:-1], "the run idles until the answer comes, as a LlamaIndex run does"
+
+
+def wait_facts(s: Seen) -> None:
+    streamed = [_inner(e) for e in s.of("LlamaStreamEvent")]
+    assert streamed == [{"text": "before the wait"}, {"prefix": "name?"}]  # each once, on both hosts
+    assert s.steps() == [["ask"], ["note"], ["ask"]]
+    assert s.outputs == [{"result": {"reply": "Ann", "n": 1}}]
+    assert s.state == {"n": 1, "noted": "sent before the wait", "reply": "Ann"}
+    states = [e["state"] for e in s.of("WorkflowStatusEvent")]
+    assert "IDLE_WITH_PENDING_REQUESTS" in states
+
+
+def fails_facts(s: Seen) -> None:
+    (failed,) = s.of("ExecutorFailedEvent")
+    assert failed["executor_id"] == "explode" and failed["error_type"] == "ValueError"
+    assert failed["error"] == "cannot handle 'boom'"
+    assert s.state == {"prepared": "boom"}
+    assert s.outputs == []
+
+
+def conflict_facts(s: Seen) -> None:
+    assert s.error is not None
+    assert s.error["message"].startswith("state key 'owner' was written by both 'left' and 'right' in superstep 2")
+    assert s.state == {}
+
+
+def halt_facts(s: Seen) -> None:
+    assert s.steps() == [["start"], ["fast", "slow"]]  # the note `slow` queued for `fast` never runs
+    assert s.outputs == [{"result": "fast wins"}]
+
+
+def _name_answer(ev: InputRequiredEvent) -> HumanResponseEvent:
+    return HumanResponseEvent(response="Ann", kind="name")
+
+
+def _yes(ev: InputRequiredEvent) -> HumanResponseEvent:
+    return HumanResponseEvent(response="yes")
+
+
+SCENARIOS = [
+    LlamaScenario("llama_chain", sc.CflChain(), {"topic": "bees"}, facts=chain_facts),
+    LlamaScenario("llama_fan_out_collect", sc.CflFanOut(), {"width": 4}, facts=fan_facts),
+    LlamaScenario("llama_loop_typed_state", sc.CflLoop(), {}, facts=loop_facts),
+    LlamaScenario("llama_input_required", sc.CflHuman(timeout=None), {"topic": "bees"}, _yes, facts=human_facts),
+    LlamaScenario("llama_wait_for_event", sc.CflWait(timeout=None), {}, _name_answer, facts=wait_facts),
+    LlamaScenario("llama_step_raises", sc.CflFails(), {"what": "boom"}, fails_with=ValueError, facts=fails_facts),
+    LlamaScenario("llama_state_conflict", sc.CflConflict(), {}, fails_with=StateConflictError, facts=conflict_facts),
+    LlamaScenario("llama_stop_event_halts", sc.CflHalt(), {}, facts=halt_facts),
+]
+
+
+def _recorded(event: WorkflowEvent | Envelope) -> WorkflowEvent:
+    return materialize(event)
+
+
+def _llama_event(ev: WorkflowEvent) -> Event | None:
+    if isinstance(ev, LlamaStreamEvent):
+        from temporal_workflows._engine.serde import decode
+
+        inner = decode(Envelope(ev.event["type"], ev.event["data"]))
+        return inner if isinstance(inner, Event) else None
+    return None
+
+
+async def run_in_process(s: LlamaScenario) -> Observed:
+    obs = Observed("in process")
+    handler: WorkflowHandler = s.workflow.run(**s.start)
+    run = handler._run
+    run.record = lambda ev: obs.segment.events.append(_recorded(ev))
+    obs.run_ids.add(run.run_id)
+    try:
+        async for ev in handler.stream_events():
+            if isinstance(ev, InputRequiredEvent) and s.answer is not None:
+                handler.ctx.send_event(s.answer(ev))
+        await handler
+    except Exception as e:  # the run's failure, compared below
+        obs.error = e
+    obs.state = to_jsonable_python({k: v for k, v in run.engine.state.items() if not k.startswith("@")})
+    obs.state = {k: v["data"] if isinstance(v, dict) and "data" in v else v for k, v in obs.state.items()}
+    return obs
+
+
+async def run_on_temporal(s: LlamaScenario, client: Client, workflow_id: str) -> Observed:
+    obs = Observed("temporal", run_ids={workflow_id})
+    run = await start_run(client, s.workflow, id=workflow_id, task_queue=TASK_QUEUE, **s.start)
+    try:
+        async with asyncio.timeout(RUN_TIMEOUT):
+            async for ev in run.run.events():
+                obs.segment.events.append(ev)
+                if isinstance(ev, WorkflowStartedEvent):
+                    obs.run_ids.add(ev.run_id)
+                inner = _llama_event(ev)
+                if isinstance(inner, InputRequiredEvent) and s.answer is not None:
+                    await run.send_event(s.answer(inner))
+            try:
+                await run.result()
+            except Exception as e:  # the run's failure, compared below
+                obs.error = e
+        obs.state = await run.run.state()
+    finally:
+        with contextlib.suppress(Exception):
+            if (await run.run.describe()).status == WorkflowExecutionStatus.RUNNING:
+                await run.run.handle.terminate("conformance scenario done")
+    return obs
+
+
+def _error(obs: Observed) -> tuple[str, str] | None:
+    return None if obs.error is None else (type(obs.error).__name__, str(obs.error))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+async def test_both_hosts_tell_the_same_llamaindex_story(
+    scenario: LlamaScenario, client: Client, workflow_id: str
+) -> None:
+    local_obs = await asyncio.wait_for(run_in_process(scenario), RUN_TIMEOUT)
+    remote_obs = await run_on_temporal(scenario, client, workflow_id)
+    # The run's error as a LlamaIndex user sees it: the step's own exception class on both hosts.
+    assert _error(local_obs) == _error(remote_obs), (_error(local_obs), _error(remote_obs))
+    if scenario.fails_with is not None:
+        assert isinstance(local_obs.error, scenario.fails_with), local_obs.error
+    else:
+        assert local_obs.error is None, local_obs.error
+    local, remote = normalise(local_obs), normalise(remote_obs)
+    problems = differences(local, remote)
+    assert not problems, "\n\n".join(problems)
+    if scenario.facts is not None:
+        scenario.facts(local)
+        scenario.facts(remote)
+
+
+def test_every_llama_scenario_workflow_is_hosted_by_the_test_worker() -> None:
+    from tests.conftest import hosted_workflows
+
+    hosted = {wf.name for wf in hosted_workflows()}
+    assert {s.workflow._temporal_name() for s in SCENARIOS} <= hosted

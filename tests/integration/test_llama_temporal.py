@@ -1,0 +1,314 @@
+"""LlamaIndex-style workflows on a real Temporal dev server: the same worker, plugin, client and CLI as graphs.
+
+The hosted workflows are in ``tests/integration/llama_workflows.py``; their
+steps run in this process (the session's worker), so a test can count side
+effects where they happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from temporal_workflows.llama import (
+    Event,
+    HumanResponseEvent,
+    InputRequiredEvent,
+    LlamaRunHandle,
+    StopEvent,
+    WorkflowTimeoutError,
+    start_run,
+)
+from tests import test_llama_docs as docs
+from tests.conftest import TASK_QUEUE
+from tests.integration import llama_workflows as lw
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+LIMIT = 60.0
+"""Seconds a run here may take (a hang is a failure)."""
+
+
+async def _start(client: Client, wf: Any, workflow_id: str, **kwargs: Any) -> LlamaRunHandle:
+    return await start_run(client, wf, id=workflow_id, task_queue=TASK_QUEUE, **kwargs)
+
+
+async def _events(run: LlamaRunHandle, answer: Any = None) -> list[Event]:
+    async def read() -> list[Event]:
+        seen: list[Event] = []
+        async for ev in run.events():
+            seen.append(ev)
+            if answer is not None and isinstance(ev, InputRequiredEvent):
+                await answer(ev)
+        return seen
+
+    return await asyncio.wait_for(read(), LIMIT)
+
+
+async def _activities(client: Client, workflow_id: str) -> list[tuple[str, str]]:
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return [
+        (a.activity_type.name, a.activity_id)
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        for a in [e.activity_task_scheduled_event_attributes]
+    ]
+
+
+async def test_a_run_streams_its_events_ends_with_the_stop_event_and_each_step_is_an_activity(
+    client: Client, workflow_id: str
+) -> None:
+    run = await _start(client, lw.LlamaJoke(), workflow_id, topic="pirates")
+    events = await _events(run)
+    assert [type(e).__name__ for e in events] == ["Progress", "StopEvent"]
+    assert events[0].msg == "thinking about pirates"  # type: ignore[attr-defined]
+    assert await run.result() == "critique of a joke about pirates (pirates)"
+    assert await run.run.state() == {"topic": "pirates"}  # the store is the run's committed state
+    desc = await run.run.describe()
+    assert desc.workflow_type == "LlamaJoke"  # the class name
+    assert await _activities(client, workflow_id) == [
+        ("LlamaJoke.generate", "1.0.generate"),
+        ("LlamaJoke.critique", "2.0.critique"),
+    ]
+
+
+async def test_a_plain_sdk_or_cli_start_with_json_input_runs_the_workflow(client: Client, workflow_id: str) -> None:
+    from temporal_workflows.llama import get_run
+
+    # What `temporal workflow start --type LlamaJoke --input '{"message": {...}, "keep_alive": true}'` sends.
+    await client.start_workflow(
+        "LlamaJoke", {"message": {"topic": "bees"}, "keep_alive": True}, id=workflow_id, task_queue=TASK_QUEUE
+    )
+    run = get_run(client, lw.LlamaJoke(), workflow_id)
+    assert await asyncio.wait_for(run.result(), LIMIT) == "critique of a joke about bees (bees)"
+
+
+async def test_a_human_response_sent_into_the_run_answers_an_input_required_event(
+    client: Client, workflow_id: str
+) -> None:
+    run = await _start(client, lw.LlamaHITL(), workflow_id)
+
+    async def answer(ev: InputRequiredEvent) -> None:
+        assert ev.prefix == "Enter a number: "
+        await run.send_event(HumanResponseEvent(response="42"))
+
+    events = await _events(run, answer)
+    assert [type(e).__name__ for e in events] == ["InputRequiredEvent", "StopEvent"]
+    assert await run.result() == "42"
+
+
+async def test_the_temporal_cli_answers_with_plain_json_by_the_send_signal(client: Client, workflow_id: str) -> None:
+    run = await _start(client, lw.LlamaHITL(), workflow_id)
+
+    async def answer(ev: InputRequiredEvent) -> None:
+        # What `temporal workflow signal --name send --input '{...}'` sends: plain JSON, no type key.
+        await run.run.handle.signal("send", {"executor_id": "step2", "message": {"response": "from the CLI"}})
+
+    await _events(run, answer)
+    assert await run.result() == "from the CLI"
+
+
+async def test_wait_for_event_waits_durably_and_the_re_run_repeats_no_effect_but_the_steps_own(
+    client: Client, workflow_id: str
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    run = await _start(client, lw.LlamaWaiter(timeout=None), workflow_id, tag=tag)
+
+    async def answer(ev: InputRequiredEvent) -> None:
+        status = await run.run.status()
+        assert status["status"] in ("waiting_for_input", "running")
+        (pending,) = await run.run.pending_requests()
+        assert pending["executor_id"] == "ask" and pending["request"]["requirements"] == {"kind": "name"}
+        assert pending["request"]["waiter_event"]["data"] == {"prefix": "name?"}
+        # An event that does not meet the requirements answers nothing; the matching one does.
+        await run.send_event(HumanResponseEvent(response="wrong", kind="other"))
+        await run.send_event(HumanResponseEvent(response="Ann", kind="name"))
+
+    events = await _events(run, answer)
+    assert await run.result() == {"reply": "Ann", "n_read": 0, "n_now": 1}
+    assert [type(e).__name__ for e in events] == ["Progress", "InputRequiredEvent", "StopEvent"]
+    # The step ran again from the top when the answer came (its activity had ended): its own code before the
+    # wait ran twice, with the same idempotency key; what it streamed, wrote and sent before the wait, once.
+    assert lw.EFFECTS[f"{tag}:before"] == 2 and lw.EFFECTS[f"{tag}:after"] == 1
+    assert lw.EFFECTS[f"{tag}:jokes"] == 1
+    assert len(set(lw.KEYS[tag])) == 1
+
+
+async def test_the_temporal_cli_answers_a_wait_by_the_respond_signal_with_plain_json(
+    client: Client, workflow_id: str
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    run = await _start(client, lw.LlamaWaiter(timeout=None), workflow_id, tag=tag)
+
+    async def answer(ev: InputRequiredEvent) -> None:
+        (pending,) = await run.run.pending_requests()
+        await run.run.handle.signal(
+            "respond", {"request_id": pending["request_id"], "response": {"response": "Bo", "kind": "name"}}
+        )
+
+    await _events(run, answer)
+    assert (await run.result())["reply"] == "Bo"
+
+
+async def test_an_event_a_step_sends_answers_another_steps_wait(client: Client, workflow_id: str) -> None:
+    from tests.test_llama import InternalWait
+
+    run = await _start(client, InternalWait(), workflow_id)
+    assert await asyncio.wait_for(run.result(), LIMIT) == "asker got 42"
+
+
+async def test_events_a_step_gets_in_one_superstep_share_one_activity_and_collect_events_joins_them(
+    client: Client, workflow_id: str
+) -> None:
+    run = await _start(client, lw.LlamaFanOut(), workflow_id, width=3)
+    assert await asyncio.wait_for(run.result(), LIMIT) == ["0", "10", "20"]
+    assert [t for t, _ in await _activities(client, workflow_id)] == [
+        "LlamaFanOut.plan",
+        "LlamaFanOut.work",
+        "LlamaFanOut.gather",
+    ]
+
+
+async def test_a_custom_stop_event_is_the_result_with_its_types_restored(client: Client, workflow_id: str) -> None:
+    run = await _start(client, lw.LlamaCustomStop(), workflow_id, text="abcd")
+    result = await asyncio.wait_for(run.result(), LIMIT)
+    assert isinstance(result, lw.Graded) and result.verdict == lw.Verdict(score=4, notes=["short"])
+
+
+async def test_a_failing_step_raises_its_own_exception_class_without_temporal_retrying_it(
+    client: Client, workflow_id: str
+) -> None:
+    run = await _start(client, lw.LlamaBoom(), workflow_id, what="boom")
+    with pytest.raises(ValueError, match="cannot handle 'boom'"):
+        await asyncio.wait_for(run.result(), LIMIT)
+    assert len(await _activities(client, workflow_id)) == 1  # a step without a retry policy runs once
+
+
+async def test_retry_policy_and_retry_info_work_as_in_process(client: Client, workflow_id: str) -> None:
+    tag = uuid.uuid4().hex[:8]
+    run = await _start(client, lw.LlamaFlaky(), workflow_id, tag=tag)
+    assert await asyncio.wait_for(run.result(), LIMIT) == {"retries": 2, "last": "attempt 1 failed"}
+    assert lw.EFFECTS[f"{tag}:attempts"] == 3
+
+
+async def test_catch_error_rescues_a_step_whose_retries_are_exhausted(client: Client, workflow_id: str) -> None:
+    tag = uuid.uuid4().hex[:8]
+    run = await _start(client, lw.LlamaRescued(), workflow_id, tag=tag)
+    result = await asyncio.wait_for(run.result(), LIMIT)
+    assert result == {"failed": "fetch", "error": "down", "attempts": 2}
+
+
+async def test_the_workflow_timeout_is_the_runs_execution_timeout(client: Client, workflow_id: str) -> None:
+    run = await _start(client, lw.SLOW, workflow_id)
+    with pytest.raises(WorkflowTimeoutError, match=r"Operation timed out after 3\.0 seconds"):
+        await asyncio.wait_for(run.result(), LIMIT)
+
+
+async def test_a_waiting_run_resets_to_its_start_and_is_answered_there(client: Client, workflow_id: str) -> None:
+    run = await _start(client, lw.LlamaHITL(), workflow_id)
+    asked = 0
+
+    async def answer(ev: InputRequiredEvent) -> None:
+        nonlocal asked
+        asked += 1
+        if asked == 1:
+            await run.run.reset()  # back to the start event, as for graphs: the step asks again
+        else:
+            await run.send_event(HumanResponseEvent(response="after reset"))
+
+    await _events(run, answer)
+    assert await run.result() == "after reset"
+    assert asked == 2
+
+
+async def test_a_long_run_continues_as_new_and_keeps_its_state(client: Client, workflow_id: str) -> None:
+    run = await start_run(
+        client, lw.LlamaCounter(timeout=300), id=workflow_id, task_queue=TASK_QUEUE, max_history_events=60, n=30
+    )
+    assert await asyncio.wait_for(run.result(), LIMIT) == 30
+    desc = await client.get_workflow_handle(workflow_id, run_id=None).describe()
+    assert desc.run_id != run.run.handle.first_execution_run_id  # it continued as new on the way
+
+
+async def test_a_checkpoint_of_a_waiting_run_forks_a_run_that_is_answered_there(
+    client: Client, workflow_id: str
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    run = await _start(client, lw.LlamaWaiter(timeout=None), workflow_id, tag=tag)
+    async for ev in run.events():
+        if isinstance(ev, InputRequiredEvent):
+            break
+    taken = await run.run.checkpoint(label="waiting")
+    assert taken is not None
+    fork = LlamaRunHandle(await run.run.fork(taken["checkpoint_id"], f"{workflow_id}-fork"), lw.LlamaWaiter())
+    await fork.send_event(HumanResponseEvent(response="forked", kind="name"))
+    assert (await asyncio.wait_for(fork.result(), LIMIT))["reply"] == "forked"
+    await run.send_event(HumanResponseEvent(response="original", kind="name"))
+    assert (await asyncio.wait_for(run.result(), LIMIT))["reply"] == "original"
+
+
+async def test_the_llama_examples_give_on_temporal_the_results_they_give_in_process(
+    client: Client, workflow_id: str
+) -> None:
+    from examples import llama_demo, llama_fanout, llama_hitl, llama_loop
+
+    loop, fanout, hitl = llama_demo.WORKFLOWS
+    for i, (wf, sample) in enumerate(((loop, llama_loop.SAMPLE), (fanout, llama_fanout.SAMPLE))):
+        run = await _start(client, wf, f"{workflow_id}-{i}", **sample)
+        assert await asyncio.wait_for(run.result(), LIMIT) == await wf.run(**sample)
+    # Its approval answers a wait *and* reaches the step taking human responses, whose copy the run drops when
+    # the wait's step ends it (as in process): the client must not fail on the run having completed meanwhile.
+    run = await _start(client, hitl, f"{workflow_id}-hitl", **llama_hitl.SAMPLE)
+    await _events(run, lambda ev: run.send_event(llama_hitl.auto_answer(ev)))
+    assert await run.result() == {"published": True, "text": "Ann on bees: bees are remarkable.", "author": "Ann"}
+
+
+# -- LlamaIndex's documented examples, on Temporal ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("wf", "kwargs"),
+    [
+        (docs.ReadmeWorkflow(), {"input_msg": "Hello, world!"}),
+        (docs.ConcurrentFlow(timeout=30), {}),
+        (docs.StreamingWorkflow(timeout=30), {"first_input": "Start the workflow."}),
+    ],
+    ids=["readme", "concurrency", "streaming"],
+)
+async def test_documented_examples_give_the_result_and_events_they_give_in_process(
+    client: Client, workflow_id: str, wf: Any, kwargs: dict[str, Any]
+) -> None:
+    handler = wf.run(**kwargs)
+    local_events = [(type(e).__name__, e.model_dump(mode="json")) async for e in handler.stream_events()]
+    local = await handler
+    run = await _start(client, wf, workflow_id, **kwargs)
+    remote_events = [(type(e).__name__, e.model_dump(mode="json")) for e in await _events(run)]
+    assert await run.result() == local
+    assert remote_events == local_events
+
+
+async def test_documented_human_in_the_loop_examples_on_temporal(client: Client, workflow_id: str) -> None:
+    run = await _start(client, docs.HumanInTheLoopWorkflow(timeout=None), workflow_id)
+    await _events(run, lambda ev: run.send_event(HumanResponseEvent(response="42")))
+    assert await run.result() == "42"
+    run = await _start(client, docs.WaitWorkflow(timeout=None), f"{workflow_id}-wait")
+    await _events(run, lambda ev: run.send_event(HumanResponseEvent(response="44")))
+    assert await run.result() == "44"
+
+
+async def test_a_custom_start_event_starts_a_run(client: Client, workflow_id: str) -> None:
+    run = await start_run(
+        client,
+        docs.JokeFlow(timeout=60),
+        docs.MyCustomStartEvent(a_string_field="pirates"),
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+    )
+    result = await asyncio.wait_for(run.result(), LIMIT)
+    assert isinstance(result, docs.MyStopEvent) and result.critique == "critique of a joke about pirates"
+    assert isinstance(await run.stop_event_result(), StopEvent)
