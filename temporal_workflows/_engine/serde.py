@@ -73,6 +73,7 @@ __all__ = [
     "encode",
     "is_structured_type",
     "json_schema",
+    "node_envelope",
     "register_type",
     "type_key",
     "validate_as",
@@ -397,6 +398,29 @@ def encode(value: Any, *, what: str = "value") -> Envelope:
     if type(node) is list or type(node) is dict:  # a subclass of list or dict, stored as one
         return encode(list(value) if type(node) is list else dict(value), what=what)
     return Envelope(None, node)
+
+
+def node_envelope(node: Any, type_hint: str | None = None) -> Envelope:
+    """The envelope of a value stored inside another one's JSON (a field of type ``Any``, say), without decoding it.
+
+    ``{"$<tag>": data}`` is a value of that tag; a list or object holding such
+    nodes keeps them (``list[*]`` / ``dict[*]``); anything else is plain JSON, of
+    ``type_hint`` when the enclosing value names its type (as stored before tags).
+    """
+    if _is_tag(node):
+        ((tag, data),) = node.items()
+        return Envelope(tag[1:], data)
+    if _has_tag(node):
+        return Envelope("list[*]" if type(node) is list else "dict[*]", node)
+    return Envelope(type_hint, node)
+
+
+def _has_tag(node: Any) -> bool:
+    if type(node) is list:
+        return any(_is_tag(n) or _has_tag(n) for n in node)
+    if type(node) is dict:
+        return any(_is_tag(n) or _has_tag(n) for n in node.values())
+    return False
 
 
 # -- decoding -------------------------------------------------------------------------------------------

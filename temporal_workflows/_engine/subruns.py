@@ -43,7 +43,7 @@ from temporal_workflows._engine.machine import (
     StepTask,
     Topology,
 )
-from temporal_workflows._engine.serde import Envelope, encode, type_key, validation_message
+from temporal_workflows._engine.serde import Envelope, encode, node_envelope, type_key, validation_message
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import WorkflowWarningEvent
 from temporal_workflows._subworkflow import SubWorkflowReport, SubWorkflowResponseMessage
@@ -299,7 +299,8 @@ class SubrunSuperstep:
             rid = event.get("request_id") if isinstance(event, dict) else None
             if not isinstance(rid, str):
                 return _Plan(task, "ignore", request_id="")
-            return self._resume(task, rid, Envelope(data.get("data_type"), data.get("data")))
+            # Its ``data`` field (typed Any) holds the answer tagged with its type, or plain JSON of ``data_type``.
+            return self._resume(task, rid, node_envelope(data.get("data"), data.get("data_type")))
         key = f"{task.superstep}.{task.index}"
         if task.kind == "fan_in":
             return _Plan(task, "start", key=key, start=list_envelope(task.messages, x))
