@@ -67,6 +67,7 @@ from temporal_workflows._graph.executor import (
 )
 from temporal_workflows._graph.viz import WorkflowViz
 from temporal_workflows._graph.workflow import Workflow, load_workflow
+from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepProgressEvent, StepRetryEvent
 from temporal_workflows._requests import RequestTimedOut
 
 __all__ = [
@@ -129,4 +130,8 @@ __all__ = [
     "load_workflow",
     "register_type",
     "response_handler",
+    "LiveCommittedEvent",
+    "LiveEvent",
+    "StepProgressEvent",
+    "StepRetryEvent",
 ]
