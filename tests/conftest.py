@@ -31,9 +31,14 @@ TASK_QUEUE = "tw-tests"
 def hosted_workflows() -> list:  # type: ignore[type-arg]
     """Every graph the test worker hosts."""
     from tests.conformance import scenarios
-    from tests.integration import graphs, live_graphs
+    from tests.integration import agent_graphs, graphs, live_graphs
 
-    return [*graphs.all_workflows(), *scenarios.all_workflows(), *live_graphs.all_workflows()]
+    return [
+        *graphs.all_workflows(),
+        *scenarios.all_workflows(),
+        *live_graphs.all_workflows(),
+        *agent_graphs.all_workflows(),
+    ]
 
 
 @pytest.fixture(scope="session")

@@ -41,7 +41,16 @@ from pydantic_core import PydanticSerializationError
 
 from temporal_workflows._errors import NotSerializableError
 
-__all__ = ["Envelope", "decode", "encode", "register_type", "type_key", "validate_as", "validation_message"]
+__all__ = [
+    "Envelope",
+    "decode",
+    "encode",
+    "register_type",
+    "register_value_type",
+    "type_key",
+    "validate_as",
+    "validation_message",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +71,8 @@ class Envelope:
 _REGISTRY: dict[str, type] = {}
 _MODULES: set[str] = set()
 """Modules that define a registered type: their other models and dataclasses decode too."""
+_VALUE_TYPES: dict[type, None] = {}
+"""Classes that are neither models nor dataclasses but travel by type key (``register_value_type``)."""
 
 
 def type_key(tp: type) -> str:
@@ -71,7 +82,22 @@ def type_key(tp: type) -> str:
 
 def is_structured_type(tp: object) -> bool:
     """Whether ``tp`` is a class the envelope can carry by name."""
-    return isinstance(tp, type) and (issubclass(tp, BaseModel) or dataclasses.is_dataclass(tp))
+    return isinstance(tp, type) and (issubclass(tp, BaseModel) or dataclasses.is_dataclass(tp) or tp in _VALUE_TYPES)
+
+
+def register_value_type(tp: type) -> None:
+    """Let instances of ``tp``, a class pydantic can validate and serialize, travel by type key.
+
+    For classes of other libraries that are neither models nor dataclasses but
+    define ``__get_pydantic_core_schema__`` (the agent layer gives Agent
+    Framework's messages one): their values, and models and dataclasses with
+    fields of their type, then cross boundaries like any model. Registering
+    is also what lets a payload name the class, as :func:`register_type`.
+    """
+    if not isinstance(tp, type) or not hasattr(tp, "__get_pydantic_core_schema__"):
+        raise TypeError(f"{tp!r} defines no pydantic schema (__get_pydantic_core_schema__)")
+    _VALUE_TYPES[tp] = None
+    register_type(tp)
 
 
 def register_type(tp: type) -> None:
@@ -221,7 +247,11 @@ def _dump_structured(value: Any, what: str) -> Any:
 def encode(value: Any, *, what: str = "value") -> Envelope:
     """Turn a user value into an envelope, or fail naming ``what`` it was."""
     tp = type(value)
-    if isinstance(value, BaseModel) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+    if (
+        isinstance(value, BaseModel)
+        or (dataclasses.is_dataclass(value) and not isinstance(value, type))
+        or tp in _VALUE_TYPES
+    ):
         _registered(tp)
         return Envelope(type_key(tp), _dump_structured(value, what))
     if isinstance(value, (list, tuple)) and value:

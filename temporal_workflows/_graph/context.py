@@ -19,6 +19,7 @@ from typing_extensions import TypeVar
 from temporal_workflows._engine.limits import check_step_result
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
+    Delivery,
     PendingRequest,
     StateWrite,
     StepResult,
@@ -158,6 +159,17 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         """
         env = encode(message, what=f"message sent by executor {self.executor_id!r}")
         self._result.sent.extend(self._graph.route(self.executor_id, message, env, target_id))
+
+    def _send_to_self(self, message: Any) -> None:
+        """Deliver ``message`` to this executor next superstep, without an edge.
+
+        For the library's own executors that must look again once a
+        superstep's writes are committed (the agent layer, when several
+        approvals of one turn are answered in the same superstep and no step
+        of it sees all of them). Users send along edges.
+        """
+        env = encode(message, what=f"message executor {self.executor_id!r} sent itself")
+        self._result.sent.append(Delivery.one(self.executor_id, env, self.executor_id))
 
     async def yield_output(self, output: T_W_Out) -> None:
         """Add a workflow output; it appears in the run's outputs at the commit."""

@@ -36,9 +36,7 @@ gated = WorkflowBuilder(start_executor=narrator, name="it_live_gated").build()
 
 @executor(
     id="stutter",
-    options=ExecutorOptions(
-        retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attempts=3)
-    ),
+    options=ExecutorOptions(retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attempts=3)),
 )
 async def stutter(text: str, ctx: WorkflowContext[None, str]) -> None:
     """Streams the words of ``text``; its first attempt fails after two of them."""

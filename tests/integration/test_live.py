@@ -67,7 +67,7 @@ async def test_a_running_steps_live_events_reach_the_reader_before_it_completes(
     assert (marker.executor_id, marker.superstep, marker.attempt, marker.items) == ("narrator", 1, 1, 3)
 
 
-async def test_a_retried_step_shows_a_retry_before_its_new_attempt_and_the_committed_view_only_the_attempt_that_completed(
+async def test_a_retried_step_shows_a_retry_first_and_the_committed_view_only_the_attempt_that_completed(
     client: Client, workflow_id: str
 ) -> None:
     handle = await start_run(client, live_graphs.retried, "alpha beta gamma", id=workflow_id, task_queue=TASK_QUEUE)
