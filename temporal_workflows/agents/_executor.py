@@ -24,6 +24,7 @@ in-memory executor does not need to care about:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -58,6 +59,28 @@ install_maf_types()
 __all__ = ["AgentExecutor", "ApprovalsAnswered", "conversation_key"]
 
 ContextMode = Literal["full", "last_agent", "custom"]
+
+LIVE_RESULT_CHARS = 500
+"""Characters of a tool result an agent's live updates show by default (the rest stays in its result)."""
+
+
+def _result_text(content: Content) -> str:
+    result = content.result
+    return result if isinstance(result, str) else str(result)
+
+
+def _long_result(content: Content, limit: int) -> bool:
+    return content.type == "function_result" and len(_result_text(content)) > limit
+
+
+def _preview(content: Content, limit: int) -> Content:
+    text = _result_text(content)
+    return Content.from_function_result(
+        call_id=content.call_id or "",
+        id=content.id,
+        result=f"{text[:limit]}… [{len(text) - limit:,} more characters]",
+        additional_properties={"truncated_from": len(text)},
+    )
 
 
 def conversation_key(executor_id: str) -> str:
@@ -105,6 +128,12 @@ class AgentExecutor(Executor):
         stream: Publish the agent's updates live as :class:`AgentRunUpdateEvent`
             (on Temporal they cost history by the batch: turn it off for
             agents nobody watches).
+        live_result_chars: A tool result longer than this is streamed live
+            as its first ``live_result_chars`` characters and a note of how
+            many more there are (``None``: whole). Live updates are for people
+            watching; a long document a tool fetched would otherwise cost its
+            size again in history. The conversation and the response keep
+            every result whole.
         output_response: Yield each completed turn's ``AgentResponse`` as a
             workflow output (as Agent Framework does). A long conversation
             should turn it off: a run's outputs are kept with it.
@@ -123,6 +152,7 @@ class AgentExecutor(Executor):
         *,
         id: str | None = None,
         stream: bool = True,
+        live_result_chars: int | None = LIVE_RESULT_CHARS,
         output_response: bool = True,
         context_mode: ContextMode = "full",
         context_filter: Callable[[list[Message]], list[Message]] | None = None,
@@ -141,6 +171,7 @@ class AgentExecutor(Executor):
             raise ValueError("context_mode='custom' needs a context_filter")
         self._agent = agent
         self._stream = stream
+        self._live_result_chars = live_result_chars
         self._output_response = output_response
         self._context_mode = context_mode
         self._context_filter = context_filter
@@ -282,7 +313,12 @@ class AgentExecutor(Executor):
         if not self._stream:
             return lambda update: None
 
+        limit = self._live_result_chars
+
         def publish(update: AgentResponseUpdate) -> None:
+            if limit is not None and any(_long_result(c, limit) for c in update.contents):
+                update = copy.copy(update)
+                update.contents = [_preview(c, limit) if _long_result(c, limit) else c for c in update.contents]
             ctx._publish_live(AgentRunUpdateEvent(data=update))
 
         return publish

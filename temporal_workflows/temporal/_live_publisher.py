@@ -6,9 +6,10 @@ flush is one ``__temporal_workflow_stream_publish`` signal, which the server
 records in the run's history, so what a streaming step costs in history
 grows with its *batches*, not with its events:
 
-* the first event of a quiet spell goes out at once (a reader sees it within
-  a round trip), the ones that follow wait for the next batch, at most one
-  every ``interval`` seconds;
+* the first event of a quiet spell goes out after ``first_delay`` (a tenth
+  of a second: a reader sees it within a round trip or two, and the burst a
+  model call often starts with goes in the same signal); the ones that
+  follow wait for the next batch, at most one every ``interval`` seconds;
 * events waiting for the same batch are combined where their class says they
   can be (:meth:`LiveEvent.merge`: consecutive text deltas become one);
 * a batch is also sent once it holds ``max_batch_bytes``, and the step's
@@ -40,12 +41,15 @@ from temporal_workflows._engine.serde import encode
 from temporal_workflows._live import LiveEvent
 from temporal_workflows.temporal._protocol import EVENTS_TOPIC
 
-__all__ = ["DEFAULT_LIVE_INTERVAL", "LivePublisher"]
+__all__ = ["DEFAULT_FIRST_DELAY", "DEFAULT_LIVE_INTERVAL", "LivePublisher"]
 
 _log = logging.getLogger(__name__)
 
 DEFAULT_LIVE_INTERVAL = 0.5
-"""Seconds between two batches of a step's live events (the first of a quiet spell goes at once)."""
+"""Seconds between two batches of a step's live events."""
+
+DEFAULT_FIRST_DELAY = 0.1
+"""Seconds the first live event of a quiet spell waits for company before it is sent."""
 
 MAX_BATCH_BYTES = 256 * 1024
 """A batch holding this much JSON is sent at once (one signal stays far below the payload limit)."""
@@ -66,8 +70,15 @@ class LivePublisher:
     step that publishes nothing costs nothing.
     """
 
-    def __init__(self, *, interval: float = DEFAULT_LIVE_INTERVAL, max_batch_bytes: int = MAX_BATCH_BYTES) -> None:
+    def __init__(
+        self,
+        *,
+        interval: float = DEFAULT_LIVE_INTERVAL,
+        first_delay: float = DEFAULT_FIRST_DELAY,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
+    ) -> None:
         self._interval = interval
+        self._first_delay = first_delay
         self._max_batch_bytes = max_batch_bytes
         self._pending: list[LiveEvent] = []
         self._pending_bytes = 0
@@ -112,6 +123,8 @@ class LivePublisher:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if self._first_delay > 0 and self._pending_bytes < self._max_batch_bytes:
+                await asyncio.sleep(self._first_delay)  # what the step publishes meanwhile joins this batch
             await self._send()
             # The next batch waits out the interval (or fills up); what arrives meanwhile joins it.
             with contextlib.suppress(TimeoutError):

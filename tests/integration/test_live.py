@@ -7,6 +7,7 @@ import asyncio
 import time
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from temporal_workflows import (
@@ -24,6 +25,18 @@ from tests.integration import live_graphs
 pytestmark = pytest.mark.usefixtures("worker")
 
 
+async def _started(handle: RunHandle) -> None:
+    """Until the run has scheduled its first step, read from history: nothing is asked of the run while its
+    first workflow task runs the topology local activity (see test_agents_temporal._started)."""
+
+    async def scan() -> None:
+        async for ev in handle.handle.fetch_history_events(wait_new_event=True):
+            if ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                return
+
+    await asyncio.wait_for(scan(), 30)
+
+
 async def _all(handle: RunHandle, **kw: object) -> list[WorkflowEvent]:
     return await asyncio.wait_for(_collect(handle, **kw), 60)
 
@@ -36,6 +49,7 @@ async def test_a_running_steps_live_events_reach_the_reader_before_it_completes(
     client: Client, workflow_id: str
 ) -> None:
     handle = await start_run(client, live_graphs.gated, 3, id=workflow_id, task_queue=TASK_QUEUE)
+    await _started(handle)
     seen: list[WorkflowEvent] = []
     first_latency = None
     try:
