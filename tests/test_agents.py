@@ -221,3 +221,40 @@ async def test_a_pydantic_ai_agent_streams_and_its_deferred_tool_is_an_approval_
     assert "".join(texts) == "Booked Oslo; it is sunny."
     stored = wf.state[conversation_key("travel")]
     assert [m["kind"] for m in stored] == ["request", "response", "request", "request", "response"]
+
+
+# -- the example ------------------------------------------------------------------------------------
+
+
+async def test_the_agents_example_streams_both_agents_and_publishes_once_approved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    from examples import agents
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    agents.PUBLISHED.clear()
+    out = io.StringIO()
+    responses = await agents.run(out=out)
+    assert [r.messages[-1].author_name for r in responses] == ["writer", "reviewer"]
+    assert agents.PUBLISHED == [{"title": "Why bicycles are efficient", "body": agents.WRITER_TEXT}]
+    printed = out.getvalue().splitlines()
+    assert printed == [
+        f"writer: {agents.WRITER_TEXT}",
+        "approval needed: publish(title='Why bicycles are efficient')",
+        "reviewer: Clear and accurate; I published it as 'Why bicycles are efficient'.",
+    ]
+
+
+async def test_the_agents_example_does_not_publish_what_the_human_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from examples import agents
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    agents.PUBLISHED.clear()
+    responses = await agents.run(interactive=True, out=io.StringIO())
+    assert agents.PUBLISHED == []
+    assert responses[-1].text == "The piece was not approved for publishing, so I left it unpublished."

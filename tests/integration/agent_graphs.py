@@ -241,4 +241,8 @@ GRAPHS: dict[str, Workflow] = _build() if AVAILABLE else {}
 
 
 def all_workflows() -> list[Workflow]:
-    return list(GRAPHS.values())
+    if not AVAILABLE:
+        return []
+    from examples import agents
+
+    return [*GRAPHS.values(), agents.workflow]

@@ -190,3 +190,22 @@ async def test_a_pydantic_ai_agents_deferred_tool_is_approved_by_respond(client:
     assert [t for t, _ in TOOL_CALLS[ticket]] == ["model", "weather", "book", "model"]
     updates = [e for e in await _events(handle) if isinstance(e, AgentRunUpdateEvent) and e.data.role == "assistant"]
     assert "".join(u.data.text or "" for u in updates).endswith("Booked Oslo; it is sunny.")
+
+
+async def test_the_agents_example_on_temporal_streams_and_waits_for_the_human(
+    client: Client, workflow_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from examples import agents
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    out = io.StringIO()
+    result = await asyncio.wait_for(agents.on_temporal(client, task_queue=TASK_QUEUE, run_id=workflow_id, out=out), 60)
+    assert [o["messages"][-1]["author_name"] for o in result["outputs"]] == ["writer", "reviewer"]
+    assert out.getvalue().splitlines() == [
+        f"writer: {agents.WRITER_TEXT}",
+        "approval needed: publish(title='Why bicycles are efficient')",
+        "approved (the demo plays the human)",
+        "reviewer: Clear and accurate; I published it as 'Why bicycles are efficient'.",
+    ]
