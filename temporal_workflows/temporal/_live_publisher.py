@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import Any
 
 from pydantic_core import to_json
@@ -86,7 +85,7 @@ class LivePublisher:
         self._topic: Any = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
-        self._last_sent = -float("inf")
+        self._full = asyncio.Event()
         self._closed = False
         self.batches = 0
         """Signals sent (for tests and measurements)."""
@@ -114,23 +113,27 @@ class LivePublisher:
     def _kick(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="live events")
-        if self._pending_bytes >= self._max_batch_bytes or time.monotonic() - self._last_sent >= self._interval:
-            self._wake.set()
+        self._wake.set()
+        if self._pending_bytes >= self._max_batch_bytes:
+            self._full.set()
 
     # -- batching -------------------------------------------------------------------
 
     async def _run(self) -> None:
         while True:
-            await self._wake.wait()
+            await self._wake.wait()  # the first event of a quiet spell
+            if self._first_delay > 0 and not self._full.is_set():
+                # What the step publishes meanwhile (a model call's first burst) joins this batch.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), self._first_delay)
+            while self._pending:
+                self._wake.clear()
+                self._full.clear()
+                await self._send()
+                # The next batch waits out the interval (or fills up); what arrives meanwhile joins it.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), self._interval)
             self._wake.clear()
-            if self._first_delay > 0 and self._pending_bytes < self._max_batch_bytes:
-                await asyncio.sleep(self._first_delay)  # what the step publishes meanwhile joins this batch
-            await self._send()
-            # The next batch waits out the interval (or fills up); what arrives meanwhile joins it.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval)
-            if self._pending:
-                self._wake.set()
 
     async def _send(self) -> None:
         """Send what is pending as one batch (or more, if it is large)."""
@@ -138,7 +141,6 @@ class LivePublisher:
         if client is None:
             return
         events, self._pending, self._pending_bytes = self._pending, [], 0
-        self._last_sent = time.monotonic()
         for event in events:
             data = to_json(encode(event))
             if len(data) > MAX_EVENT_BYTES:
