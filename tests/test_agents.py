@@ -258,3 +258,34 @@ async def test_the_agents_example_does_not_publish_what_the_human_refuses(monkey
     responses = await agents.run(interactive=True, out=io.StringIO())
     assert agents.PUBLISHED == []
     assert responses[-1].text == "The piece was not approved for publishing, so I left it unpublished."
+
+
+async def test_maf_approval_sample_gives_the_same_requests_calls_and_answer_as_maf() -> None:
+    """Agent Framework's "agents with approval requests" sample, ported by swapping its workflow imports
+    (less ``output_from``, which is not supported here): the same requests, tools, model calls and answer."""
+    import json
+
+    import agent_framework as maf
+
+    import temporal_workflows as tw
+    from tests import maf_samples
+
+    seen: dict[str, Any] = {}
+    for name, mod in (("maf", maf), ("ours", tw)):
+        ran: list[str] = []
+        calls: list[int] = []
+        wf = maf_samples.email_approvals(mod, ran, calls)
+        result = await wf.run(maf_samples.Email("mike@contoso.com", "status?"))
+        asked: list[tuple[str, str]] = []
+        while requests := result.get_request_info_events():
+            answers = {}
+            for r in requests:
+                assert isinstance(r.data, Content) and r.data.type == "function_approval_request"
+                asked.append((r.data.function_call.name, json.dumps(r.data.function_call.parse_arguments())))
+                answers[r.request_id] = r.data.to_function_approval_response(approved=True)
+            result = await wf.run(responses=answers)
+        answer = [o for o in result.get_outputs() if isinstance(o, str)]
+        seen[name] = (asked, ran, calls, answer)
+    assert seen["ours"] == seen["maf"]
+    assert seen["ours"][3] == ["I've sent the status update to Mike."]
+    assert len(seen["ours"][0]) == 3  # two reads asked in one model response, then the send
