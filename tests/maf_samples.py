@@ -6,10 +6,9 @@ annotation, so ``mod.WorkflowContext[str]`` must be an object, not a string.
 """
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Never
 
 from agent_framework import Agent, AgentExecutorResponse, Message, tool
-from typing_extensions import Never
 
 from tests.agent_support import Reply, ScriptedChatClient
 
