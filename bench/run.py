@@ -777,6 +777,9 @@ async def run_benchmarks(cfg: Config, *, verbose: bool = False) -> dict[str, Any
         report["kill9_ok"] = k9.ok
         details["kill9"] = {**k9.__dict__, "ratio": ratio(k9.seconds[OURS], k9.seconds[BASE])}
 
+        # Agents (needs the agents extras; reported as skipped without them): `--only agents` runs it alone.
+        report["agents"] = await agents.run_agents_bench(quick=cfg.quick, address=address)
+
         wide: dict[str, Any] = {}
         ok_1000: list[bool] = []
         for rep in range(cfg.wide_reps):
@@ -1022,7 +1025,10 @@ def render_table(report: dict[str, Any]) -> str:
         f"this project {_yes(cfg['sandboxed'][OURS])}, hand-written {_yes(cfg['sandboxed'][BASE])}"
         + (" (--quick: timings not judged)" if cfg["quick"] else "")
     )
-    return "\n".join(lines) + "\n\n" + "\n".join(notes)
+    table = "\n".join(lines) + "\n\n" + "\n".join(notes)
+    if "agents" in report:
+        table += "\n\n" + agents.render(report["agents"])
+    return table
 
 
 def _json_safe(value: Any) -> Any:
