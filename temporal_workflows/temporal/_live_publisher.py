@@ -163,6 +163,14 @@ class LivePublisher:
                 "live events could not be sent yet (%s: %s); retrying with the next batch", type(e).__name__, e
             )
 
+    def abandon(self) -> None:
+        """Stop without sending what is left (the attempt was cancelled: its items are void)."""
+        self._closed = True
+        self._pending = []
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
     async def close(self) -> None:
         """Flush what is left (the step is ending); never raises."""
         self._closed = True

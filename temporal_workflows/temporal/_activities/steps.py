@@ -252,12 +252,18 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
                     heartbeat=heartbeats,
                     live=live,
                 )
+        except asyncio.CancelledError:
+            live.abandon()  # a cancelled attempt's items are void; its cancel must not wait on a flush
+            raise
         except WorkflowError as e:
             # Graph-level errors (undeliverable message, unserializable value, bad
             # request_info) fail the same way on every attempt: do not retry them.
-            raise _non_retryable(e) from e
-        finally:
             await live.close()
+            raise _non_retryable(e) from e
+        except BaseException:
+            await live.close()  # a reader sees what the failed attempt streamed, then the retry's marker
+            raise
+        await live.close()
         return encode_step_result(result, task, fan_in_groups)
 
     step.__name__ = step.__qualname__ = f"step_{graph.name}_{executor_id}".replace("-", "_")
