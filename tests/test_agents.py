@@ -289,3 +289,53 @@ async def test_maf_approval_sample_gives_the_same_requests_calls_and_answer_as_m
     assert seen["ours"] == seen["maf"]
     assert seen["ours"][3] == ["I've sent the status update to Mike."]
     assert len(seen["ours"][0]) == 3  # two reads asked in one model response, then the send
+
+
+@pytest.mark.skipif(not PYDANTIC_AI, reason="pydantic-ai-slim is not installed")
+async def test_a_pydantic_ai_call_deferred_to_the_caller_is_answered_with_its_result() -> None:
+    from pydantic_ai import Agent as PydanticAgent
+    from pydantic_ai.exceptions import CallDeferred
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    def model(messages: list[Any], info: Any) -> ModelResponse:
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart("lookup_order", {"order": 42}, tool_call_id="o42")])
+        return ModelResponse(parts=[TextPart(f"Order status: {returns[-1].content}")])
+
+    agent = PydanticAgent(FunctionModel(model), name="support")
+
+    @agent.tool_plain
+    def lookup_order(order: int) -> str:
+        raise CallDeferred()  # the caller's own system answers it
+
+    wf = WorkflowBuilder(start_executor=AgentExecutor(agent)).build()
+    (request,) = (await wf.run("where is order 42?")).get_request_info_events()
+    assert request.data.type == "function_call" and request.data.name == "lookup_order"
+    answer = Content.from_function_result(call_id=request.data.call_id, result="shipped")
+    (response,) = (await wf.run(responses={request.request_id: answer})).get_outputs()
+    assert response.text == "Order status: shipped"
+
+
+def test_permanent_model_errors_are_told_apart_from_ones_a_retry_may_fix() -> None:
+    from agent_framework.exceptions import ChatClientContentFilterException, ChatClientInvalidRequestException
+
+    from temporal_workflows.agents._errors import is_permanent_model_error
+
+    class ProviderError(Exception):
+        def __init__(self, status_code: int) -> None:
+            super().__init__(f"HTTP {status_code}")
+            self.status_code = status_code
+
+    assert is_permanent_model_error(ChatClientInvalidRequestException("bad request"))
+    assert is_permanent_model_error(ChatClientContentFilterException("filtered"))
+    assert is_permanent_model_error(ProviderError(400)) and is_permanent_model_error(ProviderError(401))
+    assert not is_permanent_model_error(ProviderError(429)) and not is_permanent_model_error(ProviderError(503))
+    assert not is_permanent_model_error(TimeoutError("slow")) and not is_permanent_model_error(ConnectionError())
+    if PYDANTIC_AI:
+        from pydantic_ai.exceptions import ContentFilterError, ModelHTTPError
+
+        assert is_permanent_model_error(ModelHTTPError(400, "gpt", {"error": "bad"}))
+        assert not is_permanent_model_error(ModelHTTPError(500, "gpt", {"error": "down"}))
+        assert is_permanent_model_error(ContentFilterError("filtered"))

@@ -209,3 +209,16 @@ def test_the_committed_view_drops_a_steps_items_when_its_superstep_ends_without_
         "next",
         "live_committed",
     ]
+
+
+def test_a_live_event_of_a_class_this_process_lacks_keeps_its_tags() -> None:
+    from temporal_workflows.temporal import RawLiveEvent
+    from temporal_workflows.temporal._client import RawEvent, _event
+
+    tags = {"executor_id": "x", "superstep": 2, "index": 1, "attempt": 3, "seq": 4}
+    event = _event(Envelope("elsewhere.module:Update", {"type": "update", **tags, "text": "hi"}))
+    assert isinstance(event, RawLiveEvent) and isinstance(event, LiveEvent)
+    assert (event.executor_id, event.superstep, event.index, event.attempt, event.seq) == ("x", 2, 1, 3, 4)
+    assert event.event_type == "elsewhere.module:Update" and event.data["text"] == "hi"
+    plain = _event(Envelope("elsewhere.module:Note", {"type": "note"}))
+    assert isinstance(plain, RawEvent) and not isinstance(plain, LiveEvent)

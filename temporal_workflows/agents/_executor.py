@@ -185,6 +185,7 @@ class AgentExecutor(Executor):
                 f"AgentExecutor takes an Agent Framework agent (SupportsAgentRun) or a Pydantic AI Agent, "
                 f"not {describe(agent)}"
             )
+        self._turns.streaming = stream
 
     @property
     def agent(self) -> Any:

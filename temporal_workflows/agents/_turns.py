@@ -69,6 +69,9 @@ class Turn:
 class TurnRunner:
     """Runs turns of one agent; the conversation is stored in the adapter's own JSON form."""
 
+    streaming = True
+    """Whether updates are wanted (``AgentExecutor(stream=False)`` turns it off)."""
+
     def load(self, stored: list[Any]) -> list[Any]:
         """The conversation as the adapter works with it, from its stored JSON."""
         raise NotImplementedError
@@ -351,6 +354,15 @@ class PydanticAgentTurns(TurnRunner):
 
         return handle
 
+    def _can_stream(self) -> bool:
+        """Whether the agent's model can stream (a ``FunctionModel`` needs a ``stream_function`` for it)."""
+        try:
+            from pydantic_ai.models.function import FunctionModel
+        except ImportError:  # pragma: no cover
+            return True
+        model = getattr(self.agent, "model", None)
+        return not (isinstance(model, FunctionModel) and model.stream_function is None)
+
     def _output_type(self) -> Any:
         from pydantic_ai import DeferredToolRequests
 
@@ -372,7 +384,9 @@ class PydanticAgentTurns(TurnRunner):
     ) -> Turn:
         from pydantic_ai import DeferredToolRequests
 
-        kwargs: dict[str, Any] = {"message_history": history, "event_stream_handler": self._handler(on_update, author)}
+        kwargs: dict[str, Any] = {"message_history": history}
+        if self.streaming and self._can_stream():
+            kwargs["event_stream_handler"] = self._handler(on_update, author)
         if deferred is not None:
             kwargs["deferred_tool_results"] = deferred
         output_type = self._output_type()

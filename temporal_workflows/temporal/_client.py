@@ -124,7 +124,8 @@ def _raw(env: Envelope) -> WorkflowEvent:
     if isinstance(data, dict) and all(k in data for k in _LIVE_TAGS):
         # Still a live item a view can place (its step, attempt and number), if not its class.
         with contextlib.suppress(Exception):
-            return RawLiveEvent(event_type=env.type, data=data, **{k: data[k] for k in _LIVE_TAGS})
+            tags = {k: data[k] for k in (*_LIVE_TAGS, "index") if k in data}
+            return RawLiveEvent(event_type=env.type, data=data, **tags)
     return RawEvent(event_type=env.type, data=data)
 
 
