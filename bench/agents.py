@@ -102,8 +102,10 @@ def _narrator() -> Any:
     from pydantic_ai.messages import ModelResponse, TextPart
     from pydantic_ai.models.function import FunctionModel
 
-    def whole(messages: list[Any], info: Any) -> ModelResponse:
-        return ModelResponse(parts=[TextPart(PIECE * PIECES)])
+    async def whole(messages: list[Any], info: Any) -> ModelResponse:
+        # Not streamed (AgentExecutor(stream=False)): the same answer after the same time.
+        await asyncio.sleep(PIECES * PIECE_GAP)
+        return ModelResponse(parts=[TextPart("".join(f"{i:03d}{PIECE[3:]}" for i in range(PIECES)))])
 
     async def stream(messages: list[Any], info: Any) -> AsyncIterator[str]:
         times = PUBLISHED.setdefault(_ticket_of(messages), [])
