@@ -111,17 +111,23 @@ def _reviewer_reply(messages: list[Message]) -> str | tuple[str, dict[str, Any]]
     return "The piece was not approved for publishing, so I left it unpublished."
 
 
-def _clients() -> tuple[Any, Any]:
-    if os.environ.get("OPENAI_API_KEY"):
-        from agent_framework.openai import OpenAIChatClient  # pip install agent-framework-openai
-
-        model = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
-        return OpenAIChatClient(model=model), OpenAIChatClient(model=model)
+def _clients(scripted: bool | None) -> tuple[Any, Any]:
+    if scripted is None:
+        scripted = not os.environ.get("OPENAI_API_KEY")
+    if not scripted:
+        try:
+            from agent_framework.openai import OpenAIChatClient  # pip install agent-framework-openai
+        except ImportError:
+            print("OPENAI_API_KEY is set, but agent-framework-openai is not installed: scripted model", file=sys.stderr)
+        else:
+            model = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+            return OpenAIChatClient(model=model), OpenAIChatClient(model=model)
     return ScriptedChatClient(_writer_reply), ScriptedChatClient(_reviewer_reply)
 
 
-def build() -> Workflow:
-    writer_client, reviewer_client = _clients()
+def build(*, scripted: bool | None = None) -> Workflow:
+    """The graph. ``scripted``: the scripted model (``None``: unless ``OPENAI_API_KEY`` is set)."""
+    writer_client, reviewer_client = _clients(scripted)
     writer = Agent(
         client=writer_client,
         name="writer",
@@ -183,10 +189,12 @@ def ask(request: RequestInfoEvent, interactive: bool) -> Content:
     return request.data.to_function_approval_response(approved=approved)  # type: ignore[no-any-return]
 
 
-async def run(message: str = SAMPLE_INPUT, *, interactive: bool = False, out: Any = sys.stdout) -> list[AgentResponse]:
+async def run(
+    message: str = SAMPLE_INPUT, *, interactive: bool = False, out: Any = sys.stdout, scripted: bool | None = None
+) -> list[AgentResponse]:
     """Run in process, streaming to ``out``; answers approvals (see :func:`ask`); returns the agents' responses."""
     printer = Printer(out)
-    wf = build()
+    wf = build(scripted=scripted)
     answers: dict[str, Any] | None = None
     outputs: list[AgentResponse] = []
     events: AsyncIterator[WorkflowEvent] = wf.run(message, stream=True)

@@ -236,7 +236,7 @@ async def test_the_agents_example_streams_both_agents_and_publishes_once_approve
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     agents.PUBLISHED.clear()
     out = io.StringIO()
-    responses = await agents.run(out=out)
+    responses = await agents.run(out=out, scripted=True)
     assert [r.messages[-1].author_name for r in responses] == ["writer", "reviewer"]
     assert agents.PUBLISHED == [{"title": "Why bicycles are efficient", "body": agents.WRITER_TEXT}]
     printed = out.getvalue().splitlines()
@@ -255,7 +255,7 @@ async def test_the_agents_example_does_not_publish_what_the_human_refuses(monkey
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setattr("builtins.input", lambda prompt="": "n")
     agents.PUBLISHED.clear()
-    responses = await agents.run(interactive=True, out=io.StringIO())
+    responses = await agents.run(interactive=True, out=io.StringIO(), scripted=True)
     assert agents.PUBLISHED == []
     assert responses[-1].text == "The piece was not approved for publishing, so I left it unpublished."
 

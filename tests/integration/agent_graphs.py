@@ -245,4 +245,4 @@ def all_workflows() -> list[Workflow]:
         return []
     from examples import agents
 
-    return [*GRAPHS.values(), agents.workflow]
+    return [*GRAPHS.values(), agents.build(scripted=True)]  # never a real model, whatever the environment
