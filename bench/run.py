@@ -55,7 +55,7 @@ from temporal_workflows.temporal import (
 )
 from temporal_workflows.temporal._devserver import temporal_cli_path
 
-from . import baseline, local, recovery, shapes
+from . import agents, baseline, local, recovery, shapes
 from . import llama as llama_bench
 from .measure import (
     Sample,
@@ -784,6 +784,9 @@ async def run_benchmarks(cfg: Config, *, verbose: bool = False) -> dict[str, Any
         report["kill9_ok"] = k9.ok
         details["kill9"] = {**k9.__dict__, "ratio": ratio(k9.seconds[OURS], k9.seconds[BASE])}
 
+        # Agents (needs the agents extras; reported as skipped without them): `--only agents` runs it alone.
+        report["agents"] = await agents.run_agents_bench(quick=cfg.quick, address=address)
+
         wide: dict[str, Any] = {}
         ok_1000: list[bool] = []
         for rep in range(cfg.wide_reps):
@@ -1038,7 +1041,10 @@ def render_table(report: dict[str, Any]) -> str:
         f"this project {_yes(cfg['sandboxed'][OURS])}, hand-written {_yes(cfg['sandboxed'][BASE])}"
         + (" (--quick: timings not judged)" if cfg["quick"] else "")
     )
-    return "\n".join(lines) + "\n\n" + "\n".join(notes)
+    table = "\n".join(lines) + "\n\n" + "\n".join(notes)
+    if "agents" in report:
+        table += "\n\n" + agents.render(report["agents"])
+    return table
 
 
 def _json_safe(value: Any) -> Any:
@@ -1050,6 +1056,29 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_json_safe(v) for v in value]
     return value
+
+
+def _print_agents(quick: bool, as_json: bool) -> int:
+    """``--only agents``: the agent stage alone, its table (and JSON)."""
+
+    async def run() -> dict[str, Any]:
+        env = await _start_server()
+        try:
+            return await agents.run_agents_bench(quick=quick, address=env.client.service_client.config.target_host)
+        finally:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(env.shutdown(), 30)
+
+    try:
+        report = _json_safe(asyncio.run(run()))
+    except BaseException as e:
+        print(f"benchmark failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    table = agents.render(report)
+    print(table, file=sys.stderr if as_json else sys.stdout)
+    if as_json:
+        print(json.dumps(report))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -1064,8 +1093,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--reps", type=int, default=None, help="repetitions of each sequential shape (default 5, quick 1)"
     )
     parser.add_argument("--verbose", action="store_true", help="show the Temporal SDK's warnings (on stderr)")
+    parser.add_argument(
+        "--only", choices=["agents"], help="run one stage alone: 'agents' (streaming cost, a long conversation)"
+    )
     args = parser.parse_args(argv)
     code = 0
+    if args.only == "agents":
+        _quiet_sdk_logs(args.verbose)
+        code = _print_agents(args.quick, args.json)
+        flush_tracing()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     try:
         report = _json_safe(asyncio.run(run_benchmarks(Config.make(args.quick, args.reps), verbose=args.verbose)))
         table = render_table(report)

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import socket
 import uuid
+from types import ModuleType
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -35,12 +36,26 @@ def _port_free(port: int) -> bool:
             return False
 
 
+def _agents() -> ModuleType | None:
+    """The agents example, if the agents extra (agent-framework-core) is installed."""
+    try:
+        from examples import agents
+    except ImportError as e:
+        print(f"\n[agents] skipped: {e}")
+        return None
+    return agents
+
+
 async def in_process() -> None:
     for module in (research, counter_loop):
         result = await module.build().run(module.SAMPLE_INPUT)
         print(f"[{module.workflow.name}] outputs: {result.get_outputs()}")
     print(f"[approval] outputs: {await approval.run()}")
     await llama_demo.in_process()
+    agents = _agents()
+    if agents is not None:
+        print("\n[agents] a writer and a reviewer, streamed; the reviewer's publish tool waits for a human")
+        await agents.run()
 
 
 async def on_temporal() -> None:
@@ -56,7 +71,10 @@ async def on_temporal() -> None:
     try:
         address = env.client.service_client.config.target_host
         print(f"Temporal dev server at {address}" + ("; Web UI: http://localhost:8233" if ui else ""))
+        agents = _agents()
         graphs = [research.workflow, counter_loop.workflow, approval.workflow, *llama_demo.WORKFLOWS]
+        if agents is not None:
+            graphs.append(agents.workflow)
         client = await Client.connect(address, plugins=[TemporalWorkflowsPlugin(graphs)])
         async with Worker(client, task_queue=TASK_QUEUE):
             for module in (research, counter_loop):
@@ -78,6 +96,10 @@ async def on_temporal() -> None:
                     await handle.respond(event.request_id, approval.auto_answer(event))
             print(f"[approval] outputs: {(await handle.result())['outputs']}")
             await llama_demo.on_temporal(client, TASK_QUEUE)
+            if agents is not None:
+                run_id = f"demo-agents-{uuid.uuid4().hex[:6]}"
+                print(f"\n[agents] started workflow {run_id}: a writer and a reviewer, streamed live")
+                await agents.on_temporal(client, task_queue=TASK_QUEUE, run_id=run_id)
     finally:
         await env.shutdown()
 

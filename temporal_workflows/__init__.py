@@ -69,6 +69,7 @@ from temporal_workflows._graph.executor import (
 from temporal_workflows._graph.subworkflow import WorkflowExecutor
 from temporal_workflows._graph.viz import WorkflowViz
 from temporal_workflows._graph.workflow import Workflow, load_workflow
+from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepProgressEvent, StepRetryEvent
 from temporal_workflows._requests import RequestTimedOut
 from temporal_workflows._subworkflow import SubWorkflowRequestMessage, SubWorkflowResponseMessage
 from temporal_workflows._version import __version__ as __version__
@@ -137,4 +138,8 @@ __all__ = [
     "SubWorkflowRequestMessage",
     "SubWorkflowResponseMessage",
     "WorkflowExecutor",
+    "LiveCommittedEvent",
+    "LiveEvent",
+    "StepProgressEvent",
+    "StepRetryEvent",
 ]

@@ -41,14 +41,17 @@ __all__ = [
     "plain_signature",
     "register_checkpoint_type",
     "register_type",
+    "register_value_type",
     "registered",
     "resolve",
     "type_key",
 ]
 
-Kind = Literal["model", "dataclass", "enum", "namedtuple", "plain"]
+Kind = Literal["model", "dataclass", "enum", "namedtuple", "plain", "value"]
 
 _REGISTRY: dict[str, type] = {}
+_VALUE_TYPES: dict[type, None] = {}
+"""Classes that are neither models nor dataclasses but have a pydantic schema (``register_value_type``)."""
 _MODULES: set[str] = set()
 """Modules that define a registered type: their other models, dataclasses, enums and named tuples decode too."""
 _SIBLING_KINDS = frozenset({"model", "dataclass", "enum", "namedtuple"})
@@ -62,8 +65,8 @@ def type_key(tp: type) -> str:
 
 
 def is_structured_type(tp: object) -> bool:
-    """Whether ``tp`` is a pydantic model or a dataclass (what routing validates JSON into)."""
-    return isinstance(tp, type) and (issubclass(tp, BaseModel) or dataclasses.is_dataclass(tp))
+    """Whether ``tp`` is a pydantic model, a dataclass or a registered value type (what routing validates JSON into)."""
+    return isinstance(tp, type) and (issubclass(tp, BaseModel) or dataclasses.is_dataclass(tp) or tp in _VALUE_TYPES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,8 @@ def class_kind(tp: object) -> Kind | None:
         return None
     if issubclass(tp, BaseModel):
         return "model"
+    if tp in _VALUE_TYPES:
+        return "value"
     if dataclasses.is_dataclass(tp):
         return "dataclass"
     if issubclass(tp, enum.Enum):
@@ -140,6 +145,21 @@ def _add(tp: type) -> None:
     _REGISTRY[type_key(tp)] = tp
     if class_kind(tp) in _SIBLING_KINDS:
         _MODULES.add(tp.__module__)
+
+
+def register_value_type(tp: type) -> None:
+    """Let instances of ``tp``, a class pydantic can validate and serialize, travel by type key.
+
+    For classes of other libraries that are neither models nor dataclasses but
+    define ``__get_pydantic_core_schema__`` (the agent layer gives Agent
+    Framework's messages one): their values, and models and dataclasses with
+    fields of their type, then cross boundaries like any model, stored as
+    pydantic dumps them and rebuilt by pydantic's validation.
+    """
+    if not isinstance(tp, type) or not hasattr(tp, "__get_pydantic_core_schema__"):
+        raise TypeError(f"{tp!r} defines no pydantic schema (__get_pydantic_core_schema__)")
+    _VALUE_TYPES[tp] = None
+    register_type(tp)
 
 
 def register_type(tp: type) -> None:

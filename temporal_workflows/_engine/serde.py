@@ -60,6 +60,7 @@ from temporal_workflows._engine.registry import (
     is_structured_type,
     plain_signature,
     register_type,
+    register_value_type,
     registered,
     resolve,
     type_key,
@@ -75,6 +76,7 @@ __all__ = [
     "json_schema",
     "node_envelope",
     "register_type",
+    "register_value_type",
     "type_key",
     "validate_as",
     "validation_message",
@@ -272,6 +274,9 @@ def _class_encoder(t: type) -> Callable[[Any], Any] | None:
         return lambda v: {tag: [_node(x) for x in v]}
     if kind == "plain":
         return _plain_encoder(t, tag)
+    if kind == "value":
+        value_adapter = adapter(t)
+        return lambda v: {tag: value_adapter.dump_python(v, mode="json")}
     plan = plan_of(t)
     if plan.fields:
         names = [f.name for f in dataclasses.fields(t) if f.init]
@@ -497,6 +502,9 @@ def _class_decoder(tp: type, kind: Kind | None) -> Callable[[Any], Any]:
         return lambda d: tp(*(_decode_node(x) for x in as_array(d, tp.__qualname__)))
     if kind == "plain":
         return _plain_decoder(tp)
+    if kind == "value":
+        value_adapter = adapter(tp)
+        return lambda d: value_adapter.validate_python(d)
     if kind not in ("model", "dataclass"):
         raise NotSerializableError(f"cannot decode a value of type {type_key(tp)!r}: the type is not storable")
     plan = plan_of(tp)

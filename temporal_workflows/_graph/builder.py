@@ -71,12 +71,33 @@ class WorkflowBuilder:
         self._groups: list[EdgeGroup] = []
         self._reducers: dict[str, Reducer] = {}
         self._types: list[type] = []
+        self._agents: dict[int, Executor] = {}
+        start_executor = self._agent(start_executor)
+        self._start = start_executor
         if isinstance(start_executor, Executor):
             self._add(start_executor)
 
     # -- declaring -------------------------------------------------------------
 
+    def _agent(self, candidate: Any) -> Any:
+        """An agent object given where an executor goes becomes its ``AgentExecutor`` (one per agent), as in
+        Agent Framework; anything else is returned as it is."""
+        if isinstance(candidate, (Executor, str)) or not callable(getattr(candidate, "run", None)):
+            return candidate
+        wrapped = self._agents.get(id(candidate))
+        if wrapped is None:
+            try:
+                from temporal_workflows.agents import AgentExecutor
+            except ImportError:
+                return candidate  # not an agent this process could run: _add names the problem
+            try:
+                wrapped = self._agents[id(candidate)] = AgentExecutor(candidate)
+            except TypeError:
+                return candidate
+        return wrapped
+
     def _add(self, ex: Executor) -> None:
+        ex = self._agent(ex)
         if not isinstance(ex, Executor):
             raise GraphValidationError(f"expected an Executor (a class instance or an @executor function), got {ex!r}")
         if not any(e is ex for e in self._executors):
@@ -85,8 +106,9 @@ class WorkflowBuilder:
     def _ref(self, ex: ExecutorLike) -> str:
         if isinstance(ex, str):
             return ex
-        self._add(ex)
-        return ex.id
+        executor: Executor = self._agent(ex)
+        self._add(executor)
+        return executor.id
 
     def _group(self, kind: EdgeKind, sources: list[str], targets: list[str], **kw: Any) -> EdgeGroup:
         g = EdgeGroup(f"{kind}:{','.join(sources)}->{','.join(targets)}", kind, sources, targets, **kw)
@@ -94,6 +116,7 @@ class WorkflowBuilder:
         return g
 
     def set_start_executor(self, executor: ExecutorLike) -> WorkflowBuilder:
+        executor = self._agent(executor)
         self._start = executor
         if isinstance(executor, Executor):
             self._add(executor)
@@ -218,6 +241,10 @@ class WorkflowBuilder:
         for ex in executors.values():
             if not ex.handlers:
                 raise GraphValidationError(f"executor {ex.id!r} has no @handler methods")
+            # Executors that write a key from several steps at once declare its reducer (agents: the conversation).
+            declared = getattr(ex, "state_reducers", None)
+            for key, reducer in (declared() if callable(declared) else {}).items():
+                self._reducers.setdefault(key, reducer)
         self._check_duplicates()
         self._check_types(executors)
         self._check_reachable(start_id, executors)

@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, Never
+from typing import TYPE_CHECKING, Any, Generic, Literal, Never, Protocol
 
 from typing_extensions import TypeVar
 
 from temporal_workflows._engine.limits import check_step_result
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
+    Delivery,
     PendingRequest,
     StateWrite,
     StepResult,
@@ -29,12 +30,13 @@ from temporal_workflows._engine.serde import Envelope, decode, encode, json_sche
 from temporal_workflows._errors import NotSerializableError, UndeliverableMessageError, WorkflowError, describe
 from temporal_workflows._events import WorkflowEvent
 from temporal_workflows._graph.typecheck import accepts, type_name
+from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
 from temporal_workflows._requests import RequestTimedOut
 
 if TYPE_CHECKING:  # import cycle at runtime
     from temporal_workflows._graph.graph import Graph
 
-__all__ = ["StateView", "WorkflowContext", "run_step"]
+__all__ = ["LiveSink", "StateView", "WorkflowContext", "run_step"]
 
 T_Out = TypeVar("T_Out", default=Never)
 T_W_Out = TypeVar("T_W_Out", default=Never)
@@ -47,6 +49,14 @@ Heartbeat = Callable[..., None]
 
 def _no_heartbeat(*details: Any) -> None:
     """In process there is no server to tell, and a step runs in the caller's own task."""
+
+
+class LiveSink(Protocol):
+    """Where a host sends the live events a running step publishes (in process: the caller's stream;
+    on Temporal: the run's workflow stream, batched)."""
+
+    def publish(self, event: LiveEvent) -> None:
+        """Take one stamped live event; must not block (a host batches or queues it)."""
 
 
 class StateView:
@@ -114,9 +124,12 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         attempt: int = 1,
         epoch: int = 0,
         heartbeat: Heartbeat = _no_heartbeat,
+        live: LiveSink | None = None,
     ) -> None:
         self._graph = graph
         self._heartbeat = heartbeat
+        self._live = live
+        self._live_items = 0
         self._task = task
         self._committed = state
         self._result = StepResult()
@@ -147,17 +160,58 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         env = encode(message, what=f"message sent by executor {self.executor_id!r}")
         self._result.sent.extend(self._graph.route(self.executor_id, message, env, target_id))
 
+    def _send_to_self(self, message: Any) -> None:
+        """Deliver ``message`` to this executor next superstep, without an edge.
+
+        For the library's own executors that must look again once a
+        superstep's writes are committed (the agent layer, when several
+        approvals of one turn are answered in the same superstep and no step
+        of it sees all of them). Users send along edges.
+        """
+        env = encode(message, what=f"message executor {self.executor_id!r} sent itself")
+        self._result.sent.append(Delivery.one(self.executor_id, env, self.executor_id))
+
     async def yield_output(self, output: T_W_Out) -> None:
         """Add a workflow output; it appears in the run's outputs at the commit."""
         self._result.outputs.append(encode(output, what=f"output yielded by executor {self.executor_id!r}"))
 
     async def add_event(self, event: WorkflowEvent) -> None:
-        """Emit a custom event to the run's event stream (at this step's completion)."""
+        """Emit a custom event to the run's event stream.
+
+        A :class:`~temporal_workflows.LiveEvent` (agent updates, progress,
+        partial results) is published at once, while this step still runs,
+        tagged with the step, its attempt and a sequence number; on Temporal
+        it travels batched in the run's event stream and is not part of the
+        step's result. Any other event joins the stream when this step
+        completes, with its other results (committed).
+        """
         if not isinstance(event, WorkflowEvent):
             raise NotSerializableError(
                 f"executor {self.executor_id!r}: add_event takes a WorkflowEvent subclass, not {describe(event)}"
             )
+        if isinstance(event, LiveEvent):
+            self._publish_live(event)
+            return
         self._result.events.append(encode(event, what=f"event from executor {self.executor_id!r}"))
+
+    def _publish_live(self, event: LiveEvent, *, counted: bool = True) -> None:
+        what = f"live event from executor {self.executor_id!r}"
+        encode(event, what=what)  # a value that cannot round-trip JSON fails here, on both hosts
+        if counted:
+            self._live_items += 1
+        stamped = event.model_copy(
+            update={
+                "executor_id": self.executor_id,
+                "superstep": self.superstep,
+                "index": self._task.index,
+                "attempt": self.attempt,
+                "seq": self._live_items if counted else 0,
+            }
+        )
+        if self._live is None:  # run without a live channel (a direct run_step call): keep it with the result
+            self._result.events.append(encode(stamped, what=what))
+        else:
+            self._live.publish(stamped)
 
     def heartbeat(self, *details: Any) -> None:
         """Record this step's progress; the next attempt of the step can read it.
@@ -333,6 +387,7 @@ async def run_step(
     attempt: int = 1,
     epoch: int = 0,
     heartbeat: Heartbeat = _no_heartbeat,
+    live: LiveSink | None = None,
 ) -> StepResult:
     """Run one task's handler against the committed ``state``; return what it did.
 
@@ -342,11 +397,39 @@ async def run_step(
 
     ``epoch`` counts resets of the run: a step re-run after a reset is new
     work, so its idempotency key (and the ids of requests it raises) differ.
-    ``attempt`` and ``heartbeat`` come from the host (``ctx.attempt``, ``ctx.heartbeat``).
+    ``attempt`` and ``heartbeat`` come from the host (``ctx.attempt``, ``ctx.heartbeat``),
+    and ``live`` is where live events go while the step runs (``_live``): a
+    retried attempt first publishes a ``StepRetryEvent``, and a step that
+    published live items commits a ``LiveCommittedEvent`` (before its other
+    events) naming its attempt and how many it published.
     """
     ctx: WorkflowContext[Any, Any] = WorkflowContext(
-        graph=graph, task=task, state=state, run_id=run_id, attempt=attempt, epoch=epoch, heartbeat=heartbeat
+        graph=graph,
+        task=task,
+        state=state,
+        run_id=run_id,
+        attempt=attempt,
+        epoch=epoch,
+        heartbeat=heartbeat,
+        live=live,
     )
+    if attempt > 1 and live is not None:
+        ctx._publish_live(StepRetryEvent(), counted=False)
+    result = await _run_handler(graph, task, ctx)
+    if ctx._live_items:
+        committed = LiveCommittedEvent(
+            executor_id=task.executor_id,
+            superstep=task.superstep,
+            index=task.index,
+            attempt=attempt,
+            items=ctx._live_items,
+        )
+        result.events.insert(0, encode(committed))
+    return check_step_result(result, executor_id=task.executor_id)
+
+
+async def _run_handler(graph: Graph, task: StepTask, ctx: WorkflowContext[Any, Any]) -> StepResult:
+    """Find the handler ``task`` calls for, and run it."""
     ex = graph.executors.get(task.executor_id)
     if ex is None:
         raise WorkflowError(f"executor {task.executor_id!r} is not in graph {graph.name!r}")
@@ -358,7 +441,7 @@ async def run_step(
         if rspec is None:
             raise WorkflowError(f"executor {ex.id!r} has no @response_handler for {describe(request)} requests")
         await ex._invoke_response(rspec, request, response, ctx)
-        return check_step_result(ctx._result, executor_id=ex.id)
+        return ctx._result
     if task.kind in ("fan_in", "batch"):
         value: Any = [decode(m) for m in task.messages]
         spec = ex.find_handler(value)
@@ -379,4 +462,4 @@ async def run_step(
             targets=[ex.id],
         )
     await ex._invoke(spec, value, ctx)
-    return check_step_result(ctx._result, executor_id=ex.id)
+    return ctx._result

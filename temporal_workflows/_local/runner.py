@@ -51,6 +51,7 @@ from temporal_workflows._events import (
 )
 from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.graph import Graph
+from temporal_workflows._local.live import LiveQueue, with_live
 
 __all__ = ["LocalRunner", "local_request_event", "shared_state"]
 
@@ -84,13 +85,14 @@ class _LocalHost(DriverHost):
     def __init__(self, runner: LocalRunner, storage: CheckpointStorage | None) -> None:
         self.runner = runner
         self.storage = storage
+        self.live: LiveQueue[DriverEvent] = LiveQueue()
 
     def now(self) -> float:
         return time.time()
 
     async def _run_task(self, task: StepTask, state: Mapping[str, Envelope]) -> StepOutcome:
         try:
-            return await run_step(self.runner.graph, task, state, run_id=self.runner.run_id or "")
+            return await run_step(self.runner.graph, task, state, run_id=self.runner.run_id or "", live=self.live)
         except Exception as e:
             return StepFailure.of(e)
 
@@ -239,9 +241,8 @@ class LocalRunner:
             # refused response must leave the run exactly as it was.
             engine = Engine(self.graph.topology, self.engine.snapshot())
         every = self.checkpoint_every if storage is not None else 0
-        driver = SuperstepDriver(
-            engine, _LocalHost(self, storage), checkpoint_every=every, payload_limit=max_payload_bytes
-        )
+        host = _LocalHost(self, storage)
+        driver = SuperstepDriver(engine, host, checkpoint_every=every, payload_limit=max_payload_bytes)
         if not started:
             # Timers do not run between calls: requests past their deadline time
             # out now (as on Temporal, where the timer fires at the deadline), so
@@ -266,8 +267,8 @@ class LocalRunner:
             for event in driver.announce_pending():
                 yield materialize(event)
         try:
-            async for event in driver.run():
-                yield materialize(event)
+            async for event in with_live(driver.run(), host.live, materialize):
+                yield event
         except WorkflowRunError as e:
             self.failed = e
             raise

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from temporal_workflows._checkpoints.base import CheckpointCipher
     from temporal_workflows.temporal._client import (
         LINEAGE_MEMO,
+        EventView,
         RawEvent,
+        RawLiveEvent,
         RunHandle,
         fork,
         get_run,
@@ -48,6 +50,8 @@ _LAZY = {
     "CheckpointCipher": "temporal_workflows._checkpoints.base",
     "LINEAGE_MEMO": "temporal_workflows.temporal._client",
     "RawEvent": "temporal_workflows.temporal._client",
+    "RawLiveEvent": "temporal_workflows.temporal._client",
+    "EventView": "temporal_workflows.temporal._client",
     "RunHandle": "temporal_workflows.temporal._client",
     "fork": "temporal_workflows.temporal._client",
     "get_run": "temporal_workflows.temporal._client",
@@ -180,4 +184,6 @@ __all__ = [
     "start_dev_server",
     "start_run",
     "step_activity_name",
+    "EventView",
+    "RawLiveEvent",
 ]

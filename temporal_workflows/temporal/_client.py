@@ -14,7 +14,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from temporalio.client import (
     Client,
@@ -34,9 +34,16 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoint
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
-from temporal_workflows._events import WorkflowEvent
+from temporal_workflows._events import (
+    ExecutorFailedEvent,
+    SuperStepCompletedEvent,
+    WorkflowEvent,
+    WorkflowResetEvent,
+    WorkflowStartedEvent,
+)
 from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.workflow import Workflow
+from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
 from temporal_workflows.temporal._failures import library_error
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
 from temporal_workflows.temporal._protocol import (
@@ -72,7 +79,17 @@ from temporal_workflows.temporal._protocol import (
     too_long,
 )
 
-__all__ = ["LINEAGE_MEMO", "RawEvent", "RunHandle", "fork", "get_run", "send_or_start", "start_run"]
+__all__ = [
+    "LINEAGE_MEMO",
+    "EventView",
+    "RawEvent",
+    "RawLiveEvent",
+    "RunHandle",
+    "fork",
+    "get_run",
+    "send_or_start",
+    "start_run",
+]
 
 LINEAGE_MEMO = "temporal_workflows.forked_from"
 """Memo key of a forked run: ``{"workflow_id": ..., "checkpoint_id": ...}`` of its source."""
@@ -92,19 +109,111 @@ class RawEvent(WorkflowEvent):
     data: Any = None
 
 
+class RawLiveEvent(LiveEvent):
+    """A live event whose class is not importable in this process: its tags, and its JSON as ``data``."""
+
+    type: str = "live"
+    event_type: str | None = None
+    data: Any = None
+
+
+_LIVE_TAGS = ("executor_id", "superstep", "attempt", "seq")
+
+
+def _raw(env: Envelope) -> WorkflowEvent:
+    data = env.data
+    if isinstance(data, dict) and all(k in data for k in _LIVE_TAGS):
+        # Still a live item a view can place (its step, attempt and number), if not its class.
+        with contextlib.suppress(Exception):
+            tags = {k: data[k] for k in (*_LIVE_TAGS, "index") if k in data}
+            return RawLiveEvent(event_type=env.type, data=data, **tags)
+    return RawEvent(event_type=env.type, data=data)
+
+
 def _event(env: Envelope) -> WorkflowEvent:
     try:
         event = decode(env)
     except Exception:
-        return RawEvent(event_type=env.type, data=env.data)
+        return _raw(env)
     if not isinstance(event, WorkflowEvent):
-        return RawEvent(event_type=env.type, data=env.data)
+        return _raw(env)
     # Outputs and request data travel as JSON with their type key: restore the type if we can.
     data_type = getattr(event, "data_type", None)
     if data_type is not None:
         with contextlib.suppress(Exception):  # not importable here: leave it as JSON
             event = event.model_copy(update={"data": decode(Envelope(data_type, getattr(event, "data", None)))})
     return event
+
+
+EventView = Literal["live", "committed"]
+"""How :meth:`RunHandle.events` treats live items: as they arrive, or only those of attempts that completed."""
+
+_Step = tuple[int, int, str]
+"""A step: its superstep, index and executor."""
+
+
+def _step(event: LiveEvent | LiveCommittedEvent) -> _Step:
+    return (event.superstep, event.index, event.executor_id)
+
+
+class _LiveView:
+    """Live items as they arrive; items of an attempt a retry has superseded are dropped.
+
+    A retried step publishes a ``StepRetryEvent`` first, which the reader
+    gets; an item of an older attempt arriving after it (a timed-out attempt
+    still running somewhere), or of a step that has ended, would mislead, so
+    it is not yielded.
+    """
+
+    def __init__(self) -> None:
+        self._attempts: dict[_Step, int] = {}
+        self._ended_below = 0
+        """Every step of a superstep below this has ended."""
+
+    def feed(self, event: WorkflowEvent) -> list[WorkflowEvent]:
+        if isinstance(event, (WorkflowResetEvent, WorkflowStartedEvent)):
+            self._attempts.clear()  # superstep numbers start again
+            self._ended_below = 0
+        elif isinstance(event, (SuperStepCompletedEvent, ExecutorFailedEvent)):
+            # A superstep ends with every step of it: no live item of it is current any more.
+            self._ended_below = max(self._ended_below, event.superstep + 1)
+            self._attempts = {k: v for k, v in self._attempts.items() if k[0] >= self._ended_below}
+        if isinstance(event, LiveEvent):
+            step = _step(event)
+            if event.superstep < self._ended_below or event.attempt < self._attempts.get(step, 0):
+                return []
+            self._attempts[step] = event.attempt
+        return [event]
+
+
+class _CommittedView:
+    """Only live items of attempts that completed, released at their step's ``LiveCommittedEvent``.
+
+    Items are held per step and attempt until the step's outcome is known:
+    its committed marker names the attempt that completed, whose items are
+    yielded in ``seq`` order, then the marker. Whatever is still held when
+    the superstep ends belongs to attempts that did not complete, and is
+    dropped, as are retry markers: nothing they void is shown.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[_Step, dict[int, list[LiveEvent]]] = {}
+
+    def feed(self, event: WorkflowEvent) -> list[WorkflowEvent]:
+        if isinstance(event, (WorkflowResetEvent, WorkflowStartedEvent)):
+            self._held.clear()
+        elif isinstance(event, (SuperStepCompletedEvent, ExecutorFailedEvent)):
+            self._held = {k: v for k, v in self._held.items() if k[0] > event.superstep}
+        if isinstance(event, StepRetryEvent):
+            return []
+        if isinstance(event, LiveEvent):
+            self._held.setdefault(_step(event), {}).setdefault(event.attempt, []).append(event)
+            return []
+        if isinstance(event, LiveCommittedEvent):
+            attempts = self._held.pop(_step(event), {})
+            items = sorted(attempts.get(event.attempt, []), key=lambda e: e.seq)
+            return [*items, event]
+        return [event]
 
 
 def _check_length(what: str, value: str | None, limit: int) -> None:
@@ -385,7 +494,11 @@ class RunHandle:
         )
 
     async def events(
-        self, *, from_offset: int = 0, poll_cooldown: timedelta = timedelta(milliseconds=100)
+        self,
+        *,
+        from_offset: int = 0,
+        poll_cooldown: timedelta = timedelta(milliseconds=100),
+        view: EventView = "live",
     ) -> AsyncIterator[WorkflowEvent]:
         """The run's events as they happen, from ``from_offset``; ends after the run closes.
 
@@ -394,9 +507,26 @@ class RunHandle:
         status changes and custom ``ctx.add_event`` events. Served by
         ``temporalio.contrib.workflow_streams`` (long-poll updates), so a
         subscriber that starts late or reconnects misses nothing.
+
+        Live events (``LiveEvent`` subclasses: agent updates, progress) are
+        published by steps while they run, tagged with their step, attempt
+        and sequence number (docs/streaming.md).
+
+        Args:
+            view: ``"live"``: live items as they arrive; a retried step's
+                ``StepRetryEvent`` comes before its new attempt's items, and
+                items of a superseded attempt that arrive late are dropped.
+                ``"committed"``: only items of attempts that completed, each
+                step's at its ``LiveCommittedEvent`` (so once the step is
+                done), in ``seq`` order; retry markers and items of failed
+                attempts never appear. Both views read the same stream, also
+                after the run has ended.
         """
         if self._client is None:
             raise RuntimeError("events() needs the Client: build the handle with RunHandle(handle, client)")
+        if view not in ("live", "committed"):
+            raise ValueError(f"view is 'live' or 'committed', not {view!r}")
+        reader = _LiveView() if view == "live" else _CommittedView()
         stream = WorkflowStreamClient.create(self._client, self.id)
         offset, retries = from_offset, 0
         while True:
@@ -405,7 +535,8 @@ class RunHandle:
                     [EVENTS_TOPIC], offset, result_type=Envelope, poll_cooldown=poll_cooldown
                 ):
                     offset, retries = item.offset + 1, 0
-                    yield _event(item.data)
+                    for event in reader.feed(_event(item.data)):
+                        yield event
                 return
             except RPCError as e:
                 # The server refuses a poll while the run's workflow task is being retried (it fails one

@@ -24,6 +24,7 @@ from temporal_workflows import (
     ExecutorOptions,
     InMemoryCheckpointStorage,
     RequestTimedOut,
+    StepProgressEvent,
     Workflow,
     WorkflowBuilder,
     WorkflowCheckpoint,
@@ -492,6 +493,23 @@ values = (
     .add_edge(pack, Inspector("inspector"))
     .build()
 )
+# -- live events: a step that streams progress while it runs ---------------------------------------
+
+
+@executor(id="narrate", options=ONE_ATTEMPT)
+async def narrate(text: str, ctx: WorkflowContext[str]) -> None:
+    for i, word in enumerate(text.split(), 1):
+        await ctx.add_event(StepProgressEvent(message=word, progress=i / len(text.split())))
+    await ctx.add_event(Progress(step="narrate", length=len(text)))  # committed, as ever
+    await ctx.send_message(text.upper())
+
+
+@executor(id="echo")
+async def echo(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(text)
+
+
+live = WorkflowBuilder(start_executor=narrate, name="cf_live").add_edge(narrate, echo).build()
 
 
 def all_workflows() -> list[Workflow]:
@@ -509,6 +527,7 @@ def all_workflows() -> list[Workflow]:
         unsaved,
         undeliverable,
         resumable,
+        live,
         values,
     ]
 

@@ -259,6 +259,30 @@ def chain_facts(s: Seen) -> None:
     assert out["executor_id"] == "deliver" and out["data_type"] == "tests.conformance.scenarios:Shout"
 
 
+def live_facts(s: Seen) -> None:
+    # The step's live items come between its invocation and its committed marker, numbered, tagged
+    # with their step; its committed events and completion follow; the next step streams nothing.
+    narrate = [e["class"] for e in s.events[0]]
+    start = narrate.index("ExecutorInvokedEvent") + 1
+    assert narrate[start : start + 6] == [
+        "StepProgressEvent",
+        "StepProgressEvent",
+        "StepProgressEvent",
+        "LiveCommittedEvent",
+        "Progress",
+        "ExecutorCompletedEvent",
+    ]
+    items = s.of("StepProgressEvent")
+    assert [(e["message"], e["seq"], e["attempt"], e["executor_id"], e["superstep"]) for e in items] == [
+        ("one", 1, 1, "narrate", 1),
+        ("two", 2, 1, "narrate", 1),
+        ("three", 3, 1, "narrate", 1),
+    ]
+    (marker,) = s.of("LiveCommittedEvent")
+    assert (marker["executor_id"], marker["attempt"], marker["items"]) == ("narrate", 1, 3)
+    assert s.outputs == ["ONE TWO THREE"]
+
+
 def fan_facts(s: Seen) -> None:
     assert s.steps() == [["scatter"], ["times2", "times3", "times5"], ["gather"]]
     assert s.outputs == [{"products": [14, 21, 35], "total": 70}]  # fan-in in source order
@@ -504,6 +528,7 @@ SCENARIOS = [
         "undeliverable_message", sc.undeliverable, "hello", fails_with=ExecutorFailedError, facts=undeliverable_facts
     ),
     Scenario("human_input_answered", sc.human, "bees", answer=sc.answer_question, facts=human_facts),
+    Scenario("live_events", sc.live, "one two three", facts=live_facts),
     Scenario(
         "resume_from_checkpoint",
         sc.resumable,

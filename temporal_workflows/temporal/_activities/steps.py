@@ -42,6 +42,7 @@ from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._activities.checkpoints import build_checkpoint_activities
 from temporal_workflows.temporal._failures import to_failure
+from temporal_workflows.temporal._live_publisher import LivePublisher
 from temporal_workflows.temporal._options import step_options
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_REDUCE,
@@ -236,6 +237,9 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
             "temporal_workflows.attempt": info.attempt,
             "temporal_workflows.workflow_id": info.workflow_id or "",
         }
+        # Live events go to the run's stream while the handler runs; the last ones are
+        # flushed before the result is returned, so they precede the step's completion.
+        live = LivePublisher()
         try:
             with _tracer.start_as_current_span(f"step {executor_id}", attributes=attributes):
                 result = await run_step(
@@ -246,11 +250,20 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
                     attempt=info.attempt,
                     epoch=inp.epoch,
                     heartbeat=heartbeats,
+                    live=live,
                 )
+        except asyncio.CancelledError:
+            live.abandon()  # a cancelled attempt's items are void; its cancel must not wait on a flush
+            raise
         except WorkflowError as e:
             # Graph-level errors (undeliverable message, unserializable value, bad
             # request_info) fail the same way on every attempt: do not retry them.
+            await live.close()
             raise _non_retryable(e) from e
+        except BaseException:
+            await live.close()  # a reader sees what the failed attempt streamed, then the retry's marker
+            raise
+        await live.close()
         return encode_step_result(result, task, fan_in_groups)
 
     step.__name__ = step.__qualname__ = f"step_{graph.name}_{executor_id}".replace("-", "_")

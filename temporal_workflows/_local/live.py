@@ -1,0 +1,91 @@
+"""Live events in process: a running step's live events reach ``run(stream=True)`` as they happen.
+
+The driver yields its events only between host calls, and while the steps of
+a superstep run it is waiting in ``run_steps``. So the in-process run drives
+the driver in a task of its own, which puts each of its events in one queue,
+and every step's live sink puts its live events in the same queue, in the
+order they happen: the caller reads them from there, each live event as soon
+as it is published and always before anything that followed it (the step's
+completion included). The same event types, in the same order, as
+``RunHandle.events()`` shows for the run on Temporal.
+
+One task per run, and a queue operation per event: reading a run costs about
+what it did when the caller drove the driver itself. The driver may run
+ahead of a slow reader by the events it has not read yet; a reader that
+stops reading cancels it (at its next ``await``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Generic, TypeVar
+
+from temporal_workflows._events import WorkflowEvent
+from temporal_workflows._live import LiveEvent
+
+__all__ = ["LiveQueue", "with_live"]
+
+T = TypeVar("T")
+
+_END = object()
+
+
+class LiveQueue(Generic[T]):
+    """The events of one ``run()`` call, driver's and steps' live ones, in the order they happen."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+
+    def publish(self, event: LiveEvent) -> None:
+        """A step's live event (the steps' sink)."""
+        self._queue.put_nowait(event)
+
+    def _put(self, item: object) -> None:
+        self._queue.put_nowait(item)
+
+
+class _Failed:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+async def with_live(
+    events: AsyncIterator[T], queue: LiveQueue[T], convert: Callable[[T], WorkflowEvent]
+) -> AsyncIterator[WorkflowEvent]:
+    """``events`` (each through ``convert``), with the queue's live events, as they happen."""
+
+    async def drive() -> None:
+        try:
+            async for event in events:
+                queue._put(("driver", event))
+        except BaseException as e:
+            queue._put(_Failed(e))
+            if not isinstance(e, Exception):
+                raise
+        else:
+            queue._put(_END)
+
+    task = asyncio.ensure_future(drive())
+    try:
+        while True:
+            item = await queue._queue.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            if isinstance(item, tuple):
+                yield convert(item[1])
+            else:
+                assert isinstance(item, LiveEvent)
+                yield item
+    finally:
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(BaseException):
+                await aclose()

@@ -1,0 +1,69 @@
+"""Agent Framework's message types as values a run can carry.
+
+Agent Framework's ``Message``, ``Content``, ``AgentResponse`` and their kin
+are neither pydantic models nor dataclasses: they serialize themselves with
+``to_dict()`` / ``from_dict()``. Giving each a pydantic schema built from
+those two methods makes them ordinary values here: messages, outputs,
+requests, responses and state hold them (and MAF's own dataclasses with
+fields of their type, such as ``AgentExecutorRequest``), as JSON, validated
+when they come from outside. A client that answers a tool-approval request
+sends the ``Content`` object's JSON; the run validates it back into one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import core_schema
+
+from temporal_workflows._engine.serde import register_value_type
+
+__all__ = ["install_maf_types"]
+
+_installed = False
+
+
+def _schema_for(cls: type) -> Callable[..., core_schema.CoreSchema]:
+    def schema(source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        def validate(value: Any) -> Any:
+            if isinstance(value, cls):
+                return value
+            if isinstance(value, dict):
+                return cls.from_dict(value)  # type: ignore[attr-defined]
+            raise ValueError(f"expected a {cls.__name__} or its JSON object, not a {type(value).__name__}")
+
+        def serialize(value: Any) -> Any:
+            return value.to_dict()
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            json_schema_input_schema=core_schema.dict_schema(),
+            serialization=core_schema.plain_serializer_function_ser_schema(serialize),
+        )
+
+    return schema
+
+
+def install_maf_types() -> None:
+    """Give Agent Framework's message classes a pydantic schema and register them (once per process)."""
+    global _installed
+    if _installed:
+        return
+    from agent_framework import (
+        AgentResponse,
+        AgentResponseUpdate,
+        ChatResponse,
+        ChatResponseUpdate,
+        Content,
+        Message,
+    )
+
+    classes: tuple[type, ...] = (Message, Content, AgentResponse, AgentResponseUpdate, ChatResponse, ChatResponseUpdate)
+    for cls in classes:
+        if "__get_pydantic_core_schema__" not in vars(cls):
+            schema = classmethod(lambda c, source, handler: _schema_for(c)(source, handler))
+            setattr(cls, "__get_pydantic_core_schema__", schema)  # noqa: B010 - a class we do not own
+        register_value_type(cls)
+    _installed = True

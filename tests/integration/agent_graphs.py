@@ -1,0 +1,248 @@
+"""Agent graphs with deterministic models, run by tests in process and hosted by the integration worker.
+
+Everything here needs the agent extras; without them :func:`all_workflows`
+is empty and the agent tests skip.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from temporal_workflows import Workflow
+
+try:
+    import agent_framework  # noqa: F401
+except ImportError:  # pragma: no cover - the agent extras are not installed
+    AVAILABLE = False
+else:
+    AVAILABLE = True
+
+try:
+    import pydantic_ai  # noqa: F401
+except ImportError:  # pragma: no cover
+    PYDANTIC_AI = False
+else:
+    PYDANTIC_AI = True
+
+
+def _build() -> dict[str, Workflow]:
+    from typing import Never
+
+    from agent_framework import Agent, Message, tool
+    from agent_framework.exceptions import ChatClientContentFilterException
+
+    from temporal_workflows import Executor, WorkflowBuilder, WorkflowContext, handler
+    from temporal_workflows.agents import AgentExecutor, AgentExecutorResponse
+    from tests.agent_support import TOOL_CALLS, Reply, ScriptedChatClient, count
+
+    graphs: dict[str, Workflow] = {}
+
+    # -- writer -> reviewer (Agent Framework's "agents in a workflow" sample) -------------------
+    writer = Agent(
+        client=ScriptedChatClient(lambda ms: "Charge |Ahead: |affordable |fun"),
+        instructions="You write slogans.",
+        name="writer",
+    )
+    reviewer = Agent(
+        client=ScriptedChatClient(lambda ms: "Make it |more |playful."),
+        instructions="You review slogans.",
+        name="reviewer",
+    )
+    graphs["chain"] = WorkflowBuilder(start_executor=writer, name="it_agents_chain").add_edge(writer, reviewer).build()
+
+    # -- tools that need approval ----------------------------------------------------------------
+    @tool(approval_mode="never_require")
+    def lookup(ticket: str, name: str) -> str:
+        """Look a person up."""
+        TOOL_CALLS[ticket].append(("lookup", {"name": name}))
+        return f"{name} works in sales"
+
+    @tool(approval_mode="always_require")
+    def send_email(ticket: str, to: str, body: str) -> str:
+        """Send an email."""
+        TOOL_CALLS[ticket].append(("send_email", {"to": to}))
+        return f"sent to {to}"
+
+    @tool(approval_mode="always_require")
+    def archive(ticket: str, folder: str) -> str:
+        """Archive the thread."""
+        TOOL_CALLS[ticket].append(("archive", {"folder": folder}))
+        return f"archived in {folder}"
+
+    def mail_script(messages: list[Message]) -> Reply:
+        ticket = next(m.text.split()[0] for m in messages if m.role == "user" and m.text)
+        results = count(messages, "function_result")
+        if results == 0:
+            return [("lookup", {"ticket": ticket, "name": "bob"})]
+        if results == 1:
+            return [
+                ("send_email", {"ticket": ticket, "to": "bob", "body": "hello"}),
+                ("archive", {"ticket": ticket, "folder": "done"}),
+            ]
+        return f"Emailed |bob |({results} tool results)."
+
+    mailer = AgentExecutor(
+        Agent(
+            client=ScriptedChatClient(mail_script),
+            name="mailer",
+            instructions="Handle email.",
+            tools=[lookup, send_email, archive],
+        )
+    )
+
+    class Conclude(Executor):
+        @handler
+        async def conclude(self, response: AgentExecutorResponse, ctx: WorkflowContext[Never, str]) -> None:
+            await ctx.yield_output(f"{response.executor_id}: {response.agent_response.text}")
+
+    graphs["approval"] = (
+        WorkflowBuilder(start_executor=mailer, name="it_agents_approval").add_edge(mailer, Conclude("conclude")).build()
+    )
+
+    # -- two agents of one superstep, each waiting for its own approval --------------------------
+    def sibling_script(folder: str) -> Any:
+        def script(messages: list[Message]) -> Reply:
+            ticket = next(m.text.split()[0] for m in messages if m.role == "user" and m.text)
+            if count(messages, "function_result") == 0:
+                return [("archive", {"ticket": ticket, "folder": folder})]
+            return f"{folder} |done"
+
+        return script
+
+    class Fan(Executor):
+        @handler
+        async def fan(self, text: str, ctx: WorkflowContext[str]) -> None:
+            await ctx.send_message(text)
+
+    left = Agent(client=ScriptedChatClient(sibling_script("left")), name="left", tools=[archive])
+    right = Agent(client=ScriptedChatClient(sibling_script("right")), name="right", tools=[archive])
+    fan = Fan("fan")
+    graphs["siblings"] = (
+        WorkflowBuilder(start_executor=fan, name="it_agents_siblings").add_fan_out_edges(fan, [left, right]).build()
+    )
+
+    # -- a model that refuses the request ---------------------------------------------------------
+    def refusing(messages: list[Message]) -> Reply:
+        return ChatClientContentFilterException("the prompt was filtered")
+
+    graphs["refused"] = WorkflowBuilder(
+        start_executor=Agent(client=ScriptedChatClient(refusing), name="censored"), name="it_agents_refused"
+    ).build()
+
+    # -- a conversation of several turns, each adding a large tool result ------------------------
+    @tool(approval_mode="never_require")
+    def fetch(ticket: str, turn: int) -> str:
+        """Fetch a document."""
+        TOOL_CALLS[ticket].append(("fetch", {"turn": turn}))
+        return f"document {turn}: " + "x" * 3000
+
+    def chat_script(messages: list[Message]) -> Reply:
+        ticket = next(m.text.split()[0] for m in messages if m.role == "user" and m.text)
+        turns = sum(1 for m in messages if m.role == "user")
+        if count(messages, "function_result") < turns:
+            return [("fetch", {"ticket": ticket, "turn": turns})]
+        return f"read |document |{turns}"
+
+    assistant = AgentExecutor(
+        Agent(client=ScriptedChatClient(chat_script), name="assistant", tools=[fetch]), output_response=False
+    )
+
+    class User(Executor):
+        """Asks three questions, one per turn, then yields the agent's last answer."""
+
+        @handler
+        async def start(self, ticket: str, ctx: WorkflowContext[str, str]) -> None:
+            ctx.set_executor_state("ticket", ticket)
+            await ctx.send_message(f"{ticket} question 1")
+
+        @handler
+        async def on_answer(self, response: AgentExecutorResponse, ctx: WorkflowContext[str, str]) -> None:
+            asked = int(response.full_conversation[0].text.rsplit(" ", 1)[-1])
+            if asked < 3:
+                await ctx.send_message(f"{ctx.get_executor_state('ticket')} question {asked + 1}")
+            else:
+                await ctx.yield_output(response.agent_response.text)
+
+    user = User("user")
+    graphs["conversation"] = (
+        WorkflowBuilder(start_executor=user, name="it_agents_conversation")
+        .add_edge(user, assistant)
+        .add_edge(assistant, user)
+        .build()
+    )
+    if PYDANTIC_AI:
+        graphs.update(_pydantic_graphs())
+    return graphs
+
+
+def _pydantic_graphs() -> dict[str, Workflow]:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+    from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+    from temporal_workflows import WorkflowBuilder
+    from temporal_workflows.agents import AgentExecutor
+    from tests.agent_support import TOOL_CALLS
+
+    def ticket_of(messages: list[ModelMessage]) -> str:
+        for m in messages:
+            if isinstance(m, ModelRequest):
+                for p in m.parts:
+                    if isinstance(p, UserPromptPart) and isinstance(p.content, str):
+                        return p.content.split()[0]
+        return "?"
+
+    def responses(messages: list[ModelMessage]) -> int:
+        return sum(isinstance(m, ModelResponse) for m in messages)
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        ticket = ticket_of(messages)
+        TOOL_CALLS[ticket].append(("model", {"messages": len(messages)}))
+        if responses(messages) == 0:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart("weather", {"ticket": ticket, "city": "Oslo"}, tool_call_id="w1"),
+                    ToolCallPart("book", {"ticket": ticket, "city": "Oslo"}, tool_call_id="b1"),
+                ]
+            )
+        return ModelResponse(parts=[TextPart("Booked Oslo; it is sunny.")])
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        ticket = ticket_of(messages)
+        TOOL_CALLS[ticket].append(("model", {"messages": len(messages)}))
+        if responses(messages) == 0:
+            args = json.dumps({"ticket": ticket, "city": "Oslo"})
+            yield {
+                0: DeltaToolCall(name="weather", json_args=args, tool_call_id="w1"),
+                1: DeltaToolCall(name="book", json_args=args, tool_call_id="b1"),
+            }
+            return
+        for piece in ("Booked ", "Oslo; ", "it is ", "sunny."):
+            yield piece
+
+    agent = Agent(FunctionModel(reply, stream_function=stream), name="travel")
+
+    @agent.tool_plain
+    def weather(ticket: str, city: str) -> str:
+        TOOL_CALLS[ticket].append(("weather", {"city": city}))
+        return "sunny"
+
+    @agent.tool_plain(requires_approval=True)
+    def book(ticket: str, city: str) -> str:
+        TOOL_CALLS[ticket].append(("book", {"city": city}))
+        return "booked"
+
+    travel = AgentExecutor(agent)
+    return {"pydantic": WorkflowBuilder(start_executor=travel, name="it_agents_pydantic").build()}
+
+
+GRAPHS: dict[str, Workflow] = _build() if AVAILABLE else {}
+
+
+def all_workflows() -> list[Workflow]:
+    if not AVAILABLE:
+        return []
+    from examples import agents
+
+    return [*GRAPHS.values(), agents.build(scripted=True)]  # never a real model, whatever the environment
