@@ -24,10 +24,12 @@ from temporal_workflows._engine.machine import (
     StepResult,
     StepTask,
     apply_builtin_reducer,
+    executor_hook_key,
 )
 from temporal_workflows._engine.serde import Envelope, decode, encode, json_schema
 from temporal_workflows._errors import NotSerializableError, UndeliverableMessageError, WorkflowError, describe
 from temporal_workflows._events import WorkflowEvent
+from temporal_workflows._graph.executor import checkpoint_hooks
 from temporal_workflows._graph.typecheck import accepts, type_name
 from temporal_workflows._requests import RequestTimedOut
 
@@ -145,11 +147,16 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
             NotSerializableError: the message cannot round-trip JSON.
         """
         env = encode(message, what=f"message sent by executor {self.executor_id!r}")
-        self._result.sent.extend(self._graph.route(self.executor_id, message, env, target_id))
+        deliveries = self._graph.route(self.executor_id, message, env, target_id)
+        self._result.sent.extend(deliveries)
+        self._result.emitted.append(f"s{len(deliveries)}")
+        if not deliveries:
+            self._result.unrouted.append(env)  # shown in the step's executor_completed event
 
     async def yield_output(self, output: T_W_Out) -> None:
         """Add a workflow output; it appears in the run's outputs at the commit."""
         self._result.outputs.append(encode(output, what=f"output yielded by executor {self.executor_id!r}"))
+        self._result.emitted.append("o")
 
     async def add_event(self, event: WorkflowEvent) -> None:
         """Emit a custom event to the run's event stream (at this step's completion)."""
@@ -157,7 +164,13 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
             raise NotSerializableError(
                 f"executor {self.executor_id!r}: add_event takes a WorkflowEvent subclass, not {describe(event)}"
             )
+        if event.data is not None and event.data_type is None:
+            # The payload's own type travels with it, so readers get the object back, not its JSON.
+            data_type = encode(event.data, what=f"data of an event from executor {self.executor_id!r}").type
+            if data_type is not None:
+                event = event.model_copy(update={"data_type": data_type})
         self._result.events.append(encode(event, what=f"event from executor {self.executor_id!r}"))
+        self._result.emitted.append("e")
 
     def heartbeat(self, *details: Any) -> None:
         """Record this step's progress; the next attempt of the step can read it.
@@ -246,6 +259,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
                 on_timeout=on_timeout,
             )
         )
+        self._result.emitted.append("r")
         return request_id
 
     # -- state ---------------------------------------------------------------
@@ -299,6 +313,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
                 f"executor {self.executor_id!r}: state keys starting with {EXECUTOR_STATE_PREFIX!r} are reserved "
                 "for executor-private state; use ctx.set_executor_state"
             )
+        self._check_not_hook_key(key)
         env = encode(value, what=f"state key {key!r} written by executor {self.executor_id!r}")
         kind = self._graph.topology.reducers.get(key)
         if kind in ("append", "merge", "sum"):
@@ -317,8 +332,16 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         self._own.setdefault(key, []).append(w)
         self._result.writes.append(w)
 
+    def _check_not_hook_key(self, key: str) -> None:
+        if key == executor_hook_key(self.executor_id):
+            raise WorkflowError(
+                f"executor {self.executor_id!r}: an empty executor state key is reserved for the executor's "
+                "checkpoint state (what its on_checkpoint_save returns)"
+            )
+
     def _delete(self, key: str) -> None:
         self._check_key(key)
+        self._check_not_hook_key(key)
         w = StateWrite(key, None)
         self._own.setdefault(key, []).append(w)
         self._result.writes.append(w)
@@ -357,7 +380,8 @@ async def run_step(
         rspec = ex.find_response_handler(request, task.request.response_type)
         if rspec is None:
             raise WorkflowError(f"executor {ex.id!r} has no @response_handler for {describe(request)} requests")
-        await ex._invoke_response(rspec, request, response, ctx)
+        async with checkpoint_hooks(ex, state, ctx._result):
+            await ex._invoke_response(rspec, request, response, ctx)
         return check_step_result(ctx._result, executor_id=ex.id)
     if task.kind == "fan_in":
         value: Any = [decode(m) for m in task.messages]
@@ -378,5 +402,6 @@ async def run_step(
             type_name=describe(value),
             targets=[ex.id],
         )
-    await ex._invoke(spec, value, ctx)
+    async with checkpoint_hooks(ex, state, ctx._result):
+        await ex._invoke(spec, value, ctx)
     return check_step_result(ctx._result, executor_id=ex.id)

@@ -172,7 +172,16 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
         ]
     if result.events:
         out["events"] = [encode_envelope(e) for e in result.events]
+    if result.unrouted:
+        out["unrouted"] = [encode_envelope(m) for m in result.unrouted]
+    if result.emitted and result.emitted != _default_order(result):
+        # The order the step did things in (for its events), unless it is the order derived anyway.
+        out["emitted"] = list(result.emitted)
     return out
+
+
+def _default_order(result: StepResult) -> list[str]:
+    return StepResult(result.writes, result.sent, result.outputs, result.requests, result.events).production_order()
 
 
 def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Mapping[str, FanInGroup]) -> StepResult:
@@ -202,4 +211,6 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
             for r in raw.get("requests") or ()
         ],
         events=[decode_envelope(e) for e in raw.get("events") or ()],
+        emitted=[str(c) for c in raw.get("emitted") or ()],
+        unrouted=[decode_envelope(m) for m in raw.get("unrouted") or ()],
     )
