@@ -54,6 +54,7 @@ from temporal_workflows._events import (
     WorkflowStatusEvent,
     WorkflowWarningEvent,
 )
+from temporal_workflows._events import WorkflowErrorDetails, WorkflowEventSource, WorkflowIntermediateEvent
 from temporal_workflows._graph.builder import WorkflowBuilder
 from temporal_workflows._graph.context import StateView, WorkflowContext
 from temporal_workflows._graph.edges import Case, Default
@@ -129,4 +130,7 @@ __all__ = [
     "load_workflow",
     "register_type",
     "response_handler",
+    "WorkflowErrorDetails",
+    "WorkflowEventSource",
+    "WorkflowIntermediateEvent",
 ]

@@ -418,8 +418,10 @@ class RunHandle:
 
 def _graph_name(workflow: Workflow | str) -> str:
     name = workflow if isinstance(workflow, str) else workflow.name
-    if not name:
-        raise ValueError("a workflow hosted on Temporal needs a name: WorkflowBuilder(name=...)")
+    if not name or (not isinstance(workflow, str) and workflow.name_is_generated):
+        raise ValueError(
+            "a workflow hosted on Temporal needs a name that is the same in every process: WorkflowBuilder(name=...)"
+        )
     return name
 
 

@@ -130,6 +130,7 @@ __all__ = [
     "MIN_SEGMENT_EVENTS",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
+    "PATCH_ENTRY_CHECKPOINT",
     "PATCH_STATUS_ON_EVERY_FAILURE",
     "STREAM_EVENTS_CARRIED",
 ]
@@ -150,6 +151,10 @@ unprocessed outside input was too large to carry; newer ones continue as new onc
 PATCH_STATUS_ON_EVERY_FAILURE = "status-on-every-failure"
 """Runs recorded before this left the status search attribute as it was when the run failed outside
 the superstep driver (an activity of the workflow's own failing for good)."""
+
+PATCH_ENTRY_CHECKPOINT = "checkpoint-before-first-superstep"
+"""Runs recorded before this took no automatic checkpoint of new input before its first superstep (Agent
+Framework's "iteration 0"), which newer runs take, in process as on Temporal."""
 
 SIGNALS = (SIGNAL_RESPOND, SIGNAL_SEND, SIGNAL_CLOSE, SIGNAL_CHECKPOINT, SIGNAL_RESET, SIGNAL_DELIVER)
 UPDATES = (UPDATE_RESPOND, UPDATE_SEND, UPDATE_CHECKPOINT, UPDATE_RESET, UPDATE_CONFIRM)
@@ -737,7 +742,12 @@ class GraphWorkflow:
             cps.metadata["lineage"] = self._lineage
         every = inp.checkpoint_every if inp.checkpoint_every is not None else cps.setup.every
         driver = SuperstepDriver(
-            engine, _Host(self, engine), checkpoint_every=every, payload_limit=lambda: self._payload_limit
+            engine,
+            _Host(self, engine),
+            checkpoint_every=every,
+            payload_limit=lambda: self._payload_limit,
+            # New input (not a restored snapshot) is checkpointed before its first superstep.
+            entry_checkpoint=source in ("message", "carried.start"),
         )
         if carried is None or carried.reason != "history":
             self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
@@ -994,6 +1004,8 @@ class _Host(DriverHost):
 
     async def save_checkpoint(self, engine: Engine, trigger: str) -> str | None:
         wf = self.wf
+        if trigger == "entry" and not workflow.patched(PATCH_ENTRY_CHECKPOINT):
+            return None
         try:
             return await wf._checkpoints.take(engine, None, trigger)
         except CheckpointStorageError as e:

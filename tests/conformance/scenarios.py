@@ -318,10 +318,12 @@ deadline = WorkflowBuilder(start_executor=Gate("gate"), name="cf_deadline").buil
 
 
 class BrokenStorage(InMemoryCheckpointStorage):
-    """A store whose disk is full: every save raises."""
+    """A store whose disk fills up once the run has started: every save after the first superstep raises."""
 
     async def save(self, checkpoint: WorkflowCheckpoint) -> str:
-        raise OSError("disk full")
+        if checkpoint.superstep >= 1:
+            raise OSError("disk full")
+        return await super().save(checkpoint)
 
 
 @executor(id="note")

@@ -305,7 +305,19 @@ def two_fail_facts(s: Seen) -> None:
         ("second", 2, "ValueError"),
     ], failed
     assert [f["error"] for f in failed] == ["first refuses 'go'", "second refuses 'go'"]
-    assert not [e for e in s.of("ExecutorCompletedEvent") if e["superstep"] == 2]
+    # Each step reports how it ended, in task order: the steady one completed (with what it sent).
+    step2 = [(e["class"], e["executor_id"]) for e in s.all_events() if e.get("superstep") == 2 and "executor_id" in e]
+    assert step2 == [
+        ("ExecutorInvokedEvent", "first"),
+        ("ExecutorFailedEvent", "first"),
+        ("ExecutorInvokedEvent", "steady"),
+        ("ExecutorCompletedEvent", "steady"),
+        ("ExecutorInvokedEvent", "second"),
+        ("ExecutorFailedEvent", "second"),
+        ("WorkflowFailedEvent", "first"),
+    ], step2
+    (steady,) = s.of("ExecutorCompletedEvent", 0)[1:]
+    assert steady["data"] == ["go"]
     assert s.error is not None and s.error["executor_id"] == "first"  # the first in task order, not in time
     assert s.error["message"] == "executor 'first' failed in superstep 2: ValueError: first refuses 'go'"
     assert s.state == {}  # nothing of the failed superstep is committed, not even the steady step's write
