@@ -44,8 +44,11 @@ from temporal_workflows._events import (
     RequestInfoEvent,
     SuperStepCompletedEvent,
     SuperStepStartedEvent,
+    WorkflowErrorDetails,
     WorkflowEvent,
+    WorkflowEventSource,
     WorkflowFailedEvent,
+    WorkflowIntermediateEvent,
     WorkflowOutputEvent,
     WorkflowResetEvent,
     WorkflowRunResult,
@@ -54,7 +57,6 @@ from temporal_workflows._events import (
     WorkflowStatusEvent,
     WorkflowWarningEvent,
 )
-from temporal_workflows._events import WorkflowErrorDetails, WorkflowEventSource, WorkflowIntermediateEvent
 from temporal_workflows._graph.builder import WorkflowBuilder
 from temporal_workflows._graph.context import StateView, WorkflowContext
 from temporal_workflows._graph.edges import Case, Default
