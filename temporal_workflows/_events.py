@@ -184,9 +184,9 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
         )
 
     @property
-    def request_type(self) -> str | None:
-        """The type key of a ``request_info`` event's data (MAF gives the type itself)."""
-        return self.data_type if self.type == "request_info" else None
+    def request_type(self) -> type[Any] | None:
+        """The type of a ``request_info`` event's data (``dict`` if it could not be restored), as MAF gives it."""
+        return type(self.data) if self.type == "request_info" else None
 
     if not TYPE_CHECKING:
 

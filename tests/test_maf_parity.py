@@ -124,7 +124,7 @@ async def test_invoked_and_completed_events_carry_what_the_step_received_and_sen
     assert invoked == [("asker", "q?"), ("sink", "x")]
     assert completed == [("asker", ["x", "before"]), ("sink", ["sink:x"])]
     (request,) = [e for e in events if e.type == "request_info"]
-    assert request.data == Ask(q="q?")  # the object, not its JSON
+    assert request.data == Ask(q="q?") and request.request_type is Ask  # the object, not its JSON
     answered = await wf.run(responses={"r1": "yes"})
     assert [(e.executor_id, e.data) for e in answered if e.type == "executor_invoked"] == [("asker", "yes")]
 
@@ -248,6 +248,9 @@ async def test_intermediate_outputs_are_events_but_not_outputs() -> None:
     assert result.get_outputs() == ["answer x"] and result.get_intermediate_outputs() == ["plan x"]
     (inter,) = [e for e in result if e.type == "intermediate"]
     assert str(inter) == "WorkflowEvent(type='intermediate', executor_id='planner', data='plan x')"
+    assert [e.id for e in wf.get_output_executors()] == ["answerer"]
+    assert [e.id for e in wf.get_intermediate_executors()] == ["planner"]
+    assert wf.get_start_executor().id == "planner" and len(wf.get_executors_list()) == 3
     other = await pipeline(output_from=[answerer], intermediate_output_from="all_other").run("y")
     assert other.get_outputs() == ["answer y"] and other.get_intermediate_outputs() == ["plan y", "notes y"]
     progress_only = await pipeline(intermediate_output_from="all").run("z")

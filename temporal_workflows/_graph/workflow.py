@@ -118,6 +118,24 @@ class Workflow:
     def executors(self) -> Mapping[str, Executor]:
         return dict(self._graph.executors)
 
+    def get_start_executor(self) -> Executor:
+        """The executor the start message goes to (Agent Framework's accessor)."""
+        return self._graph.executors[self.start_executor_id]
+
+    def get_executors_list(self) -> list[Executor]:
+        """Every executor, in the order they were added (Agent Framework's accessor)."""
+        return list(self._graph.executors.values())
+
+    def get_output_executors(self) -> list[Executor]:
+        """The executors whose yields are workflow outputs (every one unless ``output_from`` says otherwise)."""
+        topology = self._graph.topology
+        return [ex for eid, ex in self._graph.executors.items() if topology.output_kind(eid) == "output"]
+
+    def get_intermediate_executors(self) -> list[Executor]:
+        """The executors whose yields are intermediate outputs (``intermediate_output_from``)."""
+        topology = self._graph.topology
+        return [ex for eid, ex in self._graph.executors.items() if topology.output_kind(eid) == "intermediate"]
+
     @property
     def graph_signature_hash(self) -> str:
         return self._graph.topology.signature_hash
