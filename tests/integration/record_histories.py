@@ -78,12 +78,34 @@ async def drive_checkpoint_reset(client: Client, workflow_id: str, queue: str) -
     return handle
 
 
+async def drive_checkpoint_hooks(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """Agent Framework parity: the checkpoint before the first superstep, an executor's checkpoint hooks,
+    per-step event order, then a reset to the checkpoint after superstep 2 and the answer."""
+    from tests.conformance import scenarios
+
+    handle = await start_run(client, scenarios.hooked, 4, id=workflow_id, task_queue=queue, checkpoint_every=1)
+    answered = reset = False
+    async for ev in handle.events():
+        if not isinstance(ev, RequestInfoEvent):
+            continue
+        if not reset:
+            reset = True
+            second = next(c for c in await handle.checkpoints() if c["superstep"] == 2)
+            await handle.reset(checkpoint_id=second["checkpoint_id"])
+        elif not answered:
+            answered = True
+            await handle.respond(ev.request_id, scenarios.Answer(text="yes"))
+    await handle.result()
+    return handle
+
+
 FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "research": lambda c, i, q: drive_example(c, "research", i, q),
     "counter_loop": lambda c, i, q: drive_example(c, "counter_loop", i, q),
     "approval_signals_and_updates": drive_approval,
     "chat_keep_alive": drive_chat,
     "checkpoint_reset": drive_checkpoint_reset,
+    "checkpoint_hooks": drive_checkpoint_hooks,
 }
 
 
@@ -92,9 +114,10 @@ async def main(names: list[str]) -> None:
     try:
         target = env.client.service_client.config.target_host
         storage = SqliteCheckpointStorage(":memory:")
-        client = await Client.connect(
-            target, plugins=[TemporalWorkflowsPlugin(graphs.all_workflows(), checkpoint_storage=storage)]
-        )
+        from tests.conformance import scenarios
+
+        hosted = [*graphs.all_workflows(), *scenarios.all_workflows()]
+        client = await Client.connect(target, plugins=[TemporalWorkflowsPlugin(hosted, checkpoint_storage=storage)])
         async with Worker(client, task_queue="record"):
             for name in names or list(FLOWS):
                 handle = await FLOWS[name](client, f"recorded-{name}", "record")
