@@ -15,9 +15,10 @@ checks both work.
 
 from __future__ import annotations
 
+import builtins
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer, model_validator
 from typing_extensions import TypeVar
@@ -154,7 +155,7 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
         # Most events carry no data: leave the two empty keys out of every streamed event.
         out = handler(self)
         if isinstance(out, dict):
-            for key in ("data", "data_type"):
+            for key in ("data", "data_type", "item_types"):
                 if key in out and out[key] is None:
                     del out[key]
         return out
@@ -184,7 +185,7 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
         )
 
     @property
-    def request_type(self) -> type[Any] | None:
+    def request_type(self) -> builtins.type[Any] | None:
         """The type of a ``request_info`` event's data (``dict`` if it could not be restored), as MAF gives it."""
         return type(self.data) if self.type == "request_info" else None
 
@@ -194,6 +195,30 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
             if name in _MAF_ATTRIBUTES:
                 return None
             return super().__getattr__(name)
+
+    def restored(self) -> Self:
+        """This event with ``data`` turned back into its type(s), where it travelled as JSON.
+
+        Both readers use it: the in-process runner and a Temporal run's event
+        stream. A type this process cannot build leaves that value as JSON.
+        """
+        from temporal_workflows._engine.serde import Envelope, decode
+
+        item_types = self.__dict__.get("item_types")
+        if isinstance(item_types, list) and isinstance(self.data, list) and len(item_types) == len(self.data):
+            items: list[Any] = []
+            for value, key in zip(self.data, item_types, strict=True):
+                try:
+                    items.append(value if key is None else decode(Envelope(key, value)))
+                except Exception:
+                    items.append(value)
+            return self.model_copy(update={"data": items})
+        if self.data_type is None:
+            return self
+        try:
+            return self.model_copy(update={"data": decode(Envelope(self.data_type, self.data))})
+        except Exception:
+            return self
 
     # -- how it reads -------------------------------------------------------------------------
 
@@ -258,6 +283,8 @@ class ExecutorInvokedEvent(_FrameworkEvent[Any]):
     type: Literal["executor_invoked"] = "executor_invoked"
     executor_id: str
     superstep: int
+    item_types: list[str | None] | None = None
+    """Type key of each item of a ``data`` list whose items are of different types (JSON in transit)."""
     _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "data")
 
 
@@ -267,6 +294,8 @@ class ExecutorCompletedEvent(_FrameworkEvent[Any]):
     type: Literal["executor_completed"] = "executor_completed"
     executor_id: str
     superstep: int
+    item_types: list[str | None] | None = None
+    """Type key of each item of ``data`` when they are of different types (JSON in transit)."""
     _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "data")
 
 

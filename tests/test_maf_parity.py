@@ -116,6 +116,74 @@ async def test_a_streamed_run_prints_line_for_line_as_agent_framework_prints_it(
     assert "\n".join(second) == MAF_ANSWER_CALL
 
 
+@dataclass
+class Item:
+    n: int
+
+
+class Upper(Executor):
+    @handler
+    async def h(self, text: str, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message(text.upper())
+
+
+@executor(id="a")
+async def fan_a(text: str, ctx: WorkflowContext[Item, str]) -> None:
+    await ctx.yield_output("a:" + text)
+    await ctx.add_event(WorkflowEvent("warning", data="custom a"))
+    await ctx.send_message(Item(n=1))
+
+
+@executor(id="b")
+async def fan_b(text: str, ctx: WorkflowContext[Item, str]) -> None:
+    await ctx.send_message(Item(n=2))
+    await ctx.yield_output("b:" + text)
+
+
+@executor(id="c")
+async def fan_c(items: list[Item], ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output("c:" + ",".join(str(i.n) for i in items))
+
+
+MAF_FAN_OUT_FAN_IN = """\
+WorkflowEvent(type='started')
+WorkflowEvent(type='status', state=IN_PROGRESS)
+WorkflowEvent(type='superstep_started', iteration=1)
+WorkflowEvent(type='executor_invoked', executor_id='upper', data='hi')
+WorkflowEvent(type='executor_completed', executor_id='upper', data=['HI'])
+WorkflowEvent(type='superstep_completed', iteration=1)
+WorkflowEvent(type='superstep_started', iteration=2)
+WorkflowEvent(type='executor_invoked', executor_id='a', data='HI')
+WorkflowEvent(type='output', executor_id='a', data='a:HI')
+WorkflowEvent(type='warning', data='custom a')
+WorkflowEvent(type='executor_completed', executor_id='a', data=[Item(n=1), 'a:HI'])
+WorkflowEvent(type='executor_invoked', executor_id='b', data='HI')
+WorkflowEvent(type='output', executor_id='b', data='b:HI')
+WorkflowEvent(type='executor_completed', executor_id='b', data=[Item(n=2), 'b:HI'])
+WorkflowEvent(type='superstep_completed', iteration=2)
+WorkflowEvent(type='superstep_started', iteration=3)
+WorkflowEvent(type='executor_invoked', executor_id='c', data=[Item(n=1), Item(n=2)])
+WorkflowEvent(type='output', executor_id='c', data='c:1,2')
+WorkflowEvent(type='executor_completed', executor_id='c', data=['c:1,2'])
+WorkflowEvent(type='superstep_completed', iteration=3)
+WorkflowEvent(type='status', state=IDLE)"""
+
+
+async def test_a_fan_out_and_fan_in_print_as_agent_framework_prints_them_with_their_types() -> None:
+    up = Upper(id="upper")
+    wf = (
+        WorkflowBuilder(start_executor=up)
+        .add_fan_out_edges(up, [fan_a, fan_b])
+        .add_fan_in_edges([fan_a, fan_b], fan_c)
+        .build()
+    )
+    assert "\n".join([str(ev) async for ev in wf.run("hi", stream=True)]) == MAF_FAN_OUT_FAN_IN
+    result = await wf.run("x")  # a new run; its result lists the events without started and status
+    assert [str(e) for e in result] == [
+        line.replace("HI", "X").replace("'hi'", "'x'") for line in MAF_FAN_OUT_FAN_IN.splitlines()[2:-1]
+    ]
+
+
 async def test_invoked_and_completed_events_carry_what_the_step_received_and_sent() -> None:
     wf = asking()
     events = [ev async for ev in wf.run("q?", stream=True)]
@@ -290,7 +358,7 @@ def test_a_workflow_without_a_name_gets_agent_frameworks_default_one() -> None:
     builder = WorkflowBuilder(start_executor=sink)
     first, second = builder.build(), builder.build()
     assert first.name.startswith("WorkflowBuilder-") and first.name == second.name  # one name per builder
-    assert first.name_is_generated and not pipeline(output_from=[answerer]).name_is_generated is False
+    assert first.name_is_generated and pipeline(output_from=[answerer]).name_is_generated
     assert WorkflowBuilder(start_executor=sink).build().name != first.name
     assert first.id != second.id  # MAF's Workflow.id: one per instance
     # A made-up name is no part of the graph's signature: checkpoints restore across builders.
@@ -364,9 +432,11 @@ class Counter(Executor):
 
 
 def counting(counter: Counter, storage: CheckpointStorage | None = None) -> Workflow:
-    return WorkflowBuilder(start_executor=counter, name="counting", checkpoint_storage=storage).add_edge(
-        counter, counter
-    ).build()
+    return (
+        WorkflowBuilder(start_executor=counter, name="counting", checkpoint_storage=storage)
+        .add_edge(counter, counter)
+        .build()
+    )
 
 
 async def test_checkpoint_hooks_keep_an_executors_attributes_in_each_checkpoint_and_restore_them() -> None:
@@ -376,9 +446,8 @@ async def test_checkpoint_hooks_keep_an_executors_attributes_in_each_checkpoint_
     assert (await wf.run(3)).get_outputs() == ["saw [3, 2, 1]"]
     assert counter.restored == []  # the instance always held what the run committed
     cps = await storage.list_checkpoints(workflow_name="counting")
-    assert [c.executor_states for c in cps] == [{}, {"counter": {"seen": [3]}}, {"counter": {"seen": [3, 2]}}] + [
-        {"counter": {"seen": [3, 2, 1]}}
-    ]
+    seen = [c.executor_states.get("counter", {}).get("seen") for c in cps]
+    assert seen == [None, [3], [3, 2], [3, 2, 1]]
     # Time travel: back to after superstep 1; the instance holds [3, 2, 1], the checkpoint [3].
     resumed = await wf.run(checkpoint_id=cps[1].checkpoint_id)
     assert resumed.get_outputs() == ["saw [3, 2, 1]"] and counter.restored == [{"seen": [3]}]

@@ -218,24 +218,32 @@ def request_event(req: PendingRequest) -> RequestInfoEvent:
     )
 
 
-def _listed(items: Sequence[Envelope]) -> tuple[Any, str | None]:
-    """Several envelopes as one event's ``data`` (a list, ``None`` if empty) and its type key, if one says it."""
+def _listed(items: Sequence[Envelope]) -> dict[str, Any]:
+    """Several envelopes as one event's ``data`` (a list; ``None`` if empty) with what restores their types.
+
+    A list of one model or dataclass is typed as a whole (``data_type``);
+    items of different types each keep their own (``item_types``).
+    """
     if not items:
-        return None, None
-    types = {e.type for e in items}
-    (only,) = types if len(types) == 1 else (None,)
-    nested = only is not None and only.startswith(("list[", "dict["))
-    return [e.data for e in items], f"list[{only}]" if only is not None and not nested else None
+        return {"data": None}
+    data = [e.data for e in items]
+    types = [e.type for e in items]
+    if all(t is None for t in types):
+        return {"data": data}
+    first = types[0]
+    if first is not None and not first.startswith(("list[", "dict[")) and all(t == first for t in types):
+        return {"data": data, "data_type": f"list[{first}]"}
+    return {"data": data, "item_types": types}
 
 
 def _invoked(task: StepTask) -> ExecutorInvokedEvent:
     """``executor_invoked`` with what the step received: its message, a fan-in's list, or the response."""
     if task.kind == "fan_in":
-        data, data_type = _listed(task.messages)
-        data = data if data is not None else []
-    else:
-        data, data_type = task.messages[0].data, task.messages[0].type
-    return ExecutorInvokedEvent(executor_id=task.executor_id, superstep=task.superstep, data=data, data_type=data_type)
+        return ExecutorInvokedEvent(executor_id=task.executor_id, superstep=task.superstep, **_listed(task.messages))
+    message = task.messages[0]
+    return ExecutorInvokedEvent(
+        executor_id=task.executor_id, superstep=task.superstep, data=message.data, data_type=message.type
+    )
 
 
 def _production_order(result: StepResult) -> list[str]:
@@ -595,10 +603,9 @@ class SuperstepDriver:
                     if self._shown is WorkflowRunState.IN_PROGRESS:
                         self._shown = WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS
                         self._emit(WorkflowStatusEvent(state=self._shown))
-        data, data_type = _listed(messages + yielded)
         self._emit(
             ExecutorCompletedEvent(
-                executor_id=task.executor_id, superstep=task.superstep, data=data, data_type=data_type
+                executor_id=task.executor_id, superstep=task.superstep, **_listed(messages + yielded)
             )
         )
 

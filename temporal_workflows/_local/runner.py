@@ -11,7 +11,6 @@ raising, before anything changes), and an idle run returns to its caller.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 import weakref
@@ -62,11 +61,7 @@ def materialize(event: DriverEvent) -> WorkflowEvent:
     if isinstance(event, Envelope):
         decoded: WorkflowEvent = decode(event)
         event = decoded
-    if event.data_type is None:
-        return event  # plain JSON (or an object a custom event was built with) is what it is
-    with contextlib.suppress(Exception):  # a type this process cannot build: the data stays JSON
-        return event.model_copy(update={"data": decode(Envelope(event.data_type, event.data))})
-    return event
+    return event.restored()
 
 
 def local_request_event(req: PendingRequest) -> RequestInfoEvent:

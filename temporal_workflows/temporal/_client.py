@@ -10,7 +10,6 @@ signals, the ``submit_response`` / ``send_message`` updates and the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
@@ -98,12 +97,8 @@ def _event(env: Envelope) -> WorkflowEvent:
         return RawEvent(event_type=env.type, data=env.data)
     if not isinstance(event, WorkflowEvent):
         return RawEvent(event_type=env.type, data=env.data)
-    # Outputs and request data travel as JSON with their type key: restore the type if we can.
-    data_type = getattr(event, "data_type", None)
-    if data_type is not None:
-        with contextlib.suppress(Exception):  # not importable here: leave it as JSON
-            event = event.model_copy(update={"data": decode(Envelope(data_type, getattr(event, "data", None)))})
-    return event
+    # Event data travels as JSON with its type key(s): restore the types this process can build.
+    return event.restored()
 
 
 def _check_length(what: str, value: str | None, limit: int) -> None:

@@ -573,6 +573,44 @@ restartable = (
 )
 
 
+# -- typed messages and outputs mixed in one step's data (printed as Agent Framework prints them) ----
+
+
+class Part(BaseModel):
+    n: int
+
+
+@executor(id="split")
+async def split(text: str, ctx: WorkflowContext[str]) -> None:
+    await ctx.send_message(text.upper())
+
+
+@executor(id="left")
+async def left(text: str, ctx: WorkflowContext[Part, str]) -> None:
+    await ctx.yield_output(f"left:{text}")
+    await ctx.add_event(Progress(step="left", length=len(text)))
+    await ctx.send_message(Part(n=1))
+
+
+@executor(id="right")
+async def right(text: str, ctx: WorkflowContext[Part, str]) -> None:
+    await ctx.send_message(Part(n=2))
+    await ctx.yield_output(f"right:{text}")
+
+
+@executor(id="join_parts")
+async def join_parts(parts: list[Part], ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output("joined:" + ",".join(str(p.n) for p in parts))
+
+
+typed_fan = (
+    WorkflowBuilder(start_executor=split, name="cf_typed_fan")
+    .add_fan_out_edges(split, [left, right])
+    .add_fan_in_edges([left, right], join_parts)
+    .build()
+)
+
+
 def all_workflows() -> list[Workflow]:
     """Every graph of this suite, for the test worker (the examples it already hosts)."""
     return [
@@ -592,4 +630,5 @@ def all_workflows() -> list[Workflow]:
         hooked,
         designated,
         restartable,
+        typed_fan,
     ]

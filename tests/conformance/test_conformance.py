@@ -472,6 +472,16 @@ def restart_facts(s: Seen) -> None:
     assert s.outputs == ["archived tea: restart_asker heard 'what about tea?'"]
 
 
+def typed_fan_facts(s: Seen) -> None:
+    completed = {e["executor_id"]: e for e in s.of("ExecutorCompletedEvent")}
+    # A sent model next to a yielded string: each item keeps its own type key.
+    assert completed["left"]["data"] == [{"n": 1}, "left:HI"]
+    assert completed["left"]["item_types"] == ["tests.conformance.scenarios:Part", None]
+    (joined,) = [e for e in s.of("ExecutorInvokedEvent") if e["executor_id"] == "join_parts"]
+    assert joined["data"] == [{"n": 1}, {"n": 2}] and joined["data_type"] == "list[tests.conformance.scenarios:Part]"
+    assert s.outputs == ["left:HI", "right:HI", "joined:1,2"]
+
+
 SCENARIOS = [
     Scenario("linear_chain", sc.chain, "hello", facts=chain_facts),
     Scenario("fan_out_fan_in", sc.fan, 7, facts=fan_facts),
@@ -514,6 +524,7 @@ SCENARIOS = [
     Scenario("step_event_order", sc.ordered, "go", answer=sc.answer_question, facts=ordered_facts),
     Scenario("checkpoint_hooks", sc.hooked, 4, answer=sc.answer_question, resume_from=2, facts=hooks_facts),
     Scenario("output_designation", sc.designated, "why", facts=designated_facts),
+    Scenario("typed_event_data", sc.typed_fan, "hi", facts=typed_fan_facts),
     Scenario(
         "resume_before_first_superstep",
         sc.restartable,
