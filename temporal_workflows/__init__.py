@@ -13,6 +13,7 @@ from temporal_workflows._checkpoints.base import (
     WorkflowCheckpoint,
 )
 from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
+from temporal_workflows._engine.registry import register_checkpoint_type
 from temporal_workflows._engine.serde import register_type
 from temporal_workflows._errors import (
     AlreadyAnsweredError,
@@ -71,6 +72,7 @@ from temporal_workflows._graph.executor import (
 from temporal_workflows._graph.viz import WorkflowViz
 from temporal_workflows._graph.workflow import Workflow, load_workflow
 from temporal_workflows._requests import RequestTimedOut
+from temporal_workflows._version import __version__ as __version__
 
 __all__ = [
     "AlreadyAnsweredError",
@@ -135,4 +137,5 @@ __all__ = [
     "WorkflowErrorDetails",
     "WorkflowEventSource",
     "WorkflowIntermediateEvent",
+    "register_checkpoint_type",
 ]

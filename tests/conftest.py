@@ -31,9 +31,9 @@ TASK_QUEUE = "tw-tests"
 def hosted_workflows() -> list:  # type: ignore[type-arg]
     """Every graph the test worker hosts."""
     from tests.conformance import scenarios
-    from tests.integration import graphs
+    from tests.integration import graphs, newcomer_graphs
 
-    return [*graphs.all_workflows(), *scenarios.all_workflows()]
+    return [*graphs.all_workflows(), *scenarios.all_workflows(), *newcomer_graphs.all_workflows()]
 
 
 @pytest.fixture(scope="session")

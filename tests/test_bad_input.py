@@ -151,7 +151,7 @@ async def test_an_unserializable_state_value_fails_naming_executor_and_key_as_on
         await wf.run(sizes)
     err = info.value.__cause__
     assert isinstance(err, NotSerializableError) and info.value.executor_id == "hoard"
-    assert "state key 'tags'" in str(err) and "'hoard'" in str(err) and "builtins.set" in str(err)
+    assert "state key 'tags'" in str(err) and "'hoard'" in str(err) and "_thread.lock" in str(err)
     assert wf.state == {"asked": sizes.model_dump()}
 
 

@@ -129,3 +129,123 @@ def test_a_missing_file_is_named(tmp_path: Path, pem_files: dict[str, Path]) -> 
 async def test_connect_fails_on_configuration_before_any_network_traffic() -> None:
     with pytest.raises(ConnectionConfigError):
         await ConnectionConfig(address="unreachable.invalid:7233", tls_cert="only-cert.pem").connect()
+
+
+# -- the settings the `temporal` CLI reads: TOML profiles, every TEMPORAL_* variable ----------------
+
+PROFILES = """
+[profile.default]
+address = "default.example:7233"
+namespace = "from-default"
+
+[profile.prod]
+address = "prod.example:7233"
+namespace = "prod-ns"
+api_key = "profile-key"
+
+[profile.prod.tls]
+server_name = "prod.internal"
+
+[profile.prod.grpc_meta]
+x-team = "graphs"
+
+[profile.mtls.tls]
+client_cert_path = "/profile/client.pem"
+client_key_data = "-----BEGIN KEY-----profile"
+"""
+
+
+@pytest.fixture(autouse=True)
+def no_home_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A tester's own ~/.config/temporalio/temporal.toml must not change what these tests read."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "temporal.toml"
+    path.write_text(PROFILES)
+    return path
+
+
+def test_the_default_profile_of_the_config_file_is_read(config_file: Path) -> None:
+    config = ConnectionConfig.from_env({"TEMPORAL_CONFIG_FILE": str(config_file)})
+    assert (config.address, config.namespace) == ("default.example:7233", "from-default")
+
+
+def test_a_profile_is_chosen_by_variable_flag_or_argument(config_file: Path) -> None:
+    env = {"TEMPORAL_CONFIG_FILE": str(config_file), "TEMPORAL_PROFILE": "prod"}
+    config = ConnectionConfig.from_env(env)
+    assert (config.address, config.namespace, config.api_key, config.profile) == (
+        "prod.example:7233",
+        "prod-ns",
+        "profile-key",
+        "prod",
+    )
+    assert config.tls_server_name == "prod.internal" and config.rpc_metadata == {"x-team": "graphs"}
+    assert isinstance(config.tls_config(), TLSConfig)  # an API key and a server name: TLS on
+    flagged = ConnectionConfig.from_args(parse(["--config-file", str(config_file), "--profile", "prod"]), environ={})
+    assert flagged.address == "prod.example:7233"
+    assert ConnectionConfig.from_env({}, profile="prod", config_file=config_file).namespace == "prod-ns"
+
+
+def test_variables_override_the_profile_and_flags_override_both(config_file: Path) -> None:
+    env = {"TEMPORAL_CONFIG_FILE": str(config_file), "TEMPORAL_PROFILE": "prod", "TEMPORAL_NAMESPACE": "env-ns"}
+    config = ConnectionConfig.from_args(parse(["--address", "flag:1", "--grpc-meta", "x-run=cli"]), environ=env)
+    assert (config.address, config.namespace, config.api_key) == ("flag:1", "env-ns", "profile-key")
+    assert config.rpc_metadata == {"x-team": "graphs", "x-run": "cli"}
+
+
+def test_certificates_as_data_from_the_environment_or_the_profile(config_file: Path) -> None:
+    env = {
+        "TEMPORAL_TLS_CLIENT_CERT_DATA": "-----BEGIN CERT-----env",
+        "TEMPORAL_TLS_CLIENT_KEY_DATA": "-----BEGIN KEY-----env",
+        "TEMPORAL_TLS_SERVER_CA_CERT_DATA": "-----BEGIN CA-----env",
+        "TEMPORAL_GRPC_META_X_TENANT": "t1",
+    }
+    config = ConnectionConfig.from_env(env)
+    tls = config.tls_config()
+    assert isinstance(tls, TLSConfig)
+    assert (tls.client_cert, tls.client_private_key, tls.server_root_ca_cert) == (
+        b"-----BEGIN CERT-----env",
+        b"-----BEGIN KEY-----env",
+        b"-----BEGIN CA-----env",
+    )
+    assert config.rpc_metadata == {"x-tenant": "t1"}
+    assert "BEGIN KEY" not in repr(config)  # a private key is never shown
+    mtls = ConnectionConfig.from_env({"TEMPORAL_CONFIG_FILE": str(config_file), "TEMPORAL_PROFILE": "mtls"})
+    assert mtls.tls_cert == "/profile/client.pem" and mtls.tls_key_data == b"-----BEGIN KEY-----profile"
+    # A path flag replaces the profile's data for the same item.
+    flagged = ConnectionConfig.from_args(
+        parse(["--profile", "mtls", "--tls-key", "/flag/key.pem"]), environ={"TEMPORAL_CONFIG_FILE": str(config_file)}
+    )
+    assert flagged.tls_key == "/flag/key.pem" and flagged.tls_key_data is None
+
+
+@pytest.mark.parametrize(
+    ("env", "kwargs", "match"),
+    [
+        ({"TEMPORAL_PROFILE": "nope"}, {}, "Profile 'nope' not found"),
+        ({}, {"config_file": "/no/such/temporal.toml"}, "does not exist"),
+        ({"TEMPORAL_TLS_DISABLE_HOST_VERIFICATION": "true"}, {}, "always verifies"),
+    ],
+    ids=["unknown-profile", "missing-file", "no-host-verification"],
+)
+def test_settings_that_cannot_be_followed_are_refused(
+    config_file: Path, env: dict[str, str], kwargs: dict[str, str], match: str
+) -> None:
+    with pytest.raises(ConnectionConfigError, match=match):
+        ConnectionConfig.from_env({"TEMPORAL_CONFIG_FILE": str(config_file), **env}, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_config_file_that_is_not_toml_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[profile.default\naddress = 1")
+    with pytest.raises(ConnectionConfigError, match=r"cannot read the Temporal config \(.*bad.toml\): .*TOML"):
+        ConnectionConfig.from_env({"TEMPORAL_CONFIG_FILE": str(bad)})
+
+
+def test_a_grpc_meta_flag_must_be_key_value() -> None:
+    with pytest.raises(ConnectionConfigError, match="expected KEY=VALUE"):
+        ConnectionConfig.from_args(parse(["--grpc-meta", "novalue"]), environ={})

@@ -1,9 +1,10 @@
 """No pickle anywhere: nothing the library reads back (payloads, checkpoints, stores) can run code.
 
 Every value crosses process and storage boundaries as JSON, and decoding
-constructs only registered pydantic models and dataclasses (see
-``tests/test_serde.py`` for the decoder itself: unregistered type keys raise
-instead of importing). These checks keep it that way as the code grows: the
+constructs only the standard types of a fixed table and classes this process
+declared, registered or encoded (see ``tests/test_serde.py`` for the decoder
+itself: unregistered type keys raise instead of importing, at the top of a
+value or tagged anywhere inside it). These checks keep it that way as the code grows: the
 source may not use a code-executing serializer, nor import modules by name
 outside the one operator-facing loader, and a checkpoint naming a type this
 process does not know fails on decode instead of importing it.
@@ -95,7 +96,12 @@ async def test_a_stored_checkpoint_naming_an_unknown_type_never_imports_it(tmp_p
             graph_signature_hash="h",
             timestamp=datetime(2025, 1, 1, tzinfo=UTC),
             superstep=1,
-            state={"evil": Envelope(f"{module}:Payload", {"x": 1}), "sys": Envelope("list[subprocess:Popen]", [{}])},
+            state={
+                "evil": Envelope(f"{module}:Payload", {"x": 1}),
+                "sys": Envelope("list[subprocess:Popen]", [{}]),
+                "nested": Envelope("list[*]", [1, {"$tuple": [{f"${module}:Payload": {"x": 1}}]}]),
+                "key": Envelope("dict", [[{"$os:system": "true"}, 1]]),
+            },
             messages=[],
         )
     )

@@ -1,8 +1,19 @@
-"""Graph export: Mermaid and Graphviz DOT text, with labels and the fan-in junction."""
+"""Graph export: Mermaid and Graphviz DOT text, files rendered by Graphviz, and notebook display.
+
+The text exports always run. Rendering needs the ``graphviz`` package (the
+``viz`` extra) and Graphviz's ``dot`` program: those tests skip, saying which
+is missing, when they are absent; what happens *because* one is absent is
+tested by hiding it.
+"""
 
 from __future__ import annotations
 
 import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
 
 from temporal_workflows import (
     Case,
@@ -48,20 +59,31 @@ def graph() -> Workflow:
 
 
 def mermaid_edges(text: str) -> set[tuple[str, str, str | None, bool]]:
-    """(source label, target label, edge label, dashed) for every Mermaid edge."""
-    names = {m[0]: m[1] for m in re.findall(r'^\s+(n\d+)(?:\["|\(\(")(.+?)(?:"\]|"\)\))$', text, re.M)}
+    """(source label, target label, edge label, dashed) for every Mermaid edge, entities decoded."""
+    names = {
+        m[0]: m[1].replace("#quot;", '"') for m in re.findall(r'^\s+(n\d+)(?:\["|\(\(")(.+?)(?:"\]|"\)\))$', text, re.M)
+    }
     edges = set()
     for src, arrow, label, dst in re.findall(r'^\s+(n\d+) (-->|-\.->)(?:\|"(.+?)"\|)? (n\d+)$', text, re.M):
         edges.add((names[src], names[dst], label or None, arrow == "-.->"))
     return edges
 
 
+DOT_STRING = r'"((?:[^"\\]|\\.)*)"'
+"""A DOT quoted string, with its backslash escapes."""
+
+
+def dot_unquote(text: str) -> str:
+    """What a DOT string says: ``\\n`` is a line break, any other escaped character stands for itself."""
+    return re.sub(r"\\(.)", lambda m: "\n" if m[1] == "n" else m[1], text)
+
+
 def dot_edges(text: str) -> set[tuple[str, str, str | None, bool]]:
-    names = {m[0]: m[1] for m in re.findall(r'^\s+(n\d+) \[label="(.+?)"', text, re.M)}
+    names = {m[0]: dot_unquote(m[1]) for m in re.findall(rf"^\s+(n\d+) \[label={DOT_STRING}", text, re.M)}
     edges = set()
     for src, dst, attrs in re.findall(r"^\s+(n\d+) -> (n\d+)(?: \[(.+)\])?;$", text, re.M):
-        label = re.search(r'label="(.+?)"', attrs)
-        edges.add((names[src], names[dst], label.group(1) if label else None, "style=dashed" in attrs))
+        label = re.search(rf"label={DOT_STRING}", attrs)
+        edges.add((names[src], names[dst], dot_unquote(label.group(1)) if label else None, "style=dashed" in attrs))
     return edges
 
 
@@ -72,7 +94,7 @@ EXPECTED = {
     ("right", "fan-in", None, False),
     ("fan-in", "join", None, False),
     ("join", "big", "is_large", False),
-    ("join", "odd 'one'", "default", True),
+    ("join", 'odd "one"', "default", True),
     ("start (start)", "audit", "condition", True),
     ("big", "big", "is_large", True),
 }
@@ -99,6 +121,9 @@ def test_workflow_viz_is_the_agent_framework_spelling_of_the_same_exports() -> N
     viz = WorkflowViz(wf)
     assert viz.to_mermaid() == wf.to_mermaid()
     assert viz.to_digraph() == wf.to_dot()
+    # Agent Framework's keyword is accepted; this library adds no internal executors, so it changes nothing.
+    assert viz.to_mermaid(include_internal_executors=True) == wf.to_mermaid()
+    assert viz.to_digraph(include_internal_executors=True) == wf.to_dot()
 
 
 def test_multi_selection_edges_are_dashed_and_labelled_with_the_selector() -> None:
@@ -112,3 +137,191 @@ def test_multi_selection_edges_are_dashed_and_labelled_with_the_selector() -> No
         ("src (start)", "a", "pick_some", True),
         ("src (start)", "b", "pick_some", True),
     }
+
+
+# -- what Graphviz reads: escaping and a valid rankdir ---------------------------------------------------
+
+
+def odd_ids_graph() -> Workflow:
+    """Executor ids that break naive quoting: quotes, a backslash at the end, a newline, brackets."""
+    first, second, third = relay('say "hi"'), relay("C:\\temp\\"), relay("two\nlines [x]")
+    return WorkflowBuilder(start_executor=first, name='a "named" graph').add_chain([first, second, third]).build()
+
+
+def test_ids_with_quotes_backslashes_and_newlines_stay_inside_their_labels() -> None:
+    wf = odd_ids_graph()
+    dot = wf.to_dot()
+    assert dot.startswith('digraph "a \\"named\\" graph" {')
+    assert dot_edges(dot) == {('say "hi"', "C:\\temp\\", None, False), ("C:\\temp\\", "two\nlines [x]", None, False)}
+    assert mermaid_edges(wf.to_mermaid()) == {
+        ('say "hi" (start)', "C:\\temp\\", None, False),
+        ("C:\\temp\\", "two lines [x]", None, False),
+    }
+
+
+def test_rankdir_is_a_graphviz_value_and_can_be_chosen() -> None:
+    wf = graph()
+    assert re.search(r"^  rankdir=TB;$", wf.to_dot(), re.M)  # not "TD", which Graphviz silently ignores
+    for rankdir in ("TB", "LR", "BT", "RL"):
+        viz = WorkflowViz(wf, rankdir=rankdir)
+        assert f"  rankdir={rankdir};" in viz.to_digraph()
+        assert viz.to_mermaid().startswith(f"flowchart {'TD' if rankdir == 'TB' else rankdir}\n")
+    for bad in ("TD", "lr", "", "LR;"):
+        with pytest.raises(ValueError, match="rankdir must be one of TB, LR, BT, RL"):
+            WorkflowViz(wf, rankdir=bad)
+
+
+# -- export: Agent Framework's signatures, return values and errors -------------------------------------
+
+
+def test_export_dot_needs_nothing_installed_and_returns_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "graphviz", None)  # as if the package were not installed
+    viz = WorkflowViz(graph())
+    target = tmp_path / "graph.dot"
+    assert viz.export(format="dot", filename=str(target)) == str(target)
+    assert target.read_text() == viz.to_digraph()
+    temp = Path(viz.export(format="dot"))
+    try:
+        assert temp.suffix == ".dot" and temp.read_text() == viz.to_digraph()
+    finally:
+        temp.unlink()
+
+
+def test_export_refuses_an_unknown_format_first() -> None:
+    with pytest.raises(ValueError, match=re.escape("Unsupported format: gif. Supported formats: svg, png, pdf, dot")):
+        WorkflowViz(graph()).export(format="gif")  # type: ignore[arg-type]
+
+
+def test_without_the_graphviz_package_export_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "graphviz", None)
+    viz = WorkflowViz(graph())
+    calls = [
+        lambda: viz.export(),
+        lambda: viz.export(format="png", filename=str(tmp_path / "g.png")),
+        lambda: viz.save_svg(str(tmp_path / "g.svg")),
+        lambda: viz.save_png(str(tmp_path / "g.png")),
+        lambda: viz.save_pdf(str(tmp_path / "g.pdf")),
+    ]
+    for call in calls:
+        with pytest.raises(ImportError) as info:
+            call()
+        message = str(info.value)
+        assert message.startswith("viz extra is required for export.")
+        assert "pip install 'temporal-workflows[viz]'" in message and "apt-get install graphviz" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def _skip_unless_graphviz() -> None:
+    pytest.importorskip("graphviz", reason="the graphviz package (the 'viz' extra) is not installed")
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot program is not installed (apt-get install graphviz)")
+
+
+def test_without_the_dot_program_export_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("graphviz", reason="the graphviz package (the 'viz' extra) is not installed")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot on it
+    with pytest.raises(ImportError, match=r"^The graphviz executables are not found"):
+        WorkflowViz(graph()).export(format="svg", filename=str(tmp_path / "g.svg"))
+
+
+MAGIC = {"svg": b"<?xml", "png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}
+
+
+def test_export_renders_svg_png_and_pdf_and_returns_the_file_written(tmp_path: Path) -> None:
+    _skip_unless_graphviz()
+    viz = WorkflowViz(graph())
+    for fmt, magic in MAGIC.items():
+        named = tmp_path / f"named.{fmt}"
+        assert viz.export(format=fmt, filename=str(named)) == str(named)  # type: ignore[arg-type]
+        assert named.read_bytes().startswith(magic)
+        bare = viz.export(format=fmt, filename=str(tmp_path / f"bare-{fmt}"))  # type: ignore[arg-type]
+        assert bare == str(tmp_path / f"bare-{fmt}.{fmt}") and Path(bare).read_bytes().startswith(magic)
+        temp = Path(viz.export(format=fmt))  # type: ignore[arg-type]
+        try:
+            assert temp.suffix == f".{fmt}" and temp.read_bytes().startswith(magic)
+        finally:
+            temp.unlink()
+    saved = [
+        viz.save_svg(str(tmp_path / "s.svg")),
+        viz.save_png(str(tmp_path / "s.png")),
+        viz.save_pdf(str(tmp_path / "s.pdf")),
+    ]
+    assert saved == [str(tmp_path / f"s.{f}") for f in ("svg", "png", "pdf")]
+    assert b"odd &quot;one&quot;" in (tmp_path / "s.svg").read_bytes()  # the label Graphviz drew
+    # Only the rendered files are left (cleanup=True removes the DOT source next to them).
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == sorted([".svg", ".png", ".pdf"] * 3)
+    with pytest.raises(ValueError, match=re.escape("File extension .png doesn't match format svg")):
+        viz.export(format="svg", filename=str(tmp_path / "wrong.png"))
+
+
+def _positions(viz: WorkflowViz) -> dict[str, tuple[float, float]]:
+    """Where Graphviz put each executor, from its ``plain`` output (y grows upwards)."""
+    import graphviz
+
+    plain = graphviz.Source(viz.to_digraph()).pipe(format="plain", encoding="utf-8")
+    out = {}
+    for line in plain.splitlines():
+        parts = line.split()
+        if parts[:1] == ["node"]:
+            out[parts[1]] = (float(parts[2]), float(parts[3]))
+    return out
+
+
+def test_graphviz_lays_the_graph_out_in_the_chosen_direction() -> None:
+    _skip_unless_graphviz()
+    a, b = relay("a"), relay("b")
+    wf = WorkflowBuilder(start_executor=a).add_edge(a, b).build()
+    (ax, ay), (bx, by) = _positions(WorkflowViz(wf, rankdir="TB")).values()
+    assert ay > by and ax == bx  # top to bottom
+    (ax, ay), (bx, by) = _positions(WorkflowViz(wf, rankdir="BT")).values()
+    assert ay < by
+    (ax, ay), (bx, by) = _positions(WorkflowViz(wf, rankdir="LR")).values()
+    assert ax < bx and ay == by
+    (ax, ay), (bx, by) = _positions(WorkflowViz(wf, rankdir="RL")).values()
+    assert ax > bx
+
+
+# -- notebooks -------------------------------------------------------------------------------------------
+
+
+def test_a_notebook_shows_mermaid_when_graphviz_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "graphviz", None)
+    wf = graph()
+    assert wf._repr_svg_() is None
+    bundle = wf._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/markdown", "text/vnd.mermaid"}
+    assert bundle["text/plain"] == repr(wf)
+    assert bundle["text/vnd.mermaid"] == wf.to_mermaid()
+    assert bundle["text/markdown"] == f"```mermaid\n{wf.to_mermaid()}```\n"
+
+
+def test_a_notebook_shows_mermaid_when_the_dot_program_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("graphviz", reason="the graphviz package (the 'viz' extra) is not installed")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    bundle = graph()._repr_mimebundle_()
+    assert "image/svg+xml" not in bundle and bundle["text/vnd.mermaid"].startswith("flowchart TD\n")
+
+
+def test_a_notebook_shows_svg_when_graphviz_can_draw_it() -> None:
+    _skip_unless_graphviz()
+    wf = graph()
+    svg = wf._repr_svg_()
+    assert svg is not None and "<svg" in svg and ">audit<" in svg and ">join<" in svg
+    bundle = wf._repr_mimebundle_()
+    assert bundle == {"text/plain": repr(wf), "image/svg+xml": svg}
+    assert wf._repr_svg_() is svg  # drawn once per workflow, however often the notebook asks
+    assert "image/svg+xml" not in wf._repr_mimebundle_(exclude={"image/svg+xml"})
+    assert "text/vnd.mermaid" in wf._repr_mimebundle_(include={"text/plain", "text/vnd.mermaid"})
+
+
+def test_graphviz_draws_ids_with_quotes_and_backslashes_as_written() -> None:
+    _skip_unless_graphviz()
+    svg = odd_ids_graph()._repr_svg_()
+    assert svg is not None
+    assert ">say &quot;hi&quot;<" in svg and ">C:\\temp\\<" in svg and ">two<" in svg and ">lines [x]<" in svg

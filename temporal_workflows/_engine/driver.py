@@ -122,6 +122,11 @@ class StepFailure:
     def of(e: BaseException) -> StepFailure:
         # pydantic's own text quotes the rejected input; failures reach logs and events.
         message = validation_message(e) if isinstance(e, ValidationError) else str(e)
+        kind, own = getattr(e, "type", None), getattr(e, "message", None)
+        if isinstance(kind, str) and kind and isinstance(own, str):
+            # An error that names its own type (Temporal's ApplicationError(type="Refused")): reported
+            # under that type, as a Temporal activity failure is (without importing temporalio here).
+            return StepFailure(kind, own, e)
         return StepFailure(type(e).__name__, message, e)
 
 

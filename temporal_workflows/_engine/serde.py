@@ -1,23 +1,34 @@
 """JSON envelopes for every value that crosses a superstep boundary.
 
 Messages, state values, requests, responses and outputs are stored by the
-engine as :class:`Envelope` objects: plain JSON data plus the name of the type
-to restore. The same envelopes go into checkpoints, Temporal payloads and
+engine as :class:`Envelope` objects: JSON data plus the name of the type to
+restore. The same envelopes go into checkpoints, Temporal payloads and
 workflow history, so everything the engine holds is JSON and nothing is
-pickled.
+pickled. The encoding is specified in ``docs/values.md``; in short:
+
+* Plain JSON values (str, int, float, bool, None, lists, dicts with str keys)
+  are stored as they are, with no type (``Envelope(None, data)``), so what the
+  ``temporal`` CLI sends and what a reader sees stays plain JSON.
+* Anything plain JSON would lose the type of is stored *tagged*: at the top
+  level the envelope's ``type`` names it (``"tuple"``, ``"datetime"``,
+  ``"module:QualName"`` of a class, ``"list[<tag>]"`` of several), and inside
+  a value a one-member object ``{"$<tag>": <data>}`` does. Tuples, sets,
+  frozensets, dicts with non-str keys, ``datetime``/``date``/``time``/
+  ``timedelta``, ``UUID``, ``Decimal``, ``bytes``, ``Path``, ``complex`` and
+  non-finite floats have built-in tags; enums, named tuples, pydantic models,
+  dataclasses and plain classes (whose ``__init__`` takes their attributes
+  by name) are tagged with their type key.
+* Models and dataclasses keep pydantic's JSON; only a field whose annotation
+  cannot restore the exact value (``Any``, a union, a bare ``tuple``, a plain
+  class, ...) holds a tagged value.
 
 Values are encoded where user code hands them over, so a value that cannot
-round-trip is an error at the ``send_message``/``set_state`` call that made it.
-Decoding constructs only pydantic models and dataclasses that are registered:
-every type named in a graph's annotations, every type this process encoded,
-types passed to :func:`register_type`, and this library's own events and
-``RequestTimedOut``; and the other models and dataclasses *defined in a module
-that defines a registered type* (an application's own model module: a state
-value's type usually sits next to its message types). A type key is looked up
-in the registry, then in such a module's namespace (``vars(module)``), never
-through ``getattr``: a payload can never make the process import a module (not
-even through a module's lazy ``__getattr__``, as ``pydantic:RootModel`` would)
-nor construct a class of a module it has no registered type from.
+round-trip is an error at the ``send_message``/``set_state`` call that made it,
+naming the value's type, where in the value it sits and the executor.
+Decoding builds built-in types from a fixed table and classes only through the
+registry (``registry.resolve``): a payload can never make the process import a
+module (not even through a module's lazy ``__getattr__``) nor construct a
+class this process did not declare, register or encode.
 
 Error messages built here name types, fields and JSON paths, never the values
 themselves: validation errors leave out pydantic's ``input_value=...``, so a
@@ -26,22 +37,49 @@ rejected secret does not reach a log line or an (unencrypted) error message.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import math
-import sys
-import types
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from temporal_workflows._engine.plans import adapter, is_std, plan_of
+from temporal_workflows._engine.refusals import BadData, Refused, refusal, why_not
+from temporal_workflows._engine.registry import (
+    Kind,
+    PlainSignature,
+    class_kind,
+    is_structured_type,
+    plain_signature,
+    register_type,
+    registered,
+    resolve,
+    type_key,
+)
+from temporal_workflows._engine.stdtypes import SCALAR_DECODERS, SCALAR_ENCODERS, as_array, tagged
 from temporal_workflows._errors import NotSerializableError
 
-__all__ = ["Envelope", "decode", "encode", "register_type", "type_key", "validate_as", "validation_message"]
+__all__ = [
+    "Envelope",
+    "decode",
+    "encode",
+    "is_structured_type",
+    "json_schema",
+    "register_type",
+    "type_key",
+    "validate_as",
+    "validation_message",
+]
+
+_resolve = resolve  # the name earlier code and tests use
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +87,13 @@ class Envelope:
     """A value as the engine stores it.
 
     Attributes:
-        type: ``"module:QualName"`` of a pydantic model or dataclass, or
-            ``None`` for a plain JSON value (str, int, float, bool, None, list,
-            dict with str keys).
+        type: ``None`` for a plain JSON value (str, int, float, bool, None,
+            list, dict with str keys), read as it is; otherwise how to read
+            ``data``: a built-in tag (``"tuple"``, ``"datetime"``, ...), a
+            class's ``"module:QualName"``, ``"list[<tag>]"`` / ``"dict[<tag>]"``
+            for a list / str-keyed dict of such values, or ``"list[*]"`` /
+            ``"dict[*]"`` for one whose items are tagged where needed
+            (``docs/values.md``).
         data: The JSON form of the value. Never mutated after creation.
     """
 
@@ -59,142 +101,78 @@ class Envelope:
     data: Any
 
 
-_REGISTRY: dict[str, type] = {}
-_MODULES: set[str] = set()
-"""Modules that define a registered type: their other models and dataclasses decode too."""
+# -- built-in tags -----------------------------------------------------------------------------------
 
 
-def type_key(tp: type) -> str:
-    """The stable name a type is stored under."""
-    return f"{tp.__module__}:{tp.__qualname__}"
+def _sort_key(node: Any) -> str:
+    return json.dumps(node, sort_keys=True, separators=(",", ":"))
 
 
-def is_structured_type(tp: object) -> bool:
-    """Whether ``tp`` is a class the envelope can carry by name."""
-    return isinstance(tp, type) and (issubclass(tp, BaseModel) or dataclasses.is_dataclass(tp))
+def _set_items(v: Any) -> list[Any]:
+    """A set's items as nodes, in an order that is the same in every process (sets have none).
 
-
-def register_type(tp: type) -> None:
-    """Allow envelopes naming ``tp`` to be decoded in this process.
-
-    Graph building registers every model and dataclass its annotations name
-    (and with them the others their modules define); call this for types
-    defined elsewhere that appear only inside ``Any``-typed values or state.
+    Strings and numbers are sorted by value; anything else (tuples, enums,
+    frozensets, mixed types, NaN), whose iteration order may follow per-process
+    string hashes and whose ``<`` may be partial, by its JSON.
     """
-    if not is_structured_type(tp):
-        raise TypeError(f"only pydantic models and dataclasses can be registered, not {tp!r}")
-    _REGISTRY[type_key(tp)] = tp
-    _MODULES.add(tp.__module__)
+    items = list(v)
+    if all(type(x) is str for x in items) or all(type(x) in (int, float) and x == x for x in items):
+        return [_node(x) for x in sorted(items)]
+    return sorted((_node(x) for x in items), key=_sort_key)
 
 
-def _registered(tp: type) -> None:
-    """Register a type this process encodes (unless a type of its name already is)."""
-    if _REGISTRY.setdefault(type_key(tp), tp) is tp:
-        _MODULES.add(tp.__module__)
+def _pairs(v: dict[Any, Any]) -> list[list[Any]]:
+    return [[_node(k), _node(x)] for k, x in v.items()]
 
 
-def _register_library_types() -> None:
-    """Register the library's own types that travel in envelopes (events, ``RequestTimedOut``).
-
-    They are registered when encoded, but a process that only decodes them (a
-    client reading a run's event stream) may never have encoded one. Imported
-    statically and lazily (the modules are the package's own, already loaded by
-    ``temporal_workflows``), never by a name taken from a payload.
-    """
-    from temporal_workflows import _events, _requests
-
-    for module in (_events, _requests):
-        for obj in list(vars(module).values()):
-            if is_structured_type(obj) and obj.__module__ == module.__name__:
-                _registered(obj)
+_BUILTIN_ENCODERS: dict[type, Callable[[Any], Any]] = {
+    tuple: lambda v: {"$tuple": [_node(x) for x in v]},
+    set: lambda v: {"$set": _set_items(v)},
+    frozenset: lambda v: {"$frozenset": _set_items(v)},
+    complex: lambda v: {"$complex": [_node(v.real), _node(v.imag)]},
+    **{tp: tagged(tag, data) for tp, (tag, data) in SCALAR_ENCODERS.items()},
+}
 
 
-_library_types_registered = False
+def _decode_pairs(data: Any) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for pair in as_array(data, "dict with non-str keys"):
+        if type(pair) is not list or len(pair) != 2:
+            raise BadData("a dict with non-str keys is stored as an array of [key, value] pairs")
+        out[_decode_node(pair[0])] = _decode_node(pair[1])
+    return out
 
 
-def _sibling(key: str) -> type | None:
-    """The model or dataclass ``key`` names in a module that defines a registered type, if it defines one.
-
-    Read from the module's (and enclosing classes') ``__dict__``, never with
-    ``getattr``, so no lazy ``__getattr__`` runs; the class found must be
-    defined there under that very name (not imported into the module).
-    """
-    module_name, sep, qualname = key.partition(":")
-    module = sys.modules.get(module_name) if sep and module_name in _MODULES else None
-    if type(module) is not types.ModuleType:  # not loaded, or a lazy module that would load on access
-        return None
-    namespace: Any = vars(module)
-    found: object = None
-    for part in qualname.split("."):
-        found = namespace.get(part)
-        if not isinstance(found, type):
-            return None
-        namespace = vars(found)
-    if isinstance(found, type) and is_structured_type(found) and type_key(found) == key:
-        return found
-    return None
+def _decode_complex(data: Any) -> complex:
+    parts = as_array(data, "complex number")
+    if len(parts) != 2:
+        raise BadData("a complex number is stored as [real, imag]")
+    real, imag = (_decode_node(p) for p in parts)
+    if not all(type(p) in (int, float) for p in (real, imag)):
+        raise BadData("a complex number is stored as [real, imag]")
+    return complex(real, imag)
 
 
-def _resolve(key: str) -> type:
-    """The type ``key`` names, if decoding may build it (see the module docstring); never imports anything."""
-    global _library_types_registered
-    tp = _REGISTRY.get(key)
-    if tp is not None:
-        return tp
-    if not _library_types_registered:
-        _library_types_registered = True
-        _register_library_types()
-        tp = _REGISTRY.get(key)
-    if tp is None:
-        tp = _sibling(key)
-    if tp is None:
-        raise NotSerializableError(
-            f"cannot decode a value of type {key!r}: the type is not registered in this process (build or "
-            "import the graph that names it, or call temporal_workflows.register_type(<the class>))"
-        )
-    _REGISTRY[key] = tp
-    return tp
+_BUILTIN_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "tuple": lambda d: tuple(_decode_node(x) for x in as_array(d, "tuple")),
+    "set": lambda d: {_decode_node(x) for x in as_array(d, "set")},
+    "frozenset": lambda d: frozenset(_decode_node(x) for x in as_array(d, "frozenset")),
+    "dict": _decode_pairs,
+    "complex": _decode_complex,
+    **SCALAR_DECODERS,
+}
 
 
-@lru_cache(maxsize=1024)
-def _adapter(tp: Any) -> TypeAdapter[Any]:  # annotations are hashable
-    return TypeAdapter(tp)
-
-
-def _json_copy(value: Any, path: str) -> Any:
-    """Deep-copy a JSON value, rejecting anything JSON cannot carry faithfully."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        raise NotSerializableError(f"{path} is {value!r}, which JSON cannot represent")
-    if isinstance(value, (list, tuple)):
-        return [_json_copy(v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise NotSerializableError(
-                    f"{path} has a non-string key (a {type(k).__qualname__}); JSON object keys are strings"
-                )
-            out[k] = _json_copy(v, f"{path}[{k!r}]")
-        return out
-    raise NotSerializableError(
-        f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which cannot round-trip through "
-        "JSON; use a pydantic model, a dataclass or plain JSON values (models and dataclasses may also be "
-        "the items of a list or the values of a dict, but not mixed with other types inside a list or dict)"
+def _dump(value: Any, warn: Literal["error", "none"], exclude: set[str] | None) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", warnings=warn, exclude=exclude)
+    return adapter(type(value)).dump_python(  # type: ignore[arg-type]  # classes are hashable
+        value, mode="json", warnings=warn, exclude=exclude
     )
 
 
-def _dump(value: Any, warn: Literal["error", "none"]) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", warnings=warn)
-    return _adapter(type(value)).dump_python(value, mode="json", warnings=warn)  # type: ignore[arg-type]
-
-
-def _dump_structured(value: Any, what: str) -> Any:
-    """The JSON form of a model or dataclass instance, or ``NotSerializableError`` naming ``what``.
+def _dump_structured(value: Any, exclude: set[str] | None) -> Any:
+    """The JSON form pydantic gives a model or dataclass instance.
 
     pydantic warns when a field holds a value of another type than declared
     (assigned without validation), quoting the value; that warning would put
@@ -203,67 +181,407 @@ def _dump_structured(value: Any, what: str) -> Any:
     tp = type(value)
     try:
         try:
-            return _dump(value, "error")
+            return _dump(value, "error", exclude)
         except PydanticSerializationError as e:
             if not str(e).startswith("Pydantic serializer warnings"):
                 raise
-        data = _dump(value, "none")
+        data = _dump(value, "none", exclude)
     except Exception as e:  # pydantic raises several types here
-        raise NotSerializableError(f"{what} of type {tp.__qualname__} cannot be serialized: {e}") from e
+        raise Refused(value, f"pydantic cannot serialize it: {e}") from e
     warnings.warn(
-        f"{what} of type {tp.__qualname__} has a field holding a value of another type than declared (assigned "
+        f"{_WHAT.get()} of type {tp.__qualname__} has a field holding a value of another type than declared (assigned "
         "without validation); it was serialized as it is and may not decode",
-        stacklevel=3,
+        stacklevel=5,
     )
     return data
 
 
-def encode(value: Any, *, what: str = "value") -> Envelope:
-    """Turn a user value into an envelope, or fail naming ``what`` it was."""
-    tp = type(value)
-    if isinstance(value, BaseModel) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
-        _registered(tp)
-        return Envelope(type_key(tp), _dump_structured(value, what))
-    if isinstance(value, (list, tuple)) and value:
-        inner = _homogeneous_structured(value)
-        if inner is not None:
-            return Envelope(f"list[{type_key(inner)}]", [encode(v, what=what).data for v in value])
-    if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
-        inner = _homogeneous_structured(list(value.values()))
-        if inner is not None:
-            return Envelope(f"dict[{type_key(inner)}]", {k: encode(v, what=what).data for k, v in value.items()})
-    return Envelope(None, _json_copy(value, what))
+# -- encoding -------------------------------------------------------------------------------------------
 
 
-def _homogeneous_structured(values: Any) -> type | None:
-    """The one model/dataclass type of every item, if they share one."""
-    first = type(values[0])
-    if not is_structured_type(first):
+_WHAT: contextvars.ContextVar[str] = contextvars.ContextVar("temporal_workflows_encoding", default="value")
+"""What ``encode`` is encoding (``"state key 'k' written by executor 'a'"``), for ``_dump_structured``'s warning."""
+
+
+class _NotPlain(Exception):
+    """Raised inside :func:`_plain` at the first value plain JSON cannot carry as it is."""
+
+
+def _plain(v: Any) -> Any:
+    """A copy of ``v`` if it is plain JSON (exact types: a str subclass such as a StrEnum is not)."""
+    t = type(v)
+    if t is str or t is int or t is bool or v is None:
+        return v
+    if t is float:
+        if math.isfinite(v):
+            return v
+        raise _NotPlain
+    if t is list:
+        return [_plain(x) for x in v]
+    if t is dict:
+        out = {}
+        for k, x in v.items():
+            if type(k) is not str:
+                raise _NotPlain
+            out[k] = _plain(x)
+        return out
+    raise _NotPlain
+
+
+def _node(v: Any) -> Any:
+    """The JSON form of ``v`` inside a value: plain where plain JSON keeps its type, else ``{"$<tag>": data}``."""
+    t = type(v)
+    if t is str or t is int or t is bool or v is None:
+        return v
+    if t is float:
+        return v if math.isfinite(v) else {"$float": "nan" if v != v else "inf" if v > 0 else "-inf"}
+    if t is list:
+        return [_node(x) for x in v]
+    if t is dict:
+        if all(type(k) is str for k in v) and not (len(v) == 1 and next(iter(v)).startswith("$")):
+            return {k: _node(x) for k, x in v.items()}
+        return {"$dict": _pairs(v)}  # non-str keys, or a one-member object that would read as a tag
+    encoder = _ENCODERS.get(t)
+    if encoder is None:
+        encoder = _encoder_for(t)
+    return encoder(v)
+
+
+_ENCODERS: dict[type, Callable[[Any], Any]] = dict(_BUILTIN_ENCODERS)
+
+
+def _encoder_for(t: type) -> Callable[[Any], Any]:
+    """How values of class ``t`` are tagged (cached per class); a class that cannot be stored gets a refusal."""
+    encoder = None if t.__module__ in ("uuid", "pathlib") else _class_encoder(t)
+    if encoder is None:
+        encoder = _fallback_encoder(t)
+    _ENCODERS[t] = encoder
+    return encoder
+
+
+def _class_encoder(t: type) -> Callable[[Any], Any] | None:
+    kind: Kind | None = class_kind(t)
+    if kind is None:
         return None
-    return first if all(type(v) is first for v in values) else None
+    registered(t)
+    tag = "$" + type_key(t)
+    if kind == "enum":
+        return lambda v: {tag: _node(v.value)}
+    if kind == "namedtuple":
+        return lambda v: {tag: [_node(x) for x in v]}
+    if kind == "plain":
+        return _plain_encoder(t, tag)
+    plan = plan_of(t)
+    if plan.fields:
+        names = [f.name for f in dataclasses.fields(t) if f.init]
+        return lambda v: {tag: {n: _node(getattr(v, n)) for n in names}}
+    if not plan.open and not plan.floats:
+        return lambda v: {tag: _dump_structured(v, None)}
+    exclude = {name for name, _ in plan.open} or None
+
+    def encode_open(v: Any) -> Any:
+        data = _dump_structured(v, exclude)
+        for name, key in plan.open:
+            data[key] = _node(getattr(v, name))
+        for name, key in plan.floats:
+            x = getattr(v, name)
+            if type(x) is float and not math.isfinite(x):
+                data[key] = _node(x)
+        return {tag: data}
+
+    return encode_open
 
 
-def _decode_one(key: str, data: Any) -> Any:
-    tp = _resolve(key)
+def _plain_encoder(t: type, tag: str) -> Callable[[Any], Any]:
+    sig = plain_signature(t)
+    assert isinstance(sig, PlainSignature)
+
+    def encode_plain(v: Any) -> Any:
+        attrs = getattr(v, "__dict__", None)
+        if not isinstance(attrs, dict):
+            raise Refused(v, "its instances keep no attributes in a __dict__")
+        keys = attrs.keys()
+        if not keys <= sig.params:
+            raise Refused(v, f"its attributes {sorted(keys - sig.params)} are not parameters of its __init__")
+        if not sig.required <= keys:
+            raise Refused(v, f"its __init__ parameters {sorted(sig.required - keys)} are not among its attributes")
+        return {tag: {k: _node(x) for k, x in attrs.items()}}
+
+    return encode_plain
+
+
+def _as(base: type) -> Callable[[Any], Any]:
+    return lambda v: _node(base(v))
+
+
+def _fallback_encoder(t: type) -> Callable[[Any], Any]:
+    """Standard types found by module, subclasses of the built-in ones, and refusals."""
+    if is_std(t, "uuid", "UUID"):
+        return lambda v: {"$uuid": str(v)}
+    if is_std(t, "pathlib", "Path"):
+        return lambda v: {"$path": str(v)}
+    for base in (datetime, date, time, timedelta, Decimal, tuple, set, frozenset, bytes, bytearray):
+        if issubclass(t, base):  # a subclass of a standard type is stored as that type (as json.dumps would)
+            return _BUILTIN_ENCODERS[base]
+    if issubclass(t, bool):
+        return bool
+    for scalar in (str, int, float):
+        if issubclass(t, scalar):
+            return _as(scalar)
+    if issubclass(t, list):
+        return lambda v: _node(list(v))
+    if issubclass(t, dict):
+        return lambda v: _node(dict(v))
+    reason = why_not(t)
+
+    def refuse(v: Any) -> Any:
+        raise Refused(v, reason)
+
+    return refuse
+
+
+def _is_tag(node: Any) -> bool:
+    return type(node) is dict and len(node) == 1 and next(iter(node)).startswith("$")
+
+
+def _one_tag(nodes: list[Any]) -> str | None:
+    """The tag every node has, if they all have the same one (then only their data need be stored)."""
+    if not nodes or not _is_tag(nodes[0]):
+        return None
+    (tag,) = nodes[0]
+    return tag if all(type(n) is dict and len(n) == 1 and tag in n for n in nodes) else None
+
+
+def encode(value: Any, *, what: str = "value") -> Envelope:
+    """Turn a user value into an envelope, or fail naming ``what`` it was (and where in it the culprit is).
+
+    Raises:
+        NotSerializableError: Something in ``value`` cannot round-trip through
+            JSON (an open file, a lock, a function, a class whose constructor
+            does not take its attributes, ...), naming its type and path.
+    """
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return Envelope(None, value)
+    if t is list or t is dict or t is float:
+        try:
+            return Envelope(None, _plain(value))
+        except _NotPlain:
+            pass
+        except RecursionError:
+            raise NotSerializableError(f"{what} is nested too deeply") from None
+    token = _WHAT.set(what)
     try:
-        if issubclass(tp, BaseModel):
-            return tp.model_validate(data)
-        return _adapter(tp).validate_python(data)  # type: ignore[arg-type]
-    except ValidationError as e:
-        raise NotSerializableError(f"cannot decode a value of type {key!r}: {validation_message(e)}") from None
+        if t is list:
+            nodes = [_node(x) for x in value]
+            tag = _one_tag(nodes)
+            return Envelope(f"list[{tag[1:]}]", [n[tag] for n in nodes]) if tag else Envelope("list[*]", nodes)
+        if t is dict:
+            if not all(type(k) is str for k in value):
+                return Envelope("dict", _pairs(value))
+            values = {k: _node(x) for k, x in value.items()}
+            tag = _one_tag(list(values.values()))
+            if tag:
+                return Envelope(f"dict[{tag[1:]}]", {k: n[tag] for k, n in values.items()})
+            return Envelope("dict[*]", values)
+        node = _node(value)
+    except Refused as e:
+        raise refusal(value, e, what) from None
+    except RecursionError:
+        raise NotSerializableError(f"{what} contains itself (a reference cycle) or is nested too deeply") from None
+    finally:
+        _WHAT.reset(token)
+    if _is_tag(node):
+        ((tag, data),) = node.items()
+        return Envelope(tag[1:], data)
+    if type(node) is list or type(node) is dict:  # a subclass of list or dict, stored as one
+        return encode(list(value) if type(node) is list else dict(value), what=what)
+    return Envelope(None, node)
+
+
+# -- decoding -------------------------------------------------------------------------------------------
+
+
+def _json_copy(value: Any) -> Any:
+    """A fresh copy of plain JSON data (what an untyped envelope holds)."""
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    return value
+
+
+def _decode_node(n: Any) -> Any:
+    t = type(n)
+    if t is list:
+        return [_decode_node(x) for x in n]
+    if t is dict:
+        if len(n) == 1:
+            ((k, data),) = n.items()
+            if type(k) is str and k.startswith("$"):
+                return _decoder(k[1:])(data)
+        return {k: _decode_node(x) for k, x in n.items()}
+    return n
+
+
+_CLASS_DECODERS: dict[type, Callable[[Any], Any]] = {}
+
+
+def _decoder(tag: str) -> Callable[[Any], Any]:
+    """The function that rebuilds a value stored under ``tag`` from its data, failing as ``NotSerializableError``.
+
+    A class is looked up in the registry on every call (a dict read), so a
+    class registered again under its key is the one built from then on.
+    """
+    found = _WRAPPED_BUILTINS.get(tag)
+    if found is not None:
+        return found
+    tp = resolve(tag)  # raises for anything not declared, registered or encoded here
+    found = _CLASS_DECODERS.get(tp)
+    if found is None:
+        found = _CLASS_DECODERS[tp] = _guarded(tag, _class_decoder(tp, class_kind(tp)))
+    return found
+
+
+def _guarded(tag: str, build: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``build``, with whatever it raises turned into ``NotSerializableError`` naming ``tag`` but not the data."""
+
+    def decode_tagged(data: Any) -> Any:
+        try:
+            return build(data)
+        except NotSerializableError:
+            raise
+        except ValidationError as e:
+            raise NotSerializableError(f"cannot decode a value of type {tag!r}: {validation_message(e)}") from None
+        except RecursionError:
+            raise NotSerializableError(f"cannot decode a value of type {tag!r}: it is nested too deeply") from None
+        except BadData as e:
+            raise NotSerializableError(f"cannot decode a value of type {tag!r}: {e}") from None
+        except Exception as e:  # a user's constructor, say: its message may quote the value, so only its class
+            raise NotSerializableError(f"cannot decode a value of type {tag!r}: {type(e).__name__}") from None
+
+    return decode_tagged
+
+
+_WRAPPED_BUILTINS = {tag: _guarded(tag, build) for tag, build in _BUILTIN_DECODERS.items()}
+
+
+def _class_decoder(tp: type, kind: Kind | None) -> Callable[[Any], Any]:
+    if kind == "enum":
+        return lambda d: _enum_member(tp, _decode_node(d))
+    if kind == "namedtuple":
+        return lambda d: tp(*(_decode_node(x) for x in as_array(d, tp.__qualname__)))
+    if kind == "plain":
+        return _plain_decoder(tp)
+    if kind not in ("model", "dataclass"):
+        raise NotSerializableError(f"cannot decode a value of type {type_key(tp)!r}: the type is not storable")
+    plan = plan_of(tp)
+    if plan.fields:
+        return lambda d: tp(**{k: _decode_node(x) for k, x in _object(d, tp).items()})
+    validate = _validator(tp)
+    if not plan.open and not plan.floats:
+        return lambda d: validate(d, strict=False, by_alias=True, by_name=True)
+    open_keys = [key for _, key in plan.open]
+    float_keys = [key for _, key in plan.floats]
+
+    def decode_open(d: Any) -> Any:
+        if type(d) is dict:
+            copy = None  # the stored data is never changed: tagged fields are read into a copy
+            for key in open_keys:
+                if key in d:
+                    copy = copy or dict(d)
+                    copy[key] = _decode_node(d[key])
+            for key in float_keys:
+                x = d.get(key)
+                if type(x) is dict:
+                    copy = copy or dict(d)
+                    copy[key] = _decode_node(x)
+            if copy is not None:
+                d = copy
+        return validate(d, strict=False, by_alias=True, by_name=True)
+
+    return decode_open
+
+
+def _validator(tp: type) -> Callable[..., Any]:
+    if issubclass(tp, BaseModel):
+        return tp.model_validate
+    return adapter(tp).validate_python  # type: ignore[arg-type]  # classes are hashable
+
+
+def _object(data: Any, tp: type) -> dict[str, Any]:
+    if type(data) is not dict:
+        raise BadData(f"a {tp.__qualname__} is stored as a JSON object")
+    return data
+
+
+def _enum_member(tp: type, value: Any) -> Any:
+    try:
+        return tp(value)
+    except ValueError:
+        raise BadData(f"no member of {tp.__qualname__} has this value") from None
+
+
+def _plain_decoder(tp: type) -> Callable[[Any], Any]:
+    sig = plain_signature(tp)
+    assert isinstance(sig, PlainSignature)
+
+    def decode_plain(data: Any) -> Any:
+        attrs = _object(data, tp)
+        if not attrs.keys() <= sig.params:
+            extra = len(attrs.keys() - sig.params)  # counted, not named: the names come from the payload
+            raise BadData(
+                f"{extra} stored attribute{' is not a parameter' if extra == 1 else 's are not parameters'} "
+                f"of its __init__ (it takes {sorted(sig.params)})"
+            )
+        if not sig.required <= attrs.keys():
+            raise BadData(f"its __init__ parameters {sorted(sig.required - attrs.keys())} are missing")
+        return tp(**{k: _decode_node(x) for k, x in attrs.items()})
+
+    return decode_plain
 
 
 def decode(envelope: Envelope) -> Any:
-    """Restore the value an envelope holds, as a fresh object the caller may mutate."""
-    if envelope.type is None:
-        data = envelope.data
-        return data if data is None or isinstance(data, (str, int, float)) else _json_copy(data, "value")
+    """Restore the value an envelope holds, as a fresh object the caller may mutate.
+
+    Raises:
+        NotSerializableError: The envelope names a type this process may not
+            build (see the module docstring), or its data does not fit it;
+            the message names the type, never the value.
+    """
     t = envelope.type
-    if t.startswith("list[") and t.endswith("]"):
-        return [_decode_one(t[5:-1], d) for d in envelope.data]
-    if t.startswith("dict[") and t.endswith("]"):
-        return {k: _decode_one(t[5:-1], d) for k, d in envelope.data.items()}
-    return _decode_one(t, envelope.data)
+    data = envelope.data
+    if t is None:
+        return data if data is None or isinstance(data, (str, int, float)) else _json_copy(data)
+    if t.endswith("]"):
+        if t.startswith("list["):
+            inner = t[5:-1]
+            items = _array_of(data, t)
+            if inner == "*":
+                return [_decode_node(d) for d in items]
+            one = _decoder(inner)
+            return [one(d) for d in items]
+        if t.startswith("dict["):
+            inner = t[5:-1]
+            if type(data) is not dict:
+                raise NotSerializableError(f"cannot decode a value of type {t!r}: it is stored as a JSON object")
+            if inner == "*":
+                return {k: _decode_node(d) for k, d in data.items()}
+            one = _decoder(inner)
+            return {k: one(d) for k, d in data.items()}
+    try:
+        return _decoder(t)(data)
+    except RecursionError:
+        raise NotSerializableError(f"cannot decode a value of type {t!r}: it is nested too deeply") from None
+
+
+def _array_of(data: Any, t: str) -> list[Any]:
+    if type(data) is not list:
+        raise NotSerializableError(f"cannot decode a value of type {t!r}: it is stored as a JSON array")
+    return data
+
+
+# -- validation -------------------------------------------------------------------------------------------
 
 
 def validate_as(tp: Any, value: Any, *, strict: bool = False) -> Any:
@@ -277,8 +595,8 @@ def validate_as(tp: Any, value: Any, *, strict: bool = False) -> Any:
         return value
     try:
         if strict:
-            return _adapter(tp).validate_json(json.dumps(value), strict=True)
-        return _adapter(tp).validate_python(value)
+            return adapter(tp).validate_json(json.dumps(value), strict=True)
+        return adapter(tp).validate_python(value)
     except ValidationError as e:
         raise ValueError(validation_message(e)) from None
 
@@ -323,6 +641,6 @@ def validation_message(e: ValidationError) -> str:
 def json_schema(tp: Any) -> dict[str, Any]:
     """JSON schema of ``tp`` for clients that answer requests (empty if it has none)."""
     try:
-        return _adapter(tp).json_schema()
+        return adapter(tp).json_schema()
     except Exception:
         return {}

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Generator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Collection, Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from temporal_workflows._engine.registry import declare
 from temporal_workflows._errors import WorkflowRunError
 from temporal_workflows._events import RequestInfoEvent, WorkflowEvent, WorkflowRunResult, WorkflowRunState
 from temporal_workflows._local.runner import MISSING, LocalRunner, RunStream, local_request_event, shared_state
 
 if TYPE_CHECKING:
+    from temporalio.client import Client
+
     from temporal_workflows._checkpoints.base import CheckpointStorage
     from temporal_workflows._engine.machine import Topology
     from temporal_workflows._graph.executor import Executor
     from temporal_workflows._graph.graph import Graph
+    from temporal_workflows.temporal._durable import DurableWorkflow
 
 __all__ = ["ResetCall", "Workflow", "load_workflow"]
 
@@ -79,6 +83,7 @@ class Workflow:
         self._checkpoint_every = checkpoint_every
         self._runner = LocalRunner(graph, checkpoint_every=checkpoint_every)
         self.id = str(uuid.uuid4())
+        declare(_declared_types(graph))  # what decoding may build: every class the handlers name, and their fields'
 
     # -- description -----------------------------------------------------------
 
@@ -330,6 +335,31 @@ class Workflow:
             checkpoint_storage if checkpoint_storage is not None else self._storage
         )
 
+    # -- on Temporal -------------------------------------------------------------
+
+    def on_temporal(
+        self,
+        client: Client,
+        *,
+        id: str | None = None,
+        task_queue: str | None = None,
+        checkpoint_every: int | None = None,
+    ) -> DurableWorkflow:
+        """This workflow's ``run`` calls, each backed by a run on Temporal (same arguments, results, errors).
+
+        ``durable = workflow.on_temporal(client)``, then ``await durable.run(message)``,
+        ``durable.run(message, stream=True)``, ``durable.run(responses=...)`` and
+        ``durable.run(checkpoint_id=...)`` as in process: the one line that makes a
+        program durable. A worker hosting this workflow must poll ``task_queue``.
+        See :class:`~temporal_workflows.temporal.DurableWorkflow`.
+        """
+        from temporal_workflows.temporal._durable import DurableWorkflow
+        from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
+
+        return DurableWorkflow(
+            self, client, id=id, task_queue=task_queue or DEFAULT_TASK_QUEUE, checkpoint_every=checkpoint_every
+        )
+
     # -- export ----------------------------------------------------------------
 
     def to_mermaid(self) -> str:
@@ -346,6 +376,31 @@ class Workflow:
 
     def __repr__(self) -> str:
         return f"Workflow(name={self.name!r}, executors={list(self._graph.executors)})"
+
+    def _repr_svg_(self) -> str | None:
+        """The graph as SVG in a notebook (``None``, so Mermaid shows instead, without Graphviz)."""
+        from temporal_workflows._graph.viz import render_svg
+
+        return render_svg(self._graph)
+
+    def _repr_mimebundle_(
+        self, include: Collection[str] | None = None, exclude: Collection[str] | None = None
+    ) -> dict[str, str]:
+        """How a notebook shows the graph: SVG when Graphviz can draw it, else Mermaid text."""
+        from temporal_workflows._graph.viz import mimebundle
+
+        return mimebundle(self._graph, repr(self), include=include, exclude=exclude)
+
+
+def _declared_types(graph: Graph) -> Iterator[Any]:
+    """Every annotation a graph's handlers declare: messages, outputs, requests, responses."""
+    for ex in graph.executors.values():
+        for h in ex.handlers:
+            yield h.input_type
+            yield from h.output_types
+            yield from h.workflow_output_types
+        for r in ex.response_handlers:
+            yield from (r.request_type, r.response_type, *r.output_types, *r.workflow_output_types)
 
 
 def load_workflow(spec: str) -> Workflow:

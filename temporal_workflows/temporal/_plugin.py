@@ -23,6 +23,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._converter import json_data_converter
+from temporal_workflows.temporal._eviction import evict_cached_runs
 from temporal_workflows.temporal._tracing import configure_tracing, replay_safe_provider
 from temporal_workflows.temporal._versioning import WorkerVersioning
 from temporal_workflows.temporal._workflow import GraphWorkflow
@@ -176,3 +177,4 @@ class TemporalWorkflowsPlugin(SimplePlugin):
         finally:
             if promoting is not None:
                 promoting.cancel()
+            await evict_cached_runs(worker)  # spans of runs left mid-superstep close where they opened

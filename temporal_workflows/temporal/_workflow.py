@@ -132,6 +132,7 @@ __all__ = [
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_STATUS_ON_EVERY_FAILURE",
+    "PATCH_STATUS_ON_CONTINUE_AS_NEW",
     "STREAM_EVENTS_CARRIED",
 ]
 
@@ -155,6 +156,9 @@ the superstep driver (an activity of the workflow's own failing for good)."""
 PATCH_ENTRY_CHECKPOINT = "checkpoint-before-first-superstep"
 """Runs recorded before this took no automatic checkpoint of new input before its first superstep (Agent
 Framework's "iteration 0"), which newer runs take, in process as on Temporal."""
+PATCH_STATUS_ON_CONTINUE_AS_NEW = "status-on-continue-as-new"
+"""Runs recorded before this left the status search attribute of a segment that continued as new as it
+was (e.g. ``waiting_for_input``), so a query for waiting runs also listed closed segments."""
 
 SIGNALS = (SIGNAL_RESPOND, SIGNAL_SEND, SIGNAL_CLOSE, SIGNAL_CHECKPOINT, SIGNAL_RESET, SIGNAL_DELIVER)
 UPDATES = (UPDATE_RESPOND, UPDATE_SEND, UPDATE_CHECKPOINT, UPDATE_RESET, UPDATE_CONFIRM)
@@ -904,6 +908,9 @@ class GraphWorkflow:
             size = json_size(arg)
             if size > self._payload_limit:
                 raise self._too_large_to_continue(arg, size, engine.superstep)
+        if self._board.attribute is not None and workflow.patched(PATCH_STATUS_ON_CONTINUE_AS_NEW):
+            # This segment closes: it is no longer running or waiting; its successor says where the run is.
+            self._board.set("continued_as_new", "continued as new")
         workflow.continue_as_new(args=[arg])
 
     def _too_large_to_continue(self, arg: RunInput, size: int, superstep: int) -> RunTooLargeError:

@@ -11,6 +11,9 @@ integration graphs. Steps that fail do so on their first attempt on Temporal
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import enum
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -611,6 +614,95 @@ typed_fan = (
 )
 
 
+# -- ordinary Python values: enums, tuples, int-keyed dicts, datetimes, a plain class -----------------
+
+
+class Tone(enum.Enum):
+    WARM = "warm"
+    COOL = "cool"
+
+
+class Grade(enum.IntEnum):
+    A = 1
+    B = 2
+
+
+class Coin:
+    """A plain class: stored as its attributes, rebuilt by calling it with them."""
+
+    def __init__(self, cents: int, currency: str = "EUR") -> None:
+        self.cents = cents
+        self.currency = currency
+
+
+@dataclasses.dataclass
+class Parcel:
+    tones: dict[int, Tone]
+    route: list[tuple[str, int]]
+    sent: datetime
+    coin: Coin
+    grades: frozenset[Grade]
+
+
+SENT = datetime(2025, 1, 2, 3, 4, 5, 678, tzinfo=UTC)
+
+
+def types_of(value: Any) -> str:
+    """The exact types inside ``value``, as text: what the step saw after decoding (``tuple[str, int]``, ...)."""
+    if isinstance(value, dict):
+        return f"{type(value).__name__}[{', '.join(f'{types_of(k)}: {types_of(v)}' for k, v in value.items())}]"
+    if isinstance(value, (set, frozenset)):
+        return f"{type(value).__name__}[{', '.join(sorted(types_of(v) for v in value))}]"
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__}[{', '.join(types_of(v) for v in value)}]"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = (f"{f.name}={types_of(getattr(value, f.name))}" for f in dataclasses.fields(value))
+        return f"{type(value).__name__}({', '.join(fields)})"
+    if isinstance(value, Coin):
+        return f"Coin({types_of(value.cents)}, {types_of(value.currency)})"
+    if isinstance(value, datetime):
+        return f"datetime({value.tzinfo})"
+    return type(value).__name__
+
+
+@executor(id="pack")
+async def pack(start: tuple[str, int], ctx: WorkflowContext[Parcel]) -> None:
+    name, n = start
+    ctx.set_state("start_types", types_of(start))
+    ctx.set_state("by_grade", {Grade.A: (name, n), Grade.B: (name, n + 1)})
+    ctx.set_state("sent", SENT)
+    ctx.set_state("coin", Coin(n * 100))
+    await ctx.send_message(Parcel({1: Tone.WARM, 2: Tone.COOL}, [(name, n)], SENT, Coin(n * 100), frozenset({Grade.A})))
+
+
+class Inspector(Executor):
+    """Asks about the parcel it got, then reports every type it saw, after a checkpoint and a resume."""
+
+    @handler
+    async def inspect(self, parcel: Parcel, ctx: WorkflowContext) -> None:
+        ctx.set_state("parcel_types", types_of(parcel))
+        await ctx.request_info((parcel.coin, Tone.COOL), Tone)
+
+    @response_handler
+    async def answered(self, request: tuple[Coin, Tone], answer: Tone, ctx: WorkflowContext[None, Any]) -> None:
+        seen = {k: ctx.get_state(k) for k in ("by_grade", "sent", "coin")}
+        await ctx.yield_output((answer, request[1], seen["by_grade"], seen["sent"]))
+        await ctx.yield_output(types_of({"request": request, "answer": answer, **seen}))
+
+
+def answer_tone(executor_id: str, request: Any) -> str:
+    """How the tests answer ``cf_values``: plain JSON, as from the ``temporal`` CLI."""
+    return "warm"
+
+
+values_store = InMemoryCheckpointStorage()
+values = (
+    WorkflowBuilder(start_executor=pack, name="cf_values", checkpoint_storage=values_store, checkpoint_every=1)
+    .add_edge(pack, Inspector("inspector"))
+    .build()
+)
+
+
 def all_workflows() -> list[Workflow]:
     """Every graph of this suite, for the test worker (the examples it already hosts)."""
     return [
@@ -631,4 +723,5 @@ def all_workflows() -> list[Workflow]:
         designated,
         restartable,
         typed_fan,
+        values,
     ]

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from pydantic_core import to_jsonable_python
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from examples import approval, counter_loop, research
@@ -48,6 +47,7 @@ from temporal_workflows import (
     WorkflowStartedEvent,
     WorkflowStatusEvent,
 )
+from temporal_workflows._engine.serde import encode, type_key
 from temporal_workflows.temporal import RunHandle, start_run
 from tests.conformance import scenarios as sc
 from tests.conftest import TASK_QUEUE
@@ -144,7 +144,7 @@ class Masker:
         return v
 
     def event(self, ev: WorkflowEvent) -> dict[str, Json]:
-        body = ev.model_dump(mode="json")
+        body = ev.model_dump(mode="json", fallback=_jsonable)  # a plain class in an event's data: its stored JSON
         if isinstance(ev, WorkflowStartedEvent):
             body["run_id"] = "<run>"
         # Request ids first, so that messages quoting them are mapped in order of appearance.
@@ -215,7 +215,8 @@ def wf_run_id(obs: Observed) -> str:
 
 
 def _jsonable(value: Any) -> Json:
-    return to_jsonable_python(value)
+    """A value as a Temporal run shows it (state query, pending requests): its stored JSON, tagged where needed."""
+    return encode(value).data
 
 
 def _checkpoint_after(events: list[WorkflowEvent], superstep: int) -> str:
@@ -482,6 +483,31 @@ def typed_fan_facts(s: Seen) -> None:
     assert s.outputs == ["left:HI", "right:HI", "joined:1,2"]
 
 
+def values_facts(s: Seen) -> None:
+    """Enums, tuples, int-keyed dicts, datetimes and a plain class keep their types through a message, state, a
+    request, outputs, a checkpoint and a resume: each step reports the exact types it saw after decoding."""
+    assert s.steps(0) == [["pack"], ["inspector"]]
+    assert s.steps(1) == [["inspector"], ["inspector"]]  # superstep 2 again from the checkpoint, then the answer
+    assert s.state["start_types"] == "tuple[str, int]"
+    assert s.state["parcel_types"] == (
+        "Parcel(tones=dict[int: Tone, int: Tone], route=list[tuple[str, int]], sent=datetime(UTC), "
+        "coin=Coin(int, str), grades=frozenset[Grade])"
+    )
+    grade = f"${type_key(sc.Grade)}"
+    assert s.state["by_grade"] == [[{grade: 1}, {"$tuple": ["parcel", 3]}], [{grade: 2}, {"$tuple": ["parcel", 4]}]]
+    assert s.state["sent"] == "2025-01-02T03:04:05.000678+00:00" and s.state["coin"] == {
+        "cents": 300,
+        "currency": "EUR",
+    }
+    asked = s.of("RequestInfoEvent")
+    assert len(asked) == 2 and all(a["data_type"] == "tuple" for a in asked)  # asked, and asked again after the resume
+    assert [e["data_type"] for e in s.of("WorkflowOutputEvent")] == ["tuple", None]
+    assert s.outputs[1] == (
+        "dict[str: tuple[Coin(int, str), Tone], str: Tone, str: dict[Grade: tuple[str, int], Grade: tuple[str, int]], "
+        "str: datetime(UTC), str: Coin(int, str)]"
+    )
+
+
 SCENARIOS = [
     Scenario("linear_chain", sc.chain, "hello", facts=chain_facts),
     Scenario("fan_out_fan_in", sc.fan, 7, facts=fan_facts),
@@ -532,6 +558,9 @@ SCENARIOS = [
         answer=sc.answer_question,
         resume_from=0,
         facts=restart_facts,
+    ),
+    Scenario(
+        "ordinary_python_values", sc.values, ("parcel", 3), answer=sc.answer_tone, resume_from=1, facts=values_facts
     ),
 ]
 
@@ -586,7 +615,7 @@ async def run_in_process(s: Scenario) -> Observed:
             assert waits, "the scenario lets requests time out, but none has a timeout"
             await asyncio.sleep(max(0.0, min(waits)) + 0.05)
         events = wf.run(responses=responses, stream=True)
-    obs.state = _jsonable(wf.state)
+    obs.state = {k: _jsonable(v) for k, v in wf.state.items()}  # per key, as the state query shows it
     return obs
 
 

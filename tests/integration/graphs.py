@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -344,7 +345,7 @@ class Sizes(BaseModel):
     output: int = 0
     """Characters yielded as a workflow output."""
     unserializable_key: str | None = None
-    """A state key to write a ``set`` to, which JSON cannot carry."""
+    """A state key to write a lock to, which cannot round-trip through JSON."""
 
 
 @executor(id="intake")
@@ -358,7 +359,7 @@ async def hoard(s: Sizes, ctx: WorkflowContext[str, str]) -> None:
     for i in range(s.keys if s.state else 0):
         ctx.set_state(f"report{i or ''}", "r" * s.state)
     if s.unserializable_key is not None:
-        ctx.set_state(s.unserializable_key, {1, 2})
+        ctx.set_state(s.unserializable_key, threading.Lock())
     if s.message:
         await ctx.send_message("m" * s.message)
     if s.output:

@@ -347,18 +347,18 @@ async def test_cli_run_follow_requests_and_respond(client: Client, temporal_addr
         workflow_id,
         "--task-queue",
         TASK_QUEUE,
-        "--follow",
+        "--json",
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     assert run.stdout is not None
     printed: list[str] = []
-    while not any(line.startswith("[request_info]") for line in printed):
+    while not any('"type": "request_info"' in line for line in printed):
         line = (await asyncio.wait_for(run.stdout.readline(), 30)).decode()
         assert line, f"run ended early: {printed}"
         printed.append(line)
-    assert printed[0].startswith("started ") and printed[1].startswith("[started]")
+    assert json.loads(printed[0])["type"] == "run_started" and json.loads(printed[1])["type"] == "started"
 
     code, out, _ = await _cli(temporal_address, "requests", workflow_id)
     assert code == 0
@@ -379,8 +379,9 @@ async def test_cli_run_follow_requests_and_respond(client: Client, temporal_addr
     rest, err_bytes = await asyncio.wait_for(run.communicate(), 60)
     assert run.returncode == 0, err_bytes.decode()
     text = "".join(printed) + rest.decode()
-    assert "[output]" in text and "[superstep_completed]" in text
-    assert json.loads(text[text.index("\n[\n") :])[0]["status"] == "published"
+    records = [json.loads(line) for line in text.splitlines()]
+    assert {"output", "superstep_completed"} <= {r["type"] for r in records}
+    assert records[-1]["type"] == "result" and records[-1]["outputs"][0]["status"] == "published"
 
 
 async def test_cli_send_and_close_a_keep_alive_run(client: Client, temporal_address: str, workflow_id: str) -> None:

@@ -103,15 +103,17 @@ async def test_every_run_of_the_session_replays_in_the_sandbox(client: Client) -
     # input, resets), replayed in the sandbox with the default restrictions. Runs
     # encrypted under the encryption tests' own keys are left out: without the
     # keys their payloads do not decode.
-    replayed: list[str] = []
+    replayed: dict[str, str] = {}  # run id -> workflow id, to name a run that fails
 
     async def histories() -> AsyncIterator[WorkflowHistory]:
         async for history in client.list_workflows().map_histories():
             if not _encrypted(history):
-                replayed.append(history.workflow_id)
+                replayed[history.run_id] = history.workflow_id
                 yield history
 
     results = await _replayer("sandbox-restricted").replay_workflows(histories(), raise_on_replay_failure=False)
     if not replayed:
         pytest.skip("no other test ran a workflow in this session")
-    assert not results.replay_failures, {run_id: str(e)[:300] for run_id, e in results.replay_failures.items()}
+    assert not results.replay_failures, {
+        f"{replayed.get(run_id, '?')} ({run_id})": str(e)[:300] for run_id, e in results.replay_failures.items()
+    }

@@ -1,0 +1,343 @@
+"""The in-process ``Workflow.run`` calls, backed by a run on Temporal: the same program, durable by one line.
+
+    durable = workflow.on_temporal(client)
+    result = await durable.run("hello")                 # was: await workflow.run("hello")
+    result = await durable.run(responses={rid: "yes"})  # was: await workflow.run(responses=...)
+    async for event in durable.run("hi", stream=True):  # was: workflow.run("hi", stream=True)
+        ...
+
+Each call returns what the in-process call returns (a ``WorkflowRunResult``,
+or the same events in the same order) and raises the same errors, but the run
+is a Temporal workflow execution: it survives the caller, the worker and the
+machine. A call follows the run's event stream (``RunHandle.events``) from
+where the previous call stopped until the run is idle again (completed,
+waiting for responses, or failed), exactly as the in-process call runs until
+the graph is idle.
+
+Cancelling the caller's task (or breaking out of a stream) stops following
+the run and nothing else: the run goes on on Temporal, and the next call, or
+:meth:`DurableWorkflow.handle`, picks it up. :meth:`DurableWorkflow.cancel`
+cancels the run itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from temporal_workflows._errors import WorkflowError, WorkflowRunError
+from temporal_workflows._events import (
+    RequestInfoEvent,
+    WorkflowEvent,
+    WorkflowRunResult,
+    WorkflowRunState,
+    WorkflowStartedEvent,
+    WorkflowStatusEvent,
+)
+from temporal_workflows._local.runner import MISSING
+from temporal_workflows.temporal._client import RunHandle, fork, get_run, start_run
+from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
+
+if TYPE_CHECKING:
+    from temporal_workflows._checkpoints.base import CheckpointStorage
+    from temporal_workflows._graph.workflow import Workflow
+
+__all__ = ["DurableWorkflow"]
+
+_SETTLED = frozenset(
+    {
+        WorkflowRunState.IDLE,
+        WorkflowRunState.IDLE_WITH_PENDING_REQUESTS,
+        WorkflowRunState.FAILED,
+        WorkflowRunState.CANCELLED,
+    }
+)
+"""Run states at which an in-process ``run()`` returns: the graph is idle (or failed)."""
+
+
+class DurableWorkflow:
+    """A built :class:`~temporal_workflows.Workflow` whose ``run`` calls run on Temporal.
+
+    Made by :meth:`Workflow.on_temporal`. A worker hosting the workflow must
+    be polling ``task_queue`` (``TemporalWorkflowsPlugin([workflow])``).
+
+    Args:
+        workflow: The graph; its ``name`` is the Temporal workflow type.
+        client: A client connected with the plugin (or its data converter).
+        id: The workflow id of the runs this object starts; each new run gets
+            a fresh id when omitted. With an id, ``run(checkpoint_id=...)``
+            also resumes that id's closed run, from a new object or process.
+        task_queue: Where the hosting worker polls.
+        checkpoint_every: As for :func:`~temporal_workflows.temporal.start_run`.
+    """
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        client: Client,
+        *,
+        id: str | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        checkpoint_every: int | None = None,
+    ) -> None:
+        self._workflow = workflow
+        self._client = client
+        self._id = id
+        self._task_queue = task_queue
+        self._checkpoint_every = checkpoint_every
+        self._handle: RunHandle | None = get_run(client, id) if id is not None else None
+        self._offset = 0
+        self._state = WorkflowRunState.IDLE
+        self._pending: dict[str, RequestInfoEvent] = {}
+        self._run_id = ""
+        self._running = False
+
+    # -- what the in-process workflow also tells ----------------------------------------
+
+    @property
+    def workflow(self) -> Workflow:
+        return self._workflow
+
+    @property
+    def handle(self) -> RunHandle | None:
+        """The current run on Temporal (``None`` before the first ``run``)."""
+        return self._handle
+
+    @property
+    def run_state(self) -> WorkflowRunState:
+        """The run's state when the last call returned."""
+        return self._state
+
+    @property
+    def pending_requests(self) -> list[RequestInfoEvent]:
+        """Requests of the current run still waiting for a response, as the last call left them."""
+        return list(self._pending.values())
+
+    async def cancel(self) -> None:
+        """Cancel the run on Temporal (its steps are cancelled; its stream ends ``CANCELLED``)."""
+        if self._handle is not None:
+            await self._handle.handle.cancel()
+
+    # -- run ---------------------------------------------------------------------------
+
+    @overload
+    def run(
+        self,
+        message: Any = ...,
+        *,
+        stream: Literal[True],
+        responses: Mapping[str, Any] | None = ...,
+        checkpoint_id: str | None = ...,
+        checkpoint_storage: CheckpointStorage | None = ...,
+    ) -> AsyncIterator[WorkflowEvent]: ...
+
+    @overload
+    def run(
+        self,
+        message: Any = ...,
+        *,
+        stream: Literal[False] = ...,
+        responses: Mapping[str, Any] | None = ...,
+        checkpoint_id: str | None = ...,
+        checkpoint_storage: CheckpointStorage | None = ...,
+    ) -> Awaitable[WorkflowRunResult]: ...
+
+    def run(
+        self,
+        message: Any = MISSING,
+        *,
+        stream: bool = False,
+        responses: Mapping[str, Any] | None = None,
+        checkpoint_id: str | None = None,
+        checkpoint_storage: CheckpointStorage | None = None,
+    ) -> AsyncIterator[WorkflowEvent] | Awaitable[WorkflowRunResult]:
+        """As :meth:`Workflow.run`, on Temporal.
+
+        Args:
+            message: Start a new run with this message.
+            stream: Return an async iterator of the events as they happen.
+            responses: ``{request_id: response}`` answers to the current run's
+                pending requests; all ids are checked before any is sent.
+            checkpoint_id: Go back to this checkpoint: the current run resets
+                to it if it is open, else the run of this object's ``id`` is
+                started again from it.
+            checkpoint_storage: Accepted for the same signature; checkpoints of
+                a run on Temporal live in the worker's storage.
+
+        Raises:
+            WorkflowRunError: the run failed: the same class and message as in
+                process, its ``result`` holding this call's events.
+            UnknownRequestError / InvalidResponseError / AlreadyAnsweredError:
+                a refused response.
+            WorkflowError: a call the in-process workflow refuses too (another
+                ``run`` under way, no run to answer, both a message and a
+                checkpoint), or a new run while this object's run is open.
+        """
+        del checkpoint_storage
+        if message is not MISSING and checkpoint_id is not None:
+            raise WorkflowError("pass either a start message or checkpoint_id, not both")
+        if message is MISSING and checkpoint_id is None and responses is None:
+            raise WorkflowError("run() needs a start message, responses=, or checkpoint_id=")
+        # Taken here, synchronously: two calls started back to back cannot both pass.
+        if self._running:
+            raise WorkflowError("this workflow is already running; await the current run() first")
+        self._running = True
+        events = _Stream(self, self._events(message, responses, checkpoint_id))
+        if stream:
+            return events
+        return self._collect(events)
+
+    def run_stream(
+        self,
+        message: Any = MISSING,
+        *,
+        responses: Mapping[str, Any] | None = None,
+        checkpoint_id: str | None = None,
+    ) -> AsyncIterator[WorkflowEvent]:
+        """Same as ``run(..., stream=True)``."""
+        return self.run(message, stream=True, responses=responses, checkpoint_id=checkpoint_id)
+
+    async def _collect(self, events: _Stream) -> WorkflowRunResult:
+        collected: list[WorkflowEvent] = []
+        try:
+            async for ev in events:
+                collected.append(ev)
+        except WorkflowRunError as e:
+            e.result = await self._result(collected)
+            raise
+        return await self._result(collected)
+
+    async def _result(self, events: list[WorkflowEvent]) -> WorkflowRunResult:
+        state: dict[str, Any] = {}
+        if self._handle is not None:
+            state = await self._handle.state()
+        return WorkflowRunResult(events, final_state=self._state, state=state, run_id=self._run_id)
+
+    async def _events(
+        self, message: Any, responses: Mapping[str, Any] | None, checkpoint_id: str | None
+    ) -> AsyncGenerator[WorkflowEvent, None]:
+        if checkpoint_id is not None:
+            handle = await self._restore(checkpoint_id)
+        elif message is not MISSING:
+            handle = await self._start(message)
+        else:
+            handle = await self._open_handle()
+        if responses:
+            await self._respond(handle, responses)
+        async for event in handle.events(from_offset=self._offset):
+            self._offset += 1
+            self._seen(event)
+            yield event
+            if isinstance(event, WorkflowStatusEvent) and event.state in _SETTLED:
+                break
+        if self._state == WorkflowRunState.FAILED:
+            await handle.result()  # raises the run's own error, as the in-process run does
+            raise AssertionError("a failed run returned a result")  # pragma: no cover
+
+    def _seen(self, event: WorkflowEvent) -> None:
+        if isinstance(event, WorkflowStartedEvent):
+            self._run_id = event.run_id
+        elif isinstance(event, RequestInfoEvent):
+            self._pending[event.request_id] = event
+        elif isinstance(event, WorkflowStatusEvent):
+            self._state = event.state
+
+    async def _start(self, message: Any) -> RunHandle:
+        if self._handle is not None and await _is_open(self._handle):
+            raise WorkflowError(
+                f"run {self._handle.id!r} is still open ({self._state}): answer it with run(responses=...), "
+                "or cancel() it, before starting another"
+            )
+        workflow_id = self._id or f"{self._workflow.name}-{uuid.uuid4().hex}"
+        self._handle = await start_run(
+            self._client,
+            self._workflow,
+            message,
+            id=workflow_id,
+            task_queue=self._task_queue,
+            checkpoint_every=self._checkpoint_every,
+        )
+        self._new_run()
+        return self._handle
+
+    async def _restore(self, checkpoint_id: str) -> RunHandle:
+        handle = self._handle
+        if handle is None:
+            raise WorkflowError(
+                "no run to restore a checkpoint into: give on_temporal(client, id=...) the workflow id of "
+                "the run that took it"
+            )
+        if await _is_open(handle):
+            # The reset continues the run as new; its event stream goes on from the same offset.
+            await handle.reset(checkpoint_id=checkpoint_id)
+            self._pending.clear()
+            return handle
+        self._handle = await fork(self._client, handle.id, checkpoint_id, handle.id, task_queue=self._task_queue)
+        self._new_run()
+        return self._handle
+
+    async def _open_handle(self) -> RunHandle:
+        if self._handle is None or not await _is_open(self._handle):
+            raise WorkflowError("no run to send responses to; start one with run(message)")
+        return self._handle
+
+    async def _respond(self, handle: RunHandle, responses: Mapping[str, Any]) -> None:
+        # All ids first (as in process, where a bad one changes nothing): an unknown one is refused
+        # by the run itself, so the error is the run's own, before any response is delivered.
+        pending = {r["request_id"] for r in await handle.pending_requests()}
+        answered: set[str] = set()
+        for request_id, value in responses.items():
+            if request_id not in pending:
+                await handle.respond(request_id, value)  # raises UnknownRequestError, unless it became pending
+                answered.add(request_id)
+        for request_id, value in responses.items():
+            if request_id not in answered:
+                await handle.respond(request_id, value)
+            self._pending.pop(request_id, None)
+
+    def _new_run(self) -> None:
+        self._offset = 0
+        self._pending.clear()
+        self._state = WorkflowRunState.IN_PROGRESS
+
+
+class _Stream(AsyncIterator[WorkflowEvent]):
+    """One call's events; frees the workflow for the next call when done, closed, or dropped unread."""
+
+    def __init__(self, owner: DurableWorkflow, events: AsyncGenerator[WorkflowEvent, None]) -> None:
+        self._events = events
+        self._release = weakref.finalize(self, _release, weakref.ref(owner))
+
+    def __aiter__(self) -> _Stream:
+        return self
+
+    async def __anext__(self) -> WorkflowEvent:
+        try:
+            return await self._events.__anext__()
+        except BaseException:
+            self._release()
+            raise
+
+    async def aclose(self) -> None:
+        try:
+            await self._events.aclose()
+        finally:
+            self._release()
+
+
+def _release(owner: weakref.ref[DurableWorkflow]) -> None:
+    workflow = owner()
+    if workflow is not None:
+        workflow._running = False
+
+
+async def _is_open(handle: RunHandle) -> bool:
+    try:
+        desc = await handle.describe()
+    except Exception:
+        return False
+    return desc.status == WorkflowExecutionStatus.RUNNING
