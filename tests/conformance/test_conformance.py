@@ -501,7 +501,7 @@ def values_facts(s: Seen) -> None:
     }
     asked = s.of("RequestInfoEvent")
     assert len(asked) == 2 and all(a["data_type"] == "tuple" for a in asked)  # asked, and asked again after the resume
-    assert [e["data_type"] for e in s.of("WorkflowOutputEvent")] == ["tuple", None]
+    assert [e.get("data_type") for e in s.of("WorkflowOutputEvent")] == ["tuple", None]  # empty data_type: left out
     assert s.outputs[1] == (
         "dict[str: tuple[Coin(int, str), Tone], str: Tone, str: dict[Grade: tuple[str, int], Grade: tuple[str, int]], "
         "str: datetime(UTC), str: Coin(int, str)]"
