@@ -10,6 +10,7 @@ and the commit deterministic.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, Never
@@ -244,8 +245,10 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
                 f"response as {rname} | RequestTimedOut, or pass on_timeout='fail'"
             )
         if request_id is None:
+            # Derived, so a retried or replayed step asks under the same id; written as a UUID, as
+            # Agent Framework's request ids are (what a reader or a log filter expects of one).
             digest = hashlib.sha256(f"{self.idempotency_key}/{self._requests}".encode()).hexdigest()
-            request_id = digest[:20]
+            request_id = str(uuid.UUID(digest[:32]))
         self._requests += 1
         self._result.requests.append(
             PendingRequest(

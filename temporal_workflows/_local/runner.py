@@ -106,7 +106,7 @@ class _LocalHost(DriverHost):
         assert storage is not None
         cp = checkpoint_of(
             engine,
-            checkpoint_id=uuid.uuid4().hex,
+            checkpoint_id=str(uuid.uuid4()),  # a UUID, as Agent Framework's checkpoint ids are
             run_id=runner.run_id or "",
             previous_checkpoint_id=runner.last_checkpoint_id,
             timestamp=datetime.now(UTC),

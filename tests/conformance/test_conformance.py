@@ -101,7 +101,10 @@ class Observed:
 # -- the normaliser (one for both hosts) ------------------------------------------------------
 
 _CHECKPOINT_LIKE = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
-_REQUEST_LIKE = re.compile(r"(?<![0-9a-f])[0-9a-f]{20}(?![0-9a-f])")
+_REQUEST_LIKE = re.compile(
+    r"(?<![0-9a-f-])(?:[0-9a-f]{20}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-f-])"
+)
+"""A request id: derived ones are UUIDs (20 hex digits in runs recorded before)."""
 _TIME_KEYS = {"created_at", "deadline", "timestamp", "duration", "elapsed"}
 
 
