@@ -155,7 +155,7 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
         # Most events carry no data: leave the two empty keys out of every streamed event.
         out = handler(self)
         if isinstance(out, dict):
-            for key in ("data", "data_type", "item_types"):
+            for key in ("data", "data_type", "item_types", "data_omitted"):
                 if key in out and out[key] is None:
                     del out[key]
         return out
@@ -285,7 +285,9 @@ class ExecutorInvokedEvent(_FrameworkEvent[Any]):
     superstep: int
     item_types: list[str | None] | None = None
     """Type key of each item of a ``data`` list whose items are of different types (JSON in transit)."""
-    _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "data")
+    data_omitted: int | None = None
+    """JSON bytes of the message(s), when too large to carry here (``data`` is then ``None``)."""
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "data", "data_omitted")
 
 
 class ExecutorCompletedEvent(_FrameworkEvent[Any]):
@@ -296,7 +298,9 @@ class ExecutorCompletedEvent(_FrameworkEvent[Any]):
     superstep: int
     item_types: list[str | None] | None = None
     """Type key of each item of ``data`` when they are of different types (JSON in transit)."""
-    _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "data")
+    data_omitted: int | None = None
+    """JSON bytes of what it sent and yielded, when too large to carry here (``data`` is then ``None``)."""
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "data", "data_omitted")
 
 
 class ExecutorFailedEvent(_FrameworkEvent[Any]):

@@ -678,3 +678,27 @@ async def test_closing_a_stream_frees_the_workflow() -> None:
     await stream.aclose()
     assert not wf.is_running
     assert (await wf.run("y")).get_outputs() == ["y"]
+
+
+async def test_step_events_leave_out_data_too_large_to_stream_and_say_so() -> None:
+    from temporal_workflows._engine.driver import STEP_EVENT_DATA_LIMIT
+
+    big = "x" * (STEP_EVENT_DATA_LIMIT + 1)
+
+    @executor(id="relay")
+    async def relay(text: str, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message(text)
+
+    @executor(id="measure")
+    async def measure(text: str, ctx: WorkflowContext[None, int]) -> None:
+        await ctx.yield_output(len(text))
+
+    result = await WorkflowBuilder(start_executor=relay).add_edge(relay, measure).build().run(big)
+    assert result.get_outputs() == [len(big)]  # the message itself is delivered whatever its size
+    invoked = [e for e in result if e.type == "executor_invoked"]
+    completed = [e for e in result if e.type == "executor_completed"]
+    assert [(e.data, e.data_omitted) for e in invoked] == [(None, len(big) + 3)] * 2  # its JSON, a byte per item
+    assert (completed[0].data, completed[0].data_omitted) == (None, len(big) + 3)
+    assert completed[1].data == [len(big)] and completed[1].data_omitted is None
+    shown = f"WorkflowEvent(type='executor_invoked', executor_id='relay', data_omitted={len(big) + 3})"
+    assert str(invoked[0]) == shown

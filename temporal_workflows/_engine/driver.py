@@ -77,6 +77,7 @@ from temporal_workflows._events import (
 )
 
 __all__ = [
+    "STEP_EVENT_DATA_LIMIT",
     "DriverEvent",
     "DriverHost",
     "RunStatus",
@@ -223,6 +224,24 @@ def request_event(req: PendingRequest) -> RequestInfoEvent:
     )
 
 
+STEP_EVENT_DATA_LIMIT = 256 * 1024
+"""Most JSON bytes of messages an ``executor_invoked`` / ``executor_completed`` event carries as its ``data``.
+
+Larger data is left out (``data_omitted`` says how large it was): a Temporal
+run's event stream serves each event as one payload, base64-encoded, so an
+event near the payload limit could never be read, and the run's workflow task
+would fail for ever. The same rule holds in process, so both hosts show the
+same events. The messages themselves are delivered whatever their size."""
+
+
+def _step_data(fields: dict[str, Any], items: Sequence[Envelope]) -> dict[str, Any]:
+    """``fields`` (data and its types), or only the size they would take when that is over the limit."""
+    if fields.get("data") is None:
+        return fields
+    size = sum(json_size(e.data) for e in items) + len(items)
+    return fields if size <= STEP_EVENT_DATA_LIMIT else {"data_omitted": size}
+
+
 def _listed(items: Sequence[Envelope]) -> dict[str, Any]:
     """Several envelopes as one event's ``data`` (a list; ``None`` if empty) with what restores their types.
 
@@ -244,11 +263,11 @@ def _listed(items: Sequence[Envelope]) -> dict[str, Any]:
 def _invoked(task: StepTask) -> ExecutorInvokedEvent:
     """``executor_invoked`` with what the step received: its message, a fan-in's list, or the response."""
     if task.kind == "fan_in":
-        return ExecutorInvokedEvent(executor_id=task.executor_id, superstep=task.superstep, **_listed(task.messages))
-    message = task.messages[0]
-    return ExecutorInvokedEvent(
-        executor_id=task.executor_id, superstep=task.superstep, data=message.data, data_type=message.type
-    )
+        fields = _listed(task.messages)
+    else:
+        fields = {"data": task.messages[0].data, "data_type": task.messages[0].type}
+    data = _step_data(fields, task.messages)
+    return ExecutorInvokedEvent(executor_id=task.executor_id, superstep=task.superstep, **data)
 
 
 def _production_order(result: StepResult) -> list[str]:
@@ -608,9 +627,10 @@ class SuperstepDriver:
                     if self._shown is WorkflowRunState.IN_PROGRESS:
                         self._shown = WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS
                         self._emit(WorkflowStatusEvent(state=self._shown))
+        done = messages + yielded
         self._emit(
             ExecutorCompletedEvent(
-                executor_id=task.executor_id, superstep=task.superstep, **_listed(messages + yielded)
+                executor_id=task.executor_id, superstep=task.superstep, **_step_data(_listed(done), done)
             )
         )
 
