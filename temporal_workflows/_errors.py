@@ -253,9 +253,10 @@ class StateConflictError(WorkflowRunError):
     reducer with ``WorkflowBuilder.add_state_reducer``.
     """
 
-    def __init__(self, key: str, executor_ids: tuple[str, str], superstep: int) -> None:
+    def __init__(self, key: str, executor_ids: tuple[str, str], superstep: int, *, message: str | None = None) -> None:
         super().__init__(
-            f"state key {key!r} was written by both {executor_ids[0]!r} and {executor_ids[1]!r} "
+            message
+            or f"state key {key!r} was written by both {executor_ids[0]!r} and {executor_ids[1]!r} "
             f"in superstep {superstep}; declare a reducer for it with "
             f"WorkflowBuilder.add_state_reducer({key!r}, ...) or write it from one executor",
             superstep=superstep,

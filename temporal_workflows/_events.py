@@ -1,16 +1,27 @@
 """Events a run emits, run states, and the result of an in-process run.
 
 Events are pydantic models with a ``type`` discriminator, so the same objects
-stream from the in-process runner and (as JSON) out of a Temporal run. Names
-follow Microsoft Agent Framework.
+stream from the in-process runner and (as JSON) out of a Temporal run. They
+read as Microsoft Agent Framework's do: every event has ``type`` and ``data``
+(``WorkflowEvent[T]`` is generic in its data), ``str()``/``repr()`` print
+``WorkflowEvent(type='output', executor_id='a', data=...)`` as MAF prints them,
+and MAF's attribute names (``iteration``, ``details``, ``origin``,
+``executor_id``, ``state``, ``request_id``, ...) read on every event (``None``
+where an event has no such thing). The subclasses (``WorkflowOutputEvent``,
+``ExecutorInvokedEvent``, ...) are this library's earlier, still supported
+names for the same events; ``isinstance`` checks and ``event.type == "output"``
+checks both work.
 """
 
 from __future__ import annotations
 
+import builtins
 import enum
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer, model_validator
+from typing_extensions import TypeVar
 
 __all__ = [
     "ExecutorCompletedEvent",
@@ -19,20 +30,27 @@ __all__ = [
     "RequestInfoEvent",
     "SuperStepCompletedEvent",
     "SuperStepStartedEvent",
+    "WorkflowErrorDetails",
     "WorkflowEvent",
+    "WorkflowEventSource",
     "WorkflowFailedEvent",
+    "WorkflowIntermediateEvent",
     "WorkflowOutputEvent",
     "WorkflowResetEvent",
     "WorkflowRunResult",
     "WorkflowRunState",
     "WorkflowStartedEvent",
     "WorkflowStatusEvent",
+    "WorkflowWarningEvent",
 ]
+
+DataT = TypeVar("DataT", default=Any)
 
 
 class WorkflowRunState(enum.StrEnum):
-    """Where a run is. Values match Agent Framework's names."""
+    """Where a run is. Members, values and ``str()`` (``WorkflowRunState.IDLE``) match Agent Framework's."""
 
+    STARTED = "STARTED"
     IN_PROGRESS = "IN_PROGRESS"
     IN_PROGRESS_PENDING_REQUESTS = "IN_PROGRESS_PENDING_REQUESTS"
     IDLE = "IDLE"
@@ -40,91 +58,312 @@ class WorkflowRunState(enum.StrEnum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
 
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
 
-class WorkflowEvent(BaseModel):
-    """Base of all events. Subclass it for custom events sent with ``ctx.add_event``."""
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+class WorkflowEventSource(enum.StrEnum):
+    """Who made an event (Agent Framework's ``origin``): the framework, or an executor's own ``add_event``."""
+
+    FRAMEWORK = "FRAMEWORK"
+    EXECUTOR = "EXECUTOR"
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+@dataclass(frozen=True)
+class WorkflowErrorDetails:
+    """What failed, as Agent Framework's ``event.details`` gives it (failed and executor_failed events).
+
+    Unlike Agent Framework (which shows only the error's type unless sensitive
+    data is enabled), ``message`` is the error's message: both hosts report it
+    the same way, and error messages built by this library name no values.
+    """
+
+    error_type: str
+    message: str
+    traceback: str | None = None
+    executor_id: str | None = None
+    extra: dict[str, Any] | None = None
+
+
+_MAF_ATTRIBUTES = frozenset({"state", "executor_id", "request_id", "source_executor_id", "response_type"})
+"""Agent Framework attributes every event has (``None`` where it has no such thing); some subclasses
+have them as fields, so the base answers them only when a field does not."""
+
+
+class WorkflowEvent(BaseModel, Generic[DataT]):
+    """Base of all events, and Agent Framework's one event class: ``type`` says which event it is.
+
+    Subclass it for custom events sent with ``ctx.add_event``, either MAF's
+    way (``class Found(WorkflowEvent): ...`` then ``Found(type="found",
+    data=...)``, or ``WorkflowEvent("found", data=...)``) or as a pydantic
+    model with fields of its own. A keyword the event has no field for is a
+    ``TypeError``, never silently dropped.
+
+    Attributes:
+        type: Which event this is (``"output"``, ``"executor_invoked"``, a custom name, ...).
+        data: What the event carries (MAF's ``data``): an output, the message
+            an executor received, a request, a custom event's payload.
+        data_type: Type key of ``data`` when it travelled as JSON (events
+            streamed from Temporal); readers restore the type from it.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=False)
 
     type: str = "custom"
+    data: DataT | None = None
+    data_type: str | None = None
+
+    _origin: ClassVar[WorkflowEventSource] = WorkflowEventSource.EXECUTOR
+    _maf_repr: ClassVar[tuple[str, ...] | None] = None
+    """Attributes ``repr()`` shows after ``type`` (MAF's choice per event); ``None``: ``data`` and own fields."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Accept MAF's positional form ``WorkflowEvent(type, data)`` and its ``iteration=`` keyword.
+
+        Raises:
+            TypeError: a keyword the event has no field for (it would otherwise be dropped).
+        """
+        if len(args) > 2:
+            raise TypeError(f"{type(self).__name__}() takes at most 2 positional arguments (type, data)")
+        for name, value in zip(("type", "data"), args, strict=False):
+            if name in kwargs:
+                raise TypeError(f"{type(self).__name__}() got multiple values for argument {name!r}")
+            kwargs[name] = value
+        fields = type(self).model_fields
+        if "iteration" in kwargs and "superstep" in fields and "iteration" not in fields:
+            kwargs["superstep"] = kwargs.pop("iteration")
+        if type(self).model_config.get("extra") != "allow":
+            unknown = sorted(k for k in kwargs if k not in fields)
+            if unknown:
+                raise TypeError(
+                    f"{type(self).__name__}() got unexpected keyword argument{'s' * (len(unknown) > 1)} "
+                    f"{', '.join(map(repr, unknown))}; its fields are {sorted(fields)}"
+                )
+        super().__init__(**kwargs)
+
+    @model_serializer(mode="wrap")
+    def _leave_out_empty_data(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Most events carry no data: leave the two empty keys out of every streamed event.
+        out = handler(self)
+        if isinstance(out, dict):
+            for key in ("data", "data_type", "item_types", "data_omitted"):
+                if key in out and out[key] is None:
+                    del out[key]
+        return out
+
+    # -- Agent Framework's attribute names ----------------------------------------------------
+
+    @property
+    def iteration(self) -> int | None:
+        """MAF's name for the superstep of ``superstep_started`` / ``superstep_completed`` events."""
+        value = self.__dict__.get("superstep")
+        return value if isinstance(value, int) else None
+
+    @property
+    def origin(self) -> WorkflowEventSource:
+        """``FRAMEWORK`` for the run's own events, ``EXECUTOR`` for custom ones."""
+        return self._origin
+
+    @property
+    def details(self) -> WorkflowErrorDetails | None:
+        """What failed, for ``failed`` and ``executor_failed`` events (``None`` for others)."""
+        error_type, error = self.__dict__.get("error_type"), self.__dict__.get("error")
+        if not isinstance(error_type, str) or not isinstance(error, str):
+            return None
+        executor_id = self.__dict__.get("executor_id")
+        return WorkflowErrorDetails(
+            error_type, error, executor_id=executor_id if isinstance(executor_id, str) else None
+        )
+
+    @property
+    def request_type(self) -> builtins.type[Any] | None:
+        """The type of a ``request_info`` event's data (``dict`` if it could not be restored), as MAF gives it."""
+        return type(self.data) if self.type == "request_info" else None
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name in _MAF_ATTRIBUTES:
+                return None
+            return super().__getattr__(name)
+
+    def restored(self) -> Self:
+        """This event with ``data`` turned back into its type(s), where it travelled as JSON.
+
+        Both readers use it: the in-process runner and a Temporal run's event
+        stream. A type this process cannot build leaves that value as JSON.
+        """
+        from temporal_workflows._engine.serde import Envelope, decode
+
+        item_types = self.__dict__.get("item_types")
+        if isinstance(item_types, list) and isinstance(self.data, list) and len(item_types) == len(self.data):
+            items: list[Any] = []
+            for value, key in zip(self.data, item_types, strict=True):
+                try:
+                    items.append(value if key is None else decode(Envelope(key, value)))
+                except Exception:
+                    items.append(value)
+            return self.model_copy(update={"data": items})
+        if self.data_type is None:
+            return self
+        try:
+            return self.model_copy(update={"data": decode(Envelope(self.data_type, self.data))})
+        except Exception:
+            return self
+
+    # -- how it reads -------------------------------------------------------------------------
+
+    def _repr_names(self) -> tuple[str, ...]:
+        if self._maf_repr is not None:
+            return self._maf_repr
+        own = tuple(n for n in type(self).model_fields if n not in WorkflowEvent.model_fields)
+        return ("executor_id", *own, "data") if "executor_id" not in own else (*own, "data")
+
+    def __repr__(self) -> str:
+        parts = [f"type={self.type!r}"]
+        for name in self._repr_names():
+            value = self.details if name == "details" else getattr(self, name, None)
+            if value is None:
+                continue
+            if name == "details":
+                name = "data"
+            shown = value.value if name == "state" and isinstance(value, enum.Enum) else repr(value)
+            parts.append(f"{name}={shown}")
+        return f"WorkflowEvent({', '.join(parts)})"
+
+    def __str__(self) -> str:
+        return repr(self)
 
 
-class WorkflowStartedEvent(WorkflowEvent):
+class _FrameworkEvent(WorkflowEvent[DataT]):
+    """An event the run itself emits (MAF: ``origin=FRAMEWORK``)."""
+
+    _origin: ClassVar[WorkflowEventSource] = WorkflowEventSource.FRAMEWORK
+
+
+class WorkflowStartedEvent(_FrameworkEvent[None]):
     type: Literal["started"] = "started"
-    run_id: str
+    run_id: str = ""
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ()
 
 
-class WorkflowStatusEvent(WorkflowEvent):
+class WorkflowStatusEvent(_FrameworkEvent[None]):
     type: Literal["status"] = "status"
     state: WorkflowRunState
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("state",)
 
 
-class SuperStepStartedEvent(WorkflowEvent):
+class SuperStepStartedEvent(_FrameworkEvent[None]):
     type: Literal["superstep_started"] = "superstep_started"
     superstep: int
-    executor_ids: list[str]
+    executor_ids: list[str] = []
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("iteration",)
 
 
-class SuperStepCompletedEvent(WorkflowEvent):
+class SuperStepCompletedEvent(_FrameworkEvent[None]):
     type: Literal["superstep_completed"] = "superstep_completed"
     superstep: int
     state_keys_written: list[str] = []
     checkpoint_id: str | None = None
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("iteration",)
 
 
-class ExecutorInvokedEvent(WorkflowEvent):
+class ExecutorInvokedEvent(_FrameworkEvent[Any]):
+    """A step ran: ``data`` is the message it received (a list for a fan-in, the response for a response handler)."""
+
     type: Literal["executor_invoked"] = "executor_invoked"
     executor_id: str
     superstep: int
+    item_types: list[str | None] | None = None
+    """Type key of each item of a ``data`` list whose items are of different types (JSON in transit)."""
+    data_omitted: int | None = None
+    """JSON bytes of the message(s), when too large to carry here (``data`` is then ``None``)."""
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "data", "data_omitted")
 
 
-class ExecutorCompletedEvent(WorkflowEvent):
+class ExecutorCompletedEvent(_FrameworkEvent[Any]):
+    """A step finished: ``data`` lists the messages it sent, then the outputs it yielded (``None``: neither)."""
+
     type: Literal["executor_completed"] = "executor_completed"
     executor_id: str
     superstep: int
+    item_types: list[str | None] | None = None
+    """Type key of each item of ``data`` when they are of different types (JSON in transit)."""
+    data_omitted: int | None = None
+    """JSON bytes of what it sent and yielded, when too large to carry here (``data`` is then ``None``)."""
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "data", "data_omitted")
 
 
-class ExecutorFailedEvent(WorkflowEvent):
+class ExecutorFailedEvent(_FrameworkEvent[Any]):
     type: Literal["executor_failed"] = "executor_failed"
     executor_id: str
     superstep: int
     error_type: str
     error: str
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "details")
 
 
-class WorkflowOutputEvent(WorkflowEvent):
+class WorkflowOutputEvent(_FrameworkEvent[Any]):
+    """A workflow output (``ctx.yield_output`` of an executor whose yields are outputs)."""
+
     type: Literal["output"] = "output"
     executor_id: str
-    data: Any
-    data_type: str | None = None
-    """Type key of ``data`` when it arrived as JSON (events streamed from Temporal)."""
+    data: Any = None
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "data")
 
 
-class RequestInfoEvent(WorkflowEvent):
+class WorkflowIntermediateEvent(_FrameworkEvent[Any]):
+    """An intermediate output: a yield of an executor named in ``intermediate_output_from``."""
+
+    type: Literal["intermediate"] = "intermediate"
+    executor_id: str
+    data: Any = None
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "data")
+
+
+class RequestInfoEvent(_FrameworkEvent[Any]):
     """A step asked for outside input; answer it with ``run(responses={request_id: ...})``."""
 
     type: Literal["request_info"] = "request_info"
     request_id: str
     source_executor_id: str
-    data: Any
+    data: Any = None
     response_type: str
     response_schema: dict[str, Any] = {}
-    data_type: str | None = None
-    """Type key of ``data`` when it arrived as JSON (events streamed from Temporal)."""
     timeout: float | None = None
     """Seconds until the request times out, if it does."""
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("request_id", "data")
 
 
-class WorkflowWarningEvent(WorkflowEvent):
-    """Outside input the run could not use (e.g. a bad ``respond`` signal); the run goes on unchanged."""
+class WorkflowWarningEvent(_FrameworkEvent[Any]):
+    """Outside input the run could not use (e.g. a bad ``respond`` signal); the run goes on unchanged.
+
+    ``data`` is the message (MAF's warning events carry it there).
+    """
 
     type: Literal["warning"] = "warning"
     message: str
     request_id: str | None = None
     executor_id: str | None = None
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("data",)
+
+    @model_validator(mode="after")
+    def _message_is_data(self) -> WorkflowWarningEvent:
+        if self.data is None:
+            self.data = self.message
+        return self
 
 
-class WorkflowResetEvent(WorkflowEvent):
+class WorkflowResetEvent(_FrameworkEvent[None]):
     """The run was reset (on Temporal: it continues as new from the reset's starting point).
 
     ``checkpoint_id`` is the checkpoint it went back to, or ``None`` for a clean start.
@@ -134,21 +373,25 @@ class WorkflowResetEvent(WorkflowEvent):
     checkpoint_id: str | None = None
     superstep: int = 0
     resets: int = 1
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("checkpoint_id",)
 
 
-class WorkflowFailedEvent(WorkflowEvent):
+class WorkflowFailedEvent(_FrameworkEvent[None]):
     type: Literal["failed"] = "failed"
     error_type: str
     error: str
     executor_id: str | None = None
     superstep: int
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ()
 
 
 class WorkflowRunResult(list[WorkflowEvent]):
     """The events of one ``run()`` call, plus accessors for what they mean.
 
-    It is a list of events (as in Agent Framework); ``get_outputs()`` and
-    friends read them. ``state`` is the committed shared state after the call.
+    As in Agent Framework it is a list of the call's events without the
+    ``started`` and ``status`` events (``run(..., include_status_events=True)``
+    keeps the status events in the list); :meth:`status_timeline` lists the
+    status events. ``state`` is the committed shared state after the call.
     """
 
     def __init__(
@@ -158,15 +401,23 @@ class WorkflowRunResult(list[WorkflowEvent]):
         final_state: WorkflowRunState,
         state: dict[str, Any],
         run_id: str,
+        include_status_events: bool = False,
     ) -> None:
-        super().__init__(events)
+        status = [e for e in events if e.type == "status"]
+        kept = [e for e in events if e.type != "started" and (include_status_events or e.type != "status")]
+        super().__init__(kept)
+        self._status_events = status
         self._final_state = final_state
         self.state = state
         self.run_id = run_id
 
     def get_outputs(self) -> list[Any]:
-        """Values yielded with ``ctx.yield_output`` during this call, in commit order."""
-        return [e.data for e in self if isinstance(e, WorkflowOutputEvent)]
+        """Values yielded as workflow outputs during this call, in commit order."""
+        return [e.data for e in self if e.type == "output"]
+
+    def get_intermediate_outputs(self) -> list[Any]:
+        """Values yielded by executors named in ``intermediate_output_from`` during this call."""
+        return [e.data for e in self if e.type == "intermediate"]
 
     def get_request_info_events(self) -> list[RequestInfoEvent]:
         """Requests raised during this call (``Workflow.pending_requests`` lists every one still open)."""
@@ -175,6 +426,10 @@ class WorkflowRunResult(list[WorkflowEvent]):
     def get_final_state(self) -> WorkflowRunState:
         """The run state when this call returned (Agent Framework's meaning)."""
         return self._final_state
+
+    def status_timeline(self) -> list[WorkflowEvent]:
+        """The status events of this call, in order."""
+        return list(self._status_events)
 
     def get_state(self) -> dict[str, Any]:
         """The committed shared state (executor-private keys excluded)."""

@@ -212,11 +212,11 @@ async def test_sqlite_round_trips_every_checkpoint_of_a_real_run(
     result = await asking_graph(store).run("go")
     assert result.get_outputs() == ["from asker + go>s1>s2>s3"]
     saved = store.saved
-    assert [c.superstep for c in saved] == [1, 2, 3, 4, 5]
+    assert [c.superstep for c in saved] == [0, 1, 2, 3, 4, 5]
     assert [c.previous_checkpoint_id for c in saved] == [None, *(c.checkpoint_id for c in saved[:-1])]
     # The checkpoints carry everything worth comparing: typed state, a fan-in buffer, a pending
     # request, messages in flight and an output.
-    asked = saved[1]
+    asked = saved[2]
     assert len(asked.pending_requests) == 1 and asked.fan_in_buffers and asked.messages
     assert asked.state["question"].type is not None and asked.state["question"].data == {"topic": "go", "n": 0}
     assert saved[-1].outputs and saved[-1].state["joined"].data == 2
@@ -232,7 +232,7 @@ async def test_sqlite_round_trips_every_checkpoint_of_a_real_run(
     assert await open_store(db).list_checkpoints(workflow_name="asking", run_id=result.run_id) == saved
 
     # Metadata survives too (through JSON: a tuple comes back as a list).
-    noted = saved[2].model_copy(update={"checkpoint_id": "noted", "metadata": {"label": "before s3", "tags": ("a",)}})
+    noted = saved[3].model_copy(update={"checkpoint_id": "noted", "metadata": {"label": "before s3", "tags": ("a",)}})
     await store.save(noted)
     assert (await open_store(db).load("noted")).metadata == {"label": "before s3", "tags": ["a"]}
 
@@ -244,7 +244,7 @@ async def test_a_run_resumes_from_a_sqlite_checkpoint_with_its_buffer_and_reques
     first = await asking_graph(open_store(db)).run("go")
     ids = await open_store(db).list_checkpoint_ids(workflow_name="asking", run_id=first.run_id)
     wf = asking_graph()
-    resumed = await wf.run(checkpoint_id=ids[1], checkpoint_storage=open_store(db))  # superstep 2, from disk
+    resumed = await wf.run(checkpoint_id=ids[2], checkpoint_storage=open_store(db))  # superstep 2, from disk
     assert resumed.get_outputs() == first.get_outputs() and resumed.run_id == first.run_id
     (req,) = wf.pending_requests
     assert req.data == Question(topic="go", n=1)
@@ -260,9 +260,9 @@ async def test_an_unchanged_big_value_is_stored_once_across_a_chain_of_checkpoin
 ) -> None:
     db = tmp_path / "cp.sqlite"
     store = open_store(db, recording=True)
-    result = await ticker(store).run(19)  # seed + 19 ticks: 20 supersteps, 20 checkpoints
+    result = await ticker(store).run(19)  # seed + 19 ticks: 20 supersteps, 20 checkpoints (and the start's)
     assert result.get_outputs() == [{"count": 19, "big": len(BIG)}]
-    saved = store.saved
+    saved = store.saved[1:]
     assert len(saved) == 20 and all(c.state["big"].data == BIG for c in saved)
     state_bytes, body_bytes = stored_bytes(db)
     assert state_bytes < 2 * len(BIG), f"{state_bytes} state bytes stored for 20 checkpoints of a {len(BIG)}-byte value"
@@ -463,7 +463,7 @@ async def test_runs_sharing_a_file_see_only_their_own_checkpoints_oldest_first(
     r2 = await ticker(store).run(2)
     assert r1.run_id != r2.run_id
     for reader in (store, open_store(db)):
-        for run, steps, count in ((r1, [1, 2, 3, 4], 3), (r2, [1, 2, 3], 2)):
+        for run, steps, count in ((r1, [0, 1, 2, 3, 4], 3), (r2, [0, 1, 2, 3], 2)):
             cps = await reader.list_checkpoints(workflow_name="ticker", run_id=run.run_id)
             assert [c.superstep for c in cps] == steps and {c.run_id for c in cps} == {run.run_id}
             assert [c.timestamp for c in cps] == sorted(c.timestamp for c in cps)
@@ -471,7 +471,7 @@ async def test_runs_sharing_a_file_see_only_their_own_checkpoints_oldest_first(
             assert ids == [c.checkpoint_id for c in cps]
             latest = await reader.get_latest(workflow_name="ticker", run_id=run.run_id)
             assert latest is not None and latest.checkpoint_id == ids[-1] and latest.state["count"].data == count
-        assert len(await reader.list_checkpoint_ids(workflow_name="ticker")) == 7
+        assert len(await reader.list_checkpoint_ids(workflow_name="ticker")) == 9
         assert await reader.list_checkpoints(workflow_name="other") == []
         assert await reader.list_checkpoint_ids(workflow_name="other", run_id=r1.run_id) == []
         assert await reader.get_latest(workflow_name="other") is None
@@ -648,7 +648,7 @@ async def test_two_runs_checkpointing_concurrently_into_one_file(
     r1, r2 = await asyncio.gather(ticker(store).run(5), ticker(store).run(6))
     fresh = open_store(db)
     for run, n in ((r1, 5), (r2, 6)):
-        cps = await fresh.list_checkpoints(workflow_name="ticker", run_id=run.run_id)
+        cps = (await fresh.list_checkpoints(workflow_name="ticker", run_id=run.run_id))[1:]  # after the start's
         assert [c.state["count"].data for c in cps] == list(range(n + 1))
         assert all(c.state["big"].data == BIG for c in cps)
         resumed = await ticker().run(checkpoint_id=cps[2].checkpoint_id, checkpoint_storage=fresh)
@@ -667,7 +667,7 @@ async def test_history_storage_in_process_behaves_like_the_in_memory_one() -> No
         runs[store] = await ticker(store).run(4)
     h_cps = await history.list_checkpoints(workflow_name="ticker", run_id=runs[history].run_id)
     m_cps = await memory.list_checkpoints(workflow_name="ticker", run_id=runs[memory].run_id)
-    assert len(h_cps) == len(m_cps) == 5  # in process, keep does not prune
+    assert len(h_cps) == len(m_cps) == 6  # in process, keep does not prune
     assert [plain_state(c) for c in h_cps] == [plain_state(c) for c in m_cps]
     assert await history.list_checkpoint_ids(workflow_name="ticker") == [c.checkpoint_id for c in h_cps]
     latest = await history.get_latest(workflow_name="ticker", run_id=runs[history].run_id)
@@ -705,10 +705,12 @@ async def test_checkpoint_every_saves_only_at_multiples_and_resumes_to_the_same_
     completed = [e for e in full if isinstance(e, SuperStepCompletedEvent)]
     assert [e.superstep for e in completed] == [1, 2, 3, 4, 5, 6, 7]
     assert [e.superstep for e in completed if e.checkpoint_id is not None] == [3, 6]
-    cps = await any_store.list_checkpoints(workflow_name="ticker", run_id=full.run_id)
-    assert [c.superstep for c in cps] == [3, 6]
+    start, *cps = await any_store.list_checkpoints(workflow_name="ticker", run_id=full.run_id)
+    assert start.superstep == 0 and [c.superstep for c in cps] == [3, 6]  # and the start's, before superstep 1
     assert [e.checkpoint_id for e in completed if e.checkpoint_id] == [c.checkpoint_id for c in cps]
-    assert cps[0].previous_checkpoint_id is None and cps[1].previous_checkpoint_id == cps[0].checkpoint_id
+    assert (
+        cps[0].previous_checkpoint_id == start.checkpoint_id and cps[1].previous_checkpoint_id == cps[0].checkpoint_id
+    )
     assert cps[0].state["count"].data == 2 and cps[1].state["count"].data == 5
 
     again = ticker(every=3)
@@ -719,7 +721,7 @@ async def test_checkpoint_every_saves_only_at_multiples_and_resumes_to_the_same_
     assert ran == [4, 5, 6, 7]
     after = await any_store.list_checkpoints(workflow_name="ticker", run_id=full.run_id)
     forks = [c for c in after if c.previous_checkpoint_id == cps[0].checkpoint_id]
-    assert len(after) == 3 and [c.superstep for c in forks] == [6, 6]  # the original and the resumed one
+    assert len(after) == 4 and [c.superstep for c in forks] == [6, 6]  # the original and the resumed one
 
 
 async def test_checkpoint_every_zero_saves_none_and_negative_is_refused(any_store: CheckpointStorage) -> None:

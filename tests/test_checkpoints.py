@@ -1,4 +1,5 @@
-"""Checkpoints: one per superstep boundary, resume, time travel, storages, isolation, failures."""
+"""Checkpoints: one before the first superstep and one per boundary, resume, time travel, storages, isolation,
+failures."""
 
 from __future__ import annotations
 
@@ -80,17 +81,19 @@ def _reset_flags() -> Iterator[None]:
 # -- one checkpoint per boundary --------------------------------------------------------------
 
 
-async def test_a_checkpoint_is_saved_at_every_superstep_boundary(storage: CheckpointStorage) -> None:
+async def test_a_checkpoint_is_saved_before_the_first_superstep_and_at_every_boundary(
+    storage: CheckpointStorage,
+) -> None:
     result = await chain(storage).run(1)
     cps = await storage.list_checkpoints(workflow_name="chain")
-    assert [c.superstep for c in cps] == [1, 2, 3, 4]
-    assert [c.iteration_count for c in cps] == [1, 2, 3, 4]
+    assert [c.superstep for c in cps] == [0, 1, 2, 3, 4]
+    assert [c.iteration_count for c in cps] == [0, 1, 2, 3, 4]  # MAF's "iteration 0": the start message in flight
     assert {c.run_id for c in cps} == {result.run_id}
     assert [c.previous_checkpoint_id for c in cps] == [None, *(c.checkpoint_id for c in cps[:-1])]
     completed = [e for e in result if isinstance(e, SuperStepCompletedEvent)]
-    assert [e.checkpoint_id for e in completed] == [c.checkpoint_id for c in cps]
-    assert [c.state["total"].data for c in cps] == [1, 3, 6, 10]
-    assert [[m.target_id for m in c.messages] for c in cps] == [["b"], ["c"], ["d"], []]
+    assert [e.checkpoint_id for e in completed] == [c.checkpoint_id for c in cps[1:]]
+    assert [c.state["total"].data for c in cps[1:]] == [1, 3, 6, 10] and cps[0].state == {}
+    assert [[m.target_id for m in c.messages] for c in cps] == [["a"], ["b"], ["c"], ["d"], []]
     for c in cps:
         assert c.graph_signature_hash == chain().graph_signature_hash and c.workflow_name == "chain"
         assert WorkflowCheckpoint.model_validate_json(c.model_dump_json()) == c  # JSON only
@@ -102,7 +105,7 @@ async def test_no_storage_means_no_checkpoints_and_run_storage_overrides_the_bui
     assert all(e.checkpoint_id is None for e in result if isinstance(e, SuperStepCompletedEvent))
     await chain(builder_store).run(1, checkpoint_storage=run_store)
     assert await builder_store.list_checkpoint_ids(workflow_name="chain") == []
-    assert len(await run_store.list_checkpoint_ids(workflow_name="chain")) == 4
+    assert len(await run_store.list_checkpoint_ids(workflow_name="chain")) == 5
 
 
 async def test_a_storage_object_that_is_falsy_is_still_used() -> None:
@@ -113,9 +116,9 @@ async def test_a_storage_object_that_is_falsy_is_still_used() -> None:
     store = SizedStore()
     assert not store  # empty: falsy, but a storage nonetheless
     await chain().run(1, checkpoint_storage=store)
-    assert len(store) == 4
+    assert len(store) == 5
     await chain(SizedStore()).run(1, checkpoint_storage=store)
-    assert len(store) == 8
+    assert len(store) == 10
 
 
 # -- resume and time travel --------------------------------------------------------------------
@@ -137,11 +140,11 @@ async def test_resume_from_each_checkpoint_in_a_fresh_workflow_reaches_the_same_
 async def test_resuming_extends_the_checkpoint_chain_from_the_resumed_checkpoint() -> None:
     storage = InMemoryCheckpointStorage()
     full = await chain(storage).run(1)
-    first = (await storage.list_checkpoints(workflow_name="chain"))[0]
+    first = (await storage.list_checkpoints(workflow_name="chain"))[1]
     await chain().run(checkpoint_id=first.checkpoint_id, checkpoint_storage=storage)
     cps = await storage.list_checkpoints(workflow_name="chain", run_id=full.run_id)
     forks = [c for c in cps if c.previous_checkpoint_id == first.checkpoint_id]
-    assert len(cps) == 7 and len(forks) == 2  # the original second checkpoint and the resumed one
+    assert len(cps) == 8 and len(forks) == 2  # the original third checkpoint and the resumed one
     latest = await storage.get_latest(workflow_name="chain", run_id=full.run_id)
     assert latest is not None and latest.superstep == 4 and latest.checkpoint_id == cps[-1].checkpoint_id
 
@@ -193,9 +196,9 @@ async def test_storage_lists_filters_and_deletes(storage: CheckpointStorage) -> 
     await chain(storage, name="other").run(1)
     ids1 = await storage.list_checkpoint_ids(workflow_name="chain", run_id=r1.run_id)
     ids2 = await storage.list_checkpoint_ids(workflow_name="chain", run_id=r2.run_id)
-    assert len(ids1) == len(ids2) == 4 and not set(ids1) & set(ids2)
-    assert len(await storage.list_checkpoints(workflow_name="chain")) == 8
-    assert len(await storage.list_checkpoints(workflow_name="other")) == 4
+    assert len(ids1) == len(ids2) == 5 and not set(ids1) & set(ids2)
+    assert len(await storage.list_checkpoints(workflow_name="chain")) == 10
+    assert len(await storage.list_checkpoints(workflow_name="other")) == 5
     assert await storage.list_checkpoints(workflow_name="missing") == []
     assert await storage.get_latest(workflow_name="missing") is None
 
@@ -204,13 +207,15 @@ async def test_storage_lists_filters_and_deletes(storage: CheckpointStorage) -> 
     latest2 = await storage.get_latest(workflow_name="chain", run_id=r2.run_id)
     assert latest2 is not None and latest2.state["total"].data == 406
 
-    loaded = await storage.load(ids1[1])
-    assert loaded.checkpoint_id == ids1[1] and loaded.superstep == 2 and loaded.run_id == r1.run_id
+    loaded = await storage.load(ids1[2])
+    assert loaded.checkpoint_id == ids1[2] and loaded.superstep == 2 and loaded.run_id == r1.run_id
+    ids1 = ids1[1:]
     assert await storage.delete(ids1[1]) is True
     assert await storage.delete(ids1[1]) is False
     with pytest.raises(CheckpointNotFoundError):
         await storage.load(ids1[1])
-    assert await storage.list_checkpoint_ids(workflow_name="chain", run_id=r1.run_id) == [ids1[0], *ids1[2:]]
+    before = (await storage.list_checkpoint_ids(workflow_name="chain", run_id=r1.run_id))[:1]
+    assert await storage.list_checkpoint_ids(workflow_name="chain", run_id=r1.run_id) == [*before, ids1[0], *ids1[2:]]
 
 
 async def test_two_runs_sharing_a_storage_resume_only_their_own_checkpoints(storage: CheckpointStorage) -> None:
@@ -263,7 +268,7 @@ async def test_the_checkpoint_after_a_restore_keeps_fan_in_buffers_and_pending_r
     storage = InMemoryCheckpointStorage()
     first = await build(storage).run("go")
     cps = await storage.list_checkpoints(workflow_name="buffers")
-    after_asking = cps[1]  # superstep 2: asker asked and buffered its message; s2 still to run
+    after_asking = cps[2]  # superstep 2: asker asked and buffered its message; s2 still to run
     assert after_asking.superstep == 2 and len(after_asking.pending_requests) == 1
     assert buffered(after_asking) == [{"asker": ["from asker"]}]
 
@@ -304,7 +309,7 @@ class BrokenStorage(InMemoryCheckpointStorage):
 
 
 async def test_a_storage_whose_save_raises_makes_run_raise() -> None:
-    storage = BrokenStorage(fail_at=2)
+    storage = BrokenStorage(fail_at=3)  # before superstep 1, after 1, after 2: fails
     wf = chain(storage)
     seen: list[str] = []
     with pytest.raises(CheckpointStorageError, match=r"after superstep 2 could not be saved: .*unreachable") as info:
@@ -315,7 +320,7 @@ async def test_a_storage_whose_save_raises_makes_run_raise() -> None:
     assert seen.count("superstep_completed") == 1  # superstep 2 never reports a checkpoint it lacks
     assert seen[-2:] == ["failed", "status"]  # the failure is an event too, as on Temporal
     assert wf.run_state is WorkflowRunState.FAILED
-    assert [c.superstep for c in await storage.list_checkpoints(workflow_name="chain")] == [1]
+    assert [c.superstep for c in await storage.list_checkpoints(workflow_name="chain")] == [0, 1]
     latest = await storage.get_latest(workflow_name="chain")
     assert latest is not None
     resumed = await chain().run(checkpoint_id=latest.checkpoint_id, checkpoint_storage=storage)
@@ -356,10 +361,10 @@ async def test_file_storage_holds_readable_json_and_never_pickles(
     storage = FileCheckpointStorage(tmp_path)
     result = await chain(storage).run(1)
     files = sorted(tmp_path.glob("*.json"))
-    assert len(files) == 4
+    assert len(files) == 5
     docs = [json.loads(f.read_text()) for f in files]
     assert {d["run_id"] for d in docs} == {result.run_id}
-    assert sorted(d["state"]["total"]["data"] for d in docs) == [1, 3, 6, 10]
+    assert sorted(d["state"]["total"]["data"] for d in docs if d["state"]) == [1, 3, 6, 10]
     latest = await storage.get_latest(workflow_name="chain")
     assert latest is not None
     resumed = await chain().run(checkpoint_id=latest.checkpoint_id, checkpoint_storage=FileCheckpointStorage(tmp_path))
@@ -380,7 +385,9 @@ async def test_checkpoint_timestamps_and_metadata_round_trip_through_files(tmp_p
     storage = FileCheckpointStorage(tmp_path)
     await chain(storage).run(1)
     cp = (await storage.list_checkpoints(workflow_name="chain"))[0]
-    assert cp.timestamp.tzinfo is not None and cp.timestamp <= datetime.now(UTC)
+    assert isinstance(cp.timestamp, str)  # ISO 8601, as Agent Framework gives it
+    assert datetime.fromisoformat(cp.timestamp) == cp.created_at and cp.created_at.tzinfo is not None
+    assert cp.created_at <= datetime.now(UTC)
     copy = cp.model_copy(update={"checkpoint_id": "copy", "metadata": {"note": "manual"}})
     assert await storage.save(copy) == "copy"
     assert (await storage.load("copy")).metadata == {"note": "manual"}

@@ -164,7 +164,7 @@ async def test_request_ids_are_derived_from_the_step_and_stable_on_rerun() -> No
 
     first = await build().run(2)
     ids = [r.request_id for r in first.get_request_info_events()]
-    before_asking = (await storage.list_checkpoints(workflow_name="gated", run_id=first.run_id))[0]
+    before_asking = (await storage.list_checkpoints(workflow_name="gated", run_id=first.run_id))[1]
     assert before_asking.superstep == 1 and before_asking.pending_requests == {}
     again = await build().run(checkpoint_id=before_asking.checkpoint_id)
     assert [r.request_id for r in again.get_request_info_events()] == ids
@@ -249,7 +249,9 @@ async def test_a_rejected_call_leaves_the_current_run_untouched() -> None:
     result = await wf.run(responses={req.request_id: {"verdict": "yes"}})
     assert result.run_id == first.run_id and result.get_outputs() == ["0:yes:"]
     own = await storage.list_checkpoints(workflow_name="interview", run_id=first.run_id)
-    assert [c.superstep for c in own] == [1, 2]  # the answer's checkpoint is filed under this run
+    # The start, superstep 1, the answer before it is processed, superstep 2: all filed under this run.
+    assert [c.superstep for c in own] == [0, 1, 1, 2]
+    assert own[2].responses and not own[1].responses  # the answer's own checkpoint holds it in flight
 
 
 async def test_reset_drops_pending_requests_state_and_outputs() -> None:

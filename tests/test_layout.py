@@ -140,3 +140,10 @@ def test_the_engine_reads_no_clock_draws_no_random_number_and_does_no_io(path: P
         workflow_code = "\n".join((PACKAGE / "temporal" / f"{name}.py").read_text() for name in parts)
         assert "max_payload_bytes(" not in workflow_code.replace("pinned.max_payload_bytes", "")
     assert not {m for m in _imports(path) if m.split(".")[0] in forbidden}
+
+
+def test_agent_framework_event_and_checkpoint_names_are_public() -> None:
+    import temporal_workflows
+
+    for name in ("WorkflowErrorDetails", "WorkflowEventSource", "WorkflowIntermediateEvent"):
+        assert name in temporal_workflows.__all__ and getattr(temporal_workflows, name)

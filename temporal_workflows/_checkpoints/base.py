@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
-from temporal_workflows._engine.machine import Delivery, EngineSnapshot, Output, PendingRequest
-from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, Delivery, EngineSnapshot, Output, PendingRequest
+from temporal_workflows._engine.serde import Envelope, decode
 from temporal_workflows._errors import CheckpointNotFoundError, CheckpointStorageError
 
 __all__ = [
@@ -33,16 +33,36 @@ __all__ = [
     "WorkflowCheckpoint",
 ]
 
+if TYPE_CHECKING:
+    from temporal_workflows._events import RequestInfoEvent
+
 CheckpointId: TypeAlias = str
 """Opaque checkpoint id; compare and store it, never parse it."""
+
+
+def iso_timestamp(value: datetime | str) -> str:
+    """A checkpoint's time as Agent Framework gives it (ISO 8601, UTC), in one fixed-width form.
+
+    One form (always microseconds, always ``+00:00``) makes the text sort in
+    time order, which the stores rely on.
+    """
+    when = datetime.fromisoformat(value) if isinstance(value, str) else value
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 class WorkflowCheckpoint(BaseModel):
     """Everything needed to continue a run exactly where a superstep boundary left it.
 
-    Field names follow Agent Framework's ``WorkflowCheckpoint``; ``run_id``
-    scopes it to one run and ``fan_in_buffers``/``responses`` make the
-    snapshot complete (the peer loses fan-in buffers on restore).
+    Field names follow Agent Framework's ``WorkflowCheckpoint``, and so do
+    the types a user reads: ``timestamp`` is an ISO 8601 string (UTC;
+    :attr:`created_at` gives the ``datetime``), ``iteration_count`` is the
+    superstep it was taken after (0: before the first). ``run_id`` scopes it
+    to one run and ``fan_in_buffers``/``responses`` make the snapshot
+    complete. Executors' checkpoint state (what their ``on_checkpoint_save``
+    returned) is in ``state`` under reserved keys; :attr:`executor_states`
+    reads it.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -52,7 +72,7 @@ class WorkflowCheckpoint(BaseModel):
     run_id: str
     graph_signature_hash: str
     previous_checkpoint_id: CheckpointId | None = None
-    timestamp: datetime
+    timestamp: str
     superstep: int
     iterations: int = 0
     state: dict[str, Envelope]
@@ -64,10 +84,42 @@ class WorkflowCheckpoint(BaseModel):
     metadata: dict[str, Any] = {}
     version: int = 1
 
+    @field_validator("timestamp", mode="before")
+    @classmethod
+    def _iso(cls, value: Any) -> Any:
+        return iso_timestamp(value) if isinstance(value, (datetime, str)) else value
+
     @property
     def iteration_count(self) -> int:
         """Agent Framework's name for ``superstep``."""
         return self.superstep
+
+    @property
+    def created_at(self) -> datetime:
+        """``timestamp`` as a ``datetime`` (UTC)."""
+        return datetime.fromisoformat(self.timestamp)
+
+    @property
+    def executor_states(self) -> dict[str, dict[str, Any]]:
+        """Each executor's checkpoint state, by executor id (MAF keeps these in ``state["_executor_state"]``)."""
+        prefix = EXECUTOR_STATE_PREFIX
+        return {
+            k[len(prefix) : -1]: decode(v) for k, v in self.state.items() if k.startswith(prefix) and k.endswith("/")
+        }
+
+    @property
+    def pending_request_info_events(self) -> dict[str, RequestInfoEvent]:
+        """Agent Framework's name: the open requests, as the events that announced them."""
+        from temporal_workflows._engine.driver import request_event
+
+        out: dict[str, RequestInfoEvent] = {}
+        answered = {rid for rid, _ in self.responses}
+        for rid, req in self.pending_requests.items():
+            if rid in answered:
+                continue
+            event = request_event(req)
+            out[rid] = event.model_copy(update={"data": decode(Envelope(event.data_type, event.data))})
+        return out
 
     @classmethod
     def from_snapshot(
@@ -79,7 +131,7 @@ class WorkflowCheckpoint(BaseModel):
         run_id: str,
         graph_signature_hash: str,
         previous_checkpoint_id: str | None,
-        timestamp: datetime,
+        timestamp: datetime | str,
         metadata: dict[str, Any] | None = None,
     ) -> WorkflowCheckpoint:
         # model_construct: the snapshot is already valid; validating it again
@@ -90,7 +142,7 @@ class WorkflowCheckpoint(BaseModel):
             run_id=run_id,
             graph_signature_hash=graph_signature_hash,
             previous_checkpoint_id=previous_checkpoint_id,
-            timestamp=timestamp,
+            timestamp=iso_timestamp(timestamp),
             superstep=snap.superstep,
             iterations=snap.iterations,
             state=snap.state,
@@ -175,7 +227,7 @@ def _matches(cp: WorkflowCheckpoint, workflow_name: str | None, run_id: str | No
 
 
 def _order(cps: list[WorkflowCheckpoint]) -> list[WorkflowCheckpoint]:
-    return sorted(cps, key=lambda c: (c.timestamp, c.superstep))
+    return sorted(cps, key=lambda c: (c.created_at, c.superstep))
 
 
 class _DerivedQueries:
@@ -243,16 +295,30 @@ class FileCheckpointStorage(_DerivedQueries):
     one: each file is written to a temporary name, fsynced and renamed.
 
     Args:
-        directory: Created if missing.
+        directory: Created if missing (``storage_path`` is Agent Framework's
+            name for it; give one of the two).
         cipher: Encrypts each file whole (bound to its checkpoint id); files
             written without one still load. Without a cipher, an encrypted file
             fails to load with an error saying so.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], *, cipher: CheckpointCipher | None = None) -> None:
-        self.directory = Path(directory)
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        storage_path: str | os.PathLike[str] | None = None,
+        cipher: CheckpointCipher | None = None,
+    ) -> None:
+        if (directory is None) == (storage_path is None):
+            raise TypeError("FileCheckpointStorage takes a directory: pass directory (or storage_path), once")
+        self.directory = Path(directory if directory is not None else storage_path)  # type: ignore[arg-type]
         self.directory.mkdir(parents=True, exist_ok=True)
         self.cipher = cipher
+
+    @property
+    def storage_path(self) -> Path:
+        """Agent Framework's name for :attr:`directory`."""
+        return self.directory
 
     def _path(self, checkpoint_id: str) -> Path:
         if not checkpoint_id or "/" in checkpoint_id or "\\" in checkpoint_id or checkpoint_id.startswith("."):

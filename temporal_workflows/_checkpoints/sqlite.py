@@ -271,7 +271,7 @@ class SqliteCheckpointStorage(_DerivedQueries):
                         cp.workflow_name,
                         cp.run_id,
                         cp.superstep,
-                        cp.timestamp.isoformat(),
+                        cp.timestamp,
                         base_id,
                         depth,
                         self._seal(cp.model_dump_json(exclude={"state"}), cp.checkpoint_id),

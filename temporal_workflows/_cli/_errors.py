@@ -114,7 +114,7 @@ def load_graph(spec: str, *, what: str = "--workflow", needs_name: bool = True) 
         ) from e
     except Exception as e:
         raise _failed(what, spec, module_name, e) from e
-    if needs_name and not workflow.name:
+    if needs_name and (not workflow.name or workflow.name_is_generated):
         raise CliError(
             f"{what} {spec!r}: the graph has no name, and on Temporal its name is the workflow type",
             hint="build it with WorkflowBuilder(start_executor=..., name='my_graph')",

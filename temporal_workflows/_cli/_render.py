@@ -207,11 +207,14 @@ class _Timing:
         self.first = self.first or at
         began: datetime | None = None
         if isinstance(ev, ExecutorInvokedEvent):
-            self.steps[(ev.executor_id, ev.superstep)] = at
+            self.steps.setdefault((ev.executor_id, ev.superstep), at)
         elif isinstance(ev, ExecutorCompletedEvent | ExecutorFailedEvent):
             began = self.steps.pop((ev.executor_id, ev.superstep), None)
         elif isinstance(ev, SuperStepStartedEvent):
             self.supersteps[ev.superstep] = at
+            # A superstep's steps run from its start; each step's events (invoked first) come when it commits.
+            for eid in ev.executor_ids:
+                self.steps[(eid, ev.superstep)] = at
         elif isinstance(ev, SuperStepCompletedEvent):
             began = self.supersteps.pop(ev.superstep, None)
         return (at - began).total_seconds() if at is not None and began is not None else None

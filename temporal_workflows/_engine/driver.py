@@ -70,12 +70,14 @@ from temporal_workflows._events import (
     SuperStepStartedEvent,
     WorkflowEvent,
     WorkflowFailedEvent,
+    WorkflowIntermediateEvent,
     WorkflowOutputEvent,
     WorkflowRunState,
     WorkflowStatusEvent,
 )
 
 __all__ = [
+    "STEP_EVENT_DATA_LIMIT",
     "DriverEvent",
     "DriverHost",
     "RunStatus",
@@ -222,6 +224,82 @@ def request_event(req: PendingRequest) -> RequestInfoEvent:
     )
 
 
+STEP_EVENT_DATA_LIMIT = 256 * 1024
+"""Most JSON bytes of messages an ``executor_invoked`` / ``executor_completed`` event carries as its ``data``.
+
+Larger data is left out (``data_omitted`` says how large it was): a Temporal
+run's event stream serves each event as one payload, base64-encoded, so an
+event near the payload limit could never be read, and the run's workflow task
+would fail for ever. The same rule holds in process, so both hosts show the
+same events. The messages themselves are delivered whatever their size."""
+
+
+def _step_data(fields: dict[str, Any], items: Sequence[Envelope]) -> dict[str, Any]:
+    """``fields`` (data and its types), or only the size they would take when that is over the limit."""
+    if fields.get("data") is None:
+        return fields
+    size = sum(json_size(e.data) for e in items) + len(items)
+    return fields if size <= STEP_EVENT_DATA_LIMIT else {"data_omitted": size}
+
+
+def _listed(items: Sequence[Envelope]) -> dict[str, Any]:
+    """Several envelopes as one event's ``data`` (a list; ``None`` if empty) with what restores their types.
+
+    A list of one model or dataclass is typed as a whole (``data_type``);
+    items of different types each keep their own (``item_types``).
+    """
+    if not items:
+        return {"data": None}
+    data = [e.data for e in items]
+    types = [e.type for e in items]
+    if all(t is None for t in types):
+        return {"data": data}
+    first = types[0]
+    if first is not None and not first.startswith(("list[", "dict[")) and all(t == first for t in types):
+        return {"data": data, "data_type": f"list[{first}]"}
+    return {"data": data, "item_types": types}
+
+
+def _invoked(task: StepTask) -> ExecutorInvokedEvent:
+    """``executor_invoked`` with what the step received: its message, a fan-in's list, or the response."""
+    if task.kind == "fan_in":
+        fields = _listed(task.messages)
+    else:
+        fields = {"data": task.messages[0].data, "data_type": task.messages[0].type}
+    data = _step_data(fields, task.messages)
+    return ExecutorInvokedEvent(executor_id=task.executor_id, superstep=task.superstep, **data)
+
+
+def _production_order(result: StepResult) -> list[str]:
+    """The step's record of what it did in which order, if it accounts for everything; else the default order.
+
+    The record comes from the step host (on Temporal, an activity's result);
+    one that does not add up must not fail the workflow's code.
+    """
+    order = result.production_order()
+    counts = {"o": 0, "e": 0, "r": 0}
+    delivered = unrouted = 0
+    for code in order:
+        if code in counts:
+            counts[code] += 1
+        elif code[:1] == "s" and code[1:].isdigit():
+            n = int(code[1:])
+            delivered += n
+            unrouted += n == 0
+        else:
+            break
+    else:
+        if (delivered, unrouted, counts["o"], counts["e"], counts["r"]) == (
+            len(result.sent),
+            len(result.unrouted),
+            len(result.outputs),
+            len(result.events),
+            len(result.requests),
+        ):
+            return order
+    return StepResult(result.writes, result.sent, result.outputs, result.requests, result.events).production_order()
+
+
 def checkpoint_due(superstep: int, every: int) -> bool:
     """The automatic checkpoint policy: after every ``every``-th superstep (0: never)."""
     return every > 0 and superstep % every == 0
@@ -274,15 +352,26 @@ class SuperstepDriver:
         payload_limit: Most bytes one step input or the run's outputs may take
             as JSON; called only when a value is big enough to need it (in
             process it reads the environment, which may be invalid).
+        entry_checkpoint: The engine holds new input (a start message,
+            responses): with automatic checkpoints on, take a checkpoint
+            before its first superstep. The driver notices input that wakes
+            an idle run by itself.
     """
 
     def __init__(
-        self, engine: Engine, host: DriverHost, *, checkpoint_every: int, payload_limit: Callable[[], int]
+        self,
+        engine: Engine,
+        host: DriverHost,
+        *,
+        checkpoint_every: int,
+        payload_limit: Callable[[], int],
+        entry_checkpoint: bool = False,
     ) -> None:
         self.engine = engine
         self.host = host
         self.checkpoint_every = checkpoint_every
         self.payload_limit = payload_limit
+        self._entry_due = entry_checkpoint
         self._out: list[DriverEvent] = []
         self._shown: WorkflowRunState | None = None
         self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
@@ -302,9 +391,28 @@ class SuperstepDriver:
             self._shown = state
             self._emit(WorkflowStatusEvent(state=state))
 
+    def _activate(self) -> None:
+        """Work begins (or goes on): ``IN_PROGRESS``, unless the run already says it is in progress.
+
+        As in Agent Framework, the status changes only when work begins, when
+        a request is announced (``IN_PROGRESS_PENDING_REQUESTS``, right after
+        the first request event) and when the run goes idle or fails, so it
+        does not depend on when outside input happens to arrive.
+        """
+        if self._shown not in (WorkflowRunState.IN_PROGRESS, WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS):
+            self._show_state(WorkflowRunState.IN_PROGRESS)
+
     def announce_pending(self) -> list[DriverEvent]:
-        """A restored run says again what it is waiting for."""
-        return [request_event(r) for r in self.engine.pending_requests.values()]
+        """A restored run says again what it is waiting for (in progress, its requests, pending requests)."""
+        pending = list(self.engine.pending_requests.values())
+        if not pending:
+            return []
+        self._activate()
+        for req in pending:
+            self._emit(request_event(req))
+        if self._shown is WorkflowRunState.IN_PROGRESS:
+            self._show_state(WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS)
+        return self._flush()
 
     def failure_events(self, error: WorkflowRunError) -> list[DriverEvent]:
         """How every failed run ends its event stream."""
@@ -345,8 +453,11 @@ class SuperstepDriver:
     async def _loop(self) -> AsyncIterator[DriverEvent]:
         engine, host = self.engine, self.host
         while True:
+            had_work = engine.has_work()
             await host.take_input(engine)
             self.expire()
+            if not had_work and engine.has_work():
+                self._entry_due = True  # outside input (or a timeout) woke an idle run
             await host.serve_checkpoints(engine)
             for event in self._flush():
                 yield event
@@ -356,10 +467,12 @@ class SuperstepDriver:
                 for event in self._flush():
                     yield event
                 return
+            if engine.has_work() and self._entry_due:
+                await self._entry_checkpoint()
             await host.before_superstep(engine)
             if engine.has_work():
                 host.on_status(RunStatus.RUNNING, f"superstep {engine.superstep + 1}")
-                self._show_state()
+                self._activate()
                 async for event in self._superstep():
                     yield event
                 continue
@@ -377,6 +490,24 @@ class SuperstepDriver:
                 yield event
             await host.wait_for_input(engine)
 
+    async def _entry_checkpoint(self) -> None:
+        """The checkpoint of an activation's input, before its first superstep (Agent Framework's "iteration 0").
+
+        Taken when automatic checkpoints are on and new input (the start
+        message, responses, a message sent to an idle run) is about to be
+        processed, so a restore can replay that input from the start.
+        """
+        self._entry_due = False
+        if self.checkpoint_every <= 0:
+            return
+        step = self.engine.superstep
+        try:
+            await self.host.save_checkpoint(self.engine, "entry")
+        except CheckpointStorageError as e:
+            raise CheckpointStorageError(
+                f"checkpoint before superstep {step + 1} could not be saved: {e}", superstep=step
+            ) from e
+
     async def _superstep(self) -> AsyncIterator[DriverEvent]:
         engine, host = self.engine, self.host
         tasks = engine.begin_superstep()
@@ -384,8 +515,6 @@ class SuperstepDriver:
         executor_ids = [t.executor_id for t in tasks]
         with host.superstep_scope(step, executor_ids):
             self._emit(SuperStepStartedEvent(superstep=step, executor_ids=executor_ids))
-            for t in tasks:
-                self._emit(ExecutorInvokedEvent(executor_id=t.executor_id, superstep=step))
             self._check_step_inputs(tasks, step)
             for event in self._flush():
                 yield event
@@ -397,44 +526,34 @@ class SuperstepDriver:
             failed = [(t, o) for t, o in zip(tasks, outcomes, strict=True) if isinstance(o, StepFailure)]
             if failed or any(o is None for o in outcomes):
                 engine.abort_superstep()
-                for t, f in failed:
-                    self._emit(
-                        ExecutorFailedEvent(
-                            executor_id=t.executor_id, superstep=step, error_type=f.error_type, error=f.message
-                        )
-                    )
+                for t, o in zip(tasks, outcomes, strict=True):
+                    self._step_events(t, o, committed=False)
+                if not failed:
+                    raise WorkflowError(f"superstep {step} was abandoned before its steps finished")
                 first_task, first = failed[0]
                 raise ExecutorFailedError(
                     first_task.executor_id, step, first.cause, error_type=first.error_type, detail=first.message
                 )
             results = [o for o in outcomes if isinstance(o, StepResult)]
-            for t, r in zip(tasks, results, strict=True):
-                for custom in r.events:
-                    self._emit(custom)
-                self._emit(ExecutorCompletedEvent(executor_id=t.executor_id, superstep=step))
             try:
                 plan = engine.prepare_commit(results)
             except WorkflowRunError:
                 engine.abort_superstep()
+                self._steps_uncommitted(tasks, results)
                 raise
-            for event in self._flush():
-                yield event
             reduced: dict[str, Envelope] = {}
             for reduction in plan.reductions:
                 try:
                     reduced[reduction.key] = await host.reduce(step, reduction)
                 except ReducerFailed as e:
                     engine.abort_superstep()
+                    self._steps_uncommitted(tasks, results)
                     raise ReducerError(reduction.key, step, e.error_type, e.message) from None
             engine.apply_commit(plan, reduced, now=host.now())
             host.committed(plan, engine)
-            for out in plan.outputs:
-                self._emit(
-                    WorkflowOutputEvent(executor_id=out.executor_id, data=out.value.data, data_type=out.value.type)
-                )
+            for t, r in zip(tasks, results, strict=True):
+                self._step_events(t, r, committed=True)
             self._check_outputs(plan.outputs, step)
-            for req in plan.requests:
-                self._emit(request_event(engine.pending_requests.get(req.request_id, req)))
             checkpoint_id = None
             if checkpoint_due(engine.superstep, self.checkpoint_every):
                 for event in self._flush():
@@ -450,9 +569,70 @@ class SuperstepDriver:
                     superstep=step, state_keys_written=plan.keys_written, checkpoint_id=checkpoint_id
                 )
             )
-            self._show_state()
             for event in self._flush():
                 yield event
+
+    # -- one step's events ----------------------------------------------------------------
+
+    def _steps_uncommitted(self, tasks: Sequence[StepTask], results: Sequence[StepResult]) -> None:
+        for t, r in zip(tasks, results, strict=True):
+            self._step_events(t, r, committed=False)
+
+    def _step_events(self, task: StepTask, outcome: StepOutcome, *, committed: bool) -> None:
+        """A step's events, in the order the step produced them: invoked, what it emitted, completed (or failed).
+
+        Steps are reported one after another in the superstep's task order
+        (never in completion order), on both hosts. What a step emitted that
+        only a commit makes real (outputs, requests) is shown only when its
+        superstep commits; its custom events are shown either way.
+        """
+        self._emit(_invoked(task))
+        if isinstance(outcome, StepFailure):
+            self._emit(
+                ExecutorFailedEvent(
+                    executor_id=task.executor_id,
+                    superstep=task.superstep,
+                    error_type=outcome.error_type,
+                    error=outcome.message,
+                )
+            )
+            return
+        if outcome is None:
+            return
+        order = _production_order(outcome)
+        sent, unrouted = iter(outcome.sent), iter(outcome.unrouted)
+        outputs, events, requests = iter(outcome.outputs), iter(outcome.events), iter(outcome.requests)
+        kind = self.engine.topology.output_kind(task.executor_id)
+        messages: list[Envelope] = []
+        yielded: list[Envelope] = []
+        for code in order:
+            if code[0] == "s":
+                deliveries = [next(sent) for _ in range(int(code[1:]))]
+                messages.append(deliveries[0].messages[0] if deliveries else next(unrouted))
+            elif code == "o":
+                env = next(outputs)
+                yielded.append(env)
+                if committed and kind == "output":
+                    self._emit(WorkflowOutputEvent(executor_id=task.executor_id, data=env.data, data_type=env.type))
+                elif committed and kind == "intermediate":
+                    self._emit(
+                        WorkflowIntermediateEvent(executor_id=task.executor_id, data=env.data, data_type=env.type)
+                    )
+            elif code == "e":
+                self._emit(next(events))
+            elif code == "r":
+                req = next(requests)
+                if committed:
+                    self._emit(request_event(self.engine.pending_requests.get(req.request_id, req)))
+                    if self._shown is WorkflowRunState.IN_PROGRESS:
+                        self._shown = WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS
+                        self._emit(WorkflowStatusEvent(state=self._shown))
+        done = messages + yielded
+        self._emit(
+            ExecutorCompletedEvent(
+                executor_id=task.executor_id, superstep=task.superstep, **_step_data(_listed(done), done)
+            )
+        )
 
     def _check_step_inputs(self, tasks: Sequence[StepTask], step: int) -> None:
         """Fail the run, naming the executor, if a step's input cannot be one payload.

@@ -146,7 +146,9 @@ def _parts(result: StepResult) -> Iterator[tuple[str, Any]]:
     """Every value in a step result, with what it is called in an error message."""
     for w in result.writes:
         if w.value is not None:
-            if w.key.startswith(EXECUTOR_STATE_PREFIX):
+            if w.key.startswith(EXECUTOR_STATE_PREFIX) and w.key.endswith("/"):
+                yield "checkpoint state (what on_checkpoint_save returned)", w.value.data
+            elif w.key.startswith(EXECUTOR_STATE_PREFIX):
                 yield f"executor state key {w.key.split('/', 1)[-1]!r}", w.value.data
             else:
                 yield f"state key {w.key!r}", w.value.data
@@ -159,6 +161,8 @@ def _parts(result: StepResult) -> Iterator[tuple[str, Any]]:
         yield f"request {r.request_id!r}", (r.data.data, r.response_schema)
     for e in result.events:
         yield f"event {e.type or 'custom'}", e.data
+    for m in result.unrouted:
+        yield "message sent nowhere (every edge condition was false)", m.data
 
 
 def check_step_result(result: StepResult, *, executor_id: str) -> StepResult:
@@ -182,6 +186,7 @@ def check_step_result(result: StepResult, *, executor_id: str) -> StepResult:
     values.extend(o.data for o in result.outputs)
     values.extend((r.data.data, r.response_schema) for r in result.requests)
     values.extend(e.data for e in result.events)
+    values.extend(m.data for m in result.unrouted)
     estimate = len(to_json(values)) + _FRAMING_PER_PART * len(values)
     if estimate <= MIN_MAX_PAYLOAD_BYTES:
         return result

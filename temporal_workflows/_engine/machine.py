@@ -54,12 +54,32 @@ __all__ = [
     "Topology",
     "apply_builtin_reducer",
     "check_snapshot",
+    "executor_hook_key",
+    "hook_key_executor",
 ]
 
 BUILTIN_REDUCERS = ("append", "sum", "merge")
 EXECUTOR_STATE_PREFIX = "@"
 REQUEST_TIMED_OUT_TYPE = "temporal_workflows._requests:RequestTimedOut"
 """Type key of the response a timed-out request's handler receives."""
+
+
+def executor_hook_key(executor_id: str) -> str:
+    """The state key holding an executor's checkpoint state (what its ``on_checkpoint_save`` returned).
+
+    It is the executor's private-state prefix itself (``"@<id>/"``, a key no
+    ``ctx.executor_state`` write can make), so it is committed, checkpointed,
+    carried across continue-as-new and read by steps exactly as state is.
+    """
+    return f"{EXECUTOR_STATE_PREFIX}{executor_id}/"
+
+
+def hook_key_executor(key: str, executor_ids: tuple[str, ...]) -> str | None:
+    """The executor whose checkpoint state ``key`` holds, or ``None`` if it is no such key."""
+    if not (key.startswith(EXECUTOR_STATE_PREFIX) and key.endswith("/")):
+        return None
+    eid = key[len(EXECUTOR_STATE_PREFIX) : -1]
+    return eid if eid in executor_ids else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +115,10 @@ class Topology:
             executor decides how they run (LlamaIndex steps: one after another,
             or ``num_workers`` at a time, seeing each other's writes). Empty for
             graphs: each message is its own task.
+        output_from: Executors whose yields are workflow outputs; ``None``: every
+            executor's (unless ``intermediate_from`` is set, as in Agent Framework).
+        intermediate_from: Executors whose yields are intermediate outputs
+            (``intermediate`` events, not part of the run's outputs).
     """
 
     name: str | None
@@ -107,6 +131,23 @@ class Topology:
     edges: tuple[dict[str, Any], ...] = ()
     subworkflows: dict[str, str] = field(default_factory=dict)
     batched: tuple[str, ...] = ()
+    output_from: tuple[str, ...] | None = None
+    intermediate_from: tuple[str, ...] = ()
+
+    def output_kind(self, executor_id: str) -> Literal["output", "intermediate"] | None:
+        """What an executor's ``yield_output`` makes: an output, an intermediate output, or nothing shown.
+
+        With neither designation every yield is an output; with either, only
+        the executors named are (Agent Framework's rule), the others' yields
+        are hidden (they still show in their ``executor_completed`` event).
+        """
+        if self.output_from is None and not self.intermediate_from:
+            return "output"
+        if executor_id in (self.output_from or ()):
+            return "output"
+        if executor_id in self.intermediate_from:
+            return "intermediate"
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +248,16 @@ class StepResult:
     ``wait_for_event`` of another awaits): at the commit each still-pending one
     is answered as a response from outside would be, delivered next superstep;
     one already answered (by an earlier task of the superstep) is left alone.
+    Attributes:
+        emitted: What the step did, in the order it did it: ``"s<n>"`` for a
+            ``send_message`` that made the next ``n`` deliveries of ``sent``
+            (``"s0"``: it went nowhere, its message is the next of
+            ``unrouted``), ``"o"`` for the next output, ``"e"`` for the next
+            event, ``"r"`` for the next request. Empty: the default order
+            (each delivery its own send, then outputs, events, requests), which
+            is also how results recorded before this existed read.
+        unrouted: Messages a ``send_message`` routed nowhere (every edge
+            condition false); shown in the step's ``executor_completed`` event.
     """
 
     writes: list[StateWrite] = field(default_factory=list)
@@ -216,6 +267,19 @@ class StepResult:
     events: list[Envelope] = field(default_factory=list)
     halt: bool = False
     answers: list[tuple[str, Envelope]] = field(default_factory=list)
+    emitted: list[str] = field(default_factory=list)
+    unrouted: list[Envelope] = field(default_factory=list)
+
+    def production_order(self) -> list[str]:
+        """:attr:`emitted`, or the default order when the step did not record one."""
+        if self.emitted:
+            return self.emitted
+        return [
+            *(["s1"] * len(self.sent)),
+            *(["o"] * len(self.outputs)),
+            *(["e"] * len(self.events)),
+            *(["r"] * len(self.requests)),
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,14 +602,15 @@ class Engine:
                 own.setdefault(w.key, []).append(w)
             for key, ws in own.items():
                 if key in writers and key not in reducers:
-                    raise StateConflictError(key, (writers[key], task.executor_id), task.superstep)
+                    raise self._conflict(key, (writers[key], task.executor_id), task.superstep)
                 writers.setdefault(key, task.executor_id)
                 if key in reducers:
                     writes_by_key.setdefault(key, []).extend(ws)
                 else:
                     writes_by_key[key] = ws[-1:]  # a step's own later write wins over its earlier ones
             sent.extend(result.sent)
-            outputs.extend(Output(task.executor_id, o) for o in result.outputs)
+            if self.topology.output_kind(task.executor_id) == "output":
+                outputs.extend(Output(task.executor_id, o) for o in result.outputs)
             requests.extend(result.requests)
         updates: dict[str, Envelope | None] = {}
         reductions: list[Reduction] = []
@@ -578,6 +643,22 @@ class Engine:
             list(writes_by_key),
             halt,
             answers,
+        )
+
+    def _conflict(self, key: str, executor_ids: tuple[str, str], superstep: int) -> StateConflictError:
+        eid = hook_key_executor(key, self.topology.executor_ids)
+        if eid is None:
+            return StateConflictError(key, executor_ids, superstep)
+        return StateConflictError(
+            key,
+            executor_ids,
+            superstep,
+            message=(
+                f"executor {eid!r} ran several steps in superstep {superstep} and more than one changed its "
+                "checkpoint state (what on_checkpoint_save returns): each step starts from the state committed "
+                "at the last superstep boundary, so one would silently overwrite the other; keep such state in "
+                "ctx.set_executor_state with a reducer, or send the executor one message per superstep"
+            ),
         )
 
     def apply_commit(

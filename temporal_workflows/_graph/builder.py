@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporal_workflows._engine.machine import BUILTIN_REDUCERS, FanInGroup, Topology
 from temporal_workflows._engine.serde import register_type
@@ -30,6 +31,10 @@ __all__ = ["WorkflowBuilder"]
 
 ExecutorLike = Executor | str
 Reducer = str | Callable[[Any, list[Any]], Any]
+OutputSelection = Sequence[ExecutorLike] | Literal["all"] | None
+IntermediateSelection = Sequence[ExecutorLike] | Literal["all", "all_other"] | None
+
+_UNSET: Any = object()
 
 
 class WorkflowBuilder:
@@ -37,8 +42,11 @@ class WorkflowBuilder:
 
     Args:
         start_executor: Receives the run's start message.
-        name: The workflow's name; required to host it on Temporal, where it
-            becomes the workflow type.
+        name: The workflow's name, which checkpoints are filed under; on
+            Temporal it is the workflow type. Without one the workflow is
+            named ``WorkflowBuilder-<uuid>`` as in Agent Framework (one name
+            per builder), which is fine in process, but a graph hosted on
+            Temporal needs a name that is the same in every process.
         description: Free text for humans.
         max_iterations: Supersteps allowed per activation before the run fails
             with :class:`SuperstepLimitError` (a guard against endless loops).
@@ -46,7 +54,23 @@ class WorkflowBuilder:
             without one; on Temporal the worker's default storage is used.
         checkpoint_every: With ``checkpoint_storage`` set, a checkpoint is
             taken every this many supersteps (1: at every boundary; 0: only
-            when asked for, which on Temporal is the ``checkpoint`` signal).
+            when asked for, which on Temporal is the ``checkpoint`` signal),
+            and one before the first superstep of each input (the start
+            message, responses): Agent Framework's "iteration 0".
+        output_from: The executors whose ``yield_output`` values are workflow
+            outputs (``output`` events, ``get_outputs()``, a Temporal run's
+            result), or ``"all"``. Omitted (and no ``intermediate_output_from``):
+            every executor's are. Once either is given, yields of executors in
+            neither list are hidden (they still show in the executor's
+            ``executor_completed`` event), as in Agent Framework.
+        intermediate_output_from: The executors whose yields are intermediate
+            outputs (``intermediate`` events, ``get_intermediate_outputs()``,
+            not part of a run's outputs); ``"all"``, or ``"all_other"``: every
+            executor that declares workflow output types and is not in
+            ``output_from``.
+        output_executors: Agent Framework's earlier name for ``output_from``.
+        intermediate_executors: Agent Framework's earlier name for
+            ``intermediate_output_from``.
     """
 
     def __init__(
@@ -58,11 +82,28 @@ class WorkflowBuilder:
         max_iterations: int = 100,
         checkpoint_storage: CheckpointStorage | None = None,
         checkpoint_every: int = 1,
+        output_from: OutputSelection = _UNSET,
+        intermediate_output_from: IntermediateSelection = _UNSET,
+        output_executors: OutputSelection = _UNSET,
+        intermediate_executors: IntermediateSelection = _UNSET,
     ) -> None:
         if checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be 0 (on request only) or positive, not {checkpoint_every}")
+        self._output_from: OutputSelection = _one_of("output_from", output_from, "output_executors", output_executors)
+        self._intermediate_from: IntermediateSelection = _one_of(
+            "intermediate_output_from", intermediate_output_from, "intermediate_executors", intermediate_executors
+        )
+        for what, sel, literals in (
+            ("output_from", self._output_from, ("all",)),
+            ("intermediate_output_from", self._intermediate_from, ("all", "all_other")),
+        ):
+            if isinstance(sel, str) and sel not in literals:
+                raise GraphValidationError(
+                    f"{what} takes a list of executors or {' or '.join(map(repr, literals))}, not {sel!r}"
+                )
         self._start = start_executor
-        self._name = name
+        self._name_generated = name is None
+        self._name = name if name is not None else f"WorkflowBuilder-{uuid.uuid4()}"
         self._description = description
         self._max_iterations = max_iterations
         self._storage = checkpoint_storage
@@ -266,11 +307,62 @@ class WorkflowBuilder:
             groups=list(self._groups),
             reducer_funcs={k: v for k, v in self._reducers.items() if callable(v)},
             description=self._description,
+            name_generated=self._name_generated,
         )
         workflow = Workflow(graph, checkpoint_storage=self._storage, checkpoint_every=self._checkpoint_every)
         if any(isinstance(ex, WorkflowExecutor) for ex in executors.values()):
             name_subworkflows(workflow)
         return workflow
+
+    def _designation(self, executors: dict[str, Executor]) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+        """``(output_from, intermediate_from)`` as executor ids, checked.
+
+        Raises:
+            GraphValidationError: an executor not in the graph, one named twice
+                or in both lists, or explicit lists that name nobody.
+        """
+        declaring = [eid for eid, ex in executors.items() if ex.workflow_output_types]
+
+        def ids(what: str, sel: Any) -> list[str] | None:
+            if sel is None:
+                return None
+            if sel == "all":
+                return list(declaring)
+            if isinstance(sel, str):
+                return None  # "all_other": relative to output_from, below
+            out: list[str] = []
+            for item in sel:
+                eid = item if isinstance(item, str) else getattr(item, "id", None)
+                if (
+                    not isinstance(eid, str)
+                    or eid not in executors
+                    or (isinstance(item, Executor) and executors[eid] is not item)
+                ):
+                    raise GraphValidationError(
+                        f"{what} names {item!r}, which is not an executor of this workflow; "
+                        f"executors: {sorted(executors)}"
+                    )
+                if eid in out:
+                    raise GraphValidationError(f"{what} names executor {eid!r} twice")
+                out.append(eid)
+            return out
+
+        outputs = ids("output_from", self._output_from)
+        if self._intermediate_from == "all_other":
+            intermediates: list[str] | None = [e for e in declaring if e not in (outputs or [])]
+        else:
+            intermediates = ids("intermediate_output_from", self._intermediate_from)
+        if outputs is None and intermediates is None:
+            return None, ()
+        both = sorted(set(outputs or ()) & set(intermediates or ()))
+        if both:
+            raise GraphValidationError(f"executors {both} are named in both output_from and intermediate_output_from")
+        if not outputs and not intermediates:
+            raise GraphValidationError(
+                "output_from / intermediate_output_from name no executor, so no yield_output would ever be seen; "
+                "name at least one executor, or give neither to make every executor's yields outputs"
+            )
+        return tuple(outputs or ()), tuple(intermediates or ())
 
     def _check_duplicates(self) -> None:
         seen: dict[tuple[str, str], str] = {}
@@ -331,7 +423,8 @@ class WorkflowBuilder:
         edges = tuple(g.describe() for g in self._groups)
         reducers = {k: (v if isinstance(v, str) else "callable") for k, v in self._reducers.items()}
         shape = {
-            "name": self._name,
+            # A made-up name is not part of the shape: the graph's signature stays what it was without one.
+            "name": None if self._name_generated else self._name,
             "start": start_id,
             "executors": [
                 {
@@ -351,6 +444,7 @@ class WorkflowBuilder:
         }
         digest = hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()
         fan_ins = {g.id: FanInGroup(g.id, tuple(g.sources), g.targets[0]) for g in self._groups if g.kind == "fan_in"}
+        output_from, intermediate_from = self._designation(executors)
         return Topology(
             name=self._name,
             start_executor_id=start_id,
@@ -360,4 +454,15 @@ class WorkflowBuilder:
             max_iterations=self._max_iterations,
             signature_hash=digest,
             edges=edges,
+            output_from=output_from,
+            intermediate_from=intermediate_from,
         )
+
+
+def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
+    """The value of an option that has an older alias; both given is an error, neither is ``None``."""
+    if value is not _UNSET and alias_value is not _UNSET:
+        raise TypeError(f"pass {name} or {alias} (its earlier name), not both")
+    if value is not _UNSET:
+        return value
+    return None if alias_value is _UNSET else alias_value

@@ -10,6 +10,7 @@ and the commit deterministic.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, Never, Protocol
@@ -25,10 +26,12 @@ from temporal_workflows._engine.machine import (
     StepResult,
     StepTask,
     apply_builtin_reducer,
+    executor_hook_key,
 )
 from temporal_workflows._engine.serde import Envelope, decode, encode, json_schema
 from temporal_workflows._errors import NotSerializableError, UndeliverableMessageError, WorkflowError, describe
 from temporal_workflows._events import WorkflowEvent
+from temporal_workflows._graph.executor import checkpoint_hooks
 from temporal_workflows._graph.typecheck import accepts, type_name
 from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
 from temporal_workflows._requests import RequestTimedOut
@@ -158,7 +161,11 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
             NotSerializableError: the message cannot round-trip JSON.
         """
         env = encode(message, what=f"message sent by executor {self.executor_id!r}")
-        self._result.sent.extend(self._graph.route(self.executor_id, message, env, target_id))
+        deliveries = self._graph.route(self.executor_id, message, env, target_id)
+        self._result.sent.extend(deliveries)
+        self._result.emitted.append(f"s{len(deliveries)}")
+        if not deliveries:
+            self._result.unrouted.append(env)  # shown in the step's executor_completed event
 
     def _send_to_self(self, message: Any) -> None:
         """Deliver ``message`` to this executor next superstep, without an edge.
@@ -174,6 +181,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
     async def yield_output(self, output: T_W_Out) -> None:
         """Add a workflow output; it appears in the run's outputs at the commit."""
         self._result.outputs.append(encode(output, what=f"output yielded by executor {self.executor_id!r}"))
+        self._result.emitted.append("o")
 
     async def add_event(self, event: WorkflowEvent) -> None:
         """Emit a custom event to the run's event stream.
@@ -189,10 +197,16 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
             raise NotSerializableError(
                 f"executor {self.executor_id!r}: add_event takes a WorkflowEvent subclass, not {describe(event)}"
             )
+        if event.data is not None and event.data_type is None:
+            # The payload's own type travels with it, so readers get the object back, not its JSON.
+            data_type = encode(event.data, what=f"data of an event from executor {self.executor_id!r}").type
+            if data_type is not None:
+                event = event.model_copy(update={"data_type": data_type})
         if isinstance(event, LiveEvent):
             self._publish_live(event)
             return
         self._result.events.append(encode(event, what=f"event from executor {self.executor_id!r}"))
+        self._result.emitted.append("e")
 
     def _publish_live(self, event: LiveEvent, *, counted: bool = True) -> None:
         what = f"live event from executor {self.executor_id!r}"
@@ -285,8 +299,10 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
                 f"response as {rname} | RequestTimedOut, or pass on_timeout='fail'"
             )
         if request_id is None:
+            # Derived, so a retried or replayed step asks under the same id; written as a UUID, as
+            # Agent Framework's request ids are (what a reader or a log filter expects of one).
             digest = hashlib.sha256(f"{self.idempotency_key}/{self._requests}".encode()).hexdigest()
-            request_id = digest[:20]
+            request_id = str(uuid.UUID(digest[:32]))
         self._requests += 1
         self._result.requests.append(
             PendingRequest(
@@ -300,6 +316,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
                 on_timeout=on_timeout,
             )
         )
+        self._result.emitted.append("r")
         return request_id
 
     # -- state ---------------------------------------------------------------
@@ -353,6 +370,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
                 f"executor {self.executor_id!r}: state keys starting with {EXECUTOR_STATE_PREFIX!r} are reserved "
                 "for executor-private state; use ctx.set_executor_state"
             )
+        self._check_not_hook_key(key)
         env = encode(value, what=f"state key {key!r} written by executor {self.executor_id!r}")
         kind = self._graph.topology.reducers.get(key)
         if kind in ("append", "merge", "sum"):
@@ -371,8 +389,16 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         self._own.setdefault(key, []).append(w)
         self._result.writes.append(w)
 
+    def _check_not_hook_key(self, key: str) -> None:
+        if key == executor_hook_key(self.executor_id):
+            raise WorkflowError(
+                f"executor {self.executor_id!r}: an empty executor state key is reserved for the executor's "
+                "checkpoint state (what its on_checkpoint_save returns)"
+            )
+
     def _delete(self, key: str) -> None:
         self._check_key(key)
+        self._check_not_hook_key(key)
         w = StateWrite(key, None)
         self._own.setdefault(key, []).append(w)
         self._result.writes.append(w)
@@ -415,7 +441,7 @@ async def run_step(
     )
     if attempt > 1 and live is not None:
         ctx._publish_live(StepRetryEvent(), counted=False)
-    result = await _run_handler(graph, task, ctx)
+    result = await _run_handler(graph, task, ctx, state)
     if ctx._live_items:
         committed = LiveCommittedEvent(
             executor_id=task.executor_id,
@@ -428,7 +454,9 @@ async def run_step(
     return check_step_result(result, executor_id=task.executor_id)
 
 
-async def _run_handler(graph: Graph, task: StepTask, ctx: WorkflowContext[Any, Any]) -> StepResult:
+async def _run_handler(
+    graph: Graph, task: StepTask, ctx: WorkflowContext[Any, Any], state: Mapping[str, Envelope]
+) -> StepResult:
     """Find the handler ``task`` calls for, and run it."""
     ex = graph.executors.get(task.executor_id)
     if ex is None:
@@ -440,7 +468,8 @@ async def _run_handler(graph: Graph, task: StepTask, ctx: WorkflowContext[Any, A
         rspec = ex.find_response_handler(request, task.request.response_type)
         if rspec is None:
             raise WorkflowError(f"executor {ex.id!r} has no @response_handler for {describe(request)} requests")
-        await ex._invoke_response(rspec, request, response, ctx)
+        async with checkpoint_hooks(ex, state, ctx._result):
+            await ex._invoke_response(rspec, request, response, ctx)
         return ctx._result
     if task.kind in ("fan_in", "batch"):
         value: Any = [decode(m) for m in task.messages]
@@ -461,5 +490,6 @@ async def _run_handler(graph: Graph, task: StepTask, ctx: WorkflowContext[Any, A
             type_name=describe(value),
             targets=[ex.id],
         )
-    await ex._invoke(spec, value, ctx)
+    async with checkpoint_hooks(ex, state, ctx._result):
+        await ex._invoke(spec, value, ctx)
     return ctx._result

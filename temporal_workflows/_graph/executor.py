@@ -8,18 +8,22 @@ is defined, so a bad signature fails at import time, not mid-run.
 
 from __future__ import annotations
 
+import asyncio
 import collections.abc
 import inspect
 import sys
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, get_args, get_origin, overload
 
 from temporalio.common import RetryPolicy
 
-from temporal_workflows._engine.serde import validate_as
+from temporal_workflows._engine.machine import StateWrite, StepResult, executor_hook_key
+from temporal_workflows._engine.serde import Envelope, decode, encode, validate_as
+from temporal_workflows._errors import WorkflowError, describe
 from temporal_workflows._graph.typecheck import accepts, flatten, type_name
 
 __all__ = [
@@ -31,6 +35,7 @@ __all__ = [
     "FunctionExecutor",
     "HandlerSpec",
     "ResponseHandlerSpec",
+    "checkpoint_hooks",
     "executor",
     "handler",
     "response_handler",
@@ -257,9 +262,14 @@ def response_handler(func: F) -> F:
 class Executor:
     """A node of the graph. Subclass it and declare ``@handler`` methods.
 
-    Executors must not keep state in attributes between invocations: on
-    Temporal every step may run in another process. Keep per-executor data in
-    ``ctx.set_executor_state`` (committed like shared state).
+    Keep per-executor data in ``ctx.set_executor_state`` (committed like
+    shared state). An executor that keeps state in its attributes instead
+    (as Agent Framework executors may) must override
+    :meth:`on_checkpoint_save` and :meth:`on_checkpoint_restore`: on Temporal
+    every step may run in another process, so the state the save hook
+    returns after each step is committed with the superstep (and kept in
+    checkpoints), and before a step the restore hook brings the instance to
+    the state committed for that run (see :func:`checkpoint_hooks`).
 
     Args:
         id: Unique id within the graph; defaults to the class name.
@@ -302,6 +312,44 @@ class Executor:
     @property
     def input_types(self) -> list[Any]:
         return [h.input_type for h in self.handlers]
+
+    @property
+    def workflow_output_types(self) -> list[Any]:
+        """What its handlers yield as workflow outputs (``WorkflowContext[..., T_W_Out]``)."""
+        seen: list[Any] = []
+        specs: list[HandlerSpec | ResponseHandlerSpec] = [*self.handlers, *self.response_handlers]
+        for h in specs:
+            for t in h.workflow_output_types:
+                if t not in seen:
+                    seen.append(t)
+        return seen
+
+    # -- hooks (Agent Framework's) ------------------------------------------------------------
+
+    async def on_checkpoint_save(self) -> dict[str, Any]:
+        """The state this executor keeps in its attributes, as a JSON-serializable dict.
+
+        Called after each of its steps (when overridden); what it returns is
+        committed with the superstep and kept in checkpoints. Default: none.
+        """
+        return {}
+
+    async def on_checkpoint_restore(self, state: dict[str, Any]) -> None:
+        """Bring the attributes back to ``state`` (what :meth:`on_checkpoint_save` returned).
+
+        Called before a step when the instance does not hold the state the run
+        committed for it: after a restore from a checkpoint, on another worker,
+        or after a step of another run on the same worker. A new run's first
+        step gives it the state it had when it was built.
+        """
+
+    async def reset(self) -> None:
+        """Forget per-run state kept in attributes; ``Workflow.reset_for_new_run()`` calls it. Default: nothing."""
+
+    @property
+    def has_checkpoint_hooks(self) -> bool:
+        """Whether it overrides :meth:`on_checkpoint_save` (and so keeps state in its attributes)."""
+        return type(self).on_checkpoint_save is not Executor.on_checkpoint_save
 
     @property
     def output_types(self) -> list[Any]:
@@ -445,3 +493,69 @@ def is_list_of(tp: Any) -> Any | None:
         args = get_args(tp)
         return args[0] if args else Any
     return None
+
+
+# -- checkpoint hooks around a step ---------------------------------------------------------------
+
+_INITIAL_STATE = "_temporal_workflows_initial_checkpoint_state"
+_HOOK_LOCK = "_temporal_workflows_hook_lock"
+
+
+async def _saved_state(ex: Executor) -> Envelope:
+    """What ``on_checkpoint_save`` returns now, as an envelope (MAF's contract: a dict with string keys)."""
+    state = await ex.on_checkpoint_save()
+    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+        raise WorkflowError(
+            f"executor {ex.id!r}: on_checkpoint_save must return a dict with string keys (the executor's "
+            f"checkpoint state), not {describe(state)}"
+        )
+    return encode(state, what=f"checkpoint state of executor {ex.id!r} (what on_checkpoint_save returned)")
+
+
+def _hook_lock(ex: Executor) -> asyncio.Lock:
+    """One lock per executor instance and event loop: its steps take turns at its attributes."""
+    loop = asyncio.get_running_loop()
+    held: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = ex.__dict__.get(_HOOK_LOCK)
+    if held is None or held[0] is not loop:
+        held = (loop, asyncio.Lock())
+        ex.__dict__[_HOOK_LOCK] = held
+    return held[1]
+
+
+@asynccontextmanager
+async def checkpoint_hooks(ex: Executor, state: Mapping[str, Envelope], result: StepResult) -> AsyncIterator[None]:
+    """Run one step of ``ex`` with its checkpoint hooks, the same way on both hosts.
+
+    An executor that keeps state in attributes (it overrides
+    ``on_checkpoint_save``) lives in one process per worker, shared by every
+    run and every retry, while its state belongs to one run. So each of its
+    steps, one at a time per instance:
+
+    1. brings the instance to the state the run committed for it (key
+       :func:`executor_hook_key`, or, when the run has none yet, the state the
+       instance had when first used in this process), calling
+       ``on_checkpoint_restore`` only if the instance holds something else;
+    2. runs the handler;
+    3. records what ``on_checkpoint_save`` returns, if it changed, as a state
+       write of the step: committed with the superstep, checkpointed, carried
+       across continue-as-new, measured against the payload limit like any
+       write (an error names the executor).
+
+    Other executors run unchanged (and concurrently, as before).
+    """
+    if not ex.has_checkpoint_hooks:
+        yield
+        return
+    async with _hook_lock(ex):
+        initial: Envelope | None = ex.__dict__.get(_INITIAL_STATE)
+        if initial is None:
+            initial = await _saved_state(ex)
+            ex.__dict__[_INITIAL_STATE] = initial
+        key = executor_hook_key(ex.id)
+        target = state.get(key) or initial
+        if await _saved_state(ex) != target:
+            await ex.on_checkpoint_restore(decode(target))
+        yield
+        after = await _saved_state(ex)
+        if after != target:
+            result.writes.append(StateWrite(key, after))

@@ -32,8 +32,11 @@ class Graph:
         groups: list[EdgeGroup],
         reducer_funcs: dict[str, Callable[[Any, list[Any]], Any]],
         description: str | None = None,
+        name_generated: bool = False,
     ) -> None:
         self.topology = topology
+        self.name_generated = name_generated
+        """The name was made up by the builder (none given): it differs in every process."""
         self.executors = executors
         self.groups = groups
         self.reducer_funcs = reducer_funcs

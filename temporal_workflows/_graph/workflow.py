@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Collection, Iterator, Mapping
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Collection, Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from temporal_workflows._engine.registry import declare
 from temporal_workflows._errors import WorkflowRunError
 from temporal_workflows._events import RequestInfoEvent, WorkflowEvent, WorkflowRunResult, WorkflowRunState
-from temporal_workflows._local.runner import MISSING, LocalRunner, local_request_event, shared_state
+from temporal_workflows._local.runner import MISSING, LocalRunner, RunStream, local_request_event, shared_state
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -19,11 +21,49 @@ if TYPE_CHECKING:
     from temporal_workflows._graph.graph import Graph
     from temporal_workflows.temporal._durable import DurableWorkflow
 
-__all__ = ["GRAPH_HOOK", "Workflow", "as_graph_workflow", "load_workflow"]
+__all__ = ["GRAPH_HOOK", "ResetCall", "Workflow", "as_graph_workflow", "load_workflow"]
 
 GRAPH_HOOK = "__temporal_workflows_graph__"
 """Name of the method another front end's workflow object (LlamaIndex's ``temporal_workflows.llama.Workflow``)
 has to return the graph :class:`Workflow` it compiles to, so the plugin, worker and CLI host it as they host graphs."""
+
+
+class ResetCall:
+    """What :meth:`Workflow.reset_for_new_run` returns: the run is already forgotten; awaiting it resets executors.
+
+    The workflow's run (state, messages, pending requests, outputs, failure)
+    is cleared when the method is called, so code written for the earlier,
+    synchronous ``reset()`` keeps working; ``await`` it to also run every
+    executor's ``reset()`` hook (Agent Framework's ``await
+    workflow.reset_for_new_run()``). Not awaiting it while an executor
+    overrides ``reset()`` warns, rather than silently skipping the hook.
+    """
+
+    def __init__(self, workflow: Workflow) -> None:
+        self._workflow = workflow
+        self._awaited = False
+
+    def __await__(self) -> Generator[Any, None, None]:
+        self._awaited = True
+        return self._workflow._runner.reset_executors().__await__()
+
+    def __del__(self) -> None:
+        if self._awaited:
+            return
+        hooked = [eid for eid, ex in self._workflow.executors.items() if type(ex).reset is not _base_reset()]
+        if hooked:
+            warnings.warn(
+                f"reset_for_new_run() was not awaited, so the reset() of executors {hooked} did not run; "
+                "use `await workflow.reset_for_new_run()`",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+
+def _base_reset() -> Any:
+    from temporal_workflows._graph.executor import Executor
+
+    return Executor.reset
 
 
 class Workflow:
@@ -32,7 +72,11 @@ class Workflow:
     In process it keeps its current run between ``run()`` calls (so
     ``run(responses=...)`` continues it), as in Agent Framework. Unlike there,
     a failed run does not poison the instance: ``run(message)`` starts a new
-    run and :meth:`reset` clears everything.
+    run and :meth:`reset_for_new_run` clears everything.
+
+    Attributes:
+        id: A new id per instance, for telling instances apart in logs and
+            traces (Agent Framework's ``Workflow.id``); not a run id.
     """
 
     def __init__(
@@ -42,13 +86,25 @@ class Workflow:
         self._storage = checkpoint_storage
         self._checkpoint_every = checkpoint_every
         self._runner = LocalRunner(graph, checkpoint_every=checkpoint_every)
+        self.id = str(uuid.uuid4())
         declare(_declared_types(graph))  # what decoding may build: every class the handlers name, and their fields'
 
     # -- description -----------------------------------------------------------
 
     @property
-    def name(self) -> str | None:
-        return self._graph.name
+    def name(self) -> str:
+        """The name given to the builder, or the one made for it (``WorkflowBuilder-<uuid>``, as Agent Framework's).
+
+        Checkpoints are filed under it. A made-up name differs in every
+        process, so a graph hosted on Temporal needs one given
+        (:attr:`name_is_generated` is then false).
+        """
+        return self._graph.name or ""
+
+    @property
+    def name_is_generated(self) -> bool:
+        """Whether :attr:`name` was made up by the builder (no ``name=`` given): not stable across processes."""
+        return self._graph.name_generated
 
     @property
     def description(self) -> str | None:
@@ -70,6 +126,24 @@ class Workflow:
     @property
     def executors(self) -> Mapping[str, Executor]:
         return dict(self._graph.executors)
+
+    def get_start_executor(self) -> Executor:
+        """The executor the start message goes to (Agent Framework's accessor)."""
+        return self._graph.executors[self.start_executor_id]
+
+    def get_executors_list(self) -> list[Executor]:
+        """Every executor, in the order they were added (Agent Framework's accessor)."""
+        return list(self._graph.executors.values())
+
+    def get_output_executors(self) -> list[Executor]:
+        """The executors whose yields are workflow outputs (every one unless ``output_from`` says otherwise)."""
+        topology = self._graph.topology
+        return [ex for eid, ex in self._graph.executors.items() if topology.output_kind(eid) == "output"]
+
+    def get_intermediate_executors(self) -> list[Executor]:
+        """The executors whose yields are intermediate outputs (``intermediate_output_from``)."""
+        topology = self._graph.topology
+        return [ex for eid, ex in self._graph.executors.items() if topology.output_kind(eid) == "intermediate"]
 
     @property
     def graph_signature_hash(self) -> str:
@@ -99,7 +173,7 @@ class Workflow:
         responses: Mapping[str, Any] | None = ...,
         checkpoint_id: str | None = ...,
         checkpoint_storage: CheckpointStorage | None = ...,
-    ) -> AsyncIterator[WorkflowEvent]: ...
+    ) -> RunStream: ...
 
     @overload
     def run(
@@ -110,6 +184,7 @@ class Workflow:
         responses: Mapping[str, Any] | None = ...,
         checkpoint_id: str | None = ...,
         checkpoint_storage: CheckpointStorage | None = ...,
+        include_status_events: bool = ...,
     ) -> Awaitable[WorkflowRunResult]: ...
 
     def run(
@@ -120,8 +195,14 @@ class Workflow:
         responses: Mapping[str, Any] | None = None,
         checkpoint_id: str | None = None,
         checkpoint_storage: CheckpointStorage | None = None,
-    ) -> AsyncIterator[WorkflowEvent] | Awaitable[WorkflowRunResult]:
+        include_status_events: bool = False,
+    ) -> RunStream | Awaitable[WorkflowRunResult]:
         """Run in this process until the graph is idle.
+
+        The workflow is reserved as soon as this is called (not when the
+        result is awaited or the stream read), so a second ``run()`` made
+        before this one finishes is refused at once; a stream or awaitable
+        dropped unread frees it again.
 
         Args:
             message: Start a new run with this message to the start executor.
@@ -132,12 +213,15 @@ class Workflow:
                 ``responses={}`` delivers just those timeouts.
             checkpoint_id: Resume from this checkpoint (time travel if it is old).
             checkpoint_storage: Overrides the builder's storage for this call.
+            include_status_events: Keep the ``status`` events in the result's
+                list (they are always in ``result.status_timeline()``).
 
         Raises:
             WorkflowRunError: the run failed (``ExecutorFailedError``,
                 ``StateConflictError``, ``SuperstepLimitError``); its ``result``
                 holds the events up to the failure.
             UnknownRequestError / InvalidResponseError: a bad response; the run is unchanged.
+            WorkflowError: the workflow is already running (raised by this call itself).
         """
         events = self._runner.events(
             message,
@@ -147,7 +231,7 @@ class Workflow:
         )
         if stream:
             return events
-        return self._collect(events)
+        return self._collect(events, include_status_events)
 
     def run_stream(
         self,
@@ -156,7 +240,7 @@ class Workflow:
         responses: Mapping[str, Any] | None = None,
         checkpoint_id: str | None = None,
         checkpoint_storage: CheckpointStorage | None = None,
-    ) -> AsyncIterator[WorkflowEvent]:
+    ) -> RunStream:
         """Same as ``run(..., stream=True)``."""
         return self.run(
             message,
@@ -166,29 +250,40 @@ class Workflow:
             checkpoint_storage=checkpoint_storage,
         )
 
-    async def _collect(self, events: AsyncIterator[WorkflowEvent]) -> WorkflowRunResult:
+    async def _collect(self, events: AsyncIterator[WorkflowEvent], include_status_events: bool) -> WorkflowRunResult:
         collected: list[WorkflowEvent] = []
         try:
             async for ev in events:
                 collected.append(ev)
         except WorkflowRunError as e:
-            e.result = self._result(collected)
+            e.result = self._result(collected, include_status_events)
             raise
-        return self._result(collected)
+        return self._result(collected, include_status_events)
 
-    def _result(self, events: list[WorkflowEvent]) -> WorkflowRunResult:
+    def _result(self, events: list[WorkflowEvent], include_status_events: bool = False) -> WorkflowRunResult:
         engine = self._runner.engine
         return WorkflowRunResult(
             events,
             final_state=self._runner.state,
             state=shared_state(engine.state) if engine else {},
             run_id=self._runner.run_id or "",
+            include_status_events=include_status_events,
         )
 
     @property
     def run_state(self) -> WorkflowRunState:
         """State of the current in-process run."""
         return self._runner.state
+
+    @property
+    def status(self) -> WorkflowRunState:
+        """Agent Framework's name for :attr:`run_state`."""
+        return self._runner.state
+
+    @property
+    def is_running(self) -> bool:
+        """Whether a ``run()`` holds the workflow now (see :meth:`run`)."""
+        return self._runner.running
 
     @property
     def pending_requests(self) -> list[RequestInfoEvent]:
@@ -202,9 +297,47 @@ class Workflow:
         engine = self._runner.engine
         return shared_state(engine.state) if engine else {}
 
-    def reset(self) -> None:
-        """Forget the current run: no state, messages, requests or outputs survive."""
+    def reset_for_new_run(self) -> ResetCall:
+        """Forget the current run, and (awaited) call every executor's ``reset()`` hook.
+
+        Nothing of the previous run survives: state, messages in flight,
+        pending requests, outputs, a failure, the checkpoint lineage (the
+        next checkpoint has no parent). Checkpoints already saved stay in
+        their storage, so the run can still be resumed from one of them.
+        Executors that keep per-run state in attributes clear it in their
+        ``async def reset(self)``; ``await workflow.reset_for_new_run()`` runs
+        each of them once (all of them, even if one raises, which then raises
+        ``WorkflowError`` naming it).
+
+        Raises:
+            WorkflowError: a ``run()`` holds the workflow (raised by the call itself).
+        """
         self._runner.reset()
+        return ResetCall(self)
+
+    def reset(self) -> ResetCall:
+        """The same as :meth:`reset_for_new_run` (the name it had before)."""
+        return self.reset_for_new_run()
+
+    async def create_checkpoint(self, checkpoint_storage: CheckpointStorage | None = None) -> str:
+        """Checkpoint the workflow now, while it is idle, and return the checkpoint's id.
+
+        Also before it has received any message: restoring that checkpoint
+        later (``run(checkpoint_id=...)``) returns the workflow to its initial
+        state, whatever ran in between. Executors that keep state in their
+        attributes are brought back to it by their checkpoint hooks when they
+        next run (see ``Executor.on_checkpoint_restore``).
+
+        Args:
+            checkpoint_storage: Where to save it; default: the builder's.
+
+        Raises:
+            WorkflowError: a ``run()`` holds the workflow, or there is no storage.
+            CheckpointStorageError: the storage did not save it.
+        """
+        return await self._runner.create_checkpoint(
+            checkpoint_storage if checkpoint_storage is not None else self._storage
+        )
 
     # -- on Temporal -------------------------------------------------------------
 

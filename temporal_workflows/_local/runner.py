@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -45,7 +46,6 @@ from temporal_workflows._errors import (
 from temporal_workflows._events import (
     RequestInfoEvent,
     WorkflowEvent,
-    WorkflowOutputEvent,
     WorkflowRunState,
     WorkflowStartedEvent,
 )
@@ -53,21 +53,17 @@ from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.graph import Graph
 from temporal_workflows._local.live import LiveQueue, with_live
 
-__all__ = ["LocalRunner", "local_request_event", "shared_state"]
+__all__ = ["LocalRunner", "RunStream", "local_request_event", "shared_state"]
 
 MISSING: Any = object()
 
 
 def materialize(event: DriverEvent) -> WorkflowEvent:
-    """An event as an in-process caller sees it: ``data`` decoded to its type."""
+    """An event as an in-process caller sees it: ``data`` decoded to its type (a custom event's too)."""
     if isinstance(event, Envelope):
         decoded: WorkflowEvent = decode(event)
-        return decoded
-    if not isinstance(event, (WorkflowOutputEvent, RequestInfoEvent)):
-        return event
-    if event.data_type is None and not isinstance(event.data, (dict, list)):
-        return event  # a plain JSON scalar decodes to itself
-    return event.model_copy(update={"data": decode(Envelope(event.data_type, event.data))})
+        event = decoded
+    return event.restored()
 
 
 def local_request_event(req: PendingRequest) -> RequestInfoEvent:
@@ -117,7 +113,7 @@ class _LocalHost(DriverHost):
         assert storage is not None
         cp = checkpoint_of(
             engine,
-            checkpoint_id=uuid.uuid4().hex,
+            checkpoint_id=str(uuid.uuid4()),  # a UUID, as Agent Framework's checkpoint ids are
             run_id=runner.run_id or "",
             previous_checkpoint_id=runner.last_checkpoint_id,
             timestamp=datetime.now(UTC),
@@ -130,6 +126,49 @@ class _LocalHost(DriverHost):
         return cp_id
 
 
+class RunStream:
+    """The events of one ``run()`` call; while it is held and not finished, the workflow is reserved.
+
+    The reservation is taken when ``run()`` is called, synchronously, so two
+    calls made back to back cannot both start; it ends when the stream ends
+    (or fails, or is closed), and also when the stream is dropped before it
+    was read to the end: the workflow holds it only through a weak reference,
+    as Agent Framework does, so a stream (or an un-awaited ``run()``) thrown
+    away never leaves the workflow reserved.
+    """
+
+    def __init__(self, runner: LocalRunner, events: AsyncIterator[WorkflowEvent]) -> None:
+        self._runner = runner
+        self._events = events
+        self.done = False
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def __anext__(self) -> WorkflowEvent:
+        if self.done:
+            raise StopAsyncIteration
+        try:
+            return await anext(self._events)
+        except BaseException:
+            self._finish()
+            raise
+
+    async def aclose(self) -> None:
+        """Stop reading: the run stops at the point it reached, and the workflow is free again."""
+        try:
+            aclose = getattr(self._events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        if not self.done:
+            self.done = True
+            self._runner._release(self)
+
+
 class LocalRunner:
     """One in-process run of a graph (kept between ``run()`` calls, like Agent Framework's)."""
 
@@ -140,15 +179,82 @@ class LocalRunner:
         self.run_id: str | None = None
         self.failed: WorkflowRunError | None = None
         self.last_checkpoint_id: str | None = None
-        self.running = False
+        self._active: weakref.ref[RunStream] | None = None
+
+    # -- the reservation ---------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Whether a ``run()`` holds the workflow (its stream is alive and not finished)."""
+        stream = self._active() if self._active is not None else None
+        return stream is not None and not stream.done
+
+    def _reserve(self, what: str) -> None:
+        if self.running:
+            raise WorkflowError(
+                f"this workflow is already running; cannot {what} until the current run() is finished "
+                "(await it, read its stream to the end, or close the stream)"
+            )
+
+    def _release(self, stream: RunStream) -> None:
+        # Only the stream that holds the reservation releases it: a stream dropped
+        # earlier, finalized late, must not free a newer run's.
+        if self._active is not None and self._active() is stream:
+            self._active = None
+
+    def _idle_engine(self) -> Engine | None:
+        """The kept engine, at a boundary (a stream dropped mid-superstep left that superstep uncommitted)."""
+        if self.engine is not None:
+            self.engine.abort_superstep()
+        return self.engine
+
+    # -- reset and explicit checkpoints ------------------------------------------------
 
     def reset(self) -> None:
-        if self.running:
-            raise WorkflowError("cannot reset a workflow while it is running")
+        """Forget the current run: state, messages, requests, outputs, failure and checkpoint lineage."""
+        self._reserve("reset it")
         self.engine = None
         self.run_id = None
         self.failed = None
         self.last_checkpoint_id = None
+
+    async def reset_executors(self) -> None:
+        """Call every executor's ``reset()`` hook, each once, all of them even if one fails.
+
+        Raises:
+            WorkflowError: naming the executors whose hook raised (the first one's error as cause).
+        """
+        failures: list[tuple[str, BaseException]] = []
+        for eid, ex in self.graph.executors.items():
+            try:
+                await ex.reset()
+            except Exception as e:
+                failures.append((eid, e))
+        if failures:
+            names = ", ".join(repr(eid) for eid, _ in failures)
+            first = failures[0][1]
+            raise WorkflowError(
+                f"reset() of executor{'s' * (len(failures) > 1)} {names} failed: {type(first).__name__}: {first}"
+            ) from first
+
+    async def create_checkpoint(self, storage: CheckpointStorage | None) -> str:
+        """Checkpoint the workflow as it is now, idle: its run, or its initial state if it has none yet.
+
+        Raises:
+            WorkflowError: it is running, or there is no storage.
+            CheckpointStorageError: the storage did not save it.
+        """
+        self._reserve("create a checkpoint")
+        if storage is None:
+            raise WorkflowError(
+                "create_checkpoint() needs a checkpoint storage: pass checkpoint_storage= to it or to WorkflowBuilder"
+            )
+        engine = self._idle_engine() or Engine(self.graph.topology)
+        if self.run_id is None and self.engine is None:
+            self.run_id = uuid.uuid4().hex  # the run this workflow will start from its initial state
+        return await _LocalHost(self, storage).save_checkpoint(engine, "requested")
+
+    # -- state -------------------------------------------------------------------------
 
     @property
     def state(self) -> WorkflowRunState:
@@ -194,27 +300,27 @@ class LocalRunner:
         engine.start(env)
         return engine
 
-    async def events(
+    def events(
         self,
         message: Any = MISSING,
         *,
         responses: Mapping[str, Any] | None = None,
         checkpoint_id: str | None = None,
         checkpoint_storage: CheckpointStorage | None = None,
-    ) -> AsyncIterator[WorkflowEvent]:
-        """Run until the graph is idle, yielding events as they happen."""
-        if self.running:
-            raise WorkflowError("this workflow is already running; await the current run() first")
+    ) -> RunStream:
+        """Reserve the workflow (now) and return the stream that runs it until the graph is idle.
+
+        Raises:
+            WorkflowError: it is already running, or the arguments cannot start anything.
+        """
         if message is not MISSING and checkpoint_id is not None:
             raise WorkflowError("pass either a start message or checkpoint_id, not both")
         if message is MISSING and checkpoint_id is None and responses is None:
             raise WorkflowError("run() needs a start message, responses=, or checkpoint_id=")
-        self.running = True
-        try:
-            async for event in self._events(message, responses, checkpoint_id, checkpoint_storage):
-                yield event
-        finally:
-            self.running = False
+        self._reserve("start another run")
+        stream = RunStream(self, self._events(message, responses, checkpoint_id, checkpoint_storage))
+        self._active = weakref.ref(stream)
+        return stream
 
     async def _events(
         self,
@@ -228,21 +334,29 @@ class LocalRunner:
         started = restored = False
         if checkpoint_id is not None:
             engine, cp = await self._restore(checkpoint_id, storage)
-            run_id, last_checkpoint_id, restored = cp.run_id, cp.checkpoint_id, True
+            run_id, last_checkpoint_id, restored = cp.run_id or uuid.uuid4().hex, cp.checkpoint_id, True
         elif message is not MISSING:
             engine = self._start_engine(message)
             run_id, last_checkpoint_id, started = uuid.uuid4().hex, None, True
         else:
             if self.failed is not None:
                 raise WorkflowError(f"the run failed ({self.failed}); start a new run or resume from a checkpoint")
-            if self.engine is None:
+            kept = self._idle_engine()
+            if kept is None:
                 raise WorkflowError("no run to send responses to; start one with run(message)")
             # Work on a copy, adopted only once the new input is accepted: a
             # refused response must leave the run exactly as it was.
-            engine = Engine(self.graph.topology, self.engine.snapshot())
+            engine = Engine(self.graph.topology, kept.snapshot())
         every = self.checkpoint_every if storage is not None else 0
         host = _LocalHost(self, storage)
-        driver = SuperstepDriver(engine, host, checkpoint_every=every, payload_limit=max_payload_bytes)
+        driver = SuperstepDriver(
+            engine,
+            host,
+            checkpoint_every=every,
+            payload_limit=max_payload_bytes,
+            # New input (a start message, responses) is checkpointed before it is processed; a restore is not.
+            entry_checkpoint=started or responses is not None,
+        )
         if not started:
             # Timers do not run between calls: requests past their deadline time
             # out now (as on Temporal, where the timer fires at the deadline), so

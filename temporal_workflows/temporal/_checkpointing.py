@@ -148,7 +148,7 @@ class Checkpoints:
                 "checkpoint_id": cp_id,
                 "superstep": full.superstep,
                 "label": label,
-                "created_at": full.timestamp.isoformat(),
+                "created_at": full.timestamp,
                 "parent_id": self.last_id,
                 "trigger": trigger,
                 "temporal_run_id": info.run_id,

@@ -137,12 +137,8 @@ def _event(env: Envelope) -> WorkflowEvent:
         return _raw(env)
     if not isinstance(event, WorkflowEvent):
         return _raw(env)
-    # Outputs and request data travel as JSON with their type key: restore the type if we can.
-    data_type = getattr(event, "data_type", None)
-    if data_type is not None:
-        with contextlib.suppress(Exception):  # not importable here: leave it as JSON
-            event = event.model_copy(update={"data": decode(Envelope(data_type, getattr(event, "data", None)))})
-    return event
+    # Event data travels as JSON with its type key(s): restore the types this process can build.
+    return event.restored()
 
 
 EventView = Literal["live", "committed"]
@@ -550,8 +546,10 @@ class RunHandle:
 
 def _graph_name(workflow: Workflow | str) -> str:
     name = workflow if isinstance(workflow, str) else workflow.name
-    if not name:
-        raise ValueError("a workflow hosted on Temporal needs a name: WorkflowBuilder(name=...)")
+    if not name or (not isinstance(workflow, str) and workflow.name_is_generated):
+        raise ValueError(
+            "a workflow hosted on Temporal needs a name that is the same in every process: WorkflowBuilder(name=...)"
+        )
     return name
 
 

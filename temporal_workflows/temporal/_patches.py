@@ -24,6 +24,7 @@ __all__ = [
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_DEFAULT_HEARTBEAT",
+    "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
     "PATCH_STATUS_ON_EVERY_FAILURE",
@@ -60,6 +61,10 @@ PATCH_STATUS_ON_CONTINUE_AS_NEW = "status-on-continue-as-new"
 """Runs recorded before this left the status search attribute of a segment that continued as new as it
 was (e.g. ``waiting_for_input``), so a query for waiting runs also listed closed segments."""
 
+PATCH_ENTRY_CHECKPOINT = "checkpoint-before-first-superstep"
+"""Runs recorded before this took no automatic checkpoint of new input before its first superstep (Agent
+Framework's "iteration 0"), which newer runs take, in process as on Temporal."""
+
 PATCHES = (
     PATCH_EVERY_FAILED_STEP,
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
@@ -68,6 +73,7 @@ PATCHES = (
     PATCH_CARRY_LATER,
     PATCH_DEFAULT_HEARTBEAT,
     PATCH_STATUS_ON_CONTINUE_AS_NEW,
+    PATCH_ENTRY_CHECKPOINT,
 )
 """Every patch a run asks for at its start. A new patch is appended here (asked for at the start
 too: a run recorded without its marker then says no, as ``patched`` does anywhere)."""

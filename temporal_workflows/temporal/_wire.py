@@ -176,7 +176,16 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
         out["halt"] = True
     if result.answers:
         out["answers"] = [{"request_id": rid, "response": encode_envelope(env)} for rid, env in result.answers]
+    if result.unrouted:
+        out["unrouted"] = [encode_envelope(m) for m in result.unrouted]
+    if result.emitted and result.emitted != _default_order(result):
+        # The order the step did things in (for its events), unless it is the order derived anyway.
+        out["emitted"] = list(result.emitted)
     return out
+
+
+def _default_order(result: StepResult) -> list[str]:
+    return StepResult(result.writes, result.sent, result.outputs, result.requests, result.events).production_order()
 
 
 def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Mapping[str, FanInGroup]) -> StepResult:
@@ -208,4 +217,6 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
         events=[decode_envelope(e) for e in raw.get("events") or ()],
         halt=bool(raw.get("halt", False)),
         answers=[(a["request_id"], decode_envelope(a["response"])) for a in raw.get("answers") or ()],
+        emitted=[str(c) for c in raw.get("emitted") or ()],
+        unrouted=[decode_envelope(m) for m in raw.get("unrouted") or ()],
     )

@@ -80,6 +80,7 @@ from temporal_workflows.temporal._inbox import Inbox, oversized_send
 from temporal_workflows.temporal._patches import (
     PATCH_CARRY_LATER,
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
+    PATCH_ENTRY_CHECKPOINT,
     PATCH_STATUS_ON_CONTINUE_AS_NEW,
     PATCH_STATUS_ON_EVERY_FAILURE,
     PATCH_TASK_BUDGET,
@@ -145,6 +146,7 @@ __all__ = [
     "MIN_SEGMENT_EVENTS",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
+    "PATCH_ENTRY_CHECKPOINT",
     "PATCH_STATUS_ON_EVERY_FAILURE",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
     "STREAM_EVENTS_CARRIED",
@@ -763,7 +765,12 @@ class GraphWorkflow:
         if self._subrun is not None:
             every = 0  # a child's checkpoints are its parent's: they hold it
         driver = SuperstepDriver(
-            engine, _Host(self, engine), checkpoint_every=every, payload_limit=lambda: self._payload_limit
+            engine,
+            _Host(self, engine),
+            checkpoint_every=every,
+            payload_limit=lambda: self._payload_limit,
+            # New input (not a restored snapshot) is checkpointed before its first superstep.
+            entry_checkpoint=source in ("message", "carried.start"),
         )
         if carried is None or carried.reason != "history":
             self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
@@ -1044,6 +1051,8 @@ class _Host(DriverHost):
 
     async def save_checkpoint(self, engine: Engine, trigger: str) -> str | None:
         wf = self.wf
+        if trigger == "entry" and not self.wf.patches.get(PATCH_ENTRY_CHECKPOINT):
+            return None
         try:
             return await wf._checkpoints.take(engine, None, trigger)
         except CheckpointStorageError as e:

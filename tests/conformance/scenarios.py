@@ -322,10 +322,12 @@ deadline = WorkflowBuilder(start_executor=Gate("gate"), name="cf_deadline").buil
 
 
 class BrokenStorage(InMemoryCheckpointStorage):
-    """A store whose disk is full: every save raises."""
+    """A store whose disk fills up once the run has started: every save after the first superstep raises."""
 
     async def save(self, checkpoint: WorkflowCheckpoint) -> str:
-        raise OSError("disk full")
+        if checkpoint.superstep >= 1:
+            raise OSError("disk full")
+        return await super().save(checkpoint)
 
 
 @executor(id="note")
@@ -402,6 +404,213 @@ resumable = (
     WorkflowBuilder(start_executor=count, name="cf_resume", checkpoint_storage=resume_store, checkpoint_every=1)
     .add_edge(count, count)
     .add_edge(count, confirmer)
+    .build()
+)
+
+
+# -- each step's events in the order it produced them (Agent Framework's order) -----------------
+
+
+@executor(id="kickoff")
+async def kickoff(text: str, ctx: WorkflowContext[str]) -> None:
+    await ctx.send_message(text)
+
+
+class Talky(Executor):
+    """Outputs, a custom event and sends, interleaved; one send goes nowhere (its condition is false)."""
+
+    @handler
+    async def talk(self, text: str, ctx: WorkflowContext[str, str]) -> None:
+        await ctx.yield_output(f"{text}-1")
+        await ctx.add_event(Progress(step="talky", length=len(text)))
+        await ctx.send_message("drop")
+        await ctx.send_message("keep")
+        await ctx.yield_output(f"{text}-2")
+
+
+class Quiet(Executor):
+    """Sends and yields nothing: its executor_completed event carries no data."""
+
+    @handler
+    async def hush(self, text: str, ctx: WorkflowContext) -> None:
+        ctx.set_state("quiet", True)
+
+
+class Curious(Executor):
+    """Yields, asks, then reports an event after asking."""
+
+    @handler
+    async def wonder(self, text: str, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output("curious")
+        await ctx.request_info(Question(topic="order", text=f"why {text}?"), Answer)
+        await ctx.add_event(Progress(step="asked", length=1))
+
+    @response_handler
+    async def answered(self, q: Question, a: Answer, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(f"{q.text} {a.text}")
+
+
+@executor(id="sink")
+async def sink(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(f"sink {text}")
+
+
+talky = Talky("talky")
+ordered = (
+    WorkflowBuilder(start_executor=kickoff, name="cf_ordered")
+    .add_fan_out_edges(kickoff, [talky, Quiet("quiet"), Curious("curious")])
+    .add_edge(talky, sink, condition=lambda m: m != "drop")
+    .build()
+)
+
+
+# -- an executor that keeps state in its attributes, with checkpoint hooks -------------------------
+
+
+class Tally(BaseModel):
+    remaining: list[int]
+
+
+class Factorizer(Executor):
+    """Agent Framework's checkpoint sample: state in attributes, saved and restored by the hooks.
+
+    ``steps`` counts the steps this instance ran for the run: after a time
+    travel it is right only if the hook brought the instance back.
+    """
+
+    def __init__(self, id: str) -> None:
+        super().__init__(id=id)
+        self.pairs: dict[str, list[list[int]]] = {}
+        self.steps = 0
+
+    @handler
+    async def compute(self, task: Tally, ctx: WorkflowContext[Tally | Total]) -> None:
+        n, *rest = task.remaining
+        self.pairs[str(n)] = [[i, n // i] for i in range(1, n) if n % i == 0]
+        self.steps += 1
+        if rest:
+            await ctx.send_message(Tally(remaining=rest))
+        else:
+            await ctx.send_message(Total(ticks=self.steps))
+
+    async def on_checkpoint_save(self) -> dict[str, Any]:
+        return {"pairs": self.pairs, "steps": self.steps}
+
+    async def on_checkpoint_restore(self, state: dict[str, Any]) -> None:
+        self.pairs = {k: [list(p) for p in v] for k, v in state.get("pairs", {}).items()}
+        self.steps = state.get("steps", 0)
+
+
+@executor(id="numbers")
+async def numbers(upto: int, ctx: WorkflowContext[Tally]) -> None:
+    await ctx.send_message(Tally(remaining=list(range(1, upto + 1))))
+
+
+class Reporter(Executor):
+    @handler
+    async def confirm(self, t: Total, ctx: WorkflowContext) -> None:
+        await ctx.request_info(Question(topic="steps", text=f"confirm {t.ticks} steps?"), Answer)
+
+    @response_handler
+    async def confirmed(self, q: Question, a: Answer, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(f"{q.text} -> {a.text}")
+
+
+factorizer = Factorizer("factorizer")
+hooks_store = InMemoryCheckpointStorage()
+hooked = (
+    WorkflowBuilder(start_executor=numbers, name="cf_hooks", checkpoint_storage=hooks_store)
+    .add_edge(numbers, factorizer)
+    .add_edge(factorizer, factorizer)
+    .add_edge(factorizer, Reporter("reporter"))
+    .build()
+)
+
+
+# -- which executors' yields are outputs --------------------------------------------------------
+
+
+@executor(id="planner")
+async def planner(prompt: str, ctx: WorkflowContext[str, str]) -> None:
+    await ctx.yield_output(f"plan: {prompt}")
+    await ctx.send_message(prompt)
+
+
+@executor(id="researcher")
+async def researcher(prompt: str, ctx: WorkflowContext[str, str]) -> None:
+    await ctx.yield_output(f"notes: {prompt}")  # named in neither list: hidden
+    await ctx.send_message(prompt)
+
+
+@executor(id="answerer")
+async def answerer(prompt: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(f"answer: {prompt}")
+
+
+designated = (
+    WorkflowBuilder(
+        start_executor=planner,
+        name="cf_designated",
+        output_from=[answerer],
+        intermediate_output_from=[planner],
+    )
+    .add_chain([planner, researcher, answerer])
+    .build()
+)
+
+
+# -- the checkpoint before the first superstep: back to the start ----------------------------------
+
+
+@executor(id="note_topic")
+async def note_topic(topic: str, ctx: WorkflowContext[str]) -> None:
+    ctx.set_state("notes", [*ctx.get_state("notes", []), topic])
+    await ctx.send_message(topic)
+
+
+restart_store = InMemoryCheckpointStorage()
+restartable = (
+    WorkflowBuilder(start_executor=note_topic, name="cf_restart", checkpoint_storage=restart_store)
+    .add_edge(note_topic, restart_asker := Asker("restart_asker"))
+    .add_edge(restart_asker, archive)
+    .build()
+)
+
+
+# -- typed messages and outputs mixed in one step's data (printed as Agent Framework prints them) ----
+
+
+class Part(BaseModel):
+    n: int
+
+
+@executor(id="split")
+async def split(text: str, ctx: WorkflowContext[str]) -> None:
+    await ctx.send_message(text.upper())
+
+
+@executor(id="left")
+async def left(text: str, ctx: WorkflowContext[Part, str]) -> None:
+    await ctx.yield_output(f"left:{text}")
+    await ctx.add_event(Progress(step="left", length=len(text)))
+    await ctx.send_message(Part(n=1))
+
+
+@executor(id="right")
+async def right(text: str, ctx: WorkflowContext[Part, str]) -> None:
+    await ctx.send_message(Part(n=2))
+    await ctx.yield_output(f"right:{text}")
+
+
+@executor(id="join_parts")
+async def join_parts(parts: list[Part], ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output("joined:" + ",".join(str(p.n) for p in parts))
+
+
+typed_fan = (
+    WorkflowBuilder(start_executor=split, name="cf_typed_fan")
+    .add_fan_out_edges(split, [left, right])
+    .add_fan_in_edges([left, right], join_parts)
     .build()
 )
 
@@ -528,6 +737,11 @@ def all_workflows() -> list[Workflow]:
         undeliverable,
         resumable,
         live,
+        ordered,
+        hooked,
+        designated,
+        restartable,
+        typed_fan,
         values,
     ]
 

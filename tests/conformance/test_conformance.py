@@ -102,7 +102,10 @@ class Observed:
 # -- the normaliser (one for both hosts) ------------------------------------------------------
 
 _CHECKPOINT_LIKE = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
-_REQUEST_LIKE = re.compile(r"(?<![0-9a-f])[0-9a-f]{20}(?![0-9a-f])")
+_REQUEST_LIKE = re.compile(
+    r"(?<![0-9a-f-])(?:[0-9a-f]{20}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-f-])"
+)
+"""A request id: derived ones are UUIDs (20 hex digits in runs recorded before)."""
 _TIME_KEYS = {"created_at", "deadline", "timestamp", "duration", "elapsed"}
 
 
@@ -210,6 +213,11 @@ def normalise(obs: Observed) -> Seen:
     return Seen(events, pending, outputs, last.value(obs.state), error)
 
 
+def wf_run_id(obs: Observed) -> str:
+    """The in-process run id (from its ``started`` event)."""
+    return next(ev.run_id for seg in obs.segments for ev in seg.events if isinstance(ev, WorkflowStartedEvent))
+
+
 def _jsonable(value: Any) -> Json:
     """A value as a Temporal run shows it (state query, pending requests): its stored JSON, tagged where needed."""
     return encode(value).data
@@ -234,7 +242,8 @@ class Scenario:
     """Given when the run waits for input; ``None``: the run is not expected to ask."""
     fails_with: type[BaseException] | None = None
     resume_from: int | None = None
-    """At the first pause with requests, resume from the checkpoint taken after this superstep."""
+    """At the first pause with requests, resume from the checkpoint taken after this superstep
+    (0: the one taken before the first superstep)."""
     facts: Callable[[Seen], None] | None = None
     """Assertions written by hand, checked on each host's record."""
 
@@ -331,7 +340,19 @@ def two_fail_facts(s: Seen) -> None:
         ("second", 2, "ValueError"),
     ], failed
     assert [f["error"] for f in failed] == ["first refuses 'go'", "second refuses 'go'"]
-    assert not [e for e in s.of("ExecutorCompletedEvent") if e["superstep"] == 2]
+    # Each step reports how it ended, in task order: the steady one completed (with what it sent).
+    step2 = [(e["class"], e["executor_id"]) for e in s.all_events() if e.get("superstep") == 2 and "executor_id" in e]
+    assert step2 == [
+        ("ExecutorInvokedEvent", "first"),
+        ("ExecutorFailedEvent", "first"),
+        ("ExecutorInvokedEvent", "steady"),
+        ("ExecutorCompletedEvent", "steady"),
+        ("ExecutorInvokedEvent", "second"),
+        ("ExecutorFailedEvent", "second"),
+        ("WorkflowFailedEvent", "first"),
+    ], step2
+    (steady,) = s.of("ExecutorCompletedEvent", 0)[1:]
+    assert steady["data"] == ["go"]
     assert s.error is not None and s.error["executor_id"] == "first"  # the first in task order, not in time
     assert s.error["message"] == "executor 'first' failed in superstep 2: ValueError: first refuses 'go'"
     assert s.state == {}  # nothing of the failed superstep is committed, not even the steady step's write
@@ -418,6 +439,78 @@ def resume_facts(s: Seen) -> None:
     assert s.state == {"ticks": 3, "confirmation": "confirmer heard 'confirm 3 ticks?'"}
 
 
+def ordered_facts(s: Seen) -> None:
+    seg = s.events[0]
+    start = next(i for i, e in enumerate(seg) if e["class"] == "SuperStepStartedEvent" and e["superstep"] == 2)
+    end = next(i for i, e in enumerate(seg) if e["class"] == "SuperStepCompletedEvent" and e["superstep"] == 2)
+    told = [(e["class"], e.get("executor_id") or e.get("step") or e.get("state")) for e in seg[start + 1 : end]]
+    assert told == [
+        ("ExecutorInvokedEvent", "talky"),
+        ("WorkflowOutputEvent", "talky"),
+        ("Progress", "talky"),
+        ("WorkflowOutputEvent", "talky"),
+        ("ExecutorCompletedEvent", "talky"),
+        ("ExecutorInvokedEvent", "quiet"),
+        ("ExecutorCompletedEvent", "quiet"),
+        ("ExecutorInvokedEvent", "curious"),
+        ("WorkflowOutputEvent", "curious"),
+        ("RequestInfoEvent", None),
+        ("WorkflowStatusEvent", "IN_PROGRESS_PENDING_REQUESTS"),
+        ("Progress", "asked"),
+        ("ExecutorCompletedEvent", "curious"),
+    ], told
+    invoked = {e["executor_id"]: e["data"] for e in s.of("ExecutorInvokedEvent", 0) if e["superstep"] < 4}
+    assert invoked == {"kickoff": "go", "talky": "go", "quiet": "go", "curious": "go", "sink": "keep"}
+    completed = {e["executor_id"]: e.get("data") for e in s.of("ExecutorCompletedEvent", 0) if e["superstep"] < 4}
+    # What a step sent (the message that went nowhere too), then what it yielded: MAF's executor_completed data.
+    assert completed["talky"] == ["drop", "keep", "go-1", "go-2"]
+    assert completed["quiet"] is None and completed["curious"] == ["curious"]
+    answered = [e for e in s.of("ExecutorInvokedEvent") if e["superstep"] == 4]
+    assert [e["data"] for e in answered] == [{"text": "curious heard 'why go?'"}]  # the response it received
+    states = [e["state"] for e in s.of("WorkflowStatusEvent")]
+    assert states[:3] == ["IN_PROGRESS", "IN_PROGRESS_PENDING_REQUESTS", "IDLE_WITH_PENDING_REQUESTS"], states
+    assert s.outputs == ["go-1", "go-2", "curious", "sink keep", "why go? curious heard 'why go?'"]
+
+
+def hooks_facts(s: Seen) -> None:
+    assert s.steps(0) == [["numbers"], *[["factorizer"]] * 4, ["reporter"]]
+    # Back to after superstep 2 (one number done): the factorizer's attributes come back with the
+    # checkpoint, so it counts 4 steps, not 4 + 3.
+    assert s.steps(1) == [*[["factorizer"]] * 3, ["reporter"], ["reporter"]]
+    assert s.outputs == ["confirm 4 steps? -> reporter heard 'confirm 4 steps?'"]
+    saved = [e for e in s.of("SuperStepCompletedEvent") if "@factorizer/" in e["state_keys_written"]]
+    assert len(saved) == 7  # every factorizer step changed its checkpoint state, before and after the resume
+    assert "@factorizer/" not in s.state  # executor checkpoint state is not shared state
+
+
+def designated_facts(s: Seen) -> None:
+    assert s.outputs == ["answer: why"]
+    (inter,) = s.of("WorkflowIntermediateEvent")
+    assert inter["executor_id"] == "planner" and inter["data"] == "plan: why"
+    researched = next(e for e in s.of("ExecutorCompletedEvent") if e["executor_id"] == "researcher")
+    assert researched["data"] == ["why", "notes: why"]  # the hidden yield shows only here
+
+
+def restart_facts(s: Seen) -> None:
+    assert len(s.events) == 2
+    assert s.steps(0) == [["note_topic"], ["restart_asker"]]
+    # Back to before superstep 1: the start message again, nothing of the first pass left.
+    assert s.steps(1) == [["note_topic"], ["restart_asker"], ["restart_asker"], ["archive"]]
+    assert [e["superstep"] for e in s.of("SuperStepStartedEvent", 1)] == [1, 2, 3, 4]
+    assert s.state["notes"] == ["tea"] and len(s.pending[0]) == 1 and len(s.pending[1]) == 1
+    assert s.outputs == ["archived tea: restart_asker heard 'what about tea?'"]
+
+
+def typed_fan_facts(s: Seen) -> None:
+    completed = {e["executor_id"]: e for e in s.of("ExecutorCompletedEvent")}
+    # A sent model next to a yielded string: each item keeps its own type key.
+    assert completed["left"]["data"] == [{"n": 1}, "left:HI"]
+    assert completed["left"]["item_types"] == ["tests.conformance.scenarios:Part", None]
+    (joined,) = [e for e in s.of("ExecutorInvokedEvent") if e["executor_id"] == "join_parts"]
+    assert joined["data"] == [{"n": 1}, {"n": 2}] and joined["data_type"] == "list[tests.conformance.scenarios:Part]"
+    assert s.outputs == ["left:HI", "right:HI", "joined:1,2"]
+
+
 def values_facts(s: Seen) -> None:
     """Enums, tuples, int-keyed dicts, datetimes and a plain class keep their types through a message, state, a
     request, outputs, a checkpoint and a resume: each step reports the exact types it saw after decoding."""
@@ -436,7 +529,7 @@ def values_facts(s: Seen) -> None:
     }
     asked = s.of("RequestInfoEvent")
     assert len(asked) == 2 and all(a["data_type"] == "tuple" for a in asked)  # asked, and asked again after the resume
-    assert [e["data_type"] for e in s.of("WorkflowOutputEvent")] == ["tuple", None]
+    assert [e.get("data_type") for e in s.of("WorkflowOutputEvent")] == ["tuple", None]  # empty data_type: left out
     assert s.outputs[1] == (
         "dict[str: tuple[Coin(int, str), Tone], str: Tone, str: dict[Grade: tuple[str, int], Grade: tuple[str, int]], "
         "str: datetime(UTC), str: Coin(int, str)]"
@@ -537,6 +630,18 @@ SCENARIOS = [
         resume_from=sc.RESUME_FROM_SUPERSTEP,
         facts=resume_facts,
     ),
+    Scenario("step_event_order", sc.ordered, "go", answer=sc.answer_question, facts=ordered_facts),
+    Scenario("checkpoint_hooks", sc.hooked, 4, answer=sc.answer_question, resume_from=2, facts=hooks_facts),
+    Scenario("output_designation", sc.designated, "why", facts=designated_facts),
+    Scenario("typed_event_data", sc.typed_fan, "hi", facts=typed_fan_facts),
+    Scenario(
+        "resume_before_first_superstep",
+        sc.restartable,
+        "tea",
+        answer=sc.answer_question,
+        resume_from=0,
+        facts=restart_facts,
+    ),
     Scenario(
         "ordinary_python_values", sc.values, ("parcel", 3), answer=sc.answer_tone, resume_from=1, facts=values_facts
     ),
@@ -596,7 +701,12 @@ async def run_in_process(s: Scenario) -> Observed:
         obs.segment.pending.append([(r.request_id, r.source_executor_id, _jsonable(r.data)) for r in pending])
         if s.resume_from is not None and not resumed:
             resumed = True
-            checkpoint_id = _checkpoint_after(obs.segment.events, s.resume_from)
+            if s.resume_from == 0:
+                assert wf.checkpoint_storage is not None
+                cps = await wf.checkpoint_storage.list_checkpoints(workflow_name=wf.name, run_id=wf_run_id(obs))
+                checkpoint_id = next(c.checkpoint_id for c in cps if c.superstep == 0)
+            else:
+                checkpoint_id = _checkpoint_after(obs.segment.events, s.resume_from)
             obs.resumed()
             events = wf.run(checkpoint_id=checkpoint_id, stream=True)
             continue
@@ -655,7 +765,12 @@ async def _follow(s: Scenario, handle: RunHandle, obs: Observed) -> bool:
         obs.segment.pending.append([(p["request_id"], p["executor_id"], p["request"]) for p in pending])
         if s.resume_from is not None and not resumed:
             resumed = True
-            await handle.reset(checkpoint_id=_checkpoint_after(obs.segment.events, s.resume_from))
+            if s.resume_from == 0:
+                listed = await handle.checkpoints()
+                checkpoint_id = next(c["checkpoint_id"] for c in listed if c["superstep"] == 0)
+            else:
+                checkpoint_id = _checkpoint_after(obs.segment.events, s.resume_from)
+            await handle.reset(checkpoint_id=checkpoint_id)
             continue
         if s.answer is None:
             return True

@@ -88,6 +88,25 @@ async def drive_subworkflow(client: Client, workflow_id: str, queue: str) -> Run
         if isinstance(ev, WorkflowStatusEvent) and ev.state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS:
             (asked,) = await handle.pending_requests()
             await handle.respond(asked["request_id"], {"text": "hum"})
+
+
+async def drive_checkpoint_hooks(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """Agent Framework parity: the checkpoint before the first superstep, an executor's checkpoint hooks,
+    per-step event order, then a reset to the checkpoint after superstep 2 and the answer."""
+    from tests.conformance import scenarios
+
+    handle = await start_run(client, scenarios.hooked, 4, id=workflow_id, task_queue=queue, checkpoint_every=1)
+    answered = reset = False
+    async for ev in handle.events():
+        if not isinstance(ev, RequestInfoEvent):
+            continue
+        if not reset:
+            reset = True
+            second = next(c for c in await handle.checkpoints() if c["superstep"] == 2)
+            await handle.reset(checkpoint_id=second["checkpoint_id"])
+        elif not answered:
+            answered = True
+            await handle.respond(ev.request_id, scenarios.Answer(text="yes"))
     await handle.result()
     return handle
 
@@ -99,6 +118,7 @@ FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "chat_keep_alive": drive_chat,
     "checkpoint_reset": drive_checkpoint_reset,
     "subworkflow_nested": drive_subworkflow,
+    "checkpoint_hooks": drive_checkpoint_hooks,
 }
 
 
@@ -107,11 +127,14 @@ async def main(names: list[str]) -> None:
     try:
         target = env.client.service_client.config.target_host
         storage = SqliteCheckpointStorage(":memory:")
+        from tests.conformance import scenarios
+
         client = await Client.connect(
             target,
             plugins=[
                 TemporalWorkflowsPlugin(
-                    [*graphs.all_workflows(), *subgraphs.all_workflows()], checkpoint_storage=storage
+                    [*graphs.all_workflows(), *subgraphs.all_workflows(), *scenarios.all_workflows()],
+                    checkpoint_storage=storage,
                 )
             ],
         )

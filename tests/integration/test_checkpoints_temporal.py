@@ -74,9 +74,10 @@ async def test_reset_to_checkpoint_mid_loop_matches_uninterrupted_run(client: Cl
     wid = _id("reset")
     handle, hold = await _held(client, wid, upto=10, hold_round=6, checkpoint_every=1)
     listed = await handle.checkpoints()
-    assert [c["superstep"] for c in listed] == [1, 2, 3, 4, 5]
+    assert [c["superstep"] for c in listed] == [0, 1, 2, 3, 4, 5]  # 0: the start message, before superstep 1
+    assert [c["trigger"] for c in listed] == ["entry", *["auto"] * 5]
     assert [c["parent_id"] for c in listed] == [None, *[c["checkpoint_id"] for c in listed[:-1]]]
-    third = listed[2]
+    third = listed[3]
 
     accepted = await handle.reset(checkpoint_id=third["checkpoint_id"])
     assert accepted == {"accepted": True, "checkpoint_id": third["checkpoint_id"], "superstep": 3}
@@ -202,7 +203,7 @@ async def test_runs_sharing_a_sqlite_store_stay_isolated(
     await asyncio.gather(*(h.result() for h in handles))
     for wid, n in zip(ids, (4, 6), strict=True):
         cps = await checkpoint_db.list_checkpoints(workflow_name="it_ticker", run_id=wid)
-        assert [c.superstep for c in cps] == list(range(1, n + 1))
+        assert [c.superstep for c in cps] == list(range(n + 1))  # 0: before the first superstep
         assert {c.run_id for c in cps} == {wid}
         latest = await checkpoint_db.get_latest(workflow_name="it_ticker", run_id=wid)
         assert latest is not None and latest.superstep == n and latest.state["count"].data == n
@@ -333,7 +334,7 @@ async def test_checkpoint_cost_grows_with_what_changed_not_with_the_state(
     )
     assert (await handle.result())["outputs"] == [size]
     ids = await checkpoint_db.list_checkpoint_ids(workflow_name="it_big_state", run_id=wid)
-    assert len(ids) == steps + 1
+    assert len(ids) == steps + 2  # one per superstep, and the start message's before the first
     # Checkpoints reach the store through a local activity: only their ids are in history.
     history = await handle.handle.fetch_history()
     assert sum(e.ByteSize() for e in history.events) < 1.5 * size

@@ -105,7 +105,7 @@ async def test_a_failed_run_raises_the_same_error_with_the_calls_events(client: 
 
     local = await program(graphs.fatal)
     assert await program(durable(client, graphs.fatal)) == local
-    assert local[2][-1] == "WorkflowStatusEvent"
+    assert local[2][-1] == "WorkflowFailedEvent"  # status events are in result.status_timeline(), as in MAF
 
 
 async def test_a_bad_response_is_refused_before_any_is_delivered(client: Client) -> None:

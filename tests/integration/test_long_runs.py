@@ -139,11 +139,11 @@ async def test_checkpoints_and_reset_across_continue_as_new(long_client: Client)
     )
     await asyncio.wait_for(hold.reached.wait(), 60)
     listed = await handle.checkpoints()
-    assert [c["superstep"] for c in listed] == [25, 50, 75, 100, 125]
+    assert [c["superstep"] for c in listed] == [0, 25, 50, 75, 100, 125]  # 0: the start, before superstep 1
     # Ids and parents chain across run segments.
     assert [c["parent_id"] for c in listed[1:]] == [c["checkpoint_id"] for c in listed[:-1]]
     assert len({c["temporal_run_id"] for c in listed}) > 1
-    await handle.reset(checkpoint_id=listed[0]["checkpoint_id"])  # from an earlier segment
+    await handle.reset(checkpoint_id=listed[1]["checkpoint_id"])  # from an earlier segment
     hold.release.set()
     result = await handle.result()
     assert result["outputs"] == [{"rounds": 160}]

@@ -26,9 +26,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from temporal_workflows import (
-    ExecutorInvokedEvent,
     PayloadTooLargeError,
     RequestInfoEvent,
+    SuperStepStartedEvent,
     WorkflowOutputEvent,
     WorkflowWarningEvent,
 )
@@ -463,7 +463,7 @@ async def test_large_input_is_processed_before_the_run_continues_as_new_not_carr
         client, graphs.measurer, id=workflow_id, task_queue=TASK_QUEUE, keep_alive=True, max_history_events=25
     )
     await handle.send("measure", graphs.Pause())
-    await events_until(handle, nth(ExecutorInvokedEvent, 1))
+    await events_until(handle, nth(SuperStepStartedEvent, 1))  # its step holds (its events come when it ends)
     for _ in range(6):  # history grows while the step holds (each: a signal, a workflow task, a warning)
         await handle.handle.signal("padding")
     sent = texts(3)

@@ -303,8 +303,12 @@ def build_activities(
     """
     registry: dict[str, Workflow] = {}
     for wf in workflows:
-        if not wf.name:
-            raise WorkflowError("a workflow hosted on Temporal needs a name: WorkflowBuilder(name=...)")
+        if not wf.name or wf.name_is_generated:
+            raise WorkflowError(
+                "a workflow hosted on Temporal needs a name that is the same in every process: "
+                f"WorkflowBuilder(name=...); without one it is named {wf.name!r}, a new name in every process, "
+                "so workers and clients could not agree on its workflow type"
+            )
         if wf.name in registry and registry[wf.name] is not wf:
             raise WorkflowError(f"two workflows are named {wf.name!r}; workflow names must be unique per worker")
         registry[wf.name] = wf

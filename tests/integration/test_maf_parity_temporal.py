@@ -1,0 +1,50 @@
+"""Agent Framework parity on Temporal: a run's events print the same lines as in process (issue #16 item 2).
+
+The conformance suite compares the two hosts' events as JSON; this compares
+what a MAF program prints (``print(event)``), so the types that travel as
+JSON (a step's sent model next to its yielded string, a fan-in's list) must
+come back as the objects on a Temporal run's stream too.
+"""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import Client
+
+from temporal_workflows.temporal import start_run
+from tests.conformance import scenarios as sc
+from tests.conftest import TASK_QUEUE
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+EXPECTED = """\
+WorkflowEvent(type='started')
+WorkflowEvent(type='status', state=IN_PROGRESS)
+WorkflowEvent(type='superstep_started', iteration=1)
+WorkflowEvent(type='executor_invoked', executor_id='split', data='hi')
+WorkflowEvent(type='executor_completed', executor_id='split', data=['HI'])
+WorkflowEvent(type='superstep_completed', iteration=1)
+WorkflowEvent(type='superstep_started', iteration=2)
+WorkflowEvent(type='executor_invoked', executor_id='left', data='HI')
+WorkflowEvent(type='output', executor_id='left', data='left:HI')
+WorkflowEvent(type='cf_progress', step='left', length=2)
+WorkflowEvent(type='executor_completed', executor_id='left', data=[Part(n=1), 'left:HI'])
+WorkflowEvent(type='executor_invoked', executor_id='right', data='HI')
+WorkflowEvent(type='output', executor_id='right', data='right:HI')
+WorkflowEvent(type='executor_completed', executor_id='right', data=[Part(n=2), 'right:HI'])
+WorkflowEvent(type='superstep_completed', iteration=2)
+WorkflowEvent(type='superstep_started', iteration=3)
+WorkflowEvent(type='executor_invoked', executor_id='join_parts', data=[Part(n=1), Part(n=2)])
+WorkflowEvent(type='output', executor_id='join_parts', data='joined:1,2')
+WorkflowEvent(type='executor_completed', executor_id='join_parts', data=['joined:1,2'])
+WorkflowEvent(type='superstep_completed', iteration=3)
+WorkflowEvent(type='status', state=IDLE)"""
+
+
+async def test_a_runs_events_print_the_same_lines_in_process_and_on_temporal(client: Client, workflow_id: str) -> None:
+    local = [str(ev) async for ev in sc.typed_fan.run("hi", stream=True)]
+    assert "\n".join(local) == EXPECTED
+    handle = await start_run(client, sc.typed_fan, "hi", id=workflow_id, task_queue=TASK_QUEUE)
+    remote = [str(ev) async for ev in handle.events()]
+    assert remote == local
+    assert await handle.outputs() == ["left:HI", "right:HI", "joined:1,2"]
