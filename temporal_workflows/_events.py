@@ -413,7 +413,8 @@ class WorkflowRunResult(list[WorkflowEvent]):
 
     def get_outputs(self) -> list[Any]:
         """Values yielded as workflow outputs during this call, in commit order."""
-        return [e.data for e in self if e.type == "output"]
+        # Live items (an agent's streamed updates, typed "output" as Agent Framework's are) are not outputs.
+        return [e.data for e in self if e.type == "output" and not getattr(e, "live", False)]
 
     def get_intermediate_outputs(self) -> list[Any]:
         """Values yielded by executors named in ``intermediate_output_from`` during this call."""

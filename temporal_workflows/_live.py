@@ -29,7 +29,7 @@ own; their class paths are type keys in stored data, so this module stays put.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from temporal_workflows._engine.serde import register_type
 from temporal_workflows._events import WorkflowEvent
@@ -54,6 +54,9 @@ class LiveEvent(WorkflowEvent):
             they wait for one batch arrive as one event carrying the number
             of the last one, so numbers may skip but never go back.
     """
+
+    live: ClassVar[bool] = True
+    """Published while its step runs: never one of the run's outputs, whatever its ``type``."""
 
     type: str = "live"
     executor_id: str = ""

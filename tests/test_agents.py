@@ -73,7 +73,8 @@ async def test_agent_updates_stream_live_and_the_response_is_committed() -> None
     writer_done = next(
         i for i, e in enumerate(events) if e.type == "executor_completed" and getattr(e, "executor_id", "") == "writer"
     )
-    assert types.index("executor_invoked") < first_writer_update < writer_done
+    # Live while the writer runs: before its committed events (invoked ... completed) at the commit.
+    assert first_writer_update < types.index("executor_invoked") < writer_done
     markers = [e for e in events if isinstance(e, LiveCommittedEvent)]
     assert [(m.executor_id, m.items) for m in markers] == [("writer", 4), ("reviewer", 3)]
 

@@ -55,10 +55,13 @@ async def test_live_events_reach_the_stream_while_the_step_is_still_running() ->
         events.append(ev)
         if isinstance(ev, StepProgressEvent):
             seen_by_caller.set()
+    # The live item arrives while the step runs; the step's committed events follow at the superstep's
+    # commit, in the order it produced them, the marker of its live items first.
     types = [e.type for e in events]
+    assert types.index("progress") < types.index("executor_invoked")
     assert types[types.index("executor_invoked") + 1 : types.index("executor_completed") + 1] == [
-        "progress",
         "live_committed",
+        "output",
         "executor_completed",
     ]
     progress = next(e for e in events if isinstance(e, StepProgressEvent))

@@ -454,10 +454,15 @@ class SuperstepDriver:
         engine, host = self.engine, self.host
         while True:
             had_work = engine.has_work()
+            idle = None if had_work else engine.run_state()
             await host.take_input(engine)
             self.expire()
-            if not had_work and engine.has_work():
+            if idle is not None and engine.has_work():
                 self._entry_due = True  # outside input (or a timeout) woke an idle run
+                if self._shown is not None:
+                    # The run was idle at this boundary whether the input came before it or after (a
+                    # client answering at once, or a minute later): say so either way, on every host.
+                    self._show_state(idle)
             await host.serve_checkpoints(engine)
             for event in self._flush():
                 yield event

@@ -199,7 +199,8 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
             )
         if event.data is not None and event.data_type is None:
             # The payload's own type travels with it, so readers get the object back, not its JSON.
-            data_type = encode(event.data, what=f"data of an event from executor {self.executor_id!r}").type
+            kind = "a live event" if isinstance(event, LiveEvent) else "an event"
+            data_type = encode(event.data, what=f"data of {kind} from executor {self.executor_id!r}").type
             if data_type is not None:
                 event = event.model_copy(update={"data_type": data_type})
         if isinstance(event, LiveEvent):
@@ -451,6 +452,8 @@ async def run_step(
             items=ctx._live_items,
         )
         result.events.insert(0, encode(committed))
+        if result.emitted:
+            result.emitted.insert(0, "e")  # the marker is the step's first committed event
     return check_step_result(result, executor_id=task.executor_id)
 
 

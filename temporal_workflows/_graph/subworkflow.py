@@ -231,8 +231,11 @@ def name_subworkflows(workflow: Workflow) -> None:
         if not isinstance(ex, WorkflowExecutor):
             continue
         child = ex.workflow
-        if child.name is None and name is not None:
+        if (not child.name or child.name_is_generated) and name:
+            # A child built without a name (Agent Framework names it WorkflowBuilder-<uuid>, new in every
+            # process) is named after its place in the parent, as stable as the parent's own name.
             child.graph.topology = dataclasses.replace(child.graph.topology, name=f"{name}.{ex.id}")
+            child.graph.name_generated = workflow.name_is_generated
         name_subworkflows(child)
         subs[ex.id] = child.name or ""
     if subs != graph.topology.subworkflows:

@@ -269,14 +269,16 @@ def chain_facts(s: Seen) -> None:
 
 
 def live_facts(s: Seen) -> None:
-    # The step's live items come between its invocation and its committed marker, numbered, tagged
-    # with their step; its committed events and completion follow; the next step streams nothing.
+    # The step's live items arrive while it runs, numbered and tagged with their step; its committed
+    # events follow at the superstep's commit, in the order it produced them (invoked, the committed
+    # marker, its own events, completed); the next step streams nothing.
     narrate = [e["class"] for e in s.events[0]]
-    start = narrate.index("ExecutorInvokedEvent") + 1
-    assert narrate[start : start + 6] == [
+    start = narrate.index("SuperStepStartedEvent") + 1
+    assert narrate[start : start + 7] == [
         "StepProgressEvent",
         "StepProgressEvent",
         "StepProgressEvent",
+        "ExecutorInvokedEvent",
         "LiveCommittedEvent",
         "Progress",
         "ExecutorCompletedEvent",
