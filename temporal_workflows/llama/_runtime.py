@@ -57,6 +57,7 @@ from temporal_workflows._engine.machine import (
     Delivery,
     PendingRequest,
     StateWrite,
+    StepResult,
 )
 from temporal_workflows._engine.serde import Envelope, decode, encode, json_schema, register_type, type_key
 from temporal_workflows._errors import NotSerializableError, WorkflowError
@@ -704,7 +705,20 @@ async def run_task(
     finally:
         if task.stream_tasks:
             await asyncio.gather(*task.stream_tasks)
+    _order_events_first(task.result)
     task.finish()
+
+
+def _order_events_first(result: StepResult) -> None:
+    """A step's stream writes read before what it sent, returned or asked (``StepResult.emitted``).
+
+    LlamaIndex publishes a stream write as it happens, while a step's events
+    are flushed when it ends (and a re-run replays its writes from a journal),
+    so on every host a step's events come first, then its sends, its
+    ``StopEvent`` and its waits, each in the order it made them.
+    """
+    sends = ["s1"] * len(result.sent)  # one delivery per send, as the step flushed them
+    result.emitted = ["e"] * len(result.events) + sends + ["o"] * len(result.outputs) + ["r"] * len(result.requests)
 
 
 async def _run_all(task: TaskRun, invocations: list[Invocation]) -> None:

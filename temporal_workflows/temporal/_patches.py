@@ -9,9 +9,10 @@ follows in history fails the replay ("patch marker encountered … but there is
 no corresponding change command"). A status query polled right after
 ``start_run`` did exactly that to the topology activity.
 
-So a run asks for every patch in its first activation, before any activity,
-behind one patch of its own (:data:`PATCHES_AT_START`). A run recorded before
-that one asks for each patch where it always did, as it was recorded.
+So a run asks for the patches every run reaches (:data:`PATCHES`) in its first
+activation, before any activity, behind one patch of its own
+(:data:`PATCHES_AT_START`). A run recorded before that one asks for each patch
+where it always did, as it was recorded.
 """
 
 from __future__ import annotations
@@ -65,18 +66,12 @@ PATCH_ENTRY_CHECKPOINT = "checkpoint-before-first-superstep"
 """Runs recorded before this took no automatic checkpoint of new input before its first superstep (Agent
 Framework's "iteration 0"), which newer runs take, in process as on Temporal."""
 
-PATCHES = (
-    PATCH_EVERY_FAILED_STEP,
-    PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
-    PATCH_STATUS_ON_EVERY_FAILURE,
-    PATCH_TASK_BUDGET,
-    PATCH_CARRY_LATER,
-    PATCH_DEFAULT_HEARTBEAT,
-    PATCH_STATUS_ON_CONTINUE_AS_NEW,
-    PATCH_ENTRY_CHECKPOINT,
-)
-"""Every patch a run asks for at its start. A new patch is appended here (asked for at the start
-too: a run recorded without its marker then says no, as ``patched`` does anywhere)."""
+PATCHES = (PATCH_DEFAULT_HEARTBEAT, PATCH_TASK_BUDGET, PATCH_ENTRY_CHECKPOINT)
+"""The patches a run asks for at its start: those every run reaches, first right after its topology
+activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker
+in history, so the others, reached only when something fails or the run continues as new, are still
+asked where their behaviour starts. A new patch every run reaches is appended here (a run recorded without
+its marker then says no, as ``patched`` does anywhere)."""
 
 
 class RunPatches:

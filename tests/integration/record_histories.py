@@ -88,6 +88,8 @@ async def drive_subworkflow(client: Client, workflow_id: str, queue: str) -> Run
         if isinstance(ev, WorkflowStatusEvent) and ev.state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS:
             (asked,) = await handle.pending_requests()
             await handle.respond(asked["request_id"], {"text": "hum"})
+    await handle.result()
+    return handle
 
 
 async def drive_checkpoint_hooks(client: Client, workflow_id: str, queue: str) -> RunHandle:
