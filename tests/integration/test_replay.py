@@ -37,10 +37,14 @@ def _replayer(runner: str) -> Replayer:
         return Replayer(workflows=[], plugins=[TemporalWorkflowsPlugin(hosted_workflows())])
     # The workflow opts out of the sandbox, so it runs in the "unsandboxed" runner: make that one
     # the sandbox, with the SDK's default restrictions and nothing of ours passed through.
+    # debug_mode turns off the SDK's 2-second deadlock timer: this checks determinism, not speed, and a
+    # sandbox's first activation (re-importing modules, building pydantic schemas) can pass 2 s on a busy
+    # CI machine; workers run the workflow unsandboxed, where it does not.
     return Replayer(
         workflows=[],
         plugins=[TemporalWorkflowsPlugin(hosted_workflows())],
         unsandboxed_workflow_runner=SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default),
+        debug_mode=True,
     )
 
 
