@@ -53,7 +53,7 @@ from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.graph import Graph
 from temporal_workflows._local.live import LiveQueue, with_live
 
-__all__ = ["LocalRunner", "RunStream", "local_request_event", "shared_state"]
+__all__ = ["LocalRunner", "Reservation", "RunStream", "check_run_arguments", "local_request_event", "shared_state"]
 
 MISSING: Any = object()
 
@@ -137,8 +137,8 @@ class RunStream:
     away never leaves the workflow reserved.
     """
 
-    def __init__(self, runner: LocalRunner, events: AsyncIterator[WorkflowEvent]) -> None:
-        self._runner = runner
+    def __init__(self, reservation: Reservation, events: AsyncIterator[WorkflowEvent]) -> None:
+        self._reservation = reservation
         self._events = events
         self.done = False
 
@@ -166,7 +166,49 @@ class RunStream:
     def _finish(self) -> None:
         if not self.done:
             self.done = True
-            self._runner._release(self)
+            self._reservation.release(self)
+
+
+class Reservation:
+    """The one ``run()`` a workflow runs at a time (in process, and its Temporal twin ``on_temporal``)."""
+
+    def __init__(self) -> None:
+        self._active: weakref.ref[RunStream] | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether a ``run()`` holds the workflow (its stream is alive and not finished)."""
+        stream = self._active() if self._active is not None else None
+        return stream is not None and not stream.done
+
+    def check(self, what: str) -> None:
+        """Refuse ``what`` while a ``run()`` holds the workflow."""
+        if self.running:
+            raise WorkflowError(
+                f"this workflow is already running; cannot {what} until the current run() is finished "
+                "(await it, read its stream to the end, or close the stream)"
+            )
+
+    def take(self, events: AsyncIterator[WorkflowEvent]) -> RunStream:
+        """Reserve the workflow now, for the ``run()`` whose events are ``events``."""
+        self.check("start another run")
+        stream = RunStream(self, events)
+        self._active = weakref.ref(stream)
+        return stream
+
+    def release(self, stream: RunStream) -> None:
+        # Only the stream that holds the reservation releases it: a stream dropped
+        # earlier, finalized late, must not free a newer run's.
+        if self._active is not None and self._active() is stream:
+            self._active = None
+
+
+def check_run_arguments(message: Any, responses: Mapping[str, Any] | None, checkpoint_id: str | None) -> None:
+    """Refuse a ``run()`` call that cannot start anything (the same words in process and on Temporal)."""
+    if message is not MISSING and checkpoint_id is not None:
+        raise WorkflowError("pass either a start message or checkpoint_id, not both")
+    if message is MISSING and checkpoint_id is None and responses is None:
+        raise WorkflowError("run() needs a start message, responses=, or checkpoint_id=")
 
 
 class LocalRunner:
@@ -179,28 +221,12 @@ class LocalRunner:
         self.run_id: str | None = None
         self.failed: WorkflowRunError | None = None
         self.last_checkpoint_id: str | None = None
-        self._active: weakref.ref[RunStream] | None = None
-
-    # -- the reservation ---------------------------------------------------------------
+        self.reservation = Reservation()
 
     @property
     def running(self) -> bool:
         """Whether a ``run()`` holds the workflow (its stream is alive and not finished)."""
-        stream = self._active() if self._active is not None else None
-        return stream is not None and not stream.done
-
-    def _reserve(self, what: str) -> None:
-        if self.running:
-            raise WorkflowError(
-                f"this workflow is already running; cannot {what} until the current run() is finished "
-                "(await it, read its stream to the end, or close the stream)"
-            )
-
-    def _release(self, stream: RunStream) -> None:
-        # Only the stream that holds the reservation releases it: a stream dropped
-        # earlier, finalized late, must not free a newer run's.
-        if self._active is not None and self._active() is stream:
-            self._active = None
+        return self.reservation.running
 
     def _idle_engine(self) -> Engine | None:
         """The kept engine, at a boundary (a stream dropped mid-superstep left that superstep uncommitted)."""
@@ -212,7 +238,7 @@ class LocalRunner:
 
     def reset(self) -> None:
         """Forget the current run: state, messages, requests, outputs, failure and checkpoint lineage."""
-        self._reserve("reset it")
+        self.reservation.check("reset it")
         self.engine = None
         self.run_id = None
         self.failed = None
@@ -244,7 +270,7 @@ class LocalRunner:
             WorkflowError: it is running, or there is no storage.
             CheckpointStorageError: the storage did not save it.
         """
-        self._reserve("create a checkpoint")
+        self.reservation.check("create a checkpoint")
         if storage is None:
             raise WorkflowError(
                 "create_checkpoint() needs a checkpoint storage: pass checkpoint_storage= to it or to WorkflowBuilder"
@@ -313,14 +339,8 @@ class LocalRunner:
         Raises:
             WorkflowError: it is already running, or the arguments cannot start anything.
         """
-        if message is not MISSING and checkpoint_id is not None:
-            raise WorkflowError("pass either a start message or checkpoint_id, not both")
-        if message is MISSING and checkpoint_id is None and responses is None:
-            raise WorkflowError("run() needs a start message, responses=, or checkpoint_id=")
-        self._reserve("start another run")
-        stream = RunStream(self, self._events(message, responses, checkpoint_id, checkpoint_storage))
-        self._active = weakref.ref(stream)
-        return stream
+        check_run_arguments(message, responses, checkpoint_id)
+        return self.reservation.take(self._events(message, responses, checkpoint_id, checkpoint_storage))
 
     async def _events(
         self,

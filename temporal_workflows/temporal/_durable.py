@@ -23,7 +23,6 @@ cancels the run itself.
 from __future__ import annotations
 
 import uuid
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -38,7 +37,7 @@ from temporal_workflows._events import (
     WorkflowStartedEvent,
     WorkflowStatusEvent,
 )
-from temporal_workflows._local.runner import MISSING
+from temporal_workflows._local.runner import MISSING, Reservation, RunStream, check_run_arguments
 from temporal_workflows.temporal._client import RunHandle, fork, get_run, start_run
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
 
@@ -94,7 +93,7 @@ class DurableWorkflow:
         self._state = WorkflowRunState.IDLE
         self._pending: dict[str, RequestInfoEvent] = {}
         self._run_id = ""
-        self._running = False
+        self._reservation = Reservation()
 
     # -- what the in-process workflow also tells ----------------------------------------
 
@@ -178,15 +177,9 @@ class DurableWorkflow:
                 checkpoint), or a new run while this object's run is open.
         """
         del checkpoint_storage
-        if message is not MISSING and checkpoint_id is not None:
-            raise WorkflowError("pass either a start message or checkpoint_id, not both")
-        if message is MISSING and checkpoint_id is None and responses is None:
-            raise WorkflowError("run() needs a start message, responses=, or checkpoint_id=")
-        # Taken here, synchronously: two calls started back to back cannot both pass.
-        if self._running:
-            raise WorkflowError("this workflow is already running; await the current run() first")
-        self._running = True
-        events = _Stream(self, self._events(message, responses, checkpoint_id))
+        check_run_arguments(message, responses, checkpoint_id)
+        # Taken here, synchronously, as in process: two calls started back to back cannot both pass.
+        events = self._reservation.take(self._events(message, responses, checkpoint_id))
         if stream:
             return events
         return self._collect(events)
@@ -201,7 +194,7 @@ class DurableWorkflow:
         """Same as ``run(..., stream=True)``."""
         return self.run(message, stream=True, responses=responses, checkpoint_id=checkpoint_id)
 
-    async def _collect(self, events: _Stream) -> WorkflowRunResult:
+    async def _collect(self, events: RunStream) -> WorkflowRunResult:
         collected: list[WorkflowEvent] = []
         try:
             async for ev in events:
@@ -303,36 +296,6 @@ class DurableWorkflow:
         self._offset = 0
         self._pending.clear()
         self._state = WorkflowRunState.IN_PROGRESS
-
-
-class _Stream(AsyncIterator[WorkflowEvent]):
-    """One call's events; frees the workflow for the next call when done, closed, or dropped unread."""
-
-    def __init__(self, owner: DurableWorkflow, events: AsyncGenerator[WorkflowEvent, None]) -> None:
-        self._events = events
-        self._release = weakref.finalize(self, _release, weakref.ref(owner))
-
-    def __aiter__(self) -> _Stream:
-        return self
-
-    async def __anext__(self) -> WorkflowEvent:
-        try:
-            return await self._events.__anext__()
-        except BaseException:
-            self._release()
-            raise
-
-    async def aclose(self) -> None:
-        try:
-            await self._events.aclose()
-        finally:
-            self._release()
-
-
-def _release(owner: weakref.ref[DurableWorkflow]) -> None:
-    workflow = owner()
-    if workflow is not None:
-        workflow._running = False
 
 
 async def _is_open(handle: RunHandle) -> bool:
