@@ -4,6 +4,8 @@ Define a graph of executors joined by edges (Agent Framework's API), run it in
 process for tests and notebooks, and host the same graph durably on Temporal.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from temporal_workflows._checkpoints.base import (
     CheckpointId,
     CheckpointStorage,
@@ -76,6 +78,36 @@ from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepProgress
 from temporal_workflows._requests import RequestTimedOut
 from temporal_workflows._subworkflow import SubWorkflowRequestMessage, SubWorkflowResponseMessage
 from temporal_workflows._version import __version__ as __version__
+
+if TYPE_CHECKING:
+    from temporal_workflows.agents import AgentExecutor as AgentExecutor
+    from temporal_workflows.agents import AgentExecutorRequest as AgentExecutorRequest
+    from temporal_workflows.agents import AgentExecutorResponse as AgentExecutorResponse
+
+_AGENT_NAMES = ("AgentExecutor", "AgentExecutorRequest", "AgentExecutorResponse")
+"""Agent Framework users import these from where ``WorkflowBuilder`` comes from; they need the ``agents`` extra,
+so they are imported on first use (importing the graph API never imports Agent Framework)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _AGENT_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        from temporal_workflows import agents
+    except ImportError as e:
+        raise ImportError(
+            f"temporal_workflows.{name} needs Agent Framework, which the 'agents' extra installs: "
+            "pip install 'temporal-workflows[agents]' (agent-framework-core)",
+            name=__name__,
+        ) from e
+    value = getattr(agents, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_AGENT_NAMES})
+
 
 __all__ = [
     "AlreadyAnsweredError",

@@ -115,5 +115,5 @@ def refusal(root: Any, e: Refused, what: str) -> NotSerializableError:
     return NotSerializableError(
         f"{where}, which cannot round-trip through JSON: {e.reason}. Values may be plain JSON, pydantic models, "
         "dataclasses, enums, named tuples, tuples, sets, dicts with hashable keys, datetime/date/time/timedelta, "
-        "UUID, Decimal, bytes, Path, or instances of a class whose __init__ takes their attributes by name"
+        "UUID, Decimal, bytes, Path, or instances of ordinary classes that keep their attributes in a __dict__"
     )

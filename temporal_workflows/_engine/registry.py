@@ -10,10 +10,14 @@ being one of this library's own types.
 
 The classes a value may be, besides plain JSON and the standard types the
 codec knows by name (``serde``), are its *kinds*: pydantic models,
-dataclasses, ``Enum`` members, ``NamedTuple`` s, and *plain classes*: a class
-whose ``__init__`` takes, by name, exactly the attributes its instances keep,
-so the instance is stored as those attributes and rebuilt by calling the
-class with them.
+dataclasses, ``Enum`` members, ``NamedTuple`` s, and *plain classes*: any
+ordinary Python class (no custom ``__new__``, not abstract) whose instances
+keep their attributes in a ``__dict__``. An instance is stored as those
+attributes and rebuilt by calling the class with them when its ``__init__``
+takes exactly them by name; otherwise (a marker class with no ``__init__``, an
+``__init__`` that computes attributes or takes ``*args``) it is rebuilt as
+``copy`` rebuilds it: ``object.__new__`` and the attributes put back, running
+nothing of the class's.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import sys
 import types
 import typing
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
@@ -71,10 +76,20 @@ def is_structured_type(tp: object) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class PlainSignature:
-    """What a plain class's ``__init__`` takes: every parameter, and those without a default."""
+    """What a plain class's ``__init__`` takes: every parameter, and those without a default.
 
-    params: frozenset[str]
+    ``params`` is ``None`` when the ``__init__`` cannot be called with
+    attributes by name (the class has none of its own but ``object``'s, or it
+    takes ``*args``, ``**kwargs`` or positional-only parameters): instances are
+    then always rebuilt without calling it.
+    """
+
+    params: frozenset[str] | None
     required: frozenset[str]
+
+    def takes(self, names: AbstractSet[str]) -> bool:
+        """Whether calling ``__init__`` with exactly these attributes, by name, is how to rebuild the instance."""
+        return self.params is not None and names <= self.params and self.required <= names
 
 
 _PLAIN: dict[type, PlainSignature | str] = {}
@@ -88,11 +103,13 @@ def _own_init(tp: type) -> Any:
 def plain_signature(tp: type) -> PlainSignature | str:
     """The constructor of a would-be plain class, or why it is not one.
 
-    A plain class is an ordinary Python class (not a builtin nor a standard
-    library class, no custom ``__new__``) whose own ``__init__`` is a Python function taking named
-    parameters only (no ``*args``, ``**kwargs`` or positional-only ones).
-    Whether an *instance* matches (its attributes are those parameters) is
-    checked where it is encoded.
+    A plain class is an ordinary Python class: not a builtin nor a standard
+    library class, no custom ``__new__`` (rebuilding must run nothing of the
+    class's but, at most, the ``__init__`` that takes its attributes), not
+    abstract. Whether an *instance* is rebuilt by its ``__init__`` (its
+    attributes are that function's named parameters) or without it is decided
+    per instance, from its attribute names, the same way where it is encoded
+    and where it is decoded.
     """
     cached = _PLAIN.get(tp)
     if cached is not None:
@@ -104,15 +121,15 @@ def plain_signature(tp: type) -> PlainSignature | str:
         found = "it is not an ordinary Python class"
     elif tp.__module__.partition(".")[0] in sys.stdlib_module_names:
         found = "it is a standard library class this library does not know how to store"
-    elif not inspect.isfunction(init):
-        found = "it has no __init__ of its own to rebuild it with"
     elif inspect.isabstract(tp):
         found = "it is abstract"
+    elif not inspect.isfunction(init):
+        found = PlainSignature(None, frozenset())  # object's __init__: rebuilt without calling it
     else:
         params = list(inspect.signature(init).parameters.values())[1:]
         named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
         if any(p.kind not in named for p in params):
-            found = "its __init__ takes *args, **kwargs or positional-only parameters"
+            found = PlainSignature(None, frozenset())  # *args, **kwargs: rebuilt without calling it
         else:
             found = PlainSignature(
                 frozenset(p.name for p in params),
@@ -168,8 +185,8 @@ def register_type(tp: type) -> None:
     Building a graph declares every class its handler annotations name, and
     the classes their fields name in turn; call this for classes that travel
     only inside ``Any``-typed values or state. ``tp`` may be a pydantic model,
-    a dataclass, an ``Enum``, a ``NamedTuple`` or a plain class whose
-    ``__init__`` takes its attributes by name.
+    a dataclass, an ``Enum``, a ``NamedTuple`` or a plain class (an ordinary
+    class whose instances keep their attributes in a ``__dict__``).
 
     Raises:
         TypeError: ``tp`` is none of these (the message says why), or a
@@ -186,7 +203,7 @@ def register_type(tp: type) -> None:
         why = plain_signature(tp)
         raise TypeError(
             f"{tp.__module__}.{tp.__qualname__} cannot be registered: {why}; only pydantic models, dataclasses, "
-            "enums, named tuples and classes whose __init__ takes their attributes by name can"
+            "enums, named tuples and ordinary classes (no custom __new__, not abstract) can"
         )
     declare([tp], explicit=True)
 
@@ -207,7 +224,10 @@ def _field_annotations(tp: type, kind: Kind) -> list[Any]:
         if kind == "model":
             return [f.annotation for f in typing.cast(type[BaseModel], tp).model_fields.values()]
         if kind == "plain":
-            hints = typing.get_type_hints(_own_init(tp))
+            init = _own_init(tp)
+            if not inspect.isfunction(init):
+                return []
+            hints = typing.get_type_hints(init)
             hints.pop("return", None)
             return list(hints.values())
         if kind in ("dataclass", "namedtuple"):

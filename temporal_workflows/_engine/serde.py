@@ -16,8 +16,8 @@ pickled. The encoding is specified in ``docs/values.md``; in short:
   frozensets, dicts with non-str keys, ``datetime``/``date``/``time``/
   ``timedelta``, ``UUID``, ``Decimal``, ``bytes``, ``Path``, ``complex`` and
   non-finite floats have built-in tags; enums, named tuples, pydantic models,
-  dataclasses and plain classes (whose ``__init__`` takes their attributes
-  by name) are tagged with their type key.
+  dataclasses and plain classes (ordinary classes keeping their attributes
+  in a ``__dict__``) are tagged with their type key.
 * Models and dataclasses keep pydantic's JSON; only a field whose annotation
   cannot restore the exact value (``Any``, a union, a bare ``tuple``, a plain
   class, ...) holds a tagged value.
@@ -299,18 +299,14 @@ def _class_encoder(t: type) -> Callable[[Any], Any] | None:
 
 
 def _plain_encoder(t: type, tag: str) -> Callable[[Any], Any]:
-    sig = plain_signature(t)
-    assert isinstance(sig, PlainSignature)
+    """A plain class's instance as its attributes; how it is rebuilt (by ``__init__`` or not) is the decoder's."""
 
     def encode_plain(v: Any) -> Any:
         attrs = getattr(v, "__dict__", None)
         if not isinstance(attrs, dict):
             raise Refused(v, "its instances keep no attributes in a __dict__")
-        keys = attrs.keys()
-        if not keys <= sig.params:
-            raise Refused(v, f"its attributes {sorted(keys - sig.params)} are not parameters of its __init__")
-        if not sig.required <= keys:
-            raise Refused(v, f"its __init__ parameters {sorted(sig.required - keys)} are not among its attributes")
+        if not all(type(k) is str for k in attrs):
+            raise Refused(v, "its __dict__ has keys that are not strings")
         return {tag: {k: _node(x) for k, x in attrs.items()}}
 
     return encode_plain
@@ -363,8 +359,8 @@ def encode(value: Any, *, what: str = "value") -> Envelope:
 
     Raises:
         NotSerializableError: Something in ``value`` cannot round-trip through
-            JSON (an open file, a lock, a function, a class whose constructor
-            does not take its attributes, ...), naming its type and path.
+            JSON (an open file, a lock, a function, an instance without a
+            ``__dict__``, ...), naming its type and path.
     """
     t = type(value)
     if t is str or t is int or t is bool or value is None:
@@ -560,15 +556,13 @@ def _plain_decoder(tp: type) -> Callable[[Any], Any]:
 
     def decode_plain(data: Any) -> Any:
         attrs = _object(data, tp)
-        if not attrs.keys() <= sig.params:
-            extra = len(attrs.keys() - sig.params)  # counted, not named: the names come from the payload
-            raise BadData(
-                f"{extra} stored attribute{' is not a parameter' if extra == 1 else 's are not parameters'} "
-                f"of its __init__ (it takes {sorted(sig.params)})"
-            )
-        if not sig.required <= attrs.keys():
-            raise BadData(f"its __init__ parameters {sorted(sig.required - attrs.keys())} are missing")
-        return tp(**{k: _decode_node(x) for k, x in attrs.items()})
+        values = {k: _decode_node(x) for k, x in attrs.items()}
+        if sig.takes(attrs.keys()):
+            return tp(**values)
+        # As copy.copy rebuilds it: no __init__ (it would not take these attributes), nothing else of the class run.
+        instance: Any = object.__new__(tp)
+        vars(instance).update(values)
+        return instance
 
     return decode_plain
 

@@ -702,6 +702,41 @@ values = (
     .add_edge(pack, Inspector("inspector"))
     .build()
 )
+# -- plain classes with no __init__ that takes their attributes (issue #25.3) ------------------------
+
+
+class SplitCompleted:
+    """A marker message with no fields, as Agent Framework samples send them."""
+
+
+class WordCount:
+    """Computes an attribute its ``__init__`` does not take: rebuilt without calling it, as ``copy`` does."""
+
+    def __init__(self, words: list[str]) -> None:
+        self.words = words
+        self.count = len(words)
+
+
+@executor(id="split_words")
+async def split_words(text: str, ctx: WorkflowContext[SplitCompleted]) -> None:
+    ctx.set_state("counted", WordCount(text.split()))
+    await ctx.send_message(SplitCompleted())
+
+
+@executor(id="split_done")
+async def split_done(done: SplitCompleted, ctx: WorkflowContext[None, str]) -> None:
+    counted = ctx.get_state("counted")
+    await ctx.yield_output(f"{type(done).__name__}: {type(counted).__name__}({counted.words}, {counted.count})")
+
+
+markers = (
+    WorkflowBuilder(start_executor=split_words, name="cf_markers", checkpoint_storage=InMemoryCheckpointStorage())
+    .add_edge(split_words, split_done)
+    .register_types(WordCount)
+    .build()
+)
+
+
 # -- live events: a step that streams progress while it runs ---------------------------------------
 
 
@@ -743,6 +778,7 @@ def all_workflows() -> list[Workflow]:
         restartable,
         typed_fan,
         values,
+        markers,
     ]
 
 

@@ -538,6 +538,14 @@ def values_facts(s: Seen) -> None:
     )
 
 
+def markers_facts(s: Seen) -> None:
+    """A field-less marker message and a state value whose __init__ does not take its attributes round-trip."""
+    assert s.outputs == ["SplitCompleted: WordCount(['a', 'b', 'c'], 3)"]
+    assert s.state["counted"] == {"words": ["a", "b", "c"], "count": 3}
+    (sent,) = [e for e in s.of("ExecutorCompletedEvent") if e["executor_id"] == "split_words"]
+    assert sent["data"] == [{}] and sent["data_type"] == f"list[{type_key(sc.SplitCompleted)}]"
+
+
 def sub_several_facts(s: Seen) -> None:
     assert s.steps() == [["split"], ["counter"] * 3, ["tally"] * 3]
     assert s.outputs == ["'a b': 2 words", "'c d e': 3 words", "'': 0 words"]
@@ -647,6 +655,7 @@ SCENARIOS = [
     Scenario(
         "ordinary_python_values", sc.values, ("parcel", 3), answer=sc.answer_tone, resume_from=1, facts=values_facts
     ),
+    Scenario("plain_classes_without_init", sc.markers, "a b c", facts=markers_facts),
     Scenario("subworkflow_several_children", sg.basic, ["a b", "c d e", ""], facts=sub_several_facts),
     Scenario("subworkflow_propagated_request", sg.propagating, "bees", answer=sg.answer, facts=sub_propagated_facts),
     Scenario("subworkflow_nested", sg.nested, "bees", answer=sg.answer, facts=sub_nested_facts),
