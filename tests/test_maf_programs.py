@@ -8,6 +8,7 @@ annotations``): Agent Framework reads ``mod.WorkflowContext[...]`` from the live
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import agent_framework
@@ -88,3 +89,68 @@ def test_importing_the_graph_api_does_not_import_agent_framework_and_its_absence
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "'agents' extra" in run.stdout and "pip install 'temporal-workflows[agents]'" in run.stdout
+
+
+# -- 2. checkpoint numbering -----------------------------------------------------------------------------
+
+
+@dataclass
+class Ask:
+    q: str
+
+
+def asking_program(mod: Any) -> tuple[Any, Any]:
+    class Asker(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler
+        async def h(self, text: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+            await ctx.request_info(Ask(q=text), str)
+
+        @mod.response_handler
+        async def on(self, req: Ask, resp: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+            await ctx.send_message(f"{req.q}->{resp}")
+
+    class Sink(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler
+        async def h(self, t: str, ctx: mod.WorkflowContext[None, str]) -> None:  # type: ignore[name-defined]
+            await ctx.yield_output(t)
+
+    a, s = Asker(id="asker"), Sink(id="sink")
+    storage = mod.InMemoryCheckpointStorage()
+    return mod.WorkflowBuilder(start_executor=a, checkpoint_storage=storage).add_edge(a, s).build(), storage
+
+
+async def checkpoint_chain(storage: Any, name: str) -> list[tuple[int, int]]:
+    """``(iteration_count, pending requests)`` per checkpoint, following the parent links from the first."""
+    cps = {c.checkpoint_id: c for c in await storage.list_checkpoints(workflow_name=name)}
+    (first,) = [c for c in cps.values() if c.previous_checkpoint_id is None]
+    children = {c.previous_checkpoint_id: c for c in cps.values()}
+    chain, cp = [], first
+    while cp is not None:
+        chain.append((cp.iteration_count, len(cp.pending_request_info_events)))
+        cp = children.get(cp.checkpoint_id)
+    assert len(chain) == len(cps)
+    return chain
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_run_paused_for_input_and_answered_is_checkpointed_and_numbered_as_agent_framework_does(
+    stream: bool,
+) -> None:
+    """Entry (0), superstep 1 with the request pending (1), the answer's entry (1, as MAF's response-entry
+    checkpoint: no superstep ran since), then supersteps 2 and 3: the same chain on both."""
+    chains = []
+    for mod in MODULES:
+        workflow, storage = asking_program(mod)
+        if stream:
+            asked = [e async for e in workflow.run("q", stream=True) if e.type == "request_info"]
+            outputs = [
+                e.data
+                async for e in workflow.run(responses={asked[0].request_id: "a"}, stream=True)
+                if e.type == "output"
+            ]
+        else:
+            asked = (await workflow.run("q")).get_request_info_events()
+            outputs = (await workflow.run(responses={asked[0].request_id: "a"})).get_outputs()
+        assert outputs == ["q->a"]
+        chains.append(await checkpoint_chain(storage, workflow.name))
+    assert chains[1] == chains[0] == [(0, 0), (1, 1), (1, 0), (2, 0), (3, 0)]
