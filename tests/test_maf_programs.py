@@ -6,6 +6,7 @@ Each test runs one program, written once against a module (``agent_framework`` o
 annotations``): Agent Framework reads ``mod.WorkflowContext[...]`` from the live annotation.
 """
 
+import gc
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -154,3 +155,52 @@ async def test_a_run_paused_for_input_and_answered_is_checkpointed_and_numbered_
         assert outputs == ["q->a"]
         chains.append(await checkpoint_chain(storage, workflow.name))
     assert chains[1] == chains[0] == [(0, 0), (1, 1), (1, 0), (2, 0), (3, 0)]
+
+
+# -- 1. leaving a stream ends the in-process run there ---------------------------------------------
+
+
+def chain_program(mod: Any, ran: list[str]) -> tuple[Any, Any]:
+    @mod.executor(id="a")
+    async def a(t: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+        ran.append("a")
+        await ctx.send_message(t + "a")
+
+    @mod.executor(id="b")
+    async def b(t: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+        ran.append("b")
+        await ctx.send_message(t + "b")
+
+    @mod.executor(id="c")
+    async def c(t: str, ctx: mod.WorkflowContext[None, str]) -> None:  # type: ignore[name-defined]
+        ran.append("c")
+        await ctx.yield_output(t + "c")
+
+    storage = mod.InMemoryCheckpointStorage()
+    return mod.WorkflowBuilder(start_executor=a, checkpoint_storage=storage).add_chain([a, b, c]).build(), storage
+
+
+@pytest.mark.parametrize("mod", MODULES, ids=ids)
+@pytest.mark.parametrize("how", ["break", "close"])
+async def test_leaving_a_stream_after_a_superstep_stops_the_run_there_and_it_resumes_from_the_latest_checkpoint(
+    mod: Any, how: str
+) -> None:
+    """The interruption program: stop reading after superstep 1, resume from ``get_latest`` in a new object."""
+    ran: list[str] = []
+    workflow, storage = chain_program(mod, ran)
+    stream = workflow.run("x", stream=True)
+    async for event in stream:
+        if event.type == "superstep_completed":
+            break
+    if how == "close":
+        await stream.close()
+    del stream
+    gc.collect()
+    latest = await storage.get_latest(workflow_name=workflow.name)
+    assert latest is not None and latest.iteration_count == 1
+    resumed, _ = chain_program(mod, ran)
+    result = await resumed.run(checkpoint_id=latest.checkpoint_id, checkpoint_storage=storage)
+    # The abandoned run went no further, while the resumed one ran (the loop was free to run it meanwhile).
+    assert result.get_outputs() == ["xabc"]
+    assert ran == ["a", "b", "c"]
+    assert sorted(c.iteration_count for c in await storage.list_checkpoints(workflow_name=workflow.name)) == [0, 1]

@@ -10,9 +10,15 @@ completion included). The same event types, in the same order, as
 ``RunHandle.events()`` shows for the run on Temporal.
 
 One task per run, and a queue operation per event: reading a run costs about
-what it did when the caller drove the driver itself. The driver may run
-ahead of a slow reader by the events it has not read yet; a reader that
-stops reading cancels it (at its next ``await``).
+what it did when the caller drove the driver itself. The driver never runs
+ahead of its reader: after each of its events it waits until the reader has
+taken it and asks for the next (as Agent Framework's generator-driven run
+does). So a reader that stops reading (breaks out of ``async for``, closes
+the stream, or drops it) stops the run where it stopped reading: it reaches
+no further boundary, commits nothing more and saves no more checkpoints;
+closing (or finalizing) the stream then cancels the task. Live events are
+never held back: they flow while the steps run, when the driver is not
+waiting for the reader.
 """
 
 from __future__ import annotations
@@ -56,10 +62,14 @@ async def with_live(
 ) -> AsyncIterator[WorkflowEvent]:
     """``events`` (each through ``convert``), with the queue's live events, as they happen."""
 
+    loop = asyncio.get_running_loop()
+
     async def drive() -> None:
         try:
             async for event in events:
-                queue._put(("driver", event))
+                taken = loop.create_future()
+                queue._put(("driver", event, taken))
+                await taken  # the reader asked for the next event: go on to it
         except BaseException as e:
             queue._put(_Failed(e))
             if not isinstance(e, Exception):
@@ -76,7 +86,9 @@ async def with_live(
             if isinstance(item, _Failed):
                 raise item.error
             if isinstance(item, tuple):
-                yield convert(item[1])
+                _, event, taken = item
+                yield convert(event)
+                taken.set_result(None)
             else:
                 assert isinstance(item, LiveEvent)
                 yield item

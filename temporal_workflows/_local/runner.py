@@ -154,8 +154,18 @@ class RunStream:
             self._finish()
             raise
 
+    async def close(self) -> None:
+        """Agent Framework's name for :meth:`aclose` (its stream's ``close()``)."""
+        await self.aclose()
+
     async def aclose(self) -> None:
-        """Stop reading: the run stops at the point it reached, and the workflow is free again."""
+        """Stop reading: the run stops at the point it reached, and the workflow is free again.
+
+        In process, the run reaches no further boundary: nothing more is
+        committed and no more checkpoints are saved (breaking out of
+        ``async for`` does the same at once; this also frees the workflow at
+        once). A run on Temporal (``on_temporal``) goes on there.
+        """
         try:
             aclose = getattr(self._events, "aclose", None)
             if aclose is not None:
