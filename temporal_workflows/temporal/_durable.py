@@ -27,6 +27,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from temporal_workflows._errors import WorkflowError, WorkflowRunError
 from temporal_workflows._events import (
@@ -161,11 +162,16 @@ class DurableWorkflow:
             stream: Return an async iterator of the events as they happen.
             responses: ``{request_id: response}`` answers to the current run's
                 pending requests; all ids are checked before any is sent.
-            checkpoint_id: Go back to this checkpoint: the current run resets
-                to it if it is open, else the run of this object's ``id`` is
-                started again from it.
-            checkpoint_storage: Accepted for the same signature; checkpoints of
-                a run on Temporal live in the worker's storage.
+            checkpoint_id: Go back to this checkpoint: the run that took it
+                resets to it if it is open, else it is started again from it
+                under its workflow id. The run is this object's (its ``id``, or
+                the run it started); a new object given only the checkpoint id
+                finds the run the checkpoint names in ``checkpoint_storage`` or
+                the graph's own storage (the worker's, when it is shared: a
+                file or SQLite store), as Agent Framework's ``run(checkpoint_id=...)``
+                needs nothing else.
+            checkpoint_storage: Where to look a checkpoint's run up (see
+                ``checkpoint_id``); the checkpoint itself is loaded by the worker.
 
         Raises:
             WorkflowRunError: the run failed: the same class and message as in
@@ -176,10 +182,9 @@ class DurableWorkflow:
                 ``run`` under way, no run to answer, both a message and a
                 checkpoint), or a new run while this object's run is open.
         """
-        del checkpoint_storage
         check_run_arguments(message, responses, checkpoint_id)
         # Taken here, synchronously, as in process: two calls started back to back cannot both pass.
-        events = self._reservation.take(self._events(message, responses, checkpoint_id))
+        events = self._reservation.take(self._events(message, responses, checkpoint_id, checkpoint_storage))
         if stream:
             return events
         return self._collect(events)
@@ -211,10 +216,14 @@ class DurableWorkflow:
         return WorkflowRunResult(events, final_state=self._state, state=state, run_id=self._run_id)
 
     async def _events(
-        self, message: Any, responses: Mapping[str, Any] | None, checkpoint_id: str | None
+        self,
+        message: Any,
+        responses: Mapping[str, Any] | None,
+        checkpoint_id: str | None,
+        storage: CheckpointStorage | None,
     ) -> AsyncGenerator[WorkflowEvent, None]:
         if checkpoint_id is not None:
-            handle = await self._restore(checkpoint_id)
+            handle = await self._restore(checkpoint_id, storage)
         elif message is not MISSING:
             handle = await self._start(message)
         else:
@@ -257,21 +266,41 @@ class DurableWorkflow:
         self._new_run()
         return self._handle
 
-    async def _restore(self, checkpoint_id: str) -> RunHandle:
-        handle = self._handle
-        if handle is None:
-            raise WorkflowError(
-                "no run to restore a checkpoint into: give on_temporal(client, id=...) the workflow id of "
-                "the run that took it"
-            )
+    async def _restore(self, checkpoint_id: str, storage: CheckpointStorage | None) -> RunHandle:
+        followed = self._handle is not None and self._run_id != ""
+        handle = self._handle or await self._run_of(checkpoint_id, storage)
         if await _is_open(handle):
-            # The reset continues the run as new; its event stream goes on from the same offset.
-            await handle.reset(checkpoint_id=checkpoint_id)
-            self._pending.clear()
-            return handle
+            if not followed:
+                # An open run this object has not read: its events from now on are this call's.
+                self._offset = await WorkflowStreamClient.create(self._client, handle.id).get_offset()
+            try:
+                # The reset continues the run as new; its event stream goes on from the same offset.
+                await handle.reset(checkpoint_id=checkpoint_id)
+            except Exception:
+                # The run closed between the check and the reset (it finished, or was closing and refused
+                # it): then it starts again from the checkpoint, as a closed run does. Anything else is raised.
+                if await _is_open(handle):
+                    raise
+            else:
+                self._handle = handle
+                self._pending.clear()
+                return handle
         self._handle = await fork(self._client, handle.id, checkpoint_id, handle.id, task_queue=self._task_queue)
         self._new_run()
         return self._handle
+
+    async def _run_of(self, checkpoint_id: str, storage: CheckpointStorage | None) -> RunHandle:
+        """The run that took ``checkpoint_id``: the checkpoint names it (its ``run_id`` is the workflow id)."""
+        storage = storage or self._workflow.checkpoint_storage
+        if storage is None:
+            raise WorkflowError(
+                "no run to restore a checkpoint into: give on_temporal(client, id=...) the workflow id of the run "
+                "that took it, or pass checkpoint_storage= (the worker's storage) so the checkpoint can name it"
+            )
+        cp = await storage.load(checkpoint_id)
+        if not cp.run_id:
+            raise WorkflowError(f"checkpoint {checkpoint_id!r} names no run to restore it into")
+        return get_run(self._client, cp.run_id)
 
     async def _open_handle(self) -> RunHandle:
         if self._handle is None or not await _is_open(self._handle):

@@ -1,0 +1,90 @@
+"""Agent Framework programs on the durable twin (issue #25, items 2, 4, 5): what they print in process.
+
+Each program is written against ``run()``'s signatures and runs on the
+in-process workflow and on its durable twin (``on_temporal``), against the real
+dev server.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from temporal_workflows import WorkflowRunState
+from temporal_workflows.temporal import DurableWorkflow
+from tests.conformance import scenarios as sc
+from tests.conftest import TASK_QUEUE
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+def twin(client: Client, **kwargs: Any) -> DurableWorkflow:
+    return sc.human.on_temporal(client, task_queue=TASK_QUEUE, **kwargs)
+
+
+# -- 5. run(checkpoint_id=...) on the durable twin ---------------------------------------------------
+
+
+async def test_restoring_a_checkpoint_of_an_open_run_resets_it_and_returns_when_it_is_idle_again(
+    client: Client,
+) -> None:
+    durable = twin(client, checkpoint_every=1)
+    first = await durable.run("bees")
+    (asked,) = first.get_request_info_events()
+    assert durable.handle is not None
+    listed = await durable.handle.checkpoints()
+    entry = next(c["checkpoint_id"] for c in listed if c["superstep"] == 0)
+    for _ in range(3):  # each reset continues the run as new; the update must have replied first
+        again = await durable.run(checkpoint_id=entry)
+        assert again.get_final_state() == WorkflowRunState.IDLE_WITH_PENDING_REQUESTS
+        (asked_again,) = again.get_request_info_events()
+        assert asked_again.data == asked.data
+    done = await durable.run(responses={asked_again.request_id: sc.answer_question("asker", {"text": asked.data.text})})
+    assert done.get_final_state() == WorkflowRunState.IDLE and len(done.get_outputs()) == 1
+
+
+async def test_a_new_object_given_only_a_checkpoint_id_finds_the_run_that_took_it(
+    client: Client, checkpoint_db: Any
+) -> None:
+    """MAF's resume: a rebuilt workflow and ``run(checkpoint_id=cp, checkpoint_storage=storage)``, no ``id=``."""
+    first = twin(client, checkpoint_every=1)
+    asked = (await first.run("owls")).get_request_info_events()
+    assert first.handle is not None
+    taken = (await first.handle.checkpoints())[-1]["checkpoint_id"]
+    rebuilt = twin(client)  # another object, as in another process: it knows no workflow id
+    again = await rebuilt.run(checkpoint_id=taken, checkpoint_storage=checkpoint_db)  # the run is open: a reset
+    assert rebuilt.handle is not None and rebuilt.handle.id == first.handle.id
+    assert [r.data for r in again.get_request_info_events()] == [asked[0].data]
+    done = await rebuilt.run(responses={again.get_request_info_events()[0].request_id: sc.Answer(text="hoot")})
+    assert done.get_outputs() and done.get_final_state() == WorkflowRunState.IDLE
+    third = twin(client)  # the run is closed now: started again from the checkpoint under its id
+    restored = await third.run(checkpoint_id=taken, checkpoint_storage=checkpoint_db)
+    assert third.handle is not None and third.handle.id == first.handle.id
+    assert restored.get_final_state() == WorkflowRunState.IDLE_WITH_PENDING_REQUESTS
+
+
+async def test_a_run_that_closes_between_the_check_and_the_reset_is_started_again_from_the_checkpoint(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from temporal_workflows.temporal import _durable
+
+    durable = twin(client, checkpoint_every=1, id=f"race-{uuid.uuid4().hex[:8]}")
+    first = await durable.run("moths")
+    assert durable.handle is not None
+    taken = (await durable.handle.checkpoints())[-1]["checkpoint_id"]
+    answer = sc.Answer(text="flutter")
+    await durable.run(responses={first.get_request_info_events()[0].request_id: answer})  # the run completes
+    checks = iter([True])  # the twin's check still sees it open (it closed just after); later checks are real
+
+    real = _durable._is_open
+
+    async def racing(handle: Any) -> bool:
+        return next(checks, None) or await real(handle)
+
+    monkeypatch.setattr(_durable, "_is_open", racing)
+    restored = await durable.run(checkpoint_id=taken)
+    assert restored.get_final_state() == WorkflowRunState.IDLE_WITH_PENDING_REQUESTS
+    assert [r.data for r in restored.get_request_info_events()] == [r.data for r in first.get_request_info_events()]
