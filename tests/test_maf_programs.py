@@ -204,3 +204,40 @@ async def test_leaving_a_stream_after_a_superstep_stops_the_run_there_and_it_res
     assert result.get_outputs() == ["xabc"]
     assert ran == ["a", "b", "c"]
     assert sorted(c.iteration_count for c in await storage.list_checkpoints(workflow_name=workflow.name)) == [0, 1]
+
+
+# -- 4. several answers in one run(responses=...) call --------------------------------------------------
+
+
+def quiz_program(mod: Any) -> Any:
+    class Quiz(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler
+        async def ask(self, topics: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+            for topic in topics.split():
+                await ctx.request_info(Ask(q=topic), str)
+
+        @mod.response_handler
+        async def on(self, req: Ask, resp: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+            await ctx.send_message(f"{req.q}: {resp}")
+
+    class Minutes(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler
+        async def h(self, t: str, ctx: mod.WorkflowContext[None, str]) -> None:  # type: ignore[name-defined]
+            await ctx.yield_output(f"noted {t}")
+
+    q, m = Quiz(id="quiz"), Minutes(id="minutes")
+    return mod.WorkflowBuilder(start_executor=q).add_edge(q, m).build()
+
+
+@pytest.mark.parametrize("mod", MODULES, ids=ids)
+async def test_answers_given_in_one_call_are_handled_in_one_superstep(mod: Any) -> None:
+    workflow = quiz_program(mod)
+    asked = (await workflow.run("bees owls")).get_request_info_events()
+    invoked: dict[int, list[str]] = {}
+    superstep = 0
+    async for event in workflow.run(responses={r.request_id: "yes" for r in asked}, stream=True):
+        if event.type == "superstep_started":
+            superstep += 1
+        elif event.type == "executor_invoked":
+            invoked.setdefault(superstep, []).append(event.executor_id)
+    assert invoked == {1: ["quiz", "quiz"], 2: ["minutes", "minutes"]}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
@@ -67,12 +67,14 @@ from temporal_workflows.temporal._protocol import (
     UPDATE_INLINE_BYTES,
     UPDATE_RESET,
     UPDATE_RESPOND,
+    UPDATE_RESPOND_ALL,
     UPDATE_SEND,
     CheckpointRequest,
     ConfirmInput,
     Delivery,
     ForkSource,
     ResetRequest,
+    RespondAllInput,
     RespondInput,
     RunInput,
     SendInput,
@@ -381,6 +383,36 @@ class RunHandle:
             await self._signal(SIGNAL_RESPOND, arg)
             return None
         return await self._update_or_deliver(UPDATE_RESPOND, Delivery(str(uuid.uuid4()), respond=arg))
+
+    async def respond_all(self, responses: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer several pending requests together, as ``run(responses={...})`` does in process.
+
+        One ``submit_responses`` update carries them: the run checks every one
+        (ids and values) before it accepts any, so a refused one (raised as
+        :meth:`respond` raises it) leaves the run as it was, and hands them all
+        to the engine at one boundary, so the superstep that follows sees every
+        answer. Answers too large to share one update (over
+        ``UPDATE_INLINE_BYTES`` together), or a worker that predates the update,
+        get them one by one, as :meth:`respond` sends them.
+        """
+        arg = RespondAllInput([])
+        for request_id, response in responses.items():
+            _check_length("request id", request_id, MAX_ID_CHARS)
+            what = f"response to request {request_id!r}"
+            one = RespondInput(request_id, encode(response, what=what).data)
+            check_payload(one.response, what=what)
+            arg.responses.append(one)
+        if not arg.responses:
+            return {"request_ids": [], "accepted": True}
+        if json_size(arg) <= UPDATE_INLINE_BYTES:
+            try:
+                return await self._update(UPDATE_RESPOND_ALL, arg)
+            except WorkflowUpdateFailedError as e:
+                if getattr(e.cause, "type", None) != "UnknownUpdateError":
+                    raise
+        for one in arg.responses:
+            await self._update_or_deliver(UPDATE_RESPOND, Delivery(str(uuid.uuid4()), respond=one))
+        return {"request_ids": [one.request_id for one in arg.responses], "accepted": True}
 
     async def send(self, executor_id: str, message: Any, *, wait: bool = True) -> dict[str, Any] | None:
         """Send a message to an executor of a running or idle (keep-alive) run; see :meth:`respond` for ``wait``."""

@@ -308,17 +308,11 @@ class DurableWorkflow:
         return self._handle
 
     async def _respond(self, handle: RunHandle, responses: Mapping[str, Any]) -> None:
-        # All ids first (as in process, where a bad one changes nothing): an unknown one is refused
-        # by the run itself, so the error is the run's own, before any response is delivered.
-        pending = {r["request_id"] for r in await handle.pending_requests()}
-        answered: set[str] = set()
-        for request_id, value in responses.items():
-            if request_id not in pending:
-                await handle.respond(request_id, value)  # raises UnknownRequestError, unless it became pending
-                answered.add(request_id)
-        for request_id, value in responses.items():
-            if request_id not in answered:
-                await handle.respond(request_id, value)
+        # One update with every answer (as in process, where a bad one changes nothing): the run checks them
+        # all before taking any, and hands them to the engine at one boundary, so the superstep that follows
+        # sees all of them and this call returns only once the run is idle again after it.
+        await handle.respond_all(responses)
+        for request_id in responses:
             self._pending.pop(request_id, None)
 
     def _new_run(self) -> None:

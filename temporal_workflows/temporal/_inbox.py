@@ -30,6 +30,7 @@ from temporal_workflows.temporal._protocol import (
     CarriedInbox,
     CarriedInput,
     DeliveryOutcome,
+    RespondAllInput,
     RespondInput,
     SendInput,
     Validated,
@@ -188,6 +189,44 @@ class Inbox:
         self.items.append(_Input("respond", req.request_id, checked.value, validated=True))
         return {"request_id": req.request_id, "executor_id": req.executor_id, "accepted": True}
 
+    def check_requests(self, engine: Engine | None, inp: RespondAllInput) -> None:
+        """Refuse answers given together if any of them cannot be taken (the ``submit_responses`` validator)."""
+        seen: set[str] = set()
+        for r in inp.responses:
+            if r.request_id in seen:
+                raise refuse(
+                    FAILURE_ALREADY_ANSWERED,
+                    f"request {quote(r.request_id)} is answered twice in one call",
+                    request_id=r.request_id,
+                )
+            seen.add(r.request_id)
+            self.check_request(engine, r.request_id)
+
+    async def accept_responses(self, engine: Engine, inp: RespondAllInput) -> dict[str, Any]:
+        """Answers given together: each checked (its value validated) before any is queued, then all queued at
+        once, so the next boundary hands every one of them to the engine (Agent Framework applies the
+        responses of one ``run(responses=...)`` call together). One refused: none is taken."""
+        self.check_requests(engine, inp)
+        checked: list[tuple[PendingRequest, Envelope]] = []
+        for r in inp.responses:
+            req = self.pending_request(engine, r.request_id)
+            result = await self._validate(req.executor_id, Envelope(None, r.response), req)
+            if result.value is None:
+                raise refuse(
+                    result.error_type or FAILURE_INVALID_RESPONSE,
+                    result.error or "invalid response",
+                    request_id=req.request_id,
+                    executor_id=req.executor_id,
+                )
+            checked.append((req, result.value))
+        # Another answer may have been accepted while these were validated: check again, then queue (no await).
+        for req, _ in checked:
+            self.pending_request(engine, req.request_id)
+        for req, value in checked:
+            self._answered.add(req.request_id)
+            self.items.append(_Input("respond", req.request_id, value, validated=True))
+        return {"request_ids": [req.request_id for req, _ in checked], "accepted": True}
+
     async def accept_message(self, inp: SendInput, check_open: Callable[[], None]) -> dict[str, Any]:
         checked = await self._validate(inp.executor_id, Envelope(inp.message_type, inp.message), None)
         if checked.value is None:
@@ -196,7 +235,7 @@ class Inbox:
         self.items.append(_Input("send", inp.executor_id, checked.value, validated=True))
         return {"executor_id": inp.executor_id, "accepted": True}
 
-    def charge_update(self, inp: RespondInput | SendInput) -> None:
+    def charge_update(self, inp: RespondInput | RespondAllInput | SendInput) -> None:
         """Count an accepted update's input against its workflow task (called first thing in the handler).
 
         The SDK repeats an accepted update's input in the task that accepts it:

@@ -62,6 +62,9 @@ __all__ = [
     "UPDATE_CHECKPOINT",
     "UPDATE_RESET",
     "UPDATE_RESPOND",
+    "UPDATE_RESPOND_ALL",
+    "MAX_RESPONSES_PER_UPDATE",
+    "RespondAllInput",
     "UPDATE_SEND",
     "Carried",
     "CarriedInput",
@@ -96,6 +99,12 @@ SIGNAL_RESPOND = "respond"
 """Signal ``{"request_id": ..., "response": ...}``: answer a pending request (bad input → warning)."""
 UPDATE_RESPOND = "submit_response"
 """Update with the same argument: returns once the response is accepted, rejects bad input."""
+UPDATE_RESPOND_ALL = "submit_responses"
+"""Update ``{"responses": [{"request_id": ..., "response": ...}, ...]}``: several answers given together
+(``run(responses={...})``), checked all before any is accepted (one refused: none is) and handed to the
+engine at one boundary; returns once all are accepted."""
+MAX_RESPONSES_PER_UPDATE = 1000
+"""Most answers one ``submit_responses`` update carries (a run rarely has more requests pending)."""
 SIGNAL_SEND = "send"
 """Signal ``{"executor_id": ..., "message": ...}``: a message from outside for the next superstep."""
 UPDATE_SEND = "send_message"
@@ -504,6 +513,14 @@ class RespondInput:
     __pydantic_config__ = ConfigDict(extra="forbid")
     request_id: str
     response: Any = None
+
+
+@dataclass
+class RespondAllInput:
+    """Argument of the ``submit_responses`` update: answers applied together, all or none."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+    responses: list[RespondInput]
 
 
 @dataclass

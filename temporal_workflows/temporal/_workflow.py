@@ -99,6 +99,7 @@ from temporal_workflows.temporal._protocol import (
     LEGACY_FAILURE_TYPES,
     MAX_ID_CHARS,
     MAX_LABEL_CHARS,
+    MAX_RESPONSES_PER_UPDATE,
     MAX_STEPS_IN_FLIGHT,
     MAX_TYPE_NAME_CHARS,
     POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES,
@@ -119,6 +120,7 @@ from temporal_workflows.temporal._protocol import (
     UPDATE_CONFIRM,
     UPDATE_RESET,
     UPDATE_RESPOND,
+    UPDATE_RESPOND_ALL,
     UPDATE_SEND,
     Carried,
     CarriedCheckpoints,
@@ -128,6 +130,7 @@ from temporal_workflows.temporal._protocol import (
     Delivery,
     Pinned,
     ResetRequest,
+    RespondAllInput,
     RespondInput,
     RunInput,
     SendInput,
@@ -160,7 +163,7 @@ MIN_SEGMENT_EVENTS = 20
 
 
 SIGNALS = (SIGNAL_RESPOND, SIGNAL_SEND, SIGNAL_CLOSE, SIGNAL_CHECKPOINT, SIGNAL_RESET, SIGNAL_DELIVER)
-UPDATES = (UPDATE_RESPOND, UPDATE_SEND, UPDATE_CHECKPOINT, UPDATE_RESET, UPDATE_CONFIRM)
+UPDATES = (UPDATE_RESPOND, UPDATE_RESPOND_ALL, UPDATE_SEND, UPDATE_CHECKPOINT, UPDATE_RESET, UPDATE_CONFIRM)
 
 _T = TypeVar("_T")
 
@@ -526,6 +529,24 @@ class GraphWorkflow:
         # Rejected here, an update leaves no trace in history.
         self._check_open()
         self._inbox.check_request(self._engine, inp.request_id)
+
+    @workflow.update(name=UPDATE_RESPOND_ALL)
+    async def submit_responses(self, inp: RespondAllInput) -> dict[str, Any]:
+        """Answer several requests together (all or none); returns once all are accepted, applied at one boundary."""
+        self._updates_since_task = True
+        self._check_open()
+        self._inbox.charge_update(inp)
+        return await self._inbox.accept_responses(await self._started_engine(), inp)
+
+    @submit_responses.validator
+    def _validate_submit_responses(self, inp: RespondAllInput) -> None:
+        self._check_open()
+        if not inp.responses or len(inp.responses) > MAX_RESPONSES_PER_UPDATE:
+            raise refuse(
+                FAILURE_INPUT_TOO_LONG,
+                f"submit_responses takes 1 to {MAX_RESPONSES_PER_UPDATE} responses, not {len(inp.responses)}",
+            )
+        self._inbox.check_requests(self._engine, inp)
 
     @workflow.update(name=UPDATE_SEND)
     async def send_message(self, inp: SendInput) -> dict[str, Any]:

@@ -281,6 +281,31 @@ def answer_question(executor_id: str, request: Any) -> Answer:
     return Answer(text=f"{executor_id} heard {request['text']!r}")
 
 
+# -- several requests answered together (issue #25.4) ------------------------------------------------
+
+
+class Quiz(Executor):
+    """Asks one question per word, in one step; every answer is handled in the same superstep."""
+
+    @handler
+    async def ask(self, topics: str, ctx: WorkflowContext) -> None:
+        for topic in topics.split():
+            await ctx.request_info(Question(topic=topic, text=f"what about {topic}?"), Answer)
+
+    @response_handler
+    async def answered(self, q: Question, a: Answer, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message(f"{q.topic}: {a.text}")
+
+
+@executor(id="minutes")
+async def minutes(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(f"noted {text}")
+
+
+quiz = Quiz("quiz")
+two_questions = WorkflowBuilder(start_executor=quiz, name="cf_two_questions").add_edge(quiz, minutes).build()
+
+
 # -- requests with a deadline -----------------------------------------------------------------------
 
 DEADLINE_SECONDS = 1.5
@@ -779,6 +804,7 @@ def all_workflows() -> list[Workflow]:
         typed_fan,
         values,
         markers,
+        two_questions,
     ]
 
 

@@ -546,6 +546,16 @@ def markers_facts(s: Seen) -> None:
     assert sent["data"] == [{}] and sent["data_type"] == f"list[{type_key(sc.SplitCompleted)}]"
 
 
+def answered_together_facts(s: Seen) -> None:
+    """Answers given in one call reach the run at one boundary: both response handlers run in one superstep."""
+    assert s.steps() == [["quiz"], ["quiz", "quiz"], ["minutes", "minutes"]]
+    assert len(s.pending) == 1 and len(s.pending[0][0]) == 2
+    assert sorted(s.outputs) == [
+        "noted bees: quiz heard 'what about bees?'",
+        "noted owls: quiz heard 'what about owls?'",
+    ]
+
+
 def sub_several_facts(s: Seen) -> None:
     assert s.steps() == [["split"], ["counter"] * 3, ["tally"] * 3]
     assert s.outputs == ["'a b': 2 words", "'c d e': 3 words", "'': 0 words"]
@@ -654,6 +664,13 @@ SCENARIOS = [
     ),
     Scenario(
         "ordinary_python_values", sc.values, ("parcel", 3), answer=sc.answer_tone, resume_from=1, facts=values_facts
+    ),
+    Scenario(
+        "answers_given_together",
+        sc.two_questions,
+        "bees owls",
+        answer=sc.answer_question,
+        facts=answered_together_facts,
     ),
     Scenario("plain_classes_without_init", sc.markers, "a b c", facts=markers_facts),
     Scenario("subworkflow_several_children", sg.basic, ["a b", "c d e", ""], facts=sub_several_facts),
@@ -785,10 +802,9 @@ async def _follow(s: Scenario, handle: RunHandle, obs: Observed) -> bool:
             continue
         if s.answer is None:
             return True
-        for p in pending:
-            value = s.answer(p["executor_id"], p["request"])
-            if value is not TIME_OUT:
-                await handle.respond(p["request_id"], value)
+        # Given together, as in process (``run(responses=...)``): applied at one boundary.
+        answers = {p["request_id"]: s.answer(p["executor_id"], p["request"]) for p in pending}
+        await handle.respond_all({rid: value for rid, value in answers.items() if value is not TIME_OUT})
     return False
 
 

@@ -88,3 +88,42 @@ async def test_a_run_that_closes_between_the_check_and_the_reset_is_started_agai
     restored = await durable.run(checkpoint_id=taken)
     assert restored.get_final_state() == WorkflowRunState.IDLE_WITH_PENDING_REQUESTS
     assert [r.data for r in restored.get_request_info_events()] == [r.data for r in first.get_request_info_events()]
+
+
+# -- 4. run(responses=...) with several answers ------------------------------------------------------
+
+
+async def answer_all(wf: Any) -> tuple[list[Any], list[list[str]], WorkflowRunState]:
+    first = await wf.run("bees owls wasps")
+    asked = first.get_request_info_events()
+    assert len(asked) == 3
+    done = await wf.run(responses={r.request_id: sc.answer_question("quiz", {"text": r.data.text}) for r in asked})
+    steps = [e.executor_ids for e in done if e.type == "superstep_started"]
+    return sorted(done.get_outputs()), steps, done.get_final_state()
+
+
+async def test_several_answers_in_one_call_are_applied_together_and_the_call_returns_when_idle_again(
+    client: Client,
+) -> None:
+    local = await answer_all(sc.two_questions)
+    for _ in range(3):  # the race was timing-dependent: every attempt must see every output
+        durable = await answer_all(sc.two_questions.on_temporal(client, task_queue=TASK_QUEUE))
+        assert durable == local
+    outputs, steps, state = local
+    assert steps == [["quiz"] * 3, ["minutes"] * 3] and state == WorkflowRunState.IDLE and len(outputs) == 3
+
+
+async def test_answers_given_together_are_refused_together(client: Client) -> None:
+    from temporal_workflows import InvalidResponseError, UnknownRequestError
+
+    durable = sc.two_questions.on_temporal(client, task_queue=TASK_QUEUE)
+    asked = (await durable.run("bees owls")).get_request_info_events()
+    good = sc.Answer(text="buzz")
+    with pytest.raises(UnknownRequestError):
+        await durable.run(responses={asked[0].request_id: good, "no-such-request": good})
+    with pytest.raises(InvalidResponseError):
+        await durable.run(responses={asked[0].request_id: good, asked[1].request_id: {"not": "an answer"}})
+    assert durable.handle is not None
+    assert len(await durable.handle.pending_requests()) == 2  # neither was taken
+    done = await durable.run(responses={r.request_id: good for r in asked})
+    assert len(done.get_outputs()) == 2
