@@ -562,6 +562,16 @@ def sub_several_facts(s: Seen) -> None:
     assert s.state == {"tallied": ["a b", "c d e", ""]}  # the children's own state stays theirs
 
 
+def sub_out_of_order_facts(s: Seen) -> None:
+    """Children finish in reverse order; their results reach the parent in the order the children started."""
+    assert s.steps() == [["split"], ["slow_counter"] * 3, ["collect"] * 3]
+    texts = ["a b c", "d e", "f"]
+    assert s.outputs == [f"collected {t!r}" for t in texts]
+    assert s.state == {"collected": texts}
+    completed = [e["executor_id"] for e in s.of("ExecutorCompletedEvent") if e["superstep"] == 3]
+    assert completed == ["collect"] * 3
+
+
 def sub_propagated_facts(s: Seen) -> None:
     (asked,) = s.of("RequestInfoEvent")
     assert asked["source_executor_id"] == "interview" and asked["data"] == {"topic": "bees", "text": "what about bees?"}
@@ -674,6 +684,9 @@ SCENARIOS = [
     ),
     Scenario("plain_classes_without_init", sc.markers, "a b c", facts=markers_facts),
     Scenario("subworkflow_several_children", sg.basic, ["a b", "c d e", ""], facts=sub_several_facts),
+    Scenario(
+        "subworkflow_children_finish_out_of_order", sg.out_of_order, ["a b c", "d e", "f"], facts=sub_out_of_order_facts
+    ),
     Scenario("subworkflow_propagated_request", sg.propagating, "bees", answer=sg.answer, facts=sub_propagated_facts),
     Scenario("subworkflow_nested", sg.nested, "bees", answer=sg.answer, facts=sub_nested_facts),
     Scenario(

@@ -72,6 +72,36 @@ def build_basic() -> Workflow:
     )
 
 
+# -- children that finish out of order: results still arrive in the order the children started ------
+
+
+@executor(id="count_slowly")
+async def count_slowly(text: str, ctx: WorkflowContext[None, Count]) -> None:
+    # The first text takes longest: the children finish in the reverse of the order they started.
+    await asyncio.sleep(0.2 * len(text.split()))
+    await ctx.yield_output(Count(text=text, words=len(text.split())))
+
+
+@executor(id="collect")
+async def collect(c: Count, ctx: WorkflowContext[None, str]) -> None:
+    ctx.set_state("collected", [c.text])
+    await ctx.yield_output(f"collected {c.text!r}")
+
+
+def build_out_of_order() -> Workflow:
+    counter = WorkflowExecutor(WorkflowBuilder(start_executor=count_slowly).build(), id="slow_counter")
+    return (
+        WorkflowBuilder(start_executor=split, name="sw_out_of_order")
+        .add_edge(split, counter)
+        .add_edge(counter, collect)
+        .add_state_reducer("collected", "append")
+        .build()
+    )
+
+
+out_of_order = build_out_of_order()
+
+
 # -- a child that asks a human; its request reaches whoever runs the parent ---------------------
 
 
@@ -336,4 +366,4 @@ slow = build_slow()
 
 def all_workflows() -> list[Workflow]:
     """The parents the test worker hosts (the plugin adds their children)."""
-    return [basic, propagating, nested, intercepting, reviewing, failing, deadline, slow, unintercepted]
+    return [basic, propagating, nested, intercepting, reviewing, failing, deadline, slow, unintercepted, out_of_order]
