@@ -7,6 +7,7 @@ annotations``): Agent Framework reads ``mod.WorkflowContext[...]`` from the live
 """
 
 import gc
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -14,8 +15,11 @@ from typing import Any
 
 import agent_framework
 import pytest
+from agent_framework import Agent, AgentExecutorResponse, AgentResponse
+from pydantic import BaseModel
 
 import temporal_workflows
+from tests.agent_support import ScriptedChatClient
 
 MODULES = [agent_framework, temporal_workflows]
 ids = ["maf", "ours"]
@@ -241,3 +245,34 @@ async def test_answers_given_in_one_call_are_handled_in_one_superstep(mod: Any) 
         elif event.type == "executor_invoked":
             invoked.setdefault(superstep, []).append(event.executor_id)
     assert invoked == {1: ["quiz", "quiz"], 2: ["minutes", "minutes"]}
+
+
+# -- 9. structured output -----------------------------------------------------------------------------
+
+
+class Verdict(BaseModel):
+    ok: bool
+    reason: str
+
+
+def judging_program(mod: Any) -> Any:
+    agent = Agent(
+        client=ScriptedChatClient(lambda m: json.dumps({"ok": True, "reason": "fine"})),
+        name="judge",
+        default_options={"response_format": Verdict},
+    )
+    judge = mod.AgentExecutor(agent)
+
+    @mod.executor(id="read")
+    async def read(r: AgentExecutorResponse, ctx: mod.WorkflowContext[None, str]) -> None:  # type: ignore[name-defined]
+        await ctx.yield_output(f"{type(r.agent_response.value).__name__} {r.agent_response.value!r}")
+
+    return mod.WorkflowBuilder(start_executor=judge).add_edge(judge, read).build()
+
+
+@pytest.mark.parametrize("mod", MODULES, ids=ids)
+async def test_an_agents_structured_output_reaches_the_next_executor_parsed_into_its_model(mod: Any) -> None:
+    result = await judging_program(mod).run("judge this")
+    response, read = result.get_outputs()
+    assert isinstance(response, AgentResponse) and response.value == Verdict(ok=True, reason="fine")
+    assert read == "Verdict Verdict(ok=True, reason='fine')"

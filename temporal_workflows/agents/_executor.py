@@ -38,6 +38,7 @@ from agent_framework import (
 )
 from pydantic import BaseModel
 
+from temporal_workflows._engine.registry import class_kind, register_type
 from temporal_workflows._errors import WorkflowError, describe
 from temporal_workflows._events import WorkflowWarningEvent
 from temporal_workflows._graph.context import WorkflowContext
@@ -170,6 +171,7 @@ class AgentExecutor(Executor):
         if context_mode == "custom" and context_filter is None:
             raise ValueError("context_mode='custom' needs a context_filter")
         self._agent = agent
+        _register_response_format(agent)
         self._stream = stream
         self._live_result_chars = live_result_chars
         self._output_response = output_response
@@ -406,6 +408,22 @@ class AgentExecutor(Executor):
         if ctx._graph.outgoing.get(self.id):
             full = [*inputs, *turn.response.messages]
             await ctx.send_message(AgentExecutorResponse(self.id, turn.response, full_conversation=full))
+
+
+def _register_response_format(agent: Any) -> None:
+    """Let the agent's structured output (``response_format``) be rebuilt wherever the graph is built.
+
+    A response's ``.value`` crosses boundaries as a value of that class
+    (``_maf_types``); a class the graph's handlers do not name would not be
+    declared, so reading the value in another process (the next step, a
+    client) would fail. Registering it where the executor is built declares it
+    in every process that hosts the graph, as building a graph declares its
+    handlers' types.
+    """
+    options = getattr(agent, "default_options", None)
+    found = options.get("response_format") if isinstance(options, dict) else None
+    if isinstance(found, type) and class_kind(found) is not None and found.__module__ != "builtins":
+        register_type(found)
 
 
 def _answer_problem(request: Content, answer: Content) -> str | None:

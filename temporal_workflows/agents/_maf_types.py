@@ -25,17 +25,60 @@ __all__ = ["install_maf_types"]
 _installed = False
 
 
+VALUE_KEY = "value"
+"""Where an ``AgentResponse``'s structured output (``.value``) is kept in its JSON, as a tagged node.
+
+``to_dict()`` leaves it out (the response keeps the ``response_format`` it
+was parsed with, a class, which JSON cannot hold); without it a response that
+crossed a boundary would read ``.value`` as ``None``. It is stored as the
+codec stores any value inside another (``docs/values.md``), so it comes back
+as the model it was, in a process that declared or registered its class (an
+``AgentExecutor`` registers its agent's ``response_format``)."""
+
+
+def _structured_value(response: Any) -> Any:
+    """The response's parsed ``value``, or ``None`` if it has none (or its text does not parse)."""
+    try:
+        return response.value
+    except Exception:  # the model's text did not fit the format: as in MAF, reading .value raises; keep none
+        return None
+
+
+def _value_node(value: Any) -> Any:
+    from temporal_workflows._engine.serde import encode
+
+    env = encode(value, what="an agent response's structured value")
+    return env.data if env.type is None else {f"${env.type}": env.data}
+
+
+def _value_of(node: Any) -> Any:
+    from temporal_workflows._engine.serde import decode, node_envelope
+
+    return decode(node_envelope(node))
+
+
 def _schema_for(cls: type) -> Callable[..., core_schema.CoreSchema]:
+    from agent_framework import AgentResponse
+
+    keeps_value = issubclass(cls, AgentResponse)
+
     def schema(source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         def validate(value: Any) -> Any:
             if isinstance(value, cls):
                 return value
             if isinstance(value, dict):
+                if keeps_value and VALUE_KEY in value:
+                    value = {**value, VALUE_KEY: _value_of(value[VALUE_KEY])}
                 return cls.from_dict(value)  # type: ignore[attr-defined]
             raise ValueError(f"expected a {cls.__name__} or its JSON object, not a {type(value).__name__}")
 
         def serialize(value: Any) -> Any:
-            return value.to_dict()
+            data = value.to_dict()
+            if keeps_value:
+                structured = _structured_value(value)
+                if structured is not None:
+                    data[VALUE_KEY] = _value_node(structured)
+            return data
 
         return core_schema.no_info_plain_validator_function(
             validate,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import BaseModel
+
 from temporal_workflows import Workflow
 
 try:
@@ -24,6 +26,13 @@ except ImportError:  # pragma: no cover
     PYDANTIC_AI = False
 else:
     PYDANTIC_AI = True
+
+
+class Verdict(BaseModel):
+    """An agent's structured output (``response_format``)."""
+
+    ok: bool
+    reason: str
 
 
 def _build() -> dict[str, Workflow]:
@@ -50,6 +59,26 @@ def _build() -> dict[str, Workflow]:
         name="reviewer",
     )
     graphs["chain"] = WorkflowBuilder(start_executor=writer, name="it_agents_chain").add_edge(writer, reviewer).build()
+
+    # -- structured output: response_format, read by the next executor (issue #25.9) ----------------
+    judge = AgentExecutor(
+        Agent(
+            client=ScriptedChatClient(lambda ms: json.dumps({"ok": True, "reason": "fine"})),
+            name="judge",
+            default_options={"response_format": Verdict},
+        )
+    )
+
+    class ReadVerdict(Executor):
+        @handler
+        async def read(self, r: AgentExecutorResponse, ctx: WorkflowContext[None, str]) -> None:
+            await ctx.yield_output(f"{type(r.agent_response.value).__name__} {r.agent_response.value!r}")
+
+    graphs["structured"] = (
+        WorkflowBuilder(start_executor=judge, name="it_agents_structured")
+        .add_edge(judge, ReadVerdict("read_verdict"))
+        .build()
+    )
 
     # -- tools that need approval ----------------------------------------------------------------
     @tool(approval_mode="never_require")

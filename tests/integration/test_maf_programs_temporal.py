@@ -127,3 +127,20 @@ async def test_answers_given_together_are_refused_together(client: Client) -> No
     assert len(await durable.handle.pending_requests()) == 2  # neither was taken
     done = await durable.run(responses={r.request_id: good for r in asked})
     assert len(done.get_outputs()) == 2
+
+
+# -- 9. structured output on Temporal --------------------------------------------------------------------
+
+
+async def test_an_agents_structured_output_is_parsed_on_temporal_as_in_process(client: Client) -> None:
+    from agent_framework import AgentResponse
+
+    from tests.integration.agent_graphs import GRAPHS, Verdict
+
+    wf = GRAPHS["structured"]
+    local = (await wf.run("judge this")).get_outputs()
+    durable = (await wf.on_temporal(client, task_queue=TASK_QUEUE).run("judge this")).get_outputs()
+    for outputs in (local, durable):
+        response, read = outputs
+        assert isinstance(response, AgentResponse) and response.value == Verdict(ok=True, reason="fine")
+        assert read == "Verdict Verdict(ok=True, reason='fine')"
