@@ -15,7 +15,7 @@ from typing import Any
 
 import agent_framework
 import pytest
-from agent_framework import Agent, AgentExecutorResponse, AgentResponse
+from agent_framework import Agent, AgentExecutorResponse, AgentResponse, AgentSession, InMemoryHistoryProvider
 from pydantic import BaseModel
 
 import temporal_workflows
@@ -276,3 +276,28 @@ async def test_an_agents_structured_output_reaches_the_next_executor_parsed_into
     response, read = result.get_outputs()
     assert isinstance(response, AgentResponse) and response.value == Verdict(ok=True, reason="fine")
     assert read == "Verdict Verdict(ok=True, reason='fine')"
+
+
+# -- 8. AgentExecutor(agent, session=...) ----------------------------------------------------------------
+
+
+def session_program(mod: Any, session: AgentSession) -> Any:
+    a = Agent(client=ScriptedChatClient(lambda ms: f"A saw {len(ms)}"), name="a", instructions="be a")
+    b = Agent(client=ScriptedChatClient(lambda ms: f"B saw {len(ms)}"), name="b", instructions="be b")
+    ea, eb = mod.AgentExecutor(a, session=session), mod.AgentExecutor(b, session=session)
+    return mod.WorkflowBuilder(start_executor=ea).add_edge(ea, eb).build()
+
+
+@pytest.mark.parametrize("mod", MODULES, ids=ids)
+async def test_agents_sharing_a_session_see_one_history_readable_from_the_session_after_the_run(mod: Any) -> None:
+    session = AgentSession()
+    result = await session_program(mod, session).run("hello")
+    assert [o.text for o in result.get_outputs()] == ["A saw 1", "B saw 4"]
+    history = session.state[InMemoryHistoryProvider.DEFAULT_SOURCE_ID]["messages"]
+    assert [f"{m.role}:{m.text}" for m in history] == ["user:hello", "assistant:A saw 1", "assistant:B saw 4"]
+
+
+def test_a_session_is_refused_for_an_agent_that_keeps_none_and_must_be_an_agent_session() -> None:
+    agent = Agent(client=ScriptedChatClient(lambda ms: "x"), name="x")
+    with pytest.raises(TypeError, match="AgentSession"):
+        temporal_workflows.AgentExecutor(agent, session={"messages": []})

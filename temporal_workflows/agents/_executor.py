@@ -33,6 +33,7 @@ from agent_framework import (
     AgentExecutorResponse,
     AgentResponse,
     AgentResponseUpdate,
+    AgentSession,
     Content,
     Message,
 )
@@ -57,7 +58,7 @@ from temporal_workflows.agents._turns import (
 
 install_maf_types()
 
-__all__ = ["AgentExecutor", "ApprovalsAnswered", "conversation_key"]
+__all__ = ["AgentExecutor", "ApprovalsAnswered", "conversation_key", "session_conversation_key"]
 
 ContextMode = Literal["full", "last_agent", "custom"]
 
@@ -87,6 +88,11 @@ def _preview(content: Content, limit: int) -> Content:
 def conversation_key(executor_id: str) -> str:
     """The shared state key holding an agent executor's conversation (``append`` reducer)."""
     return f"conversation:{executor_id}"
+
+
+def session_conversation_key(session_id: str) -> str:
+    """The shared state key holding the conversation of an ``AgentSession`` several agent executors share."""
+    return f"conversation:session:{session_id}"
 
 
 class ApprovalsAnswered(BaseModel):
@@ -125,6 +131,16 @@ class AgentExecutor(Executor):
         agent: An Agent Framework agent (``agent_framework.Agent`` with any
             chat client, or any ``SupportsAgentRun``), or a Pydantic AI
             ``Agent``.
+        session: An Agent Framework ``AgentSession`` to run the agent on, as
+            in Agent Framework: executors given the same session share one
+            conversation (each agent sees what the others said), kept in
+            workflow state under ``conversation:session:<session_id>``
+            (:attr:`conversation_key`) so it is durable on Temporal and read
+            from committed state like any conversation. In process the
+            session object's in-memory history is also brought up to date after
+            each turn, so ``session`` reads as in Agent Framework once the run
+            is done; on Temporal the steps run on workers, so read the
+            history from the run's state (``RunHandle.state()``).
         id: The executor id; by default the agent's name (required if it has none).
         stream: Publish the agent's updates live as :class:`AgentRunUpdateEvent`
             (on Temporal they cost history by the batch: turn it off for
@@ -151,6 +167,7 @@ class AgentExecutor(Executor):
         self,
         agent: Any,
         *,
+        session: Any | None = None,
         id: str | None = None,
         stream: bool = True,
         live_result_chars: int | None = LIVE_RESULT_CHARS,
@@ -177,11 +194,19 @@ class AgentExecutor(Executor):
         self._output_response = output_response
         self._context_mode = context_mode
         self._context_filter = context_filter
+        self._session = session
+        self._conversation_key = conversation_key(exec_id)
+        if session is not None:
+            if not isinstance(session, AgentSession):
+                raise TypeError(f"session is an agent_framework.AgentSession, not {describe(session)}")
+            if not is_maf_agent(agent):
+                raise TypeError("session= is for Agent Framework agents (a Pydantic AI agent keeps no AgentSession)")
+            self._conversation_key = session_conversation_key(session.session_id)
         self._turns: TurnRunner
         if is_pydantic_ai_agent(agent):
             self._turns = PydanticAgentTurns(agent)
         elif is_maf_agent(agent):
-            self._turns = MafAgentTurns(agent, session_id=exec_id)
+            self._turns = MafAgentTurns(agent, session_id=session.session_id if session is not None else exec_id)
         else:
             raise TypeError(
                 f"AgentExecutor takes an Agent Framework agent (SupportsAgentRun) or a Pydantic AI Agent, "
@@ -199,9 +224,15 @@ class AgentExecutor(Executor):
         return value if isinstance(value, str) else None
 
     @property
+    def session(self) -> Any | None:
+        """The ``AgentSession`` given (``None``: the executor's own conversation)."""
+        return self._session
+
+    @property
     def conversation_key(self) -> str:
-        """Where this agent's conversation is kept in shared state (readable with ``state``)."""
-        return conversation_key(self.id)
+        """Where this agent's conversation is kept in shared state (readable with ``state``): its own, or that
+        of the session it shares with other executors."""
+        return self._conversation_key
 
     def state_reducers(self) -> dict[str, str]:
         """State keys this executor writes from several steps at once, with their reducers (read by ``build()``)."""
@@ -376,10 +407,23 @@ class AgentExecutor(Executor):
             model_error=type(e).__name__,
         )
 
+    def _share_history(self, ctx: WorkflowContext[Any, Any], added: list[Any]) -> None:
+        """Bring the shared session's in-memory history up to date (in process, the object the user holds)."""
+        session = self._session
+        if session is None or not isinstance(self._turns, MafAgentTurns):
+            return
+        history = [*self._conversation(ctx), *self._turns.load(self._turns.dump(added))]
+        source = self._turns.history_source()
+        kept = session.state.get(source)
+        if not isinstance(kept, dict):
+            kept = session.state[source] = {}
+        kept["messages"] = history
+
     async def _finish(
         self, ctx: WorkflowContext[Any, Any], turn: Turn, inputs: list[Message], session: dict[str, Any] | None
     ) -> None:
         if turn.added:
+            self._share_history(ctx, turn.added)  # first: it reads the committed conversation
             ctx.set_state(self.conversation_key, self._turns.dump(turn.added))
         if turn.session != session:
             if turn.session is None:

@@ -129,6 +129,10 @@ class MafAgentTurns(TurnRunner):
     def dump(self, items: list[Any]) -> list[Any]:
         return list(items)
 
+    def history_source(self) -> str:
+        """The session state key the agent's in-memory history lives under."""
+        return self._history_source()
+
     def _history_source(self) -> str:
         for provider in getattr(self.agent, "context_providers", None) or ():
             if isinstance(provider, InMemoryHistoryProvider) and provider.load_messages:

@@ -38,7 +38,7 @@ class Verdict(BaseModel):
 def _build() -> dict[str, Workflow]:
     from typing import Never
 
-    from agent_framework import Agent, Message, tool
+    from agent_framework import Agent, AgentSession, Message, tool
     from agent_framework.exceptions import ChatClientContentFilterException
 
     from temporal_workflows import Executor, WorkflowBuilder, WorkflowContext, handler
@@ -79,6 +79,16 @@ def _build() -> dict[str, Workflow]:
         .add_edge(judge, ReadVerdict("read_verdict"))
         .build()
     )
+
+    # -- two agents sharing one AgentSession (issue #25.8) ---------------------------------------------
+    shared = AgentSession(session_id="it-shared-session")  # a fixed id: the same in every process
+    first = AgentExecutor(
+        Agent(client=ScriptedChatClient(lambda ms: f"A saw {len(ms)}"), name="first_agent"), session=shared
+    )
+    second = AgentExecutor(
+        Agent(client=ScriptedChatClient(lambda ms: f"B saw {len(ms)}"), name="second_agent"), session=shared
+    )
+    graphs["session"] = WorkflowBuilder(start_executor=first, name="it_agents_session").add_edge(first, second).build()
 
     # -- tools that need approval ----------------------------------------------------------------
     @tool(approval_mode="never_require")

@@ -144,3 +144,23 @@ async def test_an_agents_structured_output_is_parsed_on_temporal_as_in_process(c
         response, read = outputs
         assert isinstance(response, AgentResponse) and response.value == Verdict(ok=True, reason="fine")
         assert read == "Verdict Verdict(ok=True, reason='fine')"
+
+
+# -- 8. a session shared between agents --------------------------------------------------------------
+
+
+async def test_agents_sharing_a_session_see_one_conversation_kept_in_run_state_on_temporal(client: Client) -> None:
+    from tests.integration.agent_graphs import GRAPHS
+
+    wf = GRAPHS["session"]
+    local = await wf.run("hello")
+    durable = wf.on_temporal(client, task_queue=TASK_QUEUE)
+    remote = await durable.run("hello")
+    assert [o.text for o in remote.get_outputs()] == [o.text for o in local.get_outputs()] == ["A saw 1", "B saw 4"]
+    history = remote.state["conversation:session:it-shared-session"]
+    assert [(m["role"], m["contents"][0]["text"]) for m in history] == [
+        ("user", "hello"),
+        ("assistant", "A saw 1"),
+        ("assistant", "B saw 4"),
+    ]
+    assert history == [m.to_dict() for m in local.state["conversation:session:it-shared-session"]]
