@@ -26,6 +26,7 @@ from typing import Any
 from agent_framework import (
     Agent,
     AgentResponse,
+    AgentResponseUpdate,
     BaseChatClient,
     ChatMiddlewareLayer,
     ChatResponse,
@@ -37,7 +38,7 @@ from agent_framework import (
     tool,
 )
 
-from temporal_workflows import RequestInfoEvent, Workflow, WorkflowBuilder, WorkflowEvent, WorkflowOutputEvent
+from temporal_workflows import ExecutorCompletedEvent, RequestInfoEvent, Workflow, WorkflowBuilder, WorkflowEvent
 from temporal_workflows.agents import AgentRunUpdateEvent
 
 SAMPLE_INPUT = "Write a three-sentence note on why bicycles are efficient."
@@ -192,20 +193,29 @@ def ask(request: RequestInfoEvent, interactive: bool) -> Content:
 async def run(
     message: str = SAMPLE_INPUT, *, interactive: bool = False, out: Any = sys.stdout, scripted: bool | None = None
 ) -> list[AgentResponse]:
-    """Run in process, streaming to ``out``; answers approvals (see :func:`ask`); returns the agents' responses."""
+    """Run in process, streaming to ``out``; answers approvals (see :func:`ask`); returns the agents' responses.
+
+    As in Agent Framework, a streamed run's outputs are the agents' updates
+    (``AgentResponseUpdate``s); each finished turn's response is built from
+    its updates (a turn that stopped for an approval goes on in a later step).
+    """
     printer = Printer(out)
     wf = build(scripted=scripted)
     answers: dict[str, Any] | None = None
     outputs: list[AgentResponse] = []
+    turn: dict[str, list[AgentResponseUpdate]] = {}
     events: AsyncIterator[WorkflowEvent] = wf.run(message, stream=True)
     while True:
         pending: list[RequestInfoEvent] = []
         async for event in events:
             printer.show(event)
-            if isinstance(event, RequestInfoEvent):
+            if isinstance(event, AgentRunUpdateEvent) and event.executor_id is not None:
+                turn.setdefault(event.executor_id, []).append(event.data)
+            elif isinstance(event, RequestInfoEvent):
                 pending.append(event)
-            if isinstance(event, WorkflowOutputEvent) and isinstance(event.data, AgentResponse):
-                outputs.append(event.data)
+                turn.pop(event.source_executor_id, None)  # the turn stopped for a person; it goes on later
+            elif isinstance(event, ExecutorCompletedEvent) and turn.get(event.executor_id):
+                outputs.append(AgentResponse.from_updates(turn.pop(event.executor_id)))
         printer.end()
         if not pending:
             return outputs

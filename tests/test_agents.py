@@ -218,8 +218,8 @@ async def test_a_pydantic_ai_agent_streams_and_its_deferred_tool_is_an_approval_
     assert response.text == "Booked Oslo; it is sunny."
     # The tool that ran before the approval, and the model call that asked for both, did not run again.
     assert [t for t, _ in TOOL_CALLS[ticket]] == ["model", "weather", "book", "model"]
-    texts = [e.data.text for e in result if isinstance(e, AgentRunUpdateEvent) and e.data.role == "assistant"]
-    assert "".join(texts) == "Booked Oslo; it is sunny."
+    # An awaited run() calls the model without streaming, as Agent Framework does: no live updates.
+    assert not [e for e in result if isinstance(e, AgentRunUpdateEvent)]
     stored = wf.state[conversation_key("travel")]
     assert [m["kind"] for m in stored] == ["request", "response", "request", "request", "response"]
 

@@ -15,7 +15,14 @@ from typing import Any
 
 import agent_framework
 import pytest
-from agent_framework import Agent, AgentExecutorResponse, AgentResponse, AgentSession, InMemoryHistoryProvider
+from agent_framework import (
+    Agent,
+    AgentExecutorResponse,
+    AgentResponse,
+    AgentResponseUpdate,
+    AgentSession,
+    InMemoryHistoryProvider,
+)
 from pydantic import BaseModel
 
 import temporal_workflows
@@ -301,3 +308,39 @@ def test_a_session_is_refused_for_an_agent_that_keeps_none_and_must_be_an_agent_
     agent = Agent(client=ScriptedChatClient(lambda ms: "x"), name="x")
     with pytest.raises(TypeError, match="AgentSession"):
         temporal_workflows.AgentExecutor(agent, session={"messages": []})
+
+
+# -- 7. streaming only when the run is streamed ------------------------------------------------------------
+
+
+class RecordingClient(ScriptedChatClient):
+    """Records whether each model call streams."""
+
+    def __init__(self, reply: str, calls: list[bool]) -> None:
+        super().__init__(lambda ms: reply)
+        self.calls = calls
+
+    def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
+        self.calls.append(stream)
+        return super()._inner_get_response(messages=messages, stream=stream, options=options, **kwargs)
+
+
+def writing_program(mod: Any, calls: list[bool]) -> Any:
+    writer = mod.AgentExecutor(Agent(client=RecordingClient("Charge |ahead", calls), name="writer"))
+    return mod.WorkflowBuilder(start_executor=writer).build()
+
+
+@pytest.mark.parametrize("mod", MODULES, ids=ids)
+async def test_the_model_streams_and_updates_are_the_outputs_only_when_the_run_is_streamed(mod: Any) -> None:
+    calls: list[bool] = []
+    result = await writing_program(mod, calls).run("write")
+    assert calls == [False]  # one non-streaming model call
+    assert [type(o).__name__ for o in result.get_outputs()] == ["AgentResponse"]
+    assert [e.type for e in result if isinstance(e.data, AgentResponseUpdate)] == []
+    calls.clear()
+    outputs = [e.data async for e in writing_program(mod, calls).run("write", stream=True) if e.type == "output"]
+    assert calls == [True]
+    assert [(type(o).__name__, o.text) for o in outputs] == [
+        ("AgentResponseUpdate", "Charge "),
+        ("AgentResponseUpdate", "ahead"),
+    ]

@@ -128,8 +128,10 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         epoch: int = 0,
         heartbeat: Heartbeat = _no_heartbeat,
         live: LiveSink | None = None,
+        streaming: bool | None = None,
     ) -> None:
         self._graph = graph
+        self._streaming = streaming
         self._heartbeat = heartbeat
         self._live = live
         self._live_items = 0
@@ -149,6 +151,23 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
     @property
     def workflow_name(self) -> str | None:
         return self._graph.name
+
+    def is_streaming(self) -> bool:
+        """Whether the run is being streamed (Agent Framework's ``ctx.is_streaming()``).
+
+        In process: the ``run(..., stream=True)`` call this step belongs to.
+        On Temporal: the durable twin's ``run(..., stream=True)`` call
+        (``on_temporal``); a run started otherwise (``start_run``, the CLI) is
+        read as a stream of events (``RunHandle.events()``), so it says ``True``.
+        """
+        return self._streaming is not False
+
+    @property
+    def stream_mode(self) -> bool | None:
+        """How the run is read: ``True`` streamed, ``False`` awaited (``run()``), ``None`` not said (a Temporal
+        run started by ``start_run``: its events are a stream and its outputs a result). ``AgentExecutor`` follows
+        it (Agent Framework's non-streaming and streaming model calls and outputs)."""
+        return self._streaming
 
     # -- messages and outputs -------------------------------------------------
 
@@ -415,6 +434,7 @@ async def run_step(
     epoch: int = 0,
     heartbeat: Heartbeat = _no_heartbeat,
     live: LiveSink | None = None,
+    streaming: bool | None = None,
 ) -> StepResult:
     """Run one task's handler against the committed ``state``; return what it did.
 
@@ -428,7 +448,8 @@ async def run_step(
     and ``live`` is where live events go while the step runs (``_live``): a
     retried attempt first publishes a ``StepRetryEvent``, and a step that
     published live items commits a ``LiveCommittedEvent`` (before its other
-    events) naming its attempt and how many it published.
+    events) naming its attempt and how many it published. ``streaming`` is how
+    the run is read (:meth:`WorkflowContext.is_streaming`).
     """
     ctx: WorkflowContext[Any, Any] = WorkflowContext(
         graph=graph,
@@ -439,6 +460,7 @@ async def run_step(
         epoch=epoch,
         heartbeat=heartbeat,
         live=live,
+        streaming=streaming,
     )
     if attempt > 1 and live is not None:
         ctx._publish_live(StepRetryEvent(), counted=False)

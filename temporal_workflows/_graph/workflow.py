@@ -228,6 +228,7 @@ class Workflow:
             responses=responses,
             checkpoint_id=checkpoint_id,
             checkpoint_storage=checkpoint_storage if checkpoint_storage is not None else self._storage,
+            stream=stream,
         )
         if stream:
             return events

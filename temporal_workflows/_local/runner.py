@@ -78,9 +78,10 @@ def shared_state(state: Mapping[str, Envelope]) -> dict[str, Any]:
 
 
 class _LocalHost(DriverHost):
-    def __init__(self, runner: LocalRunner, storage: CheckpointStorage | None) -> None:
+    def __init__(self, runner: LocalRunner, storage: CheckpointStorage | None, *, streaming: bool = False) -> None:
         self.runner = runner
         self.storage = storage
+        self.streaming = streaming
         self.live: LiveQueue[DriverEvent] = LiveQueue()
 
     def now(self) -> float:
@@ -88,7 +89,14 @@ class _LocalHost(DriverHost):
 
     async def _run_task(self, task: StepTask, state: Mapping[str, Envelope]) -> StepOutcome:
         try:
-            return await run_step(self.runner.graph, task, state, run_id=self.runner.run_id or "", live=self.live)
+            return await run_step(
+                self.runner.graph,
+                task,
+                state,
+                run_id=self.runner.run_id or "",
+                live=self.live,
+                streaming=self.streaming,
+            )
         except Exception as e:
             return StepFailure.of(e)
 
@@ -343,14 +351,17 @@ class LocalRunner:
         responses: Mapping[str, Any] | None = None,
         checkpoint_id: str | None = None,
         checkpoint_storage: CheckpointStorage | None = None,
+        stream: bool = False,
     ) -> RunStream:
         """Reserve the workflow (now) and return the stream that runs it until the graph is idle.
+
+        ``stream``: the call is ``run(..., stream=True)`` (steps read it as ``ctx.is_streaming()``).
 
         Raises:
             WorkflowError: it is already running, or the arguments cannot start anything.
         """
         check_run_arguments(message, responses, checkpoint_id)
-        return self.reservation.take(self._events(message, responses, checkpoint_id, checkpoint_storage))
+        return self.reservation.take(self._events(message, responses, checkpoint_id, checkpoint_storage, stream))
 
     async def _events(
         self,
@@ -358,6 +369,7 @@ class LocalRunner:
         responses: Mapping[str, Any] | None,
         checkpoint_id: str | None,
         storage: CheckpointStorage | None,
+        stream: bool = False,
     ) -> AsyncIterator[WorkflowEvent]:
         # Nothing about the current run changes until the new input (responses included) is accepted.
         run_id, last_checkpoint_id = self.run_id, self.last_checkpoint_id
@@ -378,7 +390,7 @@ class LocalRunner:
             # refused response must leave the run exactly as it was.
             engine = Engine(self.graph.topology, kept.snapshot())
         every = self.checkpoint_every if storage is not None else 0
-        host = _LocalHost(self, storage)
+        host = _LocalHost(self, storage, streaming=stream)
         driver = SuperstepDriver(
             engine,
             host,

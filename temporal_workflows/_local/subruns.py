@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["activate", "run_with_children"]
 
 
-async def activate(parent: Graph, act: Activation) -> SubrunOutcome:
+async def activate(parent: Graph, act: Activation, *, streaming: bool = False) -> SubrunOutcome:
     """Run one child of ``parent`` to rest: a new one from its start message, or a waiting one with its answers.
 
     Raises:
@@ -58,7 +58,7 @@ async def activate(parent: Graph, act: Activation) -> SubrunOutcome:
         engine = resume_engine(child.topology, act.snapshot)
     runner = LocalRunner(child, checkpoint_every=0)
     runner.run_id = act.run_id
-    host = _LocalHost(runner, None)
+    host = _LocalHost(runner, None, streaming=streaming)  # a child is read as its parent is
 
     async def validate(request: PendingRequest, response: Envelope) -> Envelope:
         return child.validate_response(request, decode(response))
@@ -83,10 +83,10 @@ async def run_with_children(host: _LocalHost, tasks: Sequence[StepTask], engine:
     )
 
     async def run_child(act: Activation) -> SubrunOutcome:
-        return await activate(graph, act)
+        return await activate(graph, act, streaming=host.streaming)
 
     async def report(task: StepTask) -> StepResult:
-        return await run_step(graph, task, state, run_id=run_id)
+        return await run_step(graph, task, state, run_id=run_id, streaming=host.streaming)
 
     async def one(task: StepTask) -> StepOutcome:
         if not subruns.owns(task):

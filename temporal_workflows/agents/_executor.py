@@ -143,8 +143,11 @@ class AgentExecutor(Executor):
             history from the run's state (``RunHandle.state()``).
         id: The executor id; by default the agent's name (required if it has none).
         stream: Publish the agent's updates live as :class:`AgentRunUpdateEvent`
-            (on Temporal they cost history by the batch: turn it off for
-            agents nobody watches).
+            when the run is streamed (on Temporal they cost history by the
+            batch: turn it off for agents nobody watches). The model is called
+            as Agent Framework calls it: streaming when the run is streamed
+            (``run(..., stream=True)``, ``ctx.is_streaming()``), with one
+            non-streaming call in a ``run()`` that is awaited.
         live_result_chars: A tool result longer than this is streamed live
             as its first ``live_result_chars`` characters and a note of how
             many more there are (``None``: whole). Live updates are for people
@@ -152,7 +155,11 @@ class AgentExecutor(Executor):
             size again in history. The conversation and the response keep
             every result whole.
         output_response: Yield each completed turn's ``AgentResponse`` as a
-            workflow output (as Agent Framework does). A long conversation
+            workflow output, as Agent Framework does in an awaited ``run()``;
+            in a streamed run the updates are the outputs (live
+            ``AgentRunUpdateEvent``s of type ``"output"``, as Agent Framework
+            yields ``AgentResponseUpdate``s), unless ``stream=False``. A run on
+            Temporal started by ``start_run`` does both. A long conversation
             should turn it off: a run's outputs are kept with it.
         context_mode: What a received ``AgentExecutorResponse`` adds to this
             agent's input: the sender's ``"full"`` conversation, its
@@ -368,7 +375,12 @@ class AgentExecutor(Executor):
         session = ctx.get_executor_state("session")
         try:
             turn = await self._turns.run(
-                conversation, inputs, session=session, on_update=self._publisher(ctx), author=self._author()
+                conversation,
+                inputs,
+                session=session,
+                on_update=self._publisher(ctx),
+                author=self._author(),
+                stream=ctx.stream_mode is not False,
             )
         except Exception as e:
             raise self._model_error(e) from e
@@ -392,6 +404,7 @@ class AgentExecutor(Executor):
                 session=session,
                 on_update=self._publisher(ctx),
                 author=self._author(),
+                stream=ctx.stream_mode is not False,
             )
         except Exception as e:
             raise self._model_error(e) from e
@@ -447,7 +460,9 @@ class AgentExecutor(Executor):
                 },
             )
             return
-        if self._output_response:
+        # As Agent Framework: a streamed run's outputs are the updates (streamed live, type "output"), an
+        # awaited run's the response. A run that does not say (start_run on Temporal) keeps both.
+        if self._output_response and not (ctx.stream_mode is True and self._stream):
             await ctx.yield_output(turn.response)
         if ctx._graph.outgoing.get(self.id):
             full = [*inputs, *turn.response.messages]

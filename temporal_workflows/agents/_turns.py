@@ -88,6 +88,7 @@ class TurnRunner:
         session: dict[str, Any] | None,
         on_update: OnUpdate,
         author: str,
+        stream: bool = True,
     ) -> Turn:
         raise NotImplementedError
 
@@ -100,6 +101,7 @@ class TurnRunner:
         session: dict[str, Any] | None,
         on_update: OnUpdate,
         author: str,
+        stream: bool = True,
     ) -> Turn:
         raise NotImplementedError
 
@@ -149,15 +151,25 @@ class MafAgentTurns(TurnRunner):
         return session, source
 
     async def _run(
-        self, conversation: list[Any], inputs: list[Message], kept: dict[str, Any] | None, on_update: OnUpdate
+        self,
+        conversation: list[Any],
+        inputs: list[Message],
+        kept: dict[str, Any] | None,
+        on_update: OnUpdate,
+        streaming: bool = True,
     ) -> Turn:
         session, source = self._session(kept, conversation)
-        stream = self.agent.run(inputs, session=session, stream=True)
-        async for update in stream:
-            if not update.user_input_requests:  # as Agent Framework's own executor: requests are not output
-                on_update(update)
-        get_final = getattr(stream, "get_final_response", None)
-        response: AgentResponse = await get_final() if callable(get_final) else AgentResponse(messages=[])
+        response: AgentResponse
+        if not streaming:
+            # As Agent Framework's executor in a run that is not streamed: one non-streaming model call.
+            response = await self.agent.run(inputs, session=session, stream=False)
+        else:
+            updates = self.agent.run(inputs, session=session, stream=True)
+            async for update in updates:
+                if not update.user_input_requests:  # as Agent Framework's own executor: requests are not output
+                    on_update(update)
+            get_final = getattr(updates, "get_final_response", None)
+            response = await get_final() if callable(get_final) else AgentResponse(messages=[])
         history = session.state.get(source, {}).get("messages")
         if isinstance(history, list) and all(a is b for a, b in zip(history, conversation, strict=False)):
             added: list[Message] = list(history[len(conversation) :])
@@ -185,8 +197,9 @@ class MafAgentTurns(TurnRunner):
         session: dict[str, Any] | None,
         on_update: OnUpdate,
         author: str,
+        stream: bool = True,
     ) -> Turn:
-        return await self._run(conversation, inputs, session, on_update)
+        return await self._run(conversation, inputs, session, on_update, stream)
 
     async def resume(
         self,
@@ -197,6 +210,7 @@ class MafAgentTurns(TurnRunner):
         session: dict[str, Any] | None,
         on_update: OnUpdate,
         author: str,
+        stream: bool = True,
     ) -> Turn:
         # As Agent Framework's executor: the answers go in as messages, on the session that asked.
         messages: list[Message] = []
@@ -212,7 +226,7 @@ class MafAgentTurns(TurnRunner):
                 messages[-1].contents.append(answer)
             else:
                 messages.append(Message(role=role, contents=[answer]))
-        return await self._run(conversation, messages, resume.get("session") or session, on_update)
+        return await self._run(conversation, messages, resume.get("session") or session, on_update, stream)
 
 
 # -- Pydantic AI ---------------------------------------------------------------------------
@@ -385,11 +399,12 @@ class PydanticAgentTurns(TurnRunner):
         on_update: OnUpdate,
         author: str,
         added_before: list[Any],
+        stream: bool = True,
     ) -> Turn:
         from pydantic_ai import DeferredToolRequests
 
         kwargs: dict[str, Any] = {"message_history": history}
-        if self.streaming and self._can_stream():
+        if stream and self.streaming and self._can_stream():
             kwargs["event_stream_handler"] = self._handler(on_update, author)
         if deferred is not None:
             kwargs["deferred_tool_results"] = deferred
@@ -438,6 +453,7 @@ class PydanticAgentTurns(TurnRunner):
         session: dict[str, Any] | None,
         on_update: OnUpdate,
         author: str,
+        stream: bool = True,
     ) -> Turn:
         converted = self._to_pydantic(inputs)
         prompt: str | None = None
@@ -447,7 +463,13 @@ class PydanticAgentTurns(TurnRunner):
         history = [*conversation, *converted]
         # The turn's earlier input messages are not in the result's new messages: they were history.
         return await self._go(
-            history, prompt, deferred=None, on_update=on_update, author=author, added_before=converted
+            history,
+            prompt,
+            deferred=None,
+            on_update=on_update,
+            author=author,
+            added_before=converted,
+            stream=stream,
         )
 
     async def resume(
@@ -459,6 +481,7 @@ class PydanticAgentTurns(TurnRunner):
         session: dict[str, Any] | None,
         on_update: OnUpdate,
         author: str,
+        stream: bool = True,
     ) -> Turn:
         from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
 
@@ -473,5 +496,11 @@ class PydanticAgentTurns(TurnRunner):
                 calls[str(answer.call_id)] = answer.result
         deferred = DeferredToolResults(approvals=approvals, calls=calls)
         return await self._go(
-            list(conversation), None, deferred=deferred, on_update=on_update, author=author, added_before=[]
+            list(conversation),
+            None,
+            deferred=deferred,
+            on_update=on_update,
+            author=author,
+            added_before=[],
+            stream=stream,
         )

@@ -57,10 +57,13 @@ Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]
 # -- the parent's side -------------------------------------------------------------------------
 
 
-async def run_child(act: Activation, *, budget: TaskBudget, max_steps_in_flight: int | None = None) -> SubrunOutcome:
+async def run_child(
+    act: Activation, *, budget: TaskBudget, max_steps_in_flight: int | None = None, stream: bool | None = None
+) -> SubrunOutcome:
     """Run one activation of a child as a child workflow, to rest; its outcome.
 
-    The child runs at most as many steps at once as its parent (``max_steps_in_flight``).
+    The child runs at most as many steps at once as its parent (``max_steps_in_flight``), and is read as
+    its parent is (``stream``).
 
     Raises:
         ChildWorkflowError: the child failed (its own error is the cause: the
@@ -78,6 +81,7 @@ async def run_child(act: Activation, *, budget: TaskBudget, max_steps_in_flight:
         message_type=start.type if start else None,
         max_steps_in_flight=max_steps_in_flight,
         subrun=subrun,
+        stream=stream,
     )
     size = json_size(inp)
     async with budget.lock:

@@ -384,7 +384,7 @@ class RunHandle:
             return None
         return await self._update_or_deliver(UPDATE_RESPOND, Delivery(str(uuid.uuid4()), respond=arg))
 
-    async def respond_all(self, responses: Mapping[str, Any]) -> dict[str, Any]:
+    async def respond_all(self, responses: Mapping[str, Any], *, stream: bool | None = None) -> dict[str, Any]:
         """Answer several pending requests together, as ``run(responses={...})`` does in process.
 
         One ``submit_responses`` update carries them: the run checks every one
@@ -394,8 +394,11 @@ class RunHandle:
         answer. Answers too large to share one update (over
         ``UPDATE_INLINE_BYTES`` together), or a worker that predates the update,
         get them one by one, as :meth:`respond` sends them.
+
+        ``stream``: how the caller reads the run from here on (``RunInput.stream``;
+        the durable twin's ``run(responses=..., stream=...)``); ``None`` leaves it.
         """
-        arg = RespondAllInput([])
+        arg = RespondAllInput([], stream=stream)
         for request_id, response in responses.items():
             _check_length("request id", request_id, MAX_ID_CHARS)
             what = f"response to request {request_id!r}"
@@ -645,6 +648,7 @@ async def start_run(
     checkpoint_every: int | None = None,
     max_history_events: int | None = None,
     max_steps_in_flight: int | None = None,
+    stream: bool | None = None,
 ) -> RunHandle:
     """Start a run of ``workflow`` (a built graph, or its name) with a start message.
 
@@ -660,6 +664,11 @@ async def start_run(
         max_steps_in_flight: Run at most this many steps of a superstep at once
             (1 to 1,000, the default); the others start as those finish, and
             results still commit in the same order.
+        stream: How the run is read, as Agent Framework's ``run(stream=...)``
+            (``ctx.is_streaming()``; agents call their model and yield outputs
+            accordingly): ``True`` streamed, ``False`` awaited; ``None`` (the
+            default) not said: agents stream live and keep each response as an
+            output (docs/agents.md).
 
     Raises:
         PayloadTooLargeError: the start message is too large for one Temporal
@@ -687,6 +696,8 @@ async def start_run(
         if not 1 <= max_steps_in_flight <= MAX_STEPS_IN_FLIGHT:
             raise ValueError(f"max_steps_in_flight must be 1 to {MAX_STEPS_IN_FLIGHT}, not {max_steps_in_flight}")
         arg["max_steps_in_flight"] = max_steps_in_flight
+    if stream is not None:
+        arg["stream"] = stream
     handle = await client.start_workflow(
         name, arg, id=id or f"{name}-{uuid.uuid4().hex[:12]}", task_queue=task_queue, result_type=dict
     )

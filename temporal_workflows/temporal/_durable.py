@@ -184,7 +184,7 @@ class DurableWorkflow:
         """
         check_run_arguments(message, responses, checkpoint_id)
         # Taken here, synchronously, as in process: two calls started back to back cannot both pass.
-        events = self._reservation.take(self._events(message, responses, checkpoint_id, checkpoint_storage))
+        events = self._reservation.take(self._events(message, responses, checkpoint_id, checkpoint_storage, stream))
         if stream:
             return events
         return self._collect(events)
@@ -221,15 +221,16 @@ class DurableWorkflow:
         responses: Mapping[str, Any] | None,
         checkpoint_id: str | None,
         storage: CheckpointStorage | None,
+        stream: bool,
     ) -> AsyncGenerator[WorkflowEvent, None]:
         if checkpoint_id is not None:
             handle = await self._restore(checkpoint_id, storage)
         elif message is not MISSING:
-            handle = await self._start(message)
+            handle = await self._start(message, stream)
         else:
             handle = await self._open_handle()
         if responses:
-            await self._respond(handle, responses)
+            await self._respond(handle, responses, stream)
         async for event in handle.events(from_offset=self._offset):
             self._offset += 1
             self._seen(event)
@@ -248,7 +249,7 @@ class DurableWorkflow:
         elif isinstance(event, WorkflowStatusEvent):
             self._state = event.state
 
-    async def _start(self, message: Any) -> RunHandle:
+    async def _start(self, message: Any, stream: bool) -> RunHandle:
         if self._handle is not None and await _is_open(self._handle):
             raise WorkflowError(
                 f"run {self._handle.id!r} is still open ({self._state}): answer it with run(responses=...), "
@@ -262,6 +263,7 @@ class DurableWorkflow:
             id=workflow_id,
             task_queue=self._task_queue,
             checkpoint_every=self._checkpoint_every,
+            stream=stream,  # steps read it as ctx.is_streaming(), as in process
         )
         self._new_run()
         return self._handle
@@ -307,11 +309,11 @@ class DurableWorkflow:
             raise WorkflowError("no run to send responses to; start one with run(message)")
         return self._handle
 
-    async def _respond(self, handle: RunHandle, responses: Mapping[str, Any]) -> None:
+    async def _respond(self, handle: RunHandle, responses: Mapping[str, Any], stream: bool) -> None:
         # One update with every answer (as in process, where a bad one changes nothing): the run checks them
         # all before taking any, and hands them to the engine at one boundary, so the superstep that follows
         # sees all of them and this call returns only once the run is idle again after it.
-        await handle.respond_all(responses)
+        await handle.respond_all(responses, stream=stream)
         for request_id in responses:
             self._pending.pop(request_id, None)
 

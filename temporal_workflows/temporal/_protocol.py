@@ -424,6 +424,11 @@ class RunInput:
     carried: Carried | None = None
     """Set by the run itself when it continues as new; never by callers."""
     subrun: SubrunInput | None = None
+    stream: bool | None = None
+    """How the run is read, as Agent Framework's ``run(stream=...)``: ``True`` streamed, ``False`` awaited
+    (the durable twin's ``run()``), ``None`` not said (``start_run``). Steps read it as
+    ``ctx.is_streaming()``; ``AgentExecutor`` calls its model and yields outputs accordingly. A
+    ``submit_responses`` update may change it for the supersteps that follow."""
     """Set when a ``WorkflowExecutor`` of a parent run starts this run as its child; never by callers."""
 
 
@@ -521,6 +526,8 @@ class RespondAllInput:
 
     __pydantic_config__ = ConfigDict(extra="forbid")
     responses: list[RespondInput]
+    stream: bool | None = None
+    """How the call that gives them reads the run from here on (:attr:`RunInput.stream`); ``None``: unchanged."""
 
 
 @dataclass
@@ -689,6 +696,8 @@ class StepInput:
     signature: str = ""
     """The first :data:`SIGNATURE_PREFIX` characters of the run's pinned graph signature: a worker
     hosting another graph under the same name refuses the step (empty in steps scheduled by older runs)."""
+    streaming: bool | None = None
+    """How the run is read (``ctx.is_streaming()``, :attr:`RunInput.stream`); ``None``: not said."""
 
 
 @dataclass

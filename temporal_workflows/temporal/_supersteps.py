@@ -139,6 +139,8 @@ class StepRunner:
         self.epoch = epoch
         self.budget = budget or TaskBudget()
         self.max_in_flight = MAX_STEPS_IN_FLIGHT
+        self.streaming: bool | None = None
+        """How the run is read (``RunInput.stream``), passed to every step (``ctx.is_streaming()``)."""
         self.state_version = "0"
         self.state_size = 0
         self.in_flight: list[str] = []
@@ -233,7 +235,7 @@ class StepRunner:
                 # A running child counts against the window like a step (Temporal also bounds pending children).
                 async with window:
                     limit = self.max_in_flight if self.max_in_flight != MAX_STEPS_IN_FLIGHT else None
-                    return await run_child(act, budget=self.budget, max_steps_in_flight=limit)
+                    return await run_child(act, budget=self.budget, max_steps_in_flight=limit, stream=self.streaming)
 
             async def report(report_task: StepTask) -> StepResult:
                 return await self._activity_step(report_task, inline, window)
@@ -248,7 +250,7 @@ class StepRunner:
         async with window:
             local, options = activity_options(self.step_options.get(task.executor_id, {}))
             signature = self.topology.signature_hash[:SIGNATURE_PREFIX]
-            arg = encode_step_input(StepInput(task, self.state_version, inline, self.epoch, signature))
+            arg = encode_step_input(StepInput(task, self.state_version, inline, self.epoch, signature, self.streaming))
             # "<superstep>.<index>.<executor>" is what the Web UI lists, so a step
             # needs no summary: one payload less to record and visit per step.
             activity_id = f"{task.superstep}.{task.index}.{task.executor_id}"

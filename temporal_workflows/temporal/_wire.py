@@ -106,6 +106,8 @@ def encode_step_input(inp: StepInput) -> dict[str, Any]:
         out["epoch"] = inp.epoch
     if inp.signature:
         out["signature"] = inp.signature
+    if inp.streaming is not None:
+        out["stream"] = inp.streaming
     return out
 
 
@@ -136,7 +138,15 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
         state = None
     else:
         state = {k: decode_envelope(v) for k, v in raw.get("state", {}).items()}
-    return StepInput(task, raw.get("state_version", ""), state, raw.get("epoch", 0), raw.get("signature", ""))
+    stream = raw.get("stream")
+    return StepInput(
+        task,
+        raw.get("state_version", ""),
+        state,
+        raw.get("epoch", 0),
+        raw.get("signature", ""),
+        stream if isinstance(stream, bool) else None,
+    )
 
 
 def _derived_fan_in(groups: Mapping[str, FanInGroup], source_id: str | None, target_id: str) -> str | None:

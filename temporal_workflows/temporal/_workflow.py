@@ -536,7 +536,10 @@ class GraphWorkflow:
         self._updates_since_task = True
         self._check_open()
         self._inbox.charge_update(inp)
-        return await self._inbox.accept_responses(await self._started_engine(), inp)
+        accepted = await self._inbox.accept_responses(await self._started_engine(), inp)
+        if inp.stream is not None and self._steps is not None:
+            self._steps.streaming = inp.stream  # how the caller reads the supersteps these answers start
+        return accepted
 
     @submit_responses.validator
     def _validate_submit_responses(self, inp: RespondAllInput) -> None:
@@ -741,6 +744,7 @@ class GraphWorkflow:
         self._max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
         steps = self._steps = StepRunner(topology, pinned.step_options or {}, epoch=self._epoch, budget=self._budget)
         steps.max_in_flight = inp.max_steps_in_flight or MAX_STEPS_IN_FLIGHT
+        steps.streaming = inp.stream
         engine = Engine(topology)
         carried = self._carried
         # What the engine starts from, named in the error if it cannot (a forged or corrupt snapshot).
@@ -953,6 +957,7 @@ class GraphWorkflow:
         carried.stream = self._stream_state()
         arg = RunInput(
             keep_alive=self._keep_alive,
+            stream=self._steps.streaming if self._steps is not None else self._input.stream,
             checkpoint_every=self._input.checkpoint_every,
             max_history_events=self._input.max_history_events,
             max_steps_in_flight=self._input.max_steps_in_flight,

@@ -164,3 +164,21 @@ async def test_agents_sharing_a_session_see_one_conversation_kept_in_run_state_o
         ("assistant", "B saw 4"),
     ]
     assert history == [m.to_dict() for m in local.state["conversation:session:it-shared-session"]]
+
+
+# -- 7. streaming only when the run is streamed, on the durable twin ---------------------------------------
+
+
+async def test_the_twin_streams_agents_only_in_a_streamed_run_as_in_process(client: Client) -> None:
+    from agent_framework import AgentResponse, AgentResponseUpdate
+
+    from tests.integration.agent_graphs import GRAPHS
+
+    wf = GRAPHS["chain"]
+    for runner in (wf, wf.on_temporal(client, task_queue=TASK_QUEUE)):
+        awaited = await runner.run("Write a slogan")
+        assert [type(o) for o in awaited.get_outputs()] == [AgentResponse, AgentResponse]
+        assert not [e for e in awaited if isinstance(e.data, AgentResponseUpdate)]
+        streamed = [e.data async for e in runner.run("Write a slogan", stream=True) if e.type == "output"]
+        assert {type(o) for o in streamed} == {AgentResponseUpdate}
+        assert "".join(o.text for o in streamed) == "Charge Ahead: affordable funMake it more playful."

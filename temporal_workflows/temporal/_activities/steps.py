@@ -251,6 +251,7 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
                     epoch=inp.epoch,
                     heartbeat=heartbeats,
                     live=live,
+                    streaming=inp.streaming,
                 )
         except asyncio.CancelledError:
             live.abandon()  # a cancelled attempt's items are void; its cancel must not wait on a flush
