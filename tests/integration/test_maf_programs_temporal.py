@@ -182,3 +182,17 @@ async def test_the_twin_streams_agents_only_in_a_streamed_run_as_in_process(clie
         streamed = [e.data async for e in runner.run("Write a slogan", stream=True) if e.type == "output"]
         assert {type(o) for o in streamed} == {AgentResponseUpdate}
         assert "".join(o.text for o in streamed) == "Charge Ahead: affordable funMake it more playful."
+
+
+# -- 2. checkpoint numbering on Temporal ------------------------------------------------------------------
+
+
+async def test_a_paused_and_answered_run_is_checkpointed_as_agent_framework_numbers_it(client: Client) -> None:
+    """Entry (0), superstep 1 with its request (1), the answer's entry (1), supersteps 2 and 3: MAF's 0,1,1,2,3."""
+    durable = twin(client, checkpoint_every=1)
+    asked = (await durable.run("bees")).get_request_info_events()
+    await durable.run(responses={asked[0].request_id: sc.Answer(text="buzz")})
+    assert durable.handle is not None
+    listed = await durable.handle.checkpoints()
+    assert [c["superstep"] for c in listed] == [0, 1, 1, 2, 3]
+    assert [c["parent_id"] for c in listed[1:]] == [c["checkpoint_id"] for c in listed[:-1]]
