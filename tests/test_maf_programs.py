@@ -344,3 +344,88 @@ async def test_the_model_streams_and_updates_are_the_outputs_only_when_the_run_i
         ("AgentResponseUpdate", "Charge "),
         ("AgentResponseUpdate", "ahead"),
     ]
+
+
+# -- MAF's checkpoint_with_resume sample (items 1 and 2): interrupted after supersteps, resumed from get_latest --
+
+
+@dataclass
+class ComputeTask:
+    remaining_numbers: list[int]
+
+
+async def checkpoint_with_resume(mod: Any, interrupt: list[bool]) -> list[str]:
+    """The sample, with its random interruptions replaced by a fixed pattern; returns what it prints."""
+    printed: list[str] = []
+    pattern = iter(interrupt)
+
+    class StartExecutor(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler
+        async def start(self, upper_limit: int, ctx: mod.WorkflowContext[ComputeTask]) -> None:  # type: ignore[name-defined]
+            printed.append(f"StartExecutor: Starting factor pair computation up to {upper_limit}")
+            await ctx.send_message(ComputeTask(remaining_numbers=list(range(1, upper_limit + 1))))
+
+    class WorkerExecutor(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, id: str) -> None:
+            super().__init__(id=id)
+            self._pairs: dict[int, list[tuple[int, int]]] = {}
+
+        @mod.handler
+        async def compute(
+            self,
+            task: ComputeTask,
+            ctx: mod.WorkflowContext[ComputeTask, dict[int, list[tuple[int, int]]]],  # type: ignore[name-defined]
+        ) -> None:
+            next_number = task.remaining_numbers.pop(0)
+            printed.append(f"WorkerExecutor: Computing factor pairs for {next_number}")
+            self._pairs[next_number] = [(i, next_number // i) for i in range(1, next_number) if next_number % i == 0]
+            if not task.remaining_numbers:
+                await ctx.yield_output(self._pairs)
+            else:
+                await ctx.send_message(task)
+
+        async def on_checkpoint_save(self) -> dict[str, Any]:
+            return {"composite_number_pairs": self._pairs}
+
+        async def on_checkpoint_restore(self, state: dict[str, Any]) -> None:
+            self._pairs = state.get("composite_number_pairs", {})
+
+    storage = mod.InMemoryCheckpointStorage()
+    start, worker = StartExecutor(id="start"), WorkerExecutor(id="worker")
+    builder = (
+        mod.WorkflowBuilder(start_executor=start, checkpoint_storage=storage)
+        .add_edge(start, worker)
+        .add_edge(worker, worker)
+    )
+    latest = None
+    for _ in range(20):
+        workflow = builder.build()
+        events = (
+            workflow.run(message=5, stream=True)
+            if latest is None
+            else workflow.run(checkpoint_id=latest.checkpoint_id, stream=True)
+        )
+        output = None
+        async for event in events:
+            if event.type == "output":
+                output = event.data
+                break
+            if event.type == "superstep_completed" and next(pattern, False):
+                printed.append("** Simulating workflow interruption. Stopping execution. **")
+                break
+        latest = await storage.get_latest(workflow_name=workflow.name)
+        printed.append(f"Checkpoint iter={latest.iteration_count}")
+        if output is not None:
+            printed.append(f"Workflow completed successfully with output: {output}")
+            return printed
+    raise AssertionError("the sample never finished: " + "\n".join(printed[-5:]))
+
+
+@pytest.mark.parametrize("interrupt", [[True, False, True], [False, True, True, True, False, True]])
+async def test_the_checkpoint_with_resume_sample_prints_what_agent_framework_prints(interrupt: list[bool]) -> None:
+    maf, ours = [await checkpoint_with_resume(mod, interrupt) for mod in MODULES]
+    assert ours == maf
+    assert maf[-1] == (
+        "Workflow completed successfully with output: "
+        "{1: [], 2: [(1, 2)], 3: [(1, 3)], 4: [(1, 4), (2, 2)], 5: [(1, 5)]}"
+    )
