@@ -17,6 +17,7 @@ import agent_framework
 import pytest
 from agent_framework import (
     Agent,
+    AgentExecutorRequest,
     AgentExecutorResponse,
     AgentResponse,
     AgentResponseUpdate,
@@ -429,3 +430,55 @@ async def test_the_checkpoint_with_resume_sample_prints_what_agent_framework_pri
         "Workflow completed successfully with output: "
         "{1: [], 2: [(1, 2)], 3: [(1, 3)], 4: [(1, 4), (2, 2)], 5: [(1, 5)]}"
     )
+
+
+# -- MAF's agents_with_shared_session sample (item 8) --------------------------------------------------------
+
+
+async def shared_session_sample(mod: Any) -> list[str]:
+    @mod.executor(id="intercept_agent_response")
+    async def intercept_agent_response(
+        agent_response: AgentExecutorResponse,
+        ctx: mod.WorkflowContext[AgentExecutorRequest],  # type: ignore[name-defined]
+    ) -> None:
+        await ctx.send_message(AgentExecutorRequest(messages=[]))
+
+    def client(reply: str) -> ScriptedChatClient:
+        return ScriptedChatClient(lambda ms: f"{reply} ({len(ms)} messages)")
+
+    writer = Agent(
+        client=client("Ride more, spend less"),
+        instructions="You are a concise copywriter.",
+        name="writer",
+        context_providers=[InMemoryHistoryProvider()],
+    )
+    reviewer = Agent(
+        client=client("Punchy; add the price"),
+        instructions="You are a thoughtful reviewer.",
+        name="reviewer",
+        context_providers=[InMemoryHistoryProvider()],
+    )
+    shared_session = writer.create_session()
+    writer_executor = mod.AgentExecutor(writer, session=shared_session)
+    reviewer_executor = mod.AgentExecutor(reviewer, session=shared_session)
+    workflow = (
+        mod.WorkflowBuilder(start_executor=writer_executor)
+        .add_chain([writer_executor, intercept_agent_response, reviewer_executor])
+        .build()
+    )
+    result = await workflow.run("Write a tagline for a budget-friendly eBike.")
+    printed = [str(result.get_final_state()).rsplit(".", 1)[-1]]
+    memory_state = shared_session.state.get(InMemoryHistoryProvider.DEFAULT_SOURCE_ID, {})
+    printed += [f"{m.author_name or m.role}: {m.text}" for m in memory_state.get("messages", [])]
+    return printed
+
+
+async def test_the_shared_session_sample_prints_what_agent_framework_prints() -> None:
+    maf, ours = [await shared_session_sample(mod) for mod in MODULES]
+    assert ours == maf
+    assert maf == [
+        "IDLE",
+        "user: Write a tagline for a budget-friendly eBike.",
+        "writer: Ride more, spend less (1 messages)",
+        "reviewer: Punchy; add the price (2 messages)",
+    ]
