@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Never
 
 import agent_framework
 import pytest
@@ -23,6 +23,7 @@ from agent_framework import (
     AgentResponseUpdate,
     AgentSession,
     InMemoryHistoryProvider,
+    Message,
 )
 from pydantic import BaseModel
 
@@ -482,3 +483,89 @@ async def test_the_shared_session_sample_prints_what_agent_framework_prints() ->
         "writer: Ride more, spend less (1 messages)",
         "reviewer: Punchy; add the price (2 messages)",
     ]
+
+
+# -- MAF's edge_condition sample (structured output routes the graph; item 9) -------------------------------
+
+
+class DetectionResult(BaseModel):
+    is_spam: bool
+    reason: str
+    email_content: str
+
+
+class EmailResponse(BaseModel):
+    response: str
+
+
+async def edge_condition_sample(mod: Any, email: str) -> list[str]:
+    def get_condition(expected_result: bool) -> Any:
+        def condition(message: Any) -> bool:
+            if not isinstance(message, AgentExecutorResponse):
+                return True
+            try:
+                detection = DetectionResult.model_validate_json(message.agent_response.text)
+                return detection.is_spam == expected_result
+            except Exception:
+                return False
+
+        return condition
+
+    @mod.executor(id="send_email")
+    async def handle_email_response(response: AgentExecutorResponse, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        email_response = EmailResponse.model_validate_json(response.agent_response.text)
+        assert response.agent_response.value == email_response  # parsed, as in MAF
+        await ctx.yield_output(f"Email sent:\n{email_response.response}")
+
+    @mod.executor(id="handle_spam")
+    async def handle_spam_classifier_response(
+        response: AgentExecutorResponse,
+        ctx: mod.WorkflowContext[Never, str],  # type: ignore[name-defined]
+    ) -> None:
+        detection = DetectionResult.model_validate_json(response.agent_response.text)
+        await ctx.yield_output(f"Email marked as spam: {detection.reason}")
+
+    @mod.executor(id="to_email_assistant_request")
+    async def to_email_assistant_request(
+        response: AgentExecutorResponse,
+        ctx: mod.WorkflowContext[AgentExecutorRequest],  # type: ignore[name-defined]
+    ) -> None:
+        detection = response.agent_response.value
+        assert isinstance(detection, DetectionResult)
+        await ctx.send_message(AgentExecutorRequest(messages=[Message("user", [detection.email_content])]))
+
+    def detect(ms: list[Message]) -> str:
+        text = ms[-1].text
+        return DetectionResult(is_spam="WIN" in text, reason="prize bait", email_content=text).model_dump_json()
+
+    spam = mod.AgentExecutor(
+        Agent(
+            client=ScriptedChatClient(detect),
+            name="spam_detection_agent",
+            default_options={"response_format": DetectionResult},  # OpenAIChatOptions(...) is this dict
+        )
+    )
+    assistant = mod.AgentExecutor(
+        Agent(
+            client=ScriptedChatClient(lambda ms: EmailResponse(response=f"Re: {ms[-1].text}").model_dump_json()),
+            name="email_assistant_agent",
+            default_options={"response_format": EmailResponse},
+        )
+    )
+    workflow = (
+        mod.WorkflowBuilder(start_executor=spam)
+        .add_edge(spam, to_email_assistant_request, condition=get_condition(False))
+        .add_edge(to_email_assistant_request, assistant)
+        .add_edge(assistant, handle_email_response)
+        .add_edge(spam, handle_spam_classifier_response, condition=get_condition(True))
+        .build()
+    )
+    result = await workflow.run(AgentExecutorRequest(messages=[Message("user", [email])], should_respond=True))
+    return [f"{type(o).__name__}: {o.value if isinstance(o, AgentResponse) else o}" for o in result.get_outputs()]
+
+
+@pytest.mark.parametrize("email", ["Meeting notes: update the timeline", "WIN a free eBike now"])
+async def test_the_edge_condition_sample_routes_on_structured_output_as_agent_framework_does(email: str) -> None:
+    maf, ours = [await edge_condition_sample(mod, email) for mod in MODULES]
+    assert ours == maf
+    assert maf[-1] in (f"str: Email sent:\nRe: {email}", "str: Email marked as spam: prize bait")
