@@ -604,6 +604,7 @@ async def fork(
     *,
     task_queue: str | None = None,
     allow_signature_mismatch: bool = False,
+    stream: bool | None = None,
 ) -> RunHandle:
     """Start ``new_workflow_id`` from a checkpoint of ``source_workflow_id`` (time travel).
 
@@ -615,7 +616,8 @@ async def fork(
     new run with ``GraphSignatureMismatchError`` unless
     ``allow_signature_mismatch``; an unknown checkpoint fails it with
     ``CheckpointNotFoundError``. The new run goes to the source's task queue
-    unless ``task_queue`` says otherwise.
+    unless ``task_queue`` says otherwise. ``stream`` is how the new run is read
+    (``RunInput.stream``; the durable twin's ``run(checkpoint_id=..., stream=...)``).
     """
     _check_length("checkpoint id", checkpoint_id, MAX_ID_CHARS)
     desc = await client.get_workflow_handle(source_workflow_id).describe()
@@ -623,7 +625,7 @@ async def fork(
     lineage = {"workflow_id": source_workflow_id, "checkpoint_id": checkpoint_id}
     handle = await client.start_workflow(
         graph,
-        RunInput(fork_from=ForkSource(source_workflow_id, checkpoint_id, allow_signature_mismatch)),
+        RunInput(fork_from=ForkSource(source_workflow_id, checkpoint_id, allow_signature_mismatch), stream=stream),
         id=new_workflow_id,
         task_queue=task_queue or desc.task_queue,
         result_type=dict,

@@ -224,7 +224,7 @@ class DurableWorkflow:
         stream: bool,
     ) -> AsyncGenerator[WorkflowEvent, None]:
         if checkpoint_id is not None:
-            handle = await self._restore(checkpoint_id, storage)
+            handle = await self._restore(checkpoint_id, storage, stream)
         elif message is not MISSING:
             handle = await self._start(message, stream)
         else:
@@ -268,7 +268,7 @@ class DurableWorkflow:
         self._new_run()
         return self._handle
 
-    async def _restore(self, checkpoint_id: str, storage: CheckpointStorage | None) -> RunHandle:
+    async def _restore(self, checkpoint_id: str, storage: CheckpointStorage | None, stream: bool) -> RunHandle:
         followed = self._handle is not None and self._run_id != ""
         handle = self._handle or await self._run_of(checkpoint_id, storage)
         if await _is_open(handle):
@@ -287,7 +287,9 @@ class DurableWorkflow:
                 self._handle = handle
                 self._pending.clear()
                 return handle
-        self._handle = await fork(self._client, handle.id, checkpoint_id, handle.id, task_queue=self._task_queue)
+        self._handle = await fork(
+            self._client, handle.id, checkpoint_id, handle.id, task_queue=self._task_queue, stream=stream
+        )
         self._new_run()
         return self._handle
 
