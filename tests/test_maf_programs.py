@@ -467,7 +467,7 @@ async def shared_session_sample(mod: Any) -> list[str]:
         .add_chain([writer_executor, intercept_agent_response, reviewer_executor])
         .build()
     )
-    result = await workflow.run("Write a tagline for a budget-friendly eBike.")
+    result = await workflow.run("Write a tagline for a budget-friendly eBike.", client_kwargs={"store": False})
     printed = [str(result.get_final_state()).rsplit(".", 1)[-1]]
     memory_state = shared_session.state.get(InMemoryHistoryProvider.DEFAULT_SOURCE_ID, {})
     printed += [f"{m.author_name or m.role}: {m.text}" for m in memory_state.get("messages", [])]
@@ -569,3 +569,37 @@ async def test_the_edge_condition_sample_routes_on_structured_output_as_agent_fr
     maf, ours = [await edge_condition_sample(mod, email) for mod in MODULES]
     assert ours == maf
     assert maf[-1] in (f"str: Email sent:\nRe: {email}", "str: Email marked as spam: prize bait")
+
+
+# -- run(client_kwargs=..., function_invocation_kwargs=...) (the shared-session sample passes client_kwargs) --
+
+
+class KwargsClient(ScriptedChatClient):
+    """Records the keyword arguments each chat client call gets."""
+
+    def __init__(self, seen: list[dict[str, Any]]) -> None:
+        super().__init__(lambda ms: "ok")
+        self.seen = seen
+
+    def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
+        self.seen.append(dict(kwargs))
+        return super()._inner_get_response(messages=messages, stream=stream, options=options, **kwargs)
+
+
+@pytest.mark.parametrize("mod", MODULES, ids=ids)
+async def test_client_kwargs_reach_every_agent_or_the_one_they_name_as_in_agent_framework(mod: Any) -> None:
+    seen: list[dict[str, Any]] = []
+    a = mod.AgentExecutor(Agent(client=KwargsClient(seen), name="a"))
+    b = mod.AgentExecutor(Agent(client=KwargsClient(seen), name="b"))
+    workflow = mod.WorkflowBuilder(start_executor=a).add_edge(a, b).build()
+    await workflow.run("hi", client_kwargs={"store": False})
+    await workflow.run("hi", client_kwargs={"b": {"store": True}})
+    assert seen == [{"store": False}, {"store": False}, {}, {"store": True}]
+
+
+def test_invocation_kwargs_must_be_plain_json() -> None:
+    from temporal_workflows import NotSerializableError
+
+    workflow = writing_program(temporal_workflows, [])
+    with pytest.raises(NotSerializableError, match="client_kwargs"):
+        workflow.run("hi", client_kwargs={"when": object()})

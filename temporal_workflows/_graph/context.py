@@ -129,9 +129,11 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         heartbeat: Heartbeat = _no_heartbeat,
         live: LiveSink | None = None,
         streaming: bool | None = None,
+        invocation_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self._graph = graph
         self._streaming = streaming
+        self._invocation_kwargs = invocation_kwargs or {}
         self._heartbeat = heartbeat
         self._live = live
         self._live_items = 0
@@ -161,6 +163,25 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         read as a stream of events (``RunHandle.events()``), so it says ``True``.
         """
         return self._streaming is not False
+
+    def invocation_kwargs(self, name: str) -> dict[str, Any] | None:
+        """This executor's share of the run's ``function_invocation_kwargs`` or ``client_kwargs`` (``name``).
+
+        As Agent Framework resolves them: a mapping whose keys include executor
+        ids gives each its own entry (and ``"__global__"`` to all); any other
+        mapping is for every executor. ``None``: the run was given none.
+        """
+        given = self._invocation_kwargs.get(name)
+        if not isinstance(given, dict):
+            return None
+        ids = self._graph.executors
+        if not any(k in ids for k in given):
+            return dict(given)
+        mine: dict[str, Any] = {}
+        for part in (given.get("__global__"), given.get(self.executor_id)):
+            if isinstance(part, dict):
+                mine.update(part)
+        return mine or None
 
     @property
     def stream_mode(self) -> bool | None:
@@ -435,6 +456,7 @@ async def run_step(
     heartbeat: Heartbeat = _no_heartbeat,
     live: LiveSink | None = None,
     streaming: bool | None = None,
+    invocation_kwargs: Mapping[str, Any] | None = None,
 ) -> StepResult:
     """Run one task's handler against the committed ``state``; return what it did.
 
@@ -461,6 +483,7 @@ async def run_step(
         heartbeat=heartbeat,
         live=live,
         streaming=streaming,
+        invocation_kwargs=invocation_kwargs,
     )
     if attempt > 1 and live is not None:
         ctx._publish_live(StepRetryEvent(), counted=False)

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator, Awaitable, Collection, Generator, Ite
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from temporal_workflows._engine.registry import declare
-from temporal_workflows._errors import WorkflowRunError
+from temporal_workflows._engine.serde import encode
+from temporal_workflows._errors import NotSerializableError, WorkflowRunError
 from temporal_workflows._events import RequestInfoEvent, WorkflowEvent, WorkflowRunResult, WorkflowRunState
 from temporal_workflows._local.runner import MISSING, LocalRunner, RunStream, local_request_event, shared_state
 
@@ -64,6 +65,26 @@ def _base_reset() -> Any:
     from temporal_workflows._graph.executor import Executor
 
     return Executor.reset
+
+
+def invocation_kwargs(
+    function_invocation_kwargs: Mapping[str, Any] | None, client_kwargs: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """A ``run()`` call's invocation kwargs as the run keeps them (``None``: the call gives none).
+
+    Raises:
+        NotSerializableError: a value is not plain JSON (they travel to steps on Temporal).
+    """
+    if function_invocation_kwargs is None and client_kwargs is None:
+        return None
+    given: dict[str, Any] = {}
+    for name, value in (("function_invocation_kwargs", function_invocation_kwargs), ("client_kwargs", client_kwargs)):
+        if value is not None:
+            env = encode(dict(value), what=name)
+            if env.type is not None:
+                raise NotSerializableError(f"{name} must be plain JSON (str keys; str, number, bool, null, list, dict)")
+            given[name] = env.data
+    return given
 
 
 class Workflow:
@@ -173,6 +194,8 @@ class Workflow:
         responses: Mapping[str, Any] | None = ...,
         checkpoint_id: str | None = ...,
         checkpoint_storage: CheckpointStorage | None = ...,
+        function_invocation_kwargs: Mapping[str, Any] | None = ...,
+        client_kwargs: Mapping[str, Any] | None = ...,
     ) -> RunStream: ...
 
     @overload
@@ -185,6 +208,8 @@ class Workflow:
         checkpoint_id: str | None = ...,
         checkpoint_storage: CheckpointStorage | None = ...,
         include_status_events: bool = ...,
+        function_invocation_kwargs: Mapping[str, Any] | None = ...,
+        client_kwargs: Mapping[str, Any] | None = ...,
     ) -> Awaitable[WorkflowRunResult]: ...
 
     def run(
@@ -196,6 +221,8 @@ class Workflow:
         checkpoint_id: str | None = None,
         checkpoint_storage: CheckpointStorage | None = None,
         include_status_events: bool = False,
+        function_invocation_kwargs: Mapping[str, Any] | None = None,
+        client_kwargs: Mapping[str, Any] | None = None,
     ) -> RunStream | Awaitable[WorkflowRunResult]:
         """Run in this process until the graph is idle.
 
@@ -215,6 +242,12 @@ class Workflow:
             checkpoint_storage: Overrides the builder's storage for this call.
             include_status_events: Keep the ``status`` events in the result's
                 list (they are always in ``result.status_timeline()``).
+            function_invocation_kwargs, client_kwargs: As in Agent Framework:
+                keyword arguments ``AgentExecutor`` passes on to its agent's tool
+                calls and chat client calls; a mapping keyed by executor ids
+                gives each executor its own. They hold for the run (a call
+                continuing it with responses keeps them unless it gives new
+                ones) and must be plain JSON (they reach steps on Temporal too).
 
         Raises:
             WorkflowRunError: the run failed (``ExecutorFailedError``,
@@ -229,6 +262,7 @@ class Workflow:
             checkpoint_id=checkpoint_id,
             checkpoint_storage=checkpoint_storage if checkpoint_storage is not None else self._storage,
             stream=stream,
+            invocation_kwargs=invocation_kwargs(function_invocation_kwargs, client_kwargs),
         )
         if stream:
             return events

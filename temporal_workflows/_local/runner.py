@@ -78,10 +78,18 @@ def shared_state(state: Mapping[str, Envelope]) -> dict[str, Any]:
 
 
 class _LocalHost(DriverHost):
-    def __init__(self, runner: LocalRunner, storage: CheckpointStorage | None, *, streaming: bool = False) -> None:
+    def __init__(
+        self,
+        runner: LocalRunner,
+        storage: CheckpointStorage | None,
+        *,
+        streaming: bool = False,
+        invocation_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
         self.runner = runner
         self.storage = storage
         self.streaming = streaming
+        self.invocation_kwargs = invocation_kwargs
         self.live: LiveQueue[DriverEvent] = LiveQueue()
 
     def now(self) -> float:
@@ -96,6 +104,7 @@ class _LocalHost(DriverHost):
                 run_id=self.runner.run_id or "",
                 live=self.live,
                 streaming=self.streaming,
+                invocation_kwargs=self.invocation_kwargs,
             )
         except Exception as e:
             return StepFailure.of(e)
@@ -240,6 +249,8 @@ class LocalRunner:
         self.failed: WorkflowRunError | None = None
         self.last_checkpoint_id: str | None = None
         self.reservation = Reservation()
+        self.invocation_kwargs: dict[str, Any] = {}
+        """The run's ``function_invocation_kwargs`` / ``client_kwargs`` (Agent Framework's ``run()`` arguments)."""
 
     @property
     def running(self) -> bool:
@@ -352,16 +363,21 @@ class LocalRunner:
         checkpoint_id: str | None = None,
         checkpoint_storage: CheckpointStorage | None = None,
         stream: bool = False,
+        invocation_kwargs: Mapping[str, Any] | None = None,
     ) -> RunStream:
         """Reserve the workflow (now) and return the stream that runs it until the graph is idle.
 
         ``stream``: the call is ``run(..., stream=True)`` (steps read it as ``ctx.is_streaming()``).
+        ``invocation_kwargs``: the call's ``function_invocation_kwargs`` / ``client_kwargs``
+        (``None``: a new run has none, a continued one keeps its own).
 
         Raises:
             WorkflowError: it is already running, or the arguments cannot start anything.
         """
         check_run_arguments(message, responses, checkpoint_id)
-        return self.reservation.take(self._events(message, responses, checkpoint_id, checkpoint_storage, stream))
+        return self.reservation.take(
+            self._events(message, responses, checkpoint_id, checkpoint_storage, stream, invocation_kwargs)
+        )
 
     async def _events(
         self,
@@ -370,6 +386,7 @@ class LocalRunner:
         checkpoint_id: str | None,
         storage: CheckpointStorage | None,
         stream: bool = False,
+        invocation_kwargs: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[WorkflowEvent]:
         # Nothing about the current run changes until the new input (responses included) is accepted.
         run_id, last_checkpoint_id = self.run_id, self.last_checkpoint_id
@@ -390,7 +407,10 @@ class LocalRunner:
             # refused response must leave the run exactly as it was.
             engine = Engine(self.graph.topology, kept.snapshot())
         every = self.checkpoint_every if storage is not None else 0
-        host = _LocalHost(self, storage, streaming=stream)
+        kwargs = self.invocation_kwargs  # a continued run keeps its own
+        if invocation_kwargs is not None or started or restored:
+            kwargs = dict(invocation_kwargs or {})
+        host = _LocalHost(self, storage, streaming=stream, invocation_kwargs=kwargs)
         driver = SuperstepDriver(
             engine,
             host,
@@ -416,6 +436,7 @@ class LocalRunner:
                 engine.respond(rid, env)
         self.failed = None  # (a failed run took no responses above)
         self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
+        self.invocation_kwargs = kwargs
         if started or restored:
             # A run restored from a checkpoint starts again there (as a reset or fork does on Temporal).
             yield WorkflowStartedEvent(run_id=run_id or "")

@@ -381,6 +381,7 @@ class AgentExecutor(Executor):
                 on_update=self._publisher(ctx),
                 author=self._author(),
                 stream=ctx.stream_mode is not False,
+                run_kwargs=self._run_kwargs(ctx),
             )
         except Exception as e:
             raise self._model_error(e) from e
@@ -405,10 +406,20 @@ class AgentExecutor(Executor):
                 on_update=self._publisher(ctx),
                 author=self._author(),
                 stream=ctx.stream_mode is not False,
+                run_kwargs=self._run_kwargs(ctx),
             )
         except Exception as e:
             raise self._model_error(e) from e
         await self._finish(ctx, turn, inputs, session)
+
+    def _run_kwargs(self, ctx: WorkflowContext[Any, Any]) -> dict[str, Any] | None:
+        """The run's ``function_invocation_kwargs`` / ``client_kwargs`` for this executor (MAF's ``run()`` args)."""
+        given = {
+            name: value
+            for name in ("function_invocation_kwargs", "client_kwargs")
+            if (value := ctx.invocation_kwargs(name)) is not None
+        }
+        return given or None
 
     def _model_error(self, e: Exception) -> Exception:
         if isinstance(e, WorkflowError) or not is_permanent_model_error(e):

@@ -89,6 +89,7 @@ class TurnRunner:
         on_update: OnUpdate,
         author: str,
         stream: bool = True,
+        run_kwargs: dict[str, Any] | None = None,
     ) -> Turn:
         raise NotImplementedError
 
@@ -102,6 +103,7 @@ class TurnRunner:
         on_update: OnUpdate,
         author: str,
         stream: bool = True,
+        run_kwargs: dict[str, Any] | None = None,
     ) -> Turn:
         raise NotImplementedError
 
@@ -157,14 +159,16 @@ class MafAgentTurns(TurnRunner):
         kept: dict[str, Any] | None,
         on_update: OnUpdate,
         streaming: bool = True,
+        run_kwargs: dict[str, Any] | None = None,
     ) -> Turn:
         session, source = self._session(kept, conversation)
+        extra = run_kwargs or {}  # the run's client_kwargs / function_invocation_kwargs, as MAF's executor passes them
         response: AgentResponse
         if not streaming:
             # As Agent Framework's executor in a run that is not streamed: one non-streaming model call.
-            response = await self.agent.run(inputs, session=session, stream=False)
+            response = await self.agent.run(inputs, session=session, stream=False, **extra)
         else:
-            updates = self.agent.run(inputs, session=session, stream=True)
+            updates = self.agent.run(inputs, session=session, stream=True, **extra)
             async for update in updates:
                 if not update.user_input_requests:  # as Agent Framework's own executor: requests are not output
                     on_update(update)
@@ -198,8 +202,9 @@ class MafAgentTurns(TurnRunner):
         on_update: OnUpdate,
         author: str,
         stream: bool = True,
+        run_kwargs: dict[str, Any] | None = None,
     ) -> Turn:
-        return await self._run(conversation, inputs, session, on_update, stream)
+        return await self._run(conversation, inputs, session, on_update, stream, run_kwargs)
 
     async def resume(
         self,
@@ -211,6 +216,7 @@ class MafAgentTurns(TurnRunner):
         on_update: OnUpdate,
         author: str,
         stream: bool = True,
+        run_kwargs: dict[str, Any] | None = None,
     ) -> Turn:
         # As Agent Framework's executor: the answers go in as messages, on the session that asked.
         messages: list[Message] = []
@@ -226,7 +232,7 @@ class MafAgentTurns(TurnRunner):
                 messages[-1].contents.append(answer)
             else:
                 messages.append(Message(role=role, contents=[answer]))
-        return await self._run(conversation, messages, resume.get("session") or session, on_update, stream)
+        return await self._run(conversation, messages, resume.get("session") or session, on_update, stream, run_kwargs)
 
 
 # -- Pydantic AI ---------------------------------------------------------------------------
@@ -454,6 +460,7 @@ class PydanticAgentTurns(TurnRunner):
         on_update: OnUpdate,
         author: str,
         stream: bool = True,
+        run_kwargs: dict[str, Any] | None = None,
     ) -> Turn:
         converted = self._to_pydantic(inputs)
         prompt: str | None = None
@@ -482,6 +489,7 @@ class PydanticAgentTurns(TurnRunner):
         on_update: OnUpdate,
         author: str,
         stream: bool = True,
+        run_kwargs: dict[str, Any] | None = None,
     ) -> Turn:
         from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
 

@@ -42,7 +42,7 @@ from temporal_workflows._events import (
     WorkflowStartedEvent,
 )
 from temporal_workflows._graph.checkstart import check_start_message
-from temporal_workflows._graph.workflow import Workflow
+from temporal_workflows._graph.workflow import Workflow, invocation_kwargs
 from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
 from temporal_workflows.temporal._failures import library_error
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
@@ -384,7 +384,14 @@ class RunHandle:
             return None
         return await self._update_or_deliver(UPDATE_RESPOND, Delivery(str(uuid.uuid4()), respond=arg))
 
-    async def respond_all(self, responses: Mapping[str, Any], *, stream: bool | None = None) -> dict[str, Any]:
+    async def respond_all(
+        self,
+        responses: Mapping[str, Any],
+        *,
+        stream: bool | None = None,
+        function_invocation_kwargs: Mapping[str, Any] | None = None,
+        client_kwargs: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Answer several pending requests together, as ``run(responses={...})`` does in process.
 
         One ``submit_responses`` update carries them: the run checks every one
@@ -397,8 +404,12 @@ class RunHandle:
 
         ``stream``: how the caller reads the run from here on (``RunInput.stream``;
         the durable twin's ``run(responses=..., stream=...)``); ``None`` leaves it.
+        ``function_invocation_kwargs`` / ``client_kwargs`` replace the run's (as in
+        Agent Framework, a call that gives none leaves them).
         """
-        arg = RespondAllInput([], stream=stream)
+        arg = RespondAllInput(
+            [], stream=stream, invocation_kwargs=invocation_kwargs(function_invocation_kwargs, client_kwargs)
+        )
         for request_id, response in responses.items():
             _check_length("request id", request_id, MAX_ID_CHARS)
             what = f"response to request {request_id!r}"
@@ -651,6 +662,8 @@ async def start_run(
     max_history_events: int | None = None,
     max_steps_in_flight: int | None = None,
     stream: bool | None = None,
+    function_invocation_kwargs: Mapping[str, Any] | None = None,
+    client_kwargs: Mapping[str, Any] | None = None,
 ) -> RunHandle:
     """Start a run of ``workflow`` (a built graph, or its name) with a start message.
 
@@ -671,6 +684,9 @@ async def start_run(
             accordingly): ``True`` streamed, ``False`` awaited; ``None`` (the
             default) not said: agents stream live and keep each response as an
             output (docs/agents.md).
+        function_invocation_kwargs, client_kwargs: As Agent Framework's
+            ``run()`` takes them (plain JSON): every step gets them, and
+            ``AgentExecutor`` passes them to its agent's tools and chat client.
 
     Raises:
         PayloadTooLargeError: the start message is too large for one Temporal
@@ -700,6 +716,9 @@ async def start_run(
         arg["max_steps_in_flight"] = max_steps_in_flight
     if stream is not None:
         arg["stream"] = stream
+    kwargs = invocation_kwargs(function_invocation_kwargs, client_kwargs)
+    if kwargs:
+        arg["invocation_kwargs"] = kwargs
     handle = await client.start_workflow(
         name, arg, id=id or f"{name}-{uuid.uuid4().hex[:12]}", task_queue=task_queue, result_type=dict
     )

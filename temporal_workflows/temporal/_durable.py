@@ -38,6 +38,7 @@ from temporal_workflows._events import (
     WorkflowStartedEvent,
     WorkflowStatusEvent,
 )
+from temporal_workflows._graph.workflow import invocation_kwargs
 from temporal_workflows._local.runner import MISSING, Reservation, RunStream, check_run_arguments
 from temporal_workflows.temporal._client import RunHandle, fork, get_run, start_run
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
@@ -133,6 +134,8 @@ class DurableWorkflow:
         responses: Mapping[str, Any] | None = ...,
         checkpoint_id: str | None = ...,
         checkpoint_storage: CheckpointStorage | None = ...,
+        function_invocation_kwargs: Mapping[str, Any] | None = ...,
+        client_kwargs: Mapping[str, Any] | None = ...,
     ) -> AsyncIterator[WorkflowEvent]: ...
 
     @overload
@@ -144,6 +147,8 @@ class DurableWorkflow:
         responses: Mapping[str, Any] | None = ...,
         checkpoint_id: str | None = ...,
         checkpoint_storage: CheckpointStorage | None = ...,
+        function_invocation_kwargs: Mapping[str, Any] | None = ...,
+        client_kwargs: Mapping[str, Any] | None = ...,
     ) -> Awaitable[WorkflowRunResult]: ...
 
     def run(
@@ -154,6 +159,8 @@ class DurableWorkflow:
         responses: Mapping[str, Any] | None = None,
         checkpoint_id: str | None = None,
         checkpoint_storage: CheckpointStorage | None = None,
+        function_invocation_kwargs: Mapping[str, Any] | None = None,
+        client_kwargs: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[WorkflowEvent] | Awaitable[WorkflowRunResult]:
         """As :meth:`Workflow.run`, on Temporal.
 
@@ -172,6 +179,8 @@ class DurableWorkflow:
                 needs nothing else.
             checkpoint_storage: Where to look a checkpoint's run up (see
                 ``checkpoint_id``); the checkpoint itself is loaded by the worker.
+            function_invocation_kwargs, client_kwargs: As in process (a new run
+                gets them; responses may replace them).
 
         Raises:
             WorkflowRunError: the run failed: the same class and message as in
@@ -183,8 +192,11 @@ class DurableWorkflow:
                 checkpoint), or a new run while this object's run is open.
         """
         check_run_arguments(message, responses, checkpoint_id)
+        kwargs = invocation_kwargs(function_invocation_kwargs, client_kwargs)
         # Taken here, synchronously, as in process: two calls started back to back cannot both pass.
-        events = self._reservation.take(self._events(message, responses, checkpoint_id, checkpoint_storage, stream))
+        events = self._reservation.take(
+            self._events(message, responses, checkpoint_id, checkpoint_storage, stream, kwargs)
+        )
         if stream:
             return events
         return self._collect(events)
@@ -222,15 +234,16 @@ class DurableWorkflow:
         checkpoint_id: str | None,
         storage: CheckpointStorage | None,
         stream: bool,
+        kwargs: dict[str, Any] | None = None,
     ) -> AsyncGenerator[WorkflowEvent, None]:
         if checkpoint_id is not None:
             handle = await self._restore(checkpoint_id, storage, stream)
         elif message is not MISSING:
-            handle = await self._start(message, stream)
+            handle = await self._start(message, stream, kwargs)
         else:
             handle = await self._open_handle()
         if responses:
-            await self._respond(handle, responses, stream)
+            await self._respond(handle, responses, stream, kwargs)
         async for event in handle.events(from_offset=self._offset):
             self._offset += 1
             self._seen(event)
@@ -249,7 +262,7 @@ class DurableWorkflow:
         elif isinstance(event, WorkflowStatusEvent):
             self._state = event.state
 
-    async def _start(self, message: Any, stream: bool) -> RunHandle:
+    async def _start(self, message: Any, stream: bool, kwargs: dict[str, Any] | None) -> RunHandle:
         if self._handle is not None and await _is_open(self._handle):
             raise WorkflowError(
                 f"run {self._handle.id!r} is still open ({self._state}): answer it with run(responses=...), "
@@ -264,6 +277,7 @@ class DurableWorkflow:
             task_queue=self._task_queue,
             checkpoint_every=self._checkpoint_every,
             stream=stream,  # steps read it as ctx.is_streaming(), as in process
+            **(kwargs or {}),
         )
         self._new_run()
         return self._handle
@@ -311,11 +325,13 @@ class DurableWorkflow:
             raise WorkflowError("no run to send responses to; start one with run(message)")
         return self._handle
 
-    async def _respond(self, handle: RunHandle, responses: Mapping[str, Any], stream: bool) -> None:
+    async def _respond(
+        self, handle: RunHandle, responses: Mapping[str, Any], stream: bool, kwargs: dict[str, Any] | None
+    ) -> None:
         # One update with every answer (as in process, where a bad one changes nothing): the run checks them
         # all before taking any, and hands them to the engine at one boundary, so the superstep that follows
         # sees all of them and this call returns only once the run is idle again after it.
-        await handle.respond_all(responses, stream=stream)
+        await handle.respond_all(responses, stream=stream, **(kwargs or {}))
         for request_id in responses:
             self._pending.pop(request_id, None)
 

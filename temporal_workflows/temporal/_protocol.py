@@ -429,6 +429,10 @@ class RunInput:
     (the durable twin's ``run()``), ``None`` not said (``start_run``). Steps read it as
     ``ctx.is_streaming()``; ``AgentExecutor`` calls its model and yields outputs accordingly. A
     ``submit_responses`` update may change it for the supersteps that follow."""
+    invocation_kwargs: dict[str, Any] | None = None
+    """Agent Framework's ``run(function_invocation_kwargs=..., client_kwargs=...)``, as plain JSON
+    (``{"client_kwargs": {...}, ...}``): every step gets them (``ctx.invocation_kwargs``); ``AgentExecutor``
+    passes them to its agent. Carried across continue-as-new; a ``submit_responses`` update may replace them."""
     """Set when a ``WorkflowExecutor`` of a parent run starts this run as its child; never by callers."""
 
 
@@ -528,6 +532,8 @@ class RespondAllInput:
     responses: list[RespondInput]
     stream: bool | None = None
     """How the call that gives them reads the run from here on (:attr:`RunInput.stream`); ``None``: unchanged."""
+    invocation_kwargs: dict[str, Any] | None = None
+    """The call's invocation kwargs (:attr:`RunInput.invocation_kwargs`); ``None``: unchanged."""
 
 
 @dataclass
@@ -698,6 +704,8 @@ class StepInput:
     hosting another graph under the same name refuses the step (empty in steps scheduled by older runs)."""
     streaming: bool | None = None
     """How the run is read (``ctx.is_streaming()``, :attr:`RunInput.stream`); ``None``: not said."""
+    invocation_kwargs: dict[str, Any] | None = None
+    """The run's ``function_invocation_kwargs`` / ``client_kwargs`` (:attr:`RunInput.invocation_kwargs`)."""
 
 
 @dataclass

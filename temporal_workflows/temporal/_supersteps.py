@@ -141,6 +141,8 @@ class StepRunner:
         self.max_in_flight = MAX_STEPS_IN_FLIGHT
         self.streaming: bool | None = None
         """How the run is read (``RunInput.stream``), passed to every step (``ctx.is_streaming()``)."""
+        self.invocation_kwargs: dict[str, Any] | None = None
+        """The run's ``RunInput.invocation_kwargs``, passed to every step."""
         self.state_version = "0"
         self.state_size = 0
         self.in_flight: list[str] = []
@@ -250,7 +252,11 @@ class StepRunner:
         async with window:
             local, options = activity_options(self.step_options.get(task.executor_id, {}))
             signature = self.topology.signature_hash[:SIGNATURE_PREFIX]
-            arg = encode_step_input(StepInput(task, self.state_version, inline, self.epoch, signature, self.streaming))
+            arg = encode_step_input(
+                StepInput(
+                    task, self.state_version, inline, self.epoch, signature, self.streaming, self.invocation_kwargs
+                )
+            )
             # "<superstep>.<index>.<executor>" is what the Web UI lists, so a step
             # needs no summary: one payload less to record and visit per step.
             activity_id = f"{task.superstep}.{task.index}.{task.executor_id}"

@@ -108,6 +108,8 @@ def encode_step_input(inp: StepInput) -> dict[str, Any]:
         out["signature"] = inp.signature
     if inp.streaming is not None:
         out["stream"] = inp.streaming
+    if inp.invocation_kwargs:
+        out["invocation_kwargs"] = inp.invocation_kwargs
     return out
 
 
@@ -146,6 +148,7 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
         raw.get("epoch", 0),
         raw.get("signature", ""),
         stream if isinstance(stream, bool) else None,
+        kwargs if isinstance(kwargs := raw.get("invocation_kwargs"), dict) else None,
     )
 
 

@@ -539,6 +539,8 @@ class GraphWorkflow:
         accepted = await self._inbox.accept_responses(await self._started_engine(), inp)
         if inp.stream is not None and self._steps is not None:
             self._steps.streaming = inp.stream  # how the caller reads the supersteps these answers start
+        if inp.invocation_kwargs is not None and self._steps is not None:
+            self._steps.invocation_kwargs = inp.invocation_kwargs
         return accepted
 
     @submit_responses.validator
@@ -745,6 +747,7 @@ class GraphWorkflow:
         steps = self._steps = StepRunner(topology, pinned.step_options or {}, epoch=self._epoch, budget=self._budget)
         steps.max_in_flight = inp.max_steps_in_flight or MAX_STEPS_IN_FLIGHT
         steps.streaming = inp.stream
+        steps.invocation_kwargs = inp.invocation_kwargs
         engine = Engine(topology)
         carried = self._carried
         # What the engine starts from, named in the error if it cannot (a forged or corrupt snapshot).
@@ -958,6 +961,9 @@ class GraphWorkflow:
         arg = RunInput(
             keep_alive=self._keep_alive,
             stream=self._steps.streaming if self._steps is not None else self._input.stream,
+            invocation_kwargs=(
+                self._steps.invocation_kwargs if self._steps is not None else self._input.invocation_kwargs
+            ),
             checkpoint_every=self._input.checkpoint_every,
             max_history_events=self._input.max_history_events,
             max_steps_in_flight=self._input.max_steps_in_flight,

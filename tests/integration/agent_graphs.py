@@ -276,7 +276,28 @@ def _pydantic_graphs() -> dict[str, Workflow]:
     return {"pydantic": WorkflowBuilder(start_executor=travel, name="it_agents_pydantic").build()}
 
 
-GRAPHS: dict[str, Workflow] = _build() if AVAILABLE else {}
+CLIENT_KWARGS: list[dict[str, Any]] = []
+"""What the ``it_agents_kwargs`` graph's chat client calls were given (``run(client_kwargs=...)``)."""
+
+
+def _build_kwargs() -> dict[str, Workflow]:
+    from temporal_workflows import WorkflowBuilder
+    from temporal_workflows.agents import AgentExecutor
+    from tests.agent_support import ScriptedChatClient
+
+    class Recording(ScriptedChatClient):
+        def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
+            CLIENT_KWARGS.append(dict(kwargs))
+            return super()._inner_get_response(messages=messages, stream=stream, options=options, **kwargs)
+
+    from agent_framework import Agent
+
+    first = AgentExecutor(Agent(client=Recording(lambda ms: "one"), name="kw_first"))
+    second = AgentExecutor(Agent(client=Recording(lambda ms: "two"), name="kw_second"))
+    return {"kwargs": WorkflowBuilder(start_executor=first, name="it_agents_kwargs").add_edge(first, second).build()}
+
+
+GRAPHS: dict[str, Workflow] = {**_build(), **_build_kwargs()} if AVAILABLE else {}
 
 
 def all_workflows() -> list[Workflow]:

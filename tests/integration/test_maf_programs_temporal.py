@@ -196,3 +196,13 @@ async def test_a_paused_and_answered_run_is_checkpointed_as_agent_framework_numb
     listed = await durable.handle.checkpoints()
     assert [c["superstep"] for c in listed] == [0, 1, 1, 2, 3]
     assert [c["parent_id"] for c in listed[1:]] == [c["checkpoint_id"] for c in listed[:-1]]
+
+
+async def test_client_kwargs_reach_the_agents_on_temporal_as_in_process(client: Client) -> None:
+    from tests.integration.agent_graphs import CLIENT_KWARGS, GRAPHS
+
+    wf = GRAPHS["kwargs"]
+    for runner in (wf, wf.on_temporal(client, task_queue=TASK_QUEUE)):
+        CLIENT_KWARGS.clear()
+        await runner.run("hi", client_kwargs={"kw_second": {"store": True}, "__global__": {"tenant": "t1"}})
+        assert CLIENT_KWARGS == [{"tenant": "t1"}, {"tenant": "t1", "store": True}]

@@ -252,6 +252,7 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
                     heartbeat=heartbeats,
                     live=live,
                     streaming=inp.streaming,
+                    invocation_kwargs=inp.invocation_kwargs,
                 )
         except asyncio.CancelledError:
             live.abandon()  # a cancelled attempt's items are void; its cancel must not wait on a flush
