@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Annotated, Any
 
 import pytest
@@ -801,7 +802,12 @@ async def test_plain_def_steps_and_free_function_steps_run() -> None:
 
 
 class Client:
-    """Not serializable: LlamaIndex passes it by reference in process, and so does this engine."""
+    """Not serializable (it holds a lock, as a real client holds connections): LlamaIndex passes it by
+    reference in process, and so does this engine. (A plain class with no such attribute would have a JSON
+    form: its attributes.)"""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
 
 
 class LiveValues(Workflow):
