@@ -603,3 +603,14 @@ def test_invocation_kwargs_must_be_plain_json() -> None:
     workflow = writing_program(temporal_workflows, [])
     with pytest.raises(NotSerializableError, match="client_kwargs"):
         workflow.run("hi", client_kwargs={"when": object()})
+
+
+@pytest.mark.parametrize("mod", MODULES, ids=ids)
+async def test_a_step_reads_whether_the_run_is_streamed_as_in_agent_framework(mod: Any) -> None:
+    @mod.executor(id="mode")
+    async def mode(text: str, ctx: mod.WorkflowContext[None, str]) -> None:  # type: ignore[name-defined]
+        await ctx.yield_output(f"{text}: {ctx.is_streaming()}")
+
+    workflow = mod.WorkflowBuilder(start_executor=mode).build()
+    assert (await workflow.run("awaited")).get_outputs() == ["awaited: False"]
+    assert [e.data async for e in workflow.run("streamed", stream=True) if e.type == "output"] == ["streamed: True"]
