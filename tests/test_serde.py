@@ -546,6 +546,8 @@ def test_plain_classes_whose_init_does_not_take_their_attributes_are_rebuilt_wit
     money = decode(through_envelope(Money(Decimal("2"))))
     assert money == Money(Decimal("2"))  # an __init__ that takes exactly the attributes still builds it
     assert encode(SplitCompleted()) == Envelope(type_key(SplitCompleted), {})
+    with pytest.raises(NotSerializableError, match="dunder"):
+        decode(Envelope(type_key(SplitCompleted), {"__class__": "x"}))
 
 
 def test_a_plain_class_is_rebuilt_without_init_only_if_declared_or_registered() -> None:

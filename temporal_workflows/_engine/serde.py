@@ -559,6 +559,8 @@ def _plain_decoder(tp: type) -> Callable[[Any], Any]:
         values = {k: _decode_node(x) for k, x in attrs.items()}
         if sig.takes(attrs.keys()):
             return tp(**values)
+        if any(k.startswith("__") and k.endswith("__") for k in attrs):
+            raise BadData("a stored attribute has a special (dunder) name")  # never an instance attribute we store
         # As copy.copy rebuilds it: no __init__ (it would not take these attributes), nothing else of the class run.
         instance: Any = object.__new__(tp)
         vars(instance).update(values)
