@@ -338,7 +338,7 @@ class AgentExecutor(Executor):
                 conversation, inputs, session=session, on_update=self._publisher(ctx), author=self._author()
             )
         except Exception as e:
-            raise self._model_error(e) from e
+            raise self._model_error(e)  # noqa: B904 - its cause is set there (never the error itself)
         await self._finish(ctx, turn, inputs, session)
 
     async def _resume(
@@ -361,18 +361,27 @@ class AgentExecutor(Executor):
                 author=self._author(),
             )
         except Exception as e:
-            raise self._model_error(e) from e
+            raise self._model_error(e)  # noqa: B904 - its cause is set there (never the error itself)
         await self._finish(ctx, turn, inputs, session)
 
     def _model_error(self, e: Exception) -> Exception:
+        """The error a failed model call fails the step with: the model's own, or a named permanent one.
+
+        The model's own error is raised as it is, keeping its own cause: ``raise
+        e from e`` would make it its own cause, a loop the SDK's failure
+        converter followed until "maximum recursion depth exceeded" hid the
+        model's error on Temporal. A permanent one has the model's as its cause.
+        """
         if isinstance(e, WorkflowError) or not is_permanent_model_error(e):
             return e
-        return AgentModelError(
+        error = AgentModelError(
             f"agent executor {self.id!r}: the model refused the request ({type(e).__name__}: {e}); "
             "another attempt would be refused too, so the step fails without retrying",
             executor_id=self.id,
             model_error=type(e).__name__,
         )
+        error.__cause__ = e
+        return error
 
     async def _finish(
         self, ctx: WorkflowContext[Any, Any], turn: Turn, inputs: list[Message], session: dict[str, Any] | None

@@ -1,0 +1,70 @@
+"""Issue 23, in process (and the pure parts the Temporal host shares): step errors with looping cause chains."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.api.failure.v1 import Failure
+from temporalio.converter import DataConverter
+
+from temporal_workflows import ExecutorFailedError
+from temporal_workflows.temporal._failures import MAX_CAUSE_CHAIN, sever_cause_cycles
+from tests.integration import robust_graphs
+from tests.integration.agent_graphs import AVAILABLE, GRAPHS
+
+
+def _chain(e: BaseException | None) -> list[str]:
+    """The messages of a failure's cause chain, as the SDK would convert it (raises RecursionError on a loop)."""
+    assert e is not None
+    failure = Failure()
+    DataConverter.default.failure_converter.to_failure(e, DataConverter.default.payload_converter, failure)
+    messages: list[str] = []
+    node: Failure | None = failure
+    while node is not None and node.message:
+        messages.append(node.message)
+        node = node.cause if node.HasField("cause") else None
+    return messages
+
+
+@pytest.mark.parametrize("kind", ["cause", "context", "deep"])
+def test_the_sdk_converts_a_looping_or_deep_cause_chain_once_it_is_severed(kind: str) -> None:
+    error = robust_graphs.looping_error(kind)
+    with pytest.raises(RecursionError):
+        _chain(robust_graphs.looping_error(kind))  # what the SDK did with the raw error
+    chain = _chain(sever_cause_cycles(error))
+    assert chain[0] == str(error)
+    assert len(chain) <= MAX_CAUSE_CHAIN + 1
+
+
+def test_severing_leaves_a_short_chain_as_it_is() -> None:
+    inner = OSError("disk")
+    outer = RuntimeError("save failed")
+    outer.__cause__ = inner
+    assert sever_cause_cycles(outer) is outer
+    assert outer.__cause__ is inner and _chain(outer) == ["save failed", "disk"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "error_type", "detail"),
+    [
+        ("cause", "ValueError", "its own cause"),
+        ("context", "ApplicationError", "a looping context"),
+        ("deep", "RuntimeError", "the top"),
+    ],
+)
+async def test_a_step_error_with_a_looping_cause_chain_is_reported_as_itself(
+    kind: str, error_type: str, detail: str
+) -> None:
+    with pytest.raises(ExecutorFailedError) as info:
+        await robust_graphs.cause_cycles.run(kind)
+    assert info.value.executor_id == "looping"
+    assert info.value.error_type == error_type and info.value.detail.startswith(detail)
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="needs the agent extras")
+async def test_an_agents_model_error_is_reported_with_its_own_type_and_message_and_is_not_its_own_cause() -> None:
+    with pytest.raises(ExecutorFailedError) as info:
+        await GRAPHS["exploding"].run("zz-exploding hello")
+    error = info.value
+    assert error.executor_id == "volatile"
+    assert (error.error_type, error.detail) == ("UpstreamModelError", "the upstream model exploded")
+    assert error.original is not None and error.original.__cause__ is not error.original
