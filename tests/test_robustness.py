@@ -1,4 +1,4 @@
-"""Issue 23, in process (and the pure parts the Temporal host shares): step errors with looping cause chains."""
+"""Issue 23, in process and the pure parts the Temporal host shares: looping cause chains, long ids."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.converter import DataConverter
 
 from temporal_workflows import ExecutorFailedError
+from temporal_workflows._engine.ids import MAX_ID_BYTES, bounded_id
 from temporal_workflows.temporal._failures import MAX_CAUSE_CHAIN, sever_cause_cycles
+from temporal_workflows.temporal._protocol import step_activity_name
 from tests.integration import robust_graphs
 from tests.integration.agent_graphs import AVAILABLE, GRAPHS
 
@@ -68,3 +70,37 @@ async def test_an_agents_model_error_is_reported_with_its_own_type_and_message_a
     assert error.executor_id == "volatile"
     assert (error.error_type, error.detail) == ("UpstreamModelError", "the upstream model exploded")
     assert error.original is not None and error.original.__cause__ is not error.original
+
+
+# -- ids within Temporal's limit (item 2) -------------------------------------------------------
+
+
+def test_an_id_that_fits_is_left_as_it_is_byte_for_byte() -> None:
+    fitting = "p" * (MAX_ID_BYTES - 10) + "/x/1.0"
+    assert bounded_id(fitting) == fitting
+    assert bounded_id("é" * (MAX_ID_BYTES // 2)) == "é" * (MAX_ID_BYTES // 2)  # 1,000 bytes exactly
+
+
+@pytest.mark.parametrize("readable", ["r" * 992 + "/child/1.0", "é" * 700 + "/x/2.0", "a/" * 3000])
+def test_an_id_too_long_is_bounded_stable_distinct_and_readable_at_both_ends(readable: str) -> None:
+    bounded = bounded_id(readable)
+    assert len(bounded.encode()) <= MAX_ID_BYTES
+    assert bounded == bounded_id(readable)  # a pure function: the same on every replay and in every process
+    assert bounded != bounded_id(readable + "0") and bounded != bounded_id(readable[:-1])
+    assert readable.startswith(bounded[:100]) and readable.endswith(bounded[-100:])
+
+
+def test_unnamed_children_nested_deep_get_type_names_within_the_limit() -> None:
+    from temporal_workflows.temporal import TemporalWorkflowsPlugin
+
+    graphs = TemporalWorkflowsPlugin([robust_graphs.deep]).graphs
+    assert len(graphs) == robust_graphs.DEPTH + 1
+    assert len({g.name for g in graphs}) == len(graphs)
+    for g in graphs:
+        assert g.name is not None and len(g.name.encode()) <= MAX_ID_BYTES
+        for eid in g.graph.executors:
+            assert len(step_activity_name(g.name, eid).encode()) <= MAX_ID_BYTES
+
+
+async def test_sub_workflows_nested_deep_under_long_executor_ids_run_in_process() -> None:
+    assert (await robust_graphs.deep.run("hi")).get_outputs() == ["leaf:hi"]

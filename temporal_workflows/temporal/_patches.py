@@ -24,6 +24,7 @@ __all__ = [
     "PATCHES_AT_START",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
+    "PATCH_CHILDREN_CLOSE_WITH_PARENT",
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
@@ -66,7 +67,11 @@ PATCH_ENTRY_CHECKPOINT = "checkpoint-before-first-superstep"
 """Runs recorded before this took no automatic checkpoint of new input before its first superstep (Agent
 Framework's "iteration 0"), which newer runs take, in process as on Temporal."""
 
-PATCHES = (PATCH_DEFAULT_HEARTBEAT, PATCH_TASK_BUDGET, PATCH_ENTRY_CHECKPOINT)
+PATCH_CHILDREN_CLOSE_WITH_PARENT = "children-close-with-parent"
+"""Runs recorded before this started child workflows with parent close policy ``REQUEST_CANCEL``, which a
+child stuck in a failing workflow task, or a step ignoring its cancel, outlived; newer ones ``TERMINATE``."""
+
+PATCHES = (PATCH_DEFAULT_HEARTBEAT, PATCH_TASK_BUDGET, PATCH_ENTRY_CHECKPOINT, PATCH_CHILDREN_CLOSE_WITH_PARENT)
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker
 in history, so the others, reached only when something fails or the run continues as new, are still

@@ -1,18 +1,31 @@
 """Graphs of the second adversarial round (issue 23) that no other module holds, for both hosts.
 
-Step errors whose cause chain loops (``raise e from e``, contexts that point at
-each other) or runs thousands of links deep: the run must report the step's
-own error type and message, in process and on Temporal alike.
+- Step errors whose cause chain loops (``raise e from e``, contexts that point
+  at each other) or runs thousands of links deep: the run must report the
+  step's own error type and message, in process and on Temporal alike.
+- Sub-workflows nested ``DEPTH`` levels deep under executor ids of
+  ``LONG_ID`` characters, their children unnamed (named after their place, as
+  Agent Framework ports are): every child workflow id stays within Temporal's
+  limit.
 """
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
 from typing import Never
 
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
-from temporal_workflows import ExecutorOptions, Workflow, WorkflowBuilder, WorkflowContext, executor
+from temporal_workflows import (
+    ExecutorOptions,
+    Workflow,
+    WorkflowBuilder,
+    WorkflowContext,
+    WorkflowExecutor,
+    executor,
+)
 
 ONCE = ExecutorOptions(retry_policy=RetryPolicy(maximum_attempts=1))
 
@@ -48,5 +61,63 @@ async def looping(kind: str, ctx: WorkflowContext[Never, str]) -> None:
 cause_cycles = WorkflowBuilder(start_executor=looping, name="robust_cause_cycles").build()
 
 
+# -- sub-workflows nested deep under long executor ids -----------------------------------------
+
+DEPTH = 5
+LONG_ID = 250
+
+
+@executor(id="leaf")
+async def leaf(text: str, ctx: WorkflowContext[Never, str]) -> None:
+    await ctx.yield_output(f"leaf:{text}")
+
+
+@executor(id="lift")
+async def lift(text: str, ctx: WorkflowContext[Never, str]) -> None:
+    await ctx.yield_output(text)
+
+
+def nesting_id(level: int) -> str:
+    """The id of the sub-workflow executor at ``level`` (1: the root's), ``LONG_ID`` characters."""
+    return f"level{level}-".ljust(LONG_ID, "x")
+
+
+def build_deep() -> Workflow:
+    """``DEPTH`` levels of sub-workflows; each level's output is its child's, and the innermost step's text."""
+    graph = WorkflowBuilder(start_executor=leaf).build()
+    for level in range(DEPTH, 0, -1):
+        sub = WorkflowExecutor(graph, id=nesting_id(level))
+        builder = WorkflowBuilder(start_executor=sub, name="robust_deep" if level == 1 else None)
+        graph = builder.add_edge(sub, lift).build()
+    return graph
+
+
+def build_one_level() -> Workflow:
+    """One sub-workflow: started under a workflow id long enough that its child's plain id would be too long."""
+    sub = WorkflowExecutor(WorkflowBuilder(start_executor=leaf).build(), id="child")
+    return WorkflowBuilder(start_executor=sub, name="robust_one_level").add_edge(sub, lift).build()
+
+
+@executor(
+    id="dozing",
+    options=ExecutorOptions(heartbeat_timeout=timedelta(seconds=2), retry_policy=RetryPolicy(maximum_attempts=1)),
+)
+async def dozing(text: str, ctx: WorkflowContext[Never, str]) -> None:
+    await asyncio.sleep(120)  # not synchronisation: a grandchild's step still running when the root is terminated
+    await ctx.yield_output(text)
+
+
+def build_dozing() -> Workflow:
+    """A root whose child runs a grandchild whose step takes minutes: to terminate the root mid-way."""
+    inner = WorkflowExecutor(WorkflowBuilder(start_executor=dozing).build(), id="inner")
+    outer = WorkflowExecutor(WorkflowBuilder(start_executor=inner).add_edge(inner, lift).build(), id="outer")
+    return WorkflowBuilder(start_executor=outer, name="robust_dozing").add_edge(outer, lift).build()
+
+
+deep = build_deep()
+one_level = build_one_level()
+dozing_tree = build_dozing()
+
+
 def all_workflows() -> list[Workflow]:
-    return [cause_cycles]
+    return [cause_cycles, deep, one_level, dozing_tree]

@@ -1,17 +1,20 @@
-"""Issue 23 on a real dev server: looping cause chains; the in-process twins are in ``tests/test_robustness.py``."""
+"""Issue 23 on a real dev server: looping cause chains, long child ids; in process: ``tests/test_robustness.py``."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from temporalio.client import Client
+from temporalio.api.enums.v1 import ParentClosePolicy
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from temporal_workflows import ExecutorFailedError
-from temporal_workflows.temporal import start_run
+from temporal_workflows._engine.ids import MAX_ID_BYTES, bounded_id
+from temporal_workflows.temporal import start_run, step_activity_name
 from tests.conftest import TASK_QUEUE
 from tests.integration import robust_graphs
 from tests.integration.agent_graphs import AVAILABLE, GRAPHS
+from tests.integration.test_subworkflows import until_history_has
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -46,3 +49,61 @@ async def test_an_agents_model_error_reads_as_in_process(client: Client, workflo
         "UpstreamModelError",
         "the upstream model exploded",
     )
+
+
+# -- child workflow ids within Temporal's limit; children close with their parent (item 2) --------
+
+
+async def _children(client: Client, workflow_id: str) -> list[str]:
+    """The ids of the child workflows ``workflow_id`` started (read from its history)."""
+    ids: list[str] = []
+    async for ev in client.get_workflow_handle(workflow_id).fetch_history_events():
+        if ev.HasField("start_child_workflow_execution_initiated_event_attributes"):
+            attrs = ev.start_child_workflow_execution_initiated_event_attributes
+            assert attrs.parent_close_policy == ParentClosePolicy.PARENT_CLOSE_POLICY_TERMINATE
+            ids.append(attrs.workflow_id)
+    return ids
+
+
+async def test_sub_workflows_nested_deep_under_long_executor_ids_complete(client: Client, workflow_id: str) -> None:
+    handle = await start_run(client, robust_graphs.deep, "hi", id=workflow_id, task_queue=TASK_QUEUE)
+    result = await asyncio.wait_for(handle.result(), 60)
+    assert result["outputs"] == ["leaf:hi"]
+    lineage, parent = [], workflow_id
+    while children := await _children(client, parent):
+        assert len(children) == 1
+        parent = children[0]
+        lineage.append(parent)
+        assert len(parent.encode()) <= MAX_ID_BYTES
+        described = await client.get_workflow_handle(parent).describe()
+        assert described.status == WorkflowExecutionStatus.COMPLETED
+        assert len(described.workflow_type.encode()) <= MAX_ID_BYTES
+    assert len(lineage) == robust_graphs.DEPTH
+    assert robust_graphs.nesting_id(1) in lineage[0] and lineage[-1].endswith(robust_graphs.nesting_id(5) + "/1.0")
+
+
+async def test_a_child_whose_plain_id_would_be_1002_characters_gets_a_bounded_one(client: Client) -> None:
+    suffix = "/child/1.0"
+    workflow_id = "long-" + "w" * (1002 - len(suffix) - 5)
+    assert len(workflow_id + suffix) == 1002
+    handle = await start_run(client, robust_graphs.one_level, "hi", id=workflow_id, task_queue=TASK_QUEUE)
+    result = await asyncio.wait_for(handle.result(), 60)
+    assert result["outputs"] == ["leaf:hi"]
+    [child] = await _children(client, workflow_id)
+    assert child == bounded_id(workflow_id + suffix) and len(child) <= MAX_ID_BYTES and child.endswith(suffix)
+
+
+async def test_the_descendants_of_a_terminated_run_are_terminated_with_it(client: Client, workflow_id: str) -> None:
+    handle = await start_run(client, robust_graphs.dozing_tree, "zz", id=workflow_id, task_queue=TASK_QUEUE)
+    child = f"{workflow_id}/outer/1.0"
+    grandchild = f"{child}/inner/1.0"
+    await until_history_has(client, grandchild, step_activity_name("robust_dozing.outer.inner", "dozing"))
+    await handle.handle.terminate("the operator stops the whole tree")
+    for descendant in (child, grandchild):
+        async with asyncio.timeout(30):
+            while (status := (await client.get_workflow_handle(descendant).describe()).status) in (
+                WorkflowExecutionStatus.RUNNING,
+                None,
+            ):
+                await asyncio.sleep(0.1)  # polling a server-side state change, with a bound
+        assert status == WorkflowExecutionStatus.TERMINATED, descendant
