@@ -1,13 +1,23 @@
-"""Issue 23, in process and the pure parts the Temporal host shares: looping cause chains, long ids."""
+"""Issue 23, in process and the pure parts the Temporal host shares: cause chains, long ids, large state."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from temporalio.api.failure.v1 import Failure
 from temporalio.converter import DataConverter
 
-from temporal_workflows import ExecutorFailedError
+from temporal_workflows import ExecutorFailedError, ExecutorFailedEvent, PayloadTooLargeError
 from temporal_workflows._engine.ids import MAX_ID_BYTES, bounded_id
+from temporal_workflows._engine.limits import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    TRUNCATED_KEY,
+    StateSizes,
+    state_entry_size,
+    truncated_state,
+)
+from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._failures import MAX_CAUSE_CHAIN, sever_cause_cycles
 from temporal_workflows.temporal._protocol import step_activity_name
 from tests.integration import robust_graphs
@@ -104,3 +114,49 @@ def test_unnamed_children_nested_deep_get_type_names_within_the_limit() -> None:
 
 async def test_sub_workflows_nested_deep_under_long_executor_ids_run_in_process() -> None:
     assert (await robust_graphs.deep.run("hi")).get_outputs() == ["leaf:hi"]
+
+
+# -- committed state past one payload (item 3) -----------------------------------------------------
+
+
+async def test_state_adding_up_past_the_limit_fails_the_step_that_grows_it_and_commits_nothing() -> None:
+    with pytest.raises(ExecutorFailedError) as info:
+        await robust_graphs.large_state.run(1)
+    error = info.value
+    assert (error.executor_id, error.superstep, error.error_type) == ("write_c", 3, "PayloadTooLargeError")
+    assert isinstance(error.original, PayloadTooLargeError)
+    assert error.original.what == "the run's committed state" and error.original.size > error.original.limit
+    assert "'c' (900,037 bytes, by 'write_c'), beside 'a' (900,037 bytes), 'b' (900,037 bytes)" in error.detail
+    assert error.result is not None
+    failed = [e for e in error.result if isinstance(e, ExecutorFailedEvent)]
+    assert [(e.executor_id, e.error_type) for e in failed] == [("write_c", "PayloadTooLargeError")]
+
+
+async def test_state_that_fits_is_committed_and_a_commit_that_shrinks_state_always_passes() -> None:
+    assert (await robust_graphs.large_state.run(0)).get_outputs() == ["wrote ['a', 'b', 'c']"]
+    sizes = StateSizes()
+    state = {k: Envelope(None, k * 1_000_000) for k in "abc"}
+    sizes.sync(state)
+    total, new = sizes.after({"a": Envelope(None, "small")})
+    assert total < sizes.total and new["a"] < 100
+    total, new = sizes.after({"d": None, "a": None})
+    assert total == sizes.total - state_entry_size("a", state["a"]) and new == {"d": 0, "a": 0}
+
+
+async def test_waiting_children_adding_up_past_the_limit_fail_the_step_in_process_too() -> None:
+    with pytest.raises(ExecutorFailedError) as info:
+        await robust_graphs.hoarding.run(3)
+    assert (info.value.executor_id, info.value.error_type) == ("hoarders", "PayloadTooLargeError")
+    assert "'@hoarders/sub/2.0' (1,300," in info.value.detail
+    waiting = await robust_graphs.hoarding.run(1)  # one such child fits
+    assert len(waiting.get_request_info_events()) == 1
+
+
+def test_a_state_query_answer_too_large_is_cut_with_a_note_naming_what_it_leaves_out() -> None:
+    state = {"small": 1, "a": "a" * 900_000, "b": "b" * 900_000, "c": "c" * 900_000, "tail": 2}
+    answer = truncated_state(state, DEFAULT_MAX_PAYLOAD_BYTES)
+    assert list(answer) == ["small", "a", "b", TRUNCATED_KEY]
+    note = answer[TRUNCATED_KEY]
+    assert note.startswith("2 of 5 state keys") and "'c' (900," in note
+    assert len(json.dumps(answer)) <= DEFAULT_MAX_PAYLOAD_BYTES
+    assert truncated_state({"a": 1}, DEFAULT_MAX_PAYLOAD_BYTES) == {"a": 1}

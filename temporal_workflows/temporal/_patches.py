@@ -29,6 +29,7 @@ __all__ = [
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
+    "PATCH_STATE_LIMIT",
     "PATCH_STATUS_ON_EVERY_FAILURE",
     "PATCH_TASK_BUDGET",
     "RunPatches",
@@ -71,7 +72,17 @@ PATCH_CHILDREN_CLOSE_WITH_PARENT = "children-close-with-parent"
 """Runs recorded before this started child workflows with parent close policy ``REQUEST_CANCEL``, which a
 child stuck in a failing workflow task, or a step ignoring its cancel, outlived; newer ones ``TERMINATE``."""
 
-PATCHES = (PATCH_DEFAULT_HEARTBEAT, PATCH_TASK_BUDGET, PATCH_ENTRY_CHECKPOINT, PATCH_CHILDREN_CLOSE_WITH_PARENT)
+PATCH_STATE_LIMIT = "committed-state-limit"
+"""Runs recorded before this committed state past the payload limit as a whole (and then failed, on Temporal
+only, when a query could not carry it); newer ones fail the superstep that would, as in process."""
+
+PATCHES = (
+    PATCH_DEFAULT_HEARTBEAT,
+    PATCH_TASK_BUDGET,
+    PATCH_ENTRY_CHECKPOINT,
+    PATCH_CHILDREN_CLOSE_WITH_PARENT,
+    PATCH_STATE_LIMIT,
+)
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker
 in history, so the others, reached only when something fails or the run continues as new, are still

@@ -7,24 +7,30 @@
   ``LONG_ID`` characters, their children unnamed (named after their place, as
   Agent Framework ports are): every child workflow id stays within Temporal's
   limit.
+- Committed state adding up past one payload: three steps writing 0.9 MB
+  each, or three children waiting with 1.3 MB of state each (kept in the
+  parent's state): the superstep that would commit it fails naming the keys.
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Never
+from typing import Any, Never
 
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 from temporal_workflows import (
+    Executor,
     ExecutorOptions,
     Workflow,
     WorkflowBuilder,
     WorkflowContext,
     WorkflowExecutor,
     executor,
+    handler,
+    response_handler,
 )
 
 ONCE = ExecutorOptions(retry_policy=RetryPolicy(maximum_attempts=1))
@@ -114,10 +120,66 @@ def build_dozing() -> Workflow:
     return WorkflowBuilder(start_executor=outer, name="robust_dozing").add_edge(outer, lift).build()
 
 
+# -- committed state adding up past one payload (item 3) -----------------------------------------
+
+LARGE = 900_000
+"""Characters of each large state value: three of them add up past the payload limit, two do not."""
+
+
+def _writer(key: str, *, last: bool = False) -> Any:
+    @executor(id=f"write_{key}")
+    async def write(n: int, ctx: WorkflowContext[int, str]) -> None:
+        ctx.set_state(key, key * (LARGE if n else 10))
+        if last:
+            await ctx.yield_output(f"wrote {sorted(k for k in 'abc' if ctx.get_state(k) is not None)}")
+        else:
+            await ctx.send_message(n)
+
+    return write
+
+
+def build_large_state() -> Workflow:
+    """Three steps in a row each write a ``LARGE`` state value (``0`` as the message: a small one)."""
+    a, b, c = _writer("a"), _writer("b"), _writer("c", last=True)
+    return WorkflowBuilder(start_executor=a, name="robust_large_state").add_chain([a, b, c]).build()
+
+
+class Hoarder(Executor):
+    """A child that keeps a large value in its own state, then waits for a human."""
+
+    @handler
+    async def hoard(self, n: int, ctx: WorkflowContext) -> None:
+        ctx.set_state("hoard", "h" * 1_300_000)
+        await ctx.request_info(f"keep hoarding #{n}?", str)
+
+    @response_handler
+    async def answered(self, question: str, answer: str, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(answer)
+
+
+@executor(id="fan")
+async def fan(n: int, ctx: WorkflowContext[int]) -> None:
+    for i in range(n):
+        await ctx.send_message(i)
+
+
+def build_hoarding_children() -> Workflow:
+    """``n`` children that each wait for a human with 1.3 MB of state: the parent keeps each in its state."""
+    hoarders = WorkflowExecutor(WorkflowBuilder(start_executor=Hoarder("hoarder")).build(), id="hoarders")
+    return (
+        WorkflowBuilder(start_executor=fan, name="robust_hoarding")
+        .add_edge(fan, hoarders)
+        .add_edge(hoarders, lift)
+        .build()
+    )
+
+
 deep = build_deep()
 one_level = build_one_level()
 dozing_tree = build_dozing()
+large_state = build_large_state()
+hoarding = build_hoarding_children()
 
 
 def all_workflows() -> list[Workflow]:
-    return [cause_cycles, deep, one_level, dozing_tree]
+    return [cause_cycles, deep, one_level, dozing_tree, large_state, hoarding]

@@ -107,3 +107,49 @@ async def test_the_descendants_of_a_terminated_run_are_terminated_with_it(client
             ):
                 await asyncio.sleep(0.1)  # polling a server-side state change, with a bound
         assert status == WorkflowExecutionStatus.TERMINATED, descendant
+
+
+# -- committed state past one payload (item 3) -----------------------------------------------------
+
+
+async def test_state_adding_up_past_the_limit_fails_the_step_naming_the_keys_and_the_state_stays_readable(
+    client: Client, workflow_id: str
+) -> None:
+    with pytest.raises(ExecutorFailedError) as local:
+        await robust_graphs.large_state.run(1)
+    handle = await start_run(client, robust_graphs.large_state, 1, id=workflow_id, task_queue=TASK_QUEUE)
+    with pytest.raises(ExecutorFailedError) as remote:
+        await asyncio.wait_for(handle.result(), 60)
+    error = remote.value
+    assert (error.executor_id, error.superstep, error.error_type) == ("write_c", 3, "PayloadTooLargeError")
+    assert str(error) == str(local.value)
+    assert "'c' (900,037 bytes, by 'write_c'), beside 'a' (900,037 bytes), 'b' (900,037 bytes)" in error.detail
+    state = await handle.state()  # never "Blob data size exceeds limit": the failed superstep committed nothing
+    assert sorted(state) == ["a", "b"] and len(state["a"]) == robust_graphs.LARGE
+    assert "PayloadTooLargeError" in (await handle.status())["error"]
+
+
+async def test_waiting_children_adding_up_past_the_limit_fail_the_step_naming_their_keys(
+    client: Client, workflow_id: str
+) -> None:
+    handle = await start_run(client, robust_graphs.hoarding, 3, id=workflow_id, task_queue=TASK_QUEUE)
+    with pytest.raises(ExecutorFailedError) as info:
+        await asyncio.wait_for(handle.result(), 60)
+    error = info.value
+    assert (error.executor_id, error.error_type) == ("hoarders", "PayloadTooLargeError")
+    for key in ("@hoarders/sub/2.0", "@hoarders/sub/2.1", "@hoarders/sub/2.2"):
+        assert f"'{key}' (1,300," in error.detail
+    assert await handle.state() == {}
+
+
+async def test_a_waiting_child_with_large_state_fits_and_its_answer_completes_the_run(
+    client: Client, workflow_id: str
+) -> None:
+    handle = await start_run(client, robust_graphs.hoarding, 1, id=workflow_id, task_queue=TASK_QUEUE)
+    async with asyncio.timeout(30):
+        while not (pending := await handle.pending_requests()):
+            await asyncio.sleep(0.1)  # polling the run's state, with a bound
+    assert await handle.state() == {}
+    await handle.respond(pending[0]["request_id"], "enough")
+    result = await asyncio.wait_for(handle.result(), 60)
+    assert result["outputs"] == ["enough"]
