@@ -7,6 +7,7 @@ import json
 import pytest
 from temporalio.api.failure.v1 import Failure
 from temporalio.converter import DataConverter
+from temporalio.exceptions import ApplicationError
 
 from temporal_workflows import ExecutorFailedError, ExecutorFailedEvent, PayloadTooLargeError
 from temporal_workflows._engine.ids import MAX_ID_BYTES, bounded_id
@@ -18,7 +19,12 @@ from temporal_workflows._engine.limits import (
     truncated_state,
 )
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows.temporal._failures import MAX_CAUSE_CHAIN, sever_cause_cycles
+from temporal_workflows.temporal._converter import json_data_converter
+from temporal_workflows.temporal._failures import (
+    MAX_CAUSE_CHAIN,
+    CycleSafeFailureConverterWithEncodedAttributes,
+    sever_cause_cycles,
+)
 from temporal_workflows.temporal._protocol import step_activity_name
 from tests.integration import robust_graphs
 from tests.integration.agent_graphs import AVAILABLE, GRAPHS
@@ -45,6 +51,17 @@ def test_the_sdk_converts_a_looping_or_deep_cause_chain_once_it_is_severed(kind:
     chain = _chain(sever_cause_cycles(error))
     assert chain[0] == str(error)
     assert len(chain) <= MAX_CAUSE_CHAIN + 1
+
+
+@pytest.mark.parametrize("encoded", [False, True])
+@pytest.mark.parametrize("kind", ["cause", "context", "deep"])
+def test_the_plugins_failure_converters_report_a_looping_chain_as_its_error(kind: str, encoded: bool) -> None:
+    converter = CycleSafeFailureConverterWithEncodedAttributes() if encoded else json_data_converter.failure_converter
+    error = robust_graphs.looping_error(kind)
+    failure = Failure()
+    converter.to_failure(error, DataConverter.default.payload_converter, failure)
+    back = converter.from_failure(failure, DataConverter.default.payload_converter)
+    assert isinstance(back, ApplicationError) and back.message == str(error)
 
 
 def test_severing_leaves_a_short_chain_as_it_is() -> None:

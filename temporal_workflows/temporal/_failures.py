@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from temporalio.api.failure.v1 import Failure
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.converter import (
+    DefaultFailureConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    PayloadConverter,
+)
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
 from temporal_workflows._errors import WorkflowError, failure_details, rebuild_error
@@ -21,6 +27,8 @@ from temporal_workflows.temporal._protocol import LEGACY_FAILURE_TYPES
 
 __all__ = [
     "MAX_CAUSE_CHAIN",
+    "CycleSafeFailureConverter",
+    "CycleSafeFailureConverterWithEncodedAttributes",
     "from_failure",
     "innermost",
     "library_error",
@@ -61,6 +69,24 @@ def sever_cause_cycles(error: BaseException, *, limit: int = MAX_CAUSE_CHAIN) ->
     # ``__cause__ = None`` also sets ``__suppress_context__``: the chain ends at ``node``.
     node.__cause__ = None
     return error
+
+
+class CycleSafeFailureConverter(DefaultFailureConverter):
+    """Temporal's failure converter, which first cuts a looping or very deep cause chain (:func:`sever_cause_cycles`).
+
+    The plugin's data converters use it, so every error a worker reports (a
+    step's, a reducer's, a checkpoint store's, a user's own activity's) reads
+    as itself instead of as the SDK's recursion error.
+    """
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
+        super().to_failure(sever_cause_cycles(exception), payload_converter, failure)
+
+
+class CycleSafeFailureConverterWithEncodedAttributes(
+    CycleSafeFailureConverter, DefaultFailureConverterWithEncodedAttributes
+):
+    """:class:`CycleSafeFailureConverter` moving messages and stack traces into encoded (encrypted) attributes."""
 
 
 def to_failure(error: WorkflowError, *, non_retryable: bool = True) -> ApplicationError:
