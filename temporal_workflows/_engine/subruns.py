@@ -33,7 +33,6 @@ from pydantic import ValidationError
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
 from temporal_workflows._engine.driver import check_signature, checkpoint_of
-from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
     REQUEST_TIMED_OUT_TYPE,
@@ -81,8 +80,8 @@ class Activation:
         graph: The child graph's name (the child workflow's type on Temporal).
         key: The child's key in the parent's state.
         run_id: The child's run id: its steps' idempotency keys and request ids
-            derive from it; on Temporal, the child workflow's id. Within
-            Temporal's id limit by construction (``_engine/ids.py``).
+            derive from it; on Temporal, the child workflow's id (bounded to
+            Temporal's id limit there: ``_engine/ids.py``, ``_children.run_child``).
         start: The start message of a new child.
         snapshot: The waiting child to resume (a ``WorkflowCheckpoint`` as JSON).
         responses: ``(request_id, response)`` to deliver to the resumed child.
@@ -379,9 +378,7 @@ class SubrunSuperstep:
 
     def _activation(self, plan: _Plan, **kw: Any) -> Activation:
         x = plan.task.executor_id
-        # Within Temporal's id limit however deep the nesting (the child's run id is its workflow id there).
-        run_id = bounded_id(f"{self.run_key}/{x}/{plan.key}")
-        return Activation(x, self.topology.subworkflows[x], plan.key, run_id, **kw)
+        return Activation(x, self.topology.subworkflows[x], plan.key, f"{self.run_key}/{x}/{plan.key}", **kw)
 
     def _write(self, executor_id: str, key: str) -> StateWrite | None:
         """The child's snapshot as the superstep leaves it; ``None`` for a new child that is done already."""

@@ -24,7 +24,7 @@ __all__ = [
     "PATCHES_AT_START",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
-    "PATCH_CHILDREN_CLOSE_WITH_PARENT",
+    "PATCH_CHILD_START",
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
@@ -68,9 +68,11 @@ PATCH_ENTRY_CHECKPOINT = "checkpoint-before-first-superstep"
 """Runs recorded before this took no automatic checkpoint of new input before its first superstep (Agent
 Framework's "iteration 0"), which newer runs take, in process as on Temporal."""
 
-PATCH_CHILDREN_CLOSE_WITH_PARENT = "children-close-with-parent"
-"""Runs recorded before this started child workflows with parent close policy ``REQUEST_CANCEL``, which a
-child stuck in a failing workflow task, or a step ignoring its cancel, outlived; newer ones ``TERMINATE``."""
+PATCH_CHILD_START = "child-workflow-start-bounded-terminate"
+"""Runs recorded before this started child workflows under their readable id however long (a server with the
+default ``limit.maxIDLength`` refused one over 1,000 bytes) and with parent close policy ``REQUEST_CANCEL``,
+which a child stuck in a failing workflow task, or a step ignoring its cancel, outlived; newer ones bound the id
+(``_engine/ids.py``) and use ``TERMINATE``."""
 
 PATCH_STATE_LIMIT = "committed-state-limit"
 """Runs recorded before this committed state past the payload limit as a whole (and then failed, on Temporal
@@ -80,7 +82,7 @@ PATCHES = (
     PATCH_DEFAULT_HEARTBEAT,
     PATCH_TASK_BUDGET,
     PATCH_ENTRY_CHECKPOINT,
-    PATCH_CHILDREN_CLOSE_WITH_PARENT,
+    PATCH_CHILD_START,
     PATCH_STATE_LIMIT,
 )
 """The patches a run asks for at its start: those every run reaches, first right after its topology
