@@ -13,9 +13,11 @@ from temporal_workflows import ExecutorFailedError, ExecutorFailedEvent, Payload
 from temporal_workflows._engine.ids import MAX_ID_BYTES, bounded_id
 from temporal_workflows._engine.limits import (
     DEFAULT_MAX_PAYLOAD_BYTES,
+    OMITTED_KEY,
     TRUNCATED_KEY,
     StateSizes,
     state_entry_size,
+    truncated_requests,
     truncated_state,
 )
 from temporal_workflows._engine.serde import Envelope
@@ -177,3 +179,16 @@ def test_a_state_query_answer_too_large_is_cut_with_a_note_naming_what_it_leaves
     assert note.startswith("2 of 5 state keys") and "'c' (900," in note
     assert len(json.dumps(answer)) <= DEFAULT_MAX_PAYLOAD_BYTES
     assert truncated_state({"a": 1}, DEFAULT_MAX_PAYLOAD_BYTES) == {"a": 1}
+
+
+def test_open_requests_too_large_together_keep_every_id_and_lose_the_largest_data_first() -> None:
+    requests = [
+        {"request_id": f"r{i}", "request": "x" * size, "response_schema": {"type": "string"}}
+        for i, size in enumerate((900_000, 950_000, 10, 900_000, 900_000))
+    ]
+    answer = truncated_requests(requests, DEFAULT_MAX_PAYLOAD_BYTES)
+    assert [r["request_id"] for r in answer] == ["r0", "r1", "r2", "r3", "r4"]
+    assert [r["request"] is None for r in answer] == [True, True, False, False, False]  # largest, then in order
+    assert "950,002 bytes" in answer[1][OMITTED_KEY] and answer[1]["response_schema"] == {"type": "string"}
+    assert len(json.dumps(answer)) <= DEFAULT_MAX_PAYLOAD_BYTES
+    assert truncated_requests(requests[:2], DEFAULT_MAX_PAYLOAD_BYTES) == requests[:2]

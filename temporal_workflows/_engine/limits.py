@@ -38,6 +38,7 @@ __all__ = [
     "TEMPORAL_BLOB_SIZE_LIMIT",
     "TEMPORAL_BLOB_SIZE_WARNING",
     "check_payload",
+    "OMITTED_KEY",
     "TRUNCATED_KEY",
     "StateSizes",
     "check_step_input",
@@ -47,6 +48,7 @@ __all__ = [
     "max_payload_bytes",
     "state_entry_size",
     "too_large",
+    "truncated_requests",
     "truncated_state",
 ]
 
@@ -371,3 +373,35 @@ def truncated_state(state: Mapping[str, Any], limit: int) -> dict[str, Any]:
         f"the answer must fit in one payload of {limit:,} bytes; the largest left out: {largest}"
     )
     return kept
+
+
+OMITTED_KEY = "request_omitted"
+"""The field that says, in a ``pending_requests`` answer cut to fit, why a request's ``request`` is ``None``."""
+
+
+def truncated_requests(requests: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """Open requests as a query answers them: whole if they fit in ``limit`` bytes together, else the largest cut.
+
+    Each request fits in one payload (it was a step's result), but several
+    together need not. Cut, every request is still listed with its id,
+    executor, types and response schema, so it can be answered; the data of
+    the largest is left out (``request`` is ``None``) with an
+    :data:`OMITTED_KEY` note giving its size, until the answer fits.
+    """
+    sizes = [json_size(r) for r in requests]
+    total = sum(sizes) + len(requests) + 2
+    if total <= limit:
+        return requests
+    out = list(requests)
+    for i in sorted(range(len(out)), key=lambda i: (-sizes[i], i)):
+        if total <= limit:
+            break
+        data = json_size(out[i].get("request"))
+        out[i] = {
+            **out[i],
+            "request": None,
+            OMITTED_KEY: f"the request's data ({data:,} bytes as JSON) is left out: the open requests together pass "
+            f"one query answer ({limit:,} bytes); answer it by its request_id and response_schema",
+        }
+        total += json_size(out[i]) - sizes[i]
+    return out

@@ -41,7 +41,13 @@ from temporalio.exceptions import ApplicationError, FailureError
 # replays it in the sandbox must see one consistent copy of every module it uses.
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
 from temporal_workflows._engine.driver import DriverHost, StepOutcome, SuperstepDriver, checkpoint_of
-from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES, GUIDANCE, json_size, truncated_state
+from temporal_workflows._engine.limits import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    GUIDANCE,
+    json_size,
+    truncated_requests,
+    truncated_state,
+)
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
     CommitPlan,
@@ -381,11 +387,12 @@ class GraphWorkflow:
 
     @workflow.query(name=QUERY_PENDING_REQUESTS)
     def pending_requests(self) -> list[dict[str, Any]]:
-        """Open requests with the JSON schema a response must match, oldest first."""
+        """Open requests with the JSON schema a response must match, oldest first; the largest cut if need be."""
         engine = self._engine
         if engine is None:
             return []
-        return [_request_json(r) for r in engine.pending_requests.values() if self._inbox.is_open(r.request_id)]
+        pending = [_request_json(r) for r in engine.pending_requests.values() if self._inbox.is_open(r.request_id)]
+        return truncated_requests(pending, self._payload_limit)
 
     @workflow.query(name=QUERY_STATE)
     def state(self) -> dict[str, Any]:

@@ -174,12 +174,31 @@ def build_hoarding_children() -> Workflow:
     )
 
 
+class Asker(Executor):
+    """Asks a human about a large document (each request fits in a payload; three together do not)."""
+
+    @handler
+    async def ask(self, n: int, ctx: WorkflowContext) -> None:
+        await ctx.request_info({"n": n, "document": "d" * LARGE}, str)
+
+    @response_handler
+    async def answered(self, question: dict[str, Any], answer: str, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(f"{question['n']}: {answer}")
+
+
+def build_large_requests() -> Workflow:
+    """``n`` open requests of ``LARGE`` characters each at once."""
+    askers = Asker("asker")
+    return WorkflowBuilder(start_executor=fan, name="robust_large_requests").add_edge(fan, askers).build()
+
+
 deep = build_deep()
 one_level = build_one_level()
 dozing_tree = build_dozing()
 large_state = build_large_state()
 hoarding = build_hoarding_children()
+large_requests = build_large_requests()
 
 
 def all_workflows() -> list[Workflow]:
-    return [cause_cycles, deep, one_level, dozing_tree, large_state, hoarding]
+    return [cause_cycles, deep, one_level, dozing_tree, large_state, hoarding, large_requests]

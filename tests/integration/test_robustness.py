@@ -10,6 +10,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from temporal_workflows import ExecutorFailedError
 from temporal_workflows._engine.ids import MAX_ID_BYTES, bounded_id
+from temporal_workflows._engine.limits import OMITTED_KEY
 from temporal_workflows.temporal import start_run, step_activity_name
 from tests.conftest import TASK_QUEUE
 from tests.integration import robust_graphs
@@ -153,3 +154,20 @@ async def test_a_waiting_child_with_large_state_fits_and_its_answer_completes_th
     await handle.respond(pending[0]["request_id"], "enough")
     result = await asyncio.wait_for(handle.result(), 60)
     assert result["outputs"] == ["enough"]
+
+
+async def test_open_requests_too_large_together_are_listed_with_the_largest_data_cut_and_can_be_answered(
+    client: Client, workflow_id: str
+) -> None:
+    handle = await start_run(client, robust_graphs.large_requests, 3, id=workflow_id, task_queue=TASK_QUEUE)
+    async with asyncio.timeout(30):
+        while (await handle.status())["pending_requests"] < 3:
+            await asyncio.sleep(0.1)  # polling the run's state, with a bound
+    pending = await handle.pending_requests()  # never "Blob data size exceeds limit"
+    assert len(pending) == 3 and all(r["response_schema"] for r in pending)
+    cut = [r for r in pending if r["request"] is None]
+    assert 1 <= len(cut) < 3 and all("900,0" in r[OMITTED_KEY] for r in cut)
+    for r in pending:
+        await handle.respond(r["request_id"], "ok")
+    result = await asyncio.wait_for(handle.result(), 60)
+    assert sorted(result["outputs"]) == ["0: ok", "1: ok", "2: ok"]
