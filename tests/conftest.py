@@ -31,7 +31,15 @@ TASK_QUEUE = "tw-tests"
 def hosted_workflows() -> list:  # type: ignore[type-arg]
     """Every graph the test worker hosts."""
     from tests.conformance import scenarios
-    from tests.integration import agent_graphs, graphs, live_graphs, llama_workflows, newcomer_graphs, subgraphs
+    from tests.integration import (
+        agent_graphs,
+        graphs,
+        live_graphs,
+        llama_workflows,
+        newcomer_graphs,
+        robust_graphs,
+        subgraphs,
+    )
 
     return [
         *graphs.all_workflows(),
@@ -41,6 +49,7 @@ def hosted_workflows() -> list:  # type: ignore[type-arg]
         *llama_workflows.all_workflows(),
         *live_graphs.all_workflows(),
         *agent_graphs.all_workflows(),
+        *robust_graphs.all_workflows(),
     ]
 
 

@@ -203,14 +203,17 @@ def test_the_plugin_encrypts_when_the_environment_has_a_key(monkeypatch: pytest.
 
 def test_the_plugins_converter_is_pydantic_with_the_codec(codec: EncryptionCodec) -> None:
     from temporal_workflows.temporal._converter import json_data_converter
+    from temporal_workflows.temporal._failures import CycleSafeFailureConverter
     from temporal_workflows.temporal._plugin import data_converter
 
     assert data_converter(None) is json_data_converter
     converter = data_converter(codec)
     assert converter.payload_codec is codec
     assert converter.payload_converter_class is json_data_converter.payload_converter_class
-    # Failure messages often quote values: they are encrypted too.
-    assert converter.failure_converter_class is DefaultFailureConverterWithEncodedAttributes
+    # Failure messages often quote values: they are encrypted too (and looping cause chains are cut first).
+    assert issubclass(converter.failure_converter_class, DefaultFailureConverterWithEncodedAttributes)
+    assert issubclass(converter.failure_converter_class, CycleSafeFailureConverter)
+    assert converter.failure_converter._encode_common_attributes
 
 
 def test_the_worker_encrypts_file_and_sqlite_stores_without_a_cipher(codec: EncryptionCodec, tmp_path: Path) -> None:

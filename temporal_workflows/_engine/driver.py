@@ -37,6 +37,7 @@ from temporal_workflows._checkpoints.base import WorkflowCheckpoint
 from temporal_workflows._engine.limits import (
     GUIDANCE,
     MIN_MAX_PAYLOAD_BYTES,
+    StateSizes,
     check_step_input,
     input_may_exceed,
     json_size,
@@ -356,6 +357,9 @@ class SuperstepDriver:
             responses): with automatic checkpoints on, take a checkpoint
             before its first superstep. The driver notices input that wakes
             an idle run by itself.
+        limit_state: Fail a superstep whose commit would take the committed
+            state as a whole past ``payload_limit`` (``StateSizes``); off only
+            for Temporal runs recorded before the limit.
     """
 
     def __init__(
@@ -366,11 +370,14 @@ class SuperstepDriver:
         checkpoint_every: int,
         payload_limit: Callable[[], int],
         entry_checkpoint: bool = False,
+        limit_state: bool = True,
     ) -> None:
         self.engine = engine
         self.host = host
         self.checkpoint_every = checkpoint_every
         self.payload_limit = payload_limit
+        self.limit_state = limit_state
+        self._state_sizes = StateSizes()
         self._entry_due = entry_checkpoint
         self._out: list[DriverEvent] = []
         self._shown: WorkflowRunState | None = None
@@ -554,7 +561,11 @@ class SuperstepDriver:
                     engine.abort_superstep()
                     self._steps_uncommitted(tasks, results)
                     raise ReducerError(reduction.key, step, e.error_type, e.message) from None
+            updates = {**plan.state_updates, **reduced} if self.limit_state else {}
+            new_sizes = self._measure_commit(tasks, results, updates, step) if updates else {}
             engine.apply_commit(plan, reduced, now=host.now())
+            if updates:
+                self._state_sizes.commit(new_sizes, engine.state)
             host.committed(plan, engine)
             for t, r in zip(tasks, results, strict=True):
                 self._step_events(t, r, committed=True)
@@ -666,6 +677,46 @@ class SuperstepDriver:
             )
         t, e = too_large[0]
         raise ExecutorFailedError(t.executor_id, step, e, error_type=type(e).__name__, detail=str(e))
+
+    def _measure_commit(
+        self, tasks: Sequence[StepTask], results: Sequence[StepResult], updates: dict[str, Envelope | None], step: int
+    ) -> dict[str, int]:
+        """Each updated key's size once committed; fails the superstep if the state as a whole would not fit.
+
+        The step blamed is the one whose writes are largest (the first in task
+        order on a tie): it is reported failed with the ``PayloadTooLargeError``,
+        the others as not committed, and nothing is committed. A commit that
+        shrinks the state always passes (a state over the limit can be cut down).
+
+        Raises:
+            ExecutorFailedError: ``error_type`` ``"PayloadTooLargeError"``, naming
+                the keys written and their sizes, and the largest keys kept.
+        """
+        sizes = self._state_sizes
+        sizes.sync(self.engine.state)
+        total, new = sizes.after(updates)
+        if total < MIN_MAX_PAYLOAD_BYTES or total <= sizes.total:
+            return new
+        limit = self.payload_limit()
+        if total <= limit:
+            return new
+        writers: dict[str, list[str]] = {}
+        own: list[int] = []
+        for t, r in zip(tasks, results, strict=True):
+            keys = {w.key for w in r.writes}
+            own.append(sum(new.get(k, 0) for k in keys))
+            for k in sorted(keys):
+                if t.executor_id not in writers.setdefault(k, []):
+                    writers[k].append(t.executor_id)
+        blamed = max(range(len(tasks)), key=lambda i: (own[i], -i))
+        error = sizes.error(total, limit, new, writers, executor_id=tasks[blamed].executor_id)
+        self.engine.abort_superstep()
+        failure = StepFailure(type(error).__name__, str(error), error)
+        for i, (t, r) in enumerate(zip(tasks, results, strict=True)):
+            self._step_events(t, failure if i == blamed else r, committed=False)
+        raise ExecutorFailedError(
+            tasks[blamed].executor_id, step, error, error_type=failure.error_type, detail=failure.message
+        )
 
     def _check_outputs(self, outputs: Sequence[Output], step: int) -> None:
         """Fail the run once its outputs add up past one payload: a Temporal run's result carries them all."""

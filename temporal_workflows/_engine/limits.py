@@ -20,12 +20,13 @@ environment variable :data:`ENV_MAX_PAYLOAD_BYTES` on workers and clients.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic_core import to_json
 
 from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, StepResult, StepTask
+from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import PayloadTooLargeError, WorkflowError
 
 __all__ = [
@@ -37,12 +38,18 @@ __all__ = [
     "TEMPORAL_BLOB_SIZE_LIMIT",
     "TEMPORAL_BLOB_SIZE_WARNING",
     "check_payload",
+    "OMITTED_KEY",
+    "TRUNCATED_KEY",
+    "StateSizes",
     "check_step_input",
     "check_step_result",
     "input_may_exceed",
     "json_size",
     "max_payload_bytes",
+    "state_entry_size",
     "too_large",
+    "truncated_requests",
+    "truncated_state",
 ]
 
 TEMPORAL_BLOB_SIZE_LIMIT = 2 * 1024 * 1024
@@ -242,3 +249,159 @@ def check_step_input(task: StepTask, *, limit: int = DEFAULT_MAX_PAYLOAD_BYTES) 
     else:
         what = "its input"
     raise _too_large(what, size, limit, executor_id=task.executor_id)
+
+
+# -- the committed state as a whole --------------------------------------------------------------
+
+_FRAMING_PER_ENTRY = 32
+"""The JSON around one committed state entry in the committed-state query (``{"type":…,"data":…}``, commas)."""
+
+_QUOTED = 80
+"""Characters of a state key an error quotes."""
+
+_LISTED = 5
+"""State keys an error names, largest first."""
+
+
+def state_entry_size(key: str, value: Envelope) -> int:
+    """Bytes one committed state entry takes where the state travels whole, as JSON: key, type name, value."""
+    return json_size(key) + len(value.type or "") + json_size(value.data) + _FRAMING_PER_ENTRY
+
+
+def _largest_first(entry: tuple[int, str]) -> tuple[int, str]:
+    return -entry[0], entry[1]
+
+
+def _key(key: str) -> str:
+    return repr(key if len(key) <= _QUOTED else key[:_QUOTED] + "…")
+
+
+class StateSizes:
+    """The committed state's size, kept per key as commits change it: the one limit on state, on both hosts.
+
+    A run's committed state travels whole: on Temporal a step whose input
+    does not carry it reads it by query (one payload), the ``state`` query
+    answers it, and a run that continues as new carries it in its input. So
+    its total, not only each value, must fit in one payload; otherwise the
+    query fails with ``Blob data size exceeds limit`` and the run with it,
+    on Temporal only. The driver measures what each superstep would commit
+    and fails the superstep (the step that grows the state most) before
+    anything is committed, in process as on Temporal. Sizes are measured once
+    per entry written (and once for a restored state), never for the whole
+    state per superstep.
+    """
+
+    def __init__(self) -> None:
+        self._measured: object = None
+        self._sizes: dict[str, int] = {}
+        self.total = 0
+
+    def sync(self, state: Mapping[str, Envelope]) -> None:
+        """Measure ``state`` whole unless it is the state last measured (a restore replaces it)."""
+        if state is self._measured:
+            return
+        self._sizes = {k: state_entry_size(k, v) for k, v in state.items()}
+        self.total = sum(self._sizes.values())
+        self._measured = state
+
+    def after(self, updates: Mapping[str, Envelope | None]) -> tuple[int, dict[str, int]]:
+        """The total once ``updates`` are committed, and each updated key's new size (0: deleted)."""
+        new = {k: 0 if v is None else state_entry_size(k, v) for k, v in updates.items()}
+        return self.total + sum(size - self._sizes.get(k, 0) for k, size in new.items()), new
+
+    def commit(self, new: Mapping[str, int], state: Mapping[str, Envelope]) -> None:
+        """Record a commit's sizes (from :meth:`after`); ``state`` is the committed state now."""
+        for k, size in new.items():
+            self.total += size - self._sizes.pop(k, 0)
+            if size:
+                self._sizes[k] = size
+        self._measured = state
+
+    def error(
+        self, total: int, limit: int, new: Mapping[str, int], writers: Mapping[str, list[str]], *, executor_id: str
+    ) -> PayloadTooLargeError:
+        """The error for a superstep whose commit would take the state to ``total`` bytes, over ``limit``."""
+        written = sorted(((size, k) for k, size in new.items() if size), key=_largest_first)
+        named = ", ".join(
+            f"{_key(k)} ({size:,} bytes, by {', '.join(repr(w) for w in writers.get(k, [])) or 'a reducer'})"
+            for size, k in written[:_LISTED]
+        )
+        others = sorted(((size, k) for k, size in self._sizes.items() if k not in new), key=_largest_first)
+        kept = ", ".join(f"{_key(k)} ({size:,} bytes)" for size, k in others[:_LISTED])
+        what = "the run's committed state"
+        return PayloadTooLargeError(
+            f"executor {executor_id!r}: {what} would be {total:,} bytes as JSON, over the payload limit of "
+            f"{limit:,} bytes: it writes state {named}"
+            + (f", beside {kept}" if kept else "")
+            + "; the state travels whole (a step reads it in one query, a run that continues as new carries it) "
+            f"so it must fit in one payload; the superstep is not committed; {GUIDANCE}",
+            what=what,
+            size=total,
+            limit=limit,
+            executor_id=executor_id,
+        )
+
+
+TRUNCATED_KEY = "temporal_workflows.truncated"
+"""The entry a truncated ``state`` query answer ends with, saying what it leaves out."""
+
+
+def truncated_state(state: Mapping[str, Any], limit: int) -> dict[str, Any]:
+    """``state`` (key → JSON value) as a query answers it: whole if it fits in ``limit`` bytes, else cut.
+
+    A query's answer is one payload, and the SDK fails a query whose answer
+    is larger (``Blob data size exceeds limit``), so the caller learns
+    nothing. Cut, the answer keeps keys in order while they fit and ends with
+    a :data:`TRUNCATED_KEY` entry naming how many keys (and bytes) it leaves
+    out and the largest of them.
+    """
+    sizes = {k: json_size(k) + json_size(v) + 2 for k, v in state.items()}
+    if sum(sizes.values()) <= limit:
+        return dict(state)
+    room = limit - 4096  # the note
+    kept: dict[str, Any] = {}
+    left: list[tuple[int, str]] = []
+    for k, v in state.items():
+        if not left and sizes[k] <= room:
+            kept[k] = v
+            room -= sizes[k]
+        else:
+            left.append((sizes[k], k))
+    largest = ", ".join(f"{_key(k)} ({size:,} bytes)" for size, k in sorted(left, key=_largest_first)[:_LISTED])
+    kept[TRUNCATED_KEY] = (
+        f"{len(left)} of {len(state)} state keys ({sum(size for size, _ in left):,} bytes as JSON) are left out: "
+        f"the answer must fit in one payload of {limit:,} bytes; the largest left out: {largest}"
+    )
+    return kept
+
+
+OMITTED_KEY = "request_omitted"
+"""The field that says, in a ``pending_requests`` answer cut to fit, why a request's ``request`` is ``None``."""
+
+
+def truncated_requests(requests: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """Open requests as a query answers them: whole if they fit in ``limit`` bytes together, else the largest cut.
+
+    Each request fits in one payload (it was a step's result), but several
+    together need not. Cut, every request is still listed with its id,
+    executor, types and response schema, so it can be answered; the data of
+    the largest is left out (``request`` is ``None``) with an
+    :data:`OMITTED_KEY` note giving its size, until the answer fits.
+    """
+    sizes = [json_size(r) for r in requests]
+    total = sum(sizes) + len(requests) + 2
+    if total <= limit:
+        return requests
+    out = list(requests)
+    for i in sorted(range(len(out)), key=lambda i: (-sizes[i], i)):
+        if total <= limit:
+            break
+        data = json_size(out[i].get("request"))
+        out[i] = {
+            **out[i],
+            "request": None,
+            OMITTED_KEY: f"the request's data ({data:,} bytes as JSON) is left out: the open requests together pass "
+            f"one query answer ({limit:,} bytes); answer it by its request_id and response_schema",
+        }
+        total += json_size(out[i]) - sizes[i]
+    return out

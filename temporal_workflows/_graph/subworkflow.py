@@ -23,6 +23,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from temporal_workflows._engine.driver import request_event
+from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.machine import PendingRequest
 from temporal_workflows._engine.serde import decode, encode
 from temporal_workflows._errors import UndeliverableMessageError, WorkflowError
@@ -234,7 +235,7 @@ def name_subworkflows(workflow: Workflow) -> None:
         if (not child.name or child.name_is_generated) and name:
             # A child built without a name (Agent Framework names it WorkflowBuilder-<uuid>, new in every
             # process) is named after its place in the parent, as stable as the parent's own name.
-            child.graph.topology = dataclasses.replace(child.graph.topology, name=f"{name}.{ex.id}")
+            child.graph.topology = dataclasses.replace(child.graph.topology, name=bounded_id(f"{name}.{ex.id}"))
             child.graph.name_generated = workflow.name_is_generated
         name_subworkflows(child)
         subs[ex.id] = child.name or ""

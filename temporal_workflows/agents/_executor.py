@@ -384,7 +384,7 @@ class AgentExecutor(Executor):
                 run_kwargs=self._run_kwargs(ctx),
             )
         except Exception as e:
-            raise self._model_error(e) from e
+            raise self._model_error(e)  # noqa: B904 - its cause is set there (never the error itself)
         await self._finish(ctx, turn, inputs, session)
 
     async def _resume(
@@ -409,7 +409,7 @@ class AgentExecutor(Executor):
                 run_kwargs=self._run_kwargs(ctx),
             )
         except Exception as e:
-            raise self._model_error(e) from e
+            raise self._model_error(e)  # noqa: B904 - its cause is set there (never the error itself)
         await self._finish(ctx, turn, inputs, session)
 
     def _run_kwargs(self, ctx: WorkflowContext[Any, Any]) -> dict[str, Any] | None:
@@ -422,14 +422,23 @@ class AgentExecutor(Executor):
         return given or None
 
     def _model_error(self, e: Exception) -> Exception:
+        """The error a failed model call fails the step with: the model's own, or a named permanent one.
+
+        The model's own error is raised as it is, keeping its own cause: ``raise
+        e from e`` would make it its own cause, a loop the SDK's failure
+        converter followed until "maximum recursion depth exceeded" hid the
+        model's error on Temporal. A permanent one has the model's as its cause.
+        """
         if isinstance(e, WorkflowError) or not is_permanent_model_error(e):
             return e
-        return AgentModelError(
+        error = AgentModelError(
             f"agent executor {self.id!r}: the model refused the request ({type(e).__name__}: {e}); "
             "another attempt would be refused too, so the step fails without retrying",
             executor_id=self.id,
             model_error=type(e).__name__,
         )
+        error.__cause__ = e
+        return error
 
     def _share_history(self, ctx: WorkflowContext[Any, Any], added: list[Any]) -> None:
         """Bring the shared session's in-memory history up to date (in process, the object the user holds)."""

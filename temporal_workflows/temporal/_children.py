@@ -3,7 +3,8 @@
 A ``WorkflowExecutor``'s step (``_engine/subruns.py`` plans it, as in process)
 starts a child workflow whose type is the child graph's name and whose id is
 the child's run id (``<parent id>/<executor>/<superstep>.<index>``, the same
-for every activation of one child): it appears under its parent in the Web
+for every activation of one child; hashed where it would pass Temporal's
+1,000-byte limit, ``_engine/ids.py``): it appears under its parent in the Web
 UI, with its own history, steps and event stream. The child runs to rest
 and completes with what it produced and, while it waits for responses, its
 snapshot, which the parent keeps in its committed state. So no child
@@ -11,7 +12,11 @@ workflow runs while a child waits for a human, however many supersteps or
 continue-as-news of the parent that takes, and the parent's checkpoints,
 resets and forks hold its children; a response resumes the child as a new
 activation under the same id. A cancelled parent cancels the running child
-(``REQUEST_CANCEL``; the parent waits for it, as for its steps).
+(the parent waits for it, as for its steps); a parent that is terminated or
+times out takes its running children with it (parent close policy
+``TERMINATE``: ``REQUEST_CANCEL`` left running a child that could not take
+the cancel, one whose workflow task kept failing, say, and its descendants).
+Both (the bounded id and the policy) come with patch ``PATCH_CHILD_START``.
 
 Both sides are here: the parent's :func:`run_child`, and what a child run
 does differently (:func:`resume_child`, :func:`deliver_to_child`,
@@ -30,6 +35,7 @@ from pydantic import TypeAdapter
 from temporalio import workflow
 from temporalio.workflow import ParentClosePolicy
 
+from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.limits import GUIDANCE, json_size
 from temporal_workflows._engine.machine import Engine, PendingRequest, Topology
 from temporal_workflows._engine.serde import Envelope
@@ -42,6 +48,7 @@ from temporal_workflows._engine.subruns import (
 )
 from temporal_workflows._errors import RunTooLargeError
 from temporal_workflows.temporal._failures import refuse
+from temporal_workflows.temporal._patches import PATCH_CHILD_START, patched
 from temporal_workflows.temporal._protocol import FAILURE_INVALID_RESPONSE, RunInput, SubrunInput, Validated, quote
 
 if TYPE_CHECKING:
@@ -88,12 +95,16 @@ async def run_child(
         # The start command records the input in this workflow task.
         await budget.room(size)
         budget.charge(size)
+    # The id within Temporal's limit however deep the nesting (the child's own children extend it). A
+    # parent that closes while a child runs was terminated or timed out (a cancelled one cancels its
+    # children and waits for them, as for its steps): the child closes with it, whatever it is doing.
+    current = patched(PATCH_CHILD_START)
     handle = await workflow.start_child_workflow(
         act.graph,
         inp,
-        id=act.run_id,
+        id=bounded_id(act.run_id) if current else act.run_id,
         result_type=dict,
-        parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+        parent_close_policy=ParentClosePolicy.TERMINATE if current else ParentClosePolicy.REQUEST_CANCEL,
     )
     result: dict[str, Any] = await handle
     return _OUTCOME.validate_python(result["subrun"])

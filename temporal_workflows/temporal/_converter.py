@@ -9,7 +9,8 @@ module level, so it is built once per process: the types it holds come from
 modules passed through the sandbox, so they are the same objects in every run.
 
 Payloads are byte for byte those of ``pydantic_data_converter``: this is a
-cache, not a format.
+cache, not a format. Failures are Temporal's too, once a looping or very deep
+cause chain is cut (``_failures.CycleSafeFailureConverter``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from temporalio.converter import (
 )
 
 from temporal_workflows._engine.serde import validation_message
+from temporal_workflows.temporal._failures import CycleSafeFailureConverter
 
 __all__ = ["PayloadConverter", "SharedAdapterJSONConverter", "json_data_converter"]
 
@@ -77,5 +79,7 @@ class PayloadConverter(CompositePayloadConverter):
         )
 
 
-json_data_converter = DataConverter(payload_converter_class=PayloadConverter)
+json_data_converter = DataConverter(
+    payload_converter_class=PayloadConverter, failure_converter_class=CycleSafeFailureConverter
+)
 """Drop-in for ``temporalio.contrib.pydantic.pydantic_data_converter``."""

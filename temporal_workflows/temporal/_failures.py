@@ -13,17 +13,85 @@ from __future__ import annotations
 
 from typing import Any
 
+from temporalio.api.failure.v1 import Failure
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.converter import (
+    DefaultFailureConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    PayloadConverter,
+)
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
 from temporal_workflows._errors import WorkflowError, failure_details, rebuild_error
 from temporal_workflows.temporal._protocol import LEGACY_FAILURE_TYPES
 
-__all__ = ["from_failure", "innermost", "library_error", "refuse", "to_failure"]
+__all__ = [
+    "MAX_CAUSE_CHAIN",
+    "CycleSafeFailureConverter",
+    "CycleSafeFailureConverterWithEncodedAttributes",
+    "from_failure",
+    "innermost",
+    "library_error",
+    "refuse",
+    "sever_cause_cycles",
+    "to_failure",
+]
+
+MAX_CAUSE_CHAIN = 32
+"""Links of an error's cause chain a failure carries; the SDK converts the chain recursively."""
+
+
+def sever_cause_cycles(error: BaseException, *, limit: int = MAX_CAUSE_CHAIN) -> BaseException:
+    """Cut ``error``'s cause chain where it loops back on itself or grows past ``limit`` links; returns ``error``.
+
+    The SDK turns an exception into a failure by following the chain Python
+    prints (``__cause__``, else ``__context__`` unless suppressed), recursively
+    and without a guard. ``raise e from e`` (``e.__cause__ is e``), or any
+    longer loop of causes and contexts, then recurses until Python gives up and
+    the SDK reports "maximum recursion depth exceeded" instead of the step's
+    own error; a chain thousands of links long does the same. Cutting the link
+    keeps what a reader needs, the error's own type and message and the first
+    causes, the same as the in-process host reports them. Python's own
+    traceback printing stops at a loop the same way.
+    """
+    seen = {id(error)}
+    node = error
+    for _ in range(limit):
+        nxt = node.__cause__
+        if nxt is None and not node.__suppress_context__:
+            nxt = node.__context__
+        if nxt is None:
+            return error
+        if id(nxt) in seen:
+            break
+        seen.add(id(nxt))
+        node = nxt
+    # ``__cause__ = None`` also sets ``__suppress_context__``: the chain ends at ``node``.
+    node.__cause__ = None
+    return error
+
+
+class CycleSafeFailureConverter(DefaultFailureConverter):
+    """Temporal's failure converter, which first cuts a looping or very deep cause chain (:func:`sever_cause_cycles`).
+
+    The plugin's data converters use it, so every error a worker reports (a
+    step's, a reducer's, a checkpoint store's, a user's own activity's) reads
+    as itself instead of as the SDK's recursion error.
+    """
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
+        super().to_failure(sever_cause_cycles(exception), payload_converter, failure)
+
+
+class CycleSafeFailureConverterWithEncodedAttributes(
+    CycleSafeFailureConverter, DefaultFailureConverterWithEncodedAttributes
+):
+    """:class:`CycleSafeFailureConverter` moving messages and stack traces into encoded (encrypted) attributes."""
 
 
 def to_failure(error: WorkflowError, *, non_retryable: bool = True) -> ApplicationError:
     """``error`` as the ``ApplicationError`` a workflow or activity raises."""
+    sever_cause_cycles(error)
     return ApplicationError(str(error), failure_details(error), type=type(error).__name__, non_retryable=non_retryable)
 
 

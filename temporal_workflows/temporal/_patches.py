@@ -24,10 +24,12 @@ __all__ = [
     "PATCHES_AT_START",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
+    "PATCH_CHILD_START",
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
+    "PATCH_STATE_LIMIT",
     "PATCH_STATUS_ON_EVERY_FAILURE",
     "PATCH_TASK_BUDGET",
     "RunPatches",
@@ -66,7 +68,23 @@ PATCH_ENTRY_CHECKPOINT = "checkpoint-before-first-superstep"
 """Runs recorded before this took no automatic checkpoint of new input before its first superstep (Agent
 Framework's "iteration 0"), which newer runs take, in process as on Temporal."""
 
-PATCHES = (PATCH_DEFAULT_HEARTBEAT, PATCH_TASK_BUDGET, PATCH_ENTRY_CHECKPOINT)
+PATCH_CHILD_START = "child-workflow-start-bounded-terminate"
+"""Runs recorded before this started child workflows under their readable id however long (a server with the
+default ``limit.maxIDLength`` refused one over 1,000 bytes) and with parent close policy ``REQUEST_CANCEL``,
+which a child stuck in a failing workflow task, or a step ignoring its cancel, outlived; newer ones bound the id
+(``_engine/ids.py``) and use ``TERMINATE``."""
+
+PATCH_STATE_LIMIT = "committed-state-limit"
+"""Runs recorded before this committed state past the payload limit as a whole (and then failed, on Temporal
+only, when a query could not carry it); newer ones fail the superstep that would, as in process."""
+
+PATCHES = (
+    PATCH_DEFAULT_HEARTBEAT,
+    PATCH_TASK_BUDGET,
+    PATCH_ENTRY_CHECKPOINT,
+    PATCH_CHILD_START,
+    PATCH_STATE_LIMIT,
+)
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker
 in history, so the others, reached only when something fails or the run continues as new, are still

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
 from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, TracingInterceptor
-from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
+from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -26,6 +26,7 @@ from temporal_workflows._graph.workflow import as_graph_workflow
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._converter import json_data_converter
 from temporal_workflows.temporal._eviction import evict_cached_runs
+from temporal_workflows.temporal._failures import CycleSafeFailureConverterWithEncodedAttributes
 from temporal_workflows.temporal._tracing import configure_tracing, replay_safe_provider
 from temporal_workflows.temporal._versioning import WorkerVersioning
 from temporal_workflows.temporal._workflow import GraphWorkflow
@@ -83,7 +84,7 @@ def data_converter(codec: EncryptionCodec | None) -> DataConverter:
     return dataclasses.replace(
         json_data_converter,
         payload_codec=codec,
-        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+        failure_converter_class=CycleSafeFailureConverterWithEncodedAttributes,
     )
 
 

@@ -15,6 +15,7 @@ from pydantic_core import to_json
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
+from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.limits import too_large
 from temporal_workflows._engine.machine import PendingRequest, StepTask, Topology
 from temporal_workflows._engine.serde import Envelope
@@ -266,8 +267,8 @@ SIGNATURE_PREFIX = 16
 
 
 def step_activity_name(graph_name: str, executor_id: str) -> str:
-    """Activity type of an executor's steps: readable in the Web UI and metrics."""
-    return f"{graph_name}.{executor_id}"
+    """Activity type of an executor's steps: readable in the Web UI and metrics, within Temporal's id limit."""
+    return bounded_id(f"{graph_name}.{executor_id}")
 
 
 @dataclass

@@ -26,6 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 from temporal_workflows._engine.driver import ReducerFailed, StepFailure, StepOutcome, StepsInterrupted
+from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.machine import CommitPlan, Engine, Reduction, StepResult, StepTask, Topology
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._engine.subruns import Activation, SubrunOutcome, SubrunSuperstep
@@ -259,7 +260,7 @@ class StepRunner:
             )
             # "<superstep>.<index>.<executor>" is what the Web UI lists, so a step
             # needs no summary: one payload less to record and visit per step.
-            activity_id = f"{task.superstep}.{task.index}.{task.executor_id}"
+            activity_id = bounded_id(f"{task.superstep}.{task.index}.{task.executor_id}")
             activity_type = step_activity_name(name, task.executor_id)
             raw: dict[str, Any]
             budget = self.budget

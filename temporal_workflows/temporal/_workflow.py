@@ -41,7 +41,13 @@ from temporalio.exceptions import ApplicationError, FailureError
 # replays it in the sandbox must see one consistent copy of every module it uses.
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
 from temporal_workflows._engine.driver import DriverHost, StepOutcome, SuperstepDriver, checkpoint_of
-from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES, GUIDANCE, json_size
+from temporal_workflows._engine.limits import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    GUIDANCE,
+    json_size,
+    truncated_requests,
+    truncated_state,
+)
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
     CommitPlan,
@@ -81,6 +87,7 @@ from temporal_workflows.temporal._patches import (
     PATCH_CARRY_LATER,
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
     PATCH_ENTRY_CHECKPOINT,
+    PATCH_STATE_LIMIT,
     PATCH_STATUS_ON_CONTINUE_AS_NEW,
     PATCH_STATUS_ON_EVERY_FAILURE,
     PATCH_TASK_BUDGET,
@@ -383,19 +390,21 @@ class GraphWorkflow:
 
     @workflow.query(name=QUERY_PENDING_REQUESTS)
     def pending_requests(self) -> list[dict[str, Any]]:
-        """Open requests with the JSON schema a response must match, oldest first."""
+        """Open requests with the JSON schema a response must match, oldest first; the largest cut if need be."""
         engine = self._engine
         if engine is None:
             return []
-        return [_request_json(r) for r in engine.pending_requests.values() if self._inbox.is_open(r.request_id)]
+        pending = [_request_json(r) for r in engine.pending_requests.values() if self._inbox.is_open(r.request_id)]
+        return truncated_requests(pending, self._payload_limit)
 
     @workflow.query(name=QUERY_STATE)
     def state(self) -> dict[str, Any]:
-        """Committed shared state as JSON."""
+        """Committed shared state as JSON; cut, with a note, where it would not fit in one payload."""
         engine = self._engine
         if engine is None:
             return {}
-        return {k: v.data for k, v in engine.state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+        shared = {k: v.data for k, v in engine.state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+        return truncated_state(shared, self._payload_limit)
 
     # -- outside input -------------------------------------------------------------
 
@@ -799,6 +808,7 @@ class GraphWorkflow:
             payload_limit=lambda: self._payload_limit,
             # New input (not a restored snapshot) is checkpointed before its first superstep.
             entry_checkpoint=source in ("message", "carried.start"),
+            limit_state=self.patches.get(PATCH_STATE_LIMIT),
         )
         if carried is None or carried.reason != "history":
             self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))

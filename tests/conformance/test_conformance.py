@@ -51,6 +51,7 @@ from temporal_workflows._engine.serde import encode, type_key
 from temporal_workflows.temporal import RunHandle, start_run
 from tests.conformance import scenarios as sc
 from tests.conftest import TASK_QUEUE
+from tests.integration import robust_graphs as rg
 from tests.integration import subgraphs as sg
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -333,6 +334,15 @@ def raises_facts(s: Seen) -> None:
     assert s.error["executor_id"] == "explode" and s.error["superstep"] == 2
     assert s.state == {"prepared": "boom"}  # the failed superstep's write is discarded
     assert s.outputs == []
+
+
+def large_state_facts(s: Seen) -> None:
+    (failed,) = s.of("ExecutorFailedEvent")
+    assert failed["executor_id"] == "write_c" and failed["superstep"] == 3
+    assert failed["error_type"] == "PayloadTooLargeError"
+    assert "'c' (900,037 bytes, by 'write_c')" in str(failed["error"]) and "'a' (900,037 bytes)" in str(failed["error"])
+    assert s.error is not None and s.error["executor_id"] == "write_c"
+    assert sorted(s.state) == ["a", "b"]  # the previous boundary's state, readable whole
 
 
 def two_fail_facts(s: Seen) -> None:
@@ -628,6 +638,7 @@ SCENARIOS = [
     Scenario("example_approval", approval.workflow, approval.SAMPLE_INPUT, answer=_review, facts=approval_facts),
     Scenario("step_raises", sc.raises, "boom", fails_with=ExecutorFailedError, facts=raises_facts),
     Scenario("two_steps_fail", sc.two_fail, "go", fails_with=ExecutorFailedError, facts=two_fail_facts),
+    Scenario("state_past_the_limit", rg.large_state, 1, fails_with=ExecutorFailedError, facts=large_state_facts),
     Scenario("reducer_raises", sc.bad_reducer, "go", fails_with=ReducerError, facts=bad_reducer_facts),
     Scenario("state_conflict", sc.conflict, "go", fails_with=StateConflictError, facts=conflict_facts),
     Scenario("superstep_limit", sc.endless, 0, fails_with=SuperstepLimitError, facts=limit_facts),

@@ -40,8 +40,9 @@ def _build() -> dict[str, Workflow]:
 
     from agent_framework import Agent, AgentSession, Message, tool
     from agent_framework.exceptions import ChatClientContentFilterException
+    from temporalio.common import RetryPolicy
 
-    from temporal_workflows import Executor, WorkflowBuilder, WorkflowContext, handler
+    from temporal_workflows import Executor, ExecutorOptions, WorkflowBuilder, WorkflowContext, handler
     from temporal_workflows.agents import AgentExecutor, AgentExecutorResponse
     from tests.agent_support import TOOL_CALLS, Reply, ScriptedChatClient, count
 
@@ -168,6 +169,19 @@ def _build() -> dict[str, Workflow]:
     graphs["refused"] = WorkflowBuilder(
         start_executor=Agent(client=ScriptedChatClient(refusing), name="censored"), name="it_agents_refused"
     ).build()
+
+    # -- a model error another attempt may fix: raised as it is, retried per policy (here: none) ---
+    class UpstreamModelError(Exception):
+        pass
+
+    def exploding(messages: list[Message]) -> Reply:
+        return UpstreamModelError("the upstream model exploded")
+
+    volatile = AgentExecutor(
+        Agent(client=ScriptedChatClient(exploding), name="volatile"),
+        options=ExecutorOptions(retry_policy=RetryPolicy(maximum_attempts=1)),
+    )
+    graphs["exploding"] = WorkflowBuilder(start_executor=volatile, name="it_agents_exploding").build()
 
     # -- a conversation of several turns, each adding a large tool result ------------------------
     @tool(approval_mode="never_require")

@@ -41,7 +41,7 @@ from temporal_workflows._errors import NotSerializableError, UnknownGraphError, 
 from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._activities.checkpoints import build_checkpoint_activities
-from temporal_workflows.temporal._failures import to_failure
+from temporal_workflows.temporal._failures import sever_cause_cycles, to_failure
 from temporal_workflows.temporal._live_publisher import LivePublisher
 from temporal_workflows.temporal._options import step_options
 from temporal_workflows.temporal._protocol import (
@@ -262,8 +262,9 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
             # request_info) fail the same way on every attempt: do not retry them.
             await live.close()
             raise _non_retryable(e) from e
-        except BaseException:
+        except BaseException as e:
             await live.close()  # a reader sees what the failed attempt streamed, then the retry's marker
+            sever_cause_cycles(e)  # the SDK reports this error, not a recursion error, for `raise e from e`
             raise
         await live.close()
         return encode_step_result(result, task, fan_in_groups)
@@ -386,6 +387,9 @@ def build_activities(
             return wf.graph.reduce(inp.key, inp.committed, inp.writes)
         except WorkflowError as e:
             raise _non_retryable(e) from e
+        except BaseException as e:
+            sever_cause_cycles(e)
+            raise
 
     cache = StateCache()
     acts: list[Callable[..., Any]] = [topology, reduce, validate, *build_checkpoint_activities(hosted, storage_for)]
