@@ -31,17 +31,19 @@ from temporal_workflows._engine.machine import (
     Reduction,
     StepTask,
 )
-from temporal_workflows._engine.serde import Envelope, decode
+from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import ExecutorFailedError, WorkflowRunError
 from temporal_workflows._events import WorkflowEvent, WorkflowStartedEvent
 from temporal_workflows._graph.context import WorkflowContext
 from temporal_workflows.llama._compile import StartDispatcher
+from temporal_workflows.llama._routing import route_event, unhandled, waits_of_requests
 from temporal_workflows.llama._runtime import (
     UNSERIALIZABLE,
     LiveRun,
-    WaitRequest,
+    LlamaStreamEvent,
     decode_value,
     encode_value,
+    event_json,
     register_live,
     run_task,
     unregister_live,
@@ -56,7 +58,6 @@ from temporal_workflows.llama.errors import (
 from temporal_workflows.llama.events import (
     Event,
     StopEvent,
-    UnhandledEvent,
     WorkflowCancelledEvent,
     WorkflowFailedEvent,
     WorkflowIdleEvent,
@@ -65,7 +66,6 @@ from temporal_workflows.llama.events import (
 )
 
 if TYPE_CHECKING:
-    from temporal_workflows.llama._compile import Compiled
     from temporal_workflows.llama.context import Context
     from temporal_workflows.llama.workflow import Workflow
 
@@ -75,28 +75,6 @@ FORMAT = "temporal_workflows.llama/1"
 """``Context.to_dict()`` format tag: the engine's checkpoint of the run, plus the store as JSON."""
 
 _END: Any = object()
-
-
-def matching_waits(pending: dict[str, Any], event: Event, compiled: Compiled) -> list[str]:
-    """Ids of the pending ``wait_for_event`` requests ``event`` answers (type and required values)."""
-    out: list[str] = []
-    for rid, req in pending.items():
-        try:
-            wait = decode(req.data)
-        except Exception:
-            continue
-        if not isinstance(wait, WaitRequest):
-            continue
-        tp = compiled.event_class(wait.event_type)
-        info = compiled.steps.get(req.executor_id)
-        if tp is None:
-            continue
-        subclasses = info is not None and info.config.accept_event_subclasses
-        if not (isinstance(event, tp) if subclasses else type(event) is tp):
-            continue
-        if all(getattr(event, k, None) == v for k, v in wait.requirements.items()):
-            out.append(rid)
-    return out
 
 
 class _RunBackend(DictBackend):
@@ -382,25 +360,21 @@ class LocalRun:
             env = encode_value(event, self.live, f"event {type(event).__name__} sent into the run")
             if verbose:
                 print(f"[tick] add: {summarize_event(event)}{f' -> {step}' if step else ''}")
-            if step is not None:
-                engine.send(step, env)
-                continue
-            answered: set[str] = set()
-            for rid in matching_waits(engine.pending_requests, event, self.compiled):
-                answered.add(engine.pending_requests[rid].executor_id)
+            route = route_event(self.compiled, event, waits_of_requests(engine.pending_requests.values()), step)
+            for rid in route.answers:
                 engine.respond(rid, env)
-            targets = [t for t in self.compiled.targets_for(event) if t not in answered]
-            for target in targets:
+            for target in route.targets:
                 engine.send(target, env)
-            if not answered and not targets:
-                self.publish(
-                    UnhandledEvent(
-                        event_type=type(event).__name__,
-                        qualified_name=f"{type(event).__module__}.{type(event).__name__}",
-                        step_name=None,
-                        idle=not engine.has_work(),
-                    )
-                )
+            if not route.handled:
+                notice = unhandled(event, step, idle=not engine.has_work())
+                if notice is not None:
+                    self.notice(notice)
+
+    def notice(self, event: Event) -> None:
+        """An event the run publishes at a boundary (``UnhandledEvent``): to the caller, and to the run's
+        record as a Temporal run streams it."""
+        self.publish(event)
+        self._on_driver_event(LlamaStreamEvent(event=event_json(event, None, "notice")))
 
     # -- around the run ----------------------------------------------------------------------------------------------
 

@@ -63,6 +63,7 @@ from temporal_workflows._engine.serde import Envelope, decode, encode, json_sche
 from temporal_workflows._errors import NotSerializableError, WorkflowError
 from temporal_workflows._events import WorkflowEvent
 from temporal_workflows._requests import RequestTimedOut
+from temporal_workflows.llama._routing import Wait, route_event, unhandled, waits_of_records
 from temporal_workflows.llama.errors import WorkflowRuntimeError
 from temporal_workflows.llama.events import (
     Event,
@@ -266,7 +267,7 @@ class TaskRun:
         self.private = f"{EXECUTOR_STATE_PREFIX}{info.name}/"
         self.stream_tasks: list[asyncio.Task[None]] = []
         self.loop = asyncio.get_running_loop()
-        self._waits: list[tuple[str, dict[str, Any]]] | None = None
+        self._waits: list[Wait] | None = None
 
     # -- state ---------------------------------------------------------------------------------------------
 
@@ -298,22 +299,12 @@ class TaskRun:
     def value(self, env: Envelope) -> Any:
         return decode_value(env, self.live)
 
-    def waits_answered_by(self, event: Event) -> list[tuple[str, str]]:
-        """``(request id, waiting step)`` of every committed ``wait_for_event`` ``event`` answers."""
+    def waits(self) -> list[Wait]:
+        """The ``wait_for_event`` calls committed at the boundary this task started from."""
         waits = self._waits
         if waits is None:
-            waits = self._waits = waiter_records(self.committed)
-        out: list[tuple[str, str]] = []
-        for rid, record in waits:
-            tp = self.compiled.event_class(str(record.get("event_type", "")))
-            info = self.compiled.steps.get(str(record.get("step", "")))
-            if tp is None or info is None:
-                continue
-            matches = isinstance(event, tp) if info.config.accept_event_subclasses else type(event) is tp
-            requirements = record.get("requirements") or {}
-            if matches and all(getattr(event, k, None) == v for k, v in requirements.items()):
-                out.append((rid, info.name))
-        return out
+            waits = self._waits = waits_of_records(waiter_records(self.committed))
+        return waits
 
     # -- output ----------------------------------------------------------------------------------------------
 
@@ -443,32 +434,32 @@ class Invocation:
     # -- events ----------------------------------------------------------------------------------------------
 
     def emit(self, event: Event, step: str | None) -> None:
-        """Route ``event`` (sent or returned) at this invocation's end, as LlamaIndex does.
+        """Route ``event`` (sent or returned) at this invocation's end, as LlamaIndex does (``_routing``).
 
-        It first answers every committed ``wait_for_event`` it matches (not
-        the steps named as its target only), then goes to each step that
-        accepts it and was not waiting for it.
+        It first answers every committed ``wait_for_event`` it matches, then
+        goes to each step that accepts it (only ``step`` if given) and was not
+        waiting for it; an event nothing takes is published as an
+        ``UnhandledEvent`` (the step is still running: the run is not idle).
         """
         task = self.task
         compiled = task.compiled
         if step is not None:
             compiled.check_target(step, event)
-            targets: tuple[str, ...] = (step,)
-        else:
-            targets = compiled.targets_for(event)
         if self.replay is not None:
             return  # sent by the first run already
-        waits = task.waits_answered_by(event) if step is None else []
-        if isinstance(event, StopEvent) and step is None and not targets and not waits:
+        route = route_event(compiled, event, task.waits(), step)
+        if isinstance(event, StopEvent) and step is None and not route.handled:
             return  # LlamaIndex: a StopEvent sent (not returned) reaches no step
+        if not route.handled:
+            notice = unhandled(event, step, idle=False)
+            if notice is not None:
+                self.stream(notice)
+            return
         env = encode_value(event, task.live, f"event {type(event).__name__} sent by step {task.info.name!r}")
-        for rid, _ in waits:
+        for rid in route.answers:
             self.answers.append((rid, env))
-        if waits:
-            waiting = {s for _, s in waits}
-            targets = tuple(t for t in targets if t not in waiting)
-        if targets:
-            self.sends.append((env, targets, event))
+        if route.targets:
+            self.sends.append((env, route.targets, event))
 
     def stream(self, event: Event, *, waiter_of: str | None = None) -> None:
         """``write_event_to_stream``: a custom event of the task (at once; a failed attempt's stay).
