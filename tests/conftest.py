@@ -31,7 +31,15 @@ TASK_QUEUE = "tw-tests"
 def hosted_workflows() -> list:  # type: ignore[type-arg]
     """Every graph the test worker hosts."""
     from tests.conformance import scenarios
-    from tests.integration import agent_graphs, graphs, live_graphs, llama_workflows, newcomer_graphs, subgraphs
+    from tests.integration import (
+        agent_graphs,
+        graphs,
+        live_graphs,
+        llama_peer_programs,
+        llama_workflows,
+        newcomer_graphs,
+        subgraphs,
+    )
 
     return [
         *graphs.all_workflows(),
@@ -39,6 +47,7 @@ def hosted_workflows() -> list:  # type: ignore[type-arg]
         *newcomer_graphs.all_workflows(),
         *subgraphs.all_workflows(),
         *llama_workflows.all_workflows(),
+        *llama_peer_programs.all_workflows(),
         *live_graphs.all_workflows(),
         *agent_graphs.all_workflows(),
     ]

@@ -430,9 +430,18 @@ class SuperstepDriver:
 
     # -- the loop ----------------------------------------------------------------------
 
-    def expire(self) -> None:
-        """Time out due requests (the host's clock). Raises ``RequestTimeoutError`` for ``on_timeout="fail"``."""
-        self.engine.expire_due(self.host.now())
+    def expire(self, now: float | None = None) -> None:
+        """Time out requests due at ``now`` (default: the host's clock).
+
+        At a boundary the driver takes outside input first, then expires: an
+        answer that arrived before its request's deadline wins, however late
+        the boundary that takes it (every host, and a sub-workflow's child,
+        ``subruns.deliver_responses``, keep this order).
+
+        Raises:
+            RequestTimeoutError: a due request was made with ``on_timeout="fail"``.
+        """
+        self.engine.expire_due(self.host.now() if now is None else now)
 
     async def run(self) -> AsyncIterator[DriverEvent]:
         """Drive the run; events as they happen. A failed run's events end with its failure, then it raises.

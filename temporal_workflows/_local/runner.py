@@ -340,7 +340,8 @@ class LocalRunner:
             WorkflowError: it is already running, or the arguments cannot start anything.
         """
         check_run_arguments(message, responses, checkpoint_id)
-        return self.reservation.take(self._events(message, responses, checkpoint_id, checkpoint_storage))
+        arrived = time.time()  # when the input arrived: the stream may be read later
+        return self.reservation.take(self._events(message, responses, checkpoint_id, checkpoint_storage, arrived))
 
     async def _events(
         self,
@@ -348,6 +349,7 @@ class LocalRunner:
         responses: Mapping[str, Any] | None,
         checkpoint_id: str | None,
         storage: CheckpointStorage | None,
+        arrived: float,
     ) -> AsyncIterator[WorkflowEvent]:
         # Nothing about the current run changes until the new input (responses included) is accepted.
         run_id, last_checkpoint_id = self.run_id, self.last_checkpoint_id
@@ -378,11 +380,14 @@ class LocalRunner:
             entry_checkpoint=started or responses is not None,
         )
         if not started:
-            # Timers do not run between calls: requests past their deadline time
-            # out now (as on Temporal, where the timer fires at the deadline), so
-            # a late answer finds no request; ``run(responses={})`` delivers just these.
+            # Timers do not run between calls: requests whose deadline passed before
+            # this input arrived time out first (on Temporal the idle run's timer made
+            # that boundary at the deadline), so a late answer finds no request;
+            # ``run(responses={})`` delivers just these. Then, as at every boundary,
+            # input before deadlines: an answer given before its deadline wins, even
+            # if the stream is read after it.
             try:
-                driver.expire()
+                driver.expire(arrived)
             except RequestTimeoutError as e:
                 self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
                 self.failed = e

@@ -27,6 +27,7 @@ __all__ = [
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
+    "PATCH_INPUT_BEFORE_EXPIRY",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
     "PATCH_STATUS_ON_EVERY_FAILURE",
     "PATCH_TASK_BUDGET",
@@ -66,7 +67,12 @@ PATCH_ENTRY_CHECKPOINT = "checkpoint-before-first-superstep"
 """Runs recorded before this took no automatic checkpoint of new input before its first superstep (Agent
 Framework's "iteration 0"), which newer runs take, in process as on Temporal."""
 
-PATCHES = (PATCH_DEFAULT_HEARTBEAT, PATCH_TASK_BUDGET, PATCH_ENTRY_CHECKPOINT)
+PATCH_INPUT_BEFORE_EXPIRY = "sub-workflow-input-before-expiry"
+"""Runs recorded before this resumed a sub-workflow's child by timing out its due requests first, so an answer
+its parent took before the deadline lost when the parent's superstep started after it; newer children take
+their responses first, as every boundary does."""
+
+PATCHES = (PATCH_DEFAULT_HEARTBEAT, PATCH_TASK_BUDGET, PATCH_ENTRY_CHECKPOINT, PATCH_INPUT_BEFORE_EXPIRY)
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker
 in history, so the others, reached only when something fails or the run continues as new, are still

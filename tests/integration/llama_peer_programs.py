@@ -1,0 +1,85 @@
+"""LlamaIndex programs run side by side: here on this library (hosted by the test worker), and the very same
+source on llama-index-workflows 2.26.1 itself (:func:`on_llamaindex`: the imports swapped, nothing else).
+
+Each program is what a user's existing LlamaIndex code does; a test runs it on
+LlamaIndex, in process and on Temporal, and compares what each prints.
+"""
+
+import asyncio
+import sys
+import types
+from pathlib import Path
+
+# -- imports (swapped for LlamaIndex's own by on_llamaindex) --
+from temporal_workflows.llama import (
+    Context,
+    Event,
+    InputRequiredEvent,
+    StartEvent,
+    StopEvent,
+    Workflow,
+    step,
+)
+from temporal_workflows.llama.retry_policy import retry_policy, stop_after_attempt, wait_fixed
+
+# -- end of imports --
+
+PEER_IMPORTS = """
+from workflows import Context, Workflow, step
+from workflows.events import Event, InputRequiredEvent, StartEvent, StopEvent
+from workflows.retry_policy import retry_policy, stop_after_attempt, wait_fixed
+"""
+
+
+class Ping(Event):
+    text: str
+
+
+class Stray(Event):
+    n: int
+
+
+class UnhandledProbe(Workflow):
+    """Waits for a ``Ping``; the test first sends a ``Stray`` nothing takes."""
+
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        ping = await ctx.wait_for_event(Ping, waiter_event=InputRequiredEvent(prefix="ping?"))
+        return StopEvent(result=f"pong {ping.text}")
+
+
+class FailsAfterRetries(Workflow):
+    """A step that fails twice (its retry policy allows two attempts)."""
+
+    @step(retry_policy=retry_policy(wait=wait_fixed(0.01), stop=stop_after_attempt(2)))
+    async def explode(self, ev: StartEvent) -> StopEvent:
+        raise ValueError(f"cannot handle {ev.what!r}")
+
+
+class StillRunning(Workflow):
+    """A step that outlives the workflow's timeout."""
+
+    @step
+    async def crawl(self, ev: StartEvent) -> StopEvent:
+        await asyncio.sleep(float(ev.seconds))
+        return StopEvent(result="late")
+
+
+def all_workflows() -> list[Workflow]:
+    return [UnhandledProbe(), FailsAfterRetries(), StillRunning(timeout=2)]
+
+
+def on_llamaindex() -> types.ModuleType:
+    """This module's programs on llama-index-workflows itself: the same source, LlamaIndex's imports."""
+    name = f"{__name__}__llamaindex"
+    found = sys.modules.get(name)
+    if found is not None:
+        return found
+    source = Path(__file__).read_text()
+    head, rest = source.split("# -- imports (swapped for LlamaIndex's own by on_llamaindex) --", 1)
+    _, tail = rest.split("# -- end of imports --", 1)
+    module = types.ModuleType(name)
+    module.__file__ = __file__
+    sys.modules[name] = module
+    exec(compile(head + PEER_IMPORTS + tail, __file__, "exec"), module.__dict__)
+    return module

@@ -1,0 +1,125 @@
+"""LlamaIndex programs print what they print on llama-index-workflows 2.26.1, in process and on Temporal.
+
+Each test runs one program of ``llama_peer_programs`` three ways: on
+LlamaIndex itself (the same source, its imports swapped), on this library in
+process, and on Temporal (hosted by the session's worker), and compares what
+a user's code sees: the events it streams, the result or the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from temporal_workflows.llama import start_run
+from tests.conftest import TASK_QUEUE
+from tests.integration import llama_peer_programs as ours
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+LIMIT = 60.0
+
+Send = Callable[[Any], Awaitable[None]]
+
+
+def peer() -> types.ModuleType:
+    pytest.importorskip("workflows")
+    return ours.on_llamaindex()
+
+
+def _seen(ev: Any) -> tuple[Any, ...] | None:
+    """What a user's loop over the stream looks at; ``None`` for what this comparison leaves out."""
+    name = type(ev).__name__
+    if name == "UnhandledEvent":
+        return (name, ev.event_type, ev.qualified_name.rsplit(".", 1)[1], ev.step_name, ev.idle)
+    if name in ("InputRequiredEvent", "StopEvent"):
+        return (name,)
+    if name == "WorkflowFailedEvent":
+        return (name, ev.step_name, type(ev.exception).__name__, str(ev.exception), ev.attempts)
+    if name == "WorkflowTimedOutEvent":
+        return (name, ev.timeout, ev.active_steps)
+    return None
+
+
+async def _in_process(
+    m: types.ModuleType, wf: Any, on_input: Callable[[types.ModuleType, Send], Awaitable[None]] | None, **start: Any
+) -> tuple[list[Any], Any]:
+    handler = wf.run(**start)
+    seen: list[Any] = []
+
+    async def send(ev: Any) -> None:
+        handler.ctx.send_event(ev)
+
+    async def read() -> None:
+        async for ev in handler.stream_events(expose_internal=True):
+            if (s := _seen(ev)) is not None:
+                seen.append(s)
+            if type(ev).__name__ == "InputRequiredEvent" and on_input is not None:
+                await on_input(m, send)
+
+    await asyncio.wait_for(read(), LIMIT)
+    try:
+        return seen, ("result", await handler)
+    except Exception as e:
+        return seen, ("raised", type(e).__name__, str(e))
+
+
+async def _on_temporal(
+    client: Client,
+    workflow_id: str,
+    wf: Any,
+    on_input: Callable[[types.ModuleType, Send], Awaitable[None]] | None,
+    **start: Any,
+) -> tuple[list[Any], Any]:
+    run = await start_run(client, wf, id=workflow_id, task_queue=TASK_QUEUE, **start)
+    seen: list[Any] = []
+
+    async def read() -> None:
+        async for ev in run.events(expose_internal=True):
+            if (s := _seen(ev)) is not None:
+                seen.append(s)
+            if type(ev).__name__ == "InputRequiredEvent" and on_input is not None:
+                await on_input(ours, run.send_event)
+
+    await asyncio.wait_for(read(), LIMIT)
+    try:
+        return seen, ("result", await run.result())
+    except Exception as e:
+        return seen, ("raised", type(e).__name__, str(e))
+
+
+async def _three_ways(
+    client: Client,
+    workflow_id: str,
+    name: str,
+    on_input: Callable[[types.ModuleType, Send], Awaitable[None]] | None = None,
+    make: Callable[[type], Any] = lambda cls: cls(),
+    **start: Any,
+) -> tuple[Any, Any, Any]:
+    p = peer()
+    on_peer = await _in_process(p, make(getattr(p, name)), on_input, **start)
+    in_process = await _in_process(ours, make(getattr(ours, name)), on_input, **start)
+    temporal = await _on_temporal(client, workflow_id, make(getattr(ours, name)), on_input, **start)
+    return on_peer, in_process, temporal
+
+
+async def _stray_then_ping(m: types.ModuleType, send: Send) -> None:
+    await send(m.Stray(n=1))
+    await send(m.Ping(text="hi"))
+
+
+async def test_an_event_nothing_takes_publishes_unhandled_event_as_llamaindex_does(
+    client: Client, workflow_id: str
+) -> None:
+    on_peer, in_process, temporal = await _three_ways(client, workflow_id, "UnhandledProbe", _stray_then_ping)
+    assert on_peer == (
+        [("InputRequiredEvent",), ("UnhandledEvent", "Stray", "Stray", None, True), ("StopEvent",)],
+        ("result", "pong hi"),
+    )
+    assert in_process == on_peer
+    assert temporal == on_peer
