@@ -82,11 +82,14 @@ __all__ = [
     "DriverHost",
     "RunStatus",
     "StepFailure",
+    "STEP_ATTEMPTS",
+    "STEP_ELAPSED",
     "StepsInterrupted",
     "SuperstepDriver",
     "check_signature",
     "checkpoint_due",
     "checkpoint_of",
+    "counted_attempts",
     "request_event",
 ]
 
@@ -113,22 +116,43 @@ class StepFailure:
             failure's type, e.g. ``"ValueError"``, ``"TimeoutError"``).
         message: The exception's message, without its type.
         cause: The exception itself, where the host has it (in process).
+        attempts: How many attempts the step made, where it counted them
+            itself (a LlamaIndex step's retry policy runs inside the step).
+        elapsed_seconds: From its first attempt to its last failure, likewise.
     """
 
     error_type: str
     message: str
     cause: BaseException | None = None
+    attempts: int | None = None
+    elapsed_seconds: float | None = None
 
     @staticmethod
     def of(e: BaseException) -> StepFailure:
         # pydantic's own text quotes the rejected input; failures reach logs and events.
         message = validation_message(e) if isinstance(e, ValidationError) else str(e)
+        attempts, elapsed = counted_attempts(e)
         kind, own = getattr(e, "type", None), getattr(e, "message", None)
         if isinstance(kind, str) and kind and isinstance(own, str):
             # An error that names its own type (Temporal's ApplicationError(type="Refused")): reported
             # under that type, as a Temporal activity failure is (without importing temporalio here).
-            return StepFailure(kind, own, e)
-        return StepFailure(type(e).__name__, message, e)
+            return StepFailure(kind, own, e, attempts, elapsed)
+        return StepFailure(type(e).__name__, message, e, attempts, elapsed)
+
+
+STEP_ATTEMPTS = "__step_attempts__"
+"""Attribute a step host sets on the exception a step failed with for good: how many attempts it made."""
+STEP_ELAPSED = "__step_elapsed__"
+"""Attribute beside it: seconds from the first attempt to the last failure."""
+
+
+def counted_attempts(e: BaseException) -> tuple[int | None, float | None]:
+    """What a step host recorded on a failed step's exception (:data:`STEP_ATTEMPTS`, :data:`STEP_ELAPSED`)."""
+    attempts, elapsed = getattr(e, STEP_ATTEMPTS, None), getattr(e, STEP_ELAPSED, None)
+    return (
+        attempts if isinstance(attempts, int) else None,
+        float(elapsed) if isinstance(elapsed, (int, float)) else None,
+    )
 
 
 class StepsInterrupted(Exception):
@@ -546,7 +570,13 @@ class SuperstepDriver:
                     raise WorkflowError(f"superstep {step} was abandoned before its steps finished")
                 first_task, first = failed[0]
                 raise ExecutorFailedError(
-                    first_task.executor_id, step, first.cause, error_type=first.error_type, detail=first.message
+                    first_task.executor_id,
+                    step,
+                    first.cause,
+                    error_type=first.error_type,
+                    detail=first.message,
+                    attempts=first.attempts,
+                    elapsed_seconds=first.elapsed_seconds,
                 )
             results = [o for o in outcomes if isinstance(o, StepResult)]
             try:

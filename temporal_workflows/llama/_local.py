@@ -280,8 +280,8 @@ class LocalRun:
                 WorkflowFailedEvent(
                     step_name=e.executor_id or "",
                     exception=error if isinstance(error, Exception) else e,
-                    attempts=getattr(error, "__llama_attempts__", None),
-                    elapsed_seconds=getattr(error, "__llama_elapsed__", None),
+                    attempts=e.attempts if isinstance(e, ExecutorFailedError) else None,
+                    elapsed_seconds=e.elapsed_seconds if isinstance(e, ExecutorFailedError) else None,
                 )
             )
             self._fail(error)

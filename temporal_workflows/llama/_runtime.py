@@ -50,6 +50,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from temporal_workflows._engine.driver import STEP_ATTEMPTS, STEP_ELAPSED
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
@@ -831,7 +832,7 @@ async def _attempts(inv: Invocation) -> None:
             if delay is None:
                 if await _recover(inv, e, failed_at):
                     return
-                _fail(info.name, e)
+                _fail(e, inv.attempt, max(0.0, failed_at - inv.first_attempt_at))
             inv.discard_attempt()
             inv.last_exception, inv.last_failed_at = e, failed_at
             inv.attempt += 1
@@ -896,10 +897,14 @@ async def _recover(inv: Invocation, error: Exception, failed_at: float) -> bool:
     return True
 
 
-def _fail(step: str, error: Exception) -> None:
-    """A step failed for good: on Temporal, never retry its activity (the policy has decided)."""
+def _fail(error: Exception, attempts: int, elapsed: float) -> None:
+    """A step failed for good, after ``attempts`` attempts over ``elapsed`` seconds (what LlamaIndex's
+    ``WorkflowFailedEvent`` reports): on Temporal, never retry its activity (the policy has decided)."""
     if activity.in_activity() and not isinstance(error, (ApplicationError, WorkflowError)):
-        raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from error
+        details = {"attempts": attempts, "elapsed_seconds": elapsed}
+        raise ApplicationError(str(error), details, type=type(error).__name__, non_retryable=True) from error
+    setattr(error, STEP_ATTEMPTS, attempts)
+    setattr(error, STEP_ELAPSED, elapsed)
     raise error
 
 

@@ -98,8 +98,10 @@ class LlamaRunHandle:
             cause = e.cause
             if isinstance(cause, TemporalTimeoutError):
                 timeout = self.workflow._timeout
+                active = await self._active_steps()
+                info = "Currently active steps: " + ", ".join(active) if active else "No steps active"
                 raise WorkflowTimeoutError(
-                    f"Operation timed out after {float(timeout) if timeout is not None else '?'} seconds."
+                    f"Operation timed out after {float(timeout) if timeout is not None else '?'} seconds. {info}"
                 ) from e
             if isinstance(cause, CancelledError):
                 raise WorkflowCancelledByUser() from e
@@ -154,13 +156,38 @@ class LlamaRunHandle:
                     yield stop
                     return
             elif isinstance(ev, GraphFailedEvent):
-                yield WorkflowFailedEvent(step_name=ev.executor_id or "", exception=RuntimeError(ev.error))
+                yield await self._failed_event(ev)
                 return
         desc = await self.run.describe()
         if desc.status == WorkflowExecutionStatus.TIMED_OUT:
-            yield WorkflowTimedOutEvent(timeout=float(self.workflow._timeout or 0), active_steps=[])
+            active = await self._active_steps()
+            yield WorkflowTimedOutEvent(timeout=float(self.workflow._timeout or 0), active_steps=active)
         elif desc.status == WorkflowExecutionStatus.CANCELED:
             yield WorkflowCancelledEvent()
+
+    async def _failed_event(self, ev: GraphFailedEvent) -> WorkflowFailedEvent:
+        """LlamaIndex's ``WorkflowFailedEvent``: the step's own exception (a builtin class rebuilt), with the
+        attempts and time its retry policy spent, read from the run's failure."""
+        try:
+            await self.run.result()
+        except ExecutorFailedError as e:
+            return WorkflowFailedEvent(
+                step_name=e.executor_id or "",
+                exception=_step_error(e),
+                attempts=e.attempts,
+                elapsed_seconds=e.elapsed_seconds,
+            )
+        except Exception as e:
+            return WorkflowFailedEvent(step_name=ev.executor_id or "", exception=e)
+        return WorkflowFailedEvent(step_name=ev.executor_id or "", exception=RuntimeError(ev.error))
+
+    async def _active_steps(self) -> list[str]:
+        """The steps a run that timed out was running: its ``status`` query (a closed run still answers it)."""
+        try:
+            status = await self.run.status()
+        except Exception:
+            return []
+        return list(dict.fromkeys(str(s) for s in status.get("in_flight") or []))
 
     def stream_events(self, expose_internal: bool = False) -> AsyncIterator[Event]:
         """LlamaIndex's name for :meth:`events` (internal events such as ``UnhandledEvent`` only if asked)."""

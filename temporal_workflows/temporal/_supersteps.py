@@ -117,7 +117,14 @@ def failure_of(e: BaseException) -> StepFailure:
     cause = innermost(e)
     if isinstance(cause, ApplicationError):
         kind = cause.type or "ApplicationError"
-        return StepFailure(LEGACY_FAILURE_TYPES.get(kind, kind), cause.message)
+        counted = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
+        attempts, elapsed = counted.get("attempts"), counted.get("elapsed_seconds")
+        return StepFailure(
+            LEGACY_FAILURE_TYPES.get(kind, kind),
+            cause.message,
+            attempts=attempts if isinstance(attempts, int) else None,
+            elapsed_seconds=float(elapsed) if isinstance(elapsed, (int, float)) else None,
+        )
     if isinstance(cause, TimeoutError):
         return StepFailure("TimeoutError", f"{cause.message} ({cause.type.name if cause.type else 'timeout'})")
     return StepFailure(type(cause).__name__, str(cause))

@@ -65,8 +65,11 @@ class StillRunning(Workflow):
         return StopEvent(result="late")
 
 
-def all_workflows() -> list[Workflow]:
-    return [UnhandledProbe(), FailsAfterRetries(), StillRunning(timeout=2)]
+def all_workflows() -> list:  # type: ignore[type-arg]
+    """The graphs the test worker hosts for these programs."""
+    from temporal_workflows._graph.workflow import as_graph_workflow
+
+    return [as_graph_workflow(w) for w in (UnhandledProbe(), FailsAfterRetries(), StillRunning(timeout=2))]
 
 
 def on_llamaindex() -> types.ModuleType:

@@ -40,7 +40,8 @@ def _seen(ev: Any) -> tuple[Any, ...] | None:
     if name in ("InputRequiredEvent", "StopEvent"):
         return (name,)
     if name == "WorkflowFailedEvent":
-        return (name, ev.step_name, type(ev.exception).__name__, str(ev.exception), ev.attempts)
+        elapsed = ev.elapsed_seconds is not None and ev.elapsed_seconds >= 0
+        return (name, ev.step_name, type(ev.exception).__name__, str(ev.exception), ev.attempts, elapsed)
     if name == "WorkflowTimedOutEvent":
         return (name, ev.timeout, ev.active_steps)
     return None
@@ -120,6 +121,28 @@ async def test_an_event_nothing_takes_publishes_unhandled_event_as_llamaindex_do
     assert on_peer == (
         [("InputRequiredEvent",), ("UnhandledEvent", "Stray", "Stray", None, True), ("StopEvent",)],
         ("result", "pong hi"),
+    )
+    assert in_process == on_peer
+    assert temporal == on_peer
+
+
+async def test_a_step_that_fails_for_good_reports_its_own_error_and_its_attempts_as_llamaindex_does(
+    client: Client, workflow_id: str
+) -> None:
+    on_peer, in_process, temporal = await _three_ways(client, workflow_id, "FailsAfterRetries", what="boom")
+    failed = ("WorkflowFailedEvent", "explode", "ValueError", "cannot handle 'boom'", 2, True)
+    assert on_peer == ([failed], ("raised", "ValueError", "cannot handle 'boom'"))
+    assert in_process == on_peer
+    assert temporal == on_peer
+
+
+async def test_a_timeout_names_the_steps_still_running_as_llamaindex_does(client: Client, workflow_id: str) -> None:
+    on_peer, in_process, temporal = await _three_ways(
+        client, workflow_id, "StillRunning", make=lambda cls: cls(timeout=2), seconds=10
+    )
+    assert on_peer == (
+        [("WorkflowTimedOutEvent", 2.0, ["crawl"])],
+        ("raised", "WorkflowTimeoutError", "Operation timed out after 2.0 seconds. Currently active steps: crawl"),
     )
     assert in_process == on_peer
     assert temporal == on_peer
