@@ -714,28 +714,47 @@ def _order_events_first(result: StepResult) -> None:
 
 
 async def _run_all(task: TaskRun, invocations: list[Invocation]) -> None:
-    """Run a task's invocations, ``num_workers`` at a time; flush their effects in event order."""
+    """Run a task's invocations, ``num_workers`` at a time; flush their effects in the order they finished.
+
+    As in LlamaIndex, what happened decides: events reach the next steps (a
+    ``collect_events`` among them) in the order the invocations emitted them,
+    and the first invocation to return a ``StopEvent`` ends the step's race:
+    the task's other invocations still running are cancelled (their effects
+    dropped, what they streamed stays), so the run's result is the first to
+    finish, and nobody waits for (or pays for) the losers. The order is the
+    step's own, made where the step runs: on Temporal inside its activity,
+    whose result history records, so a replay reads the same order.
+    """
     workers = task.info.config.num_workers
     if len(invocations) == 1:
         await _run_one(invocations[0])
-    else:
-        free = list(range(min(workers, len(invocations))))
-        slots = asyncio.Semaphore(len(free))
+        invocations[0].flush()
+        return
+    free = list(range(min(workers, len(invocations))))
+    slots = asyncio.Semaphore(len(free))
+    finished: list[Invocation] = []
+    runs: dict[int, asyncio.Task[None]] = {}
 
-        async def run(inv: Invocation) -> None:
-            async with slots:
-                inv.worker = free.pop(0)
-                try:
-                    await _run_one(inv)
-                finally:
-                    free.append(inv.worker)
-                    free.sort()
+    async def run(inv: Invocation) -> None:
+        async with slots:
+            inv.worker = free.pop(0)
+            try:
+                await _run_one(inv)
+            finally:
+                free.append(inv.worker)
+                free.sort()
+        finished.append(inv)
+        if inv.output is not None:  # the first StopEvent returned: the race is over
+            for i, other in runs.items():
+                if i != inv.index and not other.done():
+                    other.cancel()
 
-        outcome = await asyncio.gather(*(run(inv) for inv in invocations), return_exceptions=True)
-        for o in outcome:
-            if isinstance(o, BaseException):
-                raise o
-    for inv in invocations:
+    runs = {inv.index: asyncio.ensure_future(run(inv)) for inv in invocations}
+    outcome = await asyncio.gather(*runs.values(), return_exceptions=True)
+    for o in outcome:
+        if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError):
+            raise o
+    for inv in finished:
         inv.flush()
 
 
@@ -770,7 +789,11 @@ async def _until_done_or_parked(inv: Invocation, done: asyncio.Future[None]) -> 
     while True:
         signal: asyncio.Future[None] = loop.create_future()
         inv.parked_signal = signal
-        await asyncio.wait({done, signal}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait({done, signal}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            done.cancel()  # a sibling's StopEvent ended the race: the step itself stops too
+            raise
         inv.parked_signal = None
         if done.done():
             done.result()

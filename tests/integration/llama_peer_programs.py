@@ -65,11 +65,71 @@ class StillRunning(Workflow):
         return StopEvent(result="late")
 
 
+FINISHED: list[str] = []
+"""Queries whose step ran to its end (a cancelled loser never gets here)."""
+
+
+class Query(Event):
+    name: str
+    delay: float
+
+
+class Answer(Event):
+    name: str
+
+
+class FirstToFinish(Workflow):
+    """N queries raced by one ``num_workers`` step; the first ``StopEvent`` returned is the result."""
+
+    @step
+    async def scatter(self, ctx: Context, ev: StartEvent) -> Query | None:
+        for name, delay in ev.queries:
+            ctx.send_event(Query(name=name, delay=delay))
+        return None
+
+    @step(num_workers=4)
+    async def ask(self, ev: Query) -> StopEvent:
+        await asyncio.sleep(ev.delay)  # a model call that takes this long
+        FINISHED.append(ev.name)
+        return StopEvent(result=ev.name)
+
+
+class CollectInOrder(Workflow):
+    """N answers of different durations collected by ``collect_events``: in the order they came."""
+
+    @step
+    async def scatter(self, ctx: Context, ev: StartEvent) -> Query | None:
+        for name, delay in ev.queries:
+            ctx.send_event(Query(name=name, delay=delay))
+        return None
+
+    @step(num_workers=4)
+    async def work(self, ev: Query) -> Answer:
+        await asyncio.sleep(ev.delay)
+        return Answer(name=ev.name)
+
+    @step
+    async def join(self, ctx: Context, ev: Answer) -> StopEvent | None:
+        got = ctx.collect_events(ev, [Answer] * 3)
+        if got is None:
+            return None
+        return StopEvent(result=[a.name for a in got])
+
+
 def all_workflows() -> list:  # type: ignore[type-arg]
     """The graphs the test worker hosts for these programs."""
     from temporal_workflows._graph.workflow import as_graph_workflow
 
-    return [as_graph_workflow(w) for w in (UnhandledProbe(), FailsAfterRetries(), StillRunning(timeout=2))]
+    return [
+        as_graph_workflow(w)
+        for w in (
+            UnhandledProbe(),
+            FailsAfterRetries(),
+            StillRunning(timeout=2),
+            FirstToFinish(),
+            CollectInOrder(),
+        )
+    ]
 
 
 def on_llamaindex() -> types.ModuleType:

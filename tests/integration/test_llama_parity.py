@@ -146,3 +146,33 @@ async def test_a_timeout_names_the_steps_still_running_as_llamaindex_does(client
     )
     assert in_process == on_peer
     assert temporal == on_peer
+
+
+def _queries(tag: str) -> list[list[Any]]:
+    """Three queries started in this order, finishing in another: medium, slow, fast."""
+    return [[f"{tag}-medium", 0.8], [f"{tag}-slow", 2.5], [f"{tag}-fast", 0.1]]
+
+
+async def test_the_first_stop_event_returned_wins_and_the_losers_are_cancelled_as_in_llamaindex(
+    client: Client, workflow_id: str
+) -> None:
+    tag = workflow_id[-8:]
+    p = peer()
+    on_peer, in_process, temporal = await _three_ways(client, workflow_id, "FirstToFinish", queries=_queries(tag))
+    assert on_peer == ([("StopEvent",)], ("result", f"{tag}-fast"))
+    assert in_process == on_peer
+    assert temporal == on_peer
+    # Nobody waited for the others: still running when the first answer came, they were cancelled.
+    finished_on_peer = [n for n in p.FINISHED if n.startswith(tag)]
+    assert finished_on_peer == [f"{tag}-fast"]
+    assert [n for n in ours.FINISHED if n.startswith(tag)] == [f"{tag}-fast", f"{tag}-fast"]
+
+
+async def test_collect_events_gets_the_events_in_the_order_they_were_emitted_as_in_llamaindex(
+    client: Client, workflow_id: str
+) -> None:
+    tag = workflow_id[-8:]
+    on_peer, in_process, temporal = await _three_ways(client, workflow_id, "CollectInOrder", queries=_queries(tag))
+    assert on_peer == ([("StopEvent",)], ("result", [f"{tag}-fast", f"{tag}-medium", f"{tag}-slow"]))
+    assert in_process == on_peer
+    assert temporal == on_peer
