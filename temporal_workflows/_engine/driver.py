@@ -201,6 +201,11 @@ class DriverHost:
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         """Run every task against ``engine.state``; one outcome per task, in task order.
 
+        When a step's result ends the run (``StepResult.halt``, a LlamaIndex
+        ``StopEvent``) before the others finished, a host may cancel those and
+        give ``None`` for each (and for any that finished after it): the first
+        to finish wins, as in LlamaIndex, and nobody waits for the losers.
+
         Raises:
             StepsInterrupted: the superstep was abandoned (its steps cancelled).
         """
@@ -562,7 +567,10 @@ class SuperstepDriver:
                 engine.abort_superstep()
                 return
             failed = [(t, o) for t, o in zip(tasks, outcomes, strict=True) if isinstance(o, StepFailure)]
-            if failed or any(o is None for o in outcomes):
+            # A step that ended the run (a LlamaIndex StopEvent) before the others finished: the host
+            # cancelled them (``run_steps``), and they commit nothing; the rest of the superstep commits.
+            halted = not failed and any(isinstance(o, StepResult) and o.halt for o in outcomes)
+            if failed or (not halted and any(o is None for o in outcomes)):
                 engine.abort_superstep()
                 for t, o in zip(tasks, outcomes, strict=True):
                     self._step_events(t, o, committed=False)
@@ -578,12 +586,12 @@ class SuperstepDriver:
                     attempts=first.attempts,
                     elapsed_seconds=first.elapsed_seconds,
                 )
-            results = [o for o in outcomes if isinstance(o, StepResult)]
+            results = [o if isinstance(o, StepResult) else StepResult() for o in outcomes]
             try:
                 plan = engine.prepare_commit(results)
             except WorkflowRunError:
                 engine.abort_superstep()
-                self._steps_uncommitted(tasks, results)
+                self._steps_uncommitted(tasks, outcomes)
                 raise
             reduced: dict[str, Envelope] = {}
             for reduction in plan.reductions:
@@ -591,12 +599,12 @@ class SuperstepDriver:
                     reduced[reduction.key] = await host.reduce(step, reduction)
                 except ReducerFailed as e:
                     engine.abort_superstep()
-                    self._steps_uncommitted(tasks, results)
+                    self._steps_uncommitted(tasks, outcomes)
                     raise ReducerError(reduction.key, step, e.error_type, e.message) from None
             engine.apply_commit(plan, reduced, now=host.now())
             host.committed(plan, engine)
-            for t, r in zip(tasks, results, strict=True):
-                self._step_events(t, r, committed=True)
+            for t, o in zip(tasks, outcomes, strict=True):
+                self._step_events(t, o, committed=True)  # a cancelled step: invoked, nothing more
             self._check_outputs(plan.outputs, step)
             checkpoint_id = None
             if checkpoint_due(engine.superstep, self.checkpoint_every):
@@ -618,8 +626,8 @@ class SuperstepDriver:
 
     # -- one step's events ----------------------------------------------------------------
 
-    def _steps_uncommitted(self, tasks: Sequence[StepTask], results: Sequence[StepResult]) -> None:
-        for t, r in zip(tasks, results, strict=True):
+    def _steps_uncommitted(self, tasks: Sequence[StepTask], outcomes: Sequence[StepOutcome]) -> None:
+        for t, r in zip(tasks, outcomes, strict=True):
             self._step_events(t, r, committed=False)
 
     def _step_events(self, task: StepTask, outcome: StepOutcome, *, committed: bool) -> None:

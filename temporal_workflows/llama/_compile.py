@@ -48,6 +48,11 @@ MAX_SUPERSTEPS = 1_000_000
 DEFAULT_STEP_TIMEOUT = timedelta(hours=1)
 """Longest one attempt of a step may run on Temporal when the workflow has no ``timeout``."""
 
+STEP_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+"""A step's heartbeat timeout on Temporal: it heartbeats every third of it, so a step cancelled because
+another returned the run's ``StopEvent`` first (LlamaIndex cancels the losers of a race) stops within
+seconds, and a lost worker is noticed as soon."""
+
 
 @dataclass(frozen=True)
 class StepInfo:
@@ -384,6 +389,7 @@ class Compiled:
         timeout = wf._timeout
         options = ExecutorOptions(
             start_to_close_timeout=timedelta(seconds=timeout) if timeout else DEFAULT_STEP_TIMEOUT,
+            heartbeat_timeout=STEP_HEARTBEAT_TIMEOUT,
         )
         executors: dict[str, Executor] = {n: StepExecutor(self, i, options) for n, i in self.steps.items()}
         start_id = start_steps[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from temporal_workflows._engine.machine import (
     Engine,
     EngineSnapshot,
     Reduction,
+    StepResult,
     StepTask,
 )
 from temporal_workflows._engine.serde import Envelope
@@ -107,6 +109,44 @@ class _RunBackend(DictBackend):
         self.run.wake()
 
 
+async def _first_halt_wins(running: list[asyncio.Future[StepOutcome]]) -> list[StepOutcome]:
+    """Every step's outcome; once one ends the run (a ``StopEvent``) before any failed, the others still
+    running are cancelled and count for nothing (``None``), as LlamaIndex cancels them; those that had
+    finished by then commit with it. The Temporal host does the same in the order history records
+    (``_supersteps.StepRunner.run``); here it is the order they finished in."""
+    failed: list[int] = []
+    halted: list[int] = []
+    done: list[int] = []
+    wake = asyncio.Event()
+
+    def finished(i: int, f: asyncio.Future[StepOutcome]) -> None:
+        if halted or f.cancelled():
+            return
+        done.append(i)
+        outcome = f.result()
+        if isinstance(outcome, StepFailure):
+            failed.append(i)
+        elif isinstance(outcome, StepResult) and outcome.halt and not failed:
+            halted.append(i)
+        if halted or len(done) == len(running):
+            wake.set()
+
+    for i, f in enumerate(running):
+        f.add_done_callback(functools.partial(finished, i))
+    kept: set[int] | None = None
+    try:
+        await wake.wait()
+    finally:
+        if halted or not wake.is_set():  # a step ended the run, or the run itself is cancelled
+            kept = {i for i, f in enumerate(running) if f.done() and not f.cancelled()}
+            for f in running:
+                f.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+    if kept is None:
+        return [f.result() for f in running]
+    return [running[i].result() if i in kept else None for i in range(len(running))]
+
+
 class _Host(DriverHost):
     def __init__(self, run: LocalRun) -> None:
         self.run = run
@@ -142,9 +182,9 @@ class _Host(DriverHost):
         run = self.run
         run.running = [t.executor_id for t in tasks]  # kept if the run times out meanwhile: the error names them
         if len(tasks) == 1:
-            outcomes = [await run.run_one(tasks[0], state)]
+            outcomes: list[StepOutcome] = [await run.run_one(tasks[0], state)]
         else:
-            outcomes = list(await asyncio.gather(*(run.run_one(t, state) for t in tasks)))
+            outcomes = await _first_halt_wins([asyncio.ensure_future(run.run_one(t, state)) for t in tasks])
         run.running = []
         return outcomes
 

@@ -27,6 +27,7 @@ __all__ = [
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
+    "PATCH_FIRST_HALT_CANCELS",
     "PATCH_INPUT_BEFORE_EXPIRY",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
     "PATCH_STATUS_ON_EVERY_FAILURE",
@@ -72,7 +73,18 @@ PATCH_INPUT_BEFORE_EXPIRY = "sub-workflow-input-before-expiry"
 its parent took before the deadline lost when the parent's superstep started after it; newer children take
 their responses first, as every boundary does."""
 
-PATCHES = (PATCH_DEFAULT_HEARTBEAT, PATCH_TASK_BUDGET, PATCH_ENTRY_CHECKPOINT, PATCH_INPUT_BEFORE_EXPIRY)
+PATCH_FIRST_HALT_CANCELS = "first-halt-cancels-steps"
+"""Runs recorded before this waited for every step of a superstep in which one ended the run (a LlamaIndex
+``StopEvent``), and took the first in task order; newer ones take the first to finish, as history records
+it, and cancel the steps still running."""
+
+PATCHES = (
+    PATCH_DEFAULT_HEARTBEAT,
+    PATCH_TASK_BUDGET,
+    PATCH_ENTRY_CHECKPOINT,
+    PATCH_INPUT_BEFORE_EXPIRY,
+    PATCH_FIRST_HALT_CANCELS,
+)
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker
 in history, so the others, reached only when something fails or the run continues as new, are still

@@ -67,6 +67,8 @@ class StillRunning(Workflow):
 
 FINISHED: list[str] = []
 """Queries whose step ran to its end (a cancelled loser never gets here)."""
+CANCELLED: list[str] = []
+"""Steps cancelled mid-way (a loser of a race)."""
 
 
 class Query(Event):
@@ -116,6 +118,40 @@ class CollectInOrder(Workflow):
         return StopEvent(result=[a.name for a in got])
 
 
+class Tortoise(Event):
+    tag: str
+
+
+class Hare(Event):
+    tag: str
+
+
+class RaceOfSteps(Workflow):
+    """Two steps racing in one superstep; the one started first finishes last."""
+
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> Tortoise | Hare | None:
+        ctx.send_event(Tortoise(tag=ev.tag))
+        ctx.send_event(Hare(tag=ev.tag))
+        return None
+
+    @step
+    async def tortoise(self, ev: Tortoise) -> StopEvent:
+        try:
+            await asyncio.sleep(30.0)  # a long model call
+        except asyncio.CancelledError:
+            CANCELLED.append(f"{ev.tag}-tortoise")
+            raise
+        FINISHED.append(f"{ev.tag}-tortoise")
+        return StopEvent(result="tortoise")
+
+    @step
+    async def hare(self, ev: Hare) -> StopEvent:
+        await asyncio.sleep(0.2)
+        FINISHED.append(f"{ev.tag}-hare")
+        return StopEvent(result="hare")
+
+
 def all_workflows() -> list:  # type: ignore[type-arg]
     """The graphs the test worker hosts for these programs."""
     from temporal_workflows._graph.workflow import as_graph_workflow
@@ -128,6 +164,7 @@ def all_workflows() -> list:  # type: ignore[type-arg]
             StillRunning(timeout=2),
             FirstToFinish(),
             CollectInOrder(),
+            RaceOfSteps(),
         )
     ]
 

@@ -176,3 +176,26 @@ async def test_collect_events_gets_the_events_in_the_order_they_were_emitted_as_
     assert on_peer == ([("StopEvent",)], ("result", [f"{tag}-fast", f"{tag}-medium", f"{tag}-slow"]))
     assert in_process == on_peer
     assert temporal == on_peer
+
+
+async def test_a_step_returning_the_first_stop_event_cancels_the_other_running_steps_as_in_llamaindex(
+    client: Client, workflow_id: str
+) -> None:
+    tag = workflow_id[-8:]
+    p = peer()
+    started = asyncio.get_running_loop().time()
+    on_peer, in_process, temporal = await _three_ways(client, workflow_id, "RaceOfSteps", tag=tag)
+    # Nobody waited for the tortoise (30 s a race): the three runs took seconds.
+    assert asyncio.get_running_loop().time() - started < 15
+    assert on_peer == ([("StopEvent",)], ("result", "hare"))
+    assert in_process == on_peer
+    assert temporal == on_peer
+    assert [n for n in p.FINISHED if n.startswith(tag)] == [f"{tag}-hare"]
+    assert [n for n in p.CANCELLED if n.startswith(tag)] == [f"{tag}-tortoise"]
+    assert [n for n in ours.FINISHED if n.startswith(tag)] == [f"{tag}-hare", f"{tag}-hare"]
+
+    async def both_cancelled() -> None:  # on Temporal the loser learns of it at its next heartbeat
+        while [n for n in ours.CANCELLED if n.startswith(tag)] != [f"{tag}-tortoise"] * 2:
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(both_cancelled(), 15)
