@@ -7,9 +7,10 @@ This module runs the step's function once per event, at most ``num_workers``
 at a time, and turns what each invocation does into the task's
 ``StepResult``:
 
-* the events it returns or sends become deliveries to every step whose
-  accepted events match (routing by type happens here, in the sending step,
-  as for graphs);
+* the events it returns or sends answer the waits they match, then become
+  deliveries to every step whose accepted events match (``_routing``: the
+  one rule every sender follows; routing happens here, in the sending step,
+  as for graphs); an event nothing takes is streamed as ``UnhandledEvent``;
 * a ``StopEvent`` becomes the run's output and ends the run (``halt``);
 * ``write_event_to_stream`` becomes a custom event (``ctx.add_event``);
 * store writes become state writes (one key per state field, or per key of
@@ -18,9 +19,11 @@ at a time, and turns what each invocation does into the task's
 * ``collect_events`` buffers in the step's private state;
 * ``wait_for_event`` becomes a pending request (a durable wait on Temporal).
 
-Effects of one task are written in event order, whatever order its
-invocations finished in, so the commit does not depend on timing. Retries
-(the step's ``retry_policy``) run here, the same on both hosts.
+Effects of one task are written in the order its invocations finished (as
+LlamaIndex emits them), and the first to return a ``StopEvent`` cancels the
+others: decided where the step runs (on Temporal inside its activity, whose
+recorded result fixes it for replays). Retries (the step's
+``retry_policy``) run here, the same on both hosts.
 
 In process a run keeps the live Python objects next to their JSON
 (:class:`LiveRun`): events, results and state values keep their identity and
