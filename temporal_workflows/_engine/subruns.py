@@ -164,7 +164,7 @@ async def deliver_responses(
     request's deadline (or delivered its ``RequestTimedOut``), so an answer
     that arrived in time wins even when the parent's superstep that resumes
     the child starts after the deadline. ``input_first=False``: the order of
-    Temporal runs recorded before (``PATCH_INPUT_BEFORE_EXPIRY``).
+    Temporal runs recorded before (``PATCH_FIRST_COME``).
 
     A response is validated against its request first (``validate`` raises
     ``InvalidResponseError``: the child's run, and the parent's step, fail

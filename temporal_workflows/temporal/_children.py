@@ -42,7 +42,7 @@ from temporal_workflows._engine.subruns import (
 )
 from temporal_workflows._errors import RunTooLargeError
 from temporal_workflows.temporal._failures import refuse
-from temporal_workflows.temporal._patches import PATCH_INPUT_BEFORE_EXPIRY, patched
+from temporal_workflows.temporal._patches import PATCH_FIRST_COME, patched
 from temporal_workflows.temporal._protocol import FAILURE_INVALID_RESPONSE, RunInput, SubrunInput, Validated, quote
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ async def deliver_to_child(
             raise refuse(result.error_type or FAILURE_INVALID_RESPONSE, result.error or "invalid response")
         return result.value
 
-    input_first = patched(PATCH_INPUT_BEFORE_EXPIRY)
+    input_first = patched(PATCH_FIRST_COME)
     ignored = await deliver_responses(engine, subrun.responses, now=now, validate=checked, input_first=input_first)
     return set(engine.pending_requests), ignored
 

@@ -27,8 +27,7 @@ __all__ = [
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
-    "PATCH_FIRST_HALT_CANCELS",
-    "PATCH_INPUT_BEFORE_EXPIRY",
+    "PATCH_FIRST_COME",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
     "PATCH_STATUS_ON_EVERY_FAILURE",
     "PATCH_TASK_BUDGET",
@@ -68,22 +67,18 @@ PATCH_ENTRY_CHECKPOINT = "checkpoint-before-first-superstep"
 """Runs recorded before this took no automatic checkpoint of new input before its first superstep (Agent
 Framework's "iteration 0"), which newer runs take, in process as on Temporal."""
 
-PATCH_INPUT_BEFORE_EXPIRY = "sub-workflow-input-before-expiry"
-"""Runs recorded before this resumed a sub-workflow's child by timing out its due requests first, so an answer
-its parent took before the deadline lost when the parent's superstep started after it; newer children take
-their responses first, as every boundary does."""
-
-PATCH_FIRST_HALT_CANCELS = "first-halt-cancels-steps"
-"""Runs recorded before this waited for every step of a superstep in which one ended the run (a LlamaIndex
-``StopEvent``), and took the first in task order; newer ones take the first to finish, as history records
-it, and cancel the steps still running."""
+PATCH_FIRST_COME = "first-come-first-served"
+"""What happened first wins, as recorded in history. Runs recorded before this resumed a sub-workflow's child
+by timing out its due requests first (an answer its parent took before the deadline lost when the parent's
+superstep started after it; newer children take their responses first, as every boundary does), and waited
+for every step of a superstep in which one ended the run (a LlamaIndex ``StopEvent``), taking the first in
+task order (newer ones take the first to finish and cancel the steps still running)."""
 
 PATCHES = (
     PATCH_DEFAULT_HEARTBEAT,
     PATCH_TASK_BUDGET,
     PATCH_ENTRY_CHECKPOINT,
-    PATCH_INPUT_BEFORE_EXPIRY,
-    PATCH_FIRST_HALT_CANCELS,
+    PATCH_FIRST_COME,
 )
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker

@@ -35,7 +35,7 @@ from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._options import activity_options
 from temporal_workflows.temporal._patches import (
     PATCH_EVERY_FAILED_STEP,
-    PATCH_FIRST_HALT_CANCELS,
+    PATCH_FIRST_COME,
     PATCH_TASK_BUDGET,
     patched,
 )
@@ -197,7 +197,7 @@ class StepRunner:
         # (they are checked after every activation job, e.g. each of 5,000 activity results).
         finished = [0, 0]  # steps done, steps failed
         halted: list[int] = []  # the first step whose result ended the run (a LlamaIndex StopEvent)
-        halt_cancels = patched(PATCH_FIRST_HALT_CANCELS)
+        halt_cancels = patched(PATCH_FIRST_COME)
 
         def count(i: int, f: asyncio.Future[StepResult | None]) -> None:
             finished[0] += 1
