@@ -191,6 +191,32 @@ async def test_an_event_the_run_cannot_read_is_refused_by_the_update_and_a_warni
     assert any("not an event class" in w["message"] for w in warnings)
 
 
+async def test_an_event_sent_while_the_step_that_will_wait_for_it_works_is_routed_at_the_boundary(
+    client: Client, workflow_id: str
+) -> None:
+    """The run routes the event itself, over the waits committed at the boundary that takes it: a wait the
+    running superstep commits is answered, in process and on Temporal alike (a client routing on a queried
+    snapshot found no wait and no step taking the event, and it was lost)."""
+    from temporal_workflows._events import SuperStepStartedEvent
+
+    handler = lw.WaitsAfterWork(timeout=120).run()
+    async for ev in handler.stream_events():
+        if isinstance(ev, lw.Progress):
+            handler.ctx.send_event(lw.Reply(text="early"))
+    assert await asyncio.wait_for(handler, LIMIT) == "early"
+
+    run = await _start(client, lw.WaitsAfterWork(timeout=120), workflow_id)
+
+    async def send_while_working() -> None:
+        async for ev in run.run.events():
+            if isinstance(ev, SuperStepStartedEvent) and ev.superstep == 1:
+                await run.send_event(lw.Reply(text="early"))
+                return
+
+    await asyncio.wait_for(send_while_working(), LIMIT)
+    assert await asyncio.wait_for(run.result(), LIMIT) == "early"
+
+
 async def test_an_event_a_step_sends_answers_another_steps_wait(client: Client, workflow_id: str) -> None:
     from tests.test_llama import InternalWait
 
