@@ -76,7 +76,7 @@ from temporal_workflows.temporal._children import (
     subrun_refusal,
 )
 from temporal_workflows.temporal._failures import refuse, to_failure
-from temporal_workflows.temporal._inbox import Inbox, oversized_send
+from temporal_workflows.temporal._inbox import Inbox, oversized_event, oversized_send
 from temporal_workflows.temporal._patches import (
     PATCH_CARRY_LATER,
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
@@ -588,7 +588,18 @@ class GraphWorkflow:
 
     @submit_event.validator
     def _validate_submit_event(self, inp: EventInput) -> None:
+        # Rejected here, an update leaves no trace in history.
         self._check_open()
+        error = oversized_event(inp)
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
+        topology = self._topology
+        if topology is not None and inp.step is not None and inp.step not in topology.executor_ids:
+            raise refuse(
+                FAILURE_UNDELIVERABLE,
+                f"no step {quote(inp.step)} in workflow {workflow.info().workflow_type!r}; "
+                f"steps: {sorted(topology.executor_ids)}",
+            )
 
     @workflow.signal(name=SIGNAL_DELIVER)
     async def deliver(self, raw: RawValue) -> None:
@@ -611,7 +622,7 @@ class GraphWorkflow:
                 self._validate_send_message(d.send)
                 outcome = await self._inbox.accept_message(d.send, self._check_open)
             elif d.event is not None:
-                self._check_open()
+                self._validate_submit_event(d.event)
                 outcome = await self._inbox.accept_event(await self._started_engine(), d.event, self._check_open)
             else:
                 assert d.respond is not None

@@ -182,6 +182,9 @@ async def test_an_event_the_run_cannot_read_is_refused_by_the_update_and_a_warni
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await run.run.handle.execute_update("submit_event", {"event": {"x": 1}, "event_type": "nowhere:Nothing"})
         assert "not an event class" in str(refused.value.cause)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await run.run.handle.execute_update("submit_event", {"event": {"response": "x"}, "step": "nope"})
+        assert "no step 'nope'" in str(refused.value.cause)
         await run.run.handle.signal("send_event", {"event": {"x": 1}, "event_type": "nowhere:Nothing"})
         await run.send_event(HumanResponseEvent(response="Di", kind="name"))
 
