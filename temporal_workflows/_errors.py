@@ -182,6 +182,9 @@ class ExecutorFailedError(WorkflowRunError):
         original: The step's exception where the host has it (in process;
             also ``__cause__``); ``None`` on Temporal, where it was raised in
             an activity.
+        attempts: How many attempts the step made, where it counted them
+            itself (a LlamaIndex step's retry policy); else ``None``.
+        elapsed_seconds: From its first attempt to its last failure, likewise.
     """
 
     def __init__(
@@ -192,9 +195,13 @@ class ExecutorFailedError(WorkflowRunError):
         *,
         error_type: str | None = None,
         detail: str | None = None,
+        attempts: int | None = None,
+        elapsed_seconds: float | None = None,
     ) -> None:
         self.error_type = error_type or type(original).__name__
         self.detail = detail if detail is not None else str(original)
+        self.attempts = attempts
+        self.elapsed_seconds = elapsed_seconds
         super().__init__(
             f"executor {executor_id!r} failed in superstep {superstep}: {self.error_type}: {self.detail}",
             superstep=superstep,

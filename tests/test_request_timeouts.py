@@ -491,3 +491,38 @@ def test_input_is_accepted_again_after_an_aborted_superstep() -> None:
     engine.respond("r", env("x"))
     engine.send("a", env(2))
     assert [t.kind for t in engine.begin_superstep()] == ["message", "message", "response"]
+
+
+# -- the order at a boundary: input first, then deadlines ------------------------------------------------
+
+
+async def _outputs_of(stream: Any) -> list[Any]:
+    return [e.data for e in [e async for e in stream] if type(e).__name__ == "WorkflowOutputEvent"]
+
+
+@pytest.mark.parametrize("child", [False, True], ids=["request", "sub_workflow_request"])
+async def test_an_answer_given_before_its_deadline_wins_however_late_the_boundary_that_takes_it(
+    clock: Clock, child: bool
+) -> None:
+    from tests.integration.subgraphs import RACE_DEADLINE_SECONDS, build_race
+
+    wf = build_race(child=child)
+    first = await wf.run("bees")
+    (request,) = first.get_request_info_events()
+    clock.now = T0 + RACE_DEADLINE_SECONDS / 2
+    stream = wf.run(responses={request.request_id: {"text": "in time"}}, stream=True)  # given before the deadline
+    clock.now = T0 + RACE_DEADLINE_SECONDS * 10  # ... and the boundary that takes it comes after it
+    assert await _outputs_of(stream) == ["in time"]
+
+
+@pytest.mark.parametrize("child", [False, True], ids=["request", "sub_workflow_request"])
+async def test_an_answer_given_after_its_deadline_finds_the_request_timed_out(clock: Clock, child: bool) -> None:
+    from tests.integration.subgraphs import RACE_DEADLINE_SECONDS, build_race
+
+    wf = build_race(child=child)
+    first = await wf.run("bees")
+    (request,) = first.get_request_info_events()
+    clock.now = T0 + RACE_DEADLINE_SECONDS * 2
+    with pytest.raises(UnknownRequestError):
+        await wf.run(responses={request.request_id: {"text": "too late"}})
+    assert (await wf.run(responses={})).get_outputs() == ["timed out"]

@@ -83,11 +83,14 @@ __all__ = [
     "DriverHost",
     "RunStatus",
     "StepFailure",
+    "STEP_ATTEMPTS",
+    "STEP_ELAPSED",
     "StepsInterrupted",
     "SuperstepDriver",
     "check_signature",
     "checkpoint_due",
     "checkpoint_of",
+    "counted_attempts",
     "request_event",
 ]
 
@@ -114,22 +117,43 @@ class StepFailure:
             failure's type, e.g. ``"ValueError"``, ``"TimeoutError"``).
         message: The exception's message, without its type.
         cause: The exception itself, where the host has it (in process).
+        attempts: How many attempts the step made, where it counted them
+            itself (a LlamaIndex step's retry policy runs inside the step).
+        elapsed_seconds: From its first attempt to its last failure, likewise.
     """
 
     error_type: str
     message: str
     cause: BaseException | None = None
+    attempts: int | None = None
+    elapsed_seconds: float | None = None
 
     @staticmethod
     def of(e: BaseException) -> StepFailure:
         # pydantic's own text quotes the rejected input; failures reach logs and events.
         message = validation_message(e) if isinstance(e, ValidationError) else str(e)
+        attempts, elapsed = counted_attempts(e)
         kind, own = getattr(e, "type", None), getattr(e, "message", None)
         if isinstance(kind, str) and kind and isinstance(own, str):
             # An error that names its own type (Temporal's ApplicationError(type="Refused")): reported
             # under that type, as a Temporal activity failure is (without importing temporalio here).
-            return StepFailure(kind, own, e)
-        return StepFailure(type(e).__name__, message, e)
+            return StepFailure(kind, own, e, attempts, elapsed)
+        return StepFailure(type(e).__name__, message, e, attempts, elapsed)
+
+
+STEP_ATTEMPTS = "__step_attempts__"
+"""Attribute a step host sets on the exception a step failed with for good: how many attempts it made."""
+STEP_ELAPSED = "__step_elapsed__"
+"""Attribute beside it: seconds from the first attempt to the last failure."""
+
+
+def counted_attempts(e: BaseException) -> tuple[int | None, float | None]:
+    """What a step host recorded on a failed step's exception (:data:`STEP_ATTEMPTS`, :data:`STEP_ELAPSED`)."""
+    attempts, elapsed = getattr(e, STEP_ATTEMPTS, None), getattr(e, STEP_ELAPSED, None)
+    return (
+        attempts if isinstance(attempts, int) else None,
+        float(elapsed) if isinstance(elapsed, (int, float)) else None,
+    )
 
 
 class StepsInterrupted(Exception):
@@ -177,6 +201,11 @@ class DriverHost:
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         """Run every task against ``engine.state``; one outcome per task, in task order.
+
+        When a step's result ends the run (``StepResult.halt``, a LlamaIndex
+        ``StopEvent``) before the others finished, a host may cancel those and
+        give ``None`` for each (and for any that finished after it): the first
+        to finish wins, as in LlamaIndex, and nobody waits for the losers.
 
         Raises:
             StepsInterrupted: the superstep was abandoned (its steps cancelled).
@@ -437,9 +466,18 @@ class SuperstepDriver:
 
     # -- the loop ----------------------------------------------------------------------
 
-    def expire(self) -> None:
-        """Time out due requests (the host's clock). Raises ``RequestTimeoutError`` for ``on_timeout="fail"``."""
-        self.engine.expire_due(self.host.now())
+    def expire(self, now: float | None = None) -> None:
+        """Time out requests due at ``now`` (default: the host's clock).
+
+        At a boundary the driver takes outside input first, then expires: an
+        answer that arrived before its request's deadline wins, however late
+        the boundary that takes it (every host, and a sub-workflow's child,
+        ``subruns.deliver_responses``, keep this order).
+
+        Raises:
+            RequestTimeoutError: a due request was made with ``on_timeout="fail"``.
+        """
+        self.engine.expire_due(self.host.now() if now is None else now)
 
     async def run(self) -> AsyncIterator[DriverEvent]:
         """Drive the run; events as they happen. A failed run's events end with its failure, then it raises.
@@ -536,7 +574,10 @@ class SuperstepDriver:
                 engine.abort_superstep()
                 return
             failed = [(t, o) for t, o in zip(tasks, outcomes, strict=True) if isinstance(o, StepFailure)]
-            if failed or any(o is None for o in outcomes):
+            # A step that ended the run (a LlamaIndex StopEvent) before the others finished: the host
+            # cancelled them (``run_steps``), and they commit nothing; the rest of the superstep commits.
+            halted = not failed and any(isinstance(o, StepResult) and o.halt for o in outcomes)
+            if failed or (not halted and any(o is None for o in outcomes)):
                 engine.abort_superstep()
                 for t, o in zip(tasks, outcomes, strict=True):
                     self._step_events(t, o, committed=False)
@@ -544,14 +585,20 @@ class SuperstepDriver:
                     raise WorkflowError(f"superstep {step} was abandoned before its steps finished")
                 first_task, first = failed[0]
                 raise ExecutorFailedError(
-                    first_task.executor_id, step, first.cause, error_type=first.error_type, detail=first.message
+                    first_task.executor_id,
+                    step,
+                    first.cause,
+                    error_type=first.error_type,
+                    detail=first.message,
+                    attempts=first.attempts,
+                    elapsed_seconds=first.elapsed_seconds,
                 )
-            results = [o for o in outcomes if isinstance(o, StepResult)]
+            results = [o if isinstance(o, StepResult) else StepResult() for o in outcomes]
             try:
                 plan = engine.prepare_commit(results)
             except WorkflowRunError:
                 engine.abort_superstep()
-                self._steps_uncommitted(tasks, results)
+                self._steps_uncommitted(tasks, outcomes)
                 raise
             reduced: dict[str, Envelope] = {}
             for reduction in plan.reductions:
@@ -559,7 +606,7 @@ class SuperstepDriver:
                     reduced[reduction.key] = await host.reduce(step, reduction)
                 except ReducerFailed as e:
                     engine.abort_superstep()
-                    self._steps_uncommitted(tasks, results)
+                    self._steps_uncommitted(tasks, outcomes)
                     raise ReducerError(reduction.key, step, e.error_type, e.message) from None
             updates = {**plan.state_updates, **reduced} if self.limit_state else {}
             new_sizes = self._measure_commit(tasks, results, updates, step) if updates else {}
@@ -567,8 +614,8 @@ class SuperstepDriver:
             if updates:
                 self._state_sizes.commit(new_sizes, engine.state)
             host.committed(plan, engine)
-            for t, r in zip(tasks, results, strict=True):
-                self._step_events(t, r, committed=True)
+            for t, o in zip(tasks, outcomes, strict=True):
+                self._step_events(t, o, committed=True)  # a cancelled step: invoked, nothing more
             self._check_outputs(plan.outputs, step)
             checkpoint_id = None
             if checkpoint_due(engine.superstep, self.checkpoint_every):
@@ -590,8 +637,8 @@ class SuperstepDriver:
 
     # -- one step's events ----------------------------------------------------------------
 
-    def _steps_uncommitted(self, tasks: Sequence[StepTask], results: Sequence[StepResult]) -> None:
-        for t, r in zip(tasks, results, strict=True):
+    def _steps_uncommitted(self, tasks: Sequence[StepTask], outcomes: Sequence[StepOutcome]) -> None:
+        for t, r in zip(tasks, outcomes, strict=True):
             self._step_events(t, r, committed=False)
 
     def _step_events(self, task: StepTask, outcome: StepOutcome, *, committed: bool) -> None:

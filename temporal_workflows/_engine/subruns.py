@@ -156,21 +156,30 @@ async def deliver_responses(
     *,
     now: float,
     validate: Callable[[PendingRequest, Envelope], Awaitable[Envelope]],
+    input_first: bool = True,
 ) -> list[str]:
-    """Resume a child: time out its due requests, then deliver each response (both hosts).
+    """Resume a child: deliver each response, then time out its due requests (both hosts).
+
+    The order of every boundary (``driver``): input first, then deadlines. The
+    parent took each answer at a boundary of its own, before the propagated
+    request's deadline (or delivered its ``RequestTimedOut``), so an answer
+    that arrived in time wins even when the parent's superstep that resumes
+    the child starts after the deadline. ``input_first=False``: the order of
+    Temporal runs recorded before (``PATCH_FIRST_COME``).
 
     A response is validated against its request first (``validate`` raises
     ``InvalidResponseError``: the child's run, and the parent's step, fail
     with it). A ``RequestTimedOut`` is the parent's timeout of a propagated
-    request: the child's own deadline, which came first, has timed the
-    request out already, so it is dropped. Any other response whose request
-    is gone (it timed out as the child resumed) is returned, to be warned about.
+    request: it times the child's request out (if the child's own deadline
+    has not already). Any other response whose request is gone is returned,
+    to be warned about.
 
     Raises:
         RequestTimeoutError: a due request was made with ``on_timeout="fail"``.
         InvalidResponseError: a response does not validate.
     """
-    engine.expire_due(now)
+    if not input_first:
+        engine.expire_due(now)
     ignored: list[str] = []
     for rid, env in responses:
         request = engine.pending_requests.get(rid)
@@ -181,6 +190,7 @@ async def deliver_responses(
             ignored.append(rid)
         else:
             engine.respond(rid, await validate(request, env))
+    engine.expire_due(now)
     return ignored
 
 

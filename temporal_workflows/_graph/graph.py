@@ -7,7 +7,8 @@ Only step hosts (the in-process runner, Temporal activities) touch a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from temporal_workflows._engine.machine import Delivery, PendingRequest, Topology
@@ -18,7 +19,24 @@ from temporal_workflows._graph.executor import Executor
 from temporal_workflows._graph.typecheck import accepts
 from temporal_workflows._requests import RequestTimedOut
 
-__all__ = ["Graph"]
+__all__ = ["EventRoute", "Graph"]
+
+
+@dataclass(frozen=True, slots=True)
+class EventRoute:
+    """Where an event from outside goes, as the front end's routing policy decides it at a boundary.
+
+    Attributes:
+        value: The event, typed.
+        answers: Pending request ids it answers, in order.
+        targets: Executors it is delivered to.
+        notice: What the run publishes when nothing took it (a custom event), or ``None``.
+    """
+
+    value: Envelope
+    answers: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+    notice: Envelope | None = None
 
 
 class Graph:
@@ -134,6 +152,25 @@ class Graph:
                 "RequestTimedOut is what the run delivers when the deadline passes, not a response",
             )
         return encode(typed, what=f"response to request {rid!r}")
+
+    def route_event(
+        self, event: Envelope, step: str | None, pending: Sequence[PendingRequest], *, busy: bool
+    ) -> EventRoute:
+        """Route an event sent into the run (a front end's outside input, e.g. LlamaIndex's ``send_event``).
+
+        A graph takes outside input as a message for one executor (``send``)
+        or a response to one request (``respond``), which the client names;
+        a front end whose model routes events itself overrides this.
+
+        Raises:
+            UndeliverableMessageError: This graph does not route events.
+        """
+        raise UndeliverableMessageError(
+            f"graph {self.name!r} does not route events: send a message to an executor, or respond to a request",
+            source_id="<input>",
+            type_name=event.type or "json",
+            targets=[step] if step else [],
+        )
 
     def validate_message(self, executor_id: str, message: Envelope) -> Envelope:
         """A message from outside, typed as one of ``executor_id``'s handlers expects it.

@@ -375,8 +375,9 @@ class LocalRunner:
             WorkflowError: it is already running, or the arguments cannot start anything.
         """
         check_run_arguments(message, responses, checkpoint_id)
+        arrived = time.time()  # when the input arrived: the stream may be read later
         return self.reservation.take(
-            self._events(message, responses, checkpoint_id, checkpoint_storage, stream, invocation_kwargs)
+            self._events(message, responses, checkpoint_id, checkpoint_storage, arrived, stream, invocation_kwargs)
         )
 
     async def _events(
@@ -385,6 +386,7 @@ class LocalRunner:
         responses: Mapping[str, Any] | None,
         checkpoint_id: str | None,
         storage: CheckpointStorage | None,
+        arrived: float,
         stream: bool = False,
         invocation_kwargs: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[WorkflowEvent]:
@@ -420,11 +422,14 @@ class LocalRunner:
             entry_checkpoint=started or responses is not None,
         )
         if not started:
-            # Timers do not run between calls: requests past their deadline time
-            # out now (as on Temporal, where the timer fires at the deadline), so
-            # a late answer finds no request; ``run(responses={})`` delivers just these.
+            # Timers do not run between calls: requests whose deadline passed before
+            # this input arrived time out first (on Temporal the idle run's timer made
+            # that boundary at the deadline), so a late answer finds no request;
+            # ``run(responses={})`` delivers just these. Then, as at every boundary,
+            # input before deadlines: an answer given before its deadline wins, even
+            # if the stream is read after it.
             try:
-                driver.expire()
+                driver.expire(arrived)
             except RequestTimeoutError as e:
                 self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
                 self.failed = e

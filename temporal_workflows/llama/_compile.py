@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -27,10 +27,11 @@ from temporal_workflows._engine.serde import _resolve as resolve_type
 from temporal_workflows._errors import InvalidResponseError, UndeliverableMessageError, describe
 from temporal_workflows._graph.edges import EdgeGroup
 from temporal_workflows._graph.executor import Executor, ExecutorOptions, HandlerSpec, ResponseHandlerSpec
-from temporal_workflows._graph.graph import Graph
+from temporal_workflows._graph.graph import EventRoute, Graph
 from temporal_workflows._graph.workflow import Workflow as GraphWorkflow
 from temporal_workflows._requests import RequestTimedOut
-from temporal_workflows.llama._runtime import Invocation, WaitRequest, live_run, run_task
+from temporal_workflows.llama._routing import Wait, route_event, unhandled, waits_of_requests
+from temporal_workflows.llama._runtime import Invocation, LlamaStreamEvent, WaitRequest, event_json, live_run, run_task
 from temporal_workflows.llama.decorators import StepConfig
 from temporal_workflows.llama.errors import WorkflowRuntimeError
 from temporal_workflows.llama.events import Event, StartEvent, StopEvent
@@ -46,6 +47,11 @@ MAX_SUPERSTEPS = 1_000_000
 
 DEFAULT_STEP_TIMEOUT = timedelta(hours=1)
 """Longest one attempt of a step may run on Temporal when the workflow has no ``timeout``."""
+
+STEP_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+"""A step's heartbeat timeout on Temporal: it heartbeats every third of it, so a step cancelled because
+another returned the run's ``StopEvent`` first (LlamaIndex cancels the losers of a race) stops within
+seconds, and a lost worker is noticed as soon."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,81 @@ class LlamaGraph(Graph):
             targets=[executor_id],
         )
 
+    def route_event(
+        self, event: Envelope, step: str | None, pending: Sequence[PendingRequest], *, busy: bool
+    ) -> EventRoute:
+        """An event sent into the run, routed by LlamaIndex's rule (``_routing``) over the pending waits.
+
+        ``event``'s type key names its class; without one (plain JSON from
+        the ``temporal`` CLI) it is the first class that validates of the
+        awaited events, then the events ``step`` (or any step) accepts.
+        ``busy``: the run has work queued (so it is not idle if nothing takes
+        the event).
+
+        Raises:
+            UndeliverableMessageError: It is not an event of this workflow, or ``step`` does not take it.
+        """
+        compiled = self.compiled
+        waits = waits_of_requests(pending)
+        value = self._as_event(event, step, waits)
+        if step is not None:
+            try:
+                compiled.check_target(step, value)
+            except WorkflowRuntimeError as e:
+                raise UndeliverableMessageError(
+                    str(e), source_id="<input>", type_name=type(value).__name__, targets=[step]
+                ) from None
+        route = route_event(compiled, value, waits, step)
+        typed = encode(value, what=f"event {type(value).__name__} sent into the run")
+        notice = None
+        if not route.handled:
+            found = unhandled(value, step, idle=not busy)
+            if found is not None:
+                notice = encode(LlamaStreamEvent(event=event_json(found, None, "notice")))
+        return EventRoute(typed, route.answers, route.targets, notice)
+
+    def _as_event(self, event: Envelope, step: str | None, waits: Sequence[Wait]) -> Event:
+        compiled = self.compiled
+        if event.type is not None:
+            tp = compiled.event_class(event.type)
+            if tp is None and ":" not in event.type:  # a class name alone (the CLI user's shorthand)
+                tp = compiled.event_class_named(event.type)
+                if tp is not None:
+                    return tp.model_validate(event.data)
+            if tp is None:
+                raise UndeliverableMessageError(
+                    f"{event.type!r} is not an event class of workflow {self.name!r}",
+                    source_id="<input>",
+                    type_name=event.type,
+                    targets=[step] if step else [],
+                )
+            value = decode(event)
+            return value if isinstance(value, tp) else tp.model_validate(value)
+        candidates: list[type[Event]] = []
+        for w in waits:
+            tp = compiled.event_class(w.event_type)
+            if tp is not None and tp not in candidates:
+                candidates.append(tp)
+        infos = [compiled.steps[step]] if step in compiled.steps else list(compiled.steps.values())
+        for info in infos:
+            for tp in info.config.accepted_events:
+                if isinstance(tp, type) and issubclass(tp, Event) and tp not in candidates:
+                    candidates.append(tp)
+        errors: list[str] = []
+        for tp in candidates:
+            try:
+                return tp.model_validate(event.data, strict=True)
+            except (ValueError, TypeError) as e:
+                errors.append(f"{tp.__name__}: {e}")
+        raise UndeliverableMessageError(
+            f"the event is none of the events workflow {self.name!r} awaits or accepts"
+            + (f" ({'; '.join(errors)})" if errors else "")
+            + "; name its class with event_type",
+            source_id="<input>",
+            type_name="json",
+            targets=[step] if step else [],
+        )
+
     def validate_response(self, request: PendingRequest, value: Any) -> Envelope:
         """An event answering a ``wait_for_event``: of the awaited class, with the required field values."""
         rid = request.request_id
@@ -262,6 +343,11 @@ class Compiled:
                 tp = self._event_classes[key] = found
         return tp
 
+    def event_class_named(self, name: str) -> type[Event] | None:
+        """The event class of this workflow's steps named ``name`` (its accepted and returned events)."""
+        found = [tp for tp in self._event_classes.values() if tp.__name__ == name]
+        return found[0] if len(found) == 1 else None
+
     def catch_error_for(self, step: str) -> StepInfo | None:
         if self.steps.get(step) is not None and self.steps[step].config.role == "catch_error":
             return None
@@ -303,6 +389,7 @@ class Compiled:
         timeout = wf._timeout
         options = ExecutorOptions(
             start_to_close_timeout=timedelta(seconds=timeout) if timeout else DEFAULT_STEP_TIMEOUT,
+            heartbeat_timeout=STEP_HEARTBEAT_TIMEOUT,
         )
         executors: dict[str, Executor] = {n: StepExecutor(self, i, options) for n, i in self.steps.items()}
         start_id = start_steps[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from datetime import UTC, datetime
@@ -29,19 +30,22 @@ from temporal_workflows._engine.machine import (
     Engine,
     EngineSnapshot,
     Reduction,
+    StepResult,
     StepTask,
 )
-from temporal_workflows._engine.serde import Envelope, decode
+from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import ExecutorFailedError, WorkflowRunError
 from temporal_workflows._events import WorkflowEvent, WorkflowStartedEvent
 from temporal_workflows._graph.context import WorkflowContext
 from temporal_workflows.llama._compile import StartDispatcher
+from temporal_workflows.llama._routing import route_event, unhandled, waits_of_requests
 from temporal_workflows.llama._runtime import (
     UNSERIALIZABLE,
     LiveRun,
-    WaitRequest,
+    LlamaStreamEvent,
     decode_value,
     encode_value,
+    event_json,
     register_live,
     run_task,
     unregister_live,
@@ -56,7 +60,6 @@ from temporal_workflows.llama.errors import (
 from temporal_workflows.llama.events import (
     Event,
     StopEvent,
-    UnhandledEvent,
     WorkflowCancelledEvent,
     WorkflowFailedEvent,
     WorkflowIdleEvent,
@@ -65,7 +68,6 @@ from temporal_workflows.llama.events import (
 )
 
 if TYPE_CHECKING:
-    from temporal_workflows.llama._compile import Compiled
     from temporal_workflows.llama.context import Context
     from temporal_workflows.llama.workflow import Workflow
 
@@ -75,28 +77,6 @@ FORMAT = "temporal_workflows.llama/1"
 """``Context.to_dict()`` format tag: the engine's checkpoint of the run, plus the store as JSON."""
 
 _END: Any = object()
-
-
-def matching_waits(pending: dict[str, Any], event: Event, compiled: Compiled) -> list[str]:
-    """Ids of the pending ``wait_for_event`` requests ``event`` answers (type and required values)."""
-    out: list[str] = []
-    for rid, req in pending.items():
-        try:
-            wait = decode(req.data)
-        except Exception:
-            continue
-        if not isinstance(wait, WaitRequest):
-            continue
-        tp = compiled.event_class(wait.event_type)
-        info = compiled.steps.get(req.executor_id)
-        if tp is None:
-            continue
-        subclasses = info is not None and info.config.accept_event_subclasses
-        if not (isinstance(event, tp) if subclasses else type(event) is tp):
-            continue
-        if all(getattr(event, k, None) == v for k, v in wait.requirements.items()):
-            out.append(rid)
-    return out
 
 
 class _RunBackend(DictBackend):
@@ -127,6 +107,44 @@ class _RunBackend(DictBackend):
     def delete(self, key: str) -> None:
         self.run.outside_writes[key] = None
         self.run.wake()
+
+
+async def _first_halt_wins(running: list[asyncio.Future[StepOutcome]]) -> list[StepOutcome]:
+    """Every step's outcome; once one ends the run (a ``StopEvent``) before any failed, the others still
+    running are cancelled and count for nothing (``None``), as LlamaIndex cancels them; those that had
+    finished by then commit with it. The Temporal host does the same in the order history records
+    (``_supersteps.StepRunner.run``); here it is the order they finished in."""
+    failed: list[int] = []
+    halted: list[int] = []
+    done: list[int] = []
+    wake = asyncio.Event()
+
+    def finished(i: int, f: asyncio.Future[StepOutcome]) -> None:
+        if halted or f.cancelled():
+            return
+        done.append(i)
+        outcome = f.result()
+        if isinstance(outcome, StepFailure):
+            failed.append(i)
+        elif isinstance(outcome, StepResult) and outcome.halt and not failed:
+            halted.append(i)
+        if halted or len(done) == len(running):
+            wake.set()
+
+    for i, f in enumerate(running):
+        f.add_done_callback(functools.partial(finished, i))
+    kept: set[int] | None = None
+    try:
+        await wake.wait()
+    finally:
+        if halted or not wake.is_set():  # a step ended the run, or the run itself is cancelled
+            kept = {i for i, f in enumerate(running) if f.done() and not f.cancelled()}
+            for f in running:
+                f.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+    if kept is None:
+        return [f.result() for f in running]
+    return [running[i].result() if i in kept else None for i in range(len(running))]
 
 
 class _Host(DriverHost):
@@ -164,9 +182,9 @@ class _Host(DriverHost):
         run = self.run
         run.running = [t.executor_id for t in tasks]  # kept if the run times out meanwhile: the error names them
         if len(tasks) == 1:
-            outcomes = [await run.run_one(tasks[0], state)]
+            outcomes: list[StepOutcome] = [await run.run_one(tasks[0], state)]
         else:
-            outcomes = list(await asyncio.gather(*(run.run_one(t, state) for t in tasks)))
+            outcomes = await _first_halt_wins([asyncio.ensure_future(run.run_one(t, state)) for t in tasks])
         run.running = []
         return outcomes
 
@@ -302,8 +320,8 @@ class LocalRun:
                 WorkflowFailedEvent(
                     step_name=e.executor_id or "",
                     exception=error if isinstance(error, Exception) else e,
-                    attempts=getattr(error, "__llama_attempts__", None),
-                    elapsed_seconds=getattr(error, "__llama_elapsed__", None),
+                    attempts=e.attempts if isinstance(e, ExecutorFailedError) else None,
+                    elapsed_seconds=e.elapsed_seconds if isinstance(e, ExecutorFailedError) else None,
                 )
             )
             self._fail(error)
@@ -382,25 +400,21 @@ class LocalRun:
             env = encode_value(event, self.live, f"event {type(event).__name__} sent into the run")
             if verbose:
                 print(f"[tick] add: {summarize_event(event)}{f' -> {step}' if step else ''}")
-            if step is not None:
-                engine.send(step, env)
-                continue
-            answered: set[str] = set()
-            for rid in matching_waits(engine.pending_requests, event, self.compiled):
-                answered.add(engine.pending_requests[rid].executor_id)
+            route = route_event(self.compiled, event, waits_of_requests(engine.pending_requests.values()), step)
+            for rid in route.answers:
                 engine.respond(rid, env)
-            targets = [t for t in self.compiled.targets_for(event) if t not in answered]
-            for target in targets:
+            for target in route.targets:
                 engine.send(target, env)
-            if not answered and not targets:
-                self.publish(
-                    UnhandledEvent(
-                        event_type=type(event).__name__,
-                        qualified_name=f"{type(event).__module__}.{type(event).__name__}",
-                        step_name=None,
-                        idle=not engine.has_work(),
-                    )
-                )
+            if not route.handled:
+                notice = unhandled(event, step, idle=not engine.has_work())
+                if notice is not None:
+                    self.notice(notice)
+
+    def notice(self, event: Event) -> None:
+        """An event the run publishes at a boundary (``UnhandledEvent``): to the caller, and to the run's
+        record as a Temporal run streams it."""
+        self.publish(event)
+        self._on_driver_event(LlamaStreamEvent(event=event_json(event, None, "notice")))
 
     # -- around the run ----------------------------------------------------------------------------------------------
 

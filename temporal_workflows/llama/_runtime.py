@@ -7,9 +7,10 @@ This module runs the step's function once per event, at most ``num_workers``
 at a time, and turns what each invocation does into the task's
 ``StepResult``:
 
-* the events it returns or sends become deliveries to every step whose
-  accepted events match (routing by type happens here, in the sending step,
-  as for graphs);
+* the events it returns or sends answer the waits they match, then become
+  deliveries to every step whose accepted events match (``_routing``: the
+  one rule every sender follows; routing happens here, in the sending step,
+  as for graphs); an event nothing takes is streamed as ``UnhandledEvent``;
 * a ``StopEvent`` becomes the run's output and ends the run (``halt``);
 * ``write_event_to_stream`` becomes a custom event (``ctx.add_event``);
 * store writes become state writes (one key per state field, or per key of
@@ -18,9 +19,11 @@ at a time, and turns what each invocation does into the task's
 * ``collect_events`` buffers in the step's private state;
 * ``wait_for_event`` becomes a pending request (a durable wait on Temporal).
 
-Effects of one task are written in event order, whatever order its
-invocations finished in, so the commit does not depend on timing. Retries
-(the step's ``retry_policy``) run here, the same on both hosts.
+Effects of one task are written in the order its invocations finished (as
+LlamaIndex emits them), and the first to return a ``StopEvent`` cancels the
+others: decided where the step runs (on Temporal inside its activity, whose
+recorded result fixes it for replays). Retries (the step's
+``retry_policy``) run here, the same on both hosts.
 
 In process a run keeps the live Python objects next to their JSON
 (:class:`LiveRun`): events, results and state values keep their identity and
@@ -50,6 +53,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from temporal_workflows._engine.driver import STEP_ATTEMPTS, STEP_ELAPSED
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
@@ -63,6 +67,7 @@ from temporal_workflows._engine.serde import Envelope, decode, encode, json_sche
 from temporal_workflows._errors import NotSerializableError, WorkflowError
 from temporal_workflows._events import WorkflowEvent
 from temporal_workflows._requests import RequestTimedOut
+from temporal_workflows.llama._routing import Wait, route_event, unhandled, waits_of_records
 from temporal_workflows.llama.errors import WorkflowRuntimeError
 from temporal_workflows.llama.events import (
     Event,
@@ -266,7 +271,7 @@ class TaskRun:
         self.private = f"{EXECUTOR_STATE_PREFIX}{info.name}/"
         self.stream_tasks: list[asyncio.Task[None]] = []
         self.loop = asyncio.get_running_loop()
-        self._waits: list[tuple[str, dict[str, Any]]] | None = None
+        self._waits: list[Wait] | None = None
 
     # -- state ---------------------------------------------------------------------------------------------
 
@@ -298,22 +303,12 @@ class TaskRun:
     def value(self, env: Envelope) -> Any:
         return decode_value(env, self.live)
 
-    def waits_answered_by(self, event: Event) -> list[tuple[str, str]]:
-        """``(request id, waiting step)`` of every committed ``wait_for_event`` ``event`` answers."""
+    def waits(self) -> list[Wait]:
+        """The ``wait_for_event`` calls committed at the boundary this task started from."""
         waits = self._waits
         if waits is None:
-            waits = self._waits = waiter_records(self.committed)
-        out: list[tuple[str, str]] = []
-        for rid, record in waits:
-            tp = self.compiled.event_class(str(record.get("event_type", "")))
-            info = self.compiled.steps.get(str(record.get("step", "")))
-            if tp is None or info is None:
-                continue
-            matches = isinstance(event, tp) if info.config.accept_event_subclasses else type(event) is tp
-            requirements = record.get("requirements") or {}
-            if matches and all(getattr(event, k, None) == v for k, v in requirements.items()):
-                out.append((rid, info.name))
-        return out
+            waits = self._waits = waits_of_records(waiter_records(self.committed))
+        return waits
 
     # -- output ----------------------------------------------------------------------------------------------
 
@@ -443,32 +438,32 @@ class Invocation:
     # -- events ----------------------------------------------------------------------------------------------
 
     def emit(self, event: Event, step: str | None) -> None:
-        """Route ``event`` (sent or returned) at this invocation's end, as LlamaIndex does.
+        """Route ``event`` (sent or returned) at this invocation's end, as LlamaIndex does (``_routing``).
 
-        It first answers every committed ``wait_for_event`` it matches (not
-        the steps named as its target only), then goes to each step that
-        accepts it and was not waiting for it.
+        It first answers every committed ``wait_for_event`` it matches, then
+        goes to each step that accepts it (only ``step`` if given) and was not
+        waiting for it; an event nothing takes is published as an
+        ``UnhandledEvent`` (the step is still running: the run is not idle).
         """
         task = self.task
         compiled = task.compiled
         if step is not None:
             compiled.check_target(step, event)
-            targets: tuple[str, ...] = (step,)
-        else:
-            targets = compiled.targets_for(event)
         if self.replay is not None:
             return  # sent by the first run already
-        waits = task.waits_answered_by(event) if step is None else []
-        if isinstance(event, StopEvent) and step is None and not targets and not waits:
+        route = route_event(compiled, event, task.waits(), step)
+        if isinstance(event, StopEvent) and step is None and not route.handled:
             return  # LlamaIndex: a StopEvent sent (not returned) reaches no step
+        if not route.handled:
+            notice = unhandled(event, step, idle=False)
+            if notice is not None:
+                self.stream(notice)
+            return
         env = encode_value(event, task.live, f"event {type(event).__name__} sent by step {task.info.name!r}")
-        for rid, _ in waits:
+        for rid in route.answers:
             self.answers.append((rid, env))
-        if waits:
-            waiting = {s for _, s in waits}
-            targets = tuple(t for t in targets if t not in waiting)
-        if targets:
-            self.sends.append((env, targets, event))
+        if route.targets:
+            self.sends.append((env, route.targets, event))
 
     def stream(self, event: Event, *, waiter_of: str | None = None) -> None:
         """``write_event_to_stream``: a custom event of the task (at once; a failed attempt's stay).
@@ -722,28 +717,47 @@ def _order_events_first(result: StepResult) -> None:
 
 
 async def _run_all(task: TaskRun, invocations: list[Invocation]) -> None:
-    """Run a task's invocations, ``num_workers`` at a time; flush their effects in event order."""
+    """Run a task's invocations, ``num_workers`` at a time; flush their effects in the order they finished.
+
+    As in LlamaIndex, what happened decides: events reach the next steps (a
+    ``collect_events`` among them) in the order the invocations emitted them,
+    and the first invocation to return a ``StopEvent`` ends the step's race:
+    the task's other invocations still running are cancelled (their effects
+    dropped, what they streamed stays), so the run's result is the first to
+    finish, and nobody waits for (or pays for) the losers. The order is the
+    step's own, made where the step runs: on Temporal inside its activity,
+    whose result history records, so a replay reads the same order.
+    """
     workers = task.info.config.num_workers
     if len(invocations) == 1:
         await _run_one(invocations[0])
-    else:
-        free = list(range(min(workers, len(invocations))))
-        slots = asyncio.Semaphore(len(free))
+        invocations[0].flush()
+        return
+    free = list(range(min(workers, len(invocations))))
+    slots = asyncio.Semaphore(len(free))
+    finished: list[Invocation] = []
+    runs: dict[int, asyncio.Task[None]] = {}
 
-        async def run(inv: Invocation) -> None:
-            async with slots:
-                inv.worker = free.pop(0)
-                try:
-                    await _run_one(inv)
-                finally:
-                    free.append(inv.worker)
-                    free.sort()
+    async def run(inv: Invocation) -> None:
+        async with slots:
+            inv.worker = free.pop(0)
+            try:
+                await _run_one(inv)
+            finally:
+                free.append(inv.worker)
+                free.sort()
+        finished.append(inv)
+        if inv.output is not None:  # the first StopEvent returned: the race is over
+            for i, other in runs.items():
+                if i != inv.index and not other.done():
+                    other.cancel()
 
-        outcome = await asyncio.gather(*(run(inv) for inv in invocations), return_exceptions=True)
-        for o in outcome:
-            if isinstance(o, BaseException):
-                raise o
-    for inv in invocations:
+    runs = {inv.index: asyncio.ensure_future(run(inv)) for inv in invocations}
+    outcome = await asyncio.gather(*runs.values(), return_exceptions=True)
+    for o in outcome:
+        if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError):
+            raise o
+    for inv in finished:
         inv.flush()
 
 
@@ -778,7 +792,11 @@ async def _until_done_or_parked(inv: Invocation, done: asyncio.Future[None]) -> 
     while True:
         signal: asyncio.Future[None] = loop.create_future()
         inv.parked_signal = signal
-        await asyncio.wait({done, signal}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait({done, signal}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            done.cancel()  # a sibling's StopEvent ended the race: the step itself stops too
+            raise
         inv.parked_signal = None
         if done.done():
             done.result()
@@ -840,7 +858,7 @@ async def _attempts(inv: Invocation) -> None:
             if delay is None:
                 if await _recover(inv, e, failed_at):
                     return
-                _fail(info.name, e)
+                _fail(e, inv.attempt, max(0.0, failed_at - inv.first_attempt_at))
             inv.discard_attempt()
             inv.last_exception, inv.last_failed_at = e, failed_at
             inv.attempt += 1
@@ -905,10 +923,14 @@ async def _recover(inv: Invocation, error: Exception, failed_at: float) -> bool:
     return True
 
 
-def _fail(step: str, error: Exception) -> None:
-    """A step failed for good: on Temporal, never retry its activity (the policy has decided)."""
+def _fail(error: Exception, attempts: int, elapsed: float) -> None:
+    """A step failed for good, after ``attempts`` attempts over ``elapsed`` seconds (what LlamaIndex's
+    ``WorkflowFailedEvent`` reports): on Temporal, never retry its activity (the policy has decided)."""
     if activity.in_activity() and not isinstance(error, (ApplicationError, WorkflowError)):
-        raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from error
+        details = {"attempts": attempts, "elapsed_seconds": elapsed}
+        raise ApplicationError(str(error), details, type=type(error).__name__, non_retryable=True) from error
+    setattr(error, STEP_ATTEMPTS, attempts)
+    setattr(error, STEP_ELAPSED, elapsed)
     raise error
 
 

@@ -14,9 +14,9 @@ code). This module is the client side, a thin layer over the graph client's
   as ``await handler`` is in process;
 * ``run.events()`` (or ``stream_events()``) yields what steps publish, ending
   with the ``StopEvent``;
-* ``await run.send_event(ev)`` answers the ``wait_for_event`` calls the event
-  matches and delivers it to the steps that accept it, as
-  ``handler.ctx.send_event`` does in process.
+* ``await run.send_event(ev)`` hands the event to the run, which routes it
+  at its next boundary as ``handler.ctx.send_event`` does in process: the
+  ``wait_for_event`` calls it matches, then the steps that accept it.
 
 Everything else of ``RunHandle`` (status, checkpoints, reset, fork, the
 ``temporal`` CLI) works on ``run.run`` as for graphs.
@@ -24,9 +24,7 @@ Everything else of ``RunHandle`` (status, checkpoints, reset, fork, the
 
 from __future__ import annotations
 
-import asyncio
 import builtins
-import time
 import uuid
 from collections.abc import AsyncIterator, Generator
 from datetime import timedelta
@@ -38,14 +36,14 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 from temporal_workflows._engine.limits import check_payload
 from temporal_workflows._engine.serde import Envelope, decode, encode
-from temporal_workflows._errors import ExecutorFailedError, RunClosedError
+from temporal_workflows._errors import ExecutorFailedError
 from temporal_workflows._events import WorkflowFailedEvent as GraphFailedEvent
 from temporal_workflows._events import WorkflowOutputEvent
-from temporal_workflows.llama._local import matching_waits
 from temporal_workflows.llama._runtime import LlamaStreamEvent
 from temporal_workflows.llama.errors import WorkflowCancelledByUser, WorkflowRuntimeError, WorkflowTimeoutError
 from temporal_workflows.llama.events import (
     Event,
+    InternalDispatchEvent,
     StartEvent,
     StopEvent,
     WorkflowCancelledEvent,
@@ -59,15 +57,6 @@ if TYPE_CHECKING:
     from temporal_workflows.llama.workflow import Workflow
 
 __all__ = ["LlamaRunHandle", "get_run", "start_run"]
-
-
-class _Pending:
-    """A pending request as the ``pending_requests`` query reports it (what ``matching_waits`` reads)."""
-
-    def __init__(self, raw: dict[str, Any]) -> None:
-        self.request_id = raw["request_id"]
-        self.executor_id = raw["executor_id"]
-        self.data = Envelope(raw.get("request_type"), raw.get("request"))
 
 
 def _step_error(error: ExecutorFailedError) -> BaseException:
@@ -109,8 +98,10 @@ class LlamaRunHandle:
             cause = e.cause
             if isinstance(cause, TemporalTimeoutError):
                 timeout = self.workflow._timeout
+                active = await self._active_steps()
+                info = "Currently active steps: " + ", ".join(active) if active else "No steps active"
                 raise WorkflowTimeoutError(
-                    f"Operation timed out after {float(timeout) if timeout is not None else '?'} seconds."
+                    f"Operation timed out after {float(timeout) if timeout is not None else '?'} seconds. {info}"
                 ) from e
             if isinstance(cause, CancelledError):
                 raise WorkflowCancelledByUser() from e
@@ -150,73 +141,81 @@ class LlamaRunHandle:
     def __await__(self) -> Generator[Any, Any, Any]:
         return self.result().__await__()
 
-    async def events(self, *, from_offset: int = 0) -> AsyncIterator[Event]:
+    async def events(self, *, from_offset: int = 0, expose_internal: bool = False) -> AsyncIterator[Event]:
         """What the run's steps publish (``write_event_to_stream``, returned ``InputRequiredEvent``\\ s,
-        waiter events), ending with its ``StopEvent`` (or the event saying why it ended otherwise)."""
+        waiter events), ending with its ``StopEvent`` (or the event saying why it ended otherwise);
+        internal events (``UnhandledEvent``) only with ``expose_internal``, as ``stream_events`` in process."""
         async for ev in self.run.events(from_offset=from_offset):
             if isinstance(ev, LlamaStreamEvent):
-                yield decode(Envelope(ev.event["type"], ev.event["data"]))
+                event = decode(Envelope(ev.event["type"], ev.event["data"]))
+                if expose_internal or not isinstance(event, InternalDispatchEvent):
+                    yield event
             elif isinstance(ev, WorkflowOutputEvent):
                 stop = ev.data if isinstance(ev.data, StopEvent) else decode(Envelope(ev.data_type, ev.data))
                 if isinstance(stop, StopEvent):
                     yield stop
                     return
             elif isinstance(ev, GraphFailedEvent):
-                yield WorkflowFailedEvent(step_name=ev.executor_id or "", exception=RuntimeError(ev.error))
+                yield await self._failed_event(ev)
                 return
         desc = await self.run.describe()
         if desc.status == WorkflowExecutionStatus.TIMED_OUT:
-            yield WorkflowTimedOutEvent(timeout=float(self.workflow._timeout or 0), active_steps=[])
+            active = await self._active_steps()
+            yield WorkflowTimedOutEvent(timeout=float(self.workflow._timeout or 0), active_steps=active)
         elif desc.status == WorkflowExecutionStatus.CANCELED:
             yield WorkflowCancelledEvent()
 
+    async def _failed_event(self, ev: GraphFailedEvent) -> WorkflowFailedEvent:
+        """LlamaIndex's ``WorkflowFailedEvent``: the step's own exception (a builtin class rebuilt), with the
+        attempts and time its retry policy spent, read from the run's failure."""
+        try:
+            await self.run.result()
+        except ExecutorFailedError as e:
+            return WorkflowFailedEvent(
+                step_name=e.executor_id or "",
+                exception=_step_error(e),
+                attempts=e.attempts,
+                elapsed_seconds=e.elapsed_seconds,
+            )
+        except Exception as e:
+            return WorkflowFailedEvent(step_name=ev.executor_id or "", exception=e)
+        return WorkflowFailedEvent(step_name=ev.executor_id or "", exception=RuntimeError(ev.error))
+
+    async def _active_steps(self) -> list[str]:
+        """The steps a run that timed out was running: its ``status`` query (a closed run still answers it)."""
+        try:
+            status = await self.run.status()
+        except Exception:
+            return []
+        return list(dict.fromkeys(str(s) for s in status.get("in_flight") or []))
+
     def stream_events(self, expose_internal: bool = False) -> AsyncIterator[Event]:
-        """LlamaIndex's name for :meth:`events`."""
-        return self.events()
+        """LlamaIndex's name for :meth:`events` (internal events such as ``UnhandledEvent`` only if asked)."""
+        return self.events(expose_internal=expose_internal)
 
     async def send_event(self, event: Event, step: str | None = None) -> None:
         """Send an event into the run, as ``handler.ctx.send_event`` does in process.
 
-        It answers every pending ``wait_for_event`` it matches (class and
-        required values), then goes to each step that accepts it (only
-        ``step`` if given) and was not waiting for it. The ``temporal`` CLI
-        does the same with plain JSON: the ``respond`` signal with a request
-        id from the ``pending_requests`` query, or the ``send`` signal with
-        the step's name as ``executor_id``.
+        One ``submit_event`` update carries the event; the run routes it
+        itself at its next boundary, by LlamaIndex's rule over what is pending
+        there (``_routing``): it answers every ``wait_for_event`` it matches
+        (class and required values), then goes to each step that accepts it
+        (only ``step`` if given) and was not waiting for it; an event nothing
+        takes is published as an ``UnhandledEvent``. The ``temporal`` CLI
+        does the same with plain JSON: the ``send_event`` signal,
+        ``{"event": {...}, "event_type": "module:Class", "step": ...}``
+        (``event_type`` may be left out when the JSON reads as one of the
+        events the run awaits or its steps accept).
 
         Raises:
             WorkflowRuntimeError: ``step`` does not exist or does not accept the event.
+            UndeliverableMessageError: the run cannot read the event.
         """
-        compiled = self._compiled
+        if not isinstance(event, Event):
+            raise WorkflowRuntimeError(f"send_event takes an Event, not {type(event).__name__}")
         if step is not None:
-            compiled.check_target(step, event)
-            await self.run.send(step, event)
-            return
-        await self._started()
-        pending = {r["request_id"]: _Pending(r) for r in await self.run.pending_requests()}
-        answered: set[str] = set()
-        for rid in matching_waits(pending, event, compiled):
-            await self.run.respond(rid, event)
-            answered.add(pending[rid].executor_id)
-        for target in compiled.targets_for(event):
-            if target in answered:
-                continue
-            try:
-                await self.run.send(target, event)
-            except RunClosedError:
-                if not answered:
-                    raise
-                # The wait it answered ended the run (a StopEvent) before this copy arrived:
-                # in process the copy would have been dropped with the run's other queued events.
-                return
-
-    async def _started(self, limit: float = 30.0) -> None:
-        """Wait (briefly) until the run has built its engine: a just-forked or reset run restores its waits first."""
-        deadline = time.monotonic() + limit
-        delay = 0.02
-        while (await self.run.status()).get("status") == "starting" and time.monotonic() < deadline:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
+            self._compiled.check_target(step, event)
+        await self.run.send_event(event, step=step)
 
     async def cancel_run(self) -> None:
         """Cancel the run (its steps are cancelled; :meth:`result` raises ``WorkflowCancelledByUser``)."""

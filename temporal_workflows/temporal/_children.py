@@ -48,7 +48,7 @@ from temporal_workflows._engine.subruns import (
 )
 from temporal_workflows._errors import RunTooLargeError
 from temporal_workflows.temporal._failures import refuse
-from temporal_workflows.temporal._patches import PATCH_CHILD_START, patched
+from temporal_workflows.temporal._patches import PATCH_CHILD_START, PATCH_FIRST_COME, patched
 from temporal_workflows.temporal._protocol import FAILURE_INVALID_RESPONSE, RunInput, SubrunInput, Validated, quote
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def resume_child(engine: Engine, subrun: SubrunInput, topology: Topology) -> Non
 async def deliver_to_child(
     engine: Engine, subrun: SubrunInput, *, now: float, validate: Validate
 ) -> tuple[set[str], list[str]]:
-    """Time out the child's due requests and deliver its responses, each validated first (a local activity).
+    """Deliver the child's responses, each validated first (a local activity), then time out its due requests.
 
     Returns the ids of the requests it then waits for (any other request
     pending when it comes to rest is new) and those of responses that found
@@ -153,7 +153,8 @@ async def deliver_to_child(
             raise refuse(result.error_type or FAILURE_INVALID_RESPONSE, result.error or "invalid response")
         return result.value
 
-    ignored = await deliver_responses(engine, subrun.responses, now=now, validate=checked)
+    input_first = patched(PATCH_FIRST_COME)
+    ignored = await deliver_responses(engine, subrun.responses, now=now, validate=checked, input_first=input_first)
     return set(engine.pending_requests), ignored
 
 

@@ -1,16 +1,22 @@
-"""Outside input (responses, messages) from arrival to the engine, at superstep boundaries only.
+"""Outside input (responses, messages, events) from arrival to the engine, at superstep boundaries only.
 
 Signals queue their input as it came (it is checked at the next boundary; bad
 input becomes a warning). Updates check theirs before accepting it (bad
 input is refused, the caller told why) and queue it checked. Either way the
 engine sees input only at a boundary, in arrival order, so a superstep always
 reads the state and inputs of the boundary it started at.
+
+An event (a front end's ``send_event``) is routed at the boundary that takes
+it, by the front end's rule over the requests pending there (the ``route``
+local activity: event classes are user code), never by a client on a
+snapshot it queried: so a wait committed just before the boundary is
+answered, and every target is reached at that one boundary.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from temporalio.exceptions import ApplicationError
@@ -31,7 +37,9 @@ from temporal_workflows.temporal._protocol import (
     CarriedInput,
     DeliveryOutcome,
     RespondAllInput,
+    EventInput,
     RespondInput,
+    Routed,
     SendInput,
     Validated,
     too_long,
@@ -44,6 +52,7 @@ __all__ = [
     "MAX_OUTCOME_CHARS",
     "Deliveries",
     "Inbox",
+    "oversized_event",
     "oversized_respond",
     "oversized_send",
     "refuse",
@@ -56,12 +65,13 @@ MAX_OUTCOME_CHARS = 2000
 """Characters of a refusal's message a delivery outcome keeps (it is carried across continue-as-new)."""
 
 Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]]
+Route = Callable[[str | None, Envelope, list[PendingRequest], bool], Awaitable[Routed]]
 
 
 @dataclass
 class _Input:
-    kind: str  # "respond" | "send"
-    key: str  # request id or executor id
+    kind: str  # "respond" | "send" | "event"
+    key: str  # request id, executor id, or the step an event is addressed to ("" for none)
     value: Envelope
     validated: bool = False
 
@@ -69,6 +79,11 @@ class _Input:
 def oversized_respond(inp: RespondInput) -> str | None:
     """Why a response is refused before it is even queued: its request id is too long (else ``None``)."""
     return too_long("request id", inp.request_id, MAX_ID_CHARS)
+
+
+def oversized_event(inp: EventInput) -> str | None:
+    """Why an event is refused before it is even queued: its step or type name is too long."""
+    return too_long("step", inp.step, MAX_ID_CHARS) or too_long("event type", inp.event_type, MAX_TYPE_NAME_CHARS)
 
 
 def oversized_send(inp: SendInput) -> str | None:
@@ -94,9 +109,13 @@ class Inbox:
         carried: CarriedInbox | None,
         *,
         budget: TaskBudget | None = None,
+        route: Route | None = None,
+        publish: Callable[[Envelope], None] | None = None,
     ) -> None:
         carried = carried or CarriedInbox()
         self._validate = validate
+        self._route = route
+        self._publish = publish
         self._board = board
         self._budget = budget or TaskBudget()
         self.items: list[_Input] = [_Input(i.kind, i.key, i.value, i.validated) for i in carried.items]
@@ -132,6 +151,13 @@ class Inbox:
             self._board.warn(f"signal 'send' ignored: {error}", executor_id=inp.executor_id)
             return
         self.items.append(_Input("send", inp.executor_id, Envelope(inp.message_type, inp.message)))
+
+    def event_signal(self, inp: EventInput) -> None:
+        error = oversized_event(inp)
+        if error is not None:
+            self._board.warn(f"signal 'send_event' ignored: {error}")
+            return
+        self.items.append(_Input("event", inp.step or "", Envelope(inp.event_type, inp.event)))
 
     # -- updates: checked, then queued -----------------------------------------------------
 
@@ -235,7 +261,32 @@ class Inbox:
         self.items.append(_Input("send", inp.executor_id, checked.value, validated=True))
         return {"executor_id": inp.executor_id, "accepted": True}
 
-    def charge_update(self, inp: RespondInput | RespondAllInput | SendInput) -> None:
+    async def accept_event(self, engine: Engine, inp: EventInput, check_open: Callable[[], None]) -> dict[str, Any]:
+        """Check that the run can read an event (its class, its step), then queue it to be routed at the boundary."""
+        error = oversized_event(inp)
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
+        given = Envelope(inp.event_type, inp.event)
+        routed = await self._routed(inp.step, given, engine)
+        checked = routed.checked.resolved(given)
+        if checked.value is None:
+            raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "the event cannot be used")
+        check_open()
+        self.items.append(_Input("event", inp.step or "", checked.value, validated=True))
+        return {"accepted": True, "event_type": checked.value.type, "step": inp.step}
+
+    async def _routed(self, step: str | None, event: Envelope, engine: Engine) -> Routed:
+        if self._route is None:  # pragma: no cover - the workflow always gives one
+            return Routed(Validated(error="this run does not route events", error_type=FAILURE_UNDELIVERABLE))
+        # Routing reads what a request awaits, not the schema its answer must match: left out of history.
+        pending = [
+            replace(r, response_schema={})
+            for r in engine.pending_requests.values()
+            if r.request_id not in self._answered
+        ]
+        return await self._route(step, event, pending, engine.has_work())
+
+    def charge_update(self, inp: RespondInput | RespondAllInput | SendInput | EventInput) -> None:
         """Count an accepted update's input against its workflow task (called first thing in the handler).
 
         The SDK repeats an accepted update's input in the task that accepts it:
@@ -281,6 +332,8 @@ class Inbox:
                 self._answered.discard(req.request_id)
                 self._delivered.add(req.request_id)
                 self._delivered_order.append(req.request_id)
+            elif item.kind == "event":
+                await self._deliver_event(engine, item)
             else:
                 value = item.value
                 if not item.validated:
@@ -290,6 +343,25 @@ class Inbox:
                         continue
                     value = checked.value
                 engine.send(item.key, value)
+
+    async def _deliver_event(self, engine: Engine, item: _Input) -> None:
+        """Route an event by the front end's rule over the requests pending at this boundary, and deliver it."""
+        step = item.key or None
+        routed = await self._routed(step, item.value, engine)
+        checked = routed.checked.resolved(item.value)
+        if checked.value is None:
+            self._board.warn(checked.error or "the event cannot be used", executor_id=step)
+            return
+        value = checked.value
+        for rid in routed.answers:
+            if rid in engine.pending_requests:
+                engine.respond(rid, value)
+                self._delivered.add(rid)
+                self._delivered_order.append(rid)
+        for target in routed.targets:
+            engine.send(target, value)
+        if routed.notice is not None and self._publish is not None:
+            self._publish(routed.notice)
 
     def carry(self) -> CarriedInbox:
         return CarriedInbox(

@@ -28,6 +28,7 @@ __all__ = [
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
+    "PATCH_FIRST_COME",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
     "PATCH_STATE_LIMIT",
     "PATCH_STATUS_ON_EVERY_FAILURE",
@@ -78,12 +79,20 @@ PATCH_STATE_LIMIT = "committed-state-limit"
 """Runs recorded before this committed state past the payload limit as a whole (and then failed, on Temporal
 only, when a query could not carry it); newer ones fail the superstep that would, as in process."""
 
+PATCH_FIRST_COME = "first-come-first-served"
+"""What happened first wins, as recorded in history. Runs recorded before this resumed a sub-workflow's child
+by timing out its due requests first (an answer its parent took before the deadline lost when the parent's
+superstep started after it; newer children take their responses first, as every boundary does), and waited
+for every step of a superstep in which one ended the run (a LlamaIndex ``StopEvent``), taking the first in
+task order (newer ones take the first to finish and cancel the steps still running)."""
+
 PATCHES = (
     PATCH_DEFAULT_HEARTBEAT,
     PATCH_TASK_BUDGET,
     PATCH_ENTRY_CHECKPOINT,
     PATCH_CHILD_START,
     PATCH_STATE_LIMIT,
+    PATCH_FIRST_COME,
 )
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -33,7 +34,12 @@ from temporal_workflows._engine.subruns import Activation, SubrunOutcome, Subrun
 from temporal_workflows.temporal._children import run_child
 from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._options import activity_options
-from temporal_workflows.temporal._patches import PATCH_EVERY_FAILED_STEP, PATCH_TASK_BUDGET, patched
+from temporal_workflows.temporal._patches import (
+    PATCH_EVERY_FAILED_STEP,
+    PATCH_FIRST_COME,
+    PATCH_TASK_BUDGET,
+    patched,
+)
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_REDUCE,
     LEGACY_FAILURE_TYPES,
@@ -118,10 +124,26 @@ def failure_of(e: BaseException) -> StepFailure:
     cause = innermost(e)
     if isinstance(cause, ApplicationError):
         kind = cause.type or "ApplicationError"
-        return StepFailure(LEGACY_FAILURE_TYPES.get(kind, kind), cause.message)
+        counted = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
+        attempts, elapsed = counted.get("attempts"), counted.get("elapsed_seconds")
+        return StepFailure(
+            LEGACY_FAILURE_TYPES.get(kind, kind),
+            cause.message,
+            attempts=attempts if isinstance(attempts, int) else None,
+            elapsed_seconds=float(elapsed) if isinstance(elapsed, (int, float)) else None,
+        )
     if isinstance(cause, TimeoutError):
         return StepFailure("TimeoutError", f"{cause.message} ({cause.type.name if cause.type else 'timeout'})")
     return StepFailure(type(cause).__name__, str(cause))
+
+
+def _outcome(f: asyncio.Future[StepResult | None]) -> StepOutcome:
+    if not f.done() or f.cancelled():
+        return None  # a run recorded before every failed step was reported, or cancelled by a halt
+    error = f.exception()
+    if error is not None:
+        return failure_of(error)
+    return f.result()
 
 
 class StepRunner:
@@ -179,14 +201,22 @@ class StepRunner:
         # Counted as steps finish, so the conditions below cost O(1) however wide the superstep
         # (they are checked after every activation job, e.g. each of 5,000 activity results).
         finished = [0, 0]  # steps done, steps failed
+        halted: list[int] = []  # the first step whose result ended the run (a LlamaIndex StopEvent)
+        halt_cancels = patched(PATCH_FIRST_COME)
 
-        def count(f: asyncio.Future[StepResult | None]) -> None:
+        def count(i: int, f: asyncio.Future[StepResult | None]) -> None:
             finished[0] += 1
             if not f.cancelled() and f.exception() is not None:
                 finished[1] += 1
+            if halted:
+                return
+            if halt_cancels and not finished[1] and not f.cancelled() and f.exception() is None:
+                result = f.result()
+                if result is not None and result.halt:
+                    halted.append(i)
 
-        for f in running:
-            f.add_done_callback(count)
+        for i, f in enumerate(running):
+            f.add_done_callback(functools.partial(count, i))
 
         def settled() -> bool:
             return finished[0] == len(running)
@@ -195,7 +225,18 @@ class StepRunner:
             return finished[1] > 0
 
         try:
-            await workflow.wait_condition(lambda: settled() or failed() or interrupted())
+            await workflow.wait_condition(lambda: settled() or failed() or interrupted() or bool(halted))
+            if halted:
+                # A step ended the run (a LlamaIndex StopEvent) before any failed: the others still running
+                # are cancelled, as LlamaIndex cancels them, and count for nothing; those that had finished
+                # by then (in this workflow task, as history records it) commit with it, in task order.
+                kept = {i for i, f in enumerate(running) if f.done()}
+                for f in running:
+                    # Cancelled without waiting for them to stop: the run ends at this boundary, and a
+                    # loser learns of it at its next heartbeat (or when its run is gone).
+                    f.cancel()
+                self.in_flight = []
+                return [_outcome(f) if i in kept else None for i, f in enumerate(running)]
             if not settled() and not interrupted() and patched(PATCH_EVERY_FAILED_STEP):
                 # Every failed step of the superstep is reported, not only the first.
                 await workflow.wait_condition(lambda: settled() or interrupted())
@@ -207,14 +248,7 @@ class StepRunner:
         if interrupted() and not settled():
             await self._cancel(running)
             raise StepsInterrupted()
-        outcomes: list[StepOutcome] = []
-        for f in running:
-            if not f.done() or f.cancelled():
-                outcomes.append(None)  # a run recorded before every failed step was reported
-            elif f.exception() is not None:
-                outcomes.append(failure_of(f.exception()))  # type: ignore[arg-type]
-            else:
-                outcomes.append(f.result())
+        outcomes = [_outcome(f) for f in running]
         self.in_flight = []
         return outcomes
 

@@ -11,7 +11,7 @@ validation of outside input all run in activities. The loop is
 class is its host on Temporal. Its state lives in parts that each carry
 themselves across continue-as-new:
 
-* ``_inbox.Inbox``: outside input (responses, messages) until a boundary;
+* ``_inbox.Inbox``: outside input (responses, messages, events) until a boundary;
 * ``_checkpointing.Checkpoints``: checkpoints, resets and forks;
 * ``_status.StatusBoard``: the status query, search attribute and warnings;
 * ``_supersteps.StepRunner``: steps and reducers as activities.
@@ -82,7 +82,7 @@ from temporal_workflows.temporal._children import (
     subrun_refusal,
 )
 from temporal_workflows.temporal._failures import refuse, to_failure
-from temporal_workflows.temporal._inbox import Inbox, oversized_send
+from temporal_workflows.temporal._inbox import Inbox, oversized_event, oversized_send
 from temporal_workflows.temporal._patches import (
     PATCH_CARRY_LATER,
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
@@ -94,6 +94,7 @@ from temporal_workflows.temporal._patches import (
     RunPatches,
 )
 from temporal_workflows.temporal._protocol import (
+    ACTIVITY_ROUTE,
     ACTIVITY_TOPOLOGY,
     ACTIVITY_VALIDATE,
     DEFAULT_MAX_HISTORY_EVENTS,
@@ -123,22 +124,27 @@ from temporal_workflows.temporal._protocol import (
     SIGNAL_RESET,
     SIGNAL_RESPOND,
     SIGNAL_SEND,
+    SIGNAL_SEND_EVENT,
     UPDATE_CHECKPOINT,
     UPDATE_CONFIRM,
     UPDATE_RESET,
     UPDATE_RESPOND,
     UPDATE_RESPOND_ALL,
     UPDATE_SEND,
+    UPDATE_SEND_EVENT,
     Carried,
     CarriedCheckpoints,
     CheckpointRequest,
     CheckpointSetup,
     ConfirmInput,
     Delivery,
+    EventInput,
     Pinned,
     ResetRequest,
     RespondAllInput,
     RespondInput,
+    Routed,
+    RouteInput,
     RunInput,
     SendInput,
     StateSnapshot,
@@ -169,8 +175,24 @@ MIN_SEGMENT_EVENTS = 20
 """History events a run adds before it may continue as new again."""
 
 
-SIGNALS = (SIGNAL_RESPOND, SIGNAL_SEND, SIGNAL_CLOSE, SIGNAL_CHECKPOINT, SIGNAL_RESET, SIGNAL_DELIVER)
-UPDATES = (UPDATE_RESPOND, UPDATE_RESPOND_ALL, UPDATE_SEND, UPDATE_CHECKPOINT, UPDATE_RESET, UPDATE_CONFIRM)
+SIGNALS = (
+    SIGNAL_RESPOND,
+    SIGNAL_SEND,
+    SIGNAL_SEND_EVENT,
+    SIGNAL_CLOSE,
+    SIGNAL_CHECKPOINT,
+    SIGNAL_RESET,
+    SIGNAL_DELIVER,
+)
+UPDATES = (
+    UPDATE_RESPOND,
+    UPDATE_RESPOND_ALL,
+    UPDATE_SEND,
+    UPDATE_SEND_EVENT,
+    UPDATE_CHECKPOINT,
+    UPDATE_RESET,
+    UPDATE_CONFIRM,
+)
 
 _T = TypeVar("_T")
 
@@ -267,12 +289,14 @@ def _check_carried(carried: Carried, topology: Topology) -> None:
     """Refuse a ``carried`` start input no run of this graph could have handed over (the snapshot: the engine's)."""
     for i, item in enumerate(carried.inbox.items if carried.inbox else ()):
         where = f"carried.inbox.items[{i}]"
-        if item.kind not in ("respond", "send"):
-            raise InvalidRunInputError(f"{where}.kind must be 'respond' or 'send', not {quote(str(item.kind))}")
+        if item.kind not in ("respond", "send", "event"):
+            raise InvalidRunInputError(
+                f"{where}.kind must be 'respond', 'send' or 'event', not {quote(str(item.kind))}"
+            )
         error = too_long(f"{where}.key", item.key, MAX_ID_CHARS)
         if error is not None:
             raise InvalidRunInputError(error)
-        if item.kind == "send" and item.key not in topology.executor_ids:
+        if (item.kind == "send" or (item.kind == "event" and item.key)) and item.key not in topology.executor_ids:
             raise InvalidRunInputError(
                 f"{where} is a message for {quote(item.key)}, not an executor of graph {topology.name!r}"
             )
@@ -324,7 +348,14 @@ class GraphWorkflow:
         self._board = StatusBoard(self._publish, carried.status if carried else None)
         self.patches = RunPatches()
         self._budget = TaskBudget()
-        self._inbox = Inbox(self._validate, self._board, carried.inbox if carried else None, budget=self._budget)
+        self._inbox = Inbox(
+            self._validate,
+            self._board,
+            carried.inbox if carried else None,
+            budget=self._budget,
+            route=self._route,
+            publish=self._publish,
+        )
         self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
         self._engine: Engine | None = None
         self._topology: Topology | None = None
@@ -436,6 +467,13 @@ class GraphWorkflow:
         inp, _ = self._signal_arg(SIGNAL_SEND, raw, SendInput)
         if inp is not None and not self._subrun_ignores(SIGNAL_SEND):
             self._inbox.send_signal(inp)
+
+    @workflow.signal(name=SIGNAL_SEND_EVENT)
+    def send_event_signal(self, raw: RawValue) -> None:
+        """An event for the run to route at its next boundary (a front end's ``send_event``); bad input warns."""
+        inp, _ = self._signal_arg(SIGNAL_SEND_EVENT, raw, EventInput)
+        if inp is not None and not self._subrun_ignores(SIGNAL_SEND_EVENT):
+            self._inbox.event_signal(inp)
 
     @workflow.signal(name=SIGNAL_CLOSE)
     def close(self) -> None:
@@ -583,6 +621,29 @@ class GraphWorkflow:
                 f"executors: {sorted(topology.executor_ids)}",
             )
 
+    @workflow.update(name=UPDATE_SEND_EVENT)
+    async def submit_event(self, inp: EventInput) -> dict[str, Any]:
+        """An event for the run to route at its next boundary; returns once the run can read it."""
+        self._updates_since_task = True
+        self._check_open()
+        self._inbox.charge_update(inp)
+        return await self._inbox.accept_event(await self._started_engine(), inp, self._check_open)
+
+    @submit_event.validator
+    def _validate_submit_event(self, inp: EventInput) -> None:
+        # Rejected here, an update leaves no trace in history.
+        self._check_open()
+        error = oversized_event(inp)
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
+        topology = self._topology
+        if topology is not None and inp.step is not None and inp.step not in topology.executor_ids:
+            raise refuse(
+                FAILURE_UNDELIVERABLE,
+                f"no step {quote(inp.step)} in workflow {workflow.info().workflow_type!r}; "
+                f"steps: {sorted(topology.executor_ids)}",
+            )
+
     @workflow.signal(name=SIGNAL_DELIVER)
     async def deliver(self, raw: RawValue) -> None:
         """Large input a client waits for: checked as its update would be, the outcome kept to confirm."""
@@ -590,8 +651,8 @@ class GraphWorkflow:
         if d is None:
             return
         error = too_long("delivery id", d.id, MAX_ID_CHARS)
-        if error is not None or (d.send is None) == (d.respond is None):
-            self._board.warn(f"signal 'deliver' ignored: {error or 'it needs exactly one of send or respond'}")
+        if error is not None or [d.send, d.respond, d.event].count(None) != 2:
+            self._board.warn(f"signal 'deliver' ignored: {error or 'it needs exactly one of send, respond or event'}")
             return
         deliveries = self._inbox.deliveries
         if deliveries.known(d.id):
@@ -603,6 +664,9 @@ class GraphWorkflow:
             if d.send is not None:
                 self._validate_send_message(d.send)
                 outcome = await self._inbox.accept_message(d.send, self._check_open)
+            elif d.event is not None:
+                self._validate_submit_event(d.event)
+                outcome = await self._inbox.accept_event(await self._started_engine(), d.event, self._check_open)
             else:
                 assert d.respond is not None
                 self._validate_submit_response(d.respond)
@@ -696,6 +760,22 @@ class GraphWorkflow:
                 budget.charge(json_size(result))
         # The activity returns only what validation changed (the value is in history already).
         return result.resolved(value)
+
+    async def _route(self, step: str | None, event: Envelope, pending: list[PendingRequest], busy: bool) -> Routed:
+        """Type and route an event sent into the run in a local activity: event classes are user code."""
+        name = workflow.info().workflow_type
+        async with self._budget.lock:
+            await self._budget.room(self._payload_limit)
+            routed: Routed = await workflow.execute_local_activity(
+                ACTIVITY_ROUTE,
+                RouteInput(name, event, step, pending, busy),
+                result_type=Routed,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"route {event.type or 'event'}" + (f" to {step}" if step else ""),
+            )
+            self._budget.charge(json_size(routed))
+        return routed
 
     # -- events ------------------------------------------------------------------
 

@@ -960,6 +960,53 @@ class CflHalt(li.Workflow):
         return LlamaNote(text="too late")  # queued for `fast` at the superstep that halts: dropped
 
 
+class LlamaPing(li.Event):
+    text: str
+
+
+class LlamaStray(li.Event):
+    n: int
+
+
+class CflUnhandled(li.Workflow):
+    """Waits for a ping; an event nothing takes (sent first) is published as UnhandledEvent."""
+
+    @li.step
+    async def start(self, ctx: li.Context, ev: li.StartEvent) -> li.StopEvent:
+        ping = await ctx.wait_for_event(LlamaPing, waiter_event=li.InputRequiredEvent(prefix="ping?"))
+        return li.StopEvent(result=f"pong {ping.text}")
+
+
+class LlamaQuery(li.Event):
+    name: str
+    delay: float
+
+
+class LlamaSlow(li.Event):
+    pass
+
+
+class CflRace(li.Workflow):
+    """Races: three queries in one num_workers step (the fastest answers), beside a slow step (cancelled)."""
+
+    @li.step
+    async def scatter(self, ctx: li.Context, ev: li.StartEvent) -> LlamaQuery | LlamaSlow | None:
+        ctx.send_event(LlamaSlow())
+        for name, delay in (("medium", 0.6), ("slow", 1.5), ("fast", 0.05)):
+            ctx.send_event(LlamaQuery(name=name, delay=delay))
+        return None
+
+    @li.step
+    async def crawl(self, ev: LlamaSlow) -> li.StopEvent:
+        await asyncio.sleep(30)  # not synchronisation: a loser, cancelled when the first answer is in
+        return li.StopEvent(result="crawled")
+
+    @li.step(num_workers=4)
+    async def ask(self, ev: LlamaQuery) -> li.StopEvent:
+        await asyncio.sleep(ev.delay)  # not synchronisation: queries that take different times
+        return li.StopEvent(result=ev.name)
+
+
 def llama_workflows() -> list[li.Workflow]:
     """The LlamaIndex-model scenarios' workflows (the test worker hosts them: tests/integration/llama_workflows)."""
     return [
@@ -971,4 +1018,6 @@ def llama_workflows() -> list[li.Workflow]:
         CflFails(),
         CflConflict(),
         CflHalt(),
+        CflUnhandled(),
+        CflRace(),
     ]

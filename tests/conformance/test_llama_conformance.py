@@ -43,7 +43,7 @@ from tests.conftest import TASK_QUEUE
 
 pytestmark = pytest.mark.usefixtures("worker")
 
-Answer = Callable[[InputRequiredEvent], HumanResponseEvent]
+Answer = Callable[[InputRequiredEvent], Event | list[Event]]
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,30 @@ def halt_facts(s: Seen) -> None:
     assert s.outputs == [{"result": "fast wins"}]
 
 
+def unhandled_facts(s: Seen) -> None:
+    streamed = [e["event"] for e in s.of("LlamaStreamEvent")]
+    assert [e["type"].rsplit(":", 1)[1] for e in streamed] == ["InputRequiredEvent", "UnhandledEvent"]
+    assert streamed[1]["data"] == {
+        "event_type": "LlamaStray",
+        "qualified_name": "tests.conformance.scenarios.LlamaStray",
+        "step_name": None,
+        "idle": True,
+    }
+    assert s.outputs == [{"result": "pong hi"}]
+
+
+def race_facts(s: Seen) -> None:
+    # The fastest query answered; the slow step was cancelled (invoked, never completed) at once.
+    assert s.outputs == [{"result": "fast"}]
+    assert s.steps() == [["scatter"], ["crawl", "ask"]]
+    completed = [e["executor_id"] for e in s.of("ExecutorCompletedEvent")]
+    assert completed == ["scatter", "ask"]
+
+
+def _stray_then_ping(ev: InputRequiredEvent) -> list[Event]:
+    return [sc.LlamaStray(n=1), sc.LlamaPing(text="hi")]
+
+
 def _name_answer(ev: InputRequiredEvent) -> HumanResponseEvent:
     return HumanResponseEvent(response="Ann", kind="name")
 
@@ -135,7 +159,15 @@ SCENARIOS = [
     LlamaScenario("llama_step_raises", sc.CflFails(), {"what": "boom"}, fails_with=ValueError, facts=fails_facts),
     LlamaScenario("llama_state_conflict", sc.CflConflict(), {}, fails_with=StateConflictError, facts=conflict_facts),
     LlamaScenario("llama_stop_event_halts", sc.CflHalt(), {}, facts=halt_facts),
+    LlamaScenario("llama_unhandled_event", sc.CflUnhandled(), {}, _stray_then_ping, facts=unhandled_facts),
+    LlamaScenario("llama_first_stop_event_wins_losers_cancelled", sc.CflRace(), {}, facts=race_facts),
 ]
+
+
+def _answers(s: LlamaScenario, ev: InputRequiredEvent) -> list[Event]:
+    assert s.answer is not None
+    got = s.answer(ev)
+    return got if isinstance(got, list) else [got]
 
 
 def _recorded(event: WorkflowEvent | Envelope) -> WorkflowEvent:
@@ -160,7 +192,8 @@ async def run_in_process(s: LlamaScenario) -> Observed:
     try:
         async for ev in handler.stream_events():
             if isinstance(ev, InputRequiredEvent) and s.answer is not None:
-                handler.ctx.send_event(s.answer(ev))
+                for answer in _answers(s, ev):
+                    handler.ctx.send_event(answer)
         await handler
     except Exception as e:  # the run's failure, compared below
         obs.error = e
@@ -180,7 +213,8 @@ async def run_on_temporal(s: LlamaScenario, client: Client, workflow_id: str) ->
                     obs.run_ids.add(ev.run_id)
                 inner = _llama_event(ev)
                 if isinstance(inner, InputRequiredEvent) and s.answer is not None:
-                    await run.send_event(s.answer(inner))
+                    for answer in _answers(s, inner):
+                        await run.send_event(answer)
             try:
                 await run.result()
             except Exception as e:  # the run's failure, compared below

@@ -187,6 +187,23 @@ class LlamaSlow(Workflow):
 
 
 SLOW = LlamaSlow(timeout=3)
+
+
+class Reply(Event):
+    text: str
+
+
+class WaitsAfterWork(Workflow):
+    """Works a while, then waits for a ``Reply``: one sent while it works is answered at the boundary."""
+
+    @step
+    async def ask(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        ctx.write_event_to_stream(Progress(msg="working"))
+        await asyncio.sleep(1.5)  # not synchronisation: work that is still going on when the Reply is sent
+        reply = await ctx.wait_for_event(Reply, timeout=60)
+        return StopEvent(result=reply.text)
+
+
 WORKFLOWS: list[Any] = [
     LlamaJoke(),
     LlamaHITL(),
@@ -198,6 +215,7 @@ WORKFLOWS: list[Any] = [
     LlamaRescued(),
     LlamaCounter(timeout=300),
     SLOW,
+    WaitsAfterWork(timeout=120),
 ]
 
 

@@ -353,6 +353,49 @@ def build_slow() -> Workflow:
     )
 
 
+# -- an answer that arrives before its deadline, taken at a boundary after it ---------------------------
+
+RACE_DEADLINE_SECONDS = 1.0
+RACE_BUSY_SECONDS = 3.0
+"""How long the superstep after the request runs: the boundary that takes the answer is past the deadline."""
+
+
+@executor(id="ticker")
+async def ticker(topic: str, ctx: WorkflowContext[str]) -> None:
+    await ctx.send_message(topic)
+
+
+@executor(id="slowpoke")
+async def slowpoke(topic: str, ctx: WorkflowContext) -> None:
+    if topic == "busy":  # on Temporal: a superstep that outlasts the deadline (in process the clock is moved)
+        await asyncio.sleep(RACE_BUSY_SECONDS)
+
+
+class Hasty(Executor):
+    @handler
+    async def ask(self, topic: str, ctx: WorkflowContext) -> None:
+        await ctx.request_info(Question(topic=topic, text="approve?"), Answer, timeout=RACE_DEADLINE_SECONDS)
+
+    @response_handler
+    async def answered(self, q: Question, a: Answer | RequestTimedOut, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output("timed out" if isinstance(a, RequestTimedOut) else a.text)
+
+
+def build_race(*, child: bool) -> Workflow:
+    """``begin`` → the asker (a child asking, when ``child``) and ``ticker`` → ``slowpoke``, which keeps the
+    superstep after the request running past its deadline."""
+    if child:
+        asker: Executor = WorkflowExecutor(WorkflowBuilder(start_executor=Hasty("hasty")).build(), "asking", True, True)
+    else:
+        asker = Hasty("hasty")
+    return (
+        WorkflowBuilder(start_executor=begin, name="sw_race_child" if child else "race_top")
+        .add_fan_out_edges(begin, [asker, ticker])
+        .add_edge(ticker, slowpoke)
+        .build()
+    )
+
+
 basic = build_basic()
 propagating = build_propagating()
 unintercepted = build_unintercepted()
@@ -362,8 +405,23 @@ reviewing = build_reviewing()
 failing = build_failing()
 deadline = build_deadline()
 slow = build_slow()
+race_top = build_race(child=False)
+race_child = build_race(child=True)
 
 
 def all_workflows() -> list[Workflow]:
     """The parents the test worker hosts (the plugin adds their children)."""
-    return [basic, propagating, nested, intercepting, reviewing, failing, deadline, slow, unintercepted, out_of_order]
+    return [
+        basic,
+        propagating,
+        nested,
+        intercepting,
+        reviewing,
+        failing,
+        deadline,
+        slow,
+        unintercepted,
+        race_top,
+        race_child,
+        out_of_order,
+    ]

@@ -155,6 +155,71 @@ async def test_the_temporal_cli_answers_a_wait_by_the_respond_signal_with_plain_
     assert (await run.result())["reply"] == "Bo"
 
 
+async def test_the_temporal_cli_sends_an_event_by_the_send_event_signal_and_the_run_routes_it(
+    client: Client, workflow_id: str
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    run = await _start(client, lw.LlamaWaiter(timeout=None), workflow_id, tag=tag)
+
+    async def answer(ev: InputRequiredEvent) -> None:
+        # `temporal workflow signal --name send_event --input '{"event": {...}}'`: plain JSON, no type, no
+        # request id: the run reads it as the event its wait awaits and answers the wait itself.
+        await run.run.handle.signal("send_event", {"event": {"response": "wrong", "kind": "other"}})
+        await run.run.handle.signal("send_event", {"event": {"response": "Cy", "kind": "name"}})
+
+    await _events(run, answer)
+    assert (await run.result())["reply"] == "Cy"
+
+
+async def test_an_event_the_run_cannot_read_is_refused_by_the_update_and_a_warning_by_the_signal(
+    client: Client, workflow_id: str
+) -> None:
+    from temporalio.client import WorkflowUpdateFailedError
+
+    run = await _start(client, lw.LlamaWaiter(timeout=None), workflow_id, tag="refused")
+
+    async def answer(ev: InputRequiredEvent) -> None:
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await run.run.handle.execute_update("submit_event", {"event": {"x": 1}, "event_type": "nowhere:Nothing"})
+        assert "not an event class" in str(refused.value.cause)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await run.run.handle.execute_update("submit_event", {"event": {"response": "x"}, "step": "nope"})
+        assert "no step 'nope'" in str(refused.value.cause)
+        await run.run.handle.signal("send_event", {"event": {"x": 1}, "event_type": "nowhere:Nothing"})
+        await run.send_event(HumanResponseEvent(response="Di", kind="name"))
+
+    await _events(run, answer)
+    assert (await run.result())["reply"] == "Di"
+    warnings = (await run.run.status())["warnings"]
+    assert any("not an event class" in w["message"] for w in warnings)
+
+
+async def test_an_event_sent_while_the_step_that_will_wait_for_it_works_is_routed_at_the_boundary(
+    client: Client, workflow_id: str
+) -> None:
+    """The run routes the event itself, over the waits committed at the boundary that takes it: a wait the
+    running superstep commits is answered, in process and on Temporal alike (a client routing on a queried
+    snapshot found no wait and no step taking the event, and it was lost)."""
+    from temporal_workflows._events import SuperStepStartedEvent
+
+    handler = lw.WaitsAfterWork(timeout=120).run()
+    async for ev in handler.stream_events():
+        if isinstance(ev, lw.Progress):
+            handler.ctx.send_event(lw.Reply(text="early"))
+    assert await asyncio.wait_for(handler, LIMIT) == "early"
+
+    run = await _start(client, lw.WaitsAfterWork(timeout=120), workflow_id)
+
+    async def send_while_working() -> None:
+        async for ev in run.run.events():
+            if isinstance(ev, SuperStepStartedEvent) and ev.superstep == 1:
+                await run.send_event(lw.Reply(text="early"))
+                return
+
+    await asyncio.wait_for(send_while_working(), LIMIT)
+    assert await asyncio.wait_for(run.result(), LIMIT) == "early"
+
+
 async def test_an_event_a_step_sends_answers_another_steps_wait(client: Client, workflow_id: str) -> None:
     from tests.test_llama import InternalWait
 

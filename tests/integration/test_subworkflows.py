@@ -208,3 +208,21 @@ async def test_a_running_child_refuses_outside_input_and_is_cancelled_with_its_p
         while (await status_of(client, child.id))[0] == WorkflowExecutionStatus.RUNNING:
             await asyncio.sleep(0.1)
     assert (await status_of(client, child.id))[0] == WorkflowExecutionStatus.CANCELED
+
+
+@pytest.mark.parametrize("child", [False, True], ids=["request", "sub_workflow_request"])
+async def test_an_answer_given_before_its_deadline_wins_though_the_boundary_that_takes_it_is_after(
+    client: Client, workflow_id: str, child: bool
+) -> None:
+    from temporal_workflows import RequestInfoEvent
+
+    wf = g.race_child if child else g.race_top
+    handle = await start_run(client, wf, "busy", id=workflow_id, task_queue=TASK_QUEUE)
+    seen = await events_until(handle, lambda ev: isinstance(ev, RequestInfoEvent))
+    request = seen[-1]
+    assert isinstance(request, RequestInfoEvent) and request.timeout == g.RACE_DEADLINE_SECONDS
+    # Answered at once, while the next superstep (slowpoke) runs on past the deadline: the boundary that takes
+    # the answer comes after it, and the answer wins (for a child too, which its parent then resumes).
+    await handle.respond(request.request_id, {"text": "in time"})
+    result = await asyncio.wait_for(handle.result(), 30)
+    assert result["outputs"] == ["in time"]

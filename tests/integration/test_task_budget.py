@@ -363,7 +363,7 @@ async def test_a_confirmation_of_no_delivery_and_a_malformed_delivery_are_refuse
     )
     warning = (await events_until(handle, lambda e: isinstance(e, WorkflowWarningEvent)))[-1]
     assert isinstance(warning, WorkflowWarningEvent)
-    assert warning.message == "signal 'deliver' ignored: it needs exactly one of send or respond"
+    assert warning.message == "signal 'deliver' ignored: it needs exactly one of send, respond or event"
     await handle.send("measure", "small")
     await finish(handle, [len("small")])
 
