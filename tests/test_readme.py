@@ -281,3 +281,15 @@ def test_the_readme_shows_no_checkout_only_command_first() -> None:
     """A reader from PyPI is told to pip install before anything else."""
     first = re.search(r"^```bash\n(.+)$", README.read_text(), re.M)
     assert first is not None and first.group(1).startswith("pip install"), first
+
+
+async def test_the_agents_example_runs_from_the_wheel_with_no_key(reader: Reader) -> None:
+    """``examples/agents.py`` copied on its own next to the README's files: the scripted model, no key, no checkout."""
+    (reader.home / "agents_example.py").write_text((ROOT / "examples" / "agents.py").read_text())
+    env = {k: v for k, v in reader.env.items() if k != "OPENAI_API_KEY"}
+    proc = await asyncio.create_subprocess_exec(
+        reader.python, "agents_example.py", cwd=reader.home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 180)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    assert "approval needed: publish" in out.decode() and "published it" in out.decode(), out.decode()
