@@ -95,11 +95,28 @@ def closed_port() -> int:
         ("examples/research.py:workflow", ["names a file, not a module", "examples.research:workflow"]),
         ("examples.nope:workflow", ["no module named 'examples.nope'", "PYTHONPATH"]),
         ("examples.research:wrkflow", ["has no attribute 'wrkflow'", "graphs there: examples.research:workflow"]),
+        # A dot for the colon: said before anything starts, not a run of a graph type no worker hosts.
+        (
+            "examples.research.workflow",
+            ["has a dot where", "write examples.research:workflow"],
+        ),
+        # An executor, a class, a function that takes arguments: what was found, and the graphs there.
+        ("examples.research:planner", ["is an executor", "graphs there: examples.research:workflow"]),
+        (
+            "examples.research:ResearchRequest",
+            ["class ResearchRequest that takes arguments", "research:workflow"],
+        ),
+        ("examples.approval:auto_answer", ["the function auto_answer that takes arguments", "approval:workflow"]),
     ],
-    ids=["path", "no-attr", "path-with-attr", "no-module", "misspelled-attr"],
+    ids=["path", "no-attr", "path-with-attr", "no-module", "misspelled-attr", "dot", "executor", "class", "function"],
 )
 def test_a_wrong_workflow_spec_is_one_line_with_a_hint(spec: str, needles: list[str]) -> None:
     assert_one_line_and_a_hint(cli("run", spec, "--input", "{}"), EXIT_USAGE, *needles)
+
+
+def test_the_worker_and_graph_commands_say_the_same_of_a_dot_for_the_colon() -> None:
+    for args in (["worker", "--workflow", "examples.research.workflow"], ["graph", "examples.research.workflow"]):
+        assert_one_line_and_a_hint(cli(*args), EXIT_USAGE, "has a dot where", "write examples.research:workflow")
 
 
 def test_the_worker_says_the_same(tmp_path: Path) -> None:

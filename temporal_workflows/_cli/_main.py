@@ -43,6 +43,7 @@ from temporal_workflows._cli._errors import (
     EXIT_PIPE,
     EXIT_USAGE,
     CliError,
+    colon_for_dot,
     connection_failure,
     load_graph,
 )
@@ -304,8 +305,10 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
         # Loaded before connecting: a wrong module:attr is said at once, and the start message is checked.
         spec = args.workflow
         by_name = ":" not in spec and "/" not in spec and "\\" not in spec and not spec.endswith(".py")
-        if by_name and "." in spec and _is_module(spec):
-            by_name = False  # `examples.research`: a module, not a graph name; load_graph says what to write
+        if by_name and "." in spec and (_is_module(spec) or colon_for_dot(spec) is not None):
+            # `examples.research` (a module) or `research_demo.workflow` (a dot for the colon): not a graph
+            # name, and starting a run of that type would fail on the worker; load_graph says what to write.
+            by_name = False
         target = spec if by_name else load_graph(spec, what="the graph")
         message = _load_json(args.input, "--input")
         if isinstance(target, Workflow) and message is not None:
