@@ -171,6 +171,38 @@ def test_the_graph_command_draws_svg_with_graphviz_or_says_what_is_missing(tmp_p
     assert "<svg" in target.read_text()
 
 
+def test_without_dot_a_picture_names_the_program_and_how_to_install_it_and_writes_nothing(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    no_dot = {"PATH": str(tmp_path / "empty-bin")}  # the package is installed; the `dot` program is not on PATH
+    for fmt in ("svg", "png"):
+        run = cli("graph", "examples.research:workflow", "--format", fmt, cwd=work, env=no_dot)
+        assert_one_line_and_a_hint(
+            run, 1, f"drawing {fmt} needs Graphviz's `dot` program", "apt-get install graphviz", "brew install"
+        )
+        assert "graphviz package" not in run.stderr and "--format html" in run.stderr
+    assert list(work.iterdir()) == []  # no stray DOT source (`research`) nor a half-written picture
+
+
+def test_the_html_page_draws_the_graph_with_nothing_installed(tmp_path: Path) -> None:
+    run = cli("graph", "examples.research:workflow", "--format", "html", "-o", "research.html", cwd=tmp_path)
+    assert run.returncode == 0 and "open it in a browser" in run.stdout, run.stderr
+    page = (tmp_path / "research.html").read_text()
+    assert page.startswith("<!doctype html>") and '<pre class="mermaid">' in page and "mermaid.initialize" in page
+    assert "flowchart TD" in page and "planner" in page
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["research.html"]
+
+
+def test_a_picture_drawn_leaves_only_the_picture(tmp_path: Path) -> None:
+    import shutil
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's `dot` is not installed here (apt-get install graphviz)")
+    run = cli("graph", "examples.research:workflow", "--format", "svg", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["research.svg"]  # no DOT source file next to it
+
+
 # -- start messages --------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@
     temporal-workflows send ID EXECUTOR_ID JSON [--signal] | close ID
     temporal-workflows checkpoint ID [--label L] | checkpoints ID
     temporal-workflows reset ID [--to CHECKPOINT_ID | --input JSON] | fork CHECKPOINT_ID --from ID --id NEW_ID
-    temporal-workflows graph MODULE:ATTR [--format mermaid|dot|svg|png] [-o FILE]
+    temporal-workflows graph MODULE:ATTR [--format mermaid|dot|html|svg|png] [-o FILE]
     temporal-workflows codec-server [--port 8081] [--origin URL]
 
 Also ``python -m temporal_workflows ...``. A run needs a worker hosting its
@@ -63,7 +63,7 @@ from temporal_workflows.temporal._tracing import flush_tracing
 
 __all__ = ["hard_exit", "main", "parser", "program_name"]
 
-GRAPH_FORMATS = ("mermaid", "dot", "svg", "png")
+GRAPH_FORMATS = ("mermaid", "dot", "html", "svg", "png")
 
 
 def program_name() -> str:
@@ -160,10 +160,18 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     fork_cmd.add_argument("--id", required=True, dest="new_id", help="workflow id of the new run")
     fork_cmd.add_argument("--task-queue", default=None, help="default: the source run's task queue")
     fork_cmd.add_argument("--allow-signature-mismatch", action="store_true")
-    graph = sub.add_parser("graph", parents=after, help="draw a graph: Mermaid or DOT text, or an SVG/PNG picture")
+    graph = sub.add_parser(
+        "graph", parents=after, help="draw a graph: Mermaid or DOT text, an HTML page, or an SVG/PNG picture (Graphviz)"
+    )
     graph.add_argument("workflow", help="module:attribute of a built graph")
     graph.add_argument("--format", "-f", choices=GRAPH_FORMATS, default="mermaid")
-    graph.add_argument("--output", "-o", default=None, metavar="FILE", help="default: stdout (text), <name>.<format>")
+    graph.add_argument(
+        "--output",
+        "-o",
+        default=None,
+        metavar="FILE",
+        help="default: stdout (mermaid, dot, html), <name>.<format> (svg, png)",
+    )
     codec = sub.add_parser(
         "codec-server",
         parents=after,
@@ -397,40 +405,42 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
 
 
 def _graph(args: argparse.Namespace) -> int:
-    """Mermaid or DOT text to stdout (or a file), or an SVG/PNG picture through Graphviz."""
-    from temporal_workflows._graph.viz import WorkflowViz
+    """Mermaid, DOT or an HTML page to stdout (or a file), or an SVG/PNG picture through Graphviz's ``dot``.
+
+    Nothing is written unless the picture is drawn: a missing ``dot`` or
+    ``graphviz`` package is said before anything touches the disk.
+    """
+    from temporal_workflows._graph.viz import DOT_INSTALL, WorkflowViz, dot_program
 
     workflow = load_graph(args.workflow, what="the graph", needs_name=False)
     viz = WorkflowViz(workflow)
     fmt = args.format
-    if fmt in ("mermaid", "dot"):
-        text = viz.to_mermaid() if fmt == "mermaid" else viz.to_digraph()
+    if fmt in ("mermaid", "dot", "html"):
+        text = {"mermaid": viz.to_mermaid, "dot": viz.to_digraph, "html": viz.to_html}[fmt]()
         if args.output is None:
             sys.stdout.write(text)
             return 0
-        Path(args.output).write_text(text)
-        print(f"wrote {args.output}")
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}" + (" (open it in a browser)" if fmt == "html" else ""))
         return 0
-    export = getattr(viz, "export", None)
-    if export is None:
-        raise CliError(f"this version cannot draw {fmt}", hint="use --format mermaid or --format dot")
+    no_install = (
+        f"or draw it with nothing installed: {program_name()} graph {args.workflow} --format html -o graph.html"
+    )
+    if dot_program() is None:
+        raise CliError(
+            f"drawing {fmt} needs Graphviz's `dot` program, which is not on PATH (it is not a Python package)",
+            hint=f"install Graphviz ({DOT_INSTALL}); {no_install}, or --format mermaid",
+        )
+    if importlib.util.find_spec("graphviz") is None:
+        raise CliError(
+            f"drawing {fmt} needs the graphviz Python package",
+            hint=f"pip install 'temporal-workflows[viz]'; {no_install}",
+        )
     path = args.output or f"{workflow.name or 'workflow'}.{fmt}"
     try:
-        written = export(format=fmt, filename=path)
-    except ImportError as e:
-        raise CliError(
-            f"drawing {fmt} needs the graphviz package ({e.name or e})",
-            hint="pip install 'temporal-workflows[viz]' (and Graphviz's `dot`: apt-get install graphviz, "
-            "brew install graphviz); --format mermaid or dot need neither",
-        ) from None
-    except Exception as e:
-        if type(e).__name__ == "ExecutableNotFound" or isinstance(e, FileNotFoundError):
-            raise CliError(
-                f"drawing {fmt} needs Graphviz's `dot` program, which is not installed",
-                hint="apt-get install graphviz (Debian/Ubuntu) or brew install graphviz; --format mermaid or dot "
-                "need no program",
-            ) from None
-        raise
+        written = viz.export(format=fmt, filename=path)
+    except ImportError as e:  # `dot` vanished or failed to start after the check
+        raise CliError(f"drawing {fmt} failed: {e}", hint=no_install) from None
     print(f"wrote {written or path}")
     return 0
 
