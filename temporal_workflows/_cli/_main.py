@@ -47,7 +47,7 @@ from temporal_workflows._cli._errors import (
     connection_failure,
     load_graph,
 )
-from temporal_workflows._cli._render import CompactView, DetailedView, JsonView, View, watch
+from temporal_workflows._cli._render import _LLAMA_STOP, CompactView, DetailedView, JsonView, View, watch
 from temporal_workflows._cli._worker import add_dev_arguments, add_worker_arguments, serve
 from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, WorkflowError
 from temporal_workflows._graph.checkstart import check_start_message
@@ -202,6 +202,50 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def _is_llama(workflow: Workflow) -> bool:
+    """A LlamaIndex front end's workflow (its steps are the front end's executors)."""
+    return type(workflow.get_start_executor()).__module__.startswith("temporal_workflows.llama")
+
+
+def _starts_without_fields(workflow: Workflow) -> bool:
+    """A LlamaIndex workflow whose StartEvent needs no field: ``run`` starts it without ``--input``, as
+    ``W().run()`` does."""
+    if not _is_llama(workflow):
+        return False
+    try:
+        check_start_message(workflow, {})
+    except InvalidRunInputError:
+        return False
+    return True
+
+
+def _shown_result(result: dict[str, Any]) -> Any:
+    """What ``run`` prints when the run completed: its outputs; a LlamaIndex run's ``StopEvent`` result, as
+    ``print(await handler)`` shows it (a custom StopEvent subclass: its fields)."""
+    outputs = result.get("outputs") or []
+    types = result.get("output_types") or []
+    if len(outputs) == 1 and types and types[0] == _LLAMA_STOP and isinstance(outputs[0], dict):
+        return outputs[0].get("result")
+    return outputs
+
+
+async def _failure_of(handle: RunHandle) -> dict[str, Any]:
+    """What failed a closed run, as the library's error for it says: type, message, executor and superstep."""
+    try:
+        await handle.result()
+    except WorkflowError as e:
+        failure: dict[str, Any] = {"error": type(e).__name__, "message": str(e)}
+        for name in ("executor_id", "superstep", "error_type", "detail"):
+            value = getattr(e, name, None)
+            if value is not None:
+                failure[name] = value
+        return failure
+    except WorkflowFailureError as e:
+        cause = e.cause
+        return {"error": type(cause).__name__, "message": str(cause)}
+    return {}
+
+
 def _is_module(name: str) -> bool:
     """Whether ``name`` is an importable module (finding it imports its parent packages, as running it would)."""
     try:
@@ -308,8 +352,6 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
     config = ConnectionConfig.from_args(args)
     target: Workflow | str | None = None
     if args.command == "run":
-        if args.input is None and not args.keep_alive:
-            raise CliError("--input is required (or pass --keep-alive to start idle)", code=EXIT_USAGE)
         # Loaded before connecting: a wrong module:attr is said at once, and the start message is checked.
         spec = args.workflow
         by_name = ":" not in spec and "/" not in spec and "\\" not in spec and not spec.endswith(".py")
@@ -318,6 +360,10 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
             # name, and starting a run of that type would fail on the worker; load_graph says what to write.
             by_name = False
         target = spec if by_name else load_graph(spec, what="the graph")
+        if args.input is None and not args.keep_alive:
+            if not (isinstance(target, Workflow) and _starts_without_fields(target)):
+                raise CliError("--input is required (or pass --keep-alive to start idle)", code=EXIT_USAGE)
+            args.input = "{}"  # LlamaIndex: `W().run()` with no keyword arguments
         message = _load_json(args.input, "--input")
         if isinstance(target, Workflow) and message is not None:
             try:
@@ -350,7 +396,7 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
             args, client, handle, prog, detailed=args.follow, task_queue=args.task_queue, spec=spec
         )
         if not args.json:
-            print(json.dumps(result["outputs"], indent=2))
+            print(json.dumps(_shown_result(result), indent=2, ensure_ascii=False))
         return 0
     if args.command == "fork":
         args.id = args.source
@@ -362,8 +408,12 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
             "workflow": desc.workflow_type,
             "temporal_status": desc.status.name if desc.status else None,
         }
+        if desc.close_time is not None:
+            info["closed_at"] = desc.close_time.isoformat()
         if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
             info.update(await handle.status())
+        elif desc.status == WorkflowExecutionStatus.FAILED:
+            info["failure"] = await _failure_of(handle)
         _print(info)
     elif args.command == "events":
         desc = await handle.describe()
