@@ -295,25 +295,44 @@ async def test_the_dev_server_never_takes_a_port_that_is_taken() -> None:
     assert "Temporal dev server at" not in run.stdout  # it never claimed success
 
 
-async def test_dev_takes_a_free_port_and_says_so_when_7233_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_dev_takes_the_next_free_port_says_so_and_keeps_the_documented_database(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from temporal_workflows._cli import _worker
 
+    db = tmp_path / ".temporal" / "dev.sqlite"
+    monkeypatch.setattr(_worker, "DEFAULT_DB", str(db))
     with socket.socket() as holder, socket.socket() as ui_holder:
         for s in (holder, ui_holder):
             s.bind(("127.0.0.1", 0))
             s.listen()
-        monkeypatch.setattr(_worker, "DEFAULT_DEV_PORT", holder.getsockname()[1])
+        taken = holder.getsockname()[1]
+        monkeypatch.setattr(_worker, "DEFAULT_DEV_PORT", taken)
         monkeypatch.setattr(_worker, "DEFAULT_UI_PORT", ui_holder.getsockname()[1])
+        expected = next(p for p in range(taken + 1, taken + 50) if port_free(p))  # the same on every restart
         server = await _worker.start_dev(None, None, None)
         try:
             port = int(server.address.rsplit(":", 1)[1])
-            assert port != holder.getsockname()[1]
-            assert any(f"port {holder.getsockname()[1]} is taken" in n and f":{port}" in n for n in server.notes)
-            assert any("kept in memory only" in n for n in server.notes)
+            assert port == expected
+            assert any(f"port {taken} is taken" in n and f":{port}" in n and "--port" in n for n in server.notes)
             assert any(f"port {ui_holder.getsockname()[1]} is taken" in n for n in server.notes)
+            assert f"runs are kept in {db}" in server.notes  # the documented file, not memory
+            assert db.exists()
             await server.env.client.count_workflows()  # it answers: the one this process started
+
+            # A second `dev` in the same directory never shares the SQLite file with the first.
+            second = await _worker.start_dev(None, None, None)
+            try:
+                other = db.with_name(f"dev-{int(second.address.rsplit(':', 1)[1])}.sqlite")
+                assert any(f"uses {db}" in n and str(other) in n for n in second.notes), second.notes
+            finally:
+                await second.env.shutdown()
+                assert second.lock is not None
+                second.lock.close()
         finally:
             await server.env.shutdown()
+            assert server.lock is not None
+            server.lock.close()
 
 
 def test_without_the_temporal_cli_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
