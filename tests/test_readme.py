@@ -19,6 +19,9 @@ An HTML comment right before a block says more about it:
 - ``<!-- before: start MODULE:ATTR as ID with JSON -->``: before the block
   runs, ``temporal-workflows run MODULE:ATTR --id ID --input JSON`` has
   started a run that now waits for input, as the README tells the reader.
+- ``<!-- notebook: REASON -->``: the block is a notebook cell: it runs with
+  top-level ``await`` on an event loop, as Jupyter runs a cell, and the value
+  of its last line must display (``_repr_mimebundle_``) as SVG or Mermaid.
 - ``<!-- no-run: REASON -->``: the block is not run; the reason is required
   and is shown as the test's skip reason. Nothing else skips a block.
 """
@@ -100,7 +103,7 @@ SNIPPETS = snippets(README.read_text())
 def test_the_readme_has_snippets_and_every_marker_is_known() -> None:
     assert len(SNIPPETS) >= 5
     for snippet in SNIPPETS:
-        unknown = set(snippet.markers) - {"file", "before", "no-run", "worker"}
+        unknown = set(snippet.markers) - {"file", "before", "no-run", "worker", "notebook"}
         assert not unknown, f"{snippet.id}: unknown marker(s) {unknown}"
         if "no-run" in snippet.markers:
             assert snippet.markers["no-run"], f"{snippet.id}: a no-run marker needs a reason"
@@ -220,6 +223,37 @@ async def _waiting_run(client: Client, reader: Reader, spec: str) -> None:
     raise AssertionError(f"{workflow_id} never waited for input")
 
 
+_AS_CELL = """
+import ast, asyncio, os, sys
+sys.path.insert(0, os.getcwd())
+tree = ast.parse(open(sys.argv[1]).read())
+last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+ns = {"__name__": "__main__"}
+
+async def cell():
+    ran = eval(compile(tree, sys.argv[1], "exec", flags=flags), ns)
+    if ran is not None:
+        await ran
+    if last is not None:  # what the notebook displays: the value of the cell's last line
+        shown = eval(compile(ast.Expression(last.value), sys.argv[1], "eval", flags=flags), ns)
+        bundle = shown._repr_mimebundle_()
+        assert "image/svg+xml" in bundle or "text/vnd.mermaid" in bundle, sorted(bundle)
+        print("displayed:", " ".join(sorted(bundle)))
+
+try:
+    asyncio.run(cell())
+    code = 0
+except BaseException:
+    import traceback
+    traceback.print_exc()
+    code = 1
+sys.stdout.flush(); sys.stderr.flush()
+os._exit(code)
+"""
+"""Runs a snippet as a Jupyter cell: top-level ``await`` on a running loop, the last line displayed."""
+
+
 _AS_MAIN = """
 import os, runpy, sys, traceback
 sys.argv = sys.argv[1:]
@@ -266,7 +300,8 @@ async def test_the_snippet_runs_as_written(snippet: Snippet, client: Client, rea
         await _waiting_run(client, reader, snippet.markers["before"])
     script = reader.home / snippet.markers.get("file", f"snippet_{snippet.index}.py")
     script.write_text(snippet.code)
-    code, out, err = await _run(reader, reader.python, "-c", _AS_MAIN, script.name)
+    runner = _AS_CELL if "notebook" in snippet.markers else _AS_MAIN
+    code, out, err = await _run(reader, reader.python, "-c", runner, script.name)
     assert code == 0, f"README line {snippet.line} ({snippet.heading}):\n{err[-3000:]}"
     expected = re.search(r"print\((.+)\)\s*#\s*(\[.*\])\s*$", snippet.code, re.M)
     if expected:  # a printed value the snippet shows in a comment must be what it prints
