@@ -9,12 +9,11 @@ hint to rerun with ``--debug``.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from typing import Any
 
-from temporal_workflows._graph.workflow import Workflow, load_workflow
+from temporal_workflows._graph.workflow import Workflow, import_user_module, load_workflow
 
 __all__ = [
     "EXIT_FAILED",
@@ -148,7 +147,7 @@ def colon_for_dot(spec: str) -> tuple[str, str, Any] | None:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name)
     except Exception:
         return None
     if not attr.isidentifier() or not hasattr(module, attr):

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from temporal_workflows._graph.graph import Graph
     from temporal_workflows.temporal._durable import DurableWorkflow
 
-__all__ = ["GRAPH_HOOK", "ResetCall", "Workflow", "as_graph_workflow", "load_workflow"]
+__all__ = ["GRAPH_HOOK", "ResetCall", "Workflow", "as_graph_workflow", "import_user_module", "load_workflow"]
 
 GRAPH_HOOK = "__temporal_workflows_graph__"
 """Name of the method another front end's workflow object (LlamaIndex's ``temporal_workflows.llama.Workflow``)
@@ -433,19 +433,25 @@ def _kind(obj: Any) -> str:
     return f"the function {getattr(obj, '__name__', type(obj).__name__)}"
 
 
+def import_user_module(name: str) -> Any:
+    """Import the module a ``module:attribute`` names: the one place a module is imported by name
+    (``load_workflow``, and the CLI's check of a spec written with a dot for the colon)."""
+    import importlib
+
+    return importlib.import_module(name)
+
+
 def load_workflow(spec: str) -> Workflow:
     """Import ``"package.module:attribute"`` and return the :class:`Workflow` it names.
 
     The attribute may also be a zero-argument function that builds one.
     """
-    import importlib
-
     from temporal_workflows._graph.executor import Executor
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"expected 'module:attribute', got {spec!r}")
-    obj: Any = importlib.import_module(module_name)
+    obj: Any = import_user_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
     if isinstance(obj, type) and hasattr(obj, GRAPH_HOOK):
