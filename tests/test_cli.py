@@ -28,6 +28,7 @@ from temporal_workflows._cli._render import (
     DetailedView,
     JsonView,
     Retry,
+    _seconds,
     answer_template,
     event_time,
     short,
@@ -425,6 +426,19 @@ def test_helpers_of_the_views() -> None:
         2026, 1, 1, tzinfo=UTC
     )
     assert event_time(WorkflowOutputEvent(executor_id="w", data=1)) is None
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    assert event_time(WorkflowOutputEvent(executor_id="w", data=1, timestamp=at)) == at  # the run's own time
+    # Deadlines read as a person says them: a two-day request is "2.0 days", not "2880.0 min".
+    assert [_seconds(s) for s in (0.035, 2, 270, 3 * 3600, 2 * 86400)] == [
+        "35 ms",
+        "2.0 s",
+        "4.5 min",
+        "3.0 h",
+        "2.0 days",
+    ]
+    # A LlamaIndex wait's requirements are values the answer carries as they are.
+    schema = {"properties": {"response": {"type": "string"}, "kind": {"const": "approval"}}, "required": ["response"]}
+    assert answer_template(schema) == '{"response": <string>, "kind": "approval"}'
 
 
 def test_cli_errors_carry_their_code() -> None:

@@ -223,7 +223,16 @@ def _clock(at: datetime) -> str:
 
 
 def _seconds(s: float) -> str:
-    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
+    """A duration as a person reads it: ``35 ms``, ``2.0 s``, ``4.5 min``, ``3.0 h``, ``2.0 days``."""
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 120 * 60:
+        return f"{s / 60:.1f} min"
+    if s < 48 * 3600:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
 
 
 STREAM_GRANULARITY = 0.2
