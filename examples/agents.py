@@ -17,29 +17,16 @@ to a scripted model that gives the same answers every time (what
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from agent_framework import (
-    Agent,
-    AgentResponse,
-    AgentResponseUpdate,
-    BaseChatClient,
-    ChatMiddlewareLayer,
-    ChatResponse,
-    ChatResponseUpdate,
-    Content,
-    FunctionInvocationLayer,
-    Message,
-    ResponseStream,
-    tool,
-)
+from agent_framework import Agent, AgentResponse, AgentResponseUpdate, Content, Message, tool
 
 from temporal_workflows import ExecutorCompletedEvent, RequestInfoEvent, Workflow, WorkflowBuilder, WorkflowEvent
 from temporal_workflows.agents import AgentRunUpdateEvent
+from temporal_workflows.agents.testing import Reply, ScriptedChatClient, ToolCall
 
 SAMPLE_INPUT = "Write a three-sentence note on why bicycles are efficient."
 
@@ -63,49 +50,15 @@ WRITER_TEXT = (
 )
 
 
-class ScriptedChatClient(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatClient):  # type: ignore[misc]
-    """Replies that depend only on the conversation so far, streamed word by word (no network)."""
-
-    def __init__(self, reply: Callable[[list[Message]], str | tuple[str, dict[str, Any]]], delay: float = 0.02):
-        super().__init__(middleware=[])
-        self.reply = reply
-        self.delay = delay
-
-    def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
-        reply = self.reply(list(messages))
-        if isinstance(reply, tuple):
-            name, args = reply
-            call = Content.from_function_call(call_id=f"call-{len(messages)}", name=name, arguments=json.dumps(args))
-            updates = [ChatResponseUpdate(contents=[call], role="assistant")]
-        else:
-            words = reply.split(" ")
-            pieces = [w + " " for w in words[:-1]] + words[-1:]
-            updates = [ChatResponseUpdate(contents=[Content.from_text(p)], role="assistant") for p in pieces]
-        delay = self.delay
-
-        async def gen() -> AsyncIterator[ChatResponseUpdate]:
-            for u in updates:
-                await asyncio.sleep(delay)
-                yield u
-
-        if stream:
-            return ResponseStream(gen(), finalizer=ChatResponse.from_updates)
-
-        async def whole() -> ChatResponse:
-            return ChatResponse.from_updates(updates)
-
-        return whole()
-
-
 def _writer_reply(messages: list[Message]) -> str:
     return WRITER_TEXT
 
 
-def _reviewer_reply(messages: list[Message]) -> str | tuple[str, dict[str, Any]]:
+def _reviewer_reply(messages: list[Message]) -> Reply:
     results = [c for m in messages for c in m.contents if c.type == "function_result"]
     if not results:
         draft = next((m.text for m in reversed(messages) if m.role == "assistant" and m.text), "")
-        return ("publish", {"title": "Why bicycles are efficient", "body": draft})
+        return ToolCall("publish", {"title": "Why bicycles are efficient", "body": draft})
     outcome = str(results[-1].result or "")
     if "published" in outcome:
         return "Clear and accurate; I published it as 'Why bicycles are efficient'."
@@ -123,7 +76,7 @@ def _clients(scripted: bool | None) -> tuple[Any, Any]:
         else:
             model = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
             return OpenAIChatClient(model=model), OpenAIChatClient(model=model)
-    return ScriptedChatClient(_writer_reply), ScriptedChatClient(_reviewer_reply)
+    return ScriptedChatClient(_writer_reply, delay=0.02), ScriptedChatClient(_reviewer_reply, delay=0.02)
 
 
 def build(*, scripted: bool | None = None) -> Workflow:

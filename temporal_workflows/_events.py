@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import enum
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer, model_validator
@@ -114,6 +115,10 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
             an executor received, a request, a custom event's payload.
         data_type: Type key of ``data`` when it travelled as JSON (events
             streamed from Temporal); readers restore the type from it.
+        timestamp: When the run published the event: workflow time on
+            Temporal (the same on every replay), so a run's events read back
+            after it closed still say when each happened. ``None`` for events
+            of an in-process run, which a caller sees as they happen.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=False)
@@ -121,6 +126,7 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
     type: str = "custom"
     data: DataT | None = None
     data_type: str | None = None
+    timestamp: datetime | None = None
 
     _origin: ClassVar[WorkflowEventSource] = WorkflowEventSource.EXECUTOR
     _maf_repr: ClassVar[tuple[str, ...] | None] = None
@@ -155,7 +161,7 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
         # Most events carry no data: leave the two empty keys out of every streamed event.
         out = handler(self)
         if isinstance(out, dict):
-            for key in ("data", "data_type", "item_types", "data_omitted"):
+            for key in ("data", "data_type", "item_types", "data_omitted", "timestamp"):
                 if key in out and out[key] is None:
                     del out[key]
         return out

@@ -50,6 +50,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from temporalio.client import Client
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -72,6 +73,26 @@ def find_test_server() -> str | None:
     if beside.exists():
         return str(beside)
     return shutil.which("temporal-test-server")
+
+
+_QUIET: list[Runtime] = []
+
+
+def quiet_runtime() -> Runtime:
+    """The SDK runtime a test environment's clients and workers use: the SDK core logs errors only.
+
+    The default runtime prints the Rust core's warnings on stderr, coloured
+    with raw ANSI codes even into a pipe or a log file; the time-skipping test
+    server, an older server, makes it warn about a capability it does not
+    advertise on every worker start. Errors still show. One per process (a
+    runtime owns threads), made on first use.
+    """
+    if not _QUIET:
+        telemetry = TelemetryConfig(
+            logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+        )
+        _QUIET.append(Runtime(telemetry=telemetry))
+    return _QUIET[0]
 
 
 class GraphTestEnvironment:
@@ -143,7 +164,9 @@ class GraphTestEnvironment:
         plugin = cls._plugin(workflows, checkpoint_storage, encryption, tracing)
         path = test_server_existing_path or find_test_server()
         try:
-            env = await WorkflowEnvironment.start_time_skipping(plugins=[plugin], test_server_existing_path=path)
+            env = await WorkflowEnvironment.start_time_skipping(
+                plugins=[plugin], test_server_existing_path=path, runtime=quiet_runtime()
+            )
         except Exception as e:
             if path is not None:
                 raise
@@ -174,7 +197,9 @@ class GraphTestEnvironment:
         plugin = cls._plugin(workflows, checkpoint_storage, encryption, tracing)
         env = await start_dev_server(ui=ui)
         try:
-            client = await Client.connect(env.client.service_client.config.target_host, plugins=[plugin])
+            client = await Client.connect(
+                env.client.service_client.config.target_host, plugins=[plugin], runtime=quiet_runtime()
+            )
         except BaseException:
             await env.shutdown()
             raise

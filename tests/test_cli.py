@@ -28,6 +28,7 @@ from temporal_workflows._cli._render import (
     DetailedView,
     JsonView,
     Retry,
+    _seconds,
     answer_template,
     event_time,
     short,
@@ -95,11 +96,28 @@ def closed_port() -> int:
         ("examples/research.py:workflow", ["names a file, not a module", "examples.research:workflow"]),
         ("examples.nope:workflow", ["no module named 'examples.nope'", "PYTHONPATH"]),
         ("examples.research:wrkflow", ["has no attribute 'wrkflow'", "graphs there: examples.research:workflow"]),
+        # A dot for the colon: said before anything starts, not a run of a graph type no worker hosts.
+        (
+            "examples.research.workflow",
+            ["has a dot where", "write examples.research:workflow"],
+        ),
+        # An executor, a class, a function that takes arguments: what was found, and the graphs there.
+        ("examples.research:planner", ["is an executor", "graphs there: examples.research:workflow"]),
+        (
+            "examples.research:ResearchRequest",
+            ["class ResearchRequest that takes arguments", "research:workflow"],
+        ),
+        ("examples.approval:auto_answer", ["the function auto_answer that takes arguments", "approval:workflow"]),
     ],
-    ids=["path", "no-attr", "path-with-attr", "no-module", "misspelled-attr"],
+    ids=["path", "no-attr", "path-with-attr", "no-module", "misspelled-attr", "dot", "executor", "class", "function"],
 )
 def test_a_wrong_workflow_spec_is_one_line_with_a_hint(spec: str, needles: list[str]) -> None:
     assert_one_line_and_a_hint(cli("run", spec, "--input", "{}"), EXIT_USAGE, *needles)
+
+
+def test_the_worker_and_graph_commands_say_the_same_of_a_dot_for_the_colon() -> None:
+    for args in (["worker", "--workflow", "examples.research.workflow"], ["graph", "examples.research.workflow"]):
+        assert_one_line_and_a_hint(cli(*args), EXIT_USAGE, "has a dot where", "write examples.research:workflow")
 
 
 def test_the_worker_says_the_same(tmp_path: Path) -> None:
@@ -152,6 +170,38 @@ def test_the_graph_command_draws_svg_with_graphviz_or_says_what_is_missing(tmp_p
         pytest.skip("Graphviz's `dot` (apt-get install graphviz) or WorkflowViz.export is not here to draw SVG")
     assert run.returncode == 0, run.stderr
     assert "<svg" in target.read_text()
+
+
+def test_without_dot_a_picture_names_the_program_and_how_to_install_it_and_writes_nothing(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    no_dot = {"PATH": str(tmp_path / "empty-bin")}  # the package is installed; the `dot` program is not on PATH
+    for fmt in ("svg", "png"):
+        run = cli("graph", "examples.research:workflow", "--format", fmt, cwd=work, env=no_dot)
+        assert_one_line_and_a_hint(
+            run, 1, f"drawing {fmt} needs Graphviz's `dot` program", "apt-get install graphviz", "brew install"
+        )
+        assert "graphviz package" not in run.stderr and "--format html" in run.stderr
+    assert list(work.iterdir()) == []  # no stray DOT source (`research`) nor a half-written picture
+
+
+def test_the_html_page_draws_the_graph_with_nothing_installed(tmp_path: Path) -> None:
+    run = cli("graph", "examples.research:workflow", "--format", "html", "-o", "research.html", cwd=tmp_path)
+    assert run.returncode == 0 and "open it in a browser" in run.stdout, run.stderr
+    page = (tmp_path / "research.html").read_text()
+    assert page.startswith("<!doctype html>") and '<pre class="mermaid">' in page and "mermaid.initialize" in page
+    assert "flowchart TD" in page and "planner" in page
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["research.html"]
+
+
+def test_a_picture_drawn_leaves_only_the_picture(tmp_path: Path) -> None:
+    import shutil
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's `dot` is not installed here (apt-get install graphviz)")
+    run = cli("graph", "examples.research:workflow", "--format", "svg", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["research.svg"]  # no DOT source file next to it
 
 
 # -- start messages --------------------------------------------------------------------
@@ -246,25 +296,44 @@ async def test_the_dev_server_never_takes_a_port_that_is_taken() -> None:
     assert "Temporal dev server at" not in run.stdout  # it never claimed success
 
 
-async def test_dev_takes_a_free_port_and_says_so_when_7233_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_dev_takes_the_next_free_port_says_so_and_keeps_the_documented_database(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from temporal_workflows._cli import _worker
 
+    db = tmp_path / ".temporal" / "dev.sqlite"
+    monkeypatch.setattr(_worker, "DEFAULT_DB", str(db))
     with socket.socket() as holder, socket.socket() as ui_holder:
         for s in (holder, ui_holder):
             s.bind(("127.0.0.1", 0))
             s.listen()
-        monkeypatch.setattr(_worker, "DEFAULT_DEV_PORT", holder.getsockname()[1])
+        taken = holder.getsockname()[1]
+        monkeypatch.setattr(_worker, "DEFAULT_DEV_PORT", taken)
         monkeypatch.setattr(_worker, "DEFAULT_UI_PORT", ui_holder.getsockname()[1])
+        expected = next(p for p in range(taken + 1, taken + 50) if port_free(p))  # the same on every restart
         server = await _worker.start_dev(None, None, None)
         try:
             port = int(server.address.rsplit(":", 1)[1])
-            assert port != holder.getsockname()[1]
-            assert any(f"port {holder.getsockname()[1]} is taken" in n and f":{port}" in n for n in server.notes)
-            assert any("kept in memory only" in n for n in server.notes)
+            assert port == expected
+            assert any(f"port {taken} is taken" in n and f":{port}" in n and "--port" in n for n in server.notes)
             assert any(f"port {ui_holder.getsockname()[1]} is taken" in n for n in server.notes)
+            assert f"runs are kept in {db}" in server.notes  # the documented file, not memory
+            assert db.exists()
             await server.env.client.count_workflows()  # it answers: the one this process started
+
+            # A second `dev` in the same directory never shares the SQLite file with the first.
+            second = await _worker.start_dev(None, None, None)
+            try:
+                other = db.with_name(f"dev-{int(second.address.rsplit(':', 1)[1])}.sqlite")
+                assert any(f"uses {db}" in n and str(other) in n for n in second.notes), second.notes
+            finally:
+                await second.env.shutdown()
+                assert second.lock is not None
+                second.lock.close()
         finally:
             await server.env.shutdown()
+            assert server.lock is not None
+            server.lock.close()
 
 
 def test_without_the_temporal_cli_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -357,6 +426,19 @@ def test_helpers_of_the_views() -> None:
         2026, 1, 1, tzinfo=UTC
     )
     assert event_time(WorkflowOutputEvent(executor_id="w", data=1)) is None
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    assert event_time(WorkflowOutputEvent(executor_id="w", data=1, timestamp=at)) == at  # the run's own time
+    # Deadlines read as a person says them: a two-day request is "2.0 days", not "2880.0 min".
+    assert [_seconds(s) for s in (0.035, 2, 270, 3 * 3600, 2 * 86400)] == [
+        "35 ms",
+        "2.0 s",
+        "4.5 min",
+        "3.0 h",
+        "2.0 days",
+    ]
+    # A LlamaIndex wait's requirements are values the answer carries as they are.
+    schema = {"properties": {"response": {"type": "string"}, "kind": {"const": "approval"}}, "required": ["response"]}
+    assert answer_template(schema) == '{"response": <string>, "kind": "approval"}'
 
 
 def test_cli_errors_carry_their_code() -> None:

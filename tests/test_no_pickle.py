@@ -31,7 +31,7 @@ SOURCES = [
 FORBIDDEN_MODULES = {"pickle", "_pickle", "cPickle", "cloudpickle", "dill", "jsonpickle", "marshal", "shelve", "joblib"}
 FORBIDDEN_CALLS = {"eval", "exec", "__import__"}
 # Imports a module by name from an operator's command line (`worker.py --workflow pkg.mod:attr`), never from data.
-DYNAMIC_IMPORT_ALLOWED = {("temporal_workflows/_graph/workflow.py", "load_workflow")}
+DYNAMIC_IMPORT_ALLOWED = {("temporal_workflows/_graph/workflow.py", "import_user_module")}
 
 
 def _violations(path: Path, rel: str | None = None) -> list[str]:

@@ -8,8 +8,11 @@ dev-server form registers the status search attribute.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
@@ -59,3 +62,37 @@ async def test_the_full_dev_server_hosts_graphs_too() -> None:
             await asyncio.sleep(0.1)
         else:
             raise AssertionError("the run was never listed by its GraphRunStatus")
+
+
+QUIET_PROGRAM = """
+import asyncio, os, sys
+from temporal_workflows import WorkflowBuilder, WorkflowContext, executor
+from temporal_workflows.testing import GraphTestEnvironment
+
+@executor(id="echo")
+async def echo(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(text)
+
+workflow = WorkflowBuilder(start_executor=echo, name="quiet_echo").build()
+
+async def main() -> None:
+    async with await GraphTestEnvironment.start_time_skipping([workflow]) as env:
+        run = await env.start_run(workflow, "hi")
+        assert await run.outputs() == ["hi"]
+
+asyncio.run(main())
+sys.stdout.flush(); sys.stderr.flush()
+os._exit(0)  # past the SDK's Rust threads at interpreter teardown (temporalio/sdk-python#300)
+"""
+
+
+async def test_a_test_environment_prints_nothing_on_the_time_skipping_server(tmp_path: Path) -> None:
+    """No Rust WARN with raw ANSI codes, no search attribute warnings the test server cannot help, no
+    pointer to a page that is not installed."""
+    (tmp_path / "quiet.py").write_text(QUIET_PROGRAM)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "quiet.py", cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode() == "" and err.decode() == "", err.decode()

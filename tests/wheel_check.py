@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import textwrap
 import time
@@ -70,6 +71,20 @@ def version() -> str:
     return match.group(1)
 
 
+def build_dist(outdir: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m build`` of the checkout: an sdist and a wheel in ``outdir``."""
+    return run([sys.executable, "-m", "build", "--outdir", str(outdir), str(ROOT)], ROOT, dict(os.environ))
+
+
+def user_env(venv: Path, home: Path) -> dict[str, str]:
+    """The environment of a user of ``venv``: its ``bin`` first on ``PATH``, nothing of the checkout or a profile."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "TEMPORAL_"))}
+    bin_dir = venv / "bin"
+    env.update({"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", "VIRTUAL_ENV": str(venv), "HOME": str(home)})
+    env["TEMPORAL_CONFIG_FILE"] = str(home / "no-temporal-config.toml")  # no developer profile leaks in
+    return env
+
+
 def wait_for(predicate: Callable[[], bool], seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -90,9 +105,14 @@ def main() -> None:
 
 def _main(tmp: Path) -> None:
     dist = tmp / "dist"
-    built = run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], ROOT, dict(os.environ))
+    built = build_dist(dist)
     check("python -m build makes an sdist and a wheel", built.returncode == 0, built.stdout + built.stderr)
     [wheel] = sorted(dist.glob("*.whl"))
+    [sdist] = sorted(dist.glob("*.tar.gz"))
+    with tarfile.open(sdist) as t:
+        shipped = {Path(n).name for n in t.getnames() if "/docs/" in n}
+    named = set(re.findall(r"`docs/([\w-]+\.md)`", (ROOT / "README.md").read_text()))
+    check("the sdist ships every docs/*.md the README names", named <= shipped, f"missing: {sorted(named - shipped)}")
     check("the wheel has the version of temporal_workflows/_version.py", f"-{version()}-" in wheel.name, wheel.name)
 
     with zipfile.ZipFile(wheel) as z:
@@ -107,6 +127,15 @@ def _main(tmp: Path) -> None:
     for line in ("Classifier: Typing :: Typed", "Classifier: Programming Language :: Python :: 3.11", "Keywords:"):
         check(f"metadata has {line!r}", line in metadata, metadata[:2000])
     check("metadata has project URLs", "Project-URL:" in metadata)
+    description = metadata.split("\n\n", 1)[1]
+    relative = [link for link in re.findall(r"\]\(([^)\s]+)\)", description) if not link.startswith("https://")]
+    check("every link of the PyPI description is absolute (https)", not relative, f"relative links: {relative}")
+    first_command = re.search(r"^```bash\n(.+)$", description, re.M)
+    check(
+        "the PyPI description starts a pip user with pip, not make",
+        first_command is not None and first_command.group(1).startswith("pip install"),
+        first_command.group(1) if first_command else description[:500],
+    )
     extras = set(re.findall(r"^Provides-Extra: (\S+)$", metadata, re.M))
     check("extras dev-server, testing, rich, viz, otlp", {"dev-server", "testing", "rich", "viz", "otlp"} <= extras)
     check("the console script", "temporal-workflows = temporal_workflows._cli:main" in entry_points, entry_points)
@@ -117,9 +146,7 @@ def _main(tmp: Path) -> None:
     bin_dir = venv / "bin"
     work = tmp / "work"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "TEMPORAL_"))}
-    env.update({"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", "VIRTUAL_ENV": str(venv), "HOME": str(tmp)})
-    env["TEMPORAL_CONFIG_FILE"] = str(tmp / "no-temporal-config.toml")  # no developer profile leaks in
+    env = user_env(venv, tmp)
     py = str(bin_dir / "python")
     installed = run([py, "-m", "pip", "install", "-q", str(wheel)], work, env)
     check("pip install the wheel", installed.returncode == 0, installed.stdout + installed.stderr)

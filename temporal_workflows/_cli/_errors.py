@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from temporal_workflows._graph.workflow import Workflow, load_workflow
+from temporal_workflows._graph.workflow import Workflow, import_user_module, load_workflow
 
 __all__ = [
     "EXIT_FAILED",
@@ -64,6 +64,15 @@ def load_graph(spec: str, *, what: str = "--workflow", needs_name: bool = True) 
             it is not a built graph, or it has no name.
     """
     module_name, sep, attr = spec.partition(":")
+    if not sep:
+        dotted = colon_for_dot(spec)
+        if dotted is not None:
+            raise CliError(
+                f"{what} {spec!r} has a dot where module:attribute has its colon ({dotted[0]!r} is a module here, "
+                f"and {dotted[1]!r} is {describe_target(dotted[2])} in it)",
+                hint=f"write {dotted[0]}:{dotted[1]}",
+                code=EXIT_USAGE,
+            )
     if not sep or not module_name or not attr:
         looks_like_path = "/" in spec or "\\" in spec or spec.endswith(".py")
         example = _as_module(spec) if looks_like_path else (module_name or "package.module")
@@ -99,7 +108,10 @@ def load_graph(spec: str, *, what: str = "--workflow", needs_name: bool = True) 
         ) from e
     except (TypeError, ValueError) as e:
         if module_name in sys.modules and _has(sys.modules[module_name], attr):
-            raise CliError(f"{what} {spec!r}: {e}", code=EXIT_USAGE) from e
+            graphs = [g for g in _graphs_in(sys.modules[module_name]) if g != attr]
+            there = f"graphs there: {', '.join(f'{module_name}:{g}' for g in graphs)}" if graphs else None
+            said = str(e).replace(f"{spec!r} ", "it ", 1)  # the spec once, at the start
+            raise CliError(f"{what} {spec!r}: {said}", hint=there, code=EXIT_USAGE) from e
         raise _failed(what, spec, module_name, e) from e
     except AttributeError as e:
         module = sys.modules.get(module_name)
@@ -121,6 +133,41 @@ def load_graph(spec: str, *, what: str = "--workflow", needs_name: bool = True) 
             code=EXIT_USAGE,
         )
     return workflow
+
+
+def colon_for_dot(spec: str) -> tuple[str, str, Any] | None:
+    """``(module, attribute, value)`` when ``spec`` is ``module.attribute`` written with a dot for the colon.
+
+    Imports the module, as the spec with its colon would; anything that goes
+    wrong on the way means "no", and the caller goes on as it would have.
+    """
+    if ":" in spec or "." not in spec or "/" in spec or "\\" in spec or spec.endswith(".py"):
+        return None
+    module_name, _, attr = spec.rpartition(".")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = import_user_module(module_name)
+    except Exception:
+        return None
+    if not attr.isidentifier() or not hasattr(module, attr):
+        return None
+    return module_name, attr, getattr(module, attr)
+
+
+def describe_target(value: Any) -> str:
+    """What a ``module:attribute`` names, in a few words: ``a built graph``, ``an executor``, ..."""
+    from temporal_workflows._graph.executor import Executor
+
+    if isinstance(value, Workflow):
+        return f"a built graph named {value.name!r}" if value.name else "a built graph"
+    if isinstance(value, Executor):
+        return f"an executor ({type(value).__name__} {value.id!r})"
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    if callable(value):
+        return f"the function {getattr(value, '__name__', '?')}"
+    return f"a {type(value).__name__}"
 
 
 def _has(module: Any, attr: str) -> bool:

@@ -8,7 +8,7 @@
     temporal-workflows send ID EXECUTOR_ID JSON [--signal] | close ID
     temporal-workflows checkpoint ID [--label L] | checkpoints ID
     temporal-workflows reset ID [--to CHECKPOINT_ID | --input JSON] | fork CHECKPOINT_ID --from ID --id NEW_ID
-    temporal-workflows graph MODULE:ATTR [--format mermaid|dot|svg|png] [-o FILE]
+    temporal-workflows graph MODULE:ATTR [--format mermaid|dot|html|svg|png] [-o FILE]
     temporal-workflows codec-server [--port 8081] [--origin URL]
 
 Also ``python -m temporal_workflows ...``. A run needs a worker hosting its
@@ -43,10 +43,11 @@ from temporal_workflows._cli._errors import (
     EXIT_PIPE,
     EXIT_USAGE,
     CliError,
+    colon_for_dot,
     connection_failure,
     load_graph,
 )
-from temporal_workflows._cli._render import CompactView, DetailedView, JsonView, View, watch
+from temporal_workflows._cli._render import _LLAMA_STOP, CompactView, DetailedView, JsonView, View, watch
 from temporal_workflows._cli._worker import add_dev_arguments, add_worker_arguments, serve
 from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, WorkflowError
 from temporal_workflows._graph.checkstart import check_start_message
@@ -62,7 +63,7 @@ from temporal_workflows.temporal._tracing import flush_tracing
 
 __all__ = ["hard_exit", "main", "parser", "program_name"]
 
-GRAPH_FORMATS = ("mermaid", "dot", "svg", "png")
+GRAPH_FORMATS = ("mermaid", "dot", "html", "svg", "png")
 
 
 def program_name() -> str:
@@ -159,10 +160,18 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     fork_cmd.add_argument("--id", required=True, dest="new_id", help="workflow id of the new run")
     fork_cmd.add_argument("--task-queue", default=None, help="default: the source run's task queue")
     fork_cmd.add_argument("--allow-signature-mismatch", action="store_true")
-    graph = sub.add_parser("graph", parents=after, help="draw a graph: Mermaid or DOT text, or an SVG/PNG picture")
+    graph = sub.add_parser(
+        "graph", parents=after, help="draw a graph: Mermaid or DOT text, an HTML page, or an SVG/PNG picture (Graphviz)"
+    )
     graph.add_argument("workflow", help="module:attribute of a built graph")
     graph.add_argument("--format", "-f", choices=GRAPH_FORMATS, default="mermaid")
-    graph.add_argument("--output", "-o", default=None, metavar="FILE", help="default: stdout (text), <name>.<format>")
+    graph.add_argument(
+        "--output",
+        "-o",
+        default=None,
+        metavar="FILE",
+        help="default: stdout (mermaid, dot, html), <name>.<format> (svg, png)",
+    )
     codec = sub.add_parser(
         "codec-server",
         parents=after,
@@ -191,6 +200,50 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="require 'Authorization: Bearer <token>' with the token in FILE (or set TEMPORAL_WORKFLOWS_CODEC_TOKEN)",
     )
     return p
+
+
+def _is_llama(workflow: Workflow) -> bool:
+    """A LlamaIndex front end's workflow (its steps are the front end's executors)."""
+    return type(workflow.get_start_executor()).__module__.startswith("temporal_workflows.llama")
+
+
+def _starts_without_fields(workflow: Workflow) -> bool:
+    """A LlamaIndex workflow whose StartEvent needs no field: ``run`` starts it without ``--input``, as
+    ``W().run()`` does."""
+    if not _is_llama(workflow):
+        return False
+    try:
+        check_start_message(workflow, {})
+    except InvalidRunInputError:
+        return False
+    return True
+
+
+def _shown_result(result: dict[str, Any]) -> Any:
+    """What ``run`` prints when the run completed: its outputs; a LlamaIndex run's ``StopEvent`` result, as
+    ``print(await handler)`` shows it (a custom StopEvent subclass: its fields)."""
+    outputs = result.get("outputs") or []
+    types = result.get("output_types") or []
+    if len(outputs) == 1 and types and types[0] == _LLAMA_STOP and isinstance(outputs[0], dict):
+        return outputs[0].get("result")
+    return outputs
+
+
+async def _failure_of(handle: RunHandle) -> dict[str, Any]:
+    """What failed a closed run, as the library's error for it says: type, message, executor and superstep."""
+    try:
+        await handle.result()
+    except WorkflowError as e:
+        failure: dict[str, Any] = {"error": type(e).__name__, "message": str(e)}
+        for name in ("executor_id", "superstep", "error_type", "detail"):
+            value = getattr(e, name, None)
+            if value is not None:
+                failure[name] = value
+        return failure
+    except WorkflowFailureError as e:
+        cause = e.cause
+        return {"error": type(cause).__name__, "message": str(cause)}
+    return {}
 
 
 def _is_module(name: str) -> bool:
@@ -299,14 +352,18 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
     config = ConnectionConfig.from_args(args)
     target: Workflow | str | None = None
     if args.command == "run":
-        if args.input is None and not args.keep_alive:
-            raise CliError("--input is required (or pass --keep-alive to start idle)", code=EXIT_USAGE)
         # Loaded before connecting: a wrong module:attr is said at once, and the start message is checked.
         spec = args.workflow
         by_name = ":" not in spec and "/" not in spec and "\\" not in spec and not spec.endswith(".py")
-        if by_name and "." in spec and _is_module(spec):
-            by_name = False  # `examples.research`: a module, not a graph name; load_graph says what to write
+        if by_name and "." in spec and (_is_module(spec) or colon_for_dot(spec) is not None):
+            # `examples.research` (a module) or `research_demo.workflow` (a dot for the colon): not a graph
+            # name, and starting a run of that type would fail on the worker; load_graph says what to write.
+            by_name = False
         target = spec if by_name else load_graph(spec, what="the graph")
+        if args.input is None and not args.keep_alive:
+            if not (isinstance(target, Workflow) and _starts_without_fields(target)):
+                raise CliError("--input is required (or pass --keep-alive to start idle)", code=EXIT_USAGE)
+            args.input = "{}"  # LlamaIndex: `W().run()` with no keyword arguments
         message = _load_json(args.input, "--input")
         if isinstance(target, Workflow) and message is not None:
             try:
@@ -339,7 +396,7 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
             args, client, handle, prog, detailed=args.follow, task_queue=args.task_queue, spec=spec
         )
         if not args.json:
-            print(json.dumps(result["outputs"], indent=2))
+            print(json.dumps(_shown_result(result), indent=2, ensure_ascii=False))
         return 0
     if args.command == "fork":
         args.id = args.source
@@ -351,8 +408,12 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
             "workflow": desc.workflow_type,
             "temporal_status": desc.status.name if desc.status else None,
         }
+        if desc.close_time is not None:
+            info["closed_at"] = desc.close_time.isoformat()
         if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
             info.update(await handle.status())
+        elif desc.status == WorkflowExecutionStatus.FAILED:
+            info["failure"] = await _failure_of(handle)
         _print(info)
     elif args.command == "events":
         desc = await handle.describe()
@@ -394,40 +455,42 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
 
 
 def _graph(args: argparse.Namespace) -> int:
-    """Mermaid or DOT text to stdout (or a file), or an SVG/PNG picture through Graphviz."""
-    from temporal_workflows._graph.viz import WorkflowViz
+    """Mermaid, DOT or an HTML page to stdout (or a file), or an SVG/PNG picture through Graphviz's ``dot``.
+
+    Nothing is written unless the picture is drawn: a missing ``dot`` or
+    ``graphviz`` package is said before anything touches the disk.
+    """
+    from temporal_workflows._graph.viz import DOT_INSTALL, WorkflowViz, dot_program
 
     workflow = load_graph(args.workflow, what="the graph", needs_name=False)
     viz = WorkflowViz(workflow)
     fmt = args.format
-    if fmt in ("mermaid", "dot"):
-        text = viz.to_mermaid() if fmt == "mermaid" else viz.to_digraph()
+    if fmt in ("mermaid", "dot", "html"):
+        text = {"mermaid": viz.to_mermaid, "dot": viz.to_digraph, "html": viz.to_html}[fmt]()
         if args.output is None:
             sys.stdout.write(text)
             return 0
-        Path(args.output).write_text(text)
-        print(f"wrote {args.output}")
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}" + (" (open it in a browser)" if fmt == "html" else ""))
         return 0
-    export = getattr(viz, "export", None)
-    if export is None:
-        raise CliError(f"this version cannot draw {fmt}", hint="use --format mermaid or --format dot")
+    no_install = (
+        f"or draw it with nothing installed: {program_name()} graph {args.workflow} --format html -o graph.html"
+    )
+    if dot_program() is None:
+        raise CliError(
+            f"drawing {fmt} needs Graphviz's `dot` program, which is not on PATH (it is not a Python package)",
+            hint=f"install Graphviz ({DOT_INSTALL}); {no_install}, or --format mermaid",
+        )
+    if importlib.util.find_spec("graphviz") is None:
+        raise CliError(
+            f"drawing {fmt} needs the graphviz Python package",
+            hint=f"pip install 'temporal-workflows[viz]'; {no_install}",
+        )
     path = args.output or f"{workflow.name or 'workflow'}.{fmt}"
     try:
-        written = export(format=fmt, filename=path)
-    except ImportError as e:
-        raise CliError(
-            f"drawing {fmt} needs the graphviz package ({e.name or e})",
-            hint="pip install 'temporal-workflows[viz]' (and Graphviz's `dot`: apt-get install graphviz, "
-            "brew install graphviz); --format mermaid or dot need neither",
-        ) from None
-    except Exception as e:
-        if type(e).__name__ == "ExecutableNotFound" or isinstance(e, FileNotFoundError):
-            raise CliError(
-                f"drawing {fmt} needs Graphviz's `dot` program, which is not installed",
-                hint="apt-get install graphviz (Debian/Ubuntu) or brew install graphviz; --format mermaid or dot "
-                "need no program",
-            ) from None
-        raise
+        written = viz.export(format=fmt, filename=path)
+    except ImportError as e:  # `dot` vanished or failed to start after the check
+        raise CliError(f"drawing {fmt} failed: {e}", hint=no_install) from None
     print(f"wrote {written or path}")
     return 0
 

@@ -76,9 +76,10 @@ def describe_event(ev: WorkflowEvent) -> str | None:
     if isinstance(ev, SuperStepStartedEvent):
         return f"superstep {ev.superstep}: running {', '.join(ev.executor_ids)}"
     if isinstance(ev, WorkflowOutputEvent):
-        return f"  output from {ev.executor_id}: {short(ev.data)}"
+        return f"  {_output_text(ev)}"
     if isinstance(ev, RequestInfoEvent):
-        return f"  request {ev.request_id} from {ev.source_executor_id}: {short(ev.data)} (expects {ev.response_type})"
+        expects = _type_shown(ev.response_type)
+        return f"  request {ev.request_id} from {ev.source_executor_id}: {_request_text(ev)} (expects {expects})"
     if isinstance(ev, WorkflowWarningEvent):
         return f"  warning: {ev.message}"
     if isinstance(ev, WorkflowResetEvent):
@@ -119,6 +120,49 @@ def event_time(ev: WorkflowEvent) -> datetime | None:
     return None
 
 
+_LLAMA_STOP = "temporal_workflows.llama.events:StopEvent"
+
+
+def _llama_event(value: Any) -> tuple[str, Any] | None:
+    """``(class name, fields)`` of a LlamaIndex event as the run streams it (``{"type": key, "data": {...}}``)."""
+    if isinstance(value, dict) and isinstance(value.get("type"), str) and "data" in value:
+        return _type_shown(value["type"]), value["data"]
+    return None
+
+
+def _output_text(ev: WorkflowOutputEvent) -> str:
+    """An output; a LlamaIndex run's StopEvent as its result, as ``await handler`` gives it."""
+    data = ev.data
+    if ev.data_type == _LLAMA_STOP or type(data).__name__ == "StopEvent":
+        fields = to_json(data)
+        if isinstance(fields, dict) and set(fields) <= {"result"}:
+            return f"result from {ev.executor_id}: {short(fields.get('result'))}"
+    return f"output from {ev.executor_id}: {short(data)}"
+
+
+def _request_text(ev: RequestInfoEvent) -> str:
+    """A request's data; a LlamaIndex ``wait_for_event`` as the event it waits for (and its waiter event)."""
+    data = to_json(ev.data)
+    if isinstance(data, dict) and {"event_type", "waiter_id"} <= set(data):
+        waits = f"waits for a {_type_shown(data['event_type'])}"
+        if data.get("requirements"):
+            waits += f" with {short(data['requirements'])}"
+        waiter = _llama_event(data.get("waiter_event"))
+        return f"{waits}; asked with {waiter[0]} {short(waiter[1])}" if waiter else waits
+    return short(ev.data)
+
+
+def _type_shown(key: str | None) -> str:
+    """A response type as a reader knows it: ``HumanResponseEvent``, not ``module:HumanResponseEvent``."""
+    return (key or "response").rpartition(":")[2]
+
+
+def _internal_key(key: str) -> bool:
+    """State the front end keeps for itself (a LlamaIndex step's waits and collected events): not the user's."""
+    name = key.rpartition("/")[2] if key.startswith("@") else key
+    return name.startswith("llama.")
+
+
 def answer_template(schema: dict[str, Any]) -> str:
     """A JSON skeleton of a response from its JSON schema: ``{"approved": <boolean>, "note": <string>}``."""
     props = schema.get("properties")
@@ -133,6 +177,9 @@ def answer_template(schema: dict[str, Any]) -> str:
         kind = spec.get("type") or (
             "|".join(str(o.get("type")) for o in spec.get("anyOf", []) if "type" in o) or "value"
         )
+        if "const" in spec:  # a value the answer must carry as it is (a LlamaIndex wait's requirements)
+            parts.append(f'"{name}": {json.dumps(spec["const"], ensure_ascii=False)}')
+            continue
         optional = "" if name in required else "?"
         parts.append(f'"{name}": <{kind}{optional}>')
     return "{" + ", ".join(parts) + "}"
@@ -176,7 +223,16 @@ def _clock(at: datetime) -> str:
 
 
 def _seconds(s: float) -> str:
-    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
+    """A duration as a person reads it: ``35 ms``, ``2.0 s``, ``4.5 min``, ``3.0 h``, ``2.0 days``."""
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 120 * 60:
+        return f"{s / 60:.1f} min"
+    if s < 48 * 3600:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
 
 
 STREAM_GRANULARITY = 0.2
@@ -293,18 +349,19 @@ class DetailedView:
             return [f"  {ev.executor_id} failed{after}: {ev.error_type}: {short(ev.error)}"]
         if isinstance(ev, SuperStepCompletedEvent):
             extra = [f"in {took}"] if took is not None else []
-            if ev.state_keys_written:
-                extra.append(f"wrote {', '.join(ev.state_keys_written)}")
+            written = [k for k in ev.state_keys_written if not _internal_key(k)]
+            if written:
+                extra.append(f"wrote {', '.join(written)}")
             if ev.checkpoint_id:
                 extra.append(f"checkpoint {ev.checkpoint_id}")
             return [f"superstep {ev.superstep} done" + (f" ({'; '.join(extra)})" if extra else "")]
         if isinstance(ev, WorkflowOutputEvent):
-            return [f"  output from {ev.executor_id}: {short(ev.data)}"]
+            return [f"  {_output_text(ev)}"]
         if isinstance(ev, RequestInfoEvent):
             deadline = f", answer within {_seconds(ev.timeout)}" if ev.timeout else ""
             return [
-                f"  request {ev.request_id} from {ev.source_executor_id}: {short(ev.data)}",
-                f"    the run waits for a {ev.response_type}{deadline}; answer it with:",
+                f"  request {ev.request_id} from {ev.source_executor_id}: {_request_text(ev)}",
+                f"    the run waits for a {_type_shown(ev.response_type)}{deadline}; answer it with:",
                 f"    {self.prog} respond {self.run_id} {ev.request_id} '{answer_template(ev.response_schema)}'",
             ]
         if isinstance(ev, WorkflowWarningEvent):
@@ -313,7 +370,10 @@ class DetailedView:
             return [describe_event(ev) or ""]
         if isinstance(ev, RawEvent):
             return [f"  event {ev.event_type or ev.type}: {short(ev.data)}"]
-        data = ev.model_dump(mode="json", exclude={"type"})
+        llama = _llama_event(getattr(ev, "event", None)) if ev.type == "llama" else None
+        if llama is not None:  # a LlamaIndex step's write_event_to_stream (or waiter event), as it wrote it
+            return [f"  event {llama[0]}: {short(llama[1])}"]
+        data = ev.model_dump(mode="json", exclude={"type", "timestamp"})
         return [f"  event {ev.type}: {short(data)}"]
 
     def event(self, ev: WorkflowEvent, at: datetime | None) -> None:
@@ -443,9 +503,11 @@ async def watch(
     Args:
         client: Lets the watcher say when no worker polls the run's task queue.
         retries: Poll the run's pending activities for failed attempts.
-        live: The run is open, so an event without a time of its own is
-            stamped with when it arrived (within the stream's poll interval);
-            ``False`` (a closed run's stream read back) shows no times then.
+        live: The run is open, so an event without a time of its own (a
+            live item from a running step) is stamped with when it arrived
+            (within the stream's poll interval); ``False`` (a closed run's
+            stream read back) shows no time for those. The run's own events
+            carry the workflow time they were published at.
         worker_hint: How to start a worker, for that message.
 
     Raises:
@@ -465,7 +527,11 @@ async def watch(
             with contextlib.suppress(asyncio.CancelledError):
                 await poller
         view.close()
-    view.done(result, datetime.now(UTC))
+    closed_at = datetime.now(UTC)
+    if not live:  # a closed run read back: it ended when Temporal closed it, not now
+        with contextlib.suppress(Exception):
+            closed_at = (await handle.describe()).close_time or closed_at
+    view.done(result, closed_at)
     return result
 
 

@@ -16,8 +16,9 @@ in a checkout is this command.
 Web UI on 8233) with the ``GraphRunStatus`` search attribute registered, and
 hosts the ``--workflow`` graphs on it if any are given: ``worker --dev`` is
 the same. It takes port 7233 when that is free; when another server holds it,
-it takes a free port and says which (it never attaches to a server it did not
-start).
+it takes the next free one and says which (``--port`` chooses), keeping runs
+in ``.temporal/dev.sqlite`` all the same (it never attaches to a server it did
+not start).
 
 Connection flags override the ``TEMPORAL_*`` environment variables, which
 override the TOML profile, as for the ``temporal`` CLI. Payloads and
@@ -34,6 +35,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import IO, Any
 
 from temporalio.testing import WorkflowEnvironment
@@ -112,40 +114,92 @@ class DevServer:
     address: str
     ui_url: str | None
     notes: tuple[str, ...]
+    lock: IO[str] | None = None
+    """The lock on its SQLite file, held until the process ends."""
+
+
+NEXT_PORTS = 50
+"""How many ports after a taken default ``dev`` tries, in order, before a random free one."""
+
+
+def _next_free(default: int) -> int:
+    """``default`` if free, else the first free port after it (the same one on every restart), else any."""
+    for candidate in range(default, default + NEXT_PORTS):
+        if port_free(candidate):
+            return candidate
+    return free_port()
+
+
+def _claim(db: str) -> IO[str] | None:
+    """Lock ``db`` for this process (a lock file next to it), or ``None`` when another live ``dev`` holds it.
+
+    Two dev servers on one SQLite file would corrupt each other's runs; the
+    lock is released when the process ends, however it ends.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory locks; one dev per directory is up to you
+        return open(os.devnull, "w")
+    Path(db).parent.mkdir(parents=True, exist_ok=True)
+    lock = open(f"{db}.lock", "w")  # noqa: SIM115 - held open for the server's life
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return None
+    return lock
 
 
 async def start_dev(port: int | None, ui_port: int | None, db: str | None) -> DevServer:
-    """Start a dev server on 7233/8233, or on free ports (saying so) when those are taken.
+    """Start a dev server on 7233/8233, or on the next free ports (saying so) when those are taken.
 
-    An explicitly requested port that is taken is an error, never a silent
+    The runs are kept in ``.temporal/dev.sqlite`` as documented, whichever
+    port the server took, unless another ``dev`` of this directory is using
+    that file. The port taken instead of 7233 is the first free one after it,
+    so a restart finds the same one while the other server stays. An
+    explicitly requested port that is taken is an error, never a silent
     attach to the server that holds it.
     """
     notes: list[str] = []
     chosen = port
     if chosen is None:
-        chosen = DEFAULT_DEV_PORT if port_free(DEFAULT_DEV_PORT) else free_port()
+        chosen = _next_free(DEFAULT_DEV_PORT)
         if chosen != DEFAULT_DEV_PORT:
             notes.append(
                 f"port {DEFAULT_DEV_PORT} is taken (another Temporal server?), so this dev server listens on "
-                f"127.0.0.1:{chosen}; in other shells: export TEMPORAL_ADDRESS=127.0.0.1:{chosen}"
+                f"127.0.0.1:{chosen} (--port chooses another); in other shells: "
+                f"export TEMPORAL_ADDRESS=127.0.0.1:{chosen}"
             )
     ui = ui_port
     if ui is None:
-        ui = DEFAULT_UI_PORT if port_free(DEFAULT_UI_PORT) else free_port()
+        ui = _next_free(DEFAULT_UI_PORT)
         if ui != DEFAULT_UI_PORT:
-            notes.append(f"port {DEFAULT_UI_PORT} is taken, so the Web UI is on port {ui}")
+            notes.append(f"port {DEFAULT_UI_PORT} is taken, so the Web UI is on port {ui} (--ui-port chooses another)")
+    lock: IO[str] | None = None
     if db is None:
-        # A server on a port of the moment keeps runs in memory: it must not share the SQLite file of the
-        # server on 7233, and a file for a port it will not have next time would only pile up.
-        db = DEFAULT_DB if chosen == DEFAULT_DEV_PORT else ":memory:"
-        if db == ":memory:":
-            notes.append("runs on it are kept in memory only (give it a database file with --db to keep them)")
+        db = DEFAULT_DB
+        lock = _claim(db)
+        if lock is None:
+            db = str(Path(DEFAULT_DB).with_name(f"dev-{chosen}.sqlite"))
+            lock = _claim(db)
+            notes.append(
+                f"another `dev` in this directory uses {DEFAULT_DB}, so this one keeps its runs in {db} "
+                "(--db chooses the file)"
+            )
+    elif db != ":memory:":
+        lock = _claim(db)
+        if lock is None:
+            raise CliError(f"another `dev` is using {db}", hint="stop it, or pass another --db FILE", code=EXIT_USAGE)
     try:
         env = await start_dev_server(port=chosen, ui=True, ui_port=ui, db_filename=None if db == ":memory:" else db)
     except DevServerError as e:
+        if lock is not None:
+            lock.close()
         raise CliError(str(e), code=EXIT_USAGE) from None
+    if db != ":memory:":
+        notes.append(f"runs are kept in {db}")
     address = env.client.service_client.config.target_host
-    return DevServer(env, address, f"http://127.0.0.1:{ui}", tuple(notes))
+    return DevServer(env, address, f"http://127.0.0.1:{ui}", tuple(notes), lock)
 
 
 def _versioning(args: argparse.Namespace) -> WorkerVersioning | None:
@@ -219,6 +273,8 @@ async def serve(
     finally:
         if server is not None:
             await server.env.shutdown()
+            if server.lock is not None:
+                server.lock.close()
 
 
 def worker_parser(prog: str) -> argparse.ArgumentParser:

@@ -260,6 +260,7 @@ class WorkflowBuilder:
         Raises:
             GraphValidationError: naming the executor or edge at fault.
         """
+        from temporal_workflows._graph.requestcheck import check_response_handlers
         from temporal_workflows._graph.subworkflow import WorkflowExecutor, name_subworkflows
         from temporal_workflows._graph.workflow import Workflow
 
@@ -289,6 +290,7 @@ class WorkflowBuilder:
         self._check_duplicates()
         self._check_types(executors)
         self._check_reachable(start_id, executors)
+        check_response_handlers(executors.values())
         for ex in executors.values():
             for h in ex.handlers:
                 for tp in (h.input_type, *h.output_types, *h.workflow_output_types):

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 from temporal_workflows._engine.machine import Delivery, PendingRequest, Topology
 from temporal_workflows._engine.serde import Envelope, decode, encode, validate_as
 from temporal_workflows._errors import InvalidResponseError, UndeliverableMessageError, WorkflowError, describe
 from temporal_workflows._graph.edges import EdgeGroup
 from temporal_workflows._graph.executor import Executor
-from temporal_workflows._graph.typecheck import accepts
+from temporal_workflows._graph.typecheck import accepts, flatten
 from temporal_workflows._requests import RequestTimedOut
 
 __all__ = ["EventRoute", "Graph"]
@@ -139,18 +139,27 @@ class Graph:
         spec = ex.find_response_handler(decode(request.data), request.response_type) if ex else None
         if spec is None:
             raise InvalidResponseError(rid, request.executor_id, "the executor has no matching @response_handler")
+        # RequestTimedOut is the run's own answer at the deadline, never an outside one: validating against the
+        # rest of the annotation makes a wrong answer's error list the response type's fields, not its fields.
+        answerable = [t for t in flatten(spec.response_type) if t is not RequestTimedOut]
+        expected = spec.response_type
+        if answerable and len(answerable) < len(flatten(spec.response_type)):
+            expected = answerable[0] if len(answerable) == 1 else Union[tuple(answerable)]  # noqa: UP007
+        posing = InvalidResponseError(
+            rid,
+            request.executor_id,
+            "RequestTimedOut is what the run delivers when the deadline passes, not a response",
+        )
         try:
-            typed = validate_as(spec.response_type, value)
+            typed = validate_as(expected, value)
         except (ValueError, TypeError) as e:
+            if expected is not spec.response_type and _validates(RequestTimedOut, value):
+                raise posing from None
             raise InvalidResponseError(
                 rid, request.executor_id, f"expected {request.response_type}, got {describe(value)}: {e}"
             ) from None
         if isinstance(typed, RequestTimedOut):
-            raise InvalidResponseError(
-                rid,
-                request.executor_id,
-                "RequestTimedOut is what the run delivers when the deadline passes, not a response",
-            )
+            raise posing
         return encode(typed, what=f"response to request {rid!r}")
 
     def route_event(
@@ -198,3 +207,11 @@ class Graph:
             )
         typed = match[1] if match is not None else value
         return encode(typed, what=f"message for executor {executor_id!r}")
+
+
+def _validates(tp: Any, value: Any) -> bool:
+    try:
+        validate_as(tp, value)
+    except (ValueError, TypeError):
+        return False
+    return True

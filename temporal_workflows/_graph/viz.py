@@ -12,6 +12,8 @@ as Mermaid text otherwise.
 
 from __future__ import annotations
 
+import html
+import shutil
 import tempfile
 import weakref
 from collections.abc import Collection
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from temporal_workflows._graph.graph import Graph
 
-__all__ = ["RANKDIRS", "WorkflowViz", "mimebundle", "render_svg", "to_dot", "to_mermaid"]
+__all__ = ["RANKDIRS", "WorkflowViz", "dot_program", "mimebundle", "render_svg", "to_dot", "to_html", "to_mermaid"]
 
 RankDir = Literal["TB", "LR", "BT", "RL"]
 RANKDIRS: tuple[RankDir, ...] = ("TB", "LR", "BT", "RL")
@@ -138,6 +140,18 @@ def to_dot(graph: Graph, *, rankdir: str = "TB") -> str:
     return "\n".join(lines) + "\n"
 
 
+DOT_INSTALL = (
+    "Debian/Ubuntu: sudo apt-get install graphviz; Fedora: sudo dnf install graphviz; macOS: brew install graphviz; "
+    "Windows: winget install graphviz (then open a new shell)"
+)
+"""How to install Graphviz's ``dot`` program, per platform (it is not a Python package)."""
+
+
+def dot_program() -> str | None:
+    """The path of Graphviz's ``dot`` on ``PATH``, or ``None``."""
+    return shutil.which("dot")
+
+
 def _graphviz() -> Any:
     """The ``graphviz`` package, or Agent Framework's ``ImportError`` saying how to install it."""
     try:
@@ -172,6 +186,11 @@ class WorkflowViz:
     def to_digraph(self, include_internal_executors: bool = False) -> str:
         """Graphviz DOT text (``include_internal_executors``: as in :meth:`to_mermaid`)."""
         return to_dot(self._graph, rankdir=self._rankdir)
+
+    def to_html(self) -> str:
+        """A self-contained page drawing the graph in a browser with Mermaid (an addition to Agent Framework's
+        API: a picture with nothing installed)."""
+        return to_html(self._graph, rankdir=self._rankdir)
 
     def export(
         self,
@@ -214,15 +233,21 @@ class WorkflowViz:
             path = Path(filename)
             if path.suffix and path.suffix[1:] != format:
                 raise ValueError(f"File extension {path.suffix} doesn't match format {format}")
-            base = str(path.with_suffix(""))
+            target = path if path.suffix else path.with_suffix(f".{format}")
         else:
-            with tempfile.NamedTemporaryFile(suffix=f".{format}", delete=False) as f:
-                base = str(Path(f.name).with_suffix(""))
+            target = None
+        # Drawn in memory (``pipe``), then written: a missing or failing ``dot`` leaves no file behind, where
+        # ``render`` writes the DOT source next to the target first and keeps it when drawing fails.
         try:
-            graphviz.Source(dot).render(base, format=format, cleanup=True)
+            drawn = graphviz.Source(dot).pipe(format=format)
         except graphviz.ExecutableNotFound as e:
             raise ImportError(MISSING_EXECUTABLE) from e
-        return f"{base}.{format}"
+        if target is None:
+            with tempfile.NamedTemporaryFile(suffix=f".{format}", delete=False) as f:
+                f.write(drawn)
+                return f.name
+        target.write_bytes(drawn)
+        return str(target)
 
     def save_svg(self, filename: str, include_internal_executors: bool = False) -> str:
         """Write an SVG file; returns its path (see :meth:`export`)."""
@@ -235,6 +260,29 @@ class WorkflowViz:
     def save_pdf(self, filename: str, include_internal_executors: bool = False) -> str:
         """Write a PDF file; returns its path (see :meth:`export`)."""
         return self.export(format="pdf", filename=filename, include_internal_executors=include_internal_executors)
+
+
+_HTML = """<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>{title}</title></head>
+<body>
+<h1>{title}</h1>
+<pre class="mermaid">
+{mermaid}</pre>
+<script type="module">
+  // Mermaid draws the graph in the browser: nothing to install (the text above stays if it cannot load).
+  import mermaid from "https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.esm.min.mjs";
+  mermaid.initialize({{ startOnLoad: true }});
+</script>
+</body>
+</html>
+"""
+
+
+def to_html(graph: Graph, *, title: str | None = None, rankdir: str = "TB") -> str:
+    """A page that draws the graph in a browser with Mermaid (loaded from a CDN): no Graphviz needed."""
+    name = title or getattr(graph, "name", None) or "workflow"
+    return _HTML.format(title=html.escape(str(name)), mermaid=html.escape(to_mermaid(graph, rankdir=rankdir)))
 
 
 _SVG: weakref.WeakKeyDictionary[Graph, str | None] = weakref.WeakKeyDictionary()

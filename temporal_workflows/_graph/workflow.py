@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Collection, Generator, Iterator, Mapping
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from temporal_workflows._graph.graph import Graph
     from temporal_workflows.temporal._durable import DurableWorkflow
 
-__all__ = ["GRAPH_HOOK", "ResetCall", "Workflow", "as_graph_workflow", "load_workflow"]
+__all__ = ["GRAPH_HOOK", "ResetCall", "Workflow", "as_graph_workflow", "import_user_module", "load_workflow"]
 
 GRAPH_HOOK = "__temporal_workflows_graph__"
 """Name of the method another front end's workflow object (LlamaIndex's ``temporal_workflows.llama.Workflow``)
@@ -461,23 +462,56 @@ def as_graph_workflow(obj: Any) -> Workflow:
     )
 
 
+def _kind(obj: Any) -> str:
+    if isinstance(obj, type):
+        return f"the class {obj.__name__}"
+    return f"the function {getattr(obj, '__name__', type(obj).__name__)}"
+
+
+def import_user_module(name: str) -> Any:
+    """Import the module a ``module:attribute`` names: the one place a module is imported by name
+    (``load_workflow``, and the CLI's check of a spec written with a dot for the colon)."""
+    import importlib
+
+    return importlib.import_module(name)
+
+
 def load_workflow(spec: str) -> Workflow:
     """Import ``"package.module:attribute"`` and return the :class:`Workflow` it names.
 
     The attribute may also be a zero-argument function that builds one.
     """
-    import importlib
+    from temporal_workflows._graph.executor import Executor
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"expected 'module:attribute', got {spec!r}")
-    obj: Any = importlib.import_module(module_name)
+    obj: Any = import_user_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
     if isinstance(obj, type) and hasattr(obj, GRAPH_HOOK):
         obj = obj()  # a LlamaIndex workflow class: its instance is the workflow
+    elif isinstance(obj, Executor):
+        raise TypeError(
+            f"{spec!r} is an executor ({type(obj).__name__} {obj.id!r}), not a workflow: name the graph built "
+            "from it (WorkflowBuilder(start_executor=...).build())"
+        )
     elif callable(obj) and not isinstance(obj, Workflow) and not hasattr(type(obj), GRAPH_HOOK):
+        try:
+            inspect.signature(obj).bind()
+        except TypeError:
+            raise TypeError(
+                f"{spec!r} is {_kind(obj)} that takes arguments, not a built Workflow nor a function of no "
+                "arguments that builds one"
+            ) from None
+        except ValueError:
+            pass  # no signature to read: call it and see
         obj = obj()
+    if isinstance(obj, Executor):  # a class called with no arguments, or a function returning one
+        raise TypeError(
+            f"{spec!r} gives an executor ({type(obj).__name__} {obj.id!r}), not a workflow: name the graph built "
+            "from it (WorkflowBuilder(start_executor=...).build())"
+        )
     try:
         return as_graph_workflow(obj)
     except TypeError:

@@ -71,6 +71,7 @@ from temporal_workflows.llama._routing import Wait, route_event, unhandled, wait
 from temporal_workflows.llama.errors import WorkflowRuntimeError
 from temporal_workflows.llama.events import (
     Event,
+    HumanResponseEvent,
     InputRequiredEvent,
     StepFailedEvent,
     StopEvent,
@@ -100,6 +101,31 @@ COLLECT_PREFIX = "llama.collect."
 RECOVERY_PREFIX = "llama.recoveries"
 _JOURNAL_READS_MAX = 256 * 1024
 """Bytes of values a waiting step's journal records; past it, a re-run reads the current values."""
+
+
+def _wait_schema(event_type: type, requirements: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The JSON schema of the event a ``wait_for_event`` accepts, as an answer must be written.
+
+    ``HumanResponseEvent`` declares no fields (LlamaIndex's neither), but its
+    answer is conventionally ``{"response": ...}``; the wait's requirements are
+    fields the answer must carry with those values. A reader (the CLI's respond
+    hint) then shows ``{"response": <string>, "kind": "approval"}``, not ``<object>``.
+    """
+    schema = dict(json_schema(event_type))
+    props = dict(schema.get("properties") or {})
+    required = list(schema.get("required") or [])
+    if issubclass(event_type, HumanResponseEvent) and "response" not in props:
+        props["response"] = {"type": "string"}
+        required.append("response")
+    for name, value in (requirements or {}).items():
+        with contextlib.suppress(TypeError, ValueError):
+            json.dumps(value)
+            props[name] = {"const": value}
+            if name not in required:
+                required.append(name)
+    if props:
+        schema["properties"], schema["required"] = props, required
+    return schema
 
 
 class LlamaStreamEvent(WorkflowEvent):
@@ -580,7 +606,7 @@ class Invocation:
             executor_id=task.info.name,
             data=encode(request, what="wait_for_event request"),
             response_type=type_key(event_type),
-            response_schema=json_schema(event_type),
+            response_schema=_wait_schema(event_type, requirements),
             superstep=task.wctx.superstep,
             timeout=timeout,
             on_timeout="respond",

@@ -22,5 +22,13 @@ async def shaky(text: str, ctx: WorkflowContext[None, str]) -> None:
 retry_once = WorkflowBuilder(start_executor=shaky, name="nc_retry_once").build()
 
 
+@executor(id="broken", options=ExecutorOptions(retry_policy=RetryPolicy(maximum_attempts=1)))
+async def broken(text: str, ctx: WorkflowContext[None, str]) -> None:
+    raise ValueError("no such city")
+
+
+fails = WorkflowBuilder(start_executor=broken, name="nc_fails").build()
+
+
 def all_workflows() -> list[Workflow]:
-    return [retry_once]
+    return [retry_once, fails]

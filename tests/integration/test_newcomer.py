@@ -71,12 +71,13 @@ async def test_follow_shows_times_durations_and_a_retry_as_it_happens(temporal_a
         re.M,
     )
     assert retry, out  # seen while the run waited for the second attempt, with its time
-    assert re.search(rf"^{STAMP}    shaky done in ~[\d.]+ s$", out, re.M), out  # the whole step, retries included
+    # The whole step, retries included, exact: the events carry the workflow time they were published at.
+    assert re.search(rf"^{STAMP}    shaky done in [\d.]+ s$", out, re.M), out
     assert re.search(rf"^{STAMP}  completed after 1 supersteps in ", out, re.M), out
     assert json.loads(out[out.index("\n[\n") :]) == ["hello (attempt 2)"]
 
 
-async def test_json_lines_for_programs(temporal_address: str, workflow_id: str) -> None:
+async def test_json_lines_for_programs(client: Client, temporal_address: str, workflow_id: str) -> None:
     from examples import research
 
     code, out, err = await run_cli(
@@ -94,7 +95,32 @@ async def test_json_lines_for_programs(temporal_address: str, workflow_id: str) 
     assert code == 0, err
     replayed = [json.loads(line) for line in out.splitlines()]
     assert [r["type"] for r in replayed] == [r["type"] for r in records[1:]]
-    assert all(r["time"] is None for r in replayed[:-1])  # a closed run's stream has no times: none invented
+    # Each event carries the workflow time it was published at: read back after the run closed, the same times
+    # as seen live, in order; the result is stamped with when the run closed, not with when `events` ran.
+    times = [r["time"] for r in replayed[:-1]]
+    assert all(times) and times == sorted(times) and times == [r["time"] for r in records[1:-1]]
+    closed = (await get_run(client, workflow_id).describe()).close_time
+    assert closed is not None and replayed[-1]["time"] == closed.isoformat() >= times[-1]
+    code, out, err = await run_cli(temporal_address, "events", workflow_id, "--plain")
+    assert code == 0, err
+    assert all(re.match(rf"^{STAMP}  ", line) for line in out.splitlines() if line.strip()), out
+
+
+async def test_status_of_a_failed_run_shows_the_failure(temporal_address: str, workflow_id: str) -> None:
+    code, out, err = await run_cli(
+        temporal_address,
+        *("run", "tests.integration.newcomer_graphs:fails", "--input", '"hello"'),
+        *("--id", workflow_id, "--task-queue", TASK_QUEUE),
+    )
+    assert code != 0, out
+    code, out, err = await run_cli(temporal_address, "status", workflow_id)
+    assert code == 0, err
+    status = json.loads(out)
+    assert status["temporal_status"] == "FAILED" and status["closed_at"]
+    failure = status["failure"]
+    assert failure["error"] == "ExecutorFailedError" and failure["executor_id"] == "broken"
+    assert failure["superstep"] == 1 and failure["error_type"] == "ValueError"
+    assert "no such city" in failure["message"] and failure["detail"] == "no such city"
 
 
 async def test_a_waiting_run_says_how_to_answer_and_ctrl_c_leaves_it_running(
@@ -279,3 +305,34 @@ async def test_a_worker_shut_down_mid_step_closes_its_spans_without_errors(
         await terminate_if_running(client.get_workflow_handle(workflow_id))
     assert proc.returncode == 0 and out.decode().strip() == "collected", err.decode()
     assert "Failed to detach context" not in err.decode(), err.decode()
+
+
+async def test_a_llama_index_run_from_the_cli_reads_as_llama_index(
+    client: Client, temporal_address: str, workflow_id: str
+) -> None:
+    """No --input for a StartEvent without fields, the waiting step and the fields of the event it waits for,
+    no internal state keys, and the StopEvent's result printed as ``print(await handler)`` shows it."""
+    proc = await _spawn(
+        temporal_address,
+        *("run", "tests.test_llama_docs:WaitWorkflow", "--id", workflow_id, "--task-queue", TASK_QUEUE),
+        *("--follow", "--plain"),
+    )
+    try:
+        lines = await _read_until(proc, " respond ")
+        text = "".join(lines)
+        assert "the run waits for a HumanResponseEvent" in text, text
+        assert 'from ask_user: waits for a HumanResponseEvent; asked with InputRequiredEvent {"prefix": ' in text, text
+        assert 'event InputRequiredEvent: {"prefix": "Enter a number: "}' in text, text
+        command = lines[-1].split()
+        assert lines[-1].rstrip().endswith("""'{"response": <string>}'"""), lines[-1]
+        code, _, err = await run_cli(temporal_address, "respond", workflow_id, command[5], '{"response": "42"}')
+        assert code == 0, err
+        out_b, err_b = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    assert proc.returncode == 0, err_b.decode()
+    shown = text + out_b.decode()
+    assert "llama." not in shown, shown  # the front end's own state keys stay out of "wrote ..."
+    assert 'result from ask_user: "42"' in shown, shown
+    assert shown.rstrip().endswith('"42"'), shown  # the result, not [{"result": "42"}]
