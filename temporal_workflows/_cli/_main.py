@@ -54,7 +54,6 @@ from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._version import __version__
 from temporal_workflows.temporal._client import RunHandle, fork, get_run, start_run
 from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError
-from temporal_workflows.temporal._codec_server import DEFAULT_CODEC_ORIGINS, make_codec_server
 from temporal_workflows.temporal._connect import ConnectionConfig, ConnectionConfigError
 from temporal_workflows.temporal._devserver import DevServerError
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
@@ -174,7 +173,7 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--origin",
         action="append",
         default=None,
-        help=f"Web UI origin allowed to call it (repeatable; default: {' '.join(DEFAULT_CODEC_ORIGINS)})",
+        help="Web UI origin allowed to call it (repeatable; default: http://localhost:8233 http://127.0.0.1:8233)",
     )
     codec.add_argument("--allow-encode", action="store_true", help="also serve /encode (encrypts whatever it is sent)")
     codec.add_argument(
@@ -433,6 +432,11 @@ def _graph(args: argparse.Namespace) -> int:
 
 
 def _codec_server(args: argparse.Namespace) -> int:
+    try:
+        from temporal_workflows._console.guard import GuardConfigError, read_token_file
+        from temporal_workflows.temporal._codec_server import DEFAULT_CODEC_ORIGINS, make_codec_server
+    except ImportError as e:
+        raise CliError(str(e), hint="pip install 'temporal-workflows[console]'", code=EXIT_USAGE) from None
     codec = EncryptionCodec.from_env()
     if codec is None:
         raise CliError(
@@ -441,9 +445,9 @@ def _codec_server(args: argparse.Namespace) -> int:
     token = None
     if args.token_file:
         try:
-            token = Path(args.token_file).read_text().strip()
-        except OSError as e:
-            raise CliError(f"cannot read --token-file: {e}", code=EXIT_USAGE) from None
+            token = read_token_file(args.token_file)  # an empty file refuses to start (#23.8)
+        except GuardConfigError as e:
+            raise CliError(str(e), code=EXIT_USAGE) from None
     server = make_codec_server(
         codec,
         args.host,
