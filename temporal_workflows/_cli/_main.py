@@ -10,6 +10,7 @@
     temporal-workflows reset ID [--to CHECKPOINT_ID | --input JSON] | fork CHECKPOINT_ID --from ID --id NEW_ID
     temporal-workflows graph MODULE:ATTR [--format mermaid|dot|svg|png] [-o FILE]
     temporal-workflows codec-server [--port 8081] [--origin URL]
+    temporal-workflows console [--workflow MODULE:ATTR ...] [--port 8080]   a web console for people in the loop
 
 Also ``python -m temporal_workflows ...``. A run needs a worker hosting its
 graph on its task queue (``worker``, or ``dev --workflow ...``). Connection
@@ -37,6 +38,7 @@ from typing import IO, Any, NoReturn
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from temporal_workflows._cli._console import add_console_arguments, run_console
 from temporal_workflows._cli._errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -189,6 +191,10 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
         metavar="FILE",
         help="require 'Authorization: Bearer <token>' with the token in FILE (or set TEMPORAL_WORKFLOWS_CODEC_TOKEN)",
     )
+    console = sub.add_parser(
+        "console", parents=after, help="a web console: runs live, graphs, requests answered in a browser"
+    )
+    add_console_arguments(console)
     return p
 
 
@@ -279,6 +285,8 @@ async def _follow_run(
 
 
 async def _command(args: argparse.Namespace, prog: str) -> int:
+    if args.command == "console":
+        return run_console(args, _stdout())  # blocks: uvicorn runs its own loop
     if args.command == "codec-server":
         return _codec_server(args)  # blocks the loop on purpose: nothing else runs, and Ctrl-C stops it
     if args.command == "graph":
@@ -558,9 +566,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """The ``temporal-workflows`` console script and ``python -m temporal_workflows``."""
     prog = program_name()
     args = parser(prog).parse_args(argv)
-    if args.command == "codec-server":
+    if args.command in ("codec-server", "console"):
         try:
-            code = _codec_server(args)
+            code = _codec_server(args) if args.command == "codec-server" else run_console(args, _stdout())
         except CliError as e:
             _report(e, "temporal-workflows")
             code = e.code
