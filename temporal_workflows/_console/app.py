@@ -50,6 +50,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._console.codec import BodyRefused, codec_routes, read_body
@@ -230,6 +231,8 @@ def make_app(
                 return await fn(request)
             except _Refused as e:
                 return _error(e.status, str(e))
+            except WorkflowAlreadyStartedError as e:
+                return _error(409, f"a run {e.workflow_id!r} already exists")
             except RPCError as e:
                 if e.status == RPCStatusCode.NOT_FOUND:
                     return _error(404, f"not found: {e.message}")
@@ -440,10 +443,6 @@ def make_app(
             new = await h.fork(checkpoint_id, new_id.strip())
         except (WorkflowError, ValueError) as e:
             raise _Refused(422, _why(e)) from None
-        except RPCError as e:
-            if e.status == RPCStatusCode.ALREADY_EXISTS:
-                raise _Refused(409, f"a run {new_id!r} already exists") from None
-            raise
         return JSONResponse({"started": new.id})
 
     async def checkpoint(request: Request) -> Response:
@@ -472,10 +471,6 @@ def make_app(
             )
         except (WorkflowError, ValueError) as e:
             raise _Refused(422, _why(e)) from None
-        except RPCError as e:
-            if e.status == RPCStatusCode.ALREADY_EXISTS:
-                raise _Refused(409, f"a run {run_id!r} already exists") from None
-            raise
         return JSONResponse({"started": h.id})
 
     routes: list[Any] = [

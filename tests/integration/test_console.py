@@ -32,6 +32,7 @@ from temporal_workflows._console.server import ServerHandle, bind
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, get_run, start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import console_graphs
+from tests.integration.agent_graphs import GRAPHS
 
 CONSOLE_QUEUE = "tw-console-tests"
 TOKEN = "console-test-token-7f3a9c1e5b"
@@ -63,7 +64,10 @@ async def console_worker(console_client: Client) -> AsyncIterator[Worker]:
 async def _serve(client: Client, token: str | None) -> AsyncIterator[Console]:
     sock = bind("127.0.0.1", 0)
     port = int(sock.getsockname()[1])
-    settings = ConsoleSettings(graphs={wf.name: wf for wf in console_graphs.all_workflows()}, task_queue=CONSOLE_QUEUE)
+    graphs = {wf.name: wf for wf in console_graphs.all_workflows()}
+    if "approval" in GRAPHS:  # the agent tool-approval graph (hosted by the test worker): its picture too
+        graphs[GRAPHS["approval"].name] = GRAPHS["approval"]
+    settings = ConsoleSettings(graphs=graphs, task_queue=CONSOLE_QUEUE)
 
     async def connect() -> Client:
         return client
@@ -286,8 +290,11 @@ async def page(browser: Any) -> AsyncIterator[Any]:
 
 
 async def _shot(page: Any, name: str) -> None:
-    DOCS.mkdir(parents=True, exist_ok=True)
-    path = DOCS / f"{name}.png"
+    """Save a screenshot, checked non-blank: into docs/console/ with TW_UPDATE_SCREENSHOTS=1, else a temp folder."""
+    temporary = Path(os.environ.get("TMPDIR", "/tmp")) / "tw-console"
+    folder = DOCS if os.environ.get("TW_UPDATE_SCREENSHOTS") else temporary
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
     await page.screenshot(path=str(path), full_page=False)
     assert _png_is_not_blank(path), path
 
@@ -333,8 +340,6 @@ async def test_browser_a_request_answered_elsewhere_disappears(console: Console,
 
 async def test_browser_approves_an_agents_tool_call_in_one_click(console: Console, page: Any) -> None:
     pytest.importorskip("agent_framework")
-    from tests.integration.agent_graphs import GRAPHS
-
     ticket = f"t-{uuid.uuid4().hex[:8]}"
     handle = await start_run(console.client, GRAPHS["approval"], f"{ticket} email bob", task_queue=TASK_QUEUE)
     await _until(lambda: _pending(handle), timeout=30)
@@ -353,6 +358,8 @@ async def test_browser_approves_an_agents_tool_call_in_one_click(console: Consol
         await _until(fewer, timeout=30)
     await page.locator("h1 .badge[data-status=completed]").wait_for(timeout=30_000)
     assert "Emailed bob" in json.dumps((await handle.result())["outputs"])
+    # The agent's answer streamed into the page as it came (live events, text deltas joined).
+    await page.locator('[data-stream="mailer"]', has_text="Emailed bob").wait_for()
 
 
 async def test_browser_resets_a_run_to_a_checkpoint(console: Console, page: Any) -> None:
@@ -390,6 +397,82 @@ async def test_browser_starts_a_run_from_its_form(console: Console, page: Any) -
     assert state["draft"] == "250 words on started in the browser"
 
 
+async def test_browser_on_a_phone(console: Console, browser: Any) -> None:
+    handle = await _review(console.client, "phone")
+    context = await browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, device_scale_factor=2)
+    try:
+        page = await context.new_page()
+        await page.goto(f"{console.url}/#/run/{handle.id}")
+        await page.locator("[data-request]").wait_for()
+        await page.locator('#graph g.node[data-executor="writer"][data-state="waiting"]').wait_for()
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, width  # nothing wider than the screen: no sideways scrolling
+        await _shot(page, "phone")
+    finally:
+        await context.close()
+
+
+async def test_reset_and_fork_are_refused_in_the_runs_own_words(console: Console) -> None:
+    handle = await _review(console.client, "refused-reset")
+    taken = await handle.checkpoint("kept")
+    assert taken is not None
+    async with httpx.AsyncClient(base_url=console.url, timeout=30) as http:
+        run_path = f"/api/runs/{handle.id}"
+        unknown = await http.post(f"{run_path}/reset", json={"checkpoint_id": "no-such-checkpoint"}, headers=ACTION)
+        assert unknown.status_code == 422 and "CheckpointNotFoundError" in unknown.json()["error"], unknown.text
+        new_id = f"{handle.id}-fork"
+        forked = await http.post(
+            f"{run_path}/fork", json={"checkpoint_id": taken["checkpoint_id"], "new_id": new_id}, headers=ACTION
+        )
+        assert forked.status_code == 200 and forked.json()["started"] == new_id, forked.text
+        again = await http.post(
+            f"{run_path}/fork", json={"checkpoint_id": taken["checkpoint_id"], "new_id": new_id}, headers=ACTION
+        )
+        assert again.status_code == 409
+    fork = get_run(console.client, new_id)
+    await _until(lambda: _pending(fork))
+    assert (await fork.status())["lineage"]["workflow_id"] == handle.id
+
+
+async def test_the_console_serves_the_codec_endpoints_behind_its_token(console_client: Client) -> None:
+    """One process for the console and the Web UI's codec: /decode with the bearer token, nothing without it."""
+    from temporalio.api.common.v1 import Payload
+
+    from temporal_workflows.temporal import EncryptionCodec, KeyRing
+
+    codec = EncryptionCodec(KeyRing({"k1": os.urandom(32)}))
+    sock = bind("127.0.0.1", 0)
+    port = int(sock.getsockname()[1])
+    settings = ConsoleSettings(codec=codec)
+
+    async def connect() -> Client:
+        return console_client
+
+    guard = Guard.make(TOKEN, ("127.0.0.1", port), origins=["http://localhost:8233"])
+    server = ServerHandle(make_app(guard, settings, connect), sock, settings.limits)
+    task = asyncio.create_task(server.serve())
+    try:
+        from google.protobuf import json_format
+
+        (sealed,) = await codec.encode([Payload(metadata={"encoding": b"json/plain"}, data=b'"secret-1"')])
+        body = {"payloads": [json_format.MessageToDict(sealed)]}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            assert (await http.post("/default/decode", json=body)).status_code == 401
+            ui = {"Origin": "http://localhost:8233"}
+            preflight = await http.options("/default/decode", headers=ui)
+            assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == ui["Origin"]
+            ok = await http.post("/default/decode", json=body, headers={**ui, "Authorization": f"Bearer {TOKEN}"})
+            assert ok.status_code == 200 and b"secret-1" in __import__("base64").b64decode(
+                ok.json()["payloads"][0]["data"]
+            )
+            assert (
+                await http.post("/encode", json=body, headers={"Authorization": f"Bearer {TOKEN}"})
+            ).status_code == 403
+    finally:
+        server._server.should_exit = True
+        await asyncio.wait_for(task, 15)
+
+
 def test_port_is_loopback_only_by_default() -> None:
     """The console's defaults: loopback; off loopback without --token-file it refuses to start."""
     from temporal_workflows._cli._main import parser
@@ -409,3 +492,10 @@ def test_port_is_loopback_only_by_default() -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "--token-file" in done.stderr
+
+
+def test_the_screenshots_in_the_docs_are_not_blank() -> None:
+    shots = sorted(DOCS.glob("*.png"))
+    assert {p.stem for p in shots} >= {"runs", "run", "request-refused", "approval", "checkpoints", "start", "phone"}
+    for path in shots:
+        assert _png_is_not_blank(path), path

@@ -335,6 +335,12 @@ function runView(runId) {
     eventsCount.setAttribute("data-count", String(total));
   }
   const source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/events`);
+  let opened = false;
+  source.addEventListener("open", () => {
+    // A reconnect replays the stream from its start: rebuild from it rather than count twice.
+    if (opened) { total = 0; executorState.clear(); streams.clear(); streamBox.replaceChildren(); log.replaceChildren(); }
+    opened = true;
+  });
   source.addEventListener("events", (msg) => {
     for (const e of JSON.parse(msg.data)) onEvent(e);
     flushLog();
