@@ -103,7 +103,8 @@ def _main(tmp: Path) -> None:
     others = {t for t in tops if t != "temporal_workflows" and not t.endswith(".dist-info")}
     check("the wheel installs only the temporal_workflows package", not others, f"also: {sorted(others)}")
     check("py.typed is in the wheel", "temporal_workflows/py.typed" in names)
-    for asset in ("index.html", "login.html", "app.js", "form.js", "style.css", "mermaid.min.js", "mermaid.LICENSE.txt"):
+    assets = ("index.html", "login.html", "app.js", "form.js", "style.css", "mermaid.min.js", "mermaid.LICENSE.txt")
+    for asset in assets:
         check(f"the console's {asset} is in the wheel", f"temporal_workflows/_console/static/{asset}" in names)
     check("the license is in the wheel", any(n.endswith(".dist-info/licenses/LICENSE") for n in names), str(names))
     for line in ("Classifier: Typing :: Typed", "Classifier: Programming Language :: Python :: 3.11", "Keywords:"):
