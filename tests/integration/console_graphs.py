@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic import BaseModel, Field, model_validator
 
 from temporal_workflows import Executor, WorkflowBuilder, WorkflowContext, executor, handler, response_handler
@@ -67,6 +69,8 @@ class Chatter(BaseModel):
 async def chatter(spec: Chatter, ctx: WorkflowContext[None, int]) -> None:
     for i in range(spec.events):
         await ctx.add_event(StepProgressEvent(message=f"event {i + 1}"))
+        if i % 500 == 499:  # bursts: one tight loop of 10,000 overflows a stream batch (issue #23 item 5)
+            await asyncio.sleep(0.02)
     await ctx.yield_output(spec.events)
 
 

@@ -13,6 +13,8 @@ import os
 import shutil
 import socket
 import struct
+import subprocess
+import sys
 import uuid
 import zlib
 from collections.abc import AsyncIterator
@@ -412,6 +414,23 @@ async def test_browser_on_a_phone(console: Console, browser: Any) -> None:
         await context.close()
 
 
+async def test_browser_follows_a_run_emitting_10000_events_without_falling_behind(console: Console, page: Any) -> None:
+    handle = await start_run(
+        console.client, console_graphs.chatty, console_graphs.Chatter(events=10_000), task_queue=CONSOLE_QUEUE
+    )
+    await page.goto(f"{console.url}/#/run/{handle.id}")
+    await handle.result()
+    loop = asyncio.get_running_loop()
+    completed = loop.time()
+    count = page.locator("#events-count", has_text="run closed")
+    await count.wait_for(timeout=60_000)
+    behind = loop.time() - completed
+    shown = int(await count.get_attribute("data-count") or 0)
+    assert shown >= 10_000, shown  # every live event, plus the run's own
+    assert await page.locator("#events > div").count() <= 300  # the log keeps the newest lines only
+    assert behind < 30, behind  # measured figures: python -m bench.console
+
+
 async def test_reset_and_fork_are_refused_in_the_runs_own_words(console: Console) -> None:
     handle = await _review(console.client, "refused-reset")
     taken = await handle.checkpoint("kept")
@@ -473,6 +492,32 @@ async def test_the_console_serves_the_codec_endpoints_behind_its_token(console_c
         await asyncio.wait_for(task, 15)
 
 
+async def test_the_console_command_serves_the_page(temporal_address: str, tmp_path: Path) -> None:
+    """`temporal-workflows console` as a user starts it: loopback, a graph given, a token file; then the page."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "temporal_workflows", "--address", temporal_address, "console",
+        "--workflow", "tests.integration.console_graphs:review", "--port", str(port), "--token-file", str(token_file),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert line.startswith(f"console on http://127.0.0.1:{port}") and "token required" in line, line
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            assert (await http.get("/api/info")).status_code == 401
+            info = (await http.get("/api/info", headers={"Authorization": f"Bearer {TOKEN}"})).json()
+            assert info["namespace"] == "default" and [g["name"] for g in info["graphs"]] == ["console_review"]
+            assert info["graphs"][0]["start_schema"]["required"] == ["topic"]
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 30)
+
+
 def test_port_is_loopback_only_by_default() -> None:
     """The console's defaults: loopback; off loopback without --token-file it refuses to start."""
     from temporal_workflows._cli._main import parser
@@ -482,9 +527,6 @@ def test_port_is_loopback_only_by_default() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    import subprocess
-    import sys
-
     done = subprocess.run(
         [sys.executable, "-m", "temporal_workflows", "console", "--host", "0.0.0.0", "--port", str(port)],
         capture_output=True,
