@@ -62,6 +62,8 @@ def run_console(args: argparse.Namespace, out: IO[str]) -> int:
         raise CliError(
             f"the console needs its extra ({e.name})", hint="pip install 'temporal-workflows[console]'", code=EXIT_USAGE
         ) from None
+    from temporalio.client import Client
+
     from temporal_workflows.temporal._codec import EncryptionCodec
     from temporal_workflows.temporal._codec_server import DEFAULT_CODEC_ORIGINS
     from temporal_workflows.temporal._connect import ConnectionConfig
@@ -103,7 +105,7 @@ def run_console(args: argparse.Namespace, out: IO[str]) -> int:
         sock.close()
         raise CliError(str(e), code=EXIT_USAGE) from None
 
-    async def connect():  # type: ignore[no-untyped-def]
+    async def connect() -> Client:
         return await config.connect(plugins=[TemporalWorkflowsPlugin(list(graphs.values()))])
 
     server = ServerHandle(make_app(guard, settings, connect), sock, settings.limits)

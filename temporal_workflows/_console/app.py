@@ -311,7 +311,10 @@ def make_app(
                     "id": ex.id,
                     "run_id": ex.run_id,
                     "graph": ex.workflow_type,
-                    "status": graph_status if ex.status == WorkflowExecutionStatus.RUNNING else temporal_status,
+                    # A running run says where it is by the search attribute (if the namespace has it).
+                    "status": (graph_status or temporal_status)
+                    if ex.status == WorkflowExecutionStatus.RUNNING
+                    else temporal_status,
                     "graph_status": graph_status,
                     "temporal_status": temporal_status,
                     "start_time": _iso(ex.start_time),

@@ -32,7 +32,8 @@ __all__ = ["ACTION_HEADER", "Gate"]
 ACTION_HEADER = "x-tw-console"
 """A header every console action carries (CSRF: cross-site requests cannot send it without a refused preflight)."""
 
-_OPEN_PATHS = ("/login", "/static/", "/favicon.ico")
+_OPEN_PATHS = ("/login", "/favicon.ico")
+"""Paths served without the token (the static assets, under ``/static/``, too): no data in any of them."""
 
 
 def _cookie(headers: Headers) -> str | None:
@@ -96,7 +97,7 @@ class Gate:
                 return PlainTextResponse("origin not allowed", 403), cors
         if codec and method == "OPTIONS":
             return None, cors  # a CORS preflight: browsers send no token with it
-        if self.console and path.startswith(_OPEN_PATHS):
+        if self.console and (path in _OPEN_PATHS or path.startswith("/static/")):
             return None, cors
         authorized = self.guard.bearer_ok(headers.get("authorization")) or (
             not codec and self.guard.cookie_ok(_cookie(headers))

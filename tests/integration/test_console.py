@@ -419,7 +419,7 @@ async def test_browser_follows_a_run_emitting_10000_events_without_falling_behin
         console.client, console_graphs.chatty, console_graphs.Chatter(events=10_000), task_queue=CONSOLE_QUEUE
     )
     await page.goto(f"{console.url}/#/run/{handle.id}")
-    await handle.result()
+    await asyncio.wait_for(handle.result(), 120)
     loop = asyncio.get_running_loop()
     completed = loop.time()
     count = page.locator("#events-count", has_text="run closed")

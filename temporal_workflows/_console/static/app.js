@@ -52,7 +52,8 @@ function runsView(params) {
   const statusSel = el("select", { name: "status", "aria-label": "status" }, el("option", { value: "" }, "any status"),
     info.statuses.map((s) => el("option", { value: s }, s.replaceAll("_", " "))));
   const graphText = el("input", { name: "graph_name", placeholder: "or type a graph name", "aria-label": "graph name" });
-  const since = el("input", { type: "datetime-local", name: "since", "aria-label": "started after" });
+  const since = el("input", { type: "datetime-local", name: "since", "aria-label": "started after", title: "started after" });
+  const until = el("input", { type: "datetime-local", name: "until", "aria-label": "started before", title: "started before" });
   graphSel.value = params.get("graph") || "";
   if (graphSel.value !== (params.get("graph") || "")) graphText.value = params.get("graph") || "";
   statusSel.value = params.get("status") || "";
@@ -69,6 +70,7 @@ function runsView(params) {
     if (graph) q.set("graph", graph);
     if (statusSel.value) q.set("status", statusSel.value);
     if (since.value) q.set("since", new Date(since.value).toISOString());
+    if (until.value) q.set("until", new Date(until.value).toISOString());
     return q;
   }
 
@@ -100,13 +102,13 @@ function runsView(params) {
     history.replaceState(null, "", `#/?${q}`);
     load(true);
   }
-  for (const c of [graphSel, statusSel, since]) c.addEventListener("change", apply);
+  for (const c of [graphSel, statusSel, since, until]) c.addEventListener("change", apply);
   graphText.addEventListener("change", apply);
   more.addEventListener("click", () => load(false));
 
   main.replaceChildren(el("section", { class: "card" },
     el("h1", {}, "Runs"),
-    el("div", { class: "filters" }, graphSel, graphText, statusSel, since,
+    el("div", { class: "filters" }, graphSel, graphText, statusSel, since, until,
       el("button", { type: "button", class: "secondary", onclick: () => load(true) }, "Refresh")),
     error,
     el("table", { id: "runs" }, el("thead", {}, el("tr", {}, el("th", {}, "Workflow id"), el("th", {}, "Graph"), el("th", {}, "Status"),
