@@ -61,6 +61,7 @@ from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import WorkflowEvent
 from temporal_workflows._graph.viz import _ids, to_mermaid
 from temporal_workflows._graph.workflow import Workflow
+from temporal_workflows._live import LiveEvent
 from temporal_workflows.temporal._client import RunHandle, get_run, start_run
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
@@ -133,9 +134,9 @@ def _event_json(event: WorkflowEvent) -> dict[str, Any]:
     except Exception:
         data = {"type": event.type, "data": str(event.data)}
     data["class"] = type(event).__name__
-    text = getattr(event.data, "text", None)
+    text = getattr(event.data, "text", None) if isinstance(event, LiveEvent) else None
     if isinstance(text, str) and text:
-        data["text"] = text  # an agent's streamed update: its text delta
+        data["text"] = text  # an agent's streamed update: its text delta (not the committed whole, again)
     return data
 
 
@@ -518,8 +519,3 @@ def _approval(request: Any, approved: bool) -> Any:
         return content.to_function_approval_response(approved=approved).to_dict()
     except Exception as e:
         raise _Refused(400, f"this request is not a tool approval: {e}") from None
-
-
-def approvable(request: Any) -> bool:
-    """Whether a pending request's data is an agent's tool-approval request (a one-click answer)."""
-    return isinstance(request, dict) and request.get("type") == "function_approval_request"
