@@ -333,7 +333,7 @@ function runView(runId) {
     log.append(frag);
     while (log.childElementCount > 300) log.firstElementChild.remove();
     log.scrollTop = log.scrollHeight;
-    eventsCount.textContent = `${total} events`;
+    eventsCount.textContent = streamEnded ? `${total} events (run closed)` : `${total} events`;
     eventsCount.setAttribute("data-count", String(total));
   }
   const source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/events`);
@@ -343,11 +343,20 @@ function runView(runId) {
     if (opened) { total = 0; executorState.clear(); streams.clear(); streamBox.replaceChildren(); log.replaceChildren(); }
     opened = true;
   });
+  let flushPending = false;
+  let streamEnded = false;
   source.addEventListener("events", (msg) => {
     for (const e of JSON.parse(msg.data)) onEvent(e);
-    flushLog();
+    if (flushPending) return;  // the log is drawn once a frame, however many batches arrive in it
+    flushPending = true;
+    requestAnimationFrame(() => { flushPending = false; flushLog(); });
   });
-  source.addEventListener("end", () => { source.close(); eventsCount.textContent = `${total} events (run closed)`; scheduleRefresh(); });
+  source.addEventListener("end", () => {
+    source.close();
+    streamEnded = true;
+    flushLog();
+    scheduleRefresh();
+  });
   source.onerror = () => { if (source.readyState === EventSource.CLOSED) scheduleRefresh(); };
   refresh();
   const poll = setInterval(() => { if (!document.hidden) refresh(); }, 5000);
