@@ -1,13 +1,13 @@
 """The console under load: ``python -m bench.console [--runs 2000] [--events 10000] [--json]``.
 
-On a dev server of its own (started here, on free ports), with a worker and
-the console in this process:
+On a dev server of its own (started here, on free ports), with a worker in
+this process and ``temporal-workflows console`` in another, as a user runs it:
 
 1. ``--runs`` runs, half left waiting for input and half completed, then the
    runs list through the console's JSON route: the first page unfiltered and
    under each filter, and every page (200 a page) until the list ends.
-2. A run publishing ``--events`` live events from one step as fast as it
-   can, followed by the console's page in headless Chromium (the system
+2. A run publishing ``--events`` live events from one step (in bursts of
+   500), followed by the console's page in headless Chromium (the system
    browser): when the page has shown every event and the run's end, against
    when the run completed, and the events' rate through the page.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
 import statistics
 import sys
 import time
@@ -31,9 +32,6 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from temporal_workflows import Executor, WorkflowBuilder, WorkflowContext, executor, handler, response_handler
-from temporal_workflows._console.app import ConsoleSettings, make_app
-from temporal_workflows._console.guard import Guard
-from temporal_workflows._console.server import ServerHandle, bind
 from temporal_workflows._live import LiveEvent
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_server, start_run
 
@@ -118,17 +116,18 @@ async def bench(runs: int, events: int, browser: bool) -> dict[str, Any]:
             report["setup_s"] = round(time.perf_counter() - t0, 1)
             print(f"{runs} runs made in {report['setup_s']} s ({half} waiting for input)", flush=True)
 
-            sock = bind("127.0.0.1", 0)
-            port = int(sock.getsockname()[1])
-            settings = ConsoleSettings(graphs={g.name: g for g in (waiting, completed, chatty)}, task_queue=QUEUE)
-
-            async def connect() -> Client:
-                return client
-
-            server = ServerHandle(
-                make_app(Guard.make(None, ("127.0.0.1", port)), settings, connect), sock, settings.limits
-            )
-            serving = asyncio.create_task(server.serve())
+            # The console as a user runs it: its own process (its decoding never shares a loop with the worker).
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            address = env.client.service_client.config.target_host
+            console = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "temporal_workflows", "--address", address, "console", "--port", str(port),
+                "--task-queue", QUEUE, "--workflow", "bench.console:waiting", "--workflow", "bench.console:chatty",
+                stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            assert console.stdout is not None
+            print((await asyncio.wait_for(console.stdout.readline(), 60)).decode().strip(), flush=True)
             url = f"http://127.0.0.1:{port}"
             try:
                 async with httpx.AsyncClient(base_url=url, timeout=60) as http:
@@ -167,8 +166,6 @@ async def bench(runs: int, events: int, browser: bool) -> dict[str, Any]:
                         f"every waiting run, {pages} pages of 200: {seen} runs in {report['page_through_waiting_s']} s"
                     )
 
-                handle = await start_run(client, chatty, events, task_queue=QUEUE)
-                t_start = time.perf_counter()
                 if browser and Path(CHROMIUM).exists():
                     from playwright.async_api import async_playwright
 
@@ -178,7 +175,12 @@ async def bench(runs: int, events: int, browser: bool) -> dict[str, Any]:
                             args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
                         )
                         page = await b.new_page()
-                        await page.goto(f"{url}/#/run/{handle.id}")
+                        # The page is open (as a person keeps it), then the run starts and the page goes to it.
+                        await page.goto(f"{url}/#/")
+                        await page.locator("#runs tbody tr").first.wait_for()
+                        handle = await start_run(client, chatty, events, task_queue=QUEUE)
+                        t_start = time.perf_counter()
+                        await page.evaluate(f"location.hash = '#/run/{handle.id}'")
                         result_task = asyncio.create_task(handle.result())
                         await result_task
                         t_run = time.perf_counter() - t_start
@@ -196,6 +198,37 @@ async def bench(runs: int, events: int, browser: bool) -> dict[str, Any]:
                         f"{shown / t_page:.0f} events/s through the page)",
                         flush=True,
                     )
+                else:
+                    handle = await start_run(client, chatty, events, task_queue=QUEUE)
+                    await handle.result()
+
+                # The same, followed by a plain SSE reader instead of the page (what the browser adds).
+                second = await start_run(client, chatty, events, task_queue=QUEUE)
+                t_start = time.perf_counter()
+                followed, t_done = 0, asyncio.get_running_loop().create_future()
+
+                async def follow() -> None:
+                    nonlocal followed
+                    async with (
+                        httpx.AsyncClient(base_url=url, timeout=300) as http,
+                        http.stream("GET", f"/api/runs/{second.id}/events") as resp,
+                    ):
+                        async for line in resp.aiter_lines():
+                            if line.startswith("data:") and line[5:].strip().startswith("["):
+                                followed += len(json.loads(line[5:]))
+                    t_done.set_result(time.perf_counter() - t_start)
+
+                follower = asyncio.create_task(follow())
+                await second.result()
+                t_run = time.perf_counter() - t_start
+                await follower
+                report["events_sse_live_lag_s"] = round(t_done.result() - t_run, 2)
+                print(
+                    f"{events} live events followed by a plain SSE reader: run {t_run:.2f} s, reader done at "
+                    f"{t_done.result():.2f} s ({followed} events, {report['events_sse_live_lag_s']:+.2f} s)",
+                    flush=True,
+                )
+
                 # Where the time goes, on the closed run: the client layer alone, then through the console's SSE.
                 t = time.perf_counter()
                 direct = 0
@@ -219,8 +252,8 @@ async def bench(runs: int, events: int, browser: bool) -> dict[str, Any]:
                     flush=True,
                 )
             finally:
-                server._server.should_exit = True
-                await asyncio.wait_for(serving, 15)
+                console.terminate()
+                await asyncio.wait_for(console.wait(), 30)
     finally:
         await env.shutdown()
     return report

@@ -122,6 +122,22 @@ function runsView(params) {
 // -- a run --------------------------------------------------------------------------------------
 
 const STATES = ["idle", "running", "done", "failed", "retrying", "waiting"];
+
+// Mermaid (5 MB) is loaded when a picture is first drawn, after the run's event stream has opened: the runs list
+// never pays for it, and a run page follows its events while it loads.
+let mermaidLoading = null;
+function loadMermaid() {
+  if (window.mermaid) return Promise.resolve(window.mermaid);
+  if (!mermaidLoading) {
+    mermaidLoading = new Promise((resolve, reject) => {
+      const script = el("script", { src: "/static/mermaid.min.js" });
+      script.onload = () => resolve(window.mermaid);
+      script.onerror = () => { mermaidLoading = null; reject(new Error("mermaid.min.js did not load")); };
+      document.head.append(script);
+    });
+  }
+  return mermaidLoading;
+}
 let graphSeq = 0;
 
 function runView(runId) {
@@ -182,9 +198,11 @@ function runView(runId) {
   }
 
   async function drawGraph(picture) {
-    if (!picture || !window.mermaid) return;
+    if (!picture) return;
     nodeIds = picture.node_ids;
     try {
+      await loadMermaid();
+      if (closed) return;
       window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral", flowchart: { htmlLabels: false } });
       const { svg } = await window.mermaid.render(`graph-${++graphSeq}`, picture.mermaid);
       graphBox.innerHTML = svg;
