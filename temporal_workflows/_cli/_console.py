@@ -112,6 +112,13 @@ def run_console(args: argparse.Namespace, out: IO[str]) -> int:
     host = f"[{args.host}]" if ":" in args.host else args.host
     extra = ("; token required" if token else "") + ("; /decode for the Web UI" if codec else "")
     print(f"console on http://{host}:{server.server_port} ({config.describe()}{extra})", file=out, flush=True)
+    if not is_loopback(args.host) and not args.allowed_host:
+        print(
+            "note: requests must name this server as it is bound (Host header); add the names clients use "
+            "with --allowed-host (e.g. --allowed-host console.example.com)",
+            file=out,
+            flush=True,
+        )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
