@@ -51,7 +51,7 @@ function runsView(params) {
     (info.graphs || []).map((g) => el("option", { value: g.name }, g.name)));
   const statusSel = el("select", { name: "status", "aria-label": "status" }, el("option", { value: "" }, "any status"),
     info.statuses.map((s) => el("option", { value: s }, s.replaceAll("_", " "))));
-  const graphText = el("input", { name: "graph_name", placeholder: "or type a graph name", "aria-label": "graph name" });
+  const graphText = el("input", { name: "graph_name", placeholder: "any graph", "aria-label": "graph name" });
   const since = el("input", { type: "datetime-local", name: "since", "aria-label": "started after", title: "started after" });
   const until = el("input", { type: "datetime-local", name: "until", "aria-label": "started before", title: "started before" });
   graphSel.value = params.get("graph") || "";
@@ -108,8 +108,9 @@ function runsView(params) {
 
   main.replaceChildren(el("section", { class: "card" },
     el("h1", {}, "Runs"),
-    el("div", { class: "filters" }, graphSel, graphText, statusSel, since, until,
-      el("button", { type: "button", class: "secondary", onclick: () => load(true) }, "Refresh")),
+    el("div", { class: "filters" }, el("label", {}, "Graph", graphSel), el("label", {}, "or by name", graphText),
+      el("label", {}, "Status", statusSel), el("label", {}, "Started after", since), el("label", {}, "Started before", until),
+      el("label", {}, "\u00a0", el("button", { type: "button", class: "secondary", onclick: () => load(true) }, "Refresh"))),
     error,
     el("table", { id: "runs" }, el("thead", {}, el("tr", {}, el("th", {}, "Workflow id"), el("th", {}, "Graph"), el("th", {}, "Status"),
       el("th", { class: "hide-narrow" }, "Started"), el("th", { class: "hide-narrow" }, "Closed"))), body),
