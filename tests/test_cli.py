@@ -363,7 +363,8 @@ def test_version_everywhere() -> None:
 def test_help_lists_every_command_and_the_worker_flags() -> None:
     run = cli("--help")
     assert run.returncode == 0
-    for command in ("dev", "worker", "run", "events", "status", "requests", "respond", "graph", "codec-server"):
+    commands = ("dev", "worker", "run", "events", "status", "requests", "respond", "graph", "codec-server", "console")
+    for command in commands:
         assert f"    {command}" in run.stdout, command
     worker = cli("worker", "--help")
     assert worker.returncode == 0 and "--workflow" in worker.stdout and "--task-queue" in worker.stdout

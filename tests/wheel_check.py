@@ -123,6 +123,9 @@ def _main(tmp: Path) -> None:
     others = {t for t in tops if t != "temporal_workflows" and not t.endswith(".dist-info")}
     check("the wheel installs only the temporal_workflows package", not others, f"also: {sorted(others)}")
     check("py.typed is in the wheel", "temporal_workflows/py.typed" in names)
+    assets = ("index.html", "login.html", "app.js", "form.js", "style.css", "mermaid.min.js", "mermaid.LICENSE.txt")
+    for asset in assets:
+        check(f"the console's {asset} is in the wheel", f"temporal_workflows/_console/static/{asset}" in names)
     check("the license is in the wheel", any(n.endswith(".dist-info/licenses/LICENSE") for n in names), str(names))
     for line in ("Classifier: Typing :: Typed", "Classifier: Programming Language :: Python :: 3.11", "Keywords:"):
         check(f"metadata has {line!r}", line in metadata, metadata[:2000])
@@ -191,6 +194,15 @@ def _main(tmp: Path) -> None:
         and "temporal-workflows[dev-server]" in no_server.stderr
         and "Traceback" not in no_server.stderr,
         no_server.stderr,
+    )
+
+    no_console = run([cli, "console"], work, env)
+    check(
+        "without the console extra, `console` names the extra to install, in one line",
+        no_console.returncode == 2
+        and "temporal-workflows[console]" in no_console.stderr
+        and "Traceback" not in no_console.stderr,
+        no_console.stderr,
     )
 
     # The PyPI section of the README, as a user follows it: the extra, a dev server with a worker, a run.

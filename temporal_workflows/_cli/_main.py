@@ -10,6 +10,7 @@
     temporal-workflows reset ID [--to CHECKPOINT_ID | --input JSON] | fork CHECKPOINT_ID --from ID --id NEW_ID
     temporal-workflows graph MODULE:ATTR [--format mermaid|dot|html|svg|png] [-o FILE]
     temporal-workflows codec-server [--port 8081] [--origin URL]
+    temporal-workflows console [--workflow MODULE:ATTR ...] [--port 8080]   a web console for people in the loop
 
 Also ``python -m temporal_workflows ...``. A run needs a worker hosting its
 graph on its task queue (``worker``, or ``dev --workflow ...``). Connection
@@ -37,6 +38,7 @@ from typing import IO, Any, NoReturn
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from temporal_workflows._cli._console import add_console_arguments, run_console
 from temporal_workflows._cli._errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -55,7 +57,6 @@ from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._version import __version__
 from temporal_workflows.temporal._client import RunHandle, fork, get_run, start_run
 from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError
-from temporal_workflows.temporal._codec_server import DEFAULT_CODEC_ORIGINS, make_codec_server
 from temporal_workflows.temporal._connect import ConnectionConfig, ConnectionConfigError
 from temporal_workflows.temporal._devserver import DevServerError
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
@@ -183,7 +184,7 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--origin",
         action="append",
         default=None,
-        help=f"Web UI origin allowed to call it (repeatable; default: {' '.join(DEFAULT_CODEC_ORIGINS)})",
+        help="Web UI origin allowed to call it (repeatable; default: http://localhost:8233 http://127.0.0.1:8233)",
     )
     codec.add_argument("--allow-encode", action="store_true", help="also serve /encode (encrypts whatever it is sent)")
     codec.add_argument(
@@ -199,6 +200,10 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
         metavar="FILE",
         help="require 'Authorization: Bearer <token>' with the token in FILE (or set TEMPORAL_WORKFLOWS_CODEC_TOKEN)",
     )
+    console = sub.add_parser(
+        "console", parents=after, help="a web console: runs live, graphs, requests answered in a browser"
+    )
+    add_console_arguments(console)
     return p
 
 
@@ -333,6 +338,8 @@ async def _follow_run(
 
 
 async def _command(args: argparse.Namespace, prog: str) -> int:
+    if args.command == "console":
+        return run_console(args, _stdout())  # blocks: uvicorn runs its own loop
     if args.command == "codec-server":
         return _codec_server(args)  # blocks the loop on purpose: nothing else runs, and Ctrl-C stops it
     if args.command == "graph":
@@ -496,6 +503,11 @@ def _graph(args: argparse.Namespace) -> int:
 
 
 def _codec_server(args: argparse.Namespace) -> int:
+    try:
+        from temporal_workflows._console.guard import GuardConfigError, read_token_file
+        from temporal_workflows.temporal._codec_server import DEFAULT_CODEC_ORIGINS, make_codec_server
+    except ImportError as e:
+        raise CliError(str(e), hint="pip install 'temporal-workflows[console]'", code=EXIT_USAGE) from None
     codec = EncryptionCodec.from_env()
     if codec is None:
         raise CliError(
@@ -504,9 +516,9 @@ def _codec_server(args: argparse.Namespace) -> int:
     token = None
     if args.token_file:
         try:
-            token = Path(args.token_file).read_text().strip()
-        except OSError as e:
-            raise CliError(f"cannot read --token-file: {e}", code=EXIT_USAGE) from None
+            token = read_token_file(args.token_file)  # an empty file refuses to start (#23.8)
+        except GuardConfigError as e:
+            raise CliError(str(e), code=EXIT_USAGE) from None
     server = make_codec_server(
         codec,
         args.host,
@@ -617,9 +629,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """The ``temporal-workflows`` console script and ``python -m temporal_workflows``."""
     prog = program_name()
     args = parser(prog).parse_args(argv)
-    if args.command == "codec-server":
+    if args.command in ("codec-server", "console"):
         try:
-            code = _codec_server(args)
+            code = _codec_server(args) if args.command == "codec-server" else run_console(args, _stdout())
         except CliError as e:
             _report(e, "temporal-workflows")
             code = e.code

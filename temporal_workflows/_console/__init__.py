@@ -1,0 +1,9 @@
+"""The web console (``temporal-workflows console``) and the codec endpoints: one ASGI app under uvicorn.
+
+Needs the ``console`` extra (Starlette, uvicorn, sse-starlette). ``app.py``
+holds the console's routes, ``codec.py`` the codec server protocol,
+``gate.py`` the checks every request passes, ``guard.py`` the token and host
+rules, ``server.py`` uvicorn with a request deadline and a cap on
+unauthenticated connections; ``static/`` the page (plain ES modules, and a
+vendored Mermaid for the graph picture: no build step, works offline).
+"""

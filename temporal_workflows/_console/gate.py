@@ -1,0 +1,145 @@
+"""The gate every request passes before any route: host, origin, token or session cookie, CSRF.
+
+A pure ASGI middleware, so a refused request never reaches a route (nor the
+Temporal client, nor the codec). What it answers:
+
+- 403 for a ``Host`` that is not the server's (DNS rebinding) and for an
+  ``Origin`` that is neither the page's own nor (codec endpoints) a
+  configured Web UI origin;
+- 401 without the token (``Authorization: Bearer``) or the session cookie,
+  on every path but the login page, the static assets (no data in them) and
+  a codec CORS preflight; a page load without them is sent to ``/login``;
+- 403 for a console action (any method but GET/HEAD) without the
+  ``X-TW-Console`` header: a cross-site form cannot send it, and a
+  cross-site script cannot either without a preflight, which is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from http.cookies import SimpleCookie
+from typing import Any
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from temporal_workflows._console.codec import is_codec_path
+from temporal_workflows._console.guard import COOKIE_NAME, Guard
+
+__all__ = ["ACTION_HEADER", "Gate"]
+
+ACTION_HEADER = "x-tw-console"
+"""A header every console action carries (CSRF: cross-site requests cannot send it without a refused preflight)."""
+
+_OPEN_PATHS = ("/login", "/favicon.ico")
+"""Paths served without the token (the static assets, under ``/static/``, too): no data in any of them."""
+
+
+def _cookie(headers: Headers) -> str | None:
+    raw = headers.get("cookie")
+    if not raw:
+        return None
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(raw)
+    except Exception:
+        return None
+    morsel = jar.get(COOKIE_NAME)
+    return morsel.value if morsel is not None else None
+
+
+class Gate:
+    """Wraps the app: checks each HTTP request (see the module's docstring) before the app sees it."""
+
+    def __init__(self, app: ASGIApp, guard: Guard, *, console: bool = True) -> None:
+        """``console=False``: the codec server alone (no pages, no actions, no login)."""
+        self.app = app
+        self.guard = guard
+        self.console = console
+
+    def _cors(self, origin: str | None) -> dict[str, str]:
+        if origin is None or not self.guard.web_ui_origin(origin):
+            return {}
+        headers = {
+            "Access-Control-Allow-Methods": "POST, OPTIONS",
+            "Access-Control-Allow-Headers": "Content-Type, X-Namespace, Authorization",
+            "Access-Control-Max-Age": "600",
+        }
+        if origin.strip().rstrip("/").lower() in self.guard.origins:
+            headers["Access-Control-Allow-Origin"] = origin.strip()
+            headers["Access-Control-Allow-Credentials"] = "true"
+        else:  # "*": any origin, but never an echoed one, and never with credentials
+            headers["Access-Control-Allow-Origin"] = "*"
+        return headers
+
+    def _check(self, scope: Scope) -> tuple[Response | None, dict[str, str]]:
+        """A refusal (or ``None``) and the CORS headers every answer to this request carries."""
+        headers = Headers(scope=scope)
+        path: str = scope["path"]
+        method: str = scope["method"]
+        codec = is_codec_path(path)
+        origin = headers.get("origin")
+        cors = self._cors(origin) if codec else {}
+        if self.guard.origins:
+            cors["Vary"] = "Origin"
+        host_values = headers.getlist("host")
+        if not self.guard.host_allowed(host_values):
+            return (
+                PlainTextResponse(
+                    "this server is not reachable under that host name (add it to its allowed hosts)", 403
+                ),
+                cors,
+            )
+        if origin is not None:
+            own = self.guard.same_origin(origin, host_values[0])
+            if not own and not (codec and self.guard.web_ui_origin(origin)):
+                return PlainTextResponse("origin not allowed", 403), cors
+        if codec and method == "OPTIONS":
+            return None, cors  # a CORS preflight: browsers send no token with it
+        if self.console and (path in _OPEN_PATHS or path.startswith("/static/")):
+            return None, cors
+        authorized = self.guard.bearer_ok(headers.get("authorization")) or (
+            not codec and self.guard.cookie_ok(_cookie(headers))
+        )
+        if not authorized:
+            if codec:
+                return PlainTextResponse("missing or wrong bearer token", 401), {
+                    **cors,
+                    "WWW-Authenticate": 'Bearer realm="temporal-workflows-codec"',
+                }
+            if path.startswith("/api/"):
+                return JSONResponse({"error": "sign in: the console needs its token"}, 401), {
+                    "WWW-Authenticate": 'Bearer realm="temporal-workflows-console"'
+                }
+            if not self.console:
+                return PlainTextResponse("missing or wrong bearer token", 401), {
+                    "WWW-Authenticate": 'Bearer realm="temporal-workflows-codec"'
+                }
+            return RedirectResponse("/login", 303), {}
+        if self.console and not codec and method not in ("GET", "HEAD") and headers.get(ACTION_HEADER) != "1":
+            return JSONResponse({"error": f"console actions carry the {ACTION_HEADER} header"}, 403), {}
+        return None, cors
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal, extra = self._check(scope)
+        if refusal is not None:
+            refusal.headers.update(extra)
+            refusal.headers["Connection"] = "close"
+            await refusal(scope, receive, send)
+            return
+        if not extra:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with)

@@ -1,0 +1,450 @@
+// The console's page: runs (#/), a run (#/run/<id>), start a run (#/start). Plain ES modules, no build step.
+import { el, schemaForm } from "./form.js";
+
+const main = document.getElementById("main");
+let info = null;
+let leave = () => {};  // what the current view closes when the page moves on (its event stream, timers)
+
+async function api(path, options = {}) {
+  const init = { credentials: "same-origin", headers: {}, ...options };
+  if (init.body !== undefined) {
+    init.method = init.method || "POST";
+    init.headers = { "Content-Type": "application/json", "X-TW-Console": "1", ...init.headers };
+    init.body = JSON.stringify(init.body);
+  }
+  const resp = await fetch(path, init);
+  if (resp.status === 401) { location.href = "/login"; throw new Error("sign in"); }
+  let data = null;
+  try { data = await resp.json(); } catch { data = { error: `${resp.status} ${resp.statusText}` }; }
+  if (!resp.ok) {
+    const e = new Error(data && data.error ? data.error : `${resp.status}`);
+    e.status = resp.status;
+    throw e;
+  }
+  return data;
+}
+
+function toast(text) {
+  const t = el("div", { class: "toast", role: "status" }, text);
+  document.body.append(t);
+  setTimeout(() => t.remove(), 4000);
+}
+
+function badge(status) {
+  return el("span", { class: `badge ${status || ""}`, "data-status": status || "" }, (status || "unknown").replaceAll("_", " "));
+}
+
+function when(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  return d.toLocaleString();
+}
+
+function pretty(value) {
+  return el("pre", { class: "json" }, JSON.stringify(value, null, 2));
+}
+
+// -- runs ---------------------------------------------------------------------------------------
+
+function runsView(params) {
+  const graphSel = el("select", { name: "graph", "aria-label": "graph" }, el("option", { value: "" }, "any graph"),
+    (info.graphs || []).map((g) => el("option", { value: g.name }, g.name)));
+  const statusSel = el("select", { name: "status", "aria-label": "status" }, el("option", { value: "" }, "any status"),
+    info.statuses.map((s) => el("option", { value: s }, s.replaceAll("_", " "))));
+  const graphText = el("input", { name: "graph_name", placeholder: "any graph", "aria-label": "graph name" });
+  const since = el("input", { type: "datetime-local", name: "since", "aria-label": "started after", title: "started after" });
+  const until = el("input", { type: "datetime-local", name: "until", "aria-label": "started before", title: "started before" });
+  graphSel.value = params.get("graph") || "";
+  if (graphSel.value !== (params.get("graph") || "")) graphText.value = params.get("graph") || "";
+  statusSel.value = params.get("status") || "";
+  const body = el("tbody");
+  const more = el("button", { class: "secondary", type: "button" }, "Load more");
+  const count = el("span", { class: "muted", id: "runs-count" });
+  const error = el("p", { class: "error" });
+  let next = null;
+  let shown = 0;
+
+  function query() {
+    const q = new URLSearchParams();
+    const graph = graphText.value.trim() || graphSel.value;
+    if (graph) q.set("graph", graph);
+    if (statusSel.value) q.set("status", statusSel.value);
+    if (since.value) q.set("since", new Date(since.value).toISOString());
+    if (until.value) q.set("until", new Date(until.value).toISOString());
+    return q;
+  }
+
+  async function load(reset) {
+    const q = query();
+    q.set("page_size", "50");
+    if (!reset && next) q.set("next", next);
+    error.textContent = "";
+    try {
+      const page = await api(`/api/runs?${q}`);
+      if (reset) { body.replaceChildren(); shown = 0; }
+      for (const r of page.runs) {
+        body.append(el("tr", { "data-run": r.id },
+          el("td", { class: "id" }, el("a", { href: `#/run/${encodeURIComponent(r.id)}` }, r.id)),
+          el("td", {}, r.graph),
+          el("td", {}, badge(r.status)),
+          el("td", { class: "hide-narrow" }, when(r.start_time)),
+          el("td", { class: "hide-narrow" }, when(r.close_time))));
+      }
+      shown += page.runs.length;
+      next = page.next;
+      more.hidden = !next;
+      count.textContent = `${shown} shown${next ? ", more to load" : ""}`;
+    } catch (e) { error.textContent = e.message; }
+  }
+
+  function apply() {
+    const q = query();
+    history.replaceState(null, "", `#/?${q}`);
+    load(true);
+  }
+  for (const c of [graphSel, statusSel, since, until]) c.addEventListener("change", apply);
+  graphText.addEventListener("change", apply);
+  more.addEventListener("click", () => load(false));
+
+  main.replaceChildren(el("section", { class: "card" },
+    el("h1", {}, "Runs"),
+    el("div", { class: "filters" }, el("label", {}, "Graph", graphSel), el("label", {}, "or by name", graphText),
+      el("label", {}, "Status", statusSel), el("label", {}, "Started after", since), el("label", {}, "Started before", until),
+      el("label", {}, "\u00a0", el("button", { type: "button", class: "secondary", onclick: () => load(true) }, "Refresh"))),
+    error,
+    el("table", { id: "runs" }, el("thead", {}, el("tr", {}, el("th", {}, "Workflow id"), el("th", {}, "Graph"), el("th", {}, "Status"),
+      el("th", { class: "hide-narrow" }, "Started"), el("th", { class: "hide-narrow" }, "Closed"))), body),
+    el("div", { class: "actions", style: "margin-top:.8rem" }, more, count)));
+  load(true);
+  const timer = setInterval(() => { if (shown <= 50 && !document.hidden) load(true); }, 5000);
+  leave = () => clearInterval(timer);
+}
+
+// -- a run --------------------------------------------------------------------------------------
+
+const STATES = ["idle", "running", "done", "failed", "retrying", "waiting"];
+
+// Mermaid (5 MB) is loaded when a picture is first drawn, after the run's event stream has opened: the runs list
+// never pays for it, and a run page follows its events while it loads.
+let mermaidLoading = null;
+function loadMermaid() {
+  if (window.mermaid) return Promise.resolve(window.mermaid);
+  if (!mermaidLoading) {
+    mermaidLoading = new Promise((resolve, reject) => {
+      const script = el("script", { src: "/static/mermaid.min.js" });
+      script.onload = () => resolve(window.mermaid);
+      script.onerror = () => { mermaidLoading = null; reject(new Error("mermaid.min.js did not load")); };
+      document.head.append(script);
+    });
+  }
+  return mermaidLoading;
+}
+let graphSeq = 0;
+
+function runView(runId) {
+  const header = el("div");
+  const graphBox = el("div", { id: "graph" }, el("p", { class: "muted" }, "No picture: start the console with --workflow for this graph."));
+  const legend = el("div", { class: "legend" }, STATES.map((s) => el("span", {}, el("i", { class: `lg-${s}`, style: `background:${legendColour(s)}` }), s)));
+  const requestsBox = el("div", { id: "requests" });
+  const outputsBox = el("div", { id: "outputs" });
+  const stateBox = el("div", { id: "state" });
+  const checkpointsBox = el("div", { id: "checkpoints" });
+  const streamBox = el("div", { id: "streams" });
+  const log = el("div", { class: "log", id: "events" });
+  const eventsCount = el("span", { class: "muted", id: "events-count" }, "0 events");
+  const superstepText = el("span", { class: "muted", id: "superstep" });
+  main.replaceChildren(
+    header,
+    el("div", { class: "grid" },
+      el("div", {},
+        el("section", { class: "card" }, el("h2", {}, "Graph ", superstepText), graphBox, legend),
+        el("section", { class: "card" }, el("h2", {}, "Requests"), requestsBox),
+        el("section", { class: "card" }, el("h2", {}, "Live output"), streamBox),
+        el("section", { class: "card" }, el("h2", {}, "Events ", eventsCount), log)),
+      el("div", {},
+        el("section", { class: "card" }, el("h2", {}, "Outputs"), outputsBox),
+        el("section", { class: "card" }, el("h2", {}, "State"), stateBox),
+        el("section", { class: "card" }, el("h2", {}, "Checkpoints"), checkpointsBox))));
+
+  let closed = false;
+  let nodeIds = {};
+  const executorState = new Map();
+  let waiting = new Set();
+  let total = 0;
+  let refreshTimer = null;
+  let drawPending = false;
+  const streams = new Map();
+
+  function setState(executor, state) { executorState.set(executor, state); scheduleDraw(); }
+  function scheduleDraw() {
+    if (drawPending) return;
+    drawPending = true;
+    requestAnimationFrame(() => { drawPending = false; paint(); });
+  }
+  function paint() {
+    for (const [executor, nodeId] of Object.entries(nodeIds)) {
+      const node = findNode(nodeId);
+      if (!node) continue;
+      let state = executorState.get(executor) || "idle";
+      if (waiting.has(executor)) state = "waiting";
+      for (const s of STATES) node.classList.remove(`st-${s}`);
+      node.classList.add(`st-${state}`);
+      node.setAttribute("data-executor", executor);
+      node.setAttribute("data-state", state);
+    }
+  }
+  function findNode(nodeId) {
+    return graphBox.querySelector(`g.node[data-id="${nodeId}"]`) ||
+      [...graphBox.querySelectorAll("g.node")].find((g) => new RegExp(`(^|-)${nodeId}-\\d+$`).test(g.id));
+  }
+
+  async function drawGraph(picture) {
+    if (!picture) return;
+    nodeIds = picture.node_ids;
+    try {
+      await loadMermaid();
+      if (closed) return;
+      window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral", flowchart: { htmlLabels: false } });
+      const { svg } = await window.mermaid.render(`graph-${++graphSeq}`, picture.mermaid);
+      graphBox.innerHTML = svg;
+      paint();
+    } catch (e) { graphBox.replaceChildren(el("p", { class: "error" }, `could not draw the graph: ${e.message}`)); }
+  }
+
+  async function refresh() {
+    let run;
+    try { run = await api(`/api/runs/${encodeURIComponent(runId)}`); } catch (e) {
+      header.replaceChildren(el("section", { class: "card" }, el("h1", {}, runId), el("p", { class: "error" }, e.message)));
+      return;
+    }
+    if (closed) return;
+    const st = run.status && !run.status.unavailable ? run.status : null;
+    const shown = run.temporal_status === "running" ? (st ? st.status : "running") : run.temporal_status;
+    header.replaceChildren(el("section", { class: "card" },
+      el("h1", {}, run.id, " ", badge(shown)),
+      el("dl", { class: "kv" },
+        el("dt", {}, "Graph"), el("dd", {}, run.graph),
+        el("dt", {}, "Started"), el("dd", {}, when(run.start_time)),
+        run.close_time ? [el("dt", {}, "Closed"), el("dd", {}, when(run.close_time))] : null,
+        st ? [el("dt", {}, "Superstep"), el("dd", {}, String(st.superstep))] : null,
+        st && st.error ? [el("dt", {}, "Error"), el("dd", { class: "error" }, st.error)] : null,
+        st && st.warnings && st.warnings.length ? [el("dt", {}, "Warnings"), el("dd", {}, st.warnings.map((w) => el("div", { class: "error" }, w.message)))] : null,
+        st && st.lineage ? [el("dt", {}, "Forked from"), el("dd", {}, el("a", { href: `#/run/${encodeURIComponent(st.lineage.workflow_id)}` }, st.lineage.workflow_id))] : null)));
+    if (!graphBox.querySelector("svg") && run.picture) await drawGraph(run.picture);
+    waiting = new Set(run.pending_requests.map((r) => r.executor_id));
+    paint();
+    renderRequests(run.pending_requests);
+    outputsBox.replaceChildren(st && st.outputs && st.outputs.length ? st.outputs.map(pretty) : el("p", { class: "muted" }, "None yet."));
+    stateBox.replaceChildren(run.state && !run.state.unavailable ? pretty(run.state) : el("p", { class: "muted" }, run.state && run.state.unavailable ? run.state.unavailable : "Empty."));
+    renderCheckpoints(run.checkpoints, run.temporal_status === "running");
+  }
+  function scheduleRefresh() {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(refresh, 250);
+  }
+
+  const forms = new Map();  // request id -> its box, kept while it stays pending (what was typed survives refreshes)
+  function renderRequests(pending) {
+    const ids = new Set(pending.map((r) => r.request_id));
+    for (const [id, box] of forms) if (!ids.has(id)) { box.remove(); forms.delete(id); }
+    for (const r of pending) if (!forms.has(r.request_id)) forms.set(r.request_id, requestBox(r));
+    requestsBox.replaceChildren(...(pending.length ? pending.map((r) => forms.get(r.request_id)) : [el("p", { class: "muted", id: "no-requests" }, "No pending requests.")]));
+  }
+
+  function requestBox(r) {
+    const error = el("p", { class: "error", role: "alert" });
+    const box = el("div", { class: "request", "data-request": r.request_id });
+    const send = async (body, buttons) => {
+      error.textContent = "";
+      buttons.forEach((b) => { b.disabled = true; });
+      try {
+        await api(`/api/runs/${encodeURIComponent(runId)}/requests/${encodeURIComponent(r.request_id)}`, { body });
+        toast("Answer accepted");
+        scheduleRefresh();
+      } catch (e) { error.textContent = e.message; }
+      buttons.forEach((b) => { b.disabled = false; });
+    };
+    const data = r.request;
+    if (data && typeof data === "object" && data.type === "function_approval_request") {
+      const call = data.function_call || {};
+      let args = call.arguments;
+      try { if (typeof args === "string") args = JSON.parse(args); } catch { /* shown as text */ }
+      const approve = el("button", { type: "button", "data-action": "approve" }, "Approve");
+      const deny = el("button", { type: "button", class: "danger", "data-action": "deny" }, "Deny");
+      approve.addEventListener("click", () => send({ approve: true }, [approve, deny]));
+      deny.addEventListener("click", () => send({ approve: false }, [approve, deny]));
+      box.append(el("div", {}, el("span", { class: "muted" }, `${r.executor_id} asks to call `), el("span", { class: "tool" }, call.name || "a tool")),
+        args !== undefined ? pretty(args) : null, el("div", { class: "actions" }, approve, deny), error);
+      return box;
+    }
+    const form = schemaForm(r.response_schema || {});
+    const submit = el("button", { type: "submit" }, "Send answer");
+    const f = el("form", { novalidate: true }, form.node, el("div", { class: "actions" }, submit), error);
+    f.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const read = form.read();
+      if (read.errors) { error.textContent = "Fix the fields marked above."; return; }
+      send({ response: read.value }, [submit]);
+    });
+    box.append(el("div", {}, el("span", { class: "muted" }, `${r.executor_id} asks`, r.response_type ? ` (answer: ${r.response_type.split(".").pop()})` : "")),
+      pretty(data), f);
+    return box;
+  }
+
+  function renderCheckpoints(list, running) {
+    if (!list.length) { checkpointsBox.replaceChildren(el("p", { class: "muted" }, "None.")); return; }
+    const error = el("p", { class: "error", role: "alert" });
+    const rows = list.slice().reverse().map((c) => {
+      const reset = el("button", { type: "button", class: "secondary", "data-action": "reset", disabled: !running }, "Reset to");
+      const fork = el("button", { type: "button", class: "secondary", "data-action": "fork" }, "Fork");
+      reset.addEventListener("click", async () => {
+        if (!confirm(`Reset ${runId} to checkpoint ${c.checkpoint_id} (superstep ${c.superstep})? Steps still running are cancelled.`)) return;
+        error.textContent = "";
+        try { await api(`/api/runs/${encodeURIComponent(runId)}/reset`, { body: { checkpoint_id: c.checkpoint_id } }); toast("Reset accepted"); scheduleRefresh(); } catch (e) { error.textContent = e.message; }
+      });
+      fork.addEventListener("click", async () => {
+        const newId = prompt("Workflow id of the new run", `${runId}-fork-${Date.now().toString(36)}`);
+        if (!newId) return;
+        error.textContent = "";
+        try { const r = await api(`/api/runs/${encodeURIComponent(runId)}/fork`, { body: { checkpoint_id: c.checkpoint_id, new_id: newId } }); location.hash = `#/run/${encodeURIComponent(r.started)}`; } catch (e) { error.textContent = e.message; }
+      });
+      return el("tr", { "data-checkpoint": c.checkpoint_id }, el("td", {}, String(c.superstep)), el("td", {}, c.label || ""),
+        el("td", { class: "hide-narrow" }, when(c.created_at || c.timestamp)), el("td", {}, el("div", { class: "actions" }, reset, fork)));
+    });
+    checkpointsBox.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Step"), el("th", {}, "Label"), el("th", { class: "hide-narrow" }, "Taken"), el("th", {}, ""))), el("tbody", {}, rows)), error);
+  }
+
+  // Live: events over SSE, in batches; the picture's states and the log follow them.
+  const lines = [];
+  function onEvent(e) {
+    total++;
+    switch (e.type) {
+      case "started": case "reset": executorState.clear(); streams.clear(); streamBox.replaceChildren(); break;
+      case "superstep_started":
+        for (const [k, v] of executorState) if (v === "done") executorState.set(k, "idle");
+        superstepText.textContent = `superstep ${e.superstep ?? ""}`;
+        break;
+      case "executor_invoked": setState(e.executor_id, "running"); break;
+      case "executor_completed": setState(e.executor_id, "done"); break;
+      case "executor_failed": setState(e.executor_id, "failed"); break;
+      case "step_retry": setState(e.executor_id, "retrying"); break;
+      default: break;
+    }
+    if (e.text && e.executor_id) {
+      let s = streams.get(e.executor_id);
+      if (!s) { s = el("div", { class: "stream", "data-stream": e.executor_id }); streams.set(e.executor_id, s); streamBox.append(el("div", { class: "muted" }, e.executor_id), s); }
+      s.textContent += e.text;
+    }
+    if (["request_info", "status", "output", "reset", "superstep_completed", "failed", "warning", "executor_failed"].includes(e.type)) scheduleRefresh();
+    let summary = e.type;
+    if (e.executor_id) summary += ` ${e.executor_id}`;
+    if (e.type === "status" && e.state) summary += ` ${e.state}`;
+    if (e.type === "executor_failed") summary += `: ${e.error_type}: ${e.error}`;
+    if (e.type === "warning") summary += `: ${e.message}`;
+    if (e.type === "output" && e.data !== undefined && !e.text) summary += ` ${JSON.stringify(e.data).slice(0, 200)}`;
+    lines.push(summary);
+  }
+  function flushLog() {
+    const keep = lines.slice(-300);
+    lines.length = 0;
+    const frag = document.createDocumentFragment();
+    for (const text of keep) frag.append(el("div", {}, text));
+    log.append(frag);
+    while (log.childElementCount > 300) log.firstElementChild.remove();
+    log.scrollTop = log.scrollHeight;
+    eventsCount.textContent = streamEnded ? `${total} events (run closed)` : `${total} events`;
+    eventsCount.setAttribute("data-count", String(total));
+  }
+  const source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/events`);
+  let opened = false;
+  source.addEventListener("open", () => {
+    // A reconnect replays the stream from its start: rebuild from it rather than count twice.
+    if (opened) { total = 0; executorState.clear(); streams.clear(); streamBox.replaceChildren(); log.replaceChildren(); }
+    opened = true;
+  });
+  let flushPending = false;
+  let streamEnded = false;
+  source.addEventListener("events", (msg) => {
+    for (const e of JSON.parse(msg.data)) onEvent(e);
+    if (flushPending) return;  // the log is drawn once a frame, however many batches arrive in it
+    flushPending = true;
+    requestAnimationFrame(() => { flushPending = false; flushLog(); });
+  });
+  source.addEventListener("end", () => {
+    source.close();
+    streamEnded = true;
+    flushLog();
+    scheduleRefresh();
+  });
+  source.onerror = () => { if (source.readyState === EventSource.CLOSED) scheduleRefresh(); };
+  refresh();
+  const poll = setInterval(() => { if (!document.hidden) refresh(); }, 5000);
+  leave = () => { closed = true; source.close(); clearInterval(poll); clearTimeout(refreshTimer); };
+}
+
+function legendColour(s) {
+  return { idle: "#fff", running: "#dbeafe", done: "#dcfce7", failed: "#fee2e2", retrying: "#f3e8ff", waiting: "#fef3c7" }[s];
+}
+
+// -- start a run --------------------------------------------------------------------------------
+
+function startView(params) {
+  const graphs = info.graphs || [];
+  if (!graphs.length) {
+    main.replaceChildren(el("section", { class: "card" }, el("h1", {}, "Start a run"),
+      el("p", { class: "muted" }, "This console knows no graph: start it with --workflow MODULE:ATTR.")));
+    return;
+  }
+  const sel = el("select", { name: "graph", "aria-label": "graph" }, graphs.map((g) => el("option", { value: g.name }, g.name)));
+  sel.value = params.get("graph") || graphs[0].name;
+  const idInput = el("input", { name: "id", placeholder: "(generated)" });
+  const formBox = el("div");
+  const error = el("p", { class: "error", role: "alert" });
+  let form = null;
+  function build() {
+    const g = graphs.find((x) => x.name === sel.value);
+    form = schemaForm(g.start_schema || {});
+    formBox.replaceChildren(el("h2", {}, `Start message for ${g.start_executor}`), form.node);
+  }
+  sel.addEventListener("change", build);
+  build();
+  const submit = el("button", { type: "submit" }, "Start");
+  const f = el("form", { novalidate: true }, el("label", {}, "Graph", sel), el("label", {}, "Workflow id", idInput), formBox, el("div", { class: "actions" }, submit), error);
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    error.textContent = "";
+    const read = form.read();
+    if (read.errors) { error.textContent = "Fix the fields marked above."; return; }
+    submit.disabled = true;
+    try {
+      const r = await api("/api/start", { body: { graph: sel.value, message: read.value, id: idInput.value.trim() || null } });
+      location.hash = `#/run/${encodeURIComponent(r.started)}`;
+    } catch (e) { error.textContent = e.message; }
+    submit.disabled = false;
+  });
+  main.replaceChildren(el("section", { class: "card" }, el("h1", {}, "Start a run"), f));
+}
+
+// -- routing ------------------------------------------------------------------------------------
+
+function route() {
+  leave();
+  leave = () => {};
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const [path, query] = hash.split("?");
+  const params = new URLSearchParams(query || "");
+  if (path.startsWith("/run/")) runView(decodeURIComponent(path.slice(5)));
+  else if (path === "/start") startView(params);
+  else runsView(params);
+}
+
+async function boot() {
+  try { info = await api("/api/info"); } catch (e) {
+    main.replaceChildren(el("p", { class: "error" }, `The console cannot reach Temporal: ${e.message}`));
+    return;
+  }
+  document.getElementById("namespace").textContent = `namespace ${info.namespace}`;
+  window.addEventListener("hashchange", route);
+  route();
+}
+boot();
