@@ -42,7 +42,7 @@ from temporal_workflows._errors import ExecutorFailedError, RunClosedError
 from temporal_workflows._events import WorkflowFailedEvent as GraphFailedEvent
 from temporal_workflows._events import WorkflowOutputEvent
 from temporal_workflows.llama._local import matching_waits
-from temporal_workflows.llama._runtime import LlamaStreamEvent
+from temporal_workflows.llama._runtime import LlamaFailedStreamEvent, LlamaStreamEvent
 from temporal_workflows.llama.errors import WorkflowCancelledByUser, WorkflowRuntimeError, WorkflowTimeoutError
 from temporal_workflows.llama.events import (
     Event,
@@ -154,7 +154,7 @@ class LlamaRunHandle:
         """What the run's steps publish (``write_event_to_stream``, returned ``InputRequiredEvent``\\ s,
         waiter events), ending with its ``StopEvent`` (or the event saying why it ended otherwise)."""
         async for ev in self.run.events(from_offset=from_offset):
-            if isinstance(ev, LlamaStreamEvent):
+            if isinstance(ev, (LlamaStreamEvent, LlamaFailedStreamEvent)):
                 yield decode(Envelope(ev.event["type"], ev.event["data"]))
             elif isinstance(ev, WorkflowOutputEvent):
                 stop = ev.data if isinstance(ev.data, StopEvent) else decode(Envelope(ev.data_type, ev.data))
