@@ -356,6 +356,8 @@ class SuperstepDriver:
             responses): with automatic checkpoints on, take a checkpoint
             before its first superstep. The driver notices input that wakes
             an idle run by itself.
+        release_outputs: Whether outputs adding up past ``payload_limit``
+            release the oldest (otherwise they fail the run); asked only then.
     """
 
     def __init__(
@@ -366,11 +368,13 @@ class SuperstepDriver:
         checkpoint_every: int,
         payload_limit: Callable[[], int],
         entry_checkpoint: bool = False,
+        release_outputs: Callable[[], bool] = lambda: True,
     ) -> None:
         self.engine = engine
         self.host = host
         self.checkpoint_every = checkpoint_every
         self.payload_limit = payload_limit
+        self.release_outputs = release_outputs
         self._entry_due = entry_checkpoint
         self._out: list[DriverEvent] = []
         self._shown: WorkflowRunState | None = None
@@ -668,17 +672,37 @@ class SuperstepDriver:
         raise ExecutorFailedError(t.executor_id, step, e, error_type=type(e).__name__, detail=str(e))
 
     def _check_outputs(self, outputs: Sequence[Output], step: int) -> None:
-        """Fail the run once its outputs add up past one payload: a Temporal run's result carries them all."""
+        """Keep the run's outputs within one payload: a Temporal run's result carries them all.
+
+        Past that, the oldest are released (``Engine.release_outputs``): each
+        was emitted as an ``output`` event when it was committed, which is how
+        a caller of a long run (an agent conversation, a turn per message)
+        receives them, and ``get_outputs()`` of a ``run()`` call in process
+        reads those events. Hosts that must keep the older rule (runs recorded
+        before it, on Temporal) pass ``release_outputs=False``: the run then
+        fails with ``RunTooLargeError``.
+        """
         for out in outputs:
             self._outputs_size += json_size(out.value.data)
-            if self._outputs_size < MIN_MAX_PAYLOAD_BYTES:
-                continue
-            limit = self.payload_limit()
-            if self._outputs_size > limit:
-                raise RunTooLargeError(
-                    f"executor {out.executor_id!r}: the run's outputs add up to {self._outputs_size:,} bytes as "
-                    f"JSON, over the payload limit of {limit:,} bytes, and the run's result carries "
-                    f"every output; yield smaller outputs, or {GUIDANCE}",
-                    superstep=step,
-                    executor_id=out.executor_id,
-                )
+        if self._outputs_size < MIN_MAX_PAYLOAD_BYTES or not outputs:
+            return
+        limit = self.payload_limit()
+        if self._outputs_size <= limit:
+            return
+        if self.release_outputs():
+            engine = self.engine
+            size, release = self._outputs_size, 0
+            while size > limit and release < len(engine.outputs) - 1:  # the newest always stays
+                size -= json_size(engine.outputs[release].value.data)
+                release += 1
+            engine.release_outputs(release)
+            self._outputs_size = size
+            return
+        out = outputs[-1]
+        raise RunTooLargeError(
+            f"executor {out.executor_id!r}: the run's outputs add up to {self._outputs_size:,} bytes as "
+            f"JSON, over the payload limit of {limit:,} bytes, and the run's result carries "
+            f"every output; yield smaller outputs, or {GUIDANCE}",
+            superstep=step,
+            executor_id=out.executor_id,
+        )

@@ -27,6 +27,7 @@ __all__ = [
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
+    "PATCH_RELEASE_OUTPUTS",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
     "PATCH_STATUS_ON_EVERY_FAILURE",
     "PATCH_TASK_BUDGET",
@@ -66,7 +67,12 @@ PATCH_ENTRY_CHECKPOINT = "checkpoint-before-first-superstep"
 """Runs recorded before this took no automatic checkpoint of new input before its first superstep (Agent
 Framework's "iteration 0"), which newer runs take, in process as on Temporal."""
 
-PATCHES = (PATCH_DEFAULT_HEARTBEAT, PATCH_TASK_BUDGET, PATCH_ENTRY_CHECKPOINT)
+PATCH_RELEASE_OUTPUTS = "release-oldest-outputs"
+"""Runs recorded before this failed (``RunTooLargeError``) when their outputs added up past one payload, or
+could not be carried by a continue-as-new; newer ones release the oldest outputs (each was an ``output``
+event when committed) and count them in ``outputs_released``."""
+
+PATCHES = (PATCH_DEFAULT_HEARTBEAT, PATCH_TASK_BUDGET, PATCH_ENTRY_CHECKPOINT, PATCH_RELEASE_OUTPUTS)
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker
 in history, so the others, reached only when something fails or the run continues as new, are still
