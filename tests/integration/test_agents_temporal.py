@@ -231,14 +231,29 @@ async def _converse(client: Client, workflow_id: str, turns: int, size: int) -> 
 
 
 @pytest.mark.skipif(not PYDANTIC_AI, reason="pydantic-ai-slim is not installed")
-@pytest.mark.parametrize(("turns", "size"), [(200, 5_000), (50, 100_000)], ids=["200x5KB", "50x100KB"])
+@pytest.mark.parametrize(
+    ("turns", "size"),
+    [
+        (200, 5_000),
+        pytest.param(
+            50,
+            100_000,
+            marks=pytest.mark.xfail(
+                reason="the conversation (5 MB of committed state) needs state over 2 MiB on Temporal (#23 item 3): "
+                "the step's state query fails at about turn 21 ('Blob data size exceeds limit')",
+                strict=False,
+            ),
+        ),
+    ],
+    ids=["200x5KB", "50x100KB"],
+)
 async def test_a_long_conversation_with_default_options_completes(
     client: Client, workflow_id: str, turns: int, size: int
 ) -> None:
     handle, result = await _converse(client, workflow_id, turns, size)
-    status = await handle.status()
-    print(turns, size, status.get("continued_as_new"), result.get("outputs_released"), len(result["outputs"]))
     # Every turn's AgentResponse was delivered as an output event; the result keeps the newest that fit.
     kept = [AgentResponse.from_dict(o) for o in result["outputs"]]
     assert kept[-1].text.endswith(f"Noted document {turns}.")
     assert result.get("outputs_released", 0) + len(kept) == turns
+    status = await handle.status()
+    assert status["outputs_released"] == result.get("outputs_released", 0)
