@@ -92,6 +92,9 @@ signal's fields (topic, publisher id, sequence), base64's padding."""
 _CLOSE_TIMEOUT = 30.0
 """Longest a step waits, when it ends, for one batch of its last live events to be accepted."""
 
+_CLOSE_ATTEMPTS = 4
+"""Attempts a step makes, when it ends, to send one batch the server keeps refusing before it drops the rest."""
+
 _MAX_RETRY_PAUSE = 10.0
 """Longest pause between two attempts to send a batch the server did not accept."""
 
@@ -267,16 +270,22 @@ class LivePublisher:
             self._task = None
         if self._client is None:
             return
-        try:
-            while self._pending or self._unconfirmed:
+        failures = 0
+        while self._pending or self._unconfirmed:
+            try:
                 async with asyncio.timeout(_CLOSE_TIMEOUT):
                     await self._send_one()
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            _log.warning(
-                "the last %s live events of a step could not be sent (%s: %s); dropped",
-                f"{len(self._pending) + self._unconfirmed:,}",
-                type(e).__name__,
-                e,
-            )
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                failures += 1
+                if failures >= _CLOSE_ATTEMPTS:
+                    _log.warning(
+                        "the last %s live events of a step could not be sent (%s: %s); dropped",
+                        f"{len(self._pending) + self._unconfirmed:,}",
+                        type(e).__name__,
+                        e,
+                    )
+                    return
+                await asyncio.sleep(min(self._interval * 2**failures, _MAX_RETRY_PAUSE))
