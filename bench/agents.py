@@ -189,7 +189,8 @@ def _graphs() -> dict[str, Any]:
             start_executor=AgentExecutor(narrator, id="narrator", stream=False), name="bench_agent_stream_quiet"
         ).build(),
         "chat": WorkflowBuilder(
-            start_executor=AgentExecutor(_conversation_agent(durable=False), output_response=False),
+            # Default options: each turn's AgentResponse is an output, as in Agent Framework.
+            start_executor=AgentExecutor(_conversation_agent(durable=False)),
             name="bench_agent_conversation",
         ).build(),
     }
@@ -300,6 +301,9 @@ async def _conversation_ours(client: Client, graphs: dict[str, Any], turns: int)
         await asyncio.wait_for(handle.result(), 60)
     wall = time.perf_counter() - t0
     status = await handle.status()
+    result: dict[str, Any] = {}
+    with contextlib.suppress(Exception):
+        result = await asyncio.wait_for(handle.result(), 10)
     await _visible_runs(client, wid, status.get("continued_as_new", 0) + 1)
     hist = await _histories(client, wid)
     return {
@@ -310,6 +314,8 @@ async def _conversation_ours(client: Client, graphs: dict[str, Any], turns: int)
         "segments": len(hist.segments),
         "largest_segment_bytes": hist.largest,
         "wall_s": round(wall, 1),
+        "outputs_kept": len(result.get("outputs") or []),
+        "outputs_released": result.get("outputs_released", 0),
         "error": error,
     }
 
@@ -459,7 +465,8 @@ def render(report: dict[str, Any]) -> str:
         f"    this project:   {ours['turns_completed']} turns, history {mb(ours['history_bytes'])} for "
         f"{mb(ours['conversation_bytes'])} of conversation = {ours['history_to_data_ratio']}x (target <= 3x)"
         f"{mark('conversation_history_to_data_ratio')}, {ours['segments']} segment(s), largest "
-        f"{mb(ours['largest_segment_bytes'])}{mark('conversation_largest_segment_bytes')}, {ours['wall_s']} s"
+        f"{mb(ours['largest_segment_bytes'])}{mark('conversation_largest_segment_bytes')}, {ours['wall_s']} s, "
+        f"outputs kept {ours.get('outputs_kept')}, released {ours.get('outputs_released')} (default options)"
         + (f", error: {ours['error']}" if ours["error"] else ""),
         f"    Pydantic AI on Temporal: {peer['turns_completed']} turns, history {mb(peer['history_bytes'])} for "
         f"{mb(peer['conversation_bytes'])} of conversation = {peer['history_to_data_ratio']}x, "

@@ -74,7 +74,13 @@ from temporal_workflows._graph.executor import (
 from temporal_workflows._graph.subworkflow import WorkflowExecutor
 from temporal_workflows._graph.viz import WorkflowViz
 from temporal_workflows._graph.workflow import Workflow, load_workflow
-from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepProgressEvent, StepRetryEvent
+from temporal_workflows._live import (
+    LiveCommittedEvent,
+    LiveEvent,
+    LiveOmittedEvent,
+    StepProgressEvent,
+    StepRetryEvent,
+)
 from temporal_workflows._requests import RequestTimedOut
 from temporal_workflows._subworkflow import SubWorkflowRequestMessage, SubWorkflowResponseMessage
 from temporal_workflows._version import __version__ as __version__
@@ -178,6 +184,7 @@ __all__ = [
     "WorkflowExecutor",
     "LiveCommittedEvent",
     "LiveEvent",
+    "LiveOmittedEvent",
     "StepProgressEvent",
     "StepRetryEvent",
 ]

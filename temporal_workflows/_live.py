@@ -34,7 +34,23 @@ from typing import Any, ClassVar, Literal
 from temporal_workflows._engine.serde import register_type
 from temporal_workflows._events import WorkflowEvent
 
-__all__ = ["LiveCommittedEvent", "LiveEvent", "StepProgressEvent", "StepRetryEvent"]
+__all__ = [
+    "MAX_LIVE_EVENT_BYTES",
+    "LiveCommittedEvent",
+    "LiveEvent",
+    "LiveOmittedEvent",
+    "StepProgressEvent",
+    "StepRetryEvent",
+]
+
+MAX_LIVE_EVENT_BYTES = 1024 * 1024
+"""A live event larger than this as JSON is not streamed: a :class:`LiveOmittedEvent` stands in for it.
+
+On Temporal each batch of live events is a signal recorded in the run's
+history, and a signal over Temporal's payload limit (2 MiB) is refused; the
+limit keeps one event well inside one signal. Both hosts apply it, so a
+reader sees the same events in process and on Temporal.
+"""
 
 
 class LiveEvent(WorkflowEvent):
@@ -95,6 +111,36 @@ class StepRetryEvent(LiveEvent):
     type: Literal["step_retry"] = "step_retry"
 
 
+class LiveOmittedEvent(LiveEvent):
+    """Stands for a live event that was too large to stream (over :data:`MAX_LIVE_EVENT_BYTES` as JSON).
+
+    It carries the omitted event's tags (its ``seq`` included, so a reader
+    counting items sees no gap) and says what was left out; the step itself
+    is unaffected (its committed result is whole). Publish a reference (a
+    URL, a storage key) or a preview instead of a large value.
+
+    Attributes:
+        event_type: The omitted event's ``type``.
+        event_class: Its class, as ``module:QualName``.
+        size: Its size as JSON, in bytes.
+        limit: The limit it exceeded.
+    """
+
+    type: Literal["live_omitted"] = "live_omitted"
+    event_type: str = ""
+    event_class: str = ""
+    size: int = 0
+    limit: int = MAX_LIVE_EVENT_BYTES
+
+    @property
+    def note(self) -> str:
+        """What a reader shows in place of the event."""
+        return (
+            f"live event {self.event_type!r} ({self.event_class}) of executor {self.executor_id!r} was "
+            f"{self.size:,} bytes as JSON, over the {self.limit:,}-byte limit for a live event: not streamed"
+        )
+
+
 class LiveCommittedEvent(WorkflowEvent):
     """Committed with a step's result: which attempt completed and how many live items it published.
 
@@ -110,6 +156,6 @@ class LiveCommittedEvent(WorkflowEvent):
     items: int
 
 
-for _cls in (LiveEvent, StepProgressEvent, StepRetryEvent, LiveCommittedEvent):
+for _cls in (LiveEvent, StepProgressEvent, StepRetryEvent, LiveOmittedEvent, LiveCommittedEvent):
     # A client that only reads a run's stream decodes them without having encoded one.
     register_type(_cls)

@@ -207,3 +207,24 @@ async def test_a_cycle_without_exit_stops_at_max_iterations_keeping_every_commit
     with pytest.raises(WorkflowError, match="max_iterations=5"):
         await wf.run(0)
     assert wf.state == {"laps": 5} and wf.run_state is WorkflowRunState.FAILED
+
+
+async def test_outputs_adding_up_past_the_limit_release_the_oldest_and_every_one_is_an_output_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rule Temporal needs (a run's result is one payload) is the shared driver's: the run completes, keeps
+    the newest outputs that fit and counts the others, each of which was an ``output`` event of its call."""
+    from temporal_workflows import InMemoryCheckpointStorage, WorkflowBuilder
+
+    monkeypatch.setenv(ENV_MAX_PAYLOAD_BYTES, "100000")
+    storage = InMemoryCheckpointStorage()
+    wf = (
+        WorkflowBuilder(start_executor=graphs.emit, name="emit_outputs", checkpoint_storage=storage)
+        .add_edge(graphs.emit, graphs.emit)
+        .build()
+    )
+    result = await wf.run(graphs.Emit(n=1, upto=4, size=40_000))
+    assert [o[:1] for o in result.get_outputs()] == ["1", "2", "3", "4"]  # get_outputs(): this call's events
+    latest = await storage.get_latest(workflow_name="emit_outputs")
+    assert latest is not None
+    assert [o.value.data[:1] for o in latest.outputs] == ["3", "4"] and latest.outputs_released == 2

@@ -129,8 +129,11 @@ async def test_a_retried_attempt_first_publishes_a_retry_marker() -> None:
     published: list[LiveEvent] = []
 
     class Sink:
-        def publish(self, event: LiveEvent) -> None:
+        def publish(self, event: LiveEvent, data: bytes) -> None:
             published.append(event)
+
+        async def room(self) -> None:
+            pass
 
     task = StepTask(1, 0, "again", "message", (Envelope(None, "x"),))
     result = await run_step(wf.graph, task, {}, run_id="r", attempt=3, live=Sink())
@@ -225,3 +228,27 @@ def test_a_live_event_of_a_class_this_process_lacks_keeps_its_tags() -> None:
     assert event.event_type == "elsewhere.module:Update" and event.data["text"] == "hi"
     plain = _event(Envelope("elsewhere.module:Note", {"type": "note"}))
     assert isinstance(plain, RawEvent) and not isinstance(plain, LiveEvent)
+
+
+async def test_a_live_event_over_the_limit_is_replaced_by_a_note_with_its_tags_as_on_temporal() -> None:
+    from temporal_workflows import LiveOmittedEvent
+    from temporal_workflows._live import MAX_LIVE_EVENT_BYTES
+
+    @executor(id="dumper")
+    async def dumper(msg: str, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.add_event(StepProgressEvent(message="small"))
+        await ctx.add_event(StepProgressEvent(message="big", data="x" * (MAX_LIVE_EVENT_BYTES + 1)))
+        await ctx.add_event(StepProgressEvent(message="after"))
+        await ctx.yield_output("done")
+
+    wf = WorkflowBuilder(start_executor=dumper).build()
+    live = [e async for e in wf.run("go", stream=True) if isinstance(e, LiveEvent)]
+    assert [(type(e).__name__, e.seq) for e in live] == [
+        ("StepProgressEvent", 1),
+        ("LiveOmittedEvent", 2),
+        ("StepProgressEvent", 3),
+    ]
+    note = live[1]
+    assert isinstance(note, LiveOmittedEvent) and note.executor_id == "dumper"
+    assert note.event_class == "temporal_workflows._live:StepProgressEvent" and note.size > MAX_LIVE_EVENT_BYTES
+    assert "not streamed" in note.note

@@ -81,6 +81,7 @@ class WorkflowCheckpoint(BaseModel):
     pending_requests: dict[str, PendingRequest] = {}
     responses: list[tuple[str, Envelope]] = []
     outputs: list[Output] = []
+    outputs_released: int = 0
     metadata: dict[str, Any] = {}
     version: int = 1
 
@@ -151,6 +152,7 @@ class WorkflowCheckpoint(BaseModel):
             pending_requests=snap.pending_requests,
             responses=list(snap.responses),
             outputs=list(snap.outputs),
+            outputs_released=snap.outputs_released,
             metadata=metadata or {},
             version=1,
         )
@@ -165,6 +167,7 @@ class WorkflowCheckpoint(BaseModel):
             pending_requests=dict(self.pending_requests),
             responses=tuple((r, e) for r, e in self.responses),
             outputs=tuple(self.outputs),
+            outputs_released=self.outputs_released,
         )
 
 

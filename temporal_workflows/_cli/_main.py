@@ -404,6 +404,12 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
         )
         if not args.json:
             print(json.dumps(_shown_result(result), indent=2, ensure_ascii=False))
+            if result.get("outputs_released"):
+                print(
+                    f"({result['outputs_released']:,} earlier outputs were released from the run's result: each was "
+                    "an output event when committed; see `events`)",
+                    file=sys.stderr,
+                )
         return 0
     if args.command == "fork":
         args.id = args.source

@@ -389,6 +389,8 @@ class SuperstepDriver:
         limit_state: Fail a superstep whose commit would take the committed
             state as a whole past ``payload_limit`` (``StateSizes``); off only
             for Temporal runs recorded before the limit.
+        release_outputs: Whether outputs adding up past ``payload_limit``
+            release the oldest (otherwise they fail the run); asked only then.
     """
 
     def __init__(
@@ -400,6 +402,7 @@ class SuperstepDriver:
         payload_limit: Callable[[], int],
         entry_checkpoint: bool = False,
         limit_state: bool = True,
+        release_outputs: Callable[[], bool] = lambda: True,
     ) -> None:
         self.engine = engine
         self.host = host
@@ -407,6 +410,7 @@ class SuperstepDriver:
         self.payload_limit = payload_limit
         self.limit_state = limit_state
         self._state_sizes = StateSizes()
+        self.release_outputs = release_outputs
         self._entry_due = entry_checkpoint
         self._out: list[DriverEvent] = []
         self._shown: WorkflowRunState | None = None
@@ -766,17 +770,37 @@ class SuperstepDriver:
         )
 
     def _check_outputs(self, outputs: Sequence[Output], step: int) -> None:
-        """Fail the run once its outputs add up past one payload: a Temporal run's result carries them all."""
+        """Keep the run's outputs within one payload: a Temporal run's result carries them all.
+
+        Past that, the oldest are released (``Engine.release_outputs``): each
+        was emitted as an ``output`` event when it was committed, which is how
+        a caller of a long run (an agent conversation, a turn per message)
+        receives them, and ``get_outputs()`` of a ``run()`` call in process
+        reads those events. Hosts that must keep the older rule (runs recorded
+        before it, on Temporal) pass ``release_outputs=False``: the run then
+        fails with ``RunTooLargeError``.
+        """
         for out in outputs:
             self._outputs_size += json_size(out.value.data)
-            if self._outputs_size < MIN_MAX_PAYLOAD_BYTES:
-                continue
-            limit = self.payload_limit()
-            if self._outputs_size > limit:
-                raise RunTooLargeError(
-                    f"executor {out.executor_id!r}: the run's outputs add up to {self._outputs_size:,} bytes as "
-                    f"JSON, over the payload limit of {limit:,} bytes, and the run's result carries "
-                    f"every output; yield smaller outputs, or {GUIDANCE}",
-                    superstep=step,
-                    executor_id=out.executor_id,
-                )
+        if self._outputs_size < MIN_MAX_PAYLOAD_BYTES or not outputs:
+            return
+        limit = self.payload_limit()
+        if self._outputs_size <= limit:
+            return
+        if self.release_outputs():
+            engine = self.engine
+            size, release = self._outputs_size, 0
+            while size > limit and release < len(engine.outputs) - 1:  # the newest always stays
+                size -= json_size(engine.outputs[release].value.data)
+                release += 1
+            engine.release_outputs(release)
+            self._outputs_size = size
+            return
+        out = outputs[-1]
+        raise RunTooLargeError(
+            f"executor {out.executor_id!r}: the run's outputs add up to {self._outputs_size:,} bytes as "
+            f"JSON, over the payload limit of {limit:,} bytes, and the run's result carries "
+            f"every output; yield smaller outputs, or {GUIDANCE}",
+            superstep=step,
+            executor_id=out.executor_id,
+        )

@@ -318,6 +318,8 @@ class EngineSnapshot:
     pending_requests: dict[str, PendingRequest]
     responses: tuple[tuple[str, Envelope], ...]
     outputs: tuple[Output, ...]
+    outputs_released: int = 0
+    """Earlier outputs the run no longer holds (:meth:`Engine.release_outputs`)."""
 
 
 _NAMED = 80
@@ -455,6 +457,8 @@ class Engine:
         self.pending_requests: dict[str, PendingRequest] = {}
         self.responses: list[tuple[str, Envelope]] = []
         self.outputs: list[Output] = []
+        self.outputs_released = 0
+        """How many of the run's oldest outputs it has released (:meth:`release_outputs`)."""
         self.halted = False
         """A step ended the run (``StepResult.halt``): the driver finishes it at the next boundary."""
         self._batched = frozenset(topology.batched)
@@ -763,7 +767,20 @@ class Engine:
             pending_requests=reqs,
             responses=responses,
             outputs=tuple(self.outputs),
+            outputs_released=self.outputs_released,
         )
+
+    def release_outputs(self, count: int) -> None:
+        """Stop holding the run's ``count`` oldest outputs (each was an ``output`` event when committed).
+
+        A run holds its outputs so that its result can carry them; on Temporal
+        that result, and the snapshot a long run continues as new with, is one
+        payload. Past that, the oldest are released rather than fail the run;
+        :attr:`outputs_released` counts them.
+        """
+        count = max(0, min(count, len(self.outputs)))
+        del self.outputs[:count]
+        self.outputs_released += count
 
     def restore(self, snap: EngineSnapshot) -> None:
         """Continue from ``snap`` (a checkpoint, or a Temporal run's input).
@@ -783,4 +800,5 @@ class Engine:
         self._answered = {k: v for k, v in snap.pending_requests.items() if k in answered_ids}
         self.responses = list(snap.responses)
         self.outputs = list(snap.outputs)
+        self.outputs_released = snap.outputs_released
         self._running = None

@@ -10,11 +10,13 @@ and the commit deterministic.
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, Never, Protocol
 
+from pydantic_core import to_json
 from typing_extensions import TypeVar
 
 from temporal_workflows._engine.limits import check_step_result
@@ -33,7 +35,13 @@ from temporal_workflows._errors import NotSerializableError, UndeliverableMessag
 from temporal_workflows._events import WorkflowEvent
 from temporal_workflows._graph.executor import checkpoint_hooks
 from temporal_workflows._graph.typecheck import accepts, type_name
-from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
+from temporal_workflows._live import (
+    MAX_LIVE_EVENT_BYTES,
+    LiveCommittedEvent,
+    LiveEvent,
+    LiveOmittedEvent,
+    StepRetryEvent,
+)
 from temporal_workflows._requests import RequestTimedOut
 
 if TYPE_CHECKING:  # import cycle at runtime
@@ -54,12 +62,20 @@ def _no_heartbeat(*details: Any) -> None:
     """In process there is no server to tell, and a step runs in the caller's own task."""
 
 
+_log = logging.getLogger(__name__)
+
+
 class LiveSink(Protocol):
     """Where a host sends the live events a running step publishes (in process: the caller's stream;
     on Temporal: the run's workflow stream, batched)."""
 
-    def publish(self, event: LiveEvent) -> None:
-        """Take one stamped live event; must not block (a host batches or queues it)."""
+    def publish(self, event: LiveEvent, data: bytes) -> None:
+        """Take one stamped live event (``data``: its envelope as JSON); must not block (a host batches or
+        queues it)."""
+
+    async def room(self) -> None:
+        """Return once the sink can take more: a step that publishes faster than its events can be sent
+        waits here (backpressure) instead of growing a backlog without bound."""
 
 
 class StateView:
@@ -245,28 +261,42 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
                 event = event.model_copy(update={"data_type": data_type})
         if isinstance(event, LiveEvent):
             self._publish_live(event)
+            if self._live is not None:
+                await self._live.room()
             return
         self._result.events.append(encode(event, what=f"event from executor {self.executor_id!r}"))
         self._result.emitted.append("e")
 
     def _publish_live(self, event: LiveEvent, *, counted: bool = True) -> None:
         what = f"live event from executor {self.executor_id!r}"
-        encode(event, what=what)  # a value that cannot round-trip JSON fails here, on both hosts
+        tags = {
+            "executor_id": self.executor_id,
+            "superstep": self.superstep,
+            "index": self._task.index,
+            "attempt": self.attempt,
+            "seq": self._live_items + 1 if counted else 0,
+        }
+        stamped = event.model_copy(update=tags)
+        env = encode(stamped, what=what)  # a value that cannot round-trip JSON fails here, on both hosts
+        data = to_json(env)
+        if len(data) > MAX_LIVE_EVENT_BYTES:
+            # Too large for one signal on Temporal: a note stands in for it, on both hosts alike.
+            cls = type(event)
+            stamped = LiveOmittedEvent(
+                **tags,
+                event_type=event.type,
+                event_class=f"{cls.__module__}:{cls.__qualname__}",
+                size=len(data),
+            )
+            _log.warning("%s", stamped.note)
+            env = encode(stamped, what=what)
+            data = to_json(env)
         if counted:
             self._live_items += 1
-        stamped = event.model_copy(
-            update={
-                "executor_id": self.executor_id,
-                "superstep": self.superstep,
-                "index": self._task.index,
-                "attempt": self.attempt,
-                "seq": self._live_items if counted else 0,
-            }
-        )
         if self._live is None:  # run without a live channel (a direct run_step call): keep it with the result
-            self._result.events.append(encode(stamped, what=what))
+            self._result.events.append(env)
         else:
-            self._live.publish(stamped)
+            self._live.publish(stamped, data)
 
     def heartbeat(self, *details: Any) -> None:
         """Record this step's progress; the next attempt of the step can read it.

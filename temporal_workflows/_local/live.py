@@ -44,9 +44,12 @@ class LiveQueue(Generic[T]):
     def __init__(self) -> None:
         self._queue: asyncio.Queue[object] = asyncio.Queue()
 
-    def publish(self, event: LiveEvent) -> None:
+    def publish(self, event: LiveEvent, data: bytes) -> None:
         """A step's live event (the steps' sink)."""
         self._queue.put_nowait(event)
+
+    async def room(self) -> None:
+        """In process the caller's queue takes every event at once (it holds objects, sends nothing)."""
 
     def _put(self, item: object) -> None:
         self._queue.put_nowait(item)

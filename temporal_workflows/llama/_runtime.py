@@ -66,6 +66,7 @@ from temporal_workflows._engine.machine import (
 from temporal_workflows._engine.serde import Envelope, decode, encode, json_schema, register_type, type_key
 from temporal_workflows._errors import NotSerializableError, WorkflowError
 from temporal_workflows._events import WorkflowEvent
+from temporal_workflows._live import LiveEvent
 from temporal_workflows._requests import RequestTimedOut
 from temporal_workflows.llama._routing import Wait, route_event, unhandled, waits_of_records
 from temporal_workflows.llama.errors import WorkflowRuntimeError
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
 __all__ = [
     "UNSERIALIZABLE",
     "LiveRun",
+    "LlamaFailedStreamEvent",
     "LlamaStreamEvent",
     "TaskRun",
     "WaitRequest",
@@ -155,7 +157,27 @@ class WaitRequest(BaseModel):
     waiter_event: dict[str, Any] | None = None
 
 
+class LlamaFailedStreamEvent(LiveEvent):
+    """What a step that failed had written to the stream, published live as its step fails.
+
+    A step's stream writes normally join the run's stream with the step's
+    result (the run's host records them when the step completes). LlamaIndex
+    publishes each write at once, so its reader sees a failing step's writes,
+    then the failure; on a host that runs the step apart from its reader
+    (Temporal) the failed step has no result to carry them, so they are sent
+    as live events before the failure is reported, tagged (as every live
+    item) with the step and the attempt that wrote them.
+
+    Attributes:
+        event: The LlamaIndex event as ``{"type": "module:Class", "data": {...}}``.
+    """
+
+    type: str = "llama_failed_stream"
+    event: dict[str, Any]
+
+
 register_type(LlamaStreamEvent)
+register_type(LlamaFailedStreamEvent)
 register_type(WaitRequest)
 
 
@@ -296,6 +318,8 @@ class TaskRun:
         self.lock = asyncio.Lock()
         self.private = f"{EXECUTOR_STATE_PREFIX}{info.name}/"
         self.stream_tasks: list[asyncio.Task[None]] = []
+        self.written: list[LlamaStreamEvent] = []
+        """Every stream write of this task, in order (published live if the task fails: ``run_task``)."""
         self.loop = asyncio.get_running_loop()
         self._waits: list[Wait] | None = None
 
@@ -511,6 +535,7 @@ class Invocation:
             return
         live = task.live
         wrapped = LlamaStreamEvent(event=event_json(event, live, f"event {type(event).__name__} written to the stream"))
+        task.written.append(wrapped)
         if live is not None and waiter_of is not None:
             live.waiter_events[waiter_of] = event
         elif live is not None and live.publish is not None:
@@ -723,6 +748,15 @@ async def run_task(
             keys = [base] if len(events) == 1 else [f"{base}/{i}" for i in range(len(events))]
             invocations = [Invocation(task, ev, i, keys[i], 0) for i, ev in enumerate(events)]
             await _run_all(task, invocations)
+    except Exception:
+        if live is None and task.written:
+            # No reader in this process has seen the writes (in process, ``live`` gave each to the caller
+            # at once): the failed step has no result to carry them, so they go out live, before the failure.
+            if task.stream_tasks:
+                await asyncio.gather(*task.stream_tasks, return_exceptions=True)
+            for wrapped in task.written:
+                wctx._publish_live(LlamaFailedStreamEvent(event=wrapped.event))
+        raise
     finally:
         if task.stream_tasks:
             await asyncio.gather(*task.stream_tasks)

@@ -39,7 +39,7 @@ from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._errors import ExecutorFailedError
 from temporal_workflows._events import WorkflowFailedEvent as GraphFailedEvent
 from temporal_workflows._events import WorkflowOutputEvent
-from temporal_workflows.llama._runtime import LlamaStreamEvent
+from temporal_workflows.llama._runtime import LlamaFailedStreamEvent, LlamaStreamEvent
 from temporal_workflows.llama.errors import WorkflowCancelledByUser, WorkflowRuntimeError, WorkflowTimeoutError
 from temporal_workflows.llama.events import (
     Event,
@@ -146,7 +146,7 @@ class LlamaRunHandle:
         waiter events), ending with its ``StopEvent`` (or the event saying why it ended otherwise);
         internal events (``UnhandledEvent``) only with ``expose_internal``, as ``stream_events`` in process."""
         async for ev in self.run.events(from_offset=from_offset):
-            if isinstance(ev, LlamaStreamEvent):
+            if isinstance(ev, (LlamaStreamEvent, LlamaFailedStreamEvent)):
                 event = decode(Envelope(ev.event["type"], ev.event["data"]))
                 if expose_internal or not isinstance(event, InternalDispatchEvent):
                     yield event

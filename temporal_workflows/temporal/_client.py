@@ -48,6 +48,7 @@ from temporal_workflows.temporal._failures import library_error
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
 from temporal_workflows.temporal._protocol import (
     EVENTS_TOPIC,
+    LIVE_BATCH_TYPE,
     MAX_ID_CHARS,
     MAX_LABEL_CHARS,
     MAX_STEPS_IN_FLIGHT,
@@ -133,6 +134,16 @@ def _raw(env: Envelope) -> WorkflowEvent:
             tags = {k: data[k] for k in (*_LIVE_TAGS, "index") if k in data}
             return RawLiveEvent(event_type=env.type, data=data, **tags)
     return RawEvent(event_type=env.type, data=data)
+
+
+def _events(env: Envelope) -> list[WorkflowEvent]:
+    """The events of one stream item: one, or a step's batch of live events (``LIVE_BATCH_TYPE``)."""
+    if env.type == LIVE_BATCH_TYPE and isinstance(env.data, list):
+        return [
+            _event(Envelope(d.get("type"), d.get("data"))) if isinstance(d, dict) else _raw(Envelope(None, d))
+            for d in env.data
+        ]
+    return [_event(env)]
 
 
 def _event(env: Envelope) -> WorkflowEvent:
@@ -600,8 +611,9 @@ class RunHandle:
                     [EVENTS_TOPIC], offset, result_type=Envelope, poll_cooldown=poll_cooldown
                 ):
                     offset, retries = item.offset + 1, 0
-                    for event in reader.feed(_event(item.data)):
-                        yield event
+                    for one in _events(item.data):
+                        for event in reader.feed(one):
+                            yield event
                 return
             except RPCError as e:
                 # The server refuses a poll while the run's workflow task is being retried (it fails one

@@ -11,24 +11,41 @@ grows with its *batches*, not with its events:
   model call often starts with goes in the same signal); the ones that
   follow wait for the next batch, at most one every ``interval`` seconds;
 * events waiting for the same batch are combined where their class says they
-  can be (:meth:`LiveEvent.merge`: consecutive text deltas become one);
-* a batch is also sent once it holds ``max_batch_bytes``, and the step's
-  remaining events are flushed before the step returns its result, so its
-  live items always precede its completion in the stream.
+  can be (:meth:`LiveEvent.merge`: consecutive text deltas become one), up
+  to the size of a batch;
+* one signal carries at most ``max_batch_bytes`` (256 KiB as recorded: the
+  events' JSON, base64-encoded by the stream, and its framing), as *one*
+  item of the stream (``LIVE_BATCH_TYPE``; ``RunHandle.events`` unpacks
+  it), so the stream the workflow keeps, and every poll of it, grows with
+  batches, not events; a larger
+  backlog goes out in several signals, one after another without waiting
+  for the interval. One event larger than a batch goes alone (the context
+  never hands over one over ``MAX_LIVE_EVENT_BYTES``: a
+  ``LiveOmittedEvent`` stands in for it);
+* a step that publishes faster than its events can be sent waits in
+  ``ctx.add_event`` while more than ``max_backlog_bytes`` are waiting
+  (backpressure): a tight loop of 100,000 events streams them all, in
+  order, in bounded memory, rather than one signal gRPC or Temporal would
+  refuse (which is how 10,000 events were once all lost);
+* the step's remaining events are flushed before the step returns its
+  result, so its live items always precede its completion in the stream.
 
 The stream client numbers each batch per publisher and the workflow drops a
 batch it has seen, so a signal the client had to send again is not shown
-twice. Publishing never fails a step: a batch that cannot be sent is kept
-and sent with the next (the stream client's own retry), and what still
-cannot be sent when the step ends is dropped with a warning (the step's
-committed result is what counts; a reader's ``view="committed"`` then lacks
-those items, which their ``seq`` numbers make visible).
+twice. Publishing never fails a step: a batch that cannot be sent is sent
+again (with a growing pause; backpressure is off meanwhile, so a step is
+never stuck on a stream that is down), and what still cannot be sent when
+the step ends is dropped with a warning that counts it (the step's committed
+result is what counts; a reader's ``view="committed"`` then lacks those
+items, which their ``seq`` numbers make visible).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import dataclasses
 import logging
 from typing import Any
 
@@ -38,9 +55,16 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from temporal_workflows._engine.serde import encode
 from temporal_workflows._live import LiveEvent
-from temporal_workflows.temporal._protocol import EVENTS_TOPIC
+from temporal_workflows.temporal._protocol import EVENTS_TOPIC, LIVE_BATCH_TYPE
 
-__all__ = ["DEFAULT_FIRST_DELAY", "DEFAULT_LIVE_INTERVAL", "LivePublisher"]
+__all__ = [
+    "DEFAULT_FIRST_DELAY",
+    "DEFAULT_LIVE_INTERVAL",
+    "MAX_BACKLOG_BYTES",
+    "MAX_BATCH_BYTES",
+    "LivePublisher",
+    "wire_size",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -51,15 +75,42 @@ DEFAULT_FIRST_DELAY = 0.1
 """Seconds the first live event of a quiet spell waits for company before it is sent."""
 
 MAX_BATCH_BYTES = 256 * 1024
-"""A batch holding this much JSON is sent at once (one signal stays far below the payload limit)."""
+"""Most bytes of live events one signal carries, as the stream sends them (see :func:`wire_size`)."""
 
-MAX_EVENT_BYTES = 1024 * 1024
-"""A live event larger than this is not streamed (it would crowd out a signal); the step still commits."""
+MAX_BACKLOG_BYTES = 4 * MAX_BATCH_BYTES
+"""A step publishing while more than this waits to be sent waits in ``ctx.add_event`` until it drains."""
 
 _JSON_PLAIN = {"encoding": b"json/plain"}
 
+_BATCH_HEAD = b'{"type":"' + LIVE_BATCH_TYPE.encode() + b'","data":['
+_BATCH_TAIL = b"]}"
+
+_BATCH_FRAMING = 512
+"""Bytes of a publish signal around its one item's events: the batch envelope, the payload's metadata, the
+signal's fields (topic, publisher id, sequence), base64's padding."""
+
 _CLOSE_TIMEOUT = 30.0
-"""Longest a step waits, when it ends, for its last live events to be accepted."""
+"""Longest a step waits, when it ends, for one batch of its last live events to be accepted."""
+
+_CLOSE_ATTEMPTS = 4
+"""Attempts a step makes, when it ends, to send one batch the server keeps refusing before it drops the rest."""
+
+_MAX_RETRY_PAUSE = 10.0
+"""Longest pause between two attempts to send a batch the server did not accept."""
+
+
+def wire_size(json_bytes: int) -> int:
+    """Bytes one live event of ``json_bytes`` of JSON adds to a publish signal (base64, with its comma)."""
+    return (4 * (json_bytes + 1) + 2) // 3
+
+
+@dataclasses.dataclass(slots=True)
+class _Item:
+    event: LiveEvent
+    data: bytes | None
+    """The event as JSON; ``None`` once merged (encoded again when sent)."""
+    size: int
+    """Its :func:`wire_size` (for a merged one, the sum of its parts': an upper bound)."""
 
 
 class LivePublisher:
@@ -75,40 +126,62 @@ class LivePublisher:
         interval: float = DEFAULT_LIVE_INTERVAL,
         first_delay: float = DEFAULT_FIRST_DELAY,
         max_batch_bytes: int = MAX_BATCH_BYTES,
+        max_backlog_bytes: int = MAX_BACKLOG_BYTES,
     ) -> None:
         self._interval = interval
         self._first_delay = first_delay
         self._max_batch_bytes = max_batch_bytes
-        self._pending: list[LiveEvent] = []
+        self._max_backlog_bytes = max(max_backlog_bytes, max_batch_bytes)
+        self._pending: collections.deque[_Item] = collections.deque()
         self._pending_bytes = 0
         self._client: WorkflowStreamClient | None = None
         self._topic: Any = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._full = asyncio.Event()
+        self._progress = asyncio.Event()
+        self._unconfirmed = 0
+        """Events handed to the stream client whose signal the server has not accepted yet."""
+        self._failures = 0
+        """Consecutive batches the server did not accept (backpressure is off while it is not zero)."""
         self._closed = False
         self.batches = 0
         """Signals sent (for tests and measurements)."""
+        self.largest_batch = 0
+        """Bytes of the largest batch sent, as :func:`wire_size` counts them (for tests and measurements)."""
+        self.waits = 0
+        """Times the step waited for its backlog to drain (for tests and measurements)."""
 
     # -- the sink -------------------------------------------------------------------
 
-    def publish(self, event: LiveEvent) -> None:
+    def publish(self, event: LiveEvent, data: bytes) -> None:
         if self._closed:
             _log.warning("live event %s published after its step ended; dropped", event.type)
             return
         if self._client is None:
             self._client = WorkflowStreamClient.from_within_activity()
             self._topic = self._client.topic(EVENTS_TOPIC)
+        size = wire_size(len(data))
         if self._pending:
-            merged = self._pending[-1].merge(event)
-            if merged is not None:
-                self._pending[-1] = merged
-                self._pending_bytes += _rough_size(event)
-                self._kick()
-                return
-        self._pending.append(event)
-        self._pending_bytes += _rough_size(event)
+            last = self._pending[-1]
+            if last.size + size <= self._max_batch_bytes:
+                merged = last.event.merge(event)
+                if merged is not None:
+                    self._pending[-1] = _Item(merged, None, last.size + size)
+                    self._pending_bytes += size
+                    self._kick()
+                    return
+        self._pending.append(_Item(event, data, size))
+        self._pending_bytes += size
         self._kick()
+
+    async def room(self) -> None:
+        """Wait while the backlog is over ``max_backlog_bytes`` and the stream takes batches."""
+        while self._pending_bytes > self._max_backlog_bytes and not self._failures and not self._closed:
+            self.waits += 1
+            self._progress.clear()
+            self._full.set()
+            await self._progress.wait()
 
     def _kick(self) -> None:
         if self._task is None:
@@ -126,47 +199,62 @@ class LivePublisher:
                 # What the step publishes meanwhile (a model call's first burst) joins this batch.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._full.wait(), self._first_delay)
-            while self._pending:
+            while self._pending or self._unconfirmed:
                 self._wake.clear()
                 self._full.clear()
-                await self._send()
+                try:
+                    await self._send_one()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    self._failures += 1
+                    self._progress.set()  # a step waiting for room goes on: the stream is not taking batches
+                    pause = min(self._interval * 2**self._failures, _MAX_RETRY_PAUSE)
+                    _log.warning(
+                        "live events could not be sent (%s: %s); %s waiting, sending again in %.1f s",
+                        type(e).__name__,
+                        e,
+                        f"{len(self._pending) + self._unconfirmed:,}",
+                        pause,
+                    )
+                    await asyncio.sleep(pause)
+                    continue
+                if self._pending_bytes >= self._max_batch_bytes:
+                    continue  # a backlog drains at full speed
                 # The next batch waits out the interval (or fills up); what arrives meanwhile joins it.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._full.wait(), self._interval)
             self._wake.clear()
 
-    async def _send(self) -> None:
-        """Send what is pending as one batch (or more, if it is large)."""
+    async def _send_one(self) -> None:
+        """Send one batch: the one the server did not accept last time, else the oldest pending events."""
         client = self._client
-        if client is None:
-            return
-        events, self._pending, self._pending_bytes = self._pending, [], 0
-        for event in events:
-            data = to_json(encode(event))
-            if len(data) > MAX_EVENT_BYTES:
-                _log.warning(
-                    "live event %s of executor %r is %s bytes as JSON, over %s; not streamed",
-                    event.type,
-                    event.executor_id,
-                    f"{len(data):,}",
-                    f"{MAX_EVENT_BYTES:,}",
-                )
-                continue
-            self._topic.publish(Payload(metadata=_JSON_PLAIN, data=data))
-        try:
-            await client.flush()
-            self.batches += 1
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # kept by the stream client and sent with the next batch
-            _log.warning(
-                "live events could not be sent yet (%s: %s); retrying with the next batch", type(e).__name__, e
-            )
+        assert client is not None
+        if not self._unconfirmed:
+            size, parts = _BATCH_FRAMING, list[bytes]()
+            while self._pending and (not parts or size + self._pending[0].size <= self._max_batch_bytes):
+                item = self._pending.popleft()
+                size += item.size
+                self._pending_bytes -= item.size
+                parts.append(item.data if item.data is not None else to_json(encode(item.event)))
+            # One stream item per batch: the stream (and each poll of it) grows with batches, not events.
+            self._topic.publish(Payload(metadata=_JSON_PLAIN, data=_BATCH_HEAD + b",".join(parts) + _BATCH_TAIL))
+            self._unconfirmed = len(parts)
+            self.largest_batch = max(self.largest_batch, size)
+        # The stream client sends its whole buffer as one signal (and keeps it to send again if that fails):
+        # it never holds more than this one batch.
+        await client.flush()
+        self._unconfirmed = 0
+        self._failures = 0
+        self.batches += 1
+        self._progress.set()
 
     def abandon(self) -> None:
         """Stop without sending what is left (the attempt was cancelled: its items are void)."""
         self._closed = True
-        self._pending = []
+        self._pending.clear()
+        self._pending_bytes = 0
+        self._progress.set()
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -174,6 +262,7 @@ class LivePublisher:
     async def close(self) -> None:
         """Flush what is left (the step is ending); never raises."""
         self._closed = True
+        self._progress.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(BaseException):
@@ -181,18 +270,22 @@ class LivePublisher:
             self._task = None
         if self._client is None:
             return
-        try:
-            async with asyncio.timeout(_CLOSE_TIMEOUT):
-                if self._pending:
-                    await self._send()
-                await self._client.flush()
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            _log.warning("the last live events of a step could not be sent (%s: %s); dropped", type(e).__name__, e)
-
-
-def _rough_size(event: LiveEvent) -> int:
-    """A cheap upper-bound-ish size for batching decisions (the exact JSON is made once, at send time)."""
-    data = getattr(event, "data", None)
-    return 200 + (len(str(data)) if data is not None else 0)
+        failures = 0
+        while self._pending or self._unconfirmed:
+            try:
+                async with asyncio.timeout(_CLOSE_TIMEOUT):
+                    await self._send_one()
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                failures += 1
+                if failures >= _CLOSE_ATTEMPTS:
+                    _log.warning(
+                        "the last %s live events of a step could not be sent (%s: %s); dropped",
+                        f"{len(self._pending) + self._unconfirmed:,}",
+                        type(e).__name__,
+                        e,
+                    )
+                    return
+                await asyncio.sleep(min(self._interval * 2**failures, _MAX_RETRY_PAUSE))

@@ -29,6 +29,7 @@ __all__ = [
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
     "PATCH_FIRST_COME",
+    "PATCH_RELEASE_OUTPUTS",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
     "PATCH_STATE_LIMIT",
     "PATCH_STATUS_ON_EVERY_FAILURE",
@@ -86,6 +87,11 @@ superstep started after it; newer children take their responses first, as every 
 for every step of a superstep in which one ended the run (a LlamaIndex ``StopEvent``), taking the first in
 task order (newer ones take the first to finish and cancel the steps still running)."""
 
+PATCH_RELEASE_OUTPUTS = "release-oldest-outputs"
+"""Runs recorded before this failed (``RunTooLargeError``) when their outputs added up past one payload, or
+could not be carried by a continue-as-new; newer ones release the oldest outputs (each was an ``output``
+event when committed) and count them in ``outputs_released``."""
+
 PATCHES = (
     PATCH_DEFAULT_HEARTBEAT,
     PATCH_TASK_BUDGET,
@@ -93,6 +99,7 @@ PATCHES = (
     PATCH_CHILD_START,
     PATCH_STATE_LIMIT,
     PATCH_FIRST_COME,
+    PATCH_RELEASE_OUTPUTS,
 )
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker

@@ -34,6 +34,7 @@ __all__ = [
     "ACTIVITY_ROUTE",
     "ACTIVITY_VALIDATE",
     "EVENTS_TOPIC",
+    "LIVE_BATCH_TYPE",
     "LEGACY_FAILURE_TYPES",
     "FAILURE_CHECKPOINT_BASE_MISSING",
     "FAILURE_STALE_STATE",
@@ -148,6 +149,10 @@ QUERY_PENDING_REQUESTS = "pending_requests"
 QUERY_STATE = "state"
 EVENTS_TOPIC = "events"
 """``temporalio.contrib.workflow_streams`` topic carrying the run's events as envelopes."""
+LIVE_BATCH_TYPE = "temporal_workflows:live_batch"
+"""Envelope type of one item of the events topic that holds a batch of a step's live events (its data: their
+envelopes, in order). A step publishes its live events so, one item per signal: what the stream stores, and
+what every poll of it walks, grows with batches, not with events (100,000 events make about 100 items)."""
 STATUS_SEARCH_ATTRIBUTE = "GraphRunStatus"
 """Keyword search attribute holding the run status (running, waiting_for_input, idle, ...)."""
 

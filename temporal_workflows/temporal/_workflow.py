@@ -89,6 +89,7 @@ from temporal_workflows.temporal._patches import (
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
     PATCH_ENTRY_CHECKPOINT,
     PATCH_STATE_LIMIT,
+    PATCH_RELEASE_OUTPUTS,
     PATCH_STATUS_ON_CONTINUE_AS_NEW,
     PATCH_STATUS_ON_EVERY_FAILURE,
     PATCH_TASK_BUDGET,
@@ -410,6 +411,7 @@ class GraphWorkflow:
             "in_flight": list(self._steps.in_flight) if self._steps else [],
             "pending_requests": len(engine.pending_requests) if engine else 0,
             "outputs": [o.value.data for o in engine.outputs] if engine else [],
+            "outputs_released": engine.outputs_released if engine else 0,
             "keep_alive": self._keep_alive,
             "warnings": list(board.warnings),
             "error": board.error,
@@ -905,6 +907,7 @@ class GraphWorkflow:
             # New input (not a restored snapshot) is checkpointed before its first superstep.
             entry_checkpoint=source in ("message", "carried.start"),
             limit_state=self.patches.get(PATCH_STATE_LIMIT),
+            release_outputs=lambda: self.patches.get(PATCH_RELEASE_OUTPUTS),
         )
         if carried is None or carried.reason != "history":
             self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
@@ -942,6 +945,7 @@ class GraphWorkflow:
             "superstep": engine.superstep,
             "status": "completed",
             "unanswered_requests": [_request_json(r) for r in engine.pending_requests.values()],
+            **({"outputs_released": engine.outputs_released} if engine.outputs_released else {}),
         }
 
     # -- continue-as-new -----------------------------------------------------------
@@ -1081,12 +1085,30 @@ class GraphWorkflow:
             # The stream's recent events are a convenience for late subscribers: shed them first.
             carried.stream = self._stream_state(keep=0)
             size = json_size(arg)
+            if size > self._payload_limit and self.patches.get(PATCH_RELEASE_OUTPUTS):
+                # Then the oldest outputs: each was an ``output`` event when committed (Engine.release_outputs).
+                size = self._release_outputs(arg, size)
             if size > self._payload_limit:
                 raise self._too_large_to_continue(arg, size, engine.superstep)
         if self._board.attribute is not None and self.patches.get(PATCH_STATUS_ON_CONTINUE_AS_NEW):
             # This segment closes: it is no longer running or waiting; its successor says where the run is.
             self._board.set("continued_as_new", "continued as new")
         workflow.continue_as_new(args=[arg])
+
+    def _release_outputs(self, arg: RunInput, size: int) -> int:
+        """Release the oldest outputs the continue-as-new input carries until it fits; its size then."""
+        carried = arg.carried
+        assert carried is not None and carried.snapshot is not None
+        snap = carried.snapshot
+        over, release = size - self._payload_limit, 0
+        while over > 0 and release < len(snap.outputs):
+            over -= json_size(snap.outputs[release].value.data) + 1
+            release += 1
+        if release:
+            carried.snapshot = snap.model_copy(
+                update={"outputs": snap.outputs[release:], "outputs_released": snap.outputs_released + release}
+            )
+        return json_size(arg)
 
     def _too_large_to_continue(self, arg: RunInput, size: int, superstep: int) -> RunTooLargeError:
         """Name what really makes the continue-as-new input large: parts and state keys, largest first."""

@@ -34,6 +34,7 @@ from temporal_workflows import (
     handler,
     response_handler,
 )
+from temporal_workflows._live import MAX_LIVE_EVENT_BYTES
 
 ONE_ATTEMPT = ExecutorOptions(retry_policy=RetryPolicy(maximum_attempts=1))
 """Fail a step at its first error on Temporal too (in process there are no retries)."""
@@ -781,6 +782,18 @@ async def echo(text: str, ctx: WorkflowContext[None, str]) -> None:
 live = WorkflowBuilder(start_executor=narrate, name="cf_live").add_edge(narrate, echo).build()
 
 
+@executor(id="oversharer", options=ONE_ATTEMPT)
+async def oversharer(text: str, ctx: WorkflowContext[None, str]) -> None:
+    """Streams a small item, one over the per-event limit (a note stands in for it on both hosts), another."""
+    await ctx.add_event(StepProgressEvent(message="before"))
+    await ctx.add_event(StepProgressEvent(message="huge", data=text * (MAX_LIVE_EVENT_BYTES // len(text) + 1)))
+    await ctx.add_event(StepProgressEvent(message="after"))
+    await ctx.yield_output("shared")
+
+
+live_too_large = WorkflowBuilder(start_executor=oversharer, name="cf_live_too_large").build()
+
+
 def all_workflows() -> list[Workflow]:
     """Every graph of this suite, for the test worker (the examples it already hosts)."""
     return [
@@ -797,6 +810,7 @@ def all_workflows() -> list[Workflow]:
         undeliverable,
         resumable,
         live,
+        live_too_large,
         ordered,
         hooked,
         designated,

@@ -296,6 +296,23 @@ def live_facts(s: Seen) -> None:
     assert s.outputs == ["ONE TWO THREE"]
 
 
+def live_too_large_facts(s: Seen) -> None:
+    # The event over the limit is not streamed: a note with its tags, class and size stands in for it, and
+    # the items around it arrive as ever (the same on both hosts: the rule is the step context's).
+    items = [e for e in s.events[0] if e["class"] in ("StepProgressEvent", "LiveOmittedEvent")]
+    assert [(e["class"], e["seq"]) for e in items] == [
+        ("StepProgressEvent", 1),
+        ("LiveOmittedEvent", 2),
+        ("StepProgressEvent", 3),
+    ]
+    note = items[1]
+    assert (note["executor_id"], note["event_type"]) == ("oversharer", "progress")
+    assert note["event_class"] == "temporal_workflows._live:StepProgressEvent" and note["size"] > note["limit"]
+    (marker,) = s.of("LiveCommittedEvent")
+    assert marker["items"] == 3
+    assert s.outputs == ["shared"]
+
+
 def fan_facts(s: Seen) -> None:
     assert s.steps() == [["scatter"], ["times2", "times3", "times5"], ["gather"]]
     assert s.outputs == [{"products": [14, 21, 35], "total": 70}]  # fan-in in source order
@@ -664,6 +681,7 @@ SCENARIOS = [
     ),
     Scenario("human_input_answered", sc.human, "bees", answer=sc.answer_question, facts=human_facts),
     Scenario("live_events", sc.live, "one two three", facts=live_facts),
+    Scenario("live_event_too_large", sc.live_too_large, "0123456789", facts=live_too_large_facts),
     Scenario(
         "resume_from_checkpoint",
         sc.resumable,

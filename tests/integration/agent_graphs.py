@@ -287,7 +287,64 @@ def _pydantic_graphs() -> dict[str, Workflow]:
         return "booked"
 
     travel = AgentExecutor(agent)
-    return {"pydantic": WorkflowBuilder(start_executor=travel, name="it_agents_pydantic").build()}
+    return {
+        "pydantic": WorkflowBuilder(start_executor=travel, name="it_agents_pydantic").build(),
+        "long_chat": WorkflowBuilder(
+            start_executor=AgentExecutor(_long_chat_agent()), name="it_agents_long_chat"
+        ).build(),
+    }
+
+
+def document(turn: int, size: int) -> str:
+    """``size`` characters that differ per turn (as a real tool's output would)."""
+    body = "".join(f"{(turn * 7919 + i) % 100003:06d} " for i in range(size // 7 + 1))
+    return (f"document {turn}: " + body)[:size]
+
+
+def _long_chat_agent() -> Any:
+    """Each turn ("question <turn> <size>"): a tool call that fetches ``size`` characters, then a short answer."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+    def decide(messages: list[ModelMessage]) -> tuple[str, dict[str, int]]:
+        last = messages[-1]
+        prompt = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)]
+        _, turn, size = str(prompt[-1].content).split()
+        args = {"turn": int(turn), "size": int(size)}
+        returned = isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts)
+        return ("answer" if returned else "call"), args
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        what, args = decide(messages)
+        if what == "call":
+            return ModelResponse(parts=[ToolCallPart("fetch", args, tool_call_id=f"fetch-{args['turn']}")])
+        return ModelResponse(parts=[TextPart(f"Noted document {args['turn']}.")])
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        what, args = decide(messages)
+        if what == "call":
+            yield {0: DeltaToolCall(name="fetch", json_args=json.dumps(args), tool_call_id=f"fetch-{args['turn']}")}
+            return
+        for piece in ("Noted ", "document ", f"{args['turn']}."):
+            yield piece
+
+    agent = Agent(FunctionModel(reply, stream_function=stream), name="librarian")
+
+    @agent.tool_plain
+    def fetch(turn: int, size: int) -> str:
+        """Fetch the document for this turn."""
+        return document(turn, size)
+
+    return agent
 
 
 CLIENT_KWARGS: list[dict[str, Any]] = []

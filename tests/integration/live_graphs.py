@@ -50,5 +50,31 @@ async def stutter(text: str, ctx: WorkflowContext[None, str]) -> None:
 retried = WorkflowBuilder(start_executor=stutter, name="it_live_retried").build()
 
 
+@executor(id="flood")
+async def flood(count: int, ctx: WorkflowContext[None, int]) -> None:
+    """Publishes ``count`` small progress items in a tight loop (no other await)."""
+    for i in range(count):
+        await ctx.add_event(StepProgressEvent(message=str(i)))
+    await ctx.yield_output(count)
+
+
+flooded = WorkflowBuilder(start_executor=flood, name="it_live_flood").build()
+
+BIG = 1_200_000
+"""Characters of the live events over the per-event limit in ``mixed``."""
+
+
+@executor(id="mixed")
+async def mixed(count: int, ctx: WorkflowContext[None, int]) -> None:
+    """Small items, with every 1,000th one over the batch size (300 KB) and every 2,500th over the limit."""
+    for i in range(count):
+        size = BIG if i % 2500 == 1 else 300_000 if i % 1000 == 2 else 0
+        await ctx.add_event(StepProgressEvent(message=str(i), data="x" * size if size else None))
+    await ctx.yield_output(count)
+
+
+mixed_sizes = WorkflowBuilder(start_executor=mixed, name="it_live_mixed").build()
+
+
 def all_workflows() -> list[Workflow]:
-    return [gated, retried]
+    return [gated, retried, flooded, mixed_sizes]

@@ -137,6 +137,28 @@ class LlamaBoom(Workflow):
         raise ValueError(f"cannot handle {ev.what!r}")
 
 
+class LlamaWroteThenBroke(Workflow):
+    """Writes two events to the stream, then fails (LlamaIndex's reader sees both, then the failure)."""
+
+    @step
+    async def go(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        ctx.write_event_to_stream(Progress(msg="first"))
+        ctx.write_event_to_stream(Progress(msg="second"))
+        raise ValueError("broke after writing")
+
+
+class LlamaWroteThenRetried(Workflow):
+    """Writes an event on every attempt; the first two attempts fail after it, the third succeeds."""
+
+    @step(retry_policy=retry_policy(wait=wait_fixed(0.1), stop=stop_after_attempt(3)))
+    async def go(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        attempt = ctx.retry_info().retry_number
+        ctx.write_event_to_stream(Progress(msg=f"attempt {attempt}"))
+        if attempt < 2:
+            raise ConnectionError(f"attempt {attempt} failed")
+        return StopEvent(result="done")
+
+
 class LlamaFlaky(Workflow):
     @step(retry_policy=retry_policy(wait=wait_fixed(0.1), stop=stop_after_attempt(3)))
     async def flaky(self, ctx: Context, ev: StartEvent) -> StopEvent:
@@ -211,6 +233,8 @@ WORKFLOWS: list[Any] = [
     LlamaFanOut(),
     LlamaCustomStop(),
     LlamaBoom(),
+    LlamaWroteThenBroke(),
+    LlamaWroteThenRetried(),
     LlamaFlaky(),
     LlamaRescued(),
     LlamaCounter(timeout=300),

@@ -357,18 +357,23 @@ async def test_a_fan_in_input_adding_up_past_the_limit_fails_the_run_naming_the_
         await terminate_if_running(handle)
 
 
-async def test_outputs_adding_up_past_the_limit_fail_the_run_naming_the_executor(
+async def test_outputs_adding_up_past_the_limit_release_the_oldest_and_the_run_completes(
     client: Client, workflow_id: str
 ) -> None:
-    emit = {"n": 1, "upto": 3, "size": 800_000}
-    handle = await client.start_workflow("it_big_outputs", {"message": emit}, id=workflow_id, task_queue=TASK_QUEUE)
-    try:
-        ev = await outcome(handle)
-        assert ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED, EventType.Name(ev.event_type)
-        message = ev.workflow_execution_failed_event_attributes.failure.message
-        assert "'emit'" in message and "output" in message
-    finally:
-        await terminate_if_running(handle)
+    emit = graphs.Emit(n=1, upto=4, size=800_000)
+    handle = await start_run(client, graphs.big_outputs, emit, id=workflow_id, task_queue=TASK_QUEUE)
+    result = await asyncio.wait_for(handle.result(), 60)
+    # The run's result is one payload: it keeps the newest outputs that fit and counts the released ones.
+    assert result["outputs"] == ["3" * 800_000, "4" * 800_000]
+    assert result["outputs_released"] == 2
+    # Every output was delivered as it was committed: the event stream has all four.
+    events = await asyncio.wait_for(_all_events(handle), 60)
+    outputs = [e.data for e in events if isinstance(e, WorkflowOutputEvent)]
+    assert [o[:1] for o in outputs] == ["1", "2", "3", "4"]
+
+
+async def _all_events(handle: RunHandle) -> list[object]:
+    return [e async for e in handle.events()]
 
 
 # -- values JSON cannot carry ------------------------------------------------------------------------

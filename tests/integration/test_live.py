@@ -14,10 +14,12 @@ from temporal_workflows import (
     ExecutorCompletedEvent,
     LiveCommittedEvent,
     LiveEvent,
+    LiveOmittedEvent,
     StepProgressEvent,
     StepRetryEvent,
     WorkflowEvent,
 )
+from temporal_workflows._live import MAX_LIVE_EVENT_BYTES
 from temporal_workflows.temporal import RunHandle, start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import live_graphs
@@ -117,3 +119,56 @@ async def test_events_refuses_an_unknown_view(client: Client) -> None:
     handle = RunHandle(client.get_workflow_handle("no-such-run"), client)
     with pytest.raises(ValueError, match="view"):
         await anext(handle.events(view="everything"))  # type: ignore[arg-type]
+
+
+async def _signal_sizes(client: Client, workflow_id: str) -> list[int]:
+    """Bytes of each live-event batch (publish signal) the run's history recorded."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return [
+        sum(p.ByteSize() for p in e.workflow_execution_signaled_event_attributes.input.payloads)
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+        and e.workflow_execution_signaled_event_attributes.signal_name == "__temporal_workflow_stream_publish"
+    ]
+
+
+async def test_a_tight_loop_of_100_000_small_live_events_reaches_the_reader_whole_in_order_and_batched(
+    client: Client, workflow_id: str
+) -> None:
+    count = 100_000
+    handle = await start_run(client, live_graphs.flooded, count, id=workflow_id, task_queue=TASK_QUEUE)
+    # Read while it runs, as a watcher does (reading a closed run's stream replays its history per poll).
+    events = await asyncio.wait_for(_collect(handle), 300)
+    assert (await asyncio.wait_for(handle.result(), 300))["outputs"] == [count]
+    live = [e for e in events if isinstance(e, StepProgressEvent)]
+    assert [e.message for e in live] == [str(i) for i in range(count)]
+    assert [e.seq for e in live] == list(range(1, count + 1))
+    (marker,) = [e for e in events if isinstance(e, LiveCommittedEvent)]
+    assert marker.items == count
+    # Bounded batches: every signal stays near 256 KiB (the limit counts the items; the signal adds its framing).
+    sizes = await _signal_sizes(client, workflow_id)
+    assert len(sizes) > 50
+    assert max(sizes) < 256 * 1024 + 4096
+
+
+async def test_live_events_over_the_per_event_limit_are_replaced_by_a_note_and_the_rest_arrive_in_order(
+    client: Client, workflow_id: str
+) -> None:
+    count = 10_000
+    handle = await start_run(client, live_graphs.mixed_sizes, count, id=workflow_id, task_queue=TASK_QUEUE)
+    assert (await asyncio.wait_for(handle.result(), 300))["outputs"] == [count]
+    for view in ("live", "committed"):
+        events = await asyncio.wait_for(_collect(handle, view=view), 300)
+        live = [e for e in events if isinstance(e, LiveEvent)]
+        assert [e.seq for e in live] == list(range(1, count + 1))  # nothing missing, nothing out of order
+        omitted = [e for e in live if isinstance(e, LiveOmittedEvent)]
+        assert [e.seq - 1 for e in omitted] == [i for i in range(count) if i % 2500 == 1]
+        note = omitted[0]
+        assert (note.event_type, note.event_class) == ("progress", "temporal_workflows._live:StepProgressEvent")
+        assert note.size > live_graphs.BIG and note.limit == MAX_LIVE_EVENT_BYTES
+        assert "not streamed" in note.note
+        kept = [e for e in live if isinstance(e, StepProgressEvent)]
+        assert [e.message for e in kept] == [str(i) for i in range(count) if i % 2500 != 1]
+        assert all(len(e.data) == 300_000 for e in kept if int(e.message) % 1000 == 2)
+    # An event larger than a batch goes alone; no signal comes near the payload limit.
+    assert max(await _signal_sizes(client, workflow_id)) < 500_000

@@ -24,6 +24,7 @@ from temporal_workflows.llama import (
     WorkflowTimeoutError,
     start_run,
 )
+from temporal_workflows.llama._runtime import LlamaFailedStreamEvent
 from tests import test_llama_docs as docs
 from tests.conftest import TASK_QUEUE
 from tests.integration import llama_workflows as lw
@@ -377,3 +378,77 @@ async def test_a_custom_start_event_starts_a_run(client: Client, workflow_id: st
     result = await asyncio.wait_for(run.result(), LIMIT)
     assert isinstance(result, docs.MyStopEvent) and result.critique == "critique of a joke about pirates"
     assert isinstance(await run.stop_event_result(), StopEvent)
+
+
+async def _peer_stream(wrote_then_broke: bool) -> tuple[list[str], str]:
+    """What LlamaIndex itself streams for the same workflow: the texts written, then how it ended."""
+    from workflows import Context as PeerContext
+    from workflows import Workflow as PeerWorkflow
+    from workflows import step as peer_step
+    from workflows.events import Event as PeerEvent
+    from workflows.events import StartEvent as PeerStart
+    from workflows.events import StopEvent as PeerStop
+    from workflows.retry_policy import retry_policy as peer_retry_policy
+    from workflows.retry_policy import stop_after_attempt as peer_stop
+    from workflows.retry_policy import wait_fixed as peer_wait
+
+    class Progress(PeerEvent):
+        msg: str
+
+    class Broke(PeerWorkflow):
+        @peer_step
+        async def go(self, ctx: PeerContext, ev: PeerStart) -> PeerStop:
+            ctx.write_event_to_stream(Progress(msg="first"))
+            ctx.write_event_to_stream(Progress(msg="second"))
+            raise ValueError("broke after writing")
+
+    class Retried(PeerWorkflow):
+        @peer_step(retry_policy=peer_retry_policy(wait=peer_wait(0.1), stop=peer_stop(3)))
+        async def go(self, ctx: PeerContext, ev: PeerStart) -> PeerStop:
+            attempt = ctx.retry_info().retry_number
+            ctx.write_event_to_stream(Progress(msg=f"attempt {attempt}"))
+            if attempt < 2:
+                raise ConnectionError(f"attempt {attempt} failed")
+            return PeerStop(result="done")
+
+    handler = (Broke(timeout=30) if wrote_then_broke else Retried(timeout=30)).run()
+    texts = [ev.msg async for ev in handler.stream_events() if isinstance(ev, Progress)]
+    try:
+        return texts, str(await handler)
+    except Exception as e:
+        return texts, f"{type(e).__name__}: {e}"
+
+
+async def test_stream_writes_before_a_step_fails_reach_the_reader_then_the_failure_as_in_llamaindex(
+    client: Client, workflow_id: str
+) -> None:
+    run = await _start(client, lw.LlamaWroteThenBroke(), workflow_id)
+    events = await _events(run)
+    assert [e.msg for e in events if isinstance(e, lw.Progress)] == ["first", "second"]
+    assert type(events[-1]).__name__ == "WorkflowFailedEvent"  # the writes come first, then the failure
+    with pytest.raises(ValueError, match="broke after writing"):
+        await asyncio.wait_for(run.result(), LIMIT)
+    # As LlamaIndex itself, and as the same workflow in process.
+    assert await _peer_stream(True) == (["first", "second"], "ValueError: broke after writing")
+    handler = lw.LlamaWroteThenBroke().run()
+    assert [e.msg async for e in handler.stream_events() if isinstance(e, lw.Progress)] == ["first", "second"]
+    with pytest.raises(ValueError, match="broke after writing"):
+        await handler
+    # The writes travelled live, tagged with the step and the attempt that wrote them.
+    raw = [e for e in await asyncio.wait_for(_collect_raw(run), LIMIT) if isinstance(e, LlamaFailedStreamEvent)]
+    assert [(e.executor_id, e.superstep, e.attempt, e.seq) for e in raw] == [("go", 1, 1, 1), ("go", 1, 1, 2)]
+
+
+async def _collect_raw(run: LlamaRunHandle) -> list[Any]:
+    return [e async for e in run.run.events()]
+
+
+async def test_stream_writes_of_retried_attempts_reach_the_reader_as_in_llamaindex(
+    client: Client, workflow_id: str
+) -> None:
+    run = await _start(client, lw.LlamaWroteThenRetried(), workflow_id)
+    events = await _events(run)
+    assert await asyncio.wait_for(run.result(), LIMIT) == "done"
+    texts = [e.msg for e in events if isinstance(e, lw.Progress)]
+    assert texts == ["attempt 0", "attempt 1", "attempt 2"]
+    assert await _peer_stream(False) == (texts, "done")
