@@ -1,0 +1,384 @@
+"""LlamaIndex's own control loop, run as Temporal workflow code.
+
+``LlamaIndexRun`` runs ``workflows.runtime.control_loop.control_loop`` (the
+loop ``BasicRuntime`` runs) unchanged; only the adapter it is handed differs.
+Each step invocation is an activity (the step stubs ``TemporalRuntime.register``
+returns call :meth:`WorkflowRunAdapter.run_step`). The adapter removes the
+loop's determinism hazards (notes/llama-runtime-study.md):
+
+* completion order: when several tasks are done in one activation, the one
+  reduced first is chosen by the order this adapter started them (workers
+  before the mailbox pull), never by ``set`` or hash order;
+* cancel order: :meth:`WorkflowRunAdapter.close` (which the loop calls before
+  it cancels its worker set) cancels the step activities in start order, so the
+  loop's own set-ordered cancels issue no further commands;
+* no timer churn: one durable timer per wakeup deadline, reused across
+  iterations instead of a new ``asyncio.wait(timeout=)`` timer per iteration;
+* workflow time for ``get_now`` and ticks; no ``uuid4`` (the run function that
+  calls it, ``create_workflow_run_function``, is not used).
+
+The workflow runs unsandboxed, like the graph workflow: the user's event
+classes must be the ones the loop routes on (``isinstance``), and the loop is
+pure apart from the adapter. User code (steps) runs only in activities; a
+custom ``RetryPolicy.next`` runs here and must be pure (as under DBOS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy as TemporalRetryPolicy
+from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.exceptions import ApplicationError
+from temporalio.workflow import ActivityCancellationType, ActivityHandle
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.context.context import Context
+    from workflows.context.context_types import SerializedContext
+    from workflows.context.serializers import BaseSerializer
+    from workflows.context.state_store import apply_state_patch
+    from workflows.errors import WorkflowCancelledByUser
+    from workflows.events import Event, StartEvent
+    from workflows.runtime.control_loop import control_loop
+    from workflows.runtime.types.internal_state import BrokerState
+    from workflows.runtime.types.named_task import NamedTask, PendingStart, PullTask
+    from workflows.runtime.types.plugin import (
+        InternalRunAdapter,
+        RunContext,
+        WaitForNextTaskResult,
+        WaitResult,
+        WaitResultTick,
+        WaitResultTimeout,
+        run_context,
+    )
+    from workflows.runtime.types.results import (
+        EmissionKey,
+        RetryAttempt,
+        SentEvent,
+        StepWorkerOutput,
+        StepWorkerState,
+    )
+    from workflows.runtime.types.ticks import TickAddEvent, WorkflowTick, WorkflowTickAdapter
+    from workflows.workflow import Workflow as LlamaWorkflow
+
+    from temporal_workflows.llama._runtime_temporal import _registry, _wire
+    from temporal_workflows.llama._runtime_temporal._options import StepOptions
+    from temporal_workflows.llama._runtime_temporal._protocol import (
+        EVENTS_TOPIC,
+        MAX_TICK_CHARS,
+        RESULT_ERROR_TYPE,
+        STATE_QUERY,
+        TICK_SIGNAL,
+        WORKFLOW_TYPE,
+        RunInput,
+        RunOutput,
+        StepInput,
+        StepOutput,
+    )
+
+__all__ = ["LlamaIndexRun", "WorkflowRunAdapter", "decode_tick", "error_details"]
+
+
+def decode_tick(serializer: BaseSerializer, data: str) -> WorkflowTick:
+    """A tick as the workflow serializer wrote it (``BasicRuntime.journal``'s record format)."""
+    with serializer.validation_context():
+        tick: WorkflowTick = WorkflowTickAdapter.validate_python(serializer.deserialize(data))
+    return tick
+
+
+def error_details(e: BaseException) -> dict[str, str]:
+    cls = type(e)
+    return {"exception_type": f"{cls.__module__}.{cls.__qualname__}", "exception_message": str(e)}
+
+
+class WorkflowRunAdapter(InternalRunAdapter):
+    """The loop's view of Temporal: workflow time, the signal mailbox, the stream topic, step activities."""
+
+    def __init__(
+        self,
+        run: LlamaIndexRun,
+        llama_workflow: LlamaWorkflow,
+        serializer: BaseSerializer,
+        inp: RunInput,
+        options: StepOptions,
+    ) -> None:
+        self._run = run
+        self._workflow = llama_workflow
+        self._serializer = serializer
+        self._input = inp
+        self._options = options
+        self._seq = 0
+        self._order: dict[asyncio.Task[Any], int] = {}
+        self._handles: dict[int, ActivityHandle[StepOutput]] = {}
+        self._timer: tuple[int, asyncio.Task[None]] | None = None
+        self.completion_order: list[str] = []
+        """Keys of the tasks in the order the loop was handed them (workers and pulls), for tests and queries."""
+
+    # -- identity, time ---------------------------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return workflow.info().workflow_id
+
+    async def get_now(self) -> float:
+        return workflow.now().timestamp()
+
+    # -- mailbox ----------------------------------------------------------------------------------
+    async def send_event(self, tick: WorkflowTick) -> None:
+        self._run.mailbox.append(tick)
+
+    async def wait_receive(self, timeout_seconds: float | None = None) -> WaitResult:
+        mailbox = self._run.mailbox
+        while True:
+            if not mailbox:
+                try:
+                    await workflow.wait_condition(lambda: bool(mailbox), timeout=timeout_seconds)
+                except TimeoutError:
+                    return WaitResultTimeout()
+            item = mailbox.pop(0)
+            if not isinstance(item, str):
+                return WaitResultTick(tick=item)
+            try:
+                return WaitResultTick(tick=decode_tick(self._serializer, item))
+            except Exception as e:
+                # Bad input from outside never harms the run: it is dropped with a warning.
+                workflow.logger.warning("dropped a %s signal that is not a LlamaIndex tick: %s", TICK_SIGNAL, e)
+
+    # -- stream, store ----------------------------------------------------------------------------
+    async def write_to_event_stream(self, event: Event) -> None:
+        self._run.publish(self._serializer.serialize(event))
+
+    # -- tasks: started in order, completed in order, one timer per deadline ----------------------
+    async def wait_for_next_task(
+        self,
+        running: list[NamedTask],
+        pending: list[PendingStart],
+        timeout: float | None = None,
+    ) -> WaitForNextTaskResult:
+        started: list[NamedTask] = []
+        for p in pending:
+            task: asyncio.Task[Any] = asyncio.get_event_loop().create_task(p.coro)
+            self._order[task] = self._seq
+            self._seq += 1
+            started.append(p.start(task))
+        named = sorted(
+            running + started,
+            key=lambda nt: (isinstance(nt, PullTask), self._order.get(nt.task, -1)),
+        )
+        if not named:
+            return WaitForNextTaskResult(None, started)
+        done = self._first_done(named)
+        if done is None:
+            if timeout is not None and timeout <= 0:
+                return WaitForNextTaskResult(None, started)
+            timer = self._timer_for(timeout)
+            waiter: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+
+            def wake(_: object) -> None:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+            watched: list[asyncio.Future[Any]] = [nt.task for nt in named]
+            if timer is not None:
+                watched.append(timer)
+            for fut in watched:
+                fut.add_done_callback(wake)
+            try:
+                await waiter
+            finally:
+                for fut in watched:
+                    fut.remove_done_callback(wake)
+            done = self._first_done(named)
+        if done is None:
+            self._timer = None  # it fired: the loop now pops the due ticks
+            return WaitForNextTaskResult(None, started)
+        self.completion_order.append(done.key)
+        self._order.pop(done.task, None)
+        return WaitForNextTaskResult(done.task, started)
+
+    @staticmethod
+    def _first_done(named: list[NamedTask]) -> NamedTask | None:
+        for nt in named:
+            if nt.task.done():
+                return nt
+        return None
+
+    def _timer_for(self, timeout: float | None) -> asyncio.Task[None] | None:
+        if timeout is None:
+            return None
+        now = workflow.now().timestamp()
+        deadline_ms = math.ceil((now + timeout) * 1000)
+        if self._timer is not None:
+            current_deadline, current = self._timer
+            if current_deadline == deadline_ms and not current.done():
+                return current
+            if not current.done():
+                current.cancel()
+        seconds = max(0.001, deadline_ms / 1000 - now)
+        timer = asyncio.get_event_loop().create_task(workflow.sleep(timedelta(seconds=seconds), summary="llama wakeup"))
+        self._timer = (deadline_ms, timer)
+        return timer
+
+    async def close(self) -> None:
+        # The loop cancels its workers from a set right after this; cancelling the activities here,
+        # in the order they started, makes the cancel commands' order deterministic (the later
+        # cancels of the same handles issue nothing).
+        for seq in sorted(self._handles):
+            self._handles[seq].cancel()
+        if self._timer is not None and not self._timer[1].done():
+            self._timer[1].cancel()
+        self._timer = None
+
+    # -- steps ------------------------------------------------------------------------------------
+    async def run_step(
+        self,
+        state: StepWorkerState,
+        step_name: str,
+        event: Event,
+        bound_events: dict[str, Event] | None,
+        retry: RetryAttempt,
+    ) -> list[StepWorkerOutput]:
+        s = self._serializer
+        inp = StepInput(
+            workflow_name=self._input.workflow_name,
+            instance_key=self._input.instance_key,
+            run_id=self.run_id,
+            step_name=step_name,
+            event=_wire.encode_event(s, event),
+            state=_wire.encode_state(s, state),
+            bound_events=None
+            if bound_events is None
+            else {k: _wire.encode_event(s, v) for k, v in bound_events.items()},
+            retry=_wire.encode_retry(retry),
+            store=self._run.store,
+        )
+        o = self._options
+        handle: ActivityHandle[StepOutput] = workflow.start_activity(
+            f"{self._input.workflow_name}.{step_name}",
+            inp,
+            result_type=StepOutput,
+            task_queue=o.task_queue,
+            start_to_close_timeout=o.start_to_close_timeout,
+            heartbeat_timeout=o.heartbeat_timeout,
+            retry_policy=TemporalRetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                maximum_attempts=o.maximum_attempts,
+            ),
+            cancellation_type=ActivityCancellationType.TRY_CANCEL,
+            summary=step_name,
+        )
+        seq = self._seq
+        self._seq += 1
+        self._handles[seq] = handle
+        try:
+            out = await handle
+        finally:
+            self._handles.pop(seq, None)
+        # What the step did, applied in the order steps completed (deterministic): its store writes,
+        # its stream writes (before its result is reduced, so before a StopEvent), sends after return.
+        if out.store_patch and self._run.store is not None:
+            self._run.store = apply_state_patch(self._run.store, out.store_patch)
+        for written in out.stream:
+            self._run.publish(written)
+        outputs = _wire.decode_outputs(s, out.outputs)
+        # The step's ctx.send_event calls, delivered as the default runtime delivers them live: a
+        # TickAddEvent keyed by its emission, which the reducer claims exactly once.
+        for item in outputs:
+            if isinstance(item, SentEvent) and state.invocation_id is not None:
+                self._run.mailbox.append(
+                    TickAddEvent(
+                        event=item.event,
+                        step_id=item.step_id,
+                        recovery_counts=dict(item.recovery_counts),
+                        emission=EmissionKey(invocation_id=state.invocation_id, index=item.index),
+                    )
+                )
+        for tick in out.late_sends:
+            self._run.mailbox.append(tick)
+        return outputs
+
+
+@workflow.defn(name=WORKFLOW_TYPE, sandboxed=False)
+class LlamaIndexRun:
+    """One LlamaIndex run (``handler.run_id`` is the workflow id)."""
+
+    @workflow.init
+    def __init__(self, inp: RunInput) -> None:
+        self.mailbox: list[WorkflowTick | str] = []
+        self.store: dict[str, Any] | None = inp.store
+        self._stream = WorkflowStream()
+        self._events = self._stream.topic(EVENTS_TOPIC, type=str)
+        self._adapter: WorkflowRunAdapter | None = None
+
+    def publish(self, data: str) -> None:
+        self._events.publish(data)
+
+    @workflow.signal(name=TICK_SIGNAL)
+    def tick(self, data: str) -> None:
+        """A tick from outside (``handler.ctx.send_event``, ``cancel_run``): decoded and checked by the loop's pull."""
+        if not isinstance(data, str) or len(data) > MAX_TICK_CHARS:
+            workflow.logger.warning("dropped a %s signal: not a string of <= %d chars", TICK_SIGNAL, MAX_TICK_CHARS)
+            return
+        self.mailbox.append(data)
+
+    @workflow.query(name=STATE_QUERY)
+    def state(self) -> dict[str, Any] | None:
+        return self.store
+
+    @workflow.query(name="llama_completion_order")
+    def completion_order(self) -> list[str]:
+        return [] if self._adapter is None else list(self._adapter.completion_order)
+
+    @workflow.run
+    async def run(self, inp: RunInput) -> RunOutput:
+        llama_workflow = _registry.lookup(inp.workflow_name, inp.instance_key)
+        options = _registry.options_for(llama_workflow)
+        serializer = llama_workflow.runtime.get_serializer(llama_workflow)
+        adapter = WorkflowRunAdapter(self, llama_workflow, serializer, inp, options)
+        self._adapter = adapter
+        token = _registry.current_adapter.set(adapter)
+        try:
+            registered = llama_workflow.runtime.get_or_register(llama_workflow)
+            internal_ctx: Context[Any] = Context._create_internal(workflow=llama_workflow)
+            init_state = BrokerState.from_serialized(
+                SerializedContext.model_validate(inp.init_state), llama_workflow, serializer
+            )
+            start_event = None
+            if inp.start_event is not None:
+                start_event = _wire.decode_event(serializer, inp.start_event)
+                if not isinstance(start_event, StartEvent):
+                    raise ApplicationError("the start event is not a StartEvent", non_retryable=True)
+            try:
+                with run_context(
+                    RunContext(
+                        workflow=llama_workflow,
+                        run_adapter=adapter,
+                        context=internal_ctx,
+                        steps=registered.steps,
+                    )
+                ):
+                    stop = await control_loop(start_event, init_state, adapter.run_id)
+            except (ApplicationError, workflow.NondeterminismError):
+                raise
+            except (Exception, WorkflowCancelledByUser) as e:
+                # What the loop raises (a step's error once its retry policy gives up, a timeout, a
+                # user cancel) ends the run with that error, never a workflow-task retry for ever.
+                details = error_details(e)
+                raise ApplicationError(
+                    details["exception_message"] or details["exception_type"],
+                    details,
+                    type=f"{RESULT_ERROR_TYPE}:{details['exception_type']}",
+                    non_retryable=True,
+                ) from None
+            finally:
+                await self._finish()
+            return RunOutput(stop_event=serializer.serialize(stop), store=self.store)
+        finally:
+            _registry.current_adapter.reset(token)
+
+    async def _finish(self) -> None:
+        self._stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)

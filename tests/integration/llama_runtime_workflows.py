@@ -1,0 +1,165 @@
+"""Plain LlamaIndex ``workflows`` programs (``from workflows import ...``, nothing of ours) run on
+both LlamaIndex's default runtime and ``TemporalRuntime`` by tests/integration/test_llama_runtime.py."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel
+from workflows import Context, Workflow, step
+from workflows.events import (
+    Event,
+    HumanResponseEvent,
+    InputRequiredEvent,
+    StartEvent,
+    StopEvent,
+)
+from workflows.retry_policy import retry_policy, stop_after_attempt, wait_fixed
+
+
+class Mid(Event):
+    n: int
+
+
+class Progress(Event):
+    msg: str
+
+
+class Chain(Workflow):
+    """Start → a → b → Stop, with the store and stream writes."""
+
+    @step
+    async def a(self, ctx: Context, ev: StartEvent) -> Mid:
+        await ctx.store.set("seen", ["a"])
+        ctx.write_event_to_stream(Progress(msg="a"))
+        return Mid(n=ev.x + 1)
+
+    @step
+    async def b(self, ctx: Context, ev: Mid) -> StopEvent:
+        seen = await ctx.store.get("seen")
+        await ctx.store.set("seen", [*seen, "b"])
+        ctx.write_event_to_stream(Progress(msg=f"b after {seen}"))
+        return StopEvent(result=f"done {ev.n}")
+
+
+class Item(Event):
+    i: int
+
+
+class Done(Event):
+    i: int
+    square: int
+
+
+class FanOut(Workflow):
+    """``ctx.send_event`` fan-out to a ``num_workers`` step, ``collect_events`` fan-in."""
+
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> Item | None:
+        await ctx.store.set("n", ev.n)
+        for i in range(ev.n):
+            ctx.send_event(Item(i=i))
+        return None
+
+    @step(num_workers=4)
+    async def work(self, ev: Item) -> Done:
+        await asyncio.sleep(0.01 * (ev.i % 3))
+        return Done(i=ev.i, square=ev.i * ev.i)
+
+    @step
+    async def join(self, ctx: Context, ev: Done) -> StopEvent | None:
+        n = await ctx.store.get("n")
+        got = ctx.collect_events(ev, [Done] * n)
+        if got is None:
+            return None
+        return StopEvent(result=sorted(d.square for d in got))
+
+
+class Ask(InputRequiredEvent):
+    question: str
+
+
+class Answer(HumanResponseEvent):
+    text: str
+
+
+class HumanInLoop(Workflow):
+    """``InputRequiredEvent`` out on the stream, ``HumanResponseEvent`` in with ``handler.ctx.send_event``."""
+
+    @step
+    async def ask(self, ev: StartEvent) -> Ask:
+        return Ask(question=f"name for {ev.topic}?")
+
+    @step
+    async def answered(self, ev: Answer) -> StopEvent:
+        return StopEvent(result=f"got {ev.text}")
+
+
+class WaitsForEvent(Workflow):
+    """``ctx.wait_for_event`` inside a step, answered from outside."""
+
+    @step
+    async def waiting(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        answer = await ctx.wait_for_event(Answer, waiter_event=Ask(question="ok?"), waiter_id="w1", timeout=None)
+        return StopEvent(result=f"waited {answer.text}")
+
+
+class Boom(Exception):
+    pass
+
+
+class Fails(Workflow):
+    @step
+    async def explode(self, ev: StartEvent) -> StopEvent:
+        raise Boom("step exploded")
+
+
+ATTEMPTS: dict[str, int] = {}
+
+
+class Flaky(Workflow):
+    """Fails twice, then succeeds, under a LlamaIndex retry policy."""
+
+    @step(retry_policy=retry_policy(wait=wait_fixed(0.2), stop=stop_after_attempt(5)))
+    async def flaky(self, ev: StartEvent) -> StopEvent:
+        ATTEMPTS[ev.key] = ATTEMPTS.get(ev.key, 0) + 1
+        if ATTEMPTS[ev.key] < 3:
+            raise RuntimeError(f"attempt {ATTEMPTS[ev.key]}")
+        return StopEvent(result=ATTEMPTS[ev.key])
+
+
+class Slow(Workflow):
+    @step
+    async def slow(self, ev: StartEvent) -> StopEvent:
+        await asyncio.sleep(30)
+        return StopEvent(result="late")
+
+
+class Counter(BaseModel):
+    count: int = 0
+    log: list[str] = []
+
+
+class TypedState(Workflow):
+    """``Context[State]``: a typed store edited by two steps."""
+
+    @step
+    async def one(self, ctx: Context[Counter], ev: StartEvent) -> Mid:
+        async with ctx.store.edit_state() as state:
+            state.count += 1
+            state.log.append("one")
+        return Mid(n=1)
+
+    @step
+    async def two(self, ctx: Context[Counter], ev: Mid) -> StopEvent:
+        async with ctx.store.edit_state() as state:
+            state.count += 10
+            state.log.append("two")
+        state = await ctx.store.get_state()
+        return StopEvent(result={"count": state.count, "log": state.log})
+
+
+def describe(events: list[Event]) -> list[Any]:
+    """Events as comparable values (type name and fields)."""
+    return [(type(e).__name__, e.model_dump(mode="json")) for e in events]

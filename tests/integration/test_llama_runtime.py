@@ -1,0 +1,184 @@
+"""``TemporalRuntime``: unchanged LlamaIndex programs on a real dev server give what the default runtime gives."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+from workflows import Workflow
+from workflows.errors import WorkflowCancelledByUser, WorkflowTimeoutError
+
+from temporal_workflows.llama import TemporalRuntime
+from temporal_workflows.llama._runtime_temporal import LlamaIndexRun
+from temporal_workflows.temporal import ConnectionConfig
+from temporal_workflows.temporal._plugin import data_converter
+from tests.integration import llama_runtime_workflows as lw
+
+
+@pytest.fixture(scope="module")
+async def runtime(temporal_address: str) -> AsyncIterator[TemporalRuntime]:
+    rt = TemporalRuntime(
+        worker=True,
+        task_queue=f"llama-rt-{uuid.uuid4().hex[:8]}",
+        connection=ConnectionConfig(address=temporal_address),
+    )
+    yield rt
+    await rt.destroy()
+
+
+async def _run_both(cls: type[Workflow], rt: TemporalRuntime, **kwargs: Any) -> tuple[Any, Any]:
+    """(default runtime's (result, events), TemporalRuntime's (result, events)) of one program."""
+    outs = []
+    for runtime in (None, rt):
+        wf = cls(timeout=30) if runtime is None else cls(timeout=30, runtime=runtime)
+        handler = wf.run(**kwargs)
+        events = [e async for e in handler.stream_events()]
+        outs.append((await handler, lw.describe(events)))
+    return outs[0], outs[1]
+
+
+async def test_chain_result_stream_and_store_match_the_default_runtime(runtime: TemporalRuntime) -> None:
+    default, temporal = await _run_both(lw.Chain, runtime, x=41)
+    assert temporal == default
+    assert temporal[0] == "done 42"
+    wf = lw.Chain(timeout=30, runtime=runtime)
+    handler = wf.run(x=1)
+    await handler
+    assert await handler.ctx.store.get("seen") == ["a", "b"]
+
+
+async def test_each_run_is_a_temporal_workflow_and_each_step_an_activity(runtime: TemporalRuntime) -> None:
+    handler = lw.Chain(timeout=30, runtime=runtime).run(x=1)
+    await handler
+    client = await runtime.client()
+    history = await client.get_workflow_handle(handler.run_id).fetch_history()
+    types = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    name = lw.Chain(timeout=30).workflow_name
+    assert types == [f"{name}.a", f"{name}.b"]
+
+
+async def test_registering_builds_workflows_on_the_runtime(runtime: TemporalRuntime) -> None:
+    with runtime.registering():
+        wf = lw.Chain(timeout=30)
+    assert wf.runtime is runtime
+    assert await wf.run(x=2) == "done 3"
+
+
+async def test_fan_out_num_workers_and_collect_events(runtime: TemporalRuntime) -> None:
+    default, temporal = await _run_both(lw.FanOut, runtime, n=8)
+    assert temporal == default
+    assert temporal[0] == [i * i for i in range(8)]
+
+
+async def test_typed_state(runtime: TemporalRuntime) -> None:
+    default, temporal = await _run_both(lw.TypedState, runtime)
+    assert temporal == default == ({"count": 11, "log": ["one", "two"]}, [("StopEvent", temporal[1][0][1])])
+
+
+async def test_human_input_by_send_event(runtime: TemporalRuntime) -> None:
+    for rt in (None, runtime):
+        wf = lw.HumanInLoop(timeout=None) if rt is None else lw.HumanInLoop(timeout=None, runtime=rt)
+        handler = wf.run(topic="cats")
+        seen = []
+        async for ev in handler.stream_events():
+            seen.append(type(ev).__name__)
+            if isinstance(ev, lw.Ask):
+                assert ev.question == "name for cats?"
+                handler.ctx.send_event(lw.Answer(text="Tom"))
+        assert await handler == "got Tom"
+        assert seen == ["Ask", "StopEvent"]
+
+
+async def test_wait_for_event(runtime: TemporalRuntime) -> None:
+    for rt in (None, runtime):
+        wf = lw.WaitsForEvent(timeout=None) if rt is None else lw.WaitsForEvent(timeout=None, runtime=rt)
+        handler = wf.run()
+        async for ev in handler.stream_events():
+            if isinstance(ev, lw.Ask):
+                handler.ctx.send_event(lw.Answer(text="yes"))
+        assert await handler == "waited yes"
+
+
+async def test_step_error_raises_what_the_default_runtime_raises(runtime: TemporalRuntime) -> None:
+    for rt in (None, runtime):
+        wf = lw.Fails(timeout=30) if rt is None else lw.Fails(timeout=30, runtime=rt)
+        with pytest.raises(lw.Boom, match="step exploded"):
+            await wf.run()
+
+
+async def test_llama_retry_policy_retries_the_step(runtime: TemporalRuntime) -> None:
+    key = uuid.uuid4().hex
+    assert await lw.Flaky(timeout=30, runtime=runtime).run(key=key) == 3
+
+
+async def test_timeout_raises_workflow_timeout_error(runtime: TemporalRuntime) -> None:
+    with pytest.raises(WorkflowTimeoutError):
+        await lw.Slow(timeout=1, runtime=runtime).run()
+
+
+async def test_cancel_run(runtime: TemporalRuntime) -> None:
+    handler = lw.Slow(timeout=60, runtime=runtime).run()
+    await asyncio.sleep(0)  # let the start go out
+    await handler.cancel_run()
+    with pytest.raises(WorkflowCancelledByUser):
+        await handler
+
+
+async def test_bad_signal_is_dropped_and_the_run_goes_on(runtime: TemporalRuntime) -> None:
+    handler = lw.HumanInLoop(timeout=None, runtime=runtime).run(topic="dogs")
+    client = await runtime.client()
+    async for ev in handler.stream_events():
+        if isinstance(ev, lw.Ask):
+            wf_handle = client.get_workflow_handle(handler.run_id)
+            await wf_handle.signal("llama_tick", "not a tick")
+            await wf_handle.signal("llama_tick", 42)
+            handler.ctx.send_event(lw.Answer(text="Rex"))
+    assert await handler == "got Rex"
+
+
+async def test_fan_out_histories_replay(runtime: TemporalRuntime) -> None:
+    """Several activities completing together are reduced in a fixed order: the history replays."""
+    handler = lw.FanOut(timeout=30, runtime=runtime).run(n=12)
+    assert await handler == [i * i for i in range(12)]
+    client = await runtime.client()
+    history = await client.get_workflow_handle(handler.run_id).fetch_history()
+    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
+    await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
+
+
+async def test_connects_from_the_environment_and_survives_two_asyncio_runs(temporal_address: str) -> None:
+    program = textwrap.dedent(
+        """
+        import asyncio
+        from temporal_workflows.llama import TemporalRuntime
+        from tests.integration.llama_runtime_workflows import Chain
+
+        with TemporalRuntime(worker=True, task_queue={!r}).registering():
+            wf = Chain(timeout=30)
+
+        async def main(x):
+            return await wf.run(x=x)
+
+        print(asyncio.run(main(1)))
+        print(asyncio.run(main(2)))
+        """.format(f"llama-rt-env-{uuid.uuid4().hex[:8]}")
+    )
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address}
+    out = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["done", "2", "done", "3"]
