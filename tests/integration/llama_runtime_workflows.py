@@ -163,3 +163,23 @@ class TypedState(Workflow):
 def describe(events: list[Event]) -> list[Any]:
     """Events as comparable values (type name and fields)."""
     return [(type(e).__name__, e.model_dump(mode="json")) for e in events]
+
+
+class Racer(Event):
+    i: int
+
+
+class FirstWins(Workflow):
+    """Three racers in parallel; the first to finish stops the run and the others are cancelled."""
+
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> Racer | None:
+        for i in range(3):
+            ctx.send_event(Racer(i=i))
+        return None
+
+    @step(num_workers=3)
+    async def race(self, ev: Racer) -> StopEvent:
+        if ev.i != 0:
+            await asyncio.sleep(30)
+        return StopEvent(result=f"winner {ev.i}")

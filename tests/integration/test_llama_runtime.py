@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +25,7 @@ from temporal_workflows.llama._runtime_temporal import LlamaIndexRun
 from temporal_workflows.temporal import ConnectionConfig
 from temporal_workflows.temporal._plugin import data_converter
 from tests.integration import llama_runtime_workflows as lw
+from tests.integration import record_llama_runtime_histories
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +186,56 @@ async def test_connects_from_the_environment_and_survives_two_asyncio_runs(tempo
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["done", "2", "done", "3"]
+
+
+async def _history_events(runtime: TemporalRuntime, run_id: str) -> list[Any]:
+    client = await runtime.client()
+    return list((await client.get_workflow_handle(run_id).fetch_history()).events)
+
+
+async def test_one_timer_for_the_root_timeout_not_one_per_iteration(runtime: TemporalRuntime) -> None:
+    handler = lw.FanOut(timeout=45, runtime=runtime).run(n=6)
+    assert await handler == [i * i for i in range(6)]
+    events = await _history_events(runtime, handler.run_id)
+    timers = [e for e in events if e.HasField("timer_started_event_attributes")]
+    assert len(timers) == 1  # the 45 s root timeout, kept across the loop's ~20 iterations
+
+
+async def test_losers_are_cancelled_in_the_order_they_started(runtime: TemporalRuntime) -> None:
+    for _ in range(3):
+        handler = lw.FirstWins(timeout=60, runtime=runtime).run()
+        assert await handler == "winner 0"
+        events = await _history_events(runtime, handler.run_id)
+        cancelled = [
+            e.activity_task_cancel_requested_event_attributes.scheduled_event_id
+            for e in events
+            if e.HasField("activity_task_cancel_requested_event_attributes")
+        ]
+        assert len(cancelled) == 2
+        assert cancelled == sorted(cancelled)
+
+
+HISTORIES = sorted((Path(__file__).parents[1] / "histories" / "llama_runtime").glob("*.json"))
+
+
+class _NoUuid:
+    @staticmethod
+    def uuid4() -> Any:
+        raise AssertionError("uuid4 called from workflow code")
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_recorded_histories_replay_without_wall_clock_or_uuid4(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every recorded run replays with this code, and its workflow code reads neither the wall clock
+    (``time.time`` returns 0 during the replay, so a decision made on it would diverge) nor ``uuid4``."""
+    from workflows.runtime.types import step_function
+
+    rt = TemporalRuntime()
+    record_llama_runtime_histories.BUILD[path.stem](rt)  # this process hosts the same workflow
+    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
+    monkeypatch.setattr(step_function, "uuid", _NoUuid)
+    monkeypatch.setattr(time, "time", lambda: 0.0)
+    await replayer.replay_workflow(history)

@@ -33,7 +33,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy as TemporalRetryPolicy
 from temporalio.contrib.workflow_streams import WorkflowStream
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.workflow import ActivityCancellationType, ActivityHandle
 
 with workflow.unsafe.imports_passed_through():
@@ -275,6 +275,12 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self._handles[seq] = handle
         try:
             out = await handle
+        except ActivityError as e:
+            if isinstance(e.cause, CancelledError):
+                # Cancelled by close() (the run is ending): a cancelled step, as under the default runtime,
+                # not a step failure for the retry policy to see.
+                raise asyncio.CancelledError() from e
+            raise
         finally:
             self._handles.pop(seq, None)
         # What the step did, applied in the order steps completed (deterministic): its store writes,
