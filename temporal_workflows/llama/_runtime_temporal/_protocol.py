@@ -70,10 +70,11 @@ class RunInput(_Frozen):
 
 
 class RunOutput(_Frozen):
-    """What a run ends with: the ``StopEvent`` (serialized) and the final ``ctx.store``."""
+    """What a run ends with: the ``StopEvent`` (serialized), the final ``ctx.store`` and the tick journal."""
 
     stop_event: str
     store: dict[str, Any] | None = None
+    ticks: list[str] = Field(default_factory=list)
 
 
 class StepInput(_Frozen):

@@ -43,6 +43,7 @@ from workflows.runtime.types.plugin import (
     InternalRunAdapter,
     RegisteredWorkflow,
     Runtime,
+    SnapshottableAdapter,
     V2RuntimeCompatibilityShim,
     WeakIdentityKeyDictionary,
 )
@@ -63,7 +64,7 @@ from temporal_workflows.llama._runtime_temporal._protocol import (
     RunInput,
     RunOutput,
 )
-from temporal_workflows.llama._runtime_temporal._workflow import LlamaIndexRun, WorkflowRunAdapter
+from temporal_workflows.llama._runtime_temporal._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
 from temporal_workflows.temporal._connect import ConnectionConfig
 
 __all__ = ["TemporalRuntime"]
@@ -287,7 +288,7 @@ class TemporalRuntime(Runtime):
             init_state=init_state.to_serialized(active).model_dump(mode="json"),
             store=store.checkpoint().to_dict(),
         )
-        adapter = TemporalExternalAdapter(self, run_id, active, inp.store)
+        adapter = TemporalExternalAdapter(self, run_id, active, inp.store, init_state)
         adapter.started = asyncio.get_running_loop().create_task(self._start(run_id, inp))
         self._adapters[run_id] = adapter
         return adapter
@@ -316,15 +317,22 @@ class TemporalRuntime(Runtime):
         return adapter
 
 
-class TemporalExternalAdapter(ExternalRunAdapter, V2RuntimeCompatibilityShim):
+class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2RuntimeCompatibilityShim):
     """The handler's view of a run: signals in, the stream topic out, the result."""
 
     started: asyncio.Task[WorkflowHandle[Any, RunOutput]]
 
     def __init__(
-        self, runtime: TemporalRuntime, run_id: str, serializer: BaseSerializer, store: dict[str, Any] | None
+        self,
+        runtime: TemporalRuntime,
+        run_id: str,
+        serializer: BaseSerializer,
+        store: dict[str, Any] | None,
+        init_state: BrokerState,
     ) -> None:
         self._runtime = runtime
+        self._init_state = init_state
+        self._ticks: list[WorkflowTick] = []
         self._run_id = run_id
         self._serializer = serializer
         self._store = store
@@ -373,6 +381,7 @@ class TemporalExternalAdapter(ExternalRunAdapter, V2RuntimeCompatibilityShim):
             self._done = True
             raise self._error from None
         self._store = out.store
+        self._ticks = [decode_tick(self._serializer, t) for t in out.ticks]
         stop = _wire.decode_event(self._serializer, out.stop_event)
         assert isinstance(stop, StopEvent)
         self._result, self._done = stop, True
@@ -391,6 +400,15 @@ class TemporalExternalAdapter(ExternalRunAdapter, V2RuntimeCompatibilityShim):
 
     async def cancel(self) -> None:
         await self.send_event(TickCancelRun())
+
+    # -- snapshots (ctx.to_dict(), running_steps()) ------------------------------------------------
+    @property
+    def init_state(self) -> BrokerState:
+        return self._init_state
+
+    def replay(self) -> list[WorkflowTick]:
+        """The run's ticks: all of them once the run has ended (a running run's journal is on the worker)."""
+        return self._ticks
 
     # -- v2 compatibility -------------------------------------------------------------------------
     def get_result_or_none(self) -> StopEvent | None:

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.errors import WorkflowCancelledByUser
     from workflows.events import Event, StartEvent
     from workflows.runtime.control_loop import control_loop
+    from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
     from workflows.runtime.types.internal_state import BrokerState
     from workflows.runtime.types.named_task import NamedTask, PendingStart, PullTask
     from workflows.runtime.types.plugin import (
@@ -146,6 +147,14 @@ class WorkflowRunAdapter(InternalRunAdapter):
             except Exception as e:
                 # Bad input from outside never harms the run: it is dropped with a warning.
                 workflow.logger.warning("dropped a %s signal that is not a LlamaIndex tick: %s", TICK_SIGNAL, e)
+
+    def is_replaying(self) -> bool:
+        return workflow.unsafe.is_replaying()
+
+    async def on_tick(self, tick: WorkflowTick) -> None:
+        # The run's journal, returned with its result: ctx.to_dict() and running_steps() on the
+        # handler rebuild the broker state from it, as they do from BasicRuntime's tick log.
+        self._run.ticks.append(self._serializer.serialize(tick))
 
     # -- stream, store ----------------------------------------------------------------------------
     async def write_to_event_stream(self, event: Event) -> None:
@@ -307,6 +316,24 @@ class WorkflowRunAdapter(InternalRunAdapter):
         return outputs
 
 
+class _QuietOnReplay(BaseInternalRunAdapterDecorator):
+    """The runtime's decorators (``verbose=True``'s printer, say) see ticks and stream writes once.
+
+    While Temporal replays a run's history (a worker restarted, a cache eviction) they are bypassed:
+    their side effects already happened when the history was made.
+    """
+
+    def __init__(self, decorated: InternalRunAdapter, raw: WorkflowRunAdapter) -> None:
+        super().__init__(decorated)
+        self._raw = raw
+
+    async def on_tick(self, tick: WorkflowTick) -> None:
+        await (self._raw if workflow.unsafe.is_replaying() else self._decorated).on_tick(tick)
+
+    async def write_to_event_stream(self, event: Event) -> None:
+        await (self._raw if workflow.unsafe.is_replaying() else self._decorated).write_to_event_stream(event)
+
+
 @workflow.defn(name=WORKFLOW_TYPE, sandboxed=False)
 class LlamaIndexRun:
     """One LlamaIndex run (``handler.run_id`` is the workflow id)."""
@@ -315,6 +342,7 @@ class LlamaIndexRun:
     def __init__(self, inp: RunInput) -> None:
         self.mailbox: list[WorkflowTick | str] = []
         self.store: dict[str, Any] | None = inp.store
+        self.ticks: list[str] = []
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=str)
         self._adapter: WorkflowRunAdapter | None = None
@@ -343,10 +371,15 @@ class LlamaIndexRun:
         llama_workflow = _registry.lookup(inp.workflow_name, inp.instance_key)
         options = _registry.options_for(llama_workflow)
         serializer = llama_workflow.runtime.get_serializer(llama_workflow)
-        adapter = WorkflowRunAdapter(self, llama_workflow, serializer, inp, options)
-        self._adapter = adapter
-        token = _registry.current_adapter.set(adapter)
+        raw = WorkflowRunAdapter(self, llama_workflow, serializer, inp, options)
+        self._adapter = raw
+        token = _registry.current_adapter.set(raw)
         try:
+            # Through the runtime, so its decorators (verbose=True's printer) wrap the adapter as they
+            # do under the default runtime.
+            adapter = llama_workflow.runtime.get_internal_adapter(llama_workflow)
+            if adapter is not raw:
+                adapter = _QuietOnReplay(adapter, raw)
             registered = llama_workflow.runtime.get_or_register(llama_workflow)
             internal_ctx: Context[Any] = Context._create_internal(workflow=llama_workflow)
             init_state = BrokerState.from_serialized(
@@ -381,7 +414,7 @@ class LlamaIndexRun:
                 ) from None
             finally:
                 await self._finish()
-            return RunOutput(stop_event=serializer.serialize(stop), store=self.store)
+            return RunOutput(stop_event=serializer.serialize(stop), store=self.store, ticks=self.ticks)
         finally:
             _registry.current_adapter.reset(token)
 
