@@ -43,3 +43,33 @@ async def test_the_first_started_done_worker_is_reduced_first_whatever_the_list_
             running.remove(done)
         assert order == ["s1:1", "s2:2", "s3:3", "s4:4", "__pull__:0"]
         assert isinstance(started[-1], PullTask) and isinstance(started[0], WorkerTask)
+
+
+def test_the_build_id_carries_the_workflows_version_and_changes_with_the_steps() -> None:
+    from workflows import Workflow, step
+    from workflows.events import StartEvent, StopEvent
+
+    from temporal_workflows.llama import TemporalRuntime
+
+    class One(Workflow):
+        @step
+        async def only(self, ev: StartEvent) -> StopEvent:
+            return StopEvent()
+
+    class Two(Workflow):
+        @step
+        async def only(self, ev: StartEvent) -> StopEvent:
+            return StopEvent()
+
+        @step(num_workers=2)
+        async def more(self, ev: StopEvent) -> None:
+            return None
+
+    a, b, c = TemporalRuntime(), TemporalRuntime(), TemporalRuntime()
+    One(runtime=a)
+    One(runtime=b)
+    Two(runtime=c)
+    assert a.build_id().startswith("llama-2.26.1-")
+    assert a.build_id() == b.build_id() != c.build_id()
+    One(timeout=5, runtime=b)
+    assert b.build_id() != a.build_id()

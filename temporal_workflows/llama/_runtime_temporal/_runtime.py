@@ -29,9 +29,10 @@ from typing import Any
 
 from temporalio import workflow as temporal_workflow
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkerDeploymentConfig
 from workflows.context.serializers import BaseSerializer
 from workflows.context.state_store import InMemoryStateStore, StateStore, infer_state_type, is_durable_serialized_state
 from workflows.context.utils import import_module_from_qualified_name
@@ -46,6 +47,7 @@ from workflows.runtime.types.plugin import (
     SnapshottableAdapter,
     V2RuntimeCompatibilityShim,
     WeakIdentityKeyDictionary,
+    WorkflowSet,
 )
 from workflows.runtime.types.results import RetryAttempt, StepWorkerOutput, StepWorkerState
 from workflows.runtime.types.step_function import StepWorkerFunction
@@ -64,6 +66,7 @@ from temporal_workflows.llama._runtime_temporal._protocol import (
     RunInput,
     RunOutput,
 )
+from temporal_workflows.llama._runtime_temporal._versioning import build_id_for
 from temporal_workflows.llama._runtime_temporal._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
 from temporal_workflows.temporal._connect import ConnectionConfig
 
@@ -180,6 +183,7 @@ class TemporalRuntime(Runtime):
         self._connection = connection
         self.step_options = step_options if step_options is not None else StepOptions()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
+        self._hosted = WorkflowSet()
         self._worker_thread: _WorkerThread | None = None
         self._worker_lock = threading.Lock()
         self._registered: WeakIdentityKeyDictionary[Workflow, RegisteredWorkflow] = WeakIdentityKeyDictionary()
@@ -192,6 +196,7 @@ class TemporalRuntime(Runtime):
     # -- registration -----------------------------------------------------------------------------
     def track_workflow(self, workflow: Workflow) -> None:
         super().track_workflow(workflow)
+        self._hosted.add(workflow)
         _registry.remember(workflow, self.step_options)
 
     def register(self, workflow: Workflow) -> RegisteredWorkflow:
@@ -201,6 +206,7 @@ class TemporalRuntime(Runtime):
             steps={name: _step_stub(name) for name in workflow._get_steps()},
         )
         self._registered[workflow] = registered
+        self._hosted.add(workflow)
         _registry.remember(workflow, self.step_options)
         return registered
 
@@ -239,8 +245,23 @@ class TemporalRuntime(Runtime):
         config = self._connection if self._connection is not None else ConnectionConfig.from_env()
         return await config.connect(data_converter=data_converter(EncryptionCodec.from_env()))
 
-    def worker(self, client: Client, **kwargs: Any) -> Worker:
-        """A worker hosting every LlamaIndex workflow built with a ``TemporalRuntime`` in this process."""
+    def build_id(self) -> str:
+        """This process's worker build id: the ``workflows`` version and the shapes of the workflows built
+        with this runtime (``_versioning.build_id_for``)."""
+        return build_id_for(self._hosted)
+
+    def worker(self, client: Client, *, deployment_name: str | None = None, **kwargs: Any) -> Worker:
+        """A worker hosting every LlamaIndex workflow built with a ``TemporalRuntime`` in this process.
+
+        With ``deployment_name`` the worker joins that Worker Deployment under :meth:`build_id` and runs
+        are pinned to it, so a worker with another ``workflows`` version or other steps never replays them.
+        """
+        if deployment_name is not None and "deployment_config" not in kwargs:
+            kwargs["deployment_config"] = WorkerDeploymentConfig(
+                version=WorkerDeploymentVersion(deployment_name=deployment_name, build_id=self.build_id()),
+                use_worker_versioning=True,
+                default_versioning_behavior=VersioningBehavior.PINNED,
+            )
         return Worker(
             client,
             task_queue=kwargs.pop("task_queue", self.task_queue),
