@@ -183,3 +183,31 @@ class FirstWins(Workflow):
         if ev.i != 0:
             await asyncio.sleep(30)
         return StopEvent(result=f"winner {ev.i}")
+
+
+class Blocking(Workflow):
+    """A step that marks its attempt (``started-<pid>``) and runs until ``release`` exists in ``ev.path``."""
+
+    @step
+    async def block(self, ev: StartEvent) -> StopEvent:
+        import os
+        from pathlib import Path
+
+        folder = Path(ev.path)
+        (folder / f"started-{os.getpid()}").touch()
+        while not (folder / "release").exists():
+            await asyncio.sleep(0.05)
+        return StopEvent(result=os.getpid())
+
+
+async def serve_blocking(task_queue: str) -> None:
+    """A worker process hosting ``Blocking``, its steps heartbeating every 2/3 s (kill -9 test)."""
+    from datetime import timedelta
+
+    from temporal_workflows.llama import TemporalRuntime
+    from temporal_workflows.llama._runtime_temporal import StepOptions
+
+    rt = TemporalRuntime(task_queue=task_queue, step_options=StepOptions(heartbeat_timeout=timedelta(seconds=2)))
+    Blocking(timeout=None, runtime=rt)
+    client = await rt.client()
+    await rt.worker(client).run()

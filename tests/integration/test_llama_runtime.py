@@ -239,3 +239,37 @@ async def test_recorded_histories_replay_without_wall_clock_or_uuid4(
     monkeypatch.setattr(step_function, "uuid", _NoUuid)
     monkeypatch.setattr(time, "time", lambda: 0.0)
     await replayer.replay_workflow(history)
+
+
+async def _wait_for(predicate: Any, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        await asyncio.sleep(0.05)
+
+
+async def test_a_worker_killed_mid_step_costs_a_heartbeat_and_the_run_completes_on_another(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    queue = f"llama-rt-kill-{uuid.uuid4().hex[:8]}"
+    root = Path(__file__).parents[2]
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address, "PYTHONPATH": str(root)}
+    serve = "import asyncio, sys; from tests.integration.llama_runtime_workflows import serve_blocking as s; "
+    command = [sys.executable, "-c", serve + "asyncio.run(s(sys.argv[1]))", queue]
+    first = subprocess.Popen(command, cwd=root, env=env)
+    second: subprocess.Popen[bytes] | None = None
+    rt = TemporalRuntime(task_queue=queue, connection=ConnectionConfig(address=temporal_address))
+    try:
+        handler = lw.Blocking(timeout=None, runtime=rt).run(path=str(tmp_path))
+        await _wait_for(lambda: (tmp_path / f"started-{first.pid}").exists(), 60)
+        first.kill()  # kill -9, mid-step
+        await asyncio.to_thread(first.wait)
+        second = subprocess.Popen(command, cwd=root, env=env)
+        (tmp_path / "release").touch()
+        assert await asyncio.wait_for(handler, 90) == second.pid  # the step ran again on the new worker
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
