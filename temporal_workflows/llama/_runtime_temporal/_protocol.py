@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "DEFAULT_TASK_QUEUE",
     "EVENTS_TOPIC",
+    "MAX_JOURNAL_CHARS",
     "MAX_TICK_CHARS",
     "PROCESS_NONCE",
     "RESULT_ERROR_TYPE",
@@ -49,6 +50,9 @@ RESULT_ERROR_TYPE = "LlamaIndexRunError"
 
 MAX_TICK_CHARS = 2_000_000
 """A signalled tick longer than this is dropped with a warning (Temporal's payload limit is ~2 MB)."""
+
+MAX_JOURNAL_CHARS = 512_000
+"""A run returns its tick journal (for the handler's ``ctx.to_dict()``) only up to this size."""
 
 PROCESS_NONCE = os.urandom(8).hex()
 """Identifies this process, so a run started here finds the very ``Workflow`` instance it was started

@@ -70,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
     from temporal_workflows.llama._runtime_temporal._options import StepOptions
     from temporal_workflows.llama._runtime_temporal._protocol import (
         EVENTS_TOPIC,
+        MAX_JOURNAL_CHARS,
         MAX_TICK_CHARS,
         RESULT_ERROR_TYPE,
         STATE_QUERY,
@@ -414,7 +415,10 @@ class LlamaIndexRun:
                 ) from None
             finally:
                 await self._finish()
-            return RunOutput(stop_event=serializer.serialize(stop), store=self.store, ticks=self.ticks)
+            # The journal rides along only while it is small: a result over Temporal's payload limit would
+            # fail the workflow task for ever. Without it the handler's ctx.to_dict() shows the start state.
+            ticks = self.ticks if sum(len(t) for t in self.ticks) <= MAX_JOURNAL_CHARS else []
+            return RunOutput(stop_event=serializer.serialize(stop), store=self.store, ticks=ticks)
         finally:
             _registry.current_adapter.reset(token)
 
