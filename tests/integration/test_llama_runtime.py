@@ -273,3 +273,27 @@ async def test_a_worker_killed_mid_step_costs_a_heartbeat_and_the_run_completes_
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+async def test_workflows_and_events_defined_inside_a_function(runtime: TemporalRuntime) -> None:
+    from workflows import Context, step
+    from workflows.events import Event, StartEvent, StopEvent
+
+    class LocalEvent(Event):
+        word: str
+
+    class LocalProgress(Event):
+        n: int
+
+    class Local(Workflow):
+        @step
+        async def first(self, ctx: Context, ev: StartEvent) -> LocalEvent:
+            ctx.write_event_to_stream(LocalProgress(n=1))
+            return LocalEvent(word=ev.word)
+
+        @step
+        async def second(self, ev: LocalEvent) -> StopEvent:
+            return StopEvent(result=ev.word.upper())
+
+    default, temporal = await _run_both(Local, runtime, word="hi")
+    assert temporal == default == ("HI", [("LocalProgress", {"n": 1}), ("StopEvent", temporal[1][1][1])])

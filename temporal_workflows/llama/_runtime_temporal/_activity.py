@@ -52,12 +52,15 @@ class StepActivityAdapter(InternalRunAdapter):
         return self._run_id
 
     async def write_to_event_stream(self, event: Event) -> None:
+        _registry.note_type(event)
         self.stream.append(self._serializer.serialize(event))
 
     async def get_now(self) -> float:
         return time.time()
 
     async def send_event(self, tick: WorkflowTick) -> None:
+        if isinstance(tick, TickAddEvent):
+            _registry.note_type(tick.event)
         if isinstance(tick, TickAddEvent) and tick.emission is not None:
             return  # recorded in the step's result (SentEvent), delivered from there exactly once
         self.late_sends.append(self._serializer.serialize(tick))

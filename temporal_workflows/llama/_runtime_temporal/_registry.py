@@ -20,7 +20,16 @@ if TYPE_CHECKING:
     from workflows.runtime.types.plugin import InternalRunAdapter
     from workflows.workflow import Workflow
 
-__all__ = ["UnknownWorkflowError", "current_adapter", "instance_key", "lookup", "options_for", "remember"]
+__all__ = [
+    "UnknownWorkflowError",
+    "current_adapter",
+    "instance_key",
+    "lookup",
+    "note_type",
+    "options_for",
+    "remember",
+    "seen_type",
+]
 
 _lock = threading.Lock()
 _by_key: dict[str, Workflow] = {}
@@ -62,6 +71,27 @@ def lookup(workflow_name: str, key: str | None) -> Workflow:
             "TemporalRuntime (MyWorkflow(runtime=rt) or inside rt.registering()) in the worker's process"
         )
     return found
+
+
+_seen_types: dict[str, type[Any]] = {}
+
+
+def note_type(value: object) -> None:
+    """Remember the class of an event this process serialized, by the names its records carry.
+
+    A class defined inside a function (a test, a notebook cell) cannot be imported by name; this
+    process can still read the records it wrote (``_DeclaredTypesSerializer``).
+    """
+    cls = type(value)
+    if "<locals>" in cls.__qualname__:
+        with _lock:
+            _seen_types[f"{cls.__module__}.{cls.__name__}"] = cls
+            _seen_types[f"{cls.__module__}.{cls.__qualname__}"] = cls
+
+
+def seen_type(qualified_name: str) -> type[Any] | None:
+    with _lock:
+        return _seen_types.get(qualified_name)
 
 
 def _debug_state() -> dict[str, Any]:

@@ -33,7 +33,7 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
 from temporalio.worker import Worker, WorkerDeploymentConfig
-from workflows.context.serializers import BaseSerializer
+from workflows.context.serializers import BaseSerializer, JsonSerializer
 from workflows.context.state_store import InMemoryStateStore, StateStore, infer_state_type, is_durable_serialized_state
 from workflows.context.utils import import_module_from_qualified_name
 from workflows.errors import WorkflowCancelledByUser, WorkflowRuntimeError
@@ -97,6 +97,27 @@ def _step_stub(step_name: str) -> StepWorkerFunction:
 
     stub.__name__ = step_name
     return stub
+
+
+class _DeclaredTypesSerializer(JsonSerializer):
+    """LlamaIndex's default serializer, that also finds the workflow's own event and state classes.
+
+    Under the default runtime events never leave the process, so a workflow whose events are
+    defined inside a function (a test, a notebook cell) works; its records name the classes
+    ``module.Name``, which cannot be imported. This serializer resolves the workflow's declared
+    events and state type first, by the names records carry, then imports as LlamaIndex does.
+    """
+
+    def __init__(self, types: list[type[Any]]) -> None:
+        super().__init__()
+        self._declared: dict[str, type[Any]] = {}
+        for t in types:
+            self._declared[f"{t.__module__}.{t.__name__}"] = t
+            self._declared[f"{t.__module__}.{t.__qualname__}"] = t
+
+    def resolve_class(self, qualified_name: str) -> type[Any]:
+        declared = self._declared.get(qualified_name) or _registry.seen_type(qualified_name)
+        return declared if declared is not None else super().resolve_class(qualified_name)
 
 
 class _LoopState:
@@ -184,6 +205,7 @@ class TemporalRuntime(Runtime):
         self.step_options = step_options if step_options is not None else StepOptions()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
         self._hosted = WorkflowSet()
+        self._serializers: WeakIdentityKeyDictionary[Workflow, BaseSerializer] = WeakIdentityKeyDictionary()
         self._worker_thread: _WorkerThread | None = None
         self._worker_lock = threading.Lock()
         self._registered: WeakIdentityKeyDictionary[Workflow, RegisteredWorkflow] = WeakIdentityKeyDictionary()
@@ -192,6 +214,17 @@ class TemporalRuntime(Runtime):
     @property
     def is_launched(self) -> bool:
         return True  # nothing to launch first: the client and worker start on first use
+
+    def get_serializer(self, workflow: Workflow) -> BaseSerializer:
+        base = super().get_serializer(workflow)
+        if type(base) is not JsonSerializer or base._allowed_type_names is not None:
+            return base  # the workflow chose its serializer (or an allow-list): it is used as it is
+        cached = self._serializers.get(workflow)
+        if cached is None:
+            types: list[type[Any]] = [*workflow.events, infer_state_type(workflow)]
+            cached = _DeclaredTypesSerializer(types)
+            self._serializers[workflow] = cached
+        return cached
 
     # -- registration -----------------------------------------------------------------------------
     def track_workflow(self, workflow: Workflow) -> None:

@@ -53,6 +53,9 @@ _OUTPUT_KINDS: dict[str, type[BaseModel]] = {
 
 
 def encode_event(serializer: BaseSerializer, event: Event) -> str:
+    from temporal_workflows.llama._runtime_temporal._registry import note_type
+
+    note_type(event)
     return serializer.serialize(event)
 
 

@@ -159,6 +159,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
 
     # -- stream, store ----------------------------------------------------------------------------
     async def write_to_event_stream(self, event: Event) -> None:
+        _registry.note_type(event)
         self._run.publish(self._serializer.serialize(event))
 
     # -- tasks: started in order, completed in order, one timer per deadline ----------------------
