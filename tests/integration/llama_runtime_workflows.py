@@ -4,7 +4,7 @@ both LlamaIndex's default runtime and ``TemporalRuntime`` by tests/integration/t
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel
 from workflows import Context, Workflow, step
@@ -15,6 +15,7 @@ from workflows.events import (
     StartEvent,
     StopEvent,
 )
+from workflows.resource import Resource
 from workflows.retry_policy import retry_policy, stop_after_attempt, wait_fixed
 
 
@@ -211,3 +212,37 @@ async def serve_blocking(task_queue: str) -> None:
     Blocking(timeout=None, runtime=rt)
     client = await rt.client()
     await rt.worker(client).run()
+
+
+class Dependency:
+    n = 7
+
+
+def get_dependency(**_kwargs: Any) -> Dependency:
+    return Dependency()
+
+
+class SyncAndResources(Workflow):
+    """A synchronous step, a resource, and a store that a reused or restored ``Context`` carries."""
+
+    @step
+    def double(self, ev: StartEvent) -> Mid:
+        return Mid(n=ev.x * 2)
+
+    @step
+    async def add(self, ctx: Context, ev: Mid, dep: Annotated[Dependency, Resource(get_dependency)]) -> StopEvent:
+        runs = await ctx.store.get("runs", default=0)
+        await ctx.store.set("runs", runs + 1)
+        return StopEvent(result=ev.n + dep.n + runs)
+
+
+async def reuse_and_restore(wf: Workflow) -> list[Any]:
+    """Runs with one ``Context`` reused, then one restored with ``Context.from_dict(handler.ctx.to_dict())``."""
+    ctx = Context(wf)
+    out = [await wf.run(x=1, ctx=ctx), await wf.run(x=1, ctx=ctx)]
+    handler = wf.run(x=2, ctx=ctx)
+    out.append(await handler)
+    snapshot = handler.ctx.to_dict()
+    out.append(await wf.run(x=3, ctx=Context.from_dict(wf, snapshot)))
+    out.append(snapshot["state"]["state_data"])
+    return out

@@ -297,3 +297,10 @@ async def test_workflows_and_events_defined_inside_a_function(runtime: TemporalR
 
     default, temporal = await _run_both(Local, runtime, word="hi")
     assert temporal == default == ("HI", [("LocalProgress", {"n": 1}), ("StopEvent", temporal[1][1][1])])
+
+
+async def test_sync_steps_resources_and_a_reused_or_restored_context(runtime: TemporalRuntime) -> None:
+    default = await lw.reuse_and_restore(lw.SyncAndResources(timeout=30))
+    temporal = await lw.reuse_and_restore(lw.SyncAndResources(timeout=30, runtime=runtime))
+    assert temporal == default
+    assert temporal[:4] == [9, 10, 13, 16]
