@@ -304,3 +304,20 @@ async def test_sync_steps_resources_and_a_reused_or_restored_context(runtime: Te
     temporal = await lw.reuse_and_restore(lw.SyncAndResources(timeout=30, runtime=runtime))
     assert temporal == default
     assert temporal[:4] == [9, 10, 13, 16]
+
+
+async def test_an_event_signalled_as_plain_json_reaches_the_run(runtime: TemporalRuntime) -> None:
+    """What ``temporal workflow signal --name llama_tick --input '{...}'`` sends: the tick as a JSON object."""
+    handler = lw.HumanInLoop(timeout=None, runtime=runtime).run(topic="cli")
+    client = await runtime.client()
+    async for ev in handler.stream_events():
+        if isinstance(ev, lw.Ask):
+            answer = {
+                "__is_pydantic": True,
+                "value": {"text": "from the CLI"},
+                "qualified_name": f"{lw.Answer.__module__}.Answer",
+            }
+            await client.get_workflow_handle(handler.run_id).signal(
+                "llama_tick", {"type": "add_event", "event": answer}
+            )
+    assert await handler == "got from the CLI"

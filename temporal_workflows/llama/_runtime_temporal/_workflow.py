@@ -26,6 +26,7 @@ custom ``RetryPolicy.next`` runs here and must be pure (as under DBOS).
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from datetime import timedelta
 from typing import Any
@@ -353,10 +354,18 @@ class LlamaIndexRun:
         self._events.publish(data)
 
     @workflow.signal(name=TICK_SIGNAL)
-    def tick(self, data: str) -> None:
-        """A tick from outside (``handler.ctx.send_event``, ``cancel_run``): decoded and checked by the loop's pull."""
+    def tick(self, data: Any) -> None:
+        """A tick from outside (``handler.ctx.send_event``, ``cancel_run``, the ``temporal`` CLI).
+
+        Either the workflow serializer's string or the same JSON as an object, e.g.
+        ``{"type": "add_event", "event": {"__is_pydantic": true, "value": {...},
+        "qualified_name": "app.Answer"}}``. It is decoded and checked when the loop reads it; anything
+        else is dropped with a warning, and the run goes on.
+        """
+        if isinstance(data, dict):
+            data = json.dumps(data)
         if not isinstance(data, str) or len(data) > MAX_TICK_CHARS:
-            workflow.logger.warning("dropped a %s signal: not a string of <= %d chars", TICK_SIGNAL, MAX_TICK_CHARS)
+            workflow.logger.warning("dropped a %s signal: not a tick of <= %d chars", TICK_SIGNAL, MAX_TICK_CHARS)
             return
         self.mailbox.append(data)
 
