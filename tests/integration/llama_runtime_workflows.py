@@ -246,3 +246,26 @@ async def reuse_and_restore(wf: Workflow) -> list[Any]:
     out.append(await wf.run(x=3, ctx=Context.from_dict(wf, snapshot)))
     out.append(snapshot["state"]["state_data"])
     return out
+
+
+class Mid2(Event):
+    n: int
+
+
+class BigStore(Workflow):
+    """Two steps each store ``ev.size`` characters. Past Temporal's payload limit, either a step's
+    result (one write too large) or the last step's input (the store too large) cannot be sent."""
+
+    @step
+    async def fill(self, ctx: Context, ev: StartEvent) -> Mid:
+        await ctx.store.set("a", "x" * ev.size)
+        return Mid(n=ev.size)
+
+    @step
+    async def more(self, ctx: Context, ev: Mid) -> Mid2:
+        await ctx.store.set("b", "y" * ev.n)
+        return Mid2(n=ev.n)
+
+    @step
+    async def after(self, ev: Mid2) -> StopEvent:
+        return StopEvent(result="unreachable")

@@ -321,3 +321,12 @@ async def test_an_event_signalled_as_plain_json_reaches_the_run(runtime: Tempora
                 "llama_tick", {"type": "add_event", "event": answer}
             )
     assert await handler == "got from the CLI"
+
+
+async def test_a_step_input_over_the_payload_limit_fails_the_run_clearly(runtime: TemporalRuntime) -> None:
+    from workflows.errors import WorkflowRuntimeError
+
+    with pytest.raises(WorkflowRuntimeError, match=r"'after': its input .* keep large values out of the store"):
+        await asyncio.wait_for(lw.BigStore(timeout=60, runtime=runtime).run(size=1_000_000), 60)
+    with pytest.raises(WorkflowRuntimeError, match=r"'fill': its result .* keep large values out of events"):
+        await asyncio.wait_for(lw.BigStore(timeout=60, runtime=runtime).run(size=3_000_000), 60)

@@ -26,13 +26,15 @@ from temporalio import activity
 from temporalio.common import RawValue
 from workflows.context.serializers import BaseSerializer
 from workflows.context.state_store import InMemoryStateStore, StateStore, infer_state_type
+from workflows.errors import WorkflowRuntimeError
 from workflows.events import Event
 from workflows.runtime.types.plugin import InternalRunAdapter, WaitResult
+from workflows.runtime.types.results import StepWorkerFailed
 from workflows.runtime.types.step_function import StepWorkerFunction, as_step_worker_function
 from workflows.runtime.types.ticks import TickAddEvent, WorkflowTick
 
 from temporal_workflows.llama._runtime_temporal import _registry, _wire
-from temporal_workflows.llama._runtime_temporal._protocol import StepInput, StepOutput
+from temporal_workflows.llama._runtime_temporal._protocol import MAX_STEP_INPUT_CHARS, StepInput, StepOutput
 
 __all__ = ["StepActivityAdapter", "llama_step"]
 
@@ -121,9 +123,20 @@ async def llama_step(args: Sequence[RawValue]) -> StepOutput:
         _registry.current_adapter.reset(token)
         beating.cancel()
     patch = store.checkpoint().diff(before) if inp.store is not None else []
-    return StepOutput(
+    out = StepOutput(
         outputs=_wire.encode_outputs(outputs),
         stream=adapter.stream,
         late_sends=adapter.late_sends,
         store_patch=patch,
     )
+    size = len(out.model_dump_json())
+    if size > MAX_STEP_INPUT_CHARS:
+        # Returned as it is, the result would be refused by Temporal and the activity retried for ever:
+        # the step fails instead (its writes, sends and stream events are dropped with it).
+        error = WorkflowRuntimeError(
+            f"step {inp.step_name!r}: its result (events, stream writes and ctx.store changes) is {size:,} "
+            f"bytes, over the {MAX_STEP_INPUT_CHARS:,} a Temporal payload allows here; keep large values out "
+            "of events and the store"
+        )
+        out = StepOutput(outputs=_wire.encode_outputs([StepWorkerFailed(exception=error, failed_at=time.time())]))
+    return out

@@ -17,6 +17,7 @@ __all__ = [
     "DEFAULT_TASK_QUEUE",
     "EVENTS_TOPIC",
     "MAX_JOURNAL_CHARS",
+    "MAX_STEP_INPUT_CHARS",
     "MAX_TICK_CHARS",
     "PROCESS_NONCE",
     "RESULT_ERROR_TYPE",
@@ -50,6 +51,10 @@ RESULT_ERROR_TYPE = "LlamaIndexRunError"
 
 MAX_TICK_CHARS = 2_000_000
 """A signalled tick longer than this is dropped with a warning (Temporal's payload limit is ~2 MB)."""
+
+MAX_STEP_INPUT_CHARS = 1_800_000
+"""A step whose input (event, fan-in buffers, store) is larger fails with a clear error instead of being
+scheduled (Temporal refuses payloads over ~2 MB, which would fail the workflow task for ever)."""
 
 MAX_JOURNAL_CHARS = 512_000
 """A run returns its tick journal (for the handler's ``ctx.to_dict()``) only up to this size."""

@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context.context_types import SerializedContext
     from workflows.context.serializers import BaseSerializer
     from workflows.context.state_store import apply_state_patch
-    from workflows.errors import WorkflowCancelledByUser
+    from workflows.errors import WorkflowCancelledByUser, WorkflowRuntimeError
     from workflows.events import Event, StartEvent
     from workflows.runtime.control_loop import control_loop
     from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
@@ -72,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
     from temporal_workflows.llama._runtime_temporal._protocol import (
         EVENTS_TOPIC,
         MAX_JOURNAL_CHARS,
+        MAX_STEP_INPUT_CHARS,
         MAX_TICK_CHARS,
         RESULT_ERROR_TYPE,
         STATE_QUERY,
@@ -267,6 +268,14 @@ class WorkflowRunAdapter(InternalRunAdapter):
             retry=_wire.encode_retry(retry),
             store=self._run.store,
         )
+        size = len(inp.model_dump_json())
+        if size > MAX_STEP_INPUT_CHARS:
+            # Scheduled anyway, the activity would fail the workflow task for ever (Temporal refuses
+            # payloads over ~2 MB): the step fails instead, as a step error the run reports.
+            raise WorkflowRuntimeError(
+                f"step {step_name!r}: its input (event, fan-in buffers and ctx.store) is {size:,} bytes, over "
+                f"the {MAX_STEP_INPUT_CHARS:,} a Temporal payload allows here; keep large values out of the store"
+            )
         o = self._options
         handle: ActivityHandle[StepOutput] = workflow.start_activity(
             f"{self._input.workflow_name}.{step_name}",
