@@ -17,11 +17,15 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
+from temporalio.worker import Replayer
 
 from temporal_workflows.llama import TemporalRuntime
+from temporal_workflows.llama._runtime_temporal import LlamaIndexRun
 from temporal_workflows.temporal import ConnectionConfig
+from temporal_workflows.temporal._plugin import data_converter
 
 _SOURCE = Path(__file__).parents[1] / "test_llama_docs.py"
 _UNCHANGED_IMPORTS = """from workflows import Context, Workflow, step
@@ -64,9 +68,23 @@ async def runtime(temporal_address: str) -> AsyncIterator[TemporalRuntime]:
 async def test_a_documented_example_prints_under_temporal_what_it_prints_under_llamaindex(
     example: Any, runtime: TemporalRuntime, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with runtime.registering():
+    started: list[str] = []
+    run_workflow = runtime.run_workflow
+
+    def recording(run_id: str, *args: Any, **kwargs: Any) -> Any:
+        started.append(run_id)
+        return run_workflow(run_id, *args, **kwargs)
+
+    with patch.object(runtime, "run_workflow", recording), runtime.registering():
         await asyncio.wait_for(example(), 60)
     printed = capsys.readouterr().out.splitlines()
+    # Each run's history replays with this code (a worker restarted mid-run would get the same commands).
+    client = await runtime.client()
+    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
+    assert started
+    for run_id in started:
+        history = await client.get_workflow_handle(run_id).fetch_history()
+        await replayer.replay_workflow(history)
     expected = DOCS.LLAMAINDEX_PRINTED[example.__name__]
     if example.__name__ != "streaming":
         assert printed == expected
