@@ -269,3 +269,16 @@ class BigStore(Workflow):
     @step
     async def after(self, ev: Mid2) -> StopEvent:
         return StopEvent(result="unreachable")
+
+
+class AskWithStore(Workflow):
+    """Stores a value, asks, and answers with the stored value and the answer."""
+
+    @step
+    async def ask(self, ctx: Context, ev: StartEvent) -> Ask:
+        await ctx.store.set("topic", ev.topic)
+        return Ask(question="name?")
+
+    @step
+    async def answered(self, ctx: Context, ev: Answer) -> StopEvent:
+        return StopEvent(result=f"{await ctx.store.get('topic')}: {ev.text}")

@@ -330,3 +330,45 @@ async def test_a_step_input_over_the_payload_limit_fails_the_run_clearly(runtime
         await asyncio.wait_for(lw.BigStore(timeout=60, runtime=runtime).run(size=1_000_000), 60)
     with pytest.raises(WorkflowRuntimeError, match=r"'fill': its result .* keep large values out of events"):
         await asyncio.wait_for(lw.BigStore(timeout=60, runtime=runtime).run(size=3_000_000), 60)
+
+
+async def test_an_idle_run_continues_as_new_and_resumes_with_its_store_and_stream(temporal_address: str) -> None:
+    rt = TemporalRuntime(
+        worker=True,
+        task_queue=f"llama-rt-can-{uuid.uuid4().hex[:8]}",
+        connection=ConnectionConfig(address=temporal_address),
+        idle_release_after_ticks=1,
+    )
+    try:
+        cases: list[tuple[Any, dict[str, Any], str]] = [
+            (lw.HumanInLoop, {"topic": "can"}, "got after a new run"),
+            (lw.AskWithStore, {"topic": "bees"}, "bees: after a new run"),  # ctx.store carried
+            (lw.WaitsForEvent, {}, "waited after a new run"),  # a wait_for_event waiter carried
+        ]
+        client = await rt.client()
+        for cls, kwargs, expected in cases:
+            handler = cls(timeout=None, runtime=rt).run(**kwargs)
+            seen = []
+            async for ev in handler.stream_events():
+                seen.append(type(ev).__name__)
+                if isinstance(ev, lw.Ask):
+                    handle = client.get_workflow_handle(handler.run_id)
+                    await _wait_for_async(lambda h=handle: _continued(h), 30)
+                    handler.ctx.send_event(lw.Answer(text="after a new run"))
+            assert await handler == expected
+            assert seen == ["Ask", "StopEvent"]  # the stream carried over: nothing lost, nothing twice
+    finally:
+        await rt.destroy()
+
+
+async def _continued(handle: Any) -> bool:
+    desc = await handle.describe()
+    return bool(desc.raw_description.workflow_execution_info.first_run_id != desc.run_id)
+
+
+async def _wait_for_async(predicate: Any, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        await asyncio.sleep(0.1)

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 __all__ = [
     "DEFAULT_TASK_QUEUE",
@@ -76,6 +77,10 @@ class RunInput(_Frozen):
     start_event: str | None = None
     init_state: dict[str, Any] = Field(default_factory=dict)
     store: dict[str, Any] | None = None
+    idle_release_after_ticks: int | None = None
+    # Carried by continue-as-new (LlamaIndex's idle release): the stream, and ticks not yet read.
+    stream: WorkflowStreamState | None = None
+    mailbox: list[str] = Field(default_factory=list)
 
 
 class RunOutput(_Frozen):
@@ -84,6 +89,8 @@ class RunOutput(_Frozen):
     stop_event: str
     store: dict[str, Any] | None = None
     ticks: list[str] = Field(default_factory=list)
+    init_state: dict[str, Any] | None = None
+    """The broker state ``ticks`` start from, when the run continued as new (else the run's own input)."""
 
 
 class StepInput(_Frozen):

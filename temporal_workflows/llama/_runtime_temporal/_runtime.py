@@ -33,6 +33,7 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
 from temporalio.worker import Worker, WorkerDeploymentConfig
+from workflows.context.context_types import SerializedContext
 from workflows.context.serializers import BaseSerializer, JsonSerializer
 from workflows.context.state_store import InMemoryStateStore, StateStore, infer_state_type, is_durable_serialized_state
 from workflows.context.utils import import_module_from_qualified_name
@@ -185,6 +186,9 @@ class TemporalRuntime(Runtime):
         connection: Where to connect when ``client`` is ``None`` (default: from the environment).
         step_options: Temporal options of the step activities (:class:`StepOptions`).
         default_serializer: As ``workflows.Runtime``.
+        idle_release_after_ticks: Continue an idle run as new once its journal has this many ticks
+            (default: when Temporal suggests it, as its history grows long). Idle: no step running,
+            no timer due, e.g. a ``timeout=None`` run waiting for a human.
     """
 
     def __init__(
@@ -196,6 +200,7 @@ class TemporalRuntime(Runtime):
         connection: ConnectionConfig | None = None,
         step_options: StepOptions | None = None,
         default_serializer: BaseSerializer | None = None,
+        idle_release_after_ticks: int | None = None,
     ) -> None:
         super().__init__(default_serializer=default_serializer)
         self._client = client
@@ -203,6 +208,7 @@ class TemporalRuntime(Runtime):
         self.hosts_worker = worker
         self._connection = connection
         self.step_options = step_options if step_options is not None else StepOptions()
+        self.idle_release_after_ticks = idle_release_after_ticks
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
         self._hosted = WorkflowSet()
         self._serializers: WeakIdentityKeyDictionary[Workflow, BaseSerializer] = WeakIdentityKeyDictionary()
@@ -341,8 +347,9 @@ class TemporalRuntime(Runtime):
             start_event=None if start_event is None else _wire.encode_event(active, start_event),
             init_state=init_state.to_serialized(active).model_dump(mode="json"),
             store=store.checkpoint().to_dict(),
+            idle_release_after_ticks=self.idle_release_after_ticks,
         )
-        adapter = TemporalExternalAdapter(self, run_id, active, inp.store, init_state)
+        adapter = TemporalExternalAdapter(self, run_id, active, inp.store, init_state, workflow)
         adapter.started = asyncio.get_running_loop().create_task(self._start(run_id, inp))
         self._adapters[run_id] = adapter
         return adapter
@@ -383,8 +390,10 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         serializer: BaseSerializer,
         store: dict[str, Any] | None,
         init_state: BrokerState,
+        workflow: Workflow,
     ) -> None:
         self._runtime = runtime
+        self._workflow = workflow
         self._init_state = init_state
         self._ticks: list[WorkflowTick] = []
         self._run_id = run_id
@@ -399,8 +408,10 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         return self._run_id
 
     async def send_event(self, tick: WorkflowTick) -> None:
-        handle = await self.started
-        await handle.signal(TICK_SIGNAL, self._serializer.serialize(tick))
+        await self.started
+        client = await self._runtime.client()
+        # By workflow id only: the run may have continued as new since it started.
+        await client.get_workflow_handle(self._run_id).signal(TICK_SIGNAL, self._serializer.serialize(tick))
 
     async def stream_published_events(self) -> AsyncGenerator[Event, None]:
         await self.started
@@ -436,6 +447,10 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
             raise self._error from None
         self._store = out.store
         self._ticks = [decode_tick(self._serializer, t) for t in out.ticks]
+        if out.init_state is not None:
+            self._init_state = BrokerState.from_serialized(
+                SerializedContext.model_validate(out.init_state), self._workflow, self._serializer
+            )
         stop = _wire.decode_event(self._serializer, out.stop_event)
         assert isinstance(stop, StopEvent)
         self._result, self._done = stop, True

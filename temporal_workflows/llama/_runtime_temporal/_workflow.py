@@ -43,8 +43,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context.serializers import BaseSerializer
     from workflows.context.state_store import apply_state_patch
     from workflows.errors import WorkflowCancelledByUser, WorkflowRuntimeError
-    from workflows.events import Event, StartEvent
+    from workflows.events import Event, IdleReleasedEvent, StartEvent
     from workflows.runtime.control_loop import control_loop
+    from workflows.runtime.control_loop.reduce import _reduce_tick
     from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
     from workflows.runtime.types.internal_state import BrokerState
     from workflows.runtime.types.named_task import NamedTask, PendingStart, PullTask
@@ -64,7 +65,7 @@ with workflow.unsafe.imports_passed_through():
         StepWorkerOutput,
         StepWorkerState,
     )
-    from workflows.runtime.types.ticks import TickAddEvent, WorkflowTick, WorkflowTickAdapter
+    from workflows.runtime.types.ticks import TickAddEvent, TickIdleRelease, WorkflowTick, WorkflowTickAdapter
     from workflows.workflow import Workflow as LlamaWorkflow
 
     from temporal_workflows.llama._runtime_temporal import _registry, _wire
@@ -119,6 +120,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self._order: dict[asyncio.Task[Any], int] = {}
         self._handles: dict[int, ActivityHandle[StepOutput]] = {}
         self._timer: tuple[int, asyncio.Task[None]] | None = None
+        self.releasing = False
         self.completion_order: list[str] = []
         """Keys of the tasks in the order the loop was handed them (workers and pulls), for tests and queries."""
 
@@ -158,6 +160,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
         # The run's journal, returned with its result: ctx.to_dict() and running_steps() on the
         # handler rebuild the broker state from it, as they do from BasicRuntime's tick log.
         self._run.ticks.append(self._serializer.serialize(tick))
+        self._run._tick_objects.append(tick)
 
     # -- stream, store ----------------------------------------------------------------------------
     async def write_to_event_stream(self, event: Event) -> None:
@@ -183,6 +186,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
         )
         if not named:
             return WaitForNextTaskResult(None, started)
+        self._maybe_release(named, timeout)
         done = self._first_done(named)
         if done is None:
             if timeout is not None and timeout <= 0:
@@ -211,6 +215,23 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self.completion_order.append(done.key)
         self._order.pop(done.task, None)
         return WaitForNextTaskResult(done.task, started)
+
+    def _maybe_release(self, named: list[NamedTask], timeout: float | None) -> None:
+        """Ask the loop for LlamaIndex's idle release when the run is idle and its history long.
+
+        Idle: no step running, nothing in the mailbox, no timer due (a run waiting for a human with
+        ``timeout=None``). The loop then returns ``IdleReleasedEvent`` and the run continues as new
+        with its broker state, store, stream and undelivered ticks.
+        """
+        if self.releasing or timeout is not None or self._run.mailbox:
+            return
+        if any(not isinstance(nt, PullTask) for nt in named):
+            return
+        threshold = self._input.idle_release_after_ticks
+        long_history = workflow.info().is_continue_as_new_suggested()
+        if long_history or (threshold is not None and len(self._run.ticks) >= threshold):
+            self.releasing = True
+            self._run.mailbox.insert(0, TickIdleRelease())
 
     @staticmethod
     def _first_done(named: list[NamedTask]) -> NamedTask | None:
@@ -352,10 +373,11 @@ class LlamaIndexRun:
 
     @workflow.init
     def __init__(self, inp: RunInput) -> None:
-        self.mailbox: list[WorkflowTick | str] = []
+        self.mailbox: list[WorkflowTick | str] = list(inp.mailbox)
         self.store: dict[str, Any] | None = inp.store
         self.ticks: list[str] = []
-        self._stream = WorkflowStream()
+        self._tick_objects: list[WorkflowTick] = []
+        self._stream = WorkflowStream(prior_state=inp.stream)
         self._events = self._stream.topic(EVENTS_TOPIC, type=str)
         self._adapter: WorkflowRunAdapter | None = None
 
@@ -423,6 +445,7 @@ class LlamaIndexRun:
             except (ApplicationError, workflow.NondeterminismError):
                 raise
             except (Exception, WorkflowCancelledByUser) as e:
+                await self._finish()
                 # What the loop raises (a step's error once its retry policy gives up, a timeout, a
                 # user cancel) ends the run with that error, never a workflow-task retry for ever.
                 details = error_details(e)
@@ -432,14 +455,47 @@ class LlamaIndexRun:
                     type=f"{RESULT_ERROR_TYPE}:{details['exception_type']}",
                     non_retryable=True,
                 ) from None
-            finally:
-                await self._finish()
+            if isinstance(stop, IdleReleasedEvent):
+                await self._continue_as_new(inp, llama_workflow, serializer)
+            await self._finish()
             # The journal rides along only while it is small: a result over Temporal's payload limit would
             # fail the workflow task for ever. Without it the handler's ctx.to_dict() shows the start state.
             ticks = self.ticks if sum(len(t) for t in self.ticks) <= MAX_JOURNAL_CHARS else []
-            return RunOutput(stop_event=serializer.serialize(stop), store=self.store, ticks=ticks)
+            return RunOutput(
+                stop_event=serializer.serialize(stop), store=self.store, ticks=ticks, init_state=inp.init_state
+            )
         finally:
             _registry.current_adapter.reset(token)
+
+    async def _continue_as_new(self, inp: RunInput, llama_workflow: LlamaWorkflow, serializer: BaseSerializer) -> None:
+        """Continue as new after LlamaIndex's idle release, carrying everything the run needs to resume.
+
+        The broker state is this run's start state folded with its journal, each tick at the time the
+        live run stamped it (or workflow time): the rebuild LlamaIndex's ``rebuild_state_from_ticks`` does,
+        without its wall clock. The new run resumes it as ``Context.from_dict`` resumes a snapshot.
+        """
+        state = BrokerState.from_serialized(
+            SerializedContext.model_validate(inp.init_state), llama_workflow, serializer
+        )
+        now = workflow.now().timestamp()
+        for tick in self._tick_objects:
+            if isinstance(tick, TickIdleRelease):
+                continue
+            state, _ = _reduce_tick(tick, state, now, run_id=workflow.info().workflow_id)
+        self._stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        pending = [t if isinstance(t, str) else serializer.serialize(t) for t in self.mailbox]
+        workflow.continue_as_new(
+            RunInput(
+                workflow_name=inp.workflow_name,
+                instance_key=inp.instance_key,
+                init_state=state.to_serialized(serializer).model_dump(mode="json"),
+                store=self.store,
+                idle_release_after_ticks=inp.idle_release_after_ticks,
+                stream=self._stream.get_state(),
+                mailbox=[t for t in pending if '"idle_release"' not in t],
+            )
+        )
 
     async def _finish(self) -> None:
         self._stream.detach_pollers()
