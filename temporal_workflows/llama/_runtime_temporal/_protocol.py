@@ -90,7 +90,7 @@ class RunOutput(_Frozen):
     store: dict[str, Any] | None = None
     ticks: list[str] = Field(default_factory=list)
     init_state: dict[str, Any] | None = None
-    """The broker state ``ticks`` start from, when the run continued as new (else the run's own input)."""
+    """The broker state ``ticks`` start from: the run's final state when ``ticks`` is empty."""
 
 
 class StepInput(_Frozen):

@@ -458,6 +458,16 @@ class LlamaIndexRun:
             if isinstance(stop, IdleReleasedEvent):
                 await self._continue_as_new(inp, llama_workflow, serializer)
             await self._finish()
+            # The handler's ctx.to_dict() and running_steps() need the broker state: the final one (the
+            # start state folded with the journal) is usually far smaller than the journal itself.
+            try:
+                final = self._fold(inp, llama_workflow, serializer).to_serialized(serializer)
+            except Exception:
+                final = None  # e.g. child brokers, which to_serialized refuses: the journal goes instead
+            if final is not None:
+                return RunOutput(
+                    stop_event=serializer.serialize(stop), store=self.store, init_state=final.model_dump(mode="json")
+                )
             # The journal rides along only while it is small: a result over Temporal's payload limit would
             # fail the workflow task for ever. Without it the handler's ctx.to_dict() shows the start state.
             ticks = self.ticks if sum(len(t) for t in self.ticks) <= MAX_JOURNAL_CHARS else []
@@ -467,6 +477,17 @@ class LlamaIndexRun:
         finally:
             _registry.current_adapter.reset(token)
 
+    def _fold(self, inp: RunInput, llama_workflow: LlamaWorkflow, serializer: BaseSerializer) -> BrokerState:
+        """This run's start state folded with its journal, each tick at its recorded time (else workflow
+        time): LlamaIndex's ``rebuild_state_from_ticks`` without its wall clock."""
+        start = SerializedContext.model_validate(inp.init_state)
+        state = BrokerState.from_serialized(start, llama_workflow, serializer)
+        now = workflow.now().timestamp()
+        for tick in self._tick_objects:
+            if not isinstance(tick, TickIdleRelease):
+                state, _ = _reduce_tick(tick, state, now, run_id=workflow.info().workflow_id)
+        return state
+
     async def _continue_as_new(self, inp: RunInput, llama_workflow: LlamaWorkflow, serializer: BaseSerializer) -> None:
         """Continue as new after LlamaIndex's idle release, carrying everything the run needs to resume.
 
@@ -474,14 +495,7 @@ class LlamaIndexRun:
         live run stamped it (or workflow time): the rebuild LlamaIndex's ``rebuild_state_from_ticks`` does,
         without its wall clock. The new run resumes it as ``Context.from_dict`` resumes a snapshot.
         """
-        state = BrokerState.from_serialized(
-            SerializedContext.model_validate(inp.init_state), llama_workflow, serializer
-        )
-        now = workflow.now().timestamp()
-        for tick in self._tick_objects:
-            if isinstance(tick, TickIdleRelease):
-                continue
-            state, _ = _reduce_tick(tick, state, now, run_id=workflow.info().workflow_id)
+        state = self._fold(inp, llama_workflow, serializer)
         self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
         pending = [t if isinstance(t, str) else serializer.serialize(t) for t in self.mailbox]
