@@ -75,3 +75,13 @@ def test_the_build_id_carries_the_workflows_version_and_changes_with_the_steps()
     assert a.build_id() == b.build_id() != c.build_id()
     One(timeout=5, runtime=b)
     assert b.build_id() != a.build_id()
+
+
+def test_an_in_process_worker_gets_a_queue_of_its_own_and_a_client_the_shared_one() -> None:
+    from temporal_workflows.llama import TemporalRuntime
+
+    hosted = TemporalRuntime(worker=True)
+    assert hosted.task_queue.startswith("llama-index-workflows-")
+    assert hosted.task_queue == TemporalRuntime(worker=True).task_queue  # one process, one queue
+    assert TemporalRuntime().task_queue == "llama-index-workflows"  # where production workers poll
+    assert TemporalRuntime(worker=True, task_queue="q").task_queue == "q"

@@ -61,6 +61,7 @@ from temporal_workflows.llama._runtime_temporal._options import StepOptions
 from temporal_workflows.llama._runtime_temporal._protocol import (
     DEFAULT_TASK_QUEUE,
     EVENTS_TOPIC,
+    PROCESS_NONCE,
     RESULT_ERROR_TYPE,
     TICK_SIGNAL,
     WORKFLOW_TYPE,
@@ -179,7 +180,10 @@ class TemporalRuntime(Runtime):
             CLI does (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, profiles:
             :class:`~temporal_workflows.temporal.ConnectionConfig`), with the
             project's JSON data converter.
-        task_queue: The queue runs and steps go to.
+        task_queue: The queue runs and steps go to. Default: ``llama-index-workflows``, the queue
+            production workers poll; with ``worker=True``, a queue of this process's own
+            (``llama-index-workflows-<process id>``), so two programs or test processes sharing a
+            server never pick up each other's runs.
         worker: Host every workflow built with this runtime in this process
             (development, notebooks, tests). Production workers run
             ``TemporalRuntime.worker(client)`` (or the CLI) in their own processes.
@@ -195,7 +199,7 @@ class TemporalRuntime(Runtime):
         self,
         client: Client | None = None,
         *,
-        task_queue: str = DEFAULT_TASK_QUEUE,
+        task_queue: str | None = None,
         worker: bool = False,
         connection: ConnectionConfig | None = None,
         step_options: StepOptions | None = None,
@@ -204,6 +208,8 @@ class TemporalRuntime(Runtime):
     ) -> None:
         super().__init__(default_serializer=default_serializer)
         self._client = client
+        if task_queue is None:
+            task_queue = f"{DEFAULT_TASK_QUEUE}-{PROCESS_NONCE}" if worker else DEFAULT_TASK_QUEUE
         self.task_queue = task_queue
         self.hosts_worker = worker
         self._connection = connection
