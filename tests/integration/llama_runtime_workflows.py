@@ -282,3 +282,16 @@ class AskWithStore(Workflow):
     @step
     async def answered(self, ctx: Context, ev: Answer) -> StopEvent:
         return StopEvent(result=f"{await ctx.store.get('topic')}: {ev.text}")
+
+
+class StoreFromOutside(Workflow):
+    """The handler reads and writes ``ctx.store`` while the run waits for an answer."""
+
+    @step
+    async def ask(self, ctx: Context, ev: StartEvent) -> Ask:
+        await ctx.store.set("topic", ev.topic)
+        return Ask(question="name?")
+
+    @step
+    async def answered(self, ctx: Context, ev: Answer) -> StopEvent:
+        return StopEvent(result=f"{await ctx.store.get('topic')} {await ctx.store.get('extra')} {ev.text}")

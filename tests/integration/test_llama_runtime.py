@@ -372,3 +372,16 @@ async def _wait_for_async(predicate: Any, seconds: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting")
         await asyncio.sleep(0.1)
+
+
+async def test_the_handler_reads_and_writes_the_store_of_a_running_run(runtime: TemporalRuntime) -> None:
+    for rt in (None, runtime):
+        wf = lw.StoreFromOutside(timeout=None) if rt is None else lw.StoreFromOutside(timeout=None, runtime=rt)
+        handler = wf.run(topic="bees")
+        async for ev in handler.stream_events():
+            if isinstance(ev, lw.Ask):
+                assert await handler.ctx.store.get("topic") == "bees"
+                await handler.ctx.store.set("extra", "and wasps")
+                handler.ctx.send_event(lw.Answer(text="Ann"))
+        assert await handler == "bees and wasps Ann"
+        assert await handler.ctx.store.get("extra") == "and wasps"

@@ -23,6 +23,7 @@ __all__ = [
     "PROCESS_NONCE",
     "RESULT_ERROR_TYPE",
     "STATE_QUERY",
+    "STORE_PATCH_SIGNAL",
     "TICK_SIGNAL",
     "WORKFLOW_TYPE",
     "RunInput",
@@ -40,6 +41,9 @@ DEFAULT_TASK_QUEUE = "llama-index-workflows"
 TICK_SIGNAL = "llama_tick"
 """Signal carrying one LlamaIndex ``WorkflowTick`` (``handler.ctx.send_event``, cancel), as the
 workflow serializer's JSON string: ``temporal workflow signal --name llama_tick --input '"{...}"'``."""
+
+STORE_PATCH_SIGNAL = "llama_store_patch"
+"""Signal with a JSON patch (``StateCheckpoint.diff``) of ``ctx.store``, written from the handler."""
 
 STATE_QUERY = "llama_state"
 """Query returning the run's ``ctx.store`` as ``InMemoryStateStore.to_dict`` writes it."""

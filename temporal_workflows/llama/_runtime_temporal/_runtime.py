@@ -20,18 +20,20 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow as temporal_workflow
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
+from temporalio.service import RPCError
 from temporalio.worker import Worker, WorkerDeploymentConfig
 from workflows.context.context_types import SerializedContext
 from workflows.context.serializers import BaseSerializer, JsonSerializer
@@ -63,6 +65,8 @@ from temporal_workflows.llama._runtime_temporal._protocol import (
     EVENTS_TOPIC,
     PROCESS_NONCE,
     RESULT_ERROR_TYPE,
+    STATE_QUERY,
+    STORE_PATCH_SIGNAL,
     TICK_SIGNAL,
     WORKFLOW_TYPE,
     RunInput,
@@ -120,6 +124,51 @@ class _DeclaredTypesSerializer(JsonSerializer):
     def resolve_class(self, qualified_name: str) -> type[Any]:
         declared = self._declared.get(qualified_name) or _registry.seen_type(qualified_name)
         return declared if declared is not None else super().resolve_class(qualified_name)
+
+
+class _RunStore:
+    """``handler.ctx.store``: reads query the run (its store as of its last completed step); writes go
+    to the run as a JSON patch it applies at once. After the run, the final store."""
+
+    def __init__(self, adapter: TemporalExternalAdapter) -> None:
+        self._adapter = adapter
+
+    async def get_state(self) -> Any:
+        return await (await self._adapter.current_store()).get_state()
+
+    async def get(self, path: str, default: Any = Ellipsis) -> Any:
+        store = await self._adapter.current_store()
+        return await (store.get(path) if default is Ellipsis else store.get(path, default))
+
+    async def _write(self, edit: Any) -> None:
+        store = await self._adapter.current_store()
+        before = store.checkpoint()
+        await edit(store)
+        after = store.checkpoint()
+        await self._adapter.write_store(after.diff(before), after.to_dict())
+
+    async def set(self, path: str, value: Any) -> None:
+        await self._write(lambda s: s.set(path, value))
+
+    async def set_state(self, state: Any) -> None:
+        await self._write(lambda s: s.set_state(state))
+
+    async def clear(self) -> None:
+        await self._write(lambda s: s.clear())
+
+    @contextlib.asynccontextmanager
+    async def edit_state(self) -> AsyncIterator[Any]:
+        store = await self._adapter.current_store()
+        before = store.checkpoint()
+        async with store.edit_state() as state:
+            yield state
+        after = store.checkpoint()
+        await self._adapter.write_store(after.diff(before), after.to_dict())
+
+    def to_dict(self, serializer: BaseSerializer) -> dict[str, Any]:
+        data = self._adapter._store
+        assert data is not None
+        return InMemoryStateStore.from_dict(data, self._adapter._serializer).to_dict(serializer)
 
 
 class _LoopState:
@@ -436,7 +485,26 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
     def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
         if namespace or self._store is None:
             return None
+        return _RunStore(self)  # type: ignore[return-value]
+
+    async def current_store(self) -> InMemoryStateStore[Any]:
+        """The run's store now: queried from the run while it goes, else its final store."""
+        if not self._done:
+            await self.started
+            client = await self._runtime.client()
+            with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+                self._store = await client.get_workflow_handle(self._run_id).query(STATE_QUERY)
+        assert self._store is not None
         return InMemoryStateStore.from_dict(self._store, self._serializer)
+
+    async def write_store(self, patch: list[dict[str, Any]], written: dict[str, Any]) -> None:
+        if not patch:
+            return
+        if self._done:
+            self._store = written  # a finished run's store, as the next run with this Context starts it
+            return
+        client = await self._runtime.client()
+        await client.get_workflow_handle(self._run_id).signal(STORE_PATCH_SIGNAL, patch)
 
     async def get_result(self) -> StopEvent:
         if self._done:

@@ -77,6 +77,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_TICK_CHARS,
         RESULT_ERROR_TYPE,
         STATE_QUERY,
+        STORE_PATCH_SIGNAL,
         TICK_SIGNAL,
         WORKFLOW_TYPE,
         RunInput,
@@ -399,6 +400,19 @@ class LlamaIndexRun:
             workflow.logger.warning("dropped a %s signal: not a tick of <= %d chars", TICK_SIGNAL, MAX_TICK_CHARS)
             return
         self.mailbox.append(data)
+
+    @workflow.signal(name=STORE_PATCH_SIGNAL)
+    def store_patch(self, patch: Any) -> None:
+        """``handler.ctx.store`` written from outside: applied at once (steps that started earlier
+        return their own patches, applied when they complete)."""
+        if self.store is None:
+            return
+        try:
+            if not isinstance(patch, list) or not all(isinstance(op, dict) for op in patch):
+                raise TypeError("a store patch is a list of JSON Patch operations")
+            self.store = apply_state_patch(self.store, patch)
+        except Exception as e:
+            workflow.logger.warning("dropped a %s signal: %s", STORE_PATCH_SIGNAL, e)
 
     @workflow.query(name=STATE_QUERY)
     def state(self) -> dict[str, Any] | None:
