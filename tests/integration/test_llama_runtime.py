@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from workflows import Workflow
 from workflows.errors import WorkflowCancelledByUser, WorkflowTimeoutError
 
@@ -385,3 +386,27 @@ async def test_the_handler_reads_and_writes_the_store_of_a_running_run(runtime: 
                 handler.ctx.send_event(lw.Answer(text="Ann"))
         assert await handler == "bees and wasps Ann"
         assert await handler.ctx.store.get("extra") == "and wasps"
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_recorded_histories_replay_in_the_restricted_sandbox(path: Path) -> None:
+    """The workflow runs unsandboxed (LlamaIndex's loop routes on the user's own classes), so it is also
+    replayed inside Temporal's sandbox with its default restrictions, with the user's module, LlamaIndex
+    and this project passed through (the registry of hosted workflows must be the process's). A
+    restricted call that reaches the sandbox's modules fails here: a wall-clock read put into the run
+    adapter did, when tried. What passed-through modules imported before the sandbox is not re-checked;
+    test_recorded_histories_replay_without_wall_clock_or_uuid4 covers the wall clock there."""
+    rt = TemporalRuntime()
+    record_llama_runtime_histories.BUILD[path.stem](rt)
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(
+        "workflows", "llama_index_instrumentation", "temporal_workflows", "tests", "pydantic", "opentelemetry"
+    )
+    replayer = Replayer(
+        workflows=[LlamaIndexRun],
+        data_converter=data_converter(None),
+        unsandboxed_workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
+        debug_mode=True,
+    )
+    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None
