@@ -92,6 +92,7 @@ from temporal_workflows.llama.retry_policy import (
 from temporal_workflows.llama.workflow import Workflow
 
 if TYPE_CHECKING:
+    from temporal_workflows.llama._runtime_temporal import TemporalRuntime
     from temporal_workflows.llama.temporal import LlamaRunHandle, get_run, start_run
 
 _TEMPORAL = ("LlamaRunHandle", "get_run", "start_run")
@@ -106,6 +107,12 @@ def __getattr__(name: str) -> Any:
         value = getattr(temporal, name)
         globals()[name] = value
         return value
+    if name == "TemporalRuntime":
+        # LlamaIndex's own `workflows` package (the `llama-runtime` extra) is needed only here.
+        from temporal_workflows.llama._runtime_temporal import TemporalRuntime
+
+        globals()[name] = TemporalRuntime
+        return TemporalRuntime
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -139,6 +146,7 @@ __all__ = [
     "StepState",
     "StepStateChanged",
     "StopEvent",
+    "TemporalRuntime",
     "UnhandledEvent",
     "UnreconstructedException",
     "Workflow",

@@ -1,0 +1,146 @@
+# mypy: disable-error-code="attr-defined"
+"""LlamaIndex's own ``workflows`` on ``TemporalRuntime``, beside ``temporal_workflows.llama`` on Temporal.
+
+    python -m bench --only llama-runtime           # a dev server of its own
+    python -m bench --only llama-runtime --quick   # one repetition, to check it runs
+
+The same two programs (``bench.llama.make``: a 20-step chain, and a 50-way ``send_event`` fan-out
+joined by ``collect_events``) run twice on one dev server: written against LlamaIndex's ``workflows``
+and run by ``TemporalRuntime`` (LlamaIndex's loop as workflow code), and written against
+``temporal_workflows.llama`` and run on this project's engine (the import-swap front end). Reported per
+step: wall ms and history bytes, medians, and their ratio (target: within 1.2x).
+
+``llama-agents-dbos`` is not installed in this environment, so its column is not measured here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import uuid
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from temporal_workflows._graph.workflow import as_graph_workflow
+
+from .llama import CHAIN_LENGTH, FAN_WIDTH, _llamaindex, _ours, make
+from .measure import Sample, history_bytes, ratio, timed
+
+__all__ = ["main", "measure"]
+
+TASK_QUEUE = "bench-llama-runtime"
+
+
+async def measure(address: str, reps: int, timeout: float = 300.0) -> dict[str, Any]:
+    from temporal_workflows.llama import TemporalRuntime, start_run
+    from temporal_workflows.temporal import ConnectionConfig, TemporalWorkflowsPlugin
+
+    llamaindex = _llamaindex()
+    if llamaindex is None:
+        raise RuntimeError("llama-index-workflows is not installed (pip install 'temporal-workflows[llama-runtime]')")
+    ours_api = make(_ours())
+    chain = ours_api["loop"](timeout=600, name="bench_llama_runtime_chain")
+    chain.bench_steps = CHAIN_LENGTH
+    fan = ours_api["fan"](timeout=600, name="bench_llama_runtime_fan")
+    client = await Client.connect(
+        address, plugins=[TemporalWorkflowsPlugin([as_graph_workflow(chain), as_graph_workflow(fan)])]
+    )
+    rt = TemporalRuntime(worker=True, task_queue=f"{TASK_QUEUE}-rt", connection=ConnectionConfig(address=address))
+    li_api = make(llamaindex)
+    li_chain = li_api["loop"](timeout=600, runtime=rt)
+    li_chain.bench_steps = CHAIN_LENGTH
+    li_fan = li_api["fan"](timeout=600, runtime=rt)
+    # make() defines the events inside a function; LlamaIndex's serializer finds an event class by its
+    # module and name, so they are published there (a real program defines them at module level).
+    for wf in (li_chain, li_fan):
+        for event_type in wf.events:
+            if "<locals>" in event_type.__qualname__:
+                setattr(sys.modules[event_type.__module__], event_type.__name__, event_type)
+    rt_client = await rt.client()
+
+    shapes = {"chain": (CHAIN_LENGTH, chain, li_chain), "fan": (FAN_WIDTH, fan, li_fan)}
+    samples = {(shape, v): Sample() for shape in shapes for v in ("runtime", "engine")}
+
+    async def once(shape: str, variant: str) -> None:
+        steps, engine_wf, runtime_wf = shapes[shape]
+        with timed() as t:
+            if variant == "engine":
+                wid = f"bench-lr-{shape}-{uuid.uuid4().hex[:10]}"
+                run = await start_run(client, engine_wf, id=wid, task_queue=TASK_QUEUE)
+                await asyncio.wait_for(run.result(), timeout)
+                history = await run.run.handle.fetch_history()
+            else:
+                handler = runtime_wf.run()
+                await asyncio.wait_for(handler, timeout)
+        if variant == "runtime":
+            history = await rt_client.get_workflow_handle(handler.run_id).fetch_history()
+        samples[(shape, variant)].add(wall_ms=t.wall * 1e3 / steps, bytes=history_bytes(history) / steps)
+
+    async with Worker(client, task_queue=TASK_QUEUE):
+        for shape in shapes:
+            await once(shape, "engine")  # warm-up
+            await once(shape, "runtime")
+            for rep in range(reps):
+                for variant in ("engine", "runtime") if rep % 2 == 0 else ("runtime", "engine"):
+                    await once(shape, variant)
+    await rt.destroy()
+    out: dict[str, Any] = {"chain_steps": CHAIN_LENGTH, "fan_width": FAN_WIDTH, "dbos": "not measured (not installed)"}
+    for shape in shapes:
+        for metric in ("wall_ms", "bytes"):
+            r = samples[(shape, "runtime")].median(metric)
+            e = samples[(shape, "engine")].median(metric)
+            out[f"{shape}_{metric}"] = {"runtime": round(r, 3), "engine": round(e, 3), "ratio": ratio(r, e)}
+    return out
+
+
+def _table(details: dict[str, Any]) -> str:
+    lines = [
+        "| per step | TemporalRuntime (LlamaIndex's loop) | temporal_workflows.llama on Temporal | ratio |",
+        "|---|---:|---:|---:|",
+    ]
+    labels = {"chain": f"chain of {CHAIN_LENGTH}", "fan": f"{FAN_WIDTH}-way send_event + collect_events"}
+    for shape, label in labels.items():
+        for metric, name in (("wall_ms", "wall ms"), ("bytes", "history bytes")):
+            m = details[f"{shape}_{metric}"]
+            lines.append(f"| {label}: {name} | {m['runtime']:,.2f} | {m['engine']:,.2f} | {m['ratio']} |")
+    lines.append(f"| llama-agents-dbos on SQLite | {details['dbos']} | | |")
+    return "\n".join(lines)
+
+
+async def _run(quick: bool, reps: int | None) -> dict[str, Any]:
+    from temporal_workflows.temporal import start_dev_server
+
+    env = await start_dev_server()
+    try:
+        return await measure(env.client.service_client.config.target_host, reps or (1 if quick else 5))
+    finally:
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(env.shutdown(), 30)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench --only llama-runtime", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="one repetition, to check it runs")
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout (the table on stderr)")
+    parser.add_argument("--reps", type=int, default=None)
+    args = parser.parse_args(argv)
+    code = 0
+    try:
+        details = asyncio.run(_run(args.quick, args.reps))
+        if args.json:
+            print(_table(details), file=sys.stderr)
+            print(json.dumps(details))
+        else:
+            print(_table(details))
+    except BaseException as e:
+        print(f"benchmark failed: {type(e).__name__}: {e}", file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

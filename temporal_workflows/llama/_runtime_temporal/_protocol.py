@@ -1,0 +1,120 @@
+"""Names and payload shapes shared by the client, the workflow and the step activity.
+
+Kept in one module so the three sides cannot drift apart; every shape is a
+frozen pydantic model that the project's JSON data converter writes as plain
+JSON (readable with ``temporal workflow show``, sendable with ``temporal
+workflow signal``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
+
+__all__ = [
+    "DEFAULT_TASK_QUEUE",
+    "EVENTS_TOPIC",
+    "MAX_JOURNAL_CHARS",
+    "MAX_STEP_INPUT_CHARS",
+    "MAX_TICK_CHARS",
+    "PROCESS_NONCE",
+    "RESULT_ERROR_TYPE",
+    "STATE_QUERY",
+    "STORE_PATCH_SIGNAL",
+    "TICK_SIGNAL",
+    "WORKFLOW_TYPE",
+    "RunInput",
+    "RunOutput",
+    "StepInput",
+    "StepOutput",
+]
+
+WORKFLOW_TYPE = "LlamaIndexRun"
+"""The Temporal workflow type every LlamaIndex run executes as (its id is the LlamaIndex run id)."""
+
+DEFAULT_TASK_QUEUE = "llama-index-workflows"
+"""Task queue of a ``TemporalRuntime`` built without ``task_queue=``."""
+
+TICK_SIGNAL = "llama_tick"
+"""Signal carrying one LlamaIndex ``WorkflowTick`` (``handler.ctx.send_event``, cancel), as the
+workflow serializer's JSON string: ``temporal workflow signal --name llama_tick --input '"{...}"'``."""
+
+STORE_PATCH_SIGNAL = "llama_store_patch"
+"""Signal with a JSON patch (``StateCheckpoint.diff``) of ``ctx.store``, written from the handler."""
+
+STATE_QUERY = "llama_state"
+"""Query returning the run's ``ctx.store`` as ``InMemoryStateStore.to_dict`` writes it."""
+
+EVENTS_TOPIC = "llama_events"
+"""``temporalio.contrib.workflow_streams`` topic with every published event, serialized."""
+
+RESULT_ERROR_TYPE = "LlamaIndexRunError"
+"""Prefix of the ``ApplicationError`` type a failed run ends with; details carry the exception."""
+
+MAX_TICK_CHARS = 2_000_000
+"""A signalled tick longer than this is dropped with a warning (Temporal's payload limit is ~2 MB)."""
+
+MAX_STEP_INPUT_CHARS = 1_800_000
+"""A step whose input (event, fan-in buffers, store) is larger fails with a clear error instead of being
+scheduled (Temporal refuses payloads over ~2 MB, which would fail the workflow task for ever)."""
+
+MAX_JOURNAL_CHARS = 512_000
+"""A run returns its tick journal (for the handler's ``ctx.to_dict()``) only up to this size."""
+
+PROCESS_NONCE = os.urandom(8).hex()
+"""Identifies this process, so a run started here finds the very ``Workflow`` instance it was started
+from when this process also hosts it (several instances of one class may differ in timeout etc.)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class RunInput(_Frozen):
+    """What a run starts with."""
+
+    workflow_name: str
+    instance_key: str | None = None
+    start_event: str | None = None
+    init_state: dict[str, Any] = Field(default_factory=dict)
+    store: dict[str, Any] | None = None
+    idle_release_after_ticks: int | None = None
+    # Carried by continue-as-new (LlamaIndex's idle release): the stream, and ticks not yet read.
+    stream: WorkflowStreamState | None = None
+    mailbox: list[str] = Field(default_factory=list)
+
+
+class RunOutput(_Frozen):
+    """What a run ends with: the ``StopEvent`` (serialized), the final ``ctx.store`` and the tick journal."""
+
+    stop_event: str
+    store: dict[str, Any] | None = None
+    ticks: list[str] = Field(default_factory=list)
+    init_state: dict[str, Any] | None = None
+    """The broker state ``ticks`` start from: the run's final state when ``ticks`` is empty."""
+
+
+class StepInput(_Frozen):
+    """One step invocation: LlamaIndex's own arguments to a step worker, as JSON."""
+
+    workflow_name: str
+    instance_key: str | None = None
+    run_id: str
+    step_name: str
+    event: str
+    state: dict[str, Any]
+    bound_events: dict[str, str] | None = None
+    retry: dict[str, Any]
+    store: dict[str, Any] | None = None
+
+
+class StepOutput(_Frozen):
+    """A step's results and sends (LlamaIndex's models), its stream writes, and its store patch."""
+
+    outputs: list[dict[str, Any]]
+    stream: list[str] = Field(default_factory=list)
+    late_sends: list[str] = Field(default_factory=list)
+    store_patch: list[dict[str, Any]] = Field(default_factory=list)

@@ -1,0 +1,98 @@
+"""Which LlamaIndex ``Workflow`` instances this process hosts, and which run adapter is current.
+
+The Temporal workflow and the step activity are module-level, so they find
+the user's ``Workflow`` here: by the exact instance a run was started from
+when this process started it (instances of one class may differ in timeout,
+verbosity, resources), else by ``workflow_name`` (a worker process that
+built the same workflow).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from temporal_workflows.llama._runtime_temporal._options import StepOptions
+from temporal_workflows.llama._runtime_temporal._protocol import PROCESS_NONCE
+
+if TYPE_CHECKING:
+    from workflows.runtime.types.plugin import InternalRunAdapter
+    from workflows.workflow import Workflow
+
+__all__ = [
+    "UnknownWorkflowError",
+    "current_adapter",
+    "instance_key",
+    "lookup",
+    "note_type",
+    "options_for",
+    "remember",
+    "seen_type",
+]
+
+_lock = threading.Lock()
+_by_key: dict[str, Workflow] = {}
+_by_name: dict[str, Workflow] = {}
+_options: dict[str, StepOptions] = {}
+
+current_adapter: ContextVar[InternalRunAdapter | None] = ContextVar("temporal_llama_adapter", default=None)
+"""The adapter of the run (workflow side) or step invocation (activity side) running in this context."""
+
+
+class UnknownWorkflowError(LookupError):
+    """This process hosts no LlamaIndex workflow by that name (build it with the runtime first)."""
+
+
+def instance_key(workflow: Workflow) -> str:
+    return f"{PROCESS_NONCE}:{id(workflow)}"
+
+
+def remember(workflow: Workflow, options: StepOptions) -> None:
+    with _lock:
+        _by_key[instance_key(workflow)] = workflow
+        _by_name[workflow.workflow_name] = workflow
+        _options[instance_key(workflow)] = options
+
+
+def options_for(workflow: Workflow) -> StepOptions:
+    with _lock:
+        return _options.get(instance_key(workflow), StepOptions())
+
+
+def lookup(workflow_name: str, key: str | None) -> Workflow:
+    with _lock:
+        if key is not None and key in _by_key:
+            return _by_key[key]
+        found = _by_name.get(workflow_name)
+    if found is None:
+        raise UnknownWorkflowError(
+            f"this worker hosts no LlamaIndex workflow named {workflow_name!r}: build it with the "
+            "TemporalRuntime (MyWorkflow(runtime=rt) or inside rt.registering()) in the worker's process"
+        )
+    return found
+
+
+_seen_types: dict[str, type[Any]] = {}
+
+
+def note_type(value: object) -> None:
+    """Remember the class of an event this process serialized, by the names its records carry.
+
+    A class defined inside a function (a test, a notebook cell) cannot be imported by name; this
+    process can still read the records it wrote (``_DeclaredTypesSerializer``).
+    """
+    cls = type(value)
+    if "<locals>" in cls.__qualname__:
+        with _lock:
+            _seen_types[f"{cls.__module__}.{cls.__name__}"] = cls
+            _seen_types[f"{cls.__module__}.{cls.__qualname__}"] = cls
+
+
+def seen_type(qualified_name: str) -> type[Any] | None:
+    with _lock:
+        return _seen_types.get(qualified_name)
+
+
+def _debug_state() -> dict[str, Any]:
+    return {"keys": sorted(_by_key), "names": sorted(_by_name)}

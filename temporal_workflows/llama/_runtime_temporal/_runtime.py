@@ -1,0 +1,582 @@
+"""``TemporalRuntime``: a ``workflows`` (llama-index-workflows) runtime plugin that runs on Temporal.
+
+An unchanged LlamaIndex program becomes durable by passing the runtime::
+
+    from workflows import Workflow, step
+    from temporal_workflows.llama import TemporalRuntime
+
+    with TemporalRuntime(worker=True).registering():
+        wf = MyWorkflow(timeout=60)
+    result = await wf.run(topic="...")
+
+Each run is one Temporal workflow execution (workflow id = the LlamaIndex run
+id) running LlamaIndex's own control loop (``_workflow.LlamaIndexRun``); each
+step invocation is an activity (``_activity.llama_step``). This module is the
+client side: it starts runs, signals events in, reads the event stream and the
+result, and (``worker=True``) hosts the workflow and activities in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow as temporal_workflow
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
+from temporalio.service import RPCError
+from temporalio.worker import Worker, WorkerDeploymentConfig
+from workflows.context.context_types import SerializedContext
+from workflows.context.serializers import BaseSerializer, JsonSerializer
+from workflows.context.state_store import InMemoryStateStore, StateStore, infer_state_type, is_durable_serialized_state
+from workflows.context.utils import import_module_from_qualified_name
+from workflows.errors import WorkflowCancelledByUser, WorkflowRuntimeError
+from workflows.events import Event, StartEvent, StopEvent
+from workflows.runtime.types.internal_state import BrokerState
+from workflows.runtime.types.plugin import (
+    ExternalRunAdapter,
+    InternalRunAdapter,
+    RegisteredWorkflow,
+    Runtime,
+    SnapshottableAdapter,
+    V2RuntimeCompatibilityShim,
+    WeakIdentityKeyDictionary,
+    WorkflowSet,
+)
+from workflows.runtime.types.results import RetryAttempt, StepWorkerOutput, StepWorkerState
+from workflows.runtime.types.step_function import StepWorkerFunction
+from workflows.runtime.types.ticks import TickCancelRun, WorkflowTick
+from workflows.workflow import Workflow
+
+from temporal_workflows.llama._runtime_temporal import _registry, _wire
+from temporal_workflows.llama._runtime_temporal._activity import llama_step
+from temporal_workflows.llama._runtime_temporal._options import StepOptions
+from temporal_workflows.llama._runtime_temporal._protocol import (
+    DEFAULT_TASK_QUEUE,
+    EVENTS_TOPIC,
+    PROCESS_NONCE,
+    RESULT_ERROR_TYPE,
+    STATE_QUERY,
+    STORE_PATCH_SIGNAL,
+    TICK_SIGNAL,
+    WORKFLOW_TYPE,
+    RunInput,
+    RunOutput,
+)
+from temporal_workflows.llama._runtime_temporal._versioning import build_id_for
+from temporal_workflows.llama._runtime_temporal._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
+from temporal_workflows.temporal._connect import ConnectionConfig
+
+__all__ = ["TemporalRuntime"]
+
+_log = logging.getLogger(__name__)
+
+
+def _not_a_run_function(*_args: Any, **_kwargs: Any) -> Any:
+    raise RuntimeError("a TemporalRuntime run starts with run_workflow, on Temporal")
+
+
+def _step_stub(step_name: str) -> StepWorkerFunction:
+    """The step the loop calls: in the Temporal workflow, an activity; anywhere else, a clear error."""
+
+    async def stub(
+        state: StepWorkerState,
+        step_name: str,
+        event: Event,
+        workflow: Workflow,
+        bound_events: dict[str, Event] | None = None,
+        retry: RetryAttempt = RetryAttempt(),  # noqa: B008 (LlamaIndex's own signature)
+    ) -> list[StepWorkerOutput]:
+        adapter = _registry.current_adapter.get()
+        if not temporal_workflow.in_workflow() or not isinstance(adapter, WorkflowRunAdapter):
+            raise WorkflowRuntimeError(f"step {step_name!r} of a TemporalRuntime workflow runs only inside its run")
+        return await adapter.run_step(state, step_name, event, bound_events, retry)
+
+    stub.__name__ = step_name
+    return stub
+
+
+class _DeclaredTypesSerializer(JsonSerializer):
+    """LlamaIndex's default serializer, that also finds the workflow's own event and state classes.
+
+    Under the default runtime events never leave the process, so a workflow whose events are
+    defined inside a function (a test, a notebook cell) works; its records name the classes
+    ``module.Name``, which cannot be imported. This serializer resolves the workflow's declared
+    events and state type first, by the names records carry, then imports as LlamaIndex does.
+    """
+
+    def __init__(self, types: list[type[Any]]) -> None:
+        super().__init__()
+        self._declared: dict[str, type[Any]] = {}
+        for t in types:
+            self._declared[f"{t.__module__}.{t.__name__}"] = t
+            self._declared[f"{t.__module__}.{t.__qualname__}"] = t
+
+    def resolve_class(self, qualified_name: str) -> type[Any]:
+        declared = self._declared.get(qualified_name) or _registry.seen_type(qualified_name)
+        return declared if declared is not None else super().resolve_class(qualified_name)
+
+
+class _RunStore:
+    """``handler.ctx.store``: reads query the run (its store as of its last completed step); writes go
+    to the run as a JSON patch it applies at once. After the run, the final store."""
+
+    def __init__(self, adapter: TemporalExternalAdapter) -> None:
+        self._adapter = adapter
+
+    async def get_state(self) -> Any:
+        return await (await self._adapter.current_store()).get_state()
+
+    async def get(self, path: str, default: Any = Ellipsis) -> Any:
+        store = await self._adapter.current_store()
+        return await (store.get(path) if default is Ellipsis else store.get(path, default))
+
+    async def _write(self, edit: Any) -> None:
+        store = await self._adapter.current_store()
+        before = store.checkpoint()
+        await edit(store)
+        after = store.checkpoint()
+        await self._adapter.write_store(after.diff(before), after.to_dict())
+
+    async def set(self, path: str, value: Any) -> None:
+        await self._write(lambda s: s.set(path, value))
+
+    async def set_state(self, state: Any) -> None:
+        await self._write(lambda s: s.set_state(state))
+
+    async def clear(self) -> None:
+        await self._write(lambda s: s.clear())
+
+    @contextlib.asynccontextmanager
+    async def edit_state(self) -> AsyncIterator[Any]:
+        store = await self._adapter.current_store()
+        before = store.checkpoint()
+        async with store.edit_state() as state:
+            yield state
+        after = store.checkpoint()
+        await self._adapter.write_store(after.diff(before), after.to_dict())
+
+    def to_dict(self, serializer: BaseSerializer) -> dict[str, Any]:
+        data = self._adapter._store
+        assert data is not None
+        return InMemoryStateStore.from_dict(data, self._adapter._serializer).to_dict(serializer)
+
+
+class _LoopState:
+    """The client of one event loop (a program may ``asyncio.run`` several times)."""
+
+    def __init__(self) -> None:
+        self.client: Client | None = None
+        self.connecting: asyncio.Lock = asyncio.Lock()
+
+
+class _WorkerThread:
+    """The in-process worker (``worker=True``), on an event loop of its own in a daemon thread.
+
+    Not on the caller's loop: a program may ``asyncio.run`` several times, and a worker
+    cancelled by the end of one ``asyncio.run`` does not always shut down (the next run
+    then hangs in its own teardown). One worker serves every loop of the process.
+    """
+
+    def __init__(self, runtime: TemporalRuntime) -> None:
+        self._runtime = runtime
+        self._loop = asyncio.new_event_loop()
+        self._ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._worker: Worker | None = None
+        self._thread = threading.Thread(target=self._main, name="temporal-llama-worker", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._serve())
+
+    async def _serve(self) -> None:
+        try:
+            client = await self._runtime._connect()
+            self._worker = self._runtime.worker(client)
+        except BaseException as e:
+            self._ready.set_exception(e)
+            return
+        self._ready.set_result(None)
+        await self._worker.run()
+
+    async def ready(self) -> None:
+        await asyncio.wrap_future(self._ready)
+
+    async def stop(self) -> None:
+        if self._worker is None:
+            return
+        # The thread ends when the worker's run() returns, which its shutdown makes it do.
+        asyncio.run_coroutine_threadsafe(self._worker.shutdown(), self._loop)
+        await asyncio.to_thread(self._thread.join, 30)
+
+
+class TemporalRuntime(Runtime):
+    """Runs LlamaIndex ``workflows`` programs on Temporal, unchanged.
+
+    Args:
+        client: The Temporal client. ``None`` (default): connect on first use,
+            in whichever event loop runs the workflow, the way the ``temporal``
+            CLI does (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, profiles:
+            :class:`~temporal_workflows.temporal.ConnectionConfig`), with the
+            project's JSON data converter.
+        task_queue: The queue runs and steps go to. Default: ``llama-index-workflows``, the queue
+            production workers poll; with ``worker=True``, a queue of this process's own
+            (``llama-index-workflows-<process id>``), so two programs or test processes sharing a
+            server never pick up each other's runs.
+        worker: Host every workflow built with this runtime in this process
+            (development, notebooks, tests). Production workers run
+            ``TemporalRuntime.worker(client)`` (or the CLI) in their own processes.
+        connection: Where to connect when ``client`` is ``None`` (default: from the environment).
+        step_options: Temporal options of the step activities (:class:`StepOptions`).
+        default_serializer: As ``workflows.Runtime``.
+        idle_release_after_ticks: Continue an idle run as new once its journal has this many ticks
+            (default: when Temporal suggests it, as its history grows long). Idle: no step running,
+            no timer due, e.g. a ``timeout=None`` run waiting for a human.
+    """
+
+    def __init__(
+        self,
+        client: Client | None = None,
+        *,
+        task_queue: str | None = None,
+        worker: bool = False,
+        connection: ConnectionConfig | None = None,
+        step_options: StepOptions | None = None,
+        default_serializer: BaseSerializer | None = None,
+        idle_release_after_ticks: int | None = None,
+    ) -> None:
+        super().__init__(default_serializer=default_serializer)
+        self._client = client
+        if task_queue is None:
+            task_queue = f"{DEFAULT_TASK_QUEUE}-{PROCESS_NONCE}" if worker else DEFAULT_TASK_QUEUE
+        self.task_queue = task_queue
+        self.hosts_worker = worker
+        self._connection = connection
+        self.step_options = step_options if step_options is not None else StepOptions()
+        self.idle_release_after_ticks = idle_release_after_ticks
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
+        self._hosted = WorkflowSet()
+        self._serializers: WeakIdentityKeyDictionary[Workflow, BaseSerializer] = WeakIdentityKeyDictionary()
+        self._worker_thread: _WorkerThread | None = None
+        self._worker_lock = threading.Lock()
+        self._registered: WeakIdentityKeyDictionary[Workflow, RegisteredWorkflow] = WeakIdentityKeyDictionary()
+        self._adapters: weakref.WeakValueDictionary[str, TemporalExternalAdapter] = weakref.WeakValueDictionary()
+
+    @property
+    def is_launched(self) -> bool:
+        return True  # nothing to launch first: the client and worker start on first use
+
+    def get_serializer(self, workflow: Workflow) -> BaseSerializer:
+        base = super().get_serializer(workflow)
+        if type(base) is not JsonSerializer or base._allowed_type_names is not None:
+            return base  # the workflow chose its serializer (or an allow-list): it is used as it is
+        cached = self._serializers.get(workflow)
+        if cached is None:
+            types: list[type[Any]] = [*workflow.events, infer_state_type(workflow)]
+            cached = _DeclaredTypesSerializer(types)
+            self._serializers[workflow] = cached
+        return cached
+
+    # -- registration -----------------------------------------------------------------------------
+    def track_workflow(self, workflow: Workflow) -> None:
+        super().track_workflow(workflow)
+        self._hosted.add(workflow)
+        _registry.remember(workflow, self.step_options)
+
+    def register(self, workflow: Workflow) -> RegisteredWorkflow:
+        registered = RegisteredWorkflow(
+            workflow=workflow,
+            workflow_run_fn=_not_a_run_function,
+            steps={name: _step_stub(name) for name in workflow._get_steps()},
+        )
+        self._registered[workflow] = registered
+        self._hosted.add(workflow)
+        _registry.remember(workflow, self.step_options)
+        return registered
+
+    def get_registered(self, workflow: Workflow) -> RegisteredWorkflow | None:
+        return self._registered.get(workflow)
+
+    # -- connection and in-process worker ---------------------------------------------------------
+    def _loop_state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._loops.get(loop)
+        if state is None:
+            state = _LoopState()
+            self._loops[loop] = state
+        return state
+
+    async def client(self) -> Client:
+        """The client of the running event loop (connected on first use), with the worker started if asked."""
+        state = self._loop_state()
+        async with state.connecting:
+            if state.client is None:
+                state.client = await self._connect()
+        if self.hosts_worker:
+            with self._worker_lock:
+                if self._worker_thread is None:
+                    self._worker_thread = _WorkerThread(self)
+                thread = self._worker_thread
+            await thread.ready()
+        return state.client
+
+    async def _connect(self) -> Client:
+        if self._client is not None:
+            return self._client
+        from temporal_workflows.temporal._codec import EncryptionCodec
+        from temporal_workflows.temporal._plugin import data_converter
+
+        config = self._connection if self._connection is not None else ConnectionConfig.from_env()
+        return await config.connect(data_converter=data_converter(EncryptionCodec.from_env()))
+
+    def build_id(self) -> str:
+        """This process's worker build id: the ``workflows`` version and the shapes of the workflows built
+        with this runtime (``_versioning.build_id_for``)."""
+        return build_id_for(self._hosted)
+
+    def worker(self, client: Client, *, deployment_name: str | None = None, **kwargs: Any) -> Worker:
+        """A worker hosting every LlamaIndex workflow built with a ``TemporalRuntime`` in this process.
+
+        With ``deployment_name`` the worker joins that Worker Deployment under :meth:`build_id` and runs
+        are pinned to it, so a worker with another ``workflows`` version or other steps never replays them.
+        """
+        if deployment_name is not None and "deployment_config" not in kwargs:
+            kwargs["deployment_config"] = WorkerDeploymentConfig(
+                version=WorkerDeploymentVersion(deployment_name=deployment_name, build_id=self.build_id()),
+                use_worker_versioning=True,
+                default_versioning_behavior=VersioningBehavior.PINNED,
+            )
+        return Worker(
+            client,
+            task_queue=kwargs.pop("task_queue", self.task_queue),
+            workflows=[LlamaIndexRun],
+            activities=[llama_step],
+            **kwargs,
+        )
+
+    async def launch(self) -> None:
+        await super().launch()
+        if self.hosts_worker:
+            await self.client()
+
+    async def destroy(self) -> None:
+        with self._worker_lock:
+            thread, self._worker_thread = self._worker_thread, None
+        if thread is not None:
+            await thread.stop()
+        await super().destroy()
+
+    # -- runs -------------------------------------------------------------------------------------
+    def run_workflow(
+        self,
+        run_id: str,
+        workflow: Workflow,
+        init_state: BrokerState,
+        start_event: StartEvent | None = None,
+        serialized_state: dict[str, Any] | None = None,
+        serializer: BaseSerializer | None = None,
+    ) -> ExternalRunAdapter:
+        self.get_or_register(workflow)
+        active = serializer if serializer is not None else workflow.runtime.get_serializer(workflow)
+        if serialized_state:
+            if is_durable_serialized_state(serialized_state):
+                raise WorkflowRuntimeError(
+                    f"TemporalRuntime cannot restore the durable state store {serialized_state.get('store_type')!r}"
+                )
+            store: InMemoryStateStore[Any] = InMemoryStateStore.from_dict(serialized_state, active)
+        else:
+            store = InMemoryStateStore(infer_state_type(workflow)())  # type: ignore[arg-type]
+        inp = RunInput(
+            workflow_name=workflow.workflow_name,
+            instance_key=_registry.instance_key(workflow),
+            start_event=None if start_event is None else _wire.encode_event(active, start_event),
+            init_state=init_state.to_serialized(active).model_dump(mode="json"),
+            store=store.checkpoint().to_dict(),
+            idle_release_after_ticks=self.idle_release_after_ticks,
+        )
+        adapter = TemporalExternalAdapter(self, run_id, active, inp.store, init_state, workflow)
+        adapter.started = asyncio.get_running_loop().create_task(self._start(run_id, inp))
+        self._adapters[run_id] = adapter
+        return adapter
+
+    async def _start(self, run_id: str, inp: RunInput) -> WorkflowHandle[Any, RunOutput]:
+        client = await self.client()
+        return await client.start_workflow(
+            WORKFLOW_TYPE,
+            inp,
+            id=run_id,
+            task_queue=self.task_queue,
+            result_type=RunOutput,
+            static_summary=inp.workflow_name,
+        )
+
+    def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
+        adapter = _registry.current_adapter.get()
+        if adapter is None:
+            raise RuntimeError("No current TemporalRuntime run: this is called from a run's loop or one of its steps")
+        return adapter
+
+    def get_external_adapter(self, run_id: str) -> ExternalRunAdapter:
+        adapter = self._adapters.get(run_id)
+        if adapter is None:
+            raise RuntimeError(f"No workflow run with run_id {run_id!r} was started from this runtime")
+        return adapter
+
+
+class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2RuntimeCompatibilityShim):
+    """The handler's view of a run: signals in, the stream topic out, the result."""
+
+    started: asyncio.Task[WorkflowHandle[Any, RunOutput]]
+
+    def __init__(
+        self,
+        runtime: TemporalRuntime,
+        run_id: str,
+        serializer: BaseSerializer,
+        store: dict[str, Any] | None,
+        init_state: BrokerState,
+        workflow: Workflow,
+    ) -> None:
+        self._runtime = runtime
+        self._workflow = workflow
+        self._init_state = init_state
+        self._ticks: list[WorkflowTick] = []
+        self._run_id = run_id
+        self._serializer = serializer
+        self._store = store
+        self._result: StopEvent | None = None
+        self._error: BaseException | None = None
+        self._done = False
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    async def send_event(self, tick: WorkflowTick) -> None:
+        await self.started
+        client = await self._runtime.client()
+        # By workflow id only: the run may have continued as new since it started.
+        await client.get_workflow_handle(self._run_id).signal(TICK_SIGNAL, self._serializer.serialize(tick))
+
+    async def stream_published_events(self) -> AsyncGenerator[Event, None]:
+        await self.started
+        client = await self._runtime.client()
+        stream = WorkflowStreamClient.create(client, self._run_id)
+        async for item in stream.subscribe(
+            [EVENTS_TOPIC], 0, result_type=str, poll_cooldown=timedelta(milliseconds=20)
+        ):
+            event = _wire.decode_event(self._serializer, item.data)
+            yield event
+            if isinstance(event, StopEvent):
+                return
+        # The run ended without a StopEvent: it failed or was cancelled; say so as LlamaIndex would.
+        await self.get_result()
+
+    def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
+        if namespace or self._store is None:
+            return None
+        return _RunStore(self)  # type: ignore[return-value]
+
+    async def current_store(self) -> InMemoryStateStore[Any]:
+        """The run's store now: queried from the run while it goes, else its final store."""
+        if not self._done:
+            await self.started
+            client = await self._runtime.client()
+            with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+                self._store = await client.get_workflow_handle(self._run_id).query(STATE_QUERY)
+        assert self._store is not None
+        return InMemoryStateStore.from_dict(self._store, self._serializer)
+
+    async def write_store(self, patch: list[dict[str, Any]], written: dict[str, Any]) -> None:
+        if not patch:
+            return
+        if self._done:
+            self._store = written  # a finished run's store, as the next run with this Context starts it
+            return
+        client = await self._runtime.client()
+        await client.get_workflow_handle(self._run_id).signal(STORE_PATCH_SIGNAL, patch)
+
+    async def get_result(self) -> StopEvent:
+        if self._done:
+            if self._error is not None:
+                raise self._error
+            assert self._result is not None
+            return self._result
+        handle = await self.started
+        try:
+            out = await handle.result()
+        except WorkflowFailureError as e:
+            self._error = self._exception(e)
+            self._done = True
+            raise self._error from None
+        self._store = out.store
+        self._ticks = [decode_tick(self._serializer, t) for t in out.ticks]
+        if out.init_state is not None:
+            self._init_state = BrokerState.from_serialized(
+                SerializedContext.model_validate(out.init_state), self._workflow, self._serializer
+            )
+        stop = _wire.decode_event(self._serializer, out.stop_event)
+        assert isinstance(stop, StopEvent)
+        self._result, self._done = stop, True
+        return stop
+
+    def _exception(self, e: WorkflowFailureError) -> BaseException:
+        cause = e.cause
+        if isinstance(cause, ApplicationError) and (cause.type or "").startswith(RESULT_ERROR_TYPE):
+            details = cause.details[0] if cause.details else {}
+            return _rebuild(str(details.get("exception_type", "")), str(details.get("exception_message", "")))
+        if isinstance(cause, (CancelledError, TerminatedError)):
+            return WorkflowCancelledByUser(f"the run was {type(cause).__name__.removesuffix('Error').lower()}")
+        if isinstance(cause, TimeoutError):
+            return WorkflowRuntimeError(f"the run timed out on Temporal: {cause}")
+        return WorkflowRuntimeError(f"the run failed: {cause or e}")
+
+    async def cancel(self) -> None:
+        await self.send_event(TickCancelRun())
+
+    # -- snapshots (ctx.to_dict(), running_steps()) ------------------------------------------------
+    @property
+    def init_state(self) -> BrokerState:
+        return self._init_state
+
+    def replay(self) -> list[WorkflowTick]:
+        """The run's ticks: all of them once the run has ended (a running run's journal is on the worker)."""
+        return self._ticks
+
+    # -- v2 compatibility -------------------------------------------------------------------------
+    def get_result_or_none(self) -> StopEvent | None:
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    @property
+    def is_running(self) -> bool:
+        return not self._done
+
+    def abort(self) -> None:
+        async def terminate() -> None:
+            handle = await self.started
+            await handle.terminate("aborted from the handler")
+
+        asyncio.get_running_loop().create_task(terminate())
+
+
+def _rebuild(type_name: str, message: str) -> BaseException:
+    """The exception the run ended with, as LlamaIndex raises it (the same class when importable)."""
+    try:
+        cls = import_module_from_qualified_name(type_name)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            return cls(message)
+    except Exception:
+        pass
+    return WorkflowRuntimeError(f"{type_name}: {message}")

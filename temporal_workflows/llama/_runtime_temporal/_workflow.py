@@ -1,0 +1,530 @@
+"""LlamaIndex's own control loop, run as Temporal workflow code.
+
+``LlamaIndexRun`` runs ``workflows.runtime.control_loop.control_loop`` (the
+loop ``BasicRuntime`` runs) unchanged; only the adapter it is handed differs.
+Each step invocation is an activity (the step stubs ``TemporalRuntime.register``
+returns call :meth:`WorkflowRunAdapter.run_step`). The adapter removes the
+loop's determinism hazards (notes/llama-runtime-study.md):
+
+* completion order: when several tasks are done in one activation, the one
+  reduced first is chosen by the order this adapter started them (workers
+  before the mailbox pull), never by ``set`` or hash order;
+* cancel order: :meth:`WorkflowRunAdapter.close` (which the loop calls before
+  it cancels its worker set) cancels the step activities in start order, so the
+  loop's own set-ordered cancels issue no further commands;
+* no timer churn: one durable timer per wakeup deadline, reused across
+  iterations instead of a new ``asyncio.wait(timeout=)`` timer per iteration;
+* workflow time for ``get_now`` and ticks; no ``uuid4`` (the run function that
+  calls it, ``create_workflow_run_function``, is not used).
+
+The workflow runs unsandboxed, like the graph workflow: the user's event
+classes must be the ones the loop routes on (``isinstance``), and the loop is
+pure apart from the adapter. User code (steps) runs only in activities; a
+custom ``RetryPolicy.next`` runs here and must be pure (as under DBOS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy as TemporalRetryPolicy
+from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.workflow import ActivityCancellationType, ActivityHandle
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.context.context import Context
+    from workflows.context.context_types import SerializedContext
+    from workflows.context.serializers import BaseSerializer
+    from workflows.context.state_store import apply_state_patch
+    from workflows.errors import WorkflowCancelledByUser, WorkflowRuntimeError
+    from workflows.events import Event, IdleReleasedEvent, StartEvent
+    from workflows.runtime.control_loop import control_loop
+    from workflows.runtime.control_loop.reduce import _reduce_tick
+    from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
+    from workflows.runtime.types.internal_state import BrokerState
+    from workflows.runtime.types.named_task import NamedTask, PendingStart, PullTask
+    from workflows.runtime.types.plugin import (
+        InternalRunAdapter,
+        RunContext,
+        WaitForNextTaskResult,
+        WaitResult,
+        WaitResultTick,
+        WaitResultTimeout,
+        run_context,
+    )
+    from workflows.runtime.types.results import (
+        EmissionKey,
+        RetryAttempt,
+        SentEvent,
+        StepWorkerOutput,
+        StepWorkerState,
+    )
+    from workflows.runtime.types.ticks import TickAddEvent, TickIdleRelease, WorkflowTick, WorkflowTickAdapter
+    from workflows.workflow import Workflow as LlamaWorkflow
+
+    from temporal_workflows.llama._runtime_temporal import _registry, _wire
+    from temporal_workflows.llama._runtime_temporal._options import StepOptions
+    from temporal_workflows.llama._runtime_temporal._protocol import (
+        EVENTS_TOPIC,
+        MAX_JOURNAL_CHARS,
+        MAX_STEP_INPUT_CHARS,
+        MAX_TICK_CHARS,
+        RESULT_ERROR_TYPE,
+        STATE_QUERY,
+        STORE_PATCH_SIGNAL,
+        TICK_SIGNAL,
+        WORKFLOW_TYPE,
+        RunInput,
+        RunOutput,
+        StepInput,
+        StepOutput,
+    )
+
+__all__ = ["LlamaIndexRun", "WorkflowRunAdapter", "decode_tick", "error_details"]
+
+
+def decode_tick(serializer: BaseSerializer, data: str) -> WorkflowTick:
+    """A tick as the workflow serializer wrote it (``BasicRuntime.journal``'s record format)."""
+    with serializer.validation_context():
+        tick: WorkflowTick = WorkflowTickAdapter.validate_python(serializer.deserialize(data))
+    return tick
+
+
+def error_details(e: BaseException) -> dict[str, str]:
+    cls = type(e)
+    return {"exception_type": f"{cls.__module__}.{cls.__qualname__}", "exception_message": str(e)}
+
+
+class WorkflowRunAdapter(InternalRunAdapter):
+    """The loop's view of Temporal: workflow time, the signal mailbox, the stream topic, step activities."""
+
+    def __init__(
+        self,
+        run: LlamaIndexRun,
+        llama_workflow: LlamaWorkflow,
+        serializer: BaseSerializer,
+        inp: RunInput,
+        options: StepOptions,
+    ) -> None:
+        self._run = run
+        self._workflow = llama_workflow
+        self._serializer = serializer
+        self._input = inp
+        self._options = options
+        self._seq = 0
+        self._order: dict[asyncio.Task[Any], int] = {}
+        self._handles: dict[int, ActivityHandle[StepOutput]] = {}
+        self._timer: tuple[int, asyncio.Task[None]] | None = None
+        self.releasing = False
+        self.completion_order: list[str] = []
+        """Keys of the tasks in the order the loop was handed them (workers and pulls), for tests and queries."""
+
+    # -- identity, time ---------------------------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return workflow.info().workflow_id
+
+    async def get_now(self) -> float:
+        return workflow.now().timestamp()
+
+    # -- mailbox ----------------------------------------------------------------------------------
+    async def send_event(self, tick: WorkflowTick) -> None:
+        self._run.mailbox.append(tick)
+
+    async def wait_receive(self, timeout_seconds: float | None = None) -> WaitResult:
+        mailbox = self._run.mailbox
+        while True:
+            if not mailbox:
+                try:
+                    await workflow.wait_condition(lambda: bool(mailbox), timeout=timeout_seconds)
+                except TimeoutError:
+                    return WaitResultTimeout()
+            item = mailbox.pop(0)
+            if not isinstance(item, str):
+                return WaitResultTick(tick=item)
+            try:
+                return WaitResultTick(tick=decode_tick(self._serializer, item))
+            except Exception as e:
+                # Bad input from outside never harms the run: it is dropped with a warning.
+                workflow.logger.warning("dropped a %s signal that is not a LlamaIndex tick: %s", TICK_SIGNAL, e)
+
+    def is_replaying(self) -> bool:
+        return workflow.unsafe.is_replaying()
+
+    async def on_tick(self, tick: WorkflowTick) -> None:
+        # The run's journal, returned with its result: ctx.to_dict() and running_steps() on the
+        # handler rebuild the broker state from it, as they do from BasicRuntime's tick log.
+        self._run.ticks.append(self._serializer.serialize(tick))
+        self._run._tick_objects.append(tick)
+
+    # -- stream, store ----------------------------------------------------------------------------
+    async def write_to_event_stream(self, event: Event) -> None:
+        _registry.note_type(event)
+        self._run.publish(self._serializer.serialize(event))
+
+    # -- tasks: started in order, completed in order, one timer per deadline ----------------------
+    async def wait_for_next_task(
+        self,
+        running: list[NamedTask],
+        pending: list[PendingStart],
+        timeout: float | None = None,
+    ) -> WaitForNextTaskResult:
+        started: list[NamedTask] = []
+        for p in pending:
+            task: asyncio.Task[Any] = asyncio.get_event_loop().create_task(p.coro)
+            self._order[task] = self._seq
+            self._seq += 1
+            started.append(p.start(task))
+        named = sorted(
+            running + started,
+            key=lambda nt: (isinstance(nt, PullTask), self._order.get(nt.task, -1)),
+        )
+        if not named:
+            return WaitForNextTaskResult(None, started)
+        self._maybe_release(named, timeout)
+        done = self._first_done(named)
+        if done is None:
+            if timeout is not None and timeout <= 0:
+                return WaitForNextTaskResult(None, started)
+            timer = self._timer_for(timeout)
+            waiter: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+
+            def wake(_: object) -> None:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+            watched: list[asyncio.Future[Any]] = [nt.task for nt in named]
+            if timer is not None:
+                watched.append(timer)
+            for fut in watched:
+                fut.add_done_callback(wake)
+            try:
+                await waiter
+            finally:
+                for fut in watched:
+                    fut.remove_done_callback(wake)
+            done = self._first_done(named)
+        if done is None:
+            self._timer = None  # it fired: the loop now pops the due ticks
+            return WaitForNextTaskResult(None, started)
+        self.completion_order.append(done.key)
+        self._order.pop(done.task, None)
+        return WaitForNextTaskResult(done.task, started)
+
+    def _maybe_release(self, named: list[NamedTask], timeout: float | None) -> None:
+        """Ask the loop for LlamaIndex's idle release when the run is idle and its history long.
+
+        Idle: no step running, nothing in the mailbox, no timer due (a run waiting for a human with
+        ``timeout=None``). The loop then returns ``IdleReleasedEvent`` and the run continues as new
+        with its broker state, store, stream and undelivered ticks.
+        """
+        if self.releasing or timeout is not None or self._run.mailbox:
+            return
+        if any(not isinstance(nt, PullTask) for nt in named):
+            return
+        threshold = self._input.idle_release_after_ticks
+        long_history = workflow.info().is_continue_as_new_suggested()
+        if long_history or (threshold is not None and len(self._run.ticks) >= threshold):
+            self.releasing = True
+            self._run.mailbox.insert(0, TickIdleRelease())
+
+    @staticmethod
+    def _first_done(named: list[NamedTask]) -> NamedTask | None:
+        for nt in named:
+            if nt.task.done():
+                return nt
+        return None
+
+    def _timer_for(self, timeout: float | None) -> asyncio.Task[None] | None:
+        if timeout is None:
+            return None
+        now = workflow.now().timestamp()
+        deadline_ms = math.ceil((now + timeout) * 1000)
+        if self._timer is not None:
+            current_deadline, current = self._timer
+            if current_deadline == deadline_ms and not current.done():
+                return current
+            if not current.done():
+                current.cancel()
+        seconds = max(0.001, deadline_ms / 1000 - now)
+        timer = asyncio.get_event_loop().create_task(workflow.sleep(timedelta(seconds=seconds), summary="llama wakeup"))
+        self._timer = (deadline_ms, timer)
+        return timer
+
+    async def close(self) -> None:
+        # The loop cancels its workers from a set right after this; cancelling the activities here,
+        # in the order they started, makes the cancel commands' order deterministic (the later
+        # cancels of the same handles issue nothing).
+        for seq in sorted(self._handles):
+            self._handles[seq].cancel()
+        if self._timer is not None and not self._timer[1].done():
+            self._timer[1].cancel()
+        self._timer = None
+
+    # -- steps ------------------------------------------------------------------------------------
+    async def run_step(
+        self,
+        state: StepWorkerState,
+        step_name: str,
+        event: Event,
+        bound_events: dict[str, Event] | None,
+        retry: RetryAttempt,
+    ) -> list[StepWorkerOutput]:
+        s = self._serializer
+        inp = StepInput(
+            workflow_name=self._input.workflow_name,
+            instance_key=self._input.instance_key,
+            run_id=self.run_id,
+            step_name=step_name,
+            event=_wire.encode_event(s, event),
+            state=_wire.encode_state(s, state),
+            bound_events=None
+            if bound_events is None
+            else {k: _wire.encode_event(s, v) for k, v in bound_events.items()},
+            retry=_wire.encode_retry(retry),
+            store=self._run.store,
+        )
+        size = len(inp.model_dump_json())
+        if size > MAX_STEP_INPUT_CHARS:
+            # Scheduled anyway, the activity would fail the workflow task for ever (Temporal refuses
+            # payloads over ~2 MB): the step fails instead, as a step error the run reports.
+            raise WorkflowRuntimeError(
+                f"step {step_name!r}: its input (event, fan-in buffers and ctx.store) is {size:,} bytes, over "
+                f"the {MAX_STEP_INPUT_CHARS:,} a Temporal payload allows here; keep large values out of the store"
+            )
+        o = self._options
+        handle: ActivityHandle[StepOutput] = workflow.start_activity(
+            f"{self._input.workflow_name}.{step_name}",
+            inp,
+            result_type=StepOutput,
+            task_queue=o.task_queue,
+            start_to_close_timeout=o.start_to_close_timeout,
+            heartbeat_timeout=o.heartbeat_timeout,
+            retry_policy=TemporalRetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                maximum_attempts=o.maximum_attempts,
+            ),
+            cancellation_type=ActivityCancellationType.TRY_CANCEL,
+            summary=step_name,
+        )
+        seq = self._seq
+        self._seq += 1
+        self._handles[seq] = handle
+        try:
+            out = await handle
+        except ActivityError as e:
+            if isinstance(e.cause, CancelledError):
+                # Cancelled by close() (the run is ending): a cancelled step, as under the default runtime,
+                # not a step failure for the retry policy to see.
+                raise asyncio.CancelledError() from e
+            raise
+        finally:
+            self._handles.pop(seq, None)
+        # What the step did, applied in the order steps completed (deterministic): its store writes,
+        # its stream writes (before its result is reduced, so before a StopEvent), sends after return.
+        if out.store_patch and self._run.store is not None:
+            self._run.store = apply_state_patch(self._run.store, out.store_patch)
+        for written in out.stream:
+            self._run.publish(written)
+        outputs = _wire.decode_outputs(s, out.outputs)
+        # The step's ctx.send_event calls, delivered as the default runtime delivers them live: a
+        # TickAddEvent keyed by its emission, which the reducer claims exactly once.
+        for item in outputs:
+            if isinstance(item, SentEvent) and state.invocation_id is not None:
+                self._run.mailbox.append(
+                    TickAddEvent(
+                        event=item.event,
+                        step_id=item.step_id,
+                        recovery_counts=dict(item.recovery_counts),
+                        emission=EmissionKey(invocation_id=state.invocation_id, index=item.index),
+                    )
+                )
+        for tick in out.late_sends:
+            self._run.mailbox.append(tick)
+        return outputs
+
+
+class _QuietOnReplay(BaseInternalRunAdapterDecorator):
+    """The runtime's decorators (``verbose=True``'s printer, say) see ticks and stream writes once.
+
+    While Temporal replays a run's history (a worker restarted, a cache eviction) they are bypassed:
+    their side effects already happened when the history was made.
+    """
+
+    def __init__(self, decorated: InternalRunAdapter, raw: WorkflowRunAdapter) -> None:
+        super().__init__(decorated)
+        self._raw = raw
+
+    async def on_tick(self, tick: WorkflowTick) -> None:
+        await (self._raw if workflow.unsafe.is_replaying() else self._decorated).on_tick(tick)
+
+    async def write_to_event_stream(self, event: Event) -> None:
+        await (self._raw if workflow.unsafe.is_replaying() else self._decorated).write_to_event_stream(event)
+
+
+@workflow.defn(name=WORKFLOW_TYPE, sandboxed=False)
+class LlamaIndexRun:
+    """One LlamaIndex run (``handler.run_id`` is the workflow id)."""
+
+    @workflow.init
+    def __init__(self, inp: RunInput) -> None:
+        self.mailbox: list[WorkflowTick | str] = list(inp.mailbox)
+        self.store: dict[str, Any] | None = inp.store
+        self.ticks: list[str] = []
+        self._tick_objects: list[WorkflowTick] = []
+        self._stream = WorkflowStream(prior_state=inp.stream)
+        self._events = self._stream.topic(EVENTS_TOPIC, type=str)
+        self._adapter: WorkflowRunAdapter | None = None
+
+    def publish(self, data: str) -> None:
+        self._events.publish(data)
+
+    @workflow.signal(name=TICK_SIGNAL)
+    def tick(self, data: Any) -> None:
+        """A tick from outside (``handler.ctx.send_event``, ``cancel_run``, the ``temporal`` CLI).
+
+        Either the workflow serializer's string or the same JSON as an object, e.g.
+        ``{"type": "add_event", "event": {"__is_pydantic": true, "value": {...},
+        "qualified_name": "app.Answer"}}``. It is decoded and checked when the loop reads it; anything
+        else is dropped with a warning, and the run goes on.
+        """
+        if isinstance(data, dict):
+            data = json.dumps(data)
+        if not isinstance(data, str) or len(data) > MAX_TICK_CHARS:
+            workflow.logger.warning("dropped a %s signal: not a tick of <= %d chars", TICK_SIGNAL, MAX_TICK_CHARS)
+            return
+        self.mailbox.append(data)
+
+    @workflow.signal(name=STORE_PATCH_SIGNAL)
+    def store_patch(self, patch: Any) -> None:
+        """``handler.ctx.store`` written from outside: applied at once (steps that started earlier
+        return their own patches, applied when they complete)."""
+        if self.store is None:
+            return
+        try:
+            if not isinstance(patch, list) or not all(isinstance(op, dict) for op in patch):
+                raise TypeError("a store patch is a list of JSON Patch operations")
+            self.store = apply_state_patch(self.store, patch)
+        except Exception as e:
+            workflow.logger.warning("dropped a %s signal: %s", STORE_PATCH_SIGNAL, e)
+
+    @workflow.query(name=STATE_QUERY)
+    def state(self) -> dict[str, Any] | None:
+        return self.store
+
+    @workflow.query(name="llama_completion_order")
+    def completion_order(self) -> list[str]:
+        return [] if self._adapter is None else list(self._adapter.completion_order)
+
+    @workflow.run
+    async def run(self, inp: RunInput) -> RunOutput:
+        llama_workflow = _registry.lookup(inp.workflow_name, inp.instance_key)
+        options = _registry.options_for(llama_workflow)
+        serializer = llama_workflow.runtime.get_serializer(llama_workflow)
+        raw = WorkflowRunAdapter(self, llama_workflow, serializer, inp, options)
+        self._adapter = raw
+        token = _registry.current_adapter.set(raw)
+        try:
+            # Through the runtime, so its decorators (verbose=True's printer) wrap the adapter as they
+            # do under the default runtime.
+            adapter = llama_workflow.runtime.get_internal_adapter(llama_workflow)
+            if adapter is not raw:
+                adapter = _QuietOnReplay(adapter, raw)
+            registered = llama_workflow.runtime.get_or_register(llama_workflow)
+            internal_ctx: Context[Any] = Context._create_internal(workflow=llama_workflow)
+            init_state = BrokerState.from_serialized(
+                SerializedContext.model_validate(inp.init_state), llama_workflow, serializer
+            )
+            start_event = None
+            if inp.start_event is not None:
+                start_event = _wire.decode_event(serializer, inp.start_event)
+                if not isinstance(start_event, StartEvent):
+                    raise ApplicationError("the start event is not a StartEvent", non_retryable=True)
+            try:
+                with run_context(
+                    RunContext(
+                        workflow=llama_workflow,
+                        run_adapter=adapter,
+                        context=internal_ctx,
+                        steps=registered.steps,
+                    )
+                ):
+                    stop = await control_loop(start_event, init_state, adapter.run_id)
+            except (ApplicationError, workflow.NondeterminismError):
+                raise
+            except (Exception, WorkflowCancelledByUser) as e:
+                await self._finish()
+                # What the loop raises (a step's error once its retry policy gives up, a timeout, a
+                # user cancel) ends the run with that error, never a workflow-task retry for ever.
+                details = error_details(e)
+                raise ApplicationError(
+                    details["exception_message"] or details["exception_type"],
+                    details,
+                    type=f"{RESULT_ERROR_TYPE}:{details['exception_type']}",
+                    non_retryable=True,
+                ) from None
+            if isinstance(stop, IdleReleasedEvent):
+                await self._continue_as_new(inp, llama_workflow, serializer)
+            await self._finish()
+            # The handler's ctx.to_dict() and running_steps() need the broker state: the final one (the
+            # start state folded with the journal) is usually far smaller than the journal itself.
+            try:
+                final = self._fold(inp, llama_workflow, serializer).to_serialized(serializer)
+            except Exception:
+                final = None  # e.g. child brokers, which to_serialized refuses: the journal goes instead
+            if final is not None:
+                return RunOutput(
+                    stop_event=serializer.serialize(stop), store=self.store, init_state=final.model_dump(mode="json")
+                )
+            # The journal rides along only while it is small: a result over Temporal's payload limit would
+            # fail the workflow task for ever. Without it the handler's ctx.to_dict() shows the start state.
+            ticks = self.ticks if sum(len(t) for t in self.ticks) <= MAX_JOURNAL_CHARS else []
+            return RunOutput(
+                stop_event=serializer.serialize(stop), store=self.store, ticks=ticks, init_state=inp.init_state
+            )
+        finally:
+            _registry.current_adapter.reset(token)
+
+    def _fold(self, inp: RunInput, llama_workflow: LlamaWorkflow, serializer: BaseSerializer) -> BrokerState:
+        """This run's start state folded with its journal, each tick at its recorded time (else workflow
+        time): LlamaIndex's ``rebuild_state_from_ticks`` without its wall clock."""
+        start = SerializedContext.model_validate(inp.init_state)
+        state = BrokerState.from_serialized(start, llama_workflow, serializer)
+        now = workflow.now().timestamp()
+        for tick in self._tick_objects:
+            if not isinstance(tick, TickIdleRelease):
+                state, _ = _reduce_tick(tick, state, now, run_id=workflow.info().workflow_id)
+        return state
+
+    async def _continue_as_new(self, inp: RunInput, llama_workflow: LlamaWorkflow, serializer: BaseSerializer) -> None:
+        """Continue as new after LlamaIndex's idle release, carrying everything the run needs to resume.
+
+        The broker state is this run's start state folded with its journal, each tick at the time the
+        live run stamped it (or workflow time): the rebuild LlamaIndex's ``rebuild_state_from_ticks`` does,
+        without its wall clock. The new run resumes it as ``Context.from_dict`` resumes a snapshot.
+        """
+        state = self._fold(inp, llama_workflow, serializer)
+        self._stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        pending = [t if isinstance(t, str) else serializer.serialize(t) for t in self.mailbox]
+        workflow.continue_as_new(
+            RunInput(
+                workflow_name=inp.workflow_name,
+                instance_key=inp.instance_key,
+                init_state=state.to_serialized(serializer).model_dump(mode="json"),
+                store=self.store,
+                idle_release_after_ticks=inp.idle_release_after_ticks,
+                stream=self._stream.get_state(),
+                mailbox=[t for t in pending if '"idle_release"' not in t],
+            )
+        )
+
+    async def _finish(self) -> None:
+        self._stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)

@@ -1,0 +1,69 @@
+"""Record the histories tests/integration/test_llama_runtime.py replays (tests/histories/llama_runtime/).
+
+Run against a dev server when LlamaIndexRun's commands change on purpose (then gate the change with
+``workflow.patched``, so the old histories keep replaying)::
+
+    TEMPORAL_ADDRESS=localhost:7233 python -m tests.integration.record_llama_runtime_histories
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from workflows import Workflow
+
+from temporal_workflows.llama import TemporalRuntime
+from tests.integration import llama_runtime_workflows as lw
+
+OUT = Path(__file__).parents[1] / "histories" / "llama_runtime"
+
+# name -> (how the workflow is built, how a run is driven). A replay builds the same instance.
+BUILD: dict[str, Callable[[TemporalRuntime], Workflow]] = {
+    "chain": lambda rt: lw.Chain(timeout=30, runtime=rt),
+    "fan_out": lambda rt: lw.FanOut(timeout=45, runtime=rt),
+    "typed_state": lambda rt: lw.TypedState(timeout=30, runtime=rt),
+    "human_in_loop": lambda rt: lw.HumanInLoop(timeout=None, runtime=rt),
+    "wait_for_event": lambda rt: lw.WaitsForEvent(timeout=None, runtime=rt),
+    "flaky": lambda rt: lw.Flaky(timeout=30, runtime=rt),
+    "fails": lambda rt: lw.Fails(timeout=30, runtime=rt),
+    "first_wins": lambda rt: lw.FirstWins(timeout=60, runtime=rt),
+}
+
+
+async def _answer(handler: Any, answer: Any) -> None:
+    async for ev in handler.stream_events():
+        if isinstance(ev, lw.Ask):
+            handler.ctx.send_event(answer)
+
+
+async def _drive(name: str, wf: Workflow) -> str:
+    kwargs: dict[str, dict[str, Any]] = {"chain": {"x": 1}, "fan_out": {"n": 10}, "human_in_loop": {"topic": "t"}}
+    if name == "flaky":
+        kwargs["flaky"] = {"key": uuid.uuid4().hex}
+    handler = wf.run(**kwargs.get(name, {}))
+    if name in ("human_in_loop", "wait_for_event"):
+        await _answer(handler, lw.Answer(text="yes"))
+    with contextlib.suppress(Exception):
+        await handler
+    return str(handler.run_id)
+
+
+async def main() -> None:
+    rt = TemporalRuntime(worker=True, task_queue=f"record-{uuid.uuid4().hex[:8]}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    client = await rt.client()
+    for name, build in BUILD.items():
+        run_id = await _drive(name, build(rt))
+        history = await client.get_workflow_handle(run_id).fetch_history()
+        (OUT / f"{name}.json").write_text(history.to_json())
+        print("recorded", name, len(history.events), "events")
+    await rt.destroy()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,412 @@
+"""``TemporalRuntime``: unchanged LlamaIndex programs on a real dev server give what the default runtime gives."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from workflows import Workflow
+from workflows.errors import WorkflowCancelledByUser, WorkflowTimeoutError
+
+from temporal_workflows.llama import TemporalRuntime
+from temporal_workflows.llama._runtime_temporal import LlamaIndexRun
+from temporal_workflows.temporal import ConnectionConfig
+from temporal_workflows.temporal._plugin import data_converter
+from tests.integration import llama_runtime_workflows as lw
+from tests.integration import record_llama_runtime_histories
+
+
+@pytest.fixture(scope="module")
+async def runtime(temporal_address: str) -> AsyncIterator[TemporalRuntime]:
+    rt = TemporalRuntime(
+        worker=True,
+        task_queue=f"llama-rt-{uuid.uuid4().hex[:8]}",
+        connection=ConnectionConfig(address=temporal_address),
+    )
+    yield rt
+    await rt.destroy()
+
+
+async def _run_both(cls: type[Workflow], rt: TemporalRuntime, **kwargs: Any) -> tuple[Any, Any]:
+    """(default runtime's (result, events), TemporalRuntime's (result, events)) of one program."""
+    outs = []
+    for runtime in (None, rt):
+        wf = cls(timeout=30) if runtime is None else cls(timeout=30, runtime=runtime)
+        handler = wf.run(**kwargs)
+        events = [e async for e in handler.stream_events()]
+        outs.append((await handler, lw.describe(events)))
+    return outs[0], outs[1]
+
+
+async def test_chain_result_stream_and_store_match_the_default_runtime(runtime: TemporalRuntime) -> None:
+    default, temporal = await _run_both(lw.Chain, runtime, x=41)
+    assert temporal == default
+    assert temporal[0] == "done 42"
+    wf = lw.Chain(timeout=30, runtime=runtime)
+    handler = wf.run(x=1)
+    await handler
+    assert await handler.ctx.store.get("seen") == ["a", "b"]
+
+
+async def test_each_run_is_a_temporal_workflow_and_each_step_an_activity(runtime: TemporalRuntime) -> None:
+    handler = lw.Chain(timeout=30, runtime=runtime).run(x=1)
+    await handler
+    client = await runtime.client()
+    history = await client.get_workflow_handle(handler.run_id).fetch_history()
+    types = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    name = lw.Chain(timeout=30).workflow_name
+    assert types == [f"{name}.a", f"{name}.b"]
+
+
+async def test_registering_builds_workflows_on_the_runtime(runtime: TemporalRuntime) -> None:
+    with runtime.registering():
+        wf = lw.Chain(timeout=30)
+    assert wf.runtime is runtime
+    assert await wf.run(x=2) == "done 3"
+
+
+async def test_fan_out_num_workers_and_collect_events(runtime: TemporalRuntime) -> None:
+    default, temporal = await _run_both(lw.FanOut, runtime, n=8)
+    assert temporal == default
+    assert temporal[0] == [i * i for i in range(8)]
+
+
+async def test_typed_state(runtime: TemporalRuntime) -> None:
+    default, temporal = await _run_both(lw.TypedState, runtime)
+    assert temporal == default == ({"count": 11, "log": ["one", "two"]}, [("StopEvent", temporal[1][0][1])])
+
+
+async def test_human_input_by_send_event(runtime: TemporalRuntime) -> None:
+    for rt in (None, runtime):
+        wf = lw.HumanInLoop(timeout=None) if rt is None else lw.HumanInLoop(timeout=None, runtime=rt)
+        handler = wf.run(topic="cats")
+        seen = []
+        async for ev in handler.stream_events():
+            seen.append(type(ev).__name__)
+            if isinstance(ev, lw.Ask):
+                assert ev.question == "name for cats?"
+                handler.ctx.send_event(lw.Answer(text="Tom"))
+        assert await handler == "got Tom"
+        assert seen == ["Ask", "StopEvent"]
+
+
+async def test_wait_for_event(runtime: TemporalRuntime) -> None:
+    for rt in (None, runtime):
+        wf = lw.WaitsForEvent(timeout=None) if rt is None else lw.WaitsForEvent(timeout=None, runtime=rt)
+        handler = wf.run()
+        async for ev in handler.stream_events():
+            if isinstance(ev, lw.Ask):
+                handler.ctx.send_event(lw.Answer(text="yes"))
+        assert await handler == "waited yes"
+
+
+async def test_step_error_raises_what_the_default_runtime_raises(runtime: TemporalRuntime) -> None:
+    for rt in (None, runtime):
+        wf = lw.Fails(timeout=30) if rt is None else lw.Fails(timeout=30, runtime=rt)
+        with pytest.raises(lw.Boom, match="step exploded"):
+            await wf.run()
+
+
+async def test_llama_retry_policy_retries_the_step(runtime: TemporalRuntime) -> None:
+    key = uuid.uuid4().hex
+    assert await lw.Flaky(timeout=30, runtime=runtime).run(key=key) == 3
+
+
+async def test_timeout_raises_workflow_timeout_error(runtime: TemporalRuntime) -> None:
+    with pytest.raises(WorkflowTimeoutError):
+        await lw.Slow(timeout=1, runtime=runtime).run()
+
+
+async def test_cancel_run(runtime: TemporalRuntime) -> None:
+    handler = lw.Slow(timeout=60, runtime=runtime).run()
+    await asyncio.sleep(0)  # let the start go out
+    await handler.cancel_run()
+    with pytest.raises(WorkflowCancelledByUser):
+        await handler
+
+
+async def test_bad_signal_is_dropped_and_the_run_goes_on(runtime: TemporalRuntime) -> None:
+    handler = lw.HumanInLoop(timeout=None, runtime=runtime).run(topic="dogs")
+    client = await runtime.client()
+    async for ev in handler.stream_events():
+        if isinstance(ev, lw.Ask):
+            wf_handle = client.get_workflow_handle(handler.run_id)
+            await wf_handle.signal("llama_tick", "not a tick")
+            await wf_handle.signal("llama_tick", 42)
+            handler.ctx.send_event(lw.Answer(text="Rex"))
+    assert await handler == "got Rex"
+
+
+async def test_fan_out_histories_replay(runtime: TemporalRuntime) -> None:
+    """Several activities completing together are reduced in a fixed order: the history replays."""
+    handler = lw.FanOut(timeout=30, runtime=runtime).run(n=12)
+    assert await handler == [i * i for i in range(12)]
+    client = await runtime.client()
+    history = await client.get_workflow_handle(handler.run_id).fetch_history()
+    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
+    await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
+
+
+async def test_connects_from_the_environment_and_survives_two_asyncio_runs(temporal_address: str) -> None:
+    program = textwrap.dedent(
+        """
+        import asyncio
+        from temporal_workflows.llama import TemporalRuntime
+        from tests.integration.llama_runtime_workflows import Chain
+
+        with TemporalRuntime(worker=True, task_queue={!r}).registering():
+            wf = Chain(timeout=30)
+
+        async def main(x):
+            return await wf.run(x=x)
+
+        print(asyncio.run(main(1)))
+        print(asyncio.run(main(2)))
+        """.format(f"llama-rt-env-{uuid.uuid4().hex[:8]}")
+    )
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address}
+    out = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["done", "2", "done", "3"]
+
+
+async def _history_events(runtime: TemporalRuntime, run_id: str) -> list[Any]:
+    client = await runtime.client()
+    return list((await client.get_workflow_handle(run_id).fetch_history()).events)
+
+
+async def test_one_timer_for_the_root_timeout_not_one_per_iteration(runtime: TemporalRuntime) -> None:
+    handler = lw.FanOut(timeout=45, runtime=runtime).run(n=6)
+    assert await handler == [i * i for i in range(6)]
+    events = await _history_events(runtime, handler.run_id)
+    timers = [e for e in events if e.HasField("timer_started_event_attributes")]
+    assert len(timers) == 1  # the 45 s root timeout, kept across the loop's ~20 iterations
+
+
+async def test_losers_are_cancelled_in_the_order_they_started(runtime: TemporalRuntime) -> None:
+    for _ in range(3):
+        handler = lw.FirstWins(timeout=60, runtime=runtime).run()
+        assert await handler == "winner 0"
+        events = await _history_events(runtime, handler.run_id)
+        cancelled = [
+            e.activity_task_cancel_requested_event_attributes.scheduled_event_id
+            for e in events
+            if e.HasField("activity_task_cancel_requested_event_attributes")
+        ]
+        assert len(cancelled) == 2
+        assert cancelled == sorted(cancelled)
+
+
+HISTORIES = sorted((Path(__file__).parents[1] / "histories" / "llama_runtime").glob("*.json"))
+
+
+class _NoUuid:
+    @staticmethod
+    def uuid4() -> Any:
+        raise AssertionError("uuid4 called from workflow code")
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_recorded_histories_replay_without_wall_clock_or_uuid4(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every recorded run replays with this code, and its workflow code reads neither the wall clock
+    (``time.time`` returns 0 during the replay, so a decision made on it would diverge) nor ``uuid4``."""
+    from workflows.runtime.types import step_function
+
+    rt = TemporalRuntime()
+    record_llama_runtime_histories.BUILD[path.stem](rt)  # this process hosts the same workflow
+    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
+    monkeypatch.setattr(step_function, "uuid", _NoUuid)
+    monkeypatch.setattr(time, "time", lambda: 0.0)
+    await replayer.replay_workflow(history)
+
+
+async def _wait_for(predicate: Any, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        await asyncio.sleep(0.05)
+
+
+async def test_a_worker_killed_mid_step_costs_a_heartbeat_and_the_run_completes_on_another(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    queue = f"llama-rt-kill-{uuid.uuid4().hex[:8]}"
+    root = Path(__file__).parents[2]
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address, "PYTHONPATH": str(root)}
+    serve = "import asyncio, sys; from tests.integration.llama_runtime_workflows import serve_blocking as s; "
+    command = [sys.executable, "-c", serve + "asyncio.run(s(sys.argv[1]))", queue]
+    first = subprocess.Popen(command, cwd=root, env=env)
+    second: subprocess.Popen[bytes] | None = None
+    rt = TemporalRuntime(task_queue=queue, connection=ConnectionConfig(address=temporal_address))
+    try:
+        handler = lw.Blocking(timeout=None, runtime=rt).run(path=str(tmp_path))
+        await _wait_for(lambda: (tmp_path / f"started-{first.pid}").exists(), 60)
+        first.kill()  # kill -9, mid-step
+        await asyncio.to_thread(first.wait)
+        second = subprocess.Popen(command, cwd=root, env=env)
+        (tmp_path / "release").touch()
+        assert await asyncio.wait_for(handler, 90) == second.pid  # the step ran again on the new worker
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+async def test_workflows_and_events_defined_inside_a_function(runtime: TemporalRuntime) -> None:
+    from workflows import Context, step
+    from workflows.events import Event, StartEvent, StopEvent
+
+    class LocalEvent(Event):
+        word: str
+
+    class LocalProgress(Event):
+        n: int
+
+    class Local(Workflow):
+        @step
+        async def first(self, ctx: Context, ev: StartEvent) -> LocalEvent:
+            ctx.write_event_to_stream(LocalProgress(n=1))
+            return LocalEvent(word=ev.word)
+
+        @step
+        async def second(self, ev: LocalEvent) -> StopEvent:
+            return StopEvent(result=ev.word.upper())
+
+    default, temporal = await _run_both(Local, runtime, word="hi")
+    assert temporal == default == ("HI", [("LocalProgress", {"n": 1}), ("StopEvent", temporal[1][1][1])])
+
+
+async def test_sync_steps_resources_and_a_reused_or_restored_context(runtime: TemporalRuntime) -> None:
+    default = await lw.reuse_and_restore(lw.SyncAndResources(timeout=30))
+    temporal = await lw.reuse_and_restore(lw.SyncAndResources(timeout=30, runtime=runtime))
+    assert temporal == default
+    assert temporal[:4] == [9, 10, 13, 16]
+
+
+async def test_an_event_signalled_as_plain_json_reaches_the_run(runtime: TemporalRuntime) -> None:
+    """What ``temporal workflow signal --name llama_tick --input '{...}'`` sends: the tick as a JSON object."""
+    handler = lw.HumanInLoop(timeout=None, runtime=runtime).run(topic="cli")
+    client = await runtime.client()
+    async for ev in handler.stream_events():
+        if isinstance(ev, lw.Ask):
+            answer = {
+                "__is_pydantic": True,
+                "value": {"text": "from the CLI"},
+                "qualified_name": f"{lw.Answer.__module__}.Answer",
+            }
+            await client.get_workflow_handle(handler.run_id).signal(
+                "llama_tick", {"type": "add_event", "event": answer}
+            )
+    assert await handler == "got from the CLI"
+
+
+async def test_a_step_input_over_the_payload_limit_fails_the_run_clearly(runtime: TemporalRuntime) -> None:
+    from workflows.errors import WorkflowRuntimeError
+
+    with pytest.raises(WorkflowRuntimeError, match=r"'after': its input .* keep large values out of the store"):
+        await asyncio.wait_for(lw.BigStore(timeout=60, runtime=runtime).run(size=1_000_000), 60)
+    with pytest.raises(WorkflowRuntimeError, match=r"'fill': its result .* keep large values out of events"):
+        await asyncio.wait_for(lw.BigStore(timeout=60, runtime=runtime).run(size=3_000_000), 60)
+
+
+async def test_an_idle_run_continues_as_new_and_resumes_with_its_store_and_stream(temporal_address: str) -> None:
+    rt = TemporalRuntime(
+        worker=True,
+        task_queue=f"llama-rt-can-{uuid.uuid4().hex[:8]}",
+        connection=ConnectionConfig(address=temporal_address),
+        idle_release_after_ticks=1,
+    )
+    try:
+        cases: list[tuple[Any, dict[str, Any], str]] = [
+            (lw.HumanInLoop, {"topic": "can"}, "got after a new run"),
+            (lw.AskWithStore, {"topic": "bees"}, "bees: after a new run"),  # ctx.store carried
+            (lw.WaitsForEvent, {}, "waited after a new run"),  # a wait_for_event waiter carried
+        ]
+        client = await rt.client()
+        for cls, kwargs, expected in cases:
+            handler = cls(timeout=None, runtime=rt).run(**kwargs)
+            seen = []
+            async for ev in handler.stream_events():
+                seen.append(type(ev).__name__)
+                if isinstance(ev, lw.Ask):
+                    handle = client.get_workflow_handle(handler.run_id)
+                    await _wait_for_async(lambda h=handle: _continued(h), 30)
+                    handler.ctx.send_event(lw.Answer(text="after a new run"))
+            assert await handler == expected
+            assert seen == ["Ask", "StopEvent"]  # the stream carried over: nothing lost, nothing twice
+    finally:
+        await rt.destroy()
+
+
+async def _continued(handle: Any) -> bool:
+    desc = await handle.describe()
+    return bool(desc.raw_description.workflow_execution_info.first_run_id != desc.run_id)
+
+
+async def _wait_for_async(predicate: Any, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        await asyncio.sleep(0.1)
+
+
+async def test_the_handler_reads_and_writes_the_store_of_a_running_run(runtime: TemporalRuntime) -> None:
+    for rt in (None, runtime):
+        wf = lw.StoreFromOutside(timeout=None) if rt is None else lw.StoreFromOutside(timeout=None, runtime=rt)
+        handler = wf.run(topic="bees")
+        async for ev in handler.stream_events():
+            if isinstance(ev, lw.Ask):
+                assert await handler.ctx.store.get("topic") == "bees"
+                await handler.ctx.store.set("extra", "and wasps")
+                handler.ctx.send_event(lw.Answer(text="Ann"))
+        assert await handler == "bees and wasps Ann"
+        assert await handler.ctx.store.get("extra") == "and wasps"
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_recorded_histories_replay_in_the_restricted_sandbox(path: Path) -> None:
+    """The workflow runs unsandboxed (LlamaIndex's loop routes on the user's own classes), so it is also
+    replayed inside Temporal's sandbox with its default restrictions, with the user's module, LlamaIndex
+    and this project passed through (the registry of hosted workflows must be the process's). A
+    restricted call that reaches the sandbox's modules fails here: a wall-clock read put into the run
+    adapter did, when tried. What passed-through modules imported before the sandbox is not re-checked;
+    test_recorded_histories_replay_without_wall_clock_or_uuid4 covers the wall clock there."""
+    rt = TemporalRuntime()
+    record_llama_runtime_histories.BUILD[path.stem](rt)
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(
+        "workflows", "llama_index_instrumentation", "temporal_workflows", "tests", "pydantic", "opentelemetry"
+    )
+    replayer = Replayer(
+        workflows=[LlamaIndexRun],
+        data_converter=data_converter(None),
+        unsandboxed_workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
+        debug_mode=True,
+    )
+    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None

@@ -1,0 +1,100 @@
+"""LlamaIndex's documented examples, unchanged (``from workflows import ...``), run under ``TemporalRuntime``
+on the dev server, print exactly what they print under LlamaIndex's default runtime.
+
+The examples are tests/test_llama_docs.py's (the README quick start, branches and loops, concurrency,
+streaming, human in the loop, state, retries, custom start/stop events), with their imports put back to
+LlamaIndex's own package, and the outputs recorded there under llama-index-workflows 2.26.1. Each runs
+inside ``with TemporalRuntime(worker=True).registering():``, as a held-out check would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import types
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from unittest.mock import patch
+
+import pytest
+from temporalio.worker import Replayer
+
+from temporal_workflows.llama import TemporalRuntime
+from temporal_workflows.llama._runtime_temporal import LlamaIndexRun
+from temporal_workflows.temporal import ConnectionConfig
+from temporal_workflows.temporal._plugin import data_converter
+
+_SOURCE = Path(__file__).parents[1] / "test_llama_docs.py"
+_UNCHANGED_IMPORTS = """from workflows import Context, Workflow, step
+from workflows.events import Event, HumanResponseEvent, InputRequiredEvent, StartEvent, StopEvent
+from workflows.retry_policy import retry_policy, stop_after_attempt, wait_fixed
+"""
+
+
+def _llamaindex_module() -> types.ModuleType:
+    """tests/test_llama_docs.py with ``from workflows import ...``: the programs as LlamaIndex documents them."""
+    name = "tests.integration._llama_docs_unchanged"
+    if name in sys.modules:
+        return sys.modules[name]
+    source = re.sub(
+        r"from temporal_workflows\.llama import \((.|\n)*?\)\n", _UNCHANGED_IMPORTS, _SOURCE.read_text(), count=1
+    )
+    assert "temporal_workflows" not in source.split("EXAMPLES = ")[0]
+    module = types.ModuleType(name)
+    module.__file__ = str(_SOURCE)
+    sys.modules[name] = module  # the serializer resolves event classes by module path
+    exec(compile(source, str(_SOURCE), "exec"), module.__dict__)
+    return module
+
+
+DOCS = _llamaindex_module()
+
+
+@pytest.fixture(scope="module")
+async def runtime(temporal_address: str) -> AsyncIterator[TemporalRuntime]:
+    rt = TemporalRuntime(
+        worker=True,
+        task_queue=f"llama-rt-docs-{uuid.uuid4().hex[:8]}",
+        connection=ConnectionConfig(address=temporal_address),
+    )
+    yield rt
+    await rt.destroy()
+
+
+@pytest.mark.parametrize("example", DOCS.EXAMPLES, ids=[e.__name__ for e in DOCS.EXAMPLES])
+async def test_a_documented_example_prints_under_temporal_what_it_prints_under_llamaindex(
+    example: Any, runtime: TemporalRuntime, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started: list[str] = []
+    run_workflow = runtime.run_workflow
+
+    def recording(run_id: str, *args: Any, **kwargs: Any) -> Any:
+        started.append(run_id)
+        return run_workflow(run_id, *args, **kwargs)
+
+    with patch.object(runtime, "run_workflow", recording), runtime.registering():
+        await asyncio.wait_for(example(), 60)
+    printed = capsys.readouterr().out.splitlines()
+    # Each run's history replays with this code (a worker restarted mid-run would get the same commands).
+    client = await runtime.client()
+    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
+    assert started
+    for run_id in started:
+        history = await client.get_workflow_handle(run_id).fetch_history()
+        await replayer.replay_workflow(history)
+    expected = DOCS.LLAMAINDEX_PRINTED[example.__name__]
+    if example.__name__ != "streaming":
+        assert printed == expected
+        return
+
+    # verbose=True prints from the loop, on the worker; the program prints what it reads from the stream,
+    # on the client. Each side prints the same lines in the same order, but the two interleave by timing
+    # (the stream is read over Temporal), as they would from two processes.
+    def worker(lines: list[str]) -> list[str]:
+        return [line for line in lines if line.startswith("[")]
+
+    assert worker(printed) == worker(expected)
+    assert [x for x in printed if x not in worker(printed)] == [x for x in expected if x not in worker(expected)]

@@ -1,0 +1,87 @@
+"""The Temporal run adapter's task order, without a server: which done task the loop gets is decided by
+the order the adapter started the tasks (workers before the mailbox pull), never by set or hash order."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from workflows.runtime.types.named_task import PendingPull, PendingWorker, PullTask, WorkerTask
+from workflows.runtime.types.step_id import StepId
+
+from temporal_workflows.llama._runtime_temporal._protocol import RunInput
+from temporal_workflows.llama._runtime_temporal._workflow import WorkflowRunAdapter
+
+
+async def _value(v: Any) -> Any:
+    return v
+
+
+def _adapter() -> WorkflowRunAdapter:
+    from temporal_workflows.llama._runtime_temporal._options import StepOptions
+
+    adapter = WorkflowRunAdapter(None, None, None, RunInput(workflow_name="x"), StepOptions())  # type: ignore[arg-type]
+    adapter.releasing = True  # no idle release here: that asks Temporal whether history is long
+    return adapter
+
+
+async def test_the_first_started_done_worker_is_reduced_first_whatever_the_list_order() -> None:
+    for reverse in (False, True):
+        adapter = _adapter()
+        pending: list[Any] = [PendingWorker(StepId.root(f"s{i}"), i, _value(i)) for i in range(5)]
+        pending.append(PendingPull(0, _value(None)))
+        first = await adapter.wait_for_next_task([], pending, None)
+        assert isinstance(first.completed, asyncio.Task)
+        await asyncio.sleep(0)  # every task is done now
+        started = first.started
+        assert first.completed is started[0].task
+        running = [nt for nt in started if nt.task is not first.completed]
+        order = []
+        while running:
+            handed = list(reversed(running)) if reverse else running
+            result = await adapter.wait_for_next_task(handed, [], None)
+            done = next(nt for nt in running if nt.task is result.completed)
+            order.append(done.key)
+            running.remove(done)
+        assert order == ["s1:1", "s2:2", "s3:3", "s4:4", "__pull__:0"]
+        assert isinstance(started[-1], PullTask) and isinstance(started[0], WorkerTask)
+
+
+def test_the_build_id_carries_the_workflows_version_and_changes_with_the_steps() -> None:
+    from workflows import Workflow, step
+    from workflows.events import StartEvent, StopEvent
+
+    from temporal_workflows.llama import TemporalRuntime
+
+    class One(Workflow):
+        @step
+        async def only(self, ev: StartEvent) -> StopEvent:
+            return StopEvent()
+
+    class Two(Workflow):
+        @step
+        async def only(self, ev: StartEvent) -> StopEvent:
+            return StopEvent()
+
+        @step(num_workers=2)
+        async def more(self, ev: StopEvent) -> None:
+            return None
+
+    a, b, c = TemporalRuntime(), TemporalRuntime(), TemporalRuntime()
+    One(runtime=a)
+    One(runtime=b)
+    Two(runtime=c)
+    assert a.build_id().startswith("llama-2.26.1-")
+    assert a.build_id() == b.build_id() != c.build_id()
+    One(timeout=5, runtime=b)
+    assert b.build_id() != a.build_id()
+
+
+def test_an_in_process_worker_gets_a_queue_of_its_own_and_a_client_the_shared_one() -> None:
+    from temporal_workflows.llama import TemporalRuntime
+
+    hosted = TemporalRuntime(worker=True)
+    assert hosted.task_queue.startswith("llama-index-workflows-")
+    assert hosted.task_queue == TemporalRuntime(worker=True).task_queue  # one process, one queue
+    assert TemporalRuntime().task_queue == "llama-index-workflows"  # where production workers poll
+    assert TemporalRuntime(worker=True, task_queue="q").task_queue == "q"
