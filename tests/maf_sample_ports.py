@@ -1,0 +1,883 @@
+"""More of Agent Framework's own workflow samples, ported: each written once against a module.
+
+Source: ``microsoft/agent-framework`` (MIT licence), ``python/samples/03-workflows/`` and
+``python/samples/01-get-started/``; each program names its sample file. A port changes only
+what the sample imports (``mod`` is ``agent_framework`` or ``temporal_workflows``) and, where
+the sample calls a cloud model, its chat client: a ``ScriptedChatClient`` whose replies
+depend only on the messages it is given. Where the sample asks a human (``input()``), the
+answers are fixed. The sample's own prints are kept; ``tests/test_maf_samples.py`` runs each
+on Agent Framework and here and compares what they print.
+
+``durable`` turns a built workflow into what the sample calls ``run`` on: the workflow
+itself (in process; Agent Framework), or its durable twin on Temporal
+(``tests/integration/test_maf_samples_temporal.py``).
+
+Annotations are evaluated where they are written (no ``from __future__ import annotations``):
+Agent Framework reads ``mod.WorkflowContext[...]`` from the live annotation.
+"""
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterable, Awaitable, Callable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal, Never, cast
+from uuid import uuid4
+
+from agent_framework import Agent, AgentResponseUpdate, Message
+from pydantic import BaseModel
+
+from tests.agent_support import ScriptedChatClient
+
+Durable = Callable[[Any], Any]
+"""What a sample calls ``run`` on, given its built workflow."""
+
+
+def in_process(workflow: Any) -> Any:
+    return workflow
+
+
+def last_user_text(messages: list[Message]) -> str:
+    return next(m.text for m in reversed(messages) if m.role == "user")
+
+
+# -- 01-get-started/07_first_graph_workflow.py ------------------------------------------------------------
+
+
+async def first_graph_workflow(mod: Any, durable: Durable = in_process) -> None:
+    class UpperCase(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, id: str):
+            super().__init__(id=id)
+
+        @mod.handler  # type: ignore[misc]
+        async def to_upper_case(self, text: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+            await ctx.send_message(text.upper())
+
+    @mod.executor(id="reverse_text")  # type: ignore[misc]
+    async def reverse_text(text: str, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        await ctx.yield_output(text[::-1])
+
+    def create_workflow() -> Any:
+        upper = UpperCase(id="upper_case")
+        return mod.WorkflowBuilder(start_executor=upper, name="first_graph").add_edge(upper, reverse_text).build()
+
+    workflow = durable(create_workflow())
+    events = await workflow.run("hello world")
+    print(f"Output: {events.get_outputs()}")
+    print(f"Final state: {events.get_final_state()}")
+
+
+# -- 03-workflows/_start-here/step1_executors_and_edges.py --------------------------------------------------
+
+
+async def executors_and_edges(mod: Any, durable: Durable = in_process) -> None:
+    class UpperCase(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, id: str):
+            super().__init__(id=id)
+
+        @mod.handler  # type: ignore[misc]
+        async def to_upper_case(self, text: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+            result = text.upper()
+            await ctx.send_message(result)
+
+    @mod.executor(id="reverse_text_executor")  # type: ignore[misc]
+    async def reverse_text(text: str, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        result = text[::-1]
+        await ctx.yield_output(result)
+
+    class ExclamationAdder(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, id: str):
+            super().__init__(id=id)
+
+        @mod.handler(input=str, output=str)  # type: ignore[misc]
+        async def add_exclamation(self, message, ctx) -> None:  # type: ignore[no-untyped-def]
+            result = f"{message}!!!"
+            await ctx.send_message(result)
+
+    def create_workflow() -> Any:
+        upper_case = UpperCase(id="upper_case_executor")
+        return (
+            mod.WorkflowBuilder(start_executor=upper_case, name="executors_and_edges_1")
+            .add_edge(upper_case, reverse_text)
+            .build()
+        )
+
+    workflow1 = durable(create_workflow())
+    print("Workflow 1 (introspection-based types):")
+    events1 = await workflow1.run("hello world")
+    print(events1.get_outputs())
+    print("Final state:", events1.get_final_state())
+
+    upper_case = UpperCase(id="upper_case_executor")
+    exclamation_adder = ExclamationAdder(id="exclamation_adder")
+    workflow2 = durable(
+        mod.WorkflowBuilder(start_executor=upper_case, name="executors_and_edges_2")
+        .add_edge(upper_case, exclamation_adder)
+        .add_edge(exclamation_adder, reverse_text)
+        .build()
+    )
+    print("\nWorkflow 2 (explicit @handler types):")
+    events2 = await workflow2.run("hello world")
+    print(events2.get_outputs())
+    print("Final state:", events2.get_final_state())
+
+
+# -- 03-workflows/control-flow/sequential_executors.py ------------------------------------------------------
+
+
+async def sequential_executors(mod: Any, durable: Durable = in_process) -> None:
+    class UpperCaseExecutor(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def to_upper_case(self, text: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+            result = text.upper()
+            await ctx.send_message(result)
+
+    class ReverseTextExecutor(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def reverse_text(self, text: str, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+            result = text[::-1]
+            await ctx.yield_output(result)
+
+    upper_case_executor = UpperCaseExecutor(id="upper_case_executor")
+    reverse_text_executor = ReverseTextExecutor(id="reverse_text_executor")
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=upper_case_executor, name="sequential_executors")
+        .add_edge(upper_case_executor, reverse_text_executor)
+        .build()
+    )
+    outputs: list[str] = []
+    async for event in workflow.run("hello world", stream=True):
+        print(f"Event: {event}")
+        if event.type == "output":
+            outputs.append(cast(str, event.data))
+    if outputs:
+        print(f"Workflow outputs: {outputs}")
+
+
+# -- 03-workflows/control-flow/sequential_streaming.py ------------------------------------------------------
+
+
+async def sequential_streaming(mod: Any, durable: Durable = in_process) -> None:
+    @mod.executor(id="upper_case_executor")  # type: ignore[misc]
+    async def to_upper_case(text: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+        result = text.upper()
+        await ctx.send_message(result)
+
+    @mod.executor(id="reverse_text_executor")  # type: ignore[misc]
+    async def reverse_text(text: str, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        result = text[::-1]
+        await ctx.yield_output(result)
+
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=to_upper_case, name="sequential_streaming")
+        .add_edge(to_upper_case, reverse_text)
+        .build()
+    )
+    async for event in workflow.run("hello world", stream=True):
+        print(f"Event: {event}")
+        if event.type == "output":
+            print(f"Workflow completed with result: {event.data}")
+
+
+# -- 03-workflows/observability/executor_io_observation.py --------------------------------------------------
+
+
+def format_io_data(data: Any) -> str:
+    type_name = type(data).__name__
+    if data is None:
+        return "None"
+    if isinstance(data, str):
+        preview = data[:80] + "..." if len(data) > 80 else data
+        return f"{type_name}: '{preview}'"
+    if isinstance(data, list):
+        data_list = cast(list[Any], data)
+        if len(data_list) == 0:
+            return f"{type_name}: []"
+        if len(data_list) <= 3:
+            items = [format_io_data(item) for item in data_list]
+            return f"{type_name}: [{', '.join(items)}]"
+        return f"{type_name}: [{len(data_list)} items]"
+    return f"{type_name}: {data!r}"
+
+
+async def executor_io_observation(mod: Any, durable: Durable = in_process) -> None:
+    class UpperCaseExecutor(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, id: str = "upper_case"):
+            super().__init__(id=id)
+
+        @mod.handler  # type: ignore[misc]
+        async def handle(self, text: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+            result = text.upper()
+            await ctx.send_message(result)
+
+    class ReverseTextExecutor(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, id: str = "reverse_text"):
+            super().__init__(id=id)
+
+        @mod.handler  # type: ignore[misc]
+        async def handle(self, text: str, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+            result = text[::-1]
+            await ctx.yield_output(result)
+
+    upper_case = UpperCaseExecutor()
+    reverse_text = ReverseTextExecutor()
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=upper_case, name="io_observation").add_edge(upper_case, reverse_text).build()
+    )
+    print("Running workflow with executor I/O observation...\n")
+    async for event in workflow.run("hello world", stream=True):
+        if event.type == "executor_invoked":
+            print(f"[INVOKED] {event.executor_id}")
+            print(f"    Input: {format_io_data(event.data)}")
+        elif event.type == "executor_completed":
+            print(f"[COMPLETED] {event.executor_id}")
+            if event.data:
+                print(f"    Output: {format_io_data(event.data)}")
+        elif event.type == "output":
+            print(f"[WORKFLOW OUTPUT] {format_io_data(event.data)}")
+
+
+# -- 03-workflows/parallelism/aggregate_results_of_different_types.py ---------------------------------------
+
+
+async def aggregate_results_of_different_types(mod: Any, durable: Durable = in_process) -> None:
+    class Dispatcher(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def handle(self, numbers: list[int], ctx: mod.WorkflowContext[list[int]]) -> None:  # type: ignore[name-defined]
+            if not numbers:
+                raise RuntimeError("Input must be a valid list of integers.")
+            await ctx.send_message(numbers)
+
+    class Average(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def handle(self, numbers: list[int], ctx: mod.WorkflowContext[float]) -> None:  # type: ignore[name-defined]
+            average: float = sum(numbers) / len(numbers)
+            await ctx.send_message(average)
+
+    class Sum(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def handle(self, numbers: list[int], ctx: mod.WorkflowContext[int]) -> None:  # type: ignore[name-defined]
+            total: int = sum(numbers)
+            await ctx.send_message(total)
+
+    class Aggregator(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def handle(
+            self,
+            results: list[int | float],
+            ctx: mod.WorkflowContext[Never, list[int | float]],  # type: ignore[name-defined]
+        ) -> None:
+            await ctx.yield_output(results)
+
+    dispatcher = Dispatcher(id="dispatcher")
+    average = Average(id="average")
+    summation = Sum(id="summation")
+    aggregator = Aggregator(id="aggregator")
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=dispatcher, name="aggregate_types")
+        .add_fan_out_edges(dispatcher, [average, summation])
+        .add_fan_in_edges([average, summation], aggregator)
+        .build()
+    )
+    rng = random.Random(7)  # the sample draws from the global generator; a seeded one prints the same twice
+    output: list[int | float] | None = None
+    async for event in workflow.run([rng.randint(1, 100) for _ in range(10)], stream=True):
+        if event.type == "output":
+            output = event.data
+    if output is not None:
+        print(output)
+
+
+# -- 03-workflows/control-flow/simple_loop.py (the judge agent scripted) -------------------------------------
+
+
+class NumberSignal(Enum):
+    ABOVE = "above"
+    BELOW = "below"
+    MATCHED = "matched"
+    INIT = "init"
+
+
+def judge(messages: list[Message]) -> str:
+    prompt = last_user_text(messages)
+    target = int(prompt.split("Target: ")[1].split("\n")[0])
+    guess = int(prompt.split("Guess: ")[1].split("\n")[0])
+    return "MATCHED" if guess == target else "ABOVE" if target > guess else "BELOW"
+
+
+async def simple_loop(mod: Any, durable: Durable = in_process) -> None:
+    class GuessNumberExecutor(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, bound: tuple[int, int], id: str):
+            super().__init__(id=id)
+            self._lower = bound[0]
+            self._upper = bound[1]
+
+        @mod.handler  # type: ignore[misc]
+        async def guess_number(self, feedback: NumberSignal, ctx: mod.WorkflowContext[int, str]) -> None:  # type: ignore[name-defined]
+            if feedback == NumberSignal.INIT:
+                self._guess = (self._lower + self._upper) // 2
+                await ctx.send_message(self._guess)
+            elif feedback == NumberSignal.MATCHED:
+                await ctx.yield_output(f"Guessed the number: {self._guess}")
+            elif feedback == NumberSignal.ABOVE:
+                self._lower = self._guess + 1
+                self._guess = (self._lower + self._upper) // 2
+                await ctx.send_message(self._guess)
+            else:
+                self._upper = self._guess - 1
+                self._guess = (self._lower + self._upper) // 2
+                await ctx.send_message(self._guess)
+
+    class SubmitToJudgeAgent(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, judge_agent_id: str, target: int, id: str | None = None):
+            super().__init__(id=id or "submit_to_judge")
+            self._judge_agent_id = judge_agent_id
+            self._target = target
+
+        @mod.handler  # type: ignore[misc]
+        async def submit(self, guess: int, ctx: mod.WorkflowContext[mod.AgentExecutorRequest]) -> None:  # type: ignore[name-defined]
+            prompt = (
+                "You are a number judge. Given a target number and a guess, reply with exactly one token:"
+                " 'MATCHED' if guess == target, 'ABOVE' if the target is above the guess,"
+                " or 'BELOW' if the target is below.\n"
+                f"Target: {self._target}\nGuess: {guess}\nResponse:"
+            )
+            await ctx.send_message(
+                mod.AgentExecutorRequest(messages=[Message("user", contents=[prompt])], should_respond=True),
+                target_id=self._judge_agent_id,
+            )
+
+    class ParseJudgeResponse(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def parse(self, response: mod.AgentExecutorResponse, ctx: mod.WorkflowContext[NumberSignal]) -> None:  # type: ignore[name-defined]
+            text = response.agent_response.text.strip().upper()
+            if "MATCHED" in text:
+                await ctx.send_message(NumberSignal.MATCHED)
+            elif "ABOVE" in text and "BELOW" not in text:
+                await ctx.send_message(NumberSignal.ABOVE)
+            else:
+                await ctx.send_message(NumberSignal.BELOW)
+
+    judge_agent = mod.AgentExecutor(
+        Agent(
+            client=ScriptedChatClient(judge),
+            instructions="You strictly respond with one of: MATCHED, ABOVE, BELOW based on the given target and guess.",
+            name="judge_agent",
+        )
+    )
+    guess_number = GuessNumberExecutor((1, 100), "guess_number")
+    submit_judge = SubmitToJudgeAgent(judge_agent_id="judge_agent", target=30)
+    parse_judge = ParseJudgeResponse(id="parse_judge")
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=guess_number, name="simple_loop")
+        .add_edge(guess_number, submit_judge)
+        .add_edge(submit_judge, judge_agent)
+        .add_edge(judge_agent, parse_judge)
+        .add_edge(parse_judge, guess_number)
+        .build()
+    )
+    iterations = 0
+    async for event in workflow.run(NumberSignal.INIT, stream=True):
+        if event.type == "executor_completed" and event.executor_id == "guess_number":
+            iterations += 1
+        elif event.type == "output":
+            if isinstance(event.data, AgentResponseUpdate):
+                continue
+            print(f"Workflow output: {event.data}")
+    print(f"Guessed {iterations - 1} times.")
+
+
+# -- 03-workflows/control-flow/switch_case_edge_group.py (both agents scripted) -----------------------------
+
+EMAIL_STATE_PREFIX = "email:"
+CURRENT_EMAIL_ID_KEY = "current_email_id"
+
+
+class DetectionResultAgent(BaseModel):
+    spam_decision: Literal["NotSpam", "Spam", "Uncertain"]
+    reason: str
+
+
+class EmailResponse(BaseModel):
+    response: str
+
+
+@dataclass
+class DetectionResult:
+    spam_decision: str
+    reason: str
+    email_id: str
+
+
+@dataclass
+class Email:
+    email_id: str
+    email_content: str
+
+
+def detect_spam(messages: list[Message]) -> str:
+    text = last_user_text(messages).lower()
+    if "prize" in text:
+        return json.dumps({"spam_decision": "Spam", "reason": "promises a prize"})
+    if "offer" in text:
+        return json.dumps({"spam_decision": "Uncertain", "reason": "an offer, maybe wanted"})
+    return json.dumps({"spam_decision": "NotSpam", "reason": "a colleague writing"})
+
+
+def draft_reply(messages: list[Message]) -> str:
+    return json.dumps({"response": f"Thanks, noted: {last_user_text(messages)[:24]}"})
+
+
+SWITCH_EMAILS = {
+    "spam": "You won a prize! Send your bank details.",
+    "uncertain": "Hey there, I noticed you might be interested in our latest offer. It expires soon.",
+    "not_spam": "Hi, the meeting moved to 3pm. See you there.",
+}
+
+
+async def switch_case_edge_group(mod: Any, durable: Durable = in_process, email: str = "uncertain") -> None:
+    def get_case(expected_decision: str) -> Callable[[Any], bool]:
+        def condition(message: Any) -> bool:
+            return isinstance(message, DetectionResult) and message.spam_decision == expected_decision
+
+        return condition
+
+    @mod.executor(id="store_email")  # type: ignore[misc]
+    async def store_email(email_text: str, ctx: mod.WorkflowContext[mod.AgentExecutorRequest]) -> None:  # type: ignore[name-defined]
+        new_email = Email(email_id=str(uuid4()), email_content=email_text)
+        ctx.set_state(f"{EMAIL_STATE_PREFIX}{new_email.email_id}", new_email)
+        ctx.set_state(CURRENT_EMAIL_ID_KEY, new_email.email_id)
+        await ctx.send_message(
+            mod.AgentExecutorRequest(
+                messages=[Message("user", contents=[new_email.email_content])], should_respond=True
+            )
+        )
+
+    @mod.executor(id="to_detection_result")  # type: ignore[misc]
+    async def to_detection_result(
+        response: mod.AgentExecutorResponse,  # type: ignore[name-defined]
+        ctx: mod.WorkflowContext[DetectionResult],  # type: ignore[name-defined]
+    ) -> None:
+        parsed = DetectionResultAgent.model_validate_json(response.agent_response.text)
+        email_id: str = ctx.get_state(CURRENT_EMAIL_ID_KEY)
+        await ctx.send_message(
+            DetectionResult(spam_decision=parsed.spam_decision, reason=parsed.reason, email_id=email_id)
+        )
+
+    @mod.executor(id="submit_to_email_assistant")  # type: ignore[misc]
+    async def submit_to_email_assistant(
+        detection: DetectionResult,
+        ctx: mod.WorkflowContext[mod.AgentExecutorRequest],  # type: ignore[name-defined]
+    ) -> None:
+        if detection.spam_decision != "NotSpam":
+            raise RuntimeError("This executor should only handle NotSpam messages.")
+        email: Email = ctx.get_state(f"{EMAIL_STATE_PREFIX}{detection.email_id}")
+        await ctx.send_message(
+            mod.AgentExecutorRequest(messages=[Message("user", contents=[email.email_content])], should_respond=True)
+        )
+
+    @mod.executor(id="finalize_and_send")  # type: ignore[misc]
+    async def finalize_and_send(response: mod.AgentExecutorResponse, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        parsed = EmailResponse.model_validate_json(response.agent_response.text)
+        await ctx.yield_output(f"Email sent: {parsed.response}")
+
+    @mod.executor(id="handle_spam")  # type: ignore[misc]
+    async def handle_spam(detection: DetectionResult, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        if detection.spam_decision == "Spam":
+            await ctx.yield_output(f"Email marked as spam: {detection.reason}")
+        else:
+            raise RuntimeError("This executor should only handle Spam messages.")
+
+    @mod.executor(id="handle_uncertain")  # type: ignore[misc]
+    async def handle_uncertain(detection: DetectionResult, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        if detection.spam_decision == "Uncertain":
+            email: Email | None = ctx.get_state(f"{EMAIL_STATE_PREFIX}{detection.email_id}")
+            await ctx.yield_output(
+                f"Email marked as uncertain: {detection.reason}. Email content: {getattr(email, 'email_content', '')}"
+            )
+        else:
+            raise RuntimeError("This executor should only handle Uncertain messages.")
+
+    spam_detection_agent = mod.AgentExecutor(
+        Agent(
+            client=ScriptedChatClient(detect_spam),
+            instructions="You are a spam detection assistant that identifies spam emails.",
+            name="spam_detection_agent",
+            default_options={"response_format": DetectionResultAgent},
+        )
+    )
+    email_assistant_agent = mod.AgentExecutor(
+        Agent(
+            client=ScriptedChatClient(draft_reply),
+            instructions="You are an email assistant that helps users draft responses to emails with professionalism.",
+            name="email_assistant_agent",
+            default_options={"response_format": EmailResponse},
+        )
+    )
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=store_email, name="switch_case")
+        .add_edge(store_email, spam_detection_agent)
+        .add_edge(spam_detection_agent, to_detection_result)
+        .add_switch_case_edge_group(
+            to_detection_result,
+            [
+                mod.Case(condition=get_case("NotSpam"), target=submit_to_email_assistant),
+                mod.Case(condition=get_case("Spam"), target=handle_spam),
+                mod.Default(target=handle_uncertain),
+            ],
+        )
+        .add_edge(submit_to_email_assistant, email_assistant_agent)
+        .add_edge(email_assistant_agent, finalize_and_send)
+        .build()
+    )
+    events = await workflow.run(SWITCH_EMAILS[email])
+    outputs = events.get_outputs()
+    if outputs:
+        for output in outputs:
+            print(f"Workflow output: {output}")
+
+
+# -- 03-workflows/human-in-the-loop/guessing_game_with_human_input.py (agent and human scripted) ------------
+
+
+@dataclass
+class HumanFeedbackRequest:
+    prompt: str
+
+
+class GuessOutput(BaseModel):
+    guess: int
+
+
+def guesser(messages: list[Message]) -> str:
+    """Bisects 1..10 from the feedback the conversation holds."""
+    low, high, guess = 1, 10, 5
+    for m in messages:
+        if m.role == "user" and m.text.startswith("Feedback: "):
+            if m.text.startswith("Feedback: higher"):
+                low = guess + 1
+            else:
+                high = guess - 1
+            guess = (low + high) // 2
+    return json.dumps({"guess": guess})
+
+
+async def guessing_game_with_human_input(mod: Any, durable: Durable = in_process, secret: int = 8) -> None:
+    class TurnManager(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, id: str | None = None):
+            super().__init__(id=id or "turn_manager")
+
+        @mod.handler  # type: ignore[misc]
+        async def start(self, _: str, ctx: mod.WorkflowContext[mod.AgentExecutorRequest]) -> None:  # type: ignore[name-defined]
+            user = Message("user", contents=["Start by making your first guess."])
+            await ctx.send_message(mod.AgentExecutorRequest(messages=[user], should_respond=True))
+
+        @mod.handler  # type: ignore[misc]
+        async def on_agent_response(self, result: mod.AgentExecutorResponse, ctx: mod.WorkflowContext) -> None:  # type: ignore[name-defined]
+            agent_value = result.agent_response.value
+            if agent_value is None:
+                raise RuntimeError("AgentResponse.value is None.")
+            last_guess = agent_value.guess
+            prompt = (
+                f"The agent guessed: {last_guess}. "
+                "Type one of: higher (your number is higher than this guess), "
+                "lower (your number is lower than this guess), correct, or exit."
+            )
+            await ctx.request_info(request_data=HumanFeedbackRequest(prompt=prompt), response_type=str)
+
+        @mod.response_handler  # type: ignore[misc]
+        async def on_human_feedback(
+            self,
+            original_request: HumanFeedbackRequest,
+            feedback: str,
+            ctx: mod.WorkflowContext[mod.AgentExecutorRequest, str],  # type: ignore[name-defined]
+        ) -> None:
+            reply = feedback.strip().lower()
+            if reply == "correct":
+                await ctx.yield_output("Guessed correctly!")
+                return
+            last_guess = original_request.prompt.split(": ")[1].split(".")[0]
+            feedback_text = (
+                f"Feedback: {reply}. Your last guess was {last_guess}. "
+                f"Use this feedback to adjust and make your next guess (1-10)."
+            )
+            user_msg = Message("user", contents=[feedback_text])
+            await ctx.send_message(mod.AgentExecutorRequest(messages=[user_msg], should_respond=True))
+
+    def human(prompt: str) -> str:  # stands for input(): compares the guess with the secret
+        guess = int(prompt.split(": ")[1].split(".")[0])
+        return "correct" if guess == secret else "higher" if secret > guess else "lower"
+
+    async def process_event_stream(stream: AsyncIterable[Any]) -> dict[str, str] | None:
+        last_response_id: str | None = None
+        requests: list[tuple[str, HumanFeedbackRequest]] = []
+        async for event in stream:
+            if event.type == "request_info" and isinstance(event.data, HumanFeedbackRequest):
+                requests.append((event.request_id, event.data))
+            elif event.type == "output":
+                if isinstance(event.data, AgentResponseUpdate):
+                    update = event.data
+                    response_id = update.response_id
+                    if response_id != last_response_id:
+                        if last_response_id is not None:
+                            print()
+                        print(f"{update.author_name}: {update.text}", end="", flush=True)
+                        last_response_id = response_id
+                    else:
+                        print(update.text, end="", flush=True)
+                else:
+                    print(f"\n{event.executor_id}: {event.data}")
+        if requests:
+            responses: dict[str, str] = {}
+            for request_id, request in requests:
+                print(f"\nHITL: {request.prompt}")
+                answer = human(request.prompt)
+                print(f"Enter higher/lower/correct/exit: {answer}")
+                responses[request_id] = answer
+            return responses
+        return None
+
+    guessing_agent = Agent(
+        client=ScriptedChatClient(guesser),
+        name="GuessingAgent",
+        instructions="You guess a number between 1 and 10.",
+        default_options={"response_format": GuessOutput},
+    )
+    turn_manager = TurnManager(id="turn_manager")
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=turn_manager, name="guessing_game")
+        .add_edge(turn_manager, guessing_agent)
+        .add_edge(guessing_agent, turn_manager)
+        .build()
+    )
+    stream = workflow.run("start", stream=True)
+    pending_responses = await process_event_stream(stream)
+    while pending_responses is not None:
+        stream = workflow.run(stream=True, responses=pending_responses)
+        pending_responses = await process_event_stream(stream)
+
+
+# -- 03-workflows/checkpoint/checkpoint_with_human_in_the_loop.py (writer and reviewer scripted) ------------
+
+
+@dataclass
+class HumanApprovalRequest:
+    prompt: str = ""
+    draft: str = ""
+    iteration: int = 0
+
+
+def writer_reply(messages: list[Message]) -> str:
+    text = last_user_text(messages)
+    if "Human guidance: " in text:
+        return "Revised: " + text.split("Human guidance: ")[1]
+    return "Meet the grinder. Pre-order now."
+
+
+async def checkpoint_with_human_in_the_loop(mod: Any, storage_dir: Path, durable: Durable = in_process) -> None:
+    class BriefPreparer(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, id: str, agent_id: str) -> None:
+            super().__init__(id=id)
+            self._agent_id = agent_id
+
+        @mod.handler  # type: ignore[misc]
+        async def prepare(self, brief: str, ctx: mod.WorkflowContext[mod.AgentExecutorRequest, str]) -> None:  # type: ignore[name-defined]
+            normalized = " ".join(brief.split()).strip()
+            if not normalized.endswith("."):
+                normalized += "."
+            ctx.set_state("brief", normalized)
+            prompt = f"You are drafting product release notes.\n\nBRIEF: {normalized}"
+            await ctx.send_message(
+                mod.AgentExecutorRequest(messages=[Message("user", contents=[prompt])], should_respond=True),
+                target_id=self._agent_id,
+            )
+
+    class ReviewGateway(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, id: str, writer_id: str) -> None:
+            super().__init__(id=id)
+            self._writer_id = writer_id
+            self._iteration = 0
+
+        @mod.handler  # type: ignore[misc]
+        async def on_agent_response(self, response: mod.AgentExecutorResponse, ctx: mod.WorkflowContext) -> None:  # type: ignore[name-defined]
+            self._iteration += 1
+            await ctx.request_info(
+                request_data=HumanApprovalRequest(
+                    prompt="Review the draft. Reply 'approve' or provide edit instructions.",
+                    draft=response.agent_response.text,
+                    iteration=self._iteration,
+                ),
+                response_type=str,
+            )
+
+        @mod.response_handler  # type: ignore[misc]
+        async def on_human_feedback(
+            self,
+            original_request: HumanApprovalRequest,
+            feedback: str,
+            ctx: mod.WorkflowContext[mod.AgentExecutorRequest | str, str],  # type: ignore[name-defined]
+        ) -> None:
+            reply = feedback.strip()
+            if len(reply) == 0 or reply.lower() == "approve":
+                await ctx.yield_output(original_request.draft)
+                return
+            prompt = (
+                "Revise the launch note. Respond with the new copy only.\n\n"
+                f"Previous draft:\n{original_request.draft}\n\n"
+                f"Human guidance: {reply}"
+            )
+            await ctx.send_message(
+                mod.AgentExecutorRequest(messages=[Message("user", contents=[prompt])], should_respond=True),
+                target_id=self._writer_id,
+            )
+
+        async def on_checkpoint_save(self) -> dict[str, Any]:
+            return {"iteration": self._iteration}
+
+        async def on_checkpoint_restore(self, state: dict[str, Any]) -> None:
+            self._iteration = state.get("iteration", 0)
+
+    def create_workflow(checkpoint_storage: Any) -> Any:
+        writer = mod.AgentExecutor(
+            Agent(client=ScriptedChatClient(writer_reply), instructions="Write release notes.", name="writer")
+        )
+        review_gateway = ReviewGateway(id="review_gateway", writer_id="writer")
+        prepare_brief = BriefPreparer(id="prepare_brief", agent_id="writer")
+        return durable(
+            mod.WorkflowBuilder(
+                max_iterations=6,
+                start_executor=prepare_brief,
+                checkpoint_storage=checkpoint_storage,
+                name="checkpoint_hitl",
+            )
+            .add_edge(prepare_brief, writer)
+            .add_edge(writer, review_gateway)
+            .add_edge(review_gateway, writer)
+            .build()
+        )
+
+    answers = iter(["Mention the $249 price.", "approve", "approve"])
+
+    def prompt_for_responses(requests: dict[str, HumanApprovalRequest]) -> dict[str, str]:
+        responses: dict[str, str] = {}
+        for request_id, request in requests.items():
+            print("\n=== Human approval needed ===")
+            print(f"Iteration: {request.iteration}")
+            print(request.prompt)
+            print("Draft: \n---\n" + request.draft + "\n---")
+            response = next(answers)
+            print(f"Type 'approve' or enter revision guidance (or 'exit' to quit): {response}")
+            responses[request_id] = response
+        return responses
+
+    async def run_interactive_session(
+        workflow: Any, initial_message: str | None = None, checkpoint_id: str | None = None
+    ) -> str:
+        requests: dict[str, HumanApprovalRequest] = {}
+        responses: dict[str, str] | None = None
+        completed_output: str | None = None
+        while True:
+            if responses:
+                event_stream = workflow.run(stream=True, responses=responses)
+                requests.clear()
+                responses = None
+            elif initial_message:
+                print(f"\nStarting workflow with brief: {initial_message}\n")
+                event_stream = workflow.run(message=initial_message, stream=True)
+            else:
+                print("\nStarting workflow from checkpoint...\n")
+                event_stream = workflow.run(checkpoint_id=checkpoint_id, stream=True)
+            async for event in event_stream:
+                if event.type == "status":
+                    print(event)
+                if event.type == "output":
+                    completed_output = event.data
+                if event.type == "request_info":
+                    requests[event.request_id] = event.data
+            if completed_output:
+                break
+            if requests:
+                responses = prompt_for_responses(requests)
+                continue
+            raise RuntimeError("Workflow stopped without completing or requesting input")
+        return completed_output
+
+    # Agent Framework 1.23 unpickles only the types it is told of (the sample predates that).
+    allowed = [f"{__name__}:HumanApprovalRequest"]
+    storage = mod.FileCheckpointStorage(storage_path=storage_dir, allowed_checkpoint_types=allowed)
+    workflow = create_workflow(checkpoint_storage=storage)
+    brief = "Introduce our limited edition smart coffee grinder.   Invite customers to pre-order"
+    print("Running workflow (human approval required)...")
+    result = await run_interactive_session(workflow, initial_message=brief)
+    print(f"Workflow completed with: {result}")
+    checkpoints = await storage.list_checkpoints(workflow_name=workflow.name)
+    sorted_cps = sorted(checkpoints, key=lambda cp: (cp.iteration_count, cp.timestamp))
+    print("\nAvailable checkpoints:")
+    for idx, cp in enumerate(sorted_cps):
+        print(f"  [{idx}] iter={cp.iteration_count}")
+    chosen = sorted_cps[2]  # input(): resume from the draft's first review
+    print(f"\nResume from which checkpoint? (press Enter to skip): 2 (iter={chosen.iteration_count})")
+    new_workflow = create_workflow(checkpoint_storage=storage)
+    result = await run_interactive_session(new_workflow, checkpoint_id=chosen.checkpoint_id)
+    print(f"Workflow completed with: {result}")
+
+
+# -- 03-workflows/control-flow/workflow_cancellation.py (its sleeps shortened; cancelled during step2) -------
+
+
+async def workflow_cancellation(mod: Any, durable: Durable = in_process) -> None:
+    step2_started = asyncio.Event()
+
+    @mod.executor(id="step1")  # type: ignore[misc]
+    async def step1(text: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+        print("[Step1] Starting...")
+        await asyncio.sleep(0)
+        print("[Step1] Done")
+        await ctx.send_message(text.upper())
+
+    @mod.executor(id="step2")  # type: ignore[misc]
+    async def step2(text: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+        print("[Step2] Starting...")
+        step2_started.set()
+        await asyncio.sleep(30 if cancelling else 0)  # the sample's 2 s: long enough to be cancelled in
+        print("[Step2] Done")
+        await ctx.send_message(text + "!")
+
+    @mod.executor(id="step3")  # type: ignore[misc]
+    async def step3(text: str, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        print("[Step3] Starting...")
+        await asyncio.sleep(0)
+        print("[Step3] Done")
+        await ctx.yield_output(f"Result: {text}")
+
+    def build_workflow() -> Any:
+        return durable(
+            mod.WorkflowBuilder(start_executor=step1, name="cancellation")
+            .add_edge(step1, step2)
+            .add_edge(step2, step3)
+            .build()
+        )
+
+    print("=== Run with cancellation ===\n")
+    cancelling = True
+    workflow = build_workflow()
+    task: asyncio.Future[Any] = asyncio.ensure_future(workflow.run("hello world"))
+    await asyncio.wait_for(step2_started.wait(), 10)  # the sample sleeps 3 s: step 2 is running then
+    print("\n--- Cancelling workflow ---\n")
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        print("Workflow was cancelled")
+    print("\n")
+    print("=== Run to completion ===\n")
+    cancelling = False
+    step2_started.clear()
+    workflow = build_workflow()
+    result = await workflow.run("hello world")
+    print(f"\nWorkflow completed with output: {result.get_outputs()}")
+
+
+Program = Callable[..., Awaitable[None]]

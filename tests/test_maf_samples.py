@@ -1,0 +1,72 @@
+"""Agent Framework's own workflow samples print here what they print on Agent Framework (issue #25, Checks).
+
+Each sample in ``tests/maf_sample_ports.py`` runs twice in this test, on
+``agent_framework`` (installed) and on ``temporal_workflows`` in process, and
+the lines they print must be the same, with ids (UUIDs) masked.
+"""
+
+import re
+from pathlib import Path
+from typing import Any
+
+import agent_framework
+import pytest
+
+import temporal_workflows
+from tests import maf_sample_ports as ports
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def masked(text: str) -> list[str]:
+    return UUID.sub("<uuid>", text).splitlines()
+
+
+async def printed(program: Any, mod: Any, capsys: pytest.CaptureFixture[str], **kwargs: Any) -> list[str]:
+    capsys.readouterr()
+    await program(mod, **kwargs)
+    return masked(capsys.readouterr().out)
+
+
+PLAIN = [
+    ports.first_graph_workflow,
+    ports.executors_and_edges,
+    ports.sequential_executors,
+    ports.sequential_streaming,
+    ports.executor_io_observation,
+    ports.aggregate_results_of_different_types,
+    ports.simple_loop,
+    ports.guessing_game_with_human_input,
+    ports.workflow_cancellation,
+]
+
+
+@pytest.mark.parametrize("program", PLAIN, ids=[p.__name__ for p in PLAIN])
+async def test_the_sample_prints_what_agent_framework_prints(program: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    maf = await printed(program, agent_framework, capsys)
+    ours = await printed(program, temporal_workflows, capsys)
+    assert maf, "the sample printed nothing on Agent Framework"
+    assert ours == maf
+
+
+@pytest.mark.parametrize("email", sorted(ports.SWITCH_EMAILS))
+async def test_the_switch_case_sample_routes_each_email_as_agent_framework_does(
+    email: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    maf = await printed(ports.switch_case_edge_group, agent_framework, capsys, email=email)
+    ours = await printed(ports.switch_case_edge_group, temporal_workflows, capsys, email=email)
+    # Agent Framework 1.23 yields every agent's response as an output too (no output_from= given)
+    assert maf[-1].startswith("Workflow output: Email ")
+    assert ours == maf
+
+
+async def test_the_checkpointed_review_sample_resumes_from_a_chosen_checkpoint_as_in_agent_framework(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("maf", "ours"):
+        (tmp_path / name).mkdir()
+    maf = await printed(ports.checkpoint_with_human_in_the_loop, agent_framework, capsys, storage_dir=tmp_path / "maf")
+    ours = await printed(
+        ports.checkpoint_with_human_in_the_loop, temporal_workflows, capsys, storage_dir=tmp_path / "ours"
+    )
+    assert ours == maf
