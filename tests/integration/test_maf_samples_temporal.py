@@ -1,0 +1,109 @@
+"""Agent Framework's samples on Temporal: the durable twin prints what the in-process run prints.
+
+A representative subset of ``tests/maf_sample_ports.py`` (a chain, a streamed run, executor
+I/O events, a typed fan-in, an agent in a loop, a switch-case over structured output, human
+input over several calls) runs with ``durable=``: each workflow the sample builds is hosted
+by a worker of its own (a task queue per workflow, in this process, so executors keep their
+attributes as in the sample) and the sample's ``run`` calls go to its durable twin
+(``workflow.on_temporal``). ``tests/test_maf_samples.py`` shows the in-process lines are
+Agent Framework's.
+"""
+
+import re
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+import temporal_workflows
+from temporal_workflows.temporal import TemporalWorkflowsPlugin
+from tests import maf_sample_ports as ports
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+class Twin:
+    """A built workflow whose ``run`` calls go to its durable twin, hosted on first use."""
+
+    def __init__(self, host: "Host", workflow: Any) -> None:
+        self.host, self.workflow, self.name = host, workflow, workflow.name
+        self.durable: Any = None
+
+    async def ready(self) -> Any:
+        if self.durable is None:
+            plugin = TemporalWorkflowsPlugin([self.workflow], tracing=False)
+            client = await Client.connect(self.host.address, plugins=[plugin])
+            queue = f"maf-sample-{uuid.uuid4().hex[:8]}"
+            await self.host.stack.enter_async_context(Worker(client, task_queue=queue))
+            self.durable = self.workflow.on_temporal(client, task_queue=queue)
+        return self.durable
+
+    def run(self, *args: Any, stream: bool = False, **kwargs: Any) -> Any:
+        if stream:
+
+            async def events() -> AsyncIterator[Any]:
+                durable = await self.ready()
+                async for event in durable.run(*args, stream=True, **kwargs):
+                    yield event
+
+            return events()
+
+        async def result() -> Any:
+            return await (await self.ready()).run(*args, **kwargs)
+
+        return result()
+
+
+class Host:
+    def __init__(self, address: str, stack: AsyncExitStack) -> None:
+        self.address, self.stack = address, stack
+
+    def __call__(self, workflow: Any) -> Twin:
+        return Twin(self, workflow)
+
+
+SUBSET = [
+    ports.first_graph_workflow,
+    ports.executors_and_edges,
+    ports.sequential_executors,
+    ports.sequential_streaming,
+    ports.executor_io_observation,
+    ports.aggregate_results_of_different_types,
+    ports.simple_loop,
+    ports.switch_case_edge_group,
+    ports.guessing_game_with_human_input,
+]
+
+
+@pytest.mark.parametrize("program", SUBSET, ids=[p.__name__ for p in SUBSET])
+async def test_the_sample_prints_on_temporal_what_it_prints_in_process(
+    program: Any, temporal_address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    await program(temporal_workflows)
+    local = UUID.sub("<uuid>", capsys.readouterr().out).splitlines()
+    async with AsyncExitStack() as stack:
+        await program(temporal_workflows, durable=Host(temporal_address, stack))
+        remote = UUID.sub("<uuid>", capsys.readouterr().out).splitlines()
+    assert local
+    assert remote == local
+
+
+async def test_the_checkpointed_review_sample_resumes_on_temporal_as_in_process(
+    temporal_address: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "local").mkdir()
+    (tmp_path / "remote").mkdir()
+    capsys.readouterr()
+    await ports.checkpoint_with_human_in_the_loop(temporal_workflows, tmp_path / "local")
+    local = capsys.readouterr().out.splitlines()
+    async with AsyncExitStack() as stack:
+        await ports.checkpoint_with_human_in_the_loop(
+            temporal_workflows, tmp_path / "remote", durable=Host(temporal_address, stack)
+        )
+        remote = capsys.readouterr().out.splitlines()
+    assert remote == local
