@@ -881,3 +881,204 @@ async def workflow_cancellation(mod: Any, durable: Durable = in_process) -> None
 
 
 Program = Callable[..., Awaitable[None]]
+
+
+# -- 03-workflows/parallelism/fan_out_fan_in_edges.py (the three experts scripted) -------------------------
+
+
+@dataclass
+class AggregatedInsights:
+    research: str
+    marketing: str
+    legal: str
+
+
+def expert(name: str) -> Callable[[list[Message]], str]:
+    def reply(messages: list[Message]) -> str:
+        return f"{name} on |{last_user_text(messages)[:20]}|: fine."
+
+    return reply
+
+
+def render_live_streams(buffers: dict[str, str], order: list[str], completed: set[str]) -> None:
+    print("\033[2J\033[H", end="")
+    print("=== Expert Streams (Live) ===")
+    print("Concurrent agent updates are shown below as they stream.\n")
+    for agent_id in order:
+        state = "completed" if agent_id in completed else "streaming"
+        print(f"[{agent_id}] ({state})")
+        print(buffers.get(agent_id, ""))
+        print("-" * 80)
+    print("", end="", flush=True)
+
+
+async def fan_out_fan_in_edges(mod: Any, durable: Durable = in_process) -> None:
+    class DispatchToExperts(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def dispatch(self, prompt: str, ctx: mod.WorkflowContext[mod.AgentExecutorRequest]) -> None:  # type: ignore[name-defined]
+            initial_message = Message("user", contents=[prompt])
+            await ctx.send_message(mod.AgentExecutorRequest(messages=[initial_message], should_respond=True))
+
+    class AggregateInsights(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def aggregate(
+            self,
+            results: list[mod.AgentExecutorResponse],  # type: ignore[name-defined]
+            ctx: mod.WorkflowContext[Never, str],  # type: ignore[name-defined]
+        ) -> None:
+            by_id: dict[str, str] = {}
+            for r in results:
+                by_id[r.executor_id] = r.agent_response.text
+            aggregated = AggregatedInsights(
+                research=by_id.get("researcher", ""),
+                marketing=by_id.get("marketer", ""),
+                legal=by_id.get("legal", ""),
+            )
+            consolidated = (
+                "Consolidated Insights\n"
+                "====================\n\n"
+                f"Research Findings:\n{aggregated.research}\n\n"
+                f"Marketing Angle:\n{aggregated.marketing}\n\n"
+                f"Legal/Compliance Notes:\n{aggregated.legal}\n"
+            )
+            await ctx.yield_output(consolidated)
+
+    def agent(name: str) -> Any:
+        return mod.AgentExecutor(Agent(client=ScriptedChatClient(expert(name)), instructions="Expert.", name=name))
+
+    dispatcher = DispatchToExperts(id="dispatcher")
+    aggregator = AggregateInsights(id="aggregator")
+    researcher, marketer, legal = agent("researcher"), agent("marketer"), agent("legal")
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=dispatcher, name="fan_out_fan_in")
+        .add_fan_out_edges(dispatcher, [researcher, marketer, legal])
+        .add_fan_in_edges([researcher, marketer, legal], aggregator)
+        .build()
+    )
+    expert_order = ["researcher", "marketer", "legal"]
+    expert_buffers: dict[str, str] = {expert_id: "" for expert_id in expert_order}
+    completed_experts: set[str] = set()
+    final_output: str | None = None
+    async for event in workflow.run(
+        "We are launching a new budget-friendly electric bike for urban commuters.", stream=True
+    ):
+        if event.type == "executor_completed" and event.executor_id in expert_buffers:
+            completed_experts.add(event.executor_id)
+            render_live_streams(expert_buffers, expert_order, completed_experts)
+        elif event.type == "output":
+            if isinstance(event.data, AgentResponseUpdate):
+                executor_id = event.executor_id or ""
+                if executor_id in expert_buffers:
+                    expert_buffers[executor_id] += event.data.text
+                    render_live_streams(expert_buffers, expert_order, completed_experts)
+                continue
+            if event.executor_id == "aggregator":
+                final_output = str(event.data)
+    if final_output:
+        print("\n=== Final Consolidated Output ===\n")
+        print(final_output)
+
+
+# -- 03-workflows/state-management/state_with_agents.py (both agents scripted) -----------------------------
+
+
+class SpamVerdict(BaseModel):
+    is_spam: bool
+    reason: str
+
+
+@dataclass
+class SpamDetection:
+    is_spam: bool
+    reason: str
+    email_id: str
+
+
+def spam_or_not(messages: list[Message]) -> str:
+    text = last_user_text(messages)
+    if "WINNER" in text:
+        return json.dumps({"is_spam": True, "reason": "lottery bait"})
+    return json.dumps({"is_spam": False, "reason": "ordinary mail"})
+
+
+STATE_EMAILS = {
+    "spam": "You are a WINNER! Click here for a free lottery offer!!!",
+    "ham": "Could you send me the slides from Tuesday?",
+}
+
+
+async def state_with_agents(mod: Any, durable: Durable = in_process, email: str = "spam") -> None:
+    def get_condition(expected_result: bool) -> Callable[[Any], bool]:
+        def condition(message: Any) -> bool:
+            if not isinstance(message, SpamDetection):
+                return True
+            return message.is_spam == expected_result
+
+        return condition
+
+    @mod.executor(id="store_email")  # type: ignore[misc]
+    async def store_email(email_text: str, ctx: mod.WorkflowContext[mod.AgentExecutorRequest]) -> None:  # type: ignore[name-defined]
+        new_email = Email(email_id=str(uuid4()), email_content=email_text)
+        ctx.set_state(f"{EMAIL_STATE_PREFIX}{new_email.email_id}", new_email)
+        ctx.set_state(CURRENT_EMAIL_ID_KEY, new_email.email_id)
+        user = Message("user", contents=[new_email.email_content])
+        await ctx.send_message(mod.AgentExecutorRequest(messages=[user], should_respond=True))
+
+    @mod.executor(id="to_detection_result")  # type: ignore[misc]
+    async def to_detection_result(
+        response: mod.AgentExecutorResponse,  # type: ignore[name-defined]
+        ctx: mod.WorkflowContext[SpamDetection],  # type: ignore[name-defined]
+    ) -> None:
+        parsed = SpamVerdict.model_validate_json(response.agent_response.text)
+        email_id: str = ctx.get_state(CURRENT_EMAIL_ID_KEY)
+        await ctx.send_message(SpamDetection(is_spam=parsed.is_spam, reason=parsed.reason, email_id=email_id))
+
+    @mod.executor(id="submit_to_email_assistant")  # type: ignore[misc]
+    async def submit_to_email_assistant(
+        detection: SpamDetection,
+        ctx: mod.WorkflowContext[mod.AgentExecutorRequest],  # type: ignore[name-defined]
+    ) -> None:
+        if detection.is_spam:
+            raise RuntimeError("This executor should only handle non-spam messages.")
+        email: Email = ctx.get_state(f"{EMAIL_STATE_PREFIX}{detection.email_id}")
+        user = Message("user", contents=[email.email_content])
+        await ctx.send_message(mod.AgentExecutorRequest(messages=[user], should_respond=True))
+
+    @mod.executor(id="finalize_and_send")  # type: ignore[misc]
+    async def finalize_and_send(response: mod.AgentExecutorResponse, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        parsed = EmailResponse.model_validate_json(response.agent_response.text)
+        await ctx.yield_output(f"Email sent: {parsed.response}")
+
+    @mod.executor(id="handle_spam")  # type: ignore[misc]
+    async def handle_spam(detection: SpamDetection, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        if detection.is_spam:
+            await ctx.yield_output(f"Email marked as spam: {detection.reason}")
+        else:
+            raise RuntimeError("This executor should only handle spam messages.")
+
+    spam_detection_agent = Agent(
+        client=ScriptedChatClient(spam_or_not),
+        instructions="You are a spam detection assistant that identifies spam emails.",
+        default_options={"response_format": SpamVerdict},
+        name="spam_detection_agent",
+    )
+    email_assistant_agent = Agent(
+        client=ScriptedChatClient(draft_reply),
+        instructions="You are an email assistant that helps users draft responses to emails with professionalism.",
+        default_options={"response_format": EmailResponse},
+        name="email_assistant_agent",
+    )
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=store_email, name="state_with_agents")
+        .add_edge(store_email, spam_detection_agent)
+        .add_edge(spam_detection_agent, to_detection_result)
+        .add_edge(to_detection_result, submit_to_email_assistant, condition=get_condition(False))
+        .add_edge(to_detection_result, handle_spam, condition=get_condition(True))
+        .add_edge(submit_to_email_assistant, email_assistant_agent)
+        .add_edge(email_assistant_agent, finalize_and_send)
+        .build()
+    )
+    events = await workflow.run(STATE_EMAILS[email])
+    outputs = events.get_outputs()
+    if outputs:
+        print(f"Final result: {outputs[0]}")

@@ -70,3 +70,32 @@ async def test_the_checkpointed_review_sample_resumes_from_a_chosen_checkpoint_a
         ports.checkpoint_with_human_in_the_loop, temporal_workflows, capsys, storage_dir=tmp_path / "ours"
     )
     assert ours == maf
+
+
+@pytest.mark.parametrize("email", sorted(ports.STATE_EMAILS))
+async def test_the_shared_state_sample_prints_what_agent_framework_prints(
+    email: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    maf = await printed(ports.state_with_agents, agent_framework, capsys, email=email)
+    ours = await printed(ports.state_with_agents, temporal_workflows, capsys, email=email)
+    assert len(maf) == 1 and maf[0].startswith("Final result: ")
+    assert ours == maf
+
+
+async def test_the_expert_fan_out_sample_ends_with_agent_frameworks_frame_and_output(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Documented in docs/maf.md ("When events are emitted", "Not (yet) the same").
+
+    Agent Framework shows each expert's ``executor_completed`` as it happens, so a
+    frame marks the researcher completed while the marketer still streams; here the
+    experts' updates are live but their ``executor_completed`` events come when the
+    superstep commits, after all three have streamed. The last frame, and the
+    consolidated output, are the same.
+    """
+    maf = await printed(ports.fan_out_fan_in_edges, agent_framework, capsys)
+    ours = await printed(ports.fan_out_fan_in_edges, temporal_workflows, capsys)
+    final = maf.index("=== Final Consolidated Output ===")
+    frame = max(i for i, line in enumerate(maf[:final]) if "=== Expert Streams (Live) ===" in line)
+    assert ours[-(len(maf) - frame) :] == maf[frame:]
+    assert sorted(set(ours)) == sorted(set(maf))  # the same frames' lines, in another order

@@ -76,6 +76,7 @@ SUBSET = [
     ports.simple_loop,
     ports.switch_case_edge_group,
     ports.guessing_game_with_human_input,
+    ports.state_with_agents,
 ]
 
 
@@ -107,3 +108,22 @@ async def test_the_checkpointed_review_sample_resumes_on_temporal_as_in_process(
         )
         remote = capsys.readouterr().out.splitlines()
     assert remote == local
+
+
+async def test_the_expert_fan_out_sample_ends_with_the_same_frame_and_output_on_temporal(
+    temporal_address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Live agent updates on Temporal come in batches (docs/agents.md, "Live updates").
+
+    Consecutive text deltas that wait for one batch arrive merged, so there are fewer
+    intermediate frames; the last frame and the consolidated output are the same.
+    """
+    capsys.readouterr()
+    await ports.fan_out_fan_in_edges(temporal_workflows)
+    local = capsys.readouterr().out.splitlines()
+    async with AsyncExitStack() as stack:
+        await ports.fan_out_fan_in_edges(temporal_workflows, durable=Host(temporal_address, stack))
+        remote = capsys.readouterr().out.splitlines()
+    frame = max(i for i, line in enumerate(local) if "=== Expert Streams (Live) ===" in line)
+    assert remote[-(len(local) - frame) :] == local[frame:]
+    assert set(remote) <= set(local)
