@@ -1082,3 +1082,67 @@ async def state_with_agents(mod: Any, durable: Durable = in_process, email: str 
     outputs = events.get_outputs()
     if outputs:
         print(f"Final result: {outputs[0]}")
+
+
+# -- 03-workflows/control-flow/intermediate_vs_terminal_outputs.py ------------------------------------------
+# Its third part (``workflow.as_agent()``) is left out: as_agent is not provided here (docs/maf.md).
+
+
+async def intermediate_vs_terminal_outputs(mod: Any, durable: Durable = in_process) -> None:
+    @mod.executor(id="planner")  # type: ignore[misc]
+    async def planner(messages: list[Message], ctx: mod.WorkflowContext[list[Message], str]) -> None:  # type: ignore[name-defined]
+        prompt = messages[0].text if messages else ""
+        await ctx.yield_output(f"plan: starting work on '{prompt}'")
+        await ctx.send_message(messages)
+
+    @mod.executor(id="researcher")  # type: ignore[misc]
+    async def researcher(messages: list[Message], ctx: mod.WorkflowContext[list[Message], str]) -> None:  # type: ignore[name-defined]
+        prompt = messages[0].text if messages else ""
+        await ctx.yield_output(f"research: gathering data for '{prompt}'")
+        await ctx.send_message(messages)
+
+    @mod.executor(id="answerer")  # type: ignore[misc]
+    async def answerer(messages: list[Message], ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        prompt = messages[0].text if messages else ""
+        await ctx.yield_output(f"final answer to '{prompt}': 42")
+
+    built = (
+        mod.WorkflowBuilder(
+            start_executor=planner,
+            output_from=[answerer],
+            intermediate_output_from=[planner, researcher],
+            name="intermediate_outputs",
+        )
+        .add_edge(planner, researcher)
+        .add_edge(researcher, answerer)
+        .build()
+    )
+    workflow = durable(built)
+    initial = [Message(role="user", contents=["life, the universe, and everything"])]
+    print("=== Streaming events (workflow.run(stream=True)) ===")
+    async for event in workflow.run(initial, stream=True):
+        if event.type == "intermediate":
+            print(f"  [intermediate] {event.executor_id}: {event.data}")
+        elif event.type == "output":
+            print(f"  [output]       {event.executor_id}: {event.data}")
+    print("\n=== Non-streaming run().get_outputs() ===")
+    result = await workflow.run(initial)
+    print(f"  outputs: {result.get_outputs()}")
+
+    print("\n=== Embedding as a sub-workflow -- intermediates bubble up ===")
+    sub = mod.WorkflowExecutor(built, id="sub")
+
+    @mod.executor(id="parent_sink")  # type: ignore[misc]
+    async def parent_sink(message: str, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        await ctx.yield_output(message)
+
+    parent_workflow = durable(
+        mod.WorkflowBuilder(start_executor=sub, output_from=[parent_sink], name="intermediate_parent")
+        .add_edge(sub, parent_sink)
+        .build()
+    )
+    async for event in parent_workflow.run(initial, stream=True):
+        if event.type == "intermediate":
+            print(f"  [intermediate] {event.executor_id}: {event.data}")
+        elif event.type == "output":
+            print(f"  [output]       {event.executor_id}: {event.data}")
