@@ -1146,3 +1146,180 @@ async def intermediate_vs_terminal_outputs(mod: Any, durable: Durable = in_proce
             print(f"  [intermediate] {event.executor_id}: {event.data}")
         elif event.type == "output":
             print(f"  [output]       {event.executor_id}: {event.data}")
+
+
+# -- 03-workflows/control-flow/multi_selection_edge_group.py (the three agents scripted) --------------------
+
+LONG_EMAIL_THRESHOLD = 100
+
+
+class AnalysisResultAgent(BaseModel):
+    spam_decision: Literal["NotSpam", "Spam", "Uncertain"]
+    reason: str
+
+
+class EmailSummaryModel(BaseModel):
+    summary: str
+
+
+@dataclass
+class AnalysisResult:
+    spam_decision: str
+    reason: str
+    email_length: int
+    email_summary: str
+    email_id: str
+
+
+def summarize(messages: list[Message]) -> str:
+    return json.dumps({"summary": last_user_text(messages)[:30]})
+
+
+MULTI_EMAILS = {
+    "short": "Hi, the meeting moved to 3pm. See you there.",
+    "long": "Hello team, here are the updates for this week: the release is on track, the docs are "
+    "done, and the new dashboard ships on Friday. Please review the attached notes before Monday.",
+    "spam": "You won a prize! Send your bank details.",
+}
+
+
+async def multi_selection_edge_group(mod: Any, durable: Durable = in_process, email: str = "long") -> None:
+    class DatabaseEvent(mod.WorkflowEvent):  # type: ignore[misc,name-defined]
+        ...
+
+    @mod.executor(id="store_email")  # type: ignore[misc]
+    async def store_email(email_text: str, ctx: mod.WorkflowContext[mod.AgentExecutorRequest]) -> None:  # type: ignore[name-defined]
+        new_email = Email(email_id=str(uuid4()), email_content=email_text)
+        ctx.set_state(f"{EMAIL_STATE_PREFIX}{new_email.email_id}", new_email)
+        ctx.set_state(CURRENT_EMAIL_ID_KEY, new_email.email_id)
+        user = Message("user", contents=[new_email.email_content])
+        await ctx.send_message(mod.AgentExecutorRequest(messages=[user], should_respond=True))
+
+    @mod.executor(id="to_analysis_result")  # type: ignore[misc]
+    async def to_analysis_result(
+        response: mod.AgentExecutorResponse,  # type: ignore[name-defined]
+        ctx: mod.WorkflowContext[AnalysisResult],  # type: ignore[name-defined]
+    ) -> None:
+        parsed = AnalysisResultAgent.model_validate_json(response.agent_response.text)
+        email_id: str = ctx.get_state(CURRENT_EMAIL_ID_KEY)
+        email: Email = ctx.get_state(f"{EMAIL_STATE_PREFIX}{email_id}")
+        await ctx.send_message(
+            AnalysisResult(
+                spam_decision=parsed.spam_decision,
+                reason=parsed.reason,
+                email_length=len(email.email_content),
+                email_summary="",
+                email_id=email_id,
+            )
+        )
+
+    @mod.executor(id="submit_to_email_assistant")  # type: ignore[misc]
+    async def submit_to_email_assistant(
+        analysis: AnalysisResult,
+        ctx: mod.WorkflowContext[mod.AgentExecutorRequest],  # type: ignore[name-defined]
+    ) -> None:
+        if analysis.spam_decision != "NotSpam":
+            raise RuntimeError("This executor should only handle NotSpam messages.")
+        email: Email = ctx.get_state(f"{EMAIL_STATE_PREFIX}{analysis.email_id}")
+        user = Message("user", contents=[email.email_content])
+        await ctx.send_message(mod.AgentExecutorRequest(messages=[user], should_respond=True))
+
+    @mod.executor(id="finalize_and_send")  # type: ignore[misc]
+    async def finalize_and_send(response: mod.AgentExecutorResponse, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        parsed = EmailResponse.model_validate_json(response.agent_response.text)
+        await ctx.yield_output(f"Email sent: {parsed.response}")
+
+    @mod.executor(id="summarize_email")  # type: ignore[misc]
+    async def summarize_email(
+        analysis: AnalysisResult,
+        ctx: mod.WorkflowContext[mod.AgentExecutorRequest],  # type: ignore[name-defined]
+    ) -> None:
+        email: Email = ctx.get_state(f"{EMAIL_STATE_PREFIX}{analysis.email_id}")
+        user = Message("user", contents=[email.email_content])
+        await ctx.send_message(mod.AgentExecutorRequest(messages=[user], should_respond=True))
+
+    @mod.executor(id="merge_summary")  # type: ignore[misc]
+    async def merge_summary(
+        response: mod.AgentExecutorResponse,  # type: ignore[name-defined]
+        ctx: mod.WorkflowContext[AnalysisResult],  # type: ignore[name-defined]
+    ) -> None:
+        summary = EmailSummaryModel.model_validate_json(response.agent_response.text)
+        email_id: str = ctx.get_state(CURRENT_EMAIL_ID_KEY)
+        email: Email = ctx.get_state(f"{EMAIL_STATE_PREFIX}{email_id}")
+        await ctx.send_message(
+            AnalysisResult(
+                spam_decision="NotSpam",
+                reason="",
+                email_length=len(email.email_content),
+                email_summary=summary.summary,
+                email_id=email_id,
+            )
+        )
+
+    @mod.executor(id="handle_spam")  # type: ignore[misc]
+    async def handle_spam(analysis: AnalysisResult, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        if analysis.spam_decision == "Spam":
+            await ctx.yield_output(f"Email marked as spam: {analysis.reason}")
+        else:
+            raise RuntimeError("This executor should only handle Spam messages.")
+
+    @mod.executor(id="handle_uncertain")  # type: ignore[misc]
+    async def handle_uncertain(analysis: AnalysisResult, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        if analysis.spam_decision == "Uncertain":
+            email: Email | None = ctx.get_state(f"{EMAIL_STATE_PREFIX}{analysis.email_id}")
+            await ctx.yield_output(
+                f"Email marked as uncertain: {analysis.reason}. Email content: {getattr(email, 'email_content', '')}"
+            )
+        else:
+            raise RuntimeError("This executor should only handle Uncertain messages.")
+
+    @mod.executor(id="database_access")  # type: ignore[misc]
+    async def database_access(analysis: AnalysisResult, ctx: mod.WorkflowContext[Never, str]) -> None:  # type: ignore[name-defined]
+        await asyncio.sleep(0.05)
+        await ctx.add_event(DatabaseEvent(type="database_event", data=f"Email {analysis.email_id} saved to database."))
+
+    def agent(script: Callable[[list[Message]], str], name: str, fmt: type[BaseModel]) -> Any:
+        client = ScriptedChatClient(script)
+        return mod.AgentExecutor(
+            Agent(client=client, instructions="Assist.", name=name, default_options={"response_format": fmt})
+        )
+
+    email_analysis_agent = agent(detect_spam, "email_analysis_agent", AnalysisResultAgent)
+    email_assistant_agent = agent(draft_reply, "email_assistant_agent", EmailResponse)
+    email_summary_agent = agent(summarize, "email_summary_agent", EmailSummaryModel)
+
+    def select_targets(analysis: AnalysisResult, target_ids: list[str]) -> list[str]:
+        handle_spam_id, submit_to_email_assistant_id, summarize_email_id, handle_uncertain_id = target_ids
+        if analysis.spam_decision == "Spam":
+            return [handle_spam_id]
+        if analysis.spam_decision == "NotSpam":
+            targets = [submit_to_email_assistant_id]
+            if analysis.email_length > LONG_EMAIL_THRESHOLD:
+                targets.append(summarize_email_id)
+            return targets
+        return [handle_uncertain_id]
+
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=store_email, name="multi_selection")
+        .add_edge(store_email, email_analysis_agent)
+        .add_edge(email_analysis_agent, to_analysis_result)
+        .add_multi_selection_edge_group(
+            to_analysis_result,
+            [handle_spam, submit_to_email_assistant, summarize_email, handle_uncertain],
+            selection_func=select_targets,
+        )
+        .add_edge(submit_to_email_assistant, email_assistant_agent)
+        .add_edge(email_assistant_agent, finalize_and_send)
+        .add_edge(summarize_email, email_summary_agent)
+        .add_edge(email_summary_agent, merge_summary)
+        .add_edge(to_analysis_result, database_access, condition=lambda r: r.email_length <= LONG_EMAIL_THRESHOLD)
+        .add_edge(merge_summary, database_access)
+        .build()
+    )
+    async for event in workflow.run(MULTI_EMAILS[email], stream=True):
+        if isinstance(event, DatabaseEvent):
+            print(f"{event}")
+        elif event.type == "output":
+            if isinstance(event.data, AgentResponseUpdate):
+                continue
+            print(f"Workflow output: {event.data}")

@@ -126,3 +126,13 @@ async def test_a_sub_workflows_intermediate_outputs_bubble_up_as_in_agent_framew
     ours = await printed(ports.intermediate_vs_terminal_outputs, temporal_workflows, capsys)
     assert "  [intermediate] sub: plan: starting work on 'life, the universe, and everything'" in maf
     assert ours == maf
+
+
+@pytest.mark.parametrize("email", sorted(ports.MULTI_EMAILS))
+async def test_the_multi_selection_sample_prints_what_agent_framework_prints(
+    email: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    maf = await printed(ports.multi_selection_edge_group, agent_framework, capsys, email=email)
+    ours = await printed(ports.multi_selection_edge_group, temporal_workflows, capsys, email=email)
+    assert maf
+    assert ours == maf
