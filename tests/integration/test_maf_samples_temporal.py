@@ -77,6 +77,7 @@ SUBSET = [
     ports.switch_case_edge_group,
     ports.guessing_game_with_human_input,
     ports.state_with_agents,
+    ports.multi_selection_edge_group,
 ]
 
 
