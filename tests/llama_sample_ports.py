@@ -442,5 +442,296 @@ async def retry_steps(m: Any) -> None:
     print(await TwoHandlers().run(fail_fetch=False))
 
 
-EXAMPLES = [parallel_flow, collect_several_types, resources, unbound_functions, joke_flow, retry_steps]
+# -- examples/feature_walkthrough.ipynb (its first half: no model, no tracing server) -------------------------
+
+
+class DBConnection:
+    """The notebook's fake database connection."""
+
+    made = 0
+
+    def __init__(self) -> None:
+        DBConnection.made += 1
+        self.number = DBConnection.made
+
+    def __repr__(self) -> str:  # the notebook prints the default repr (an address); a number reads the same
+        return f"<DBConnection {self.number}>"
+
+
+async def get_db_connection(**kwargs: Any) -> DBConnection:
+    print("Creating a new DB connection", flush=True)
+    return DBConnection()
+
+
+class State(BaseModel):
+    """The walkthrough's typed state (at module level: LlamaIndex finds a state class by its import path)."""
+
+    counter: int = 0
+
+
+async def feature_walkthrough(m: Any) -> None:
+    class UppercaseWorkflow(m.Workflow):  # type: ignore[misc,name-defined]
+        @m.step  # type: ignore[misc]
+        async def to_upper(self, ev: m.StartEvent) -> m.StopEvent:  # type: ignore[name-defined]
+            input_text = ev.get("input_text")
+            return m.StopEvent(result=input_text.upper())
+
+    w = UppercaseWorkflow(timeout=10)
+    result = await w.run(input_text="hello")
+    print(result)
+
+    class InputEvent(m.StartEvent):  # type: ignore[misc,name-defined]
+        input_text: str
+
+    class OutputEvent(m.StopEvent):  # type: ignore[misc,name-defined]
+        output_text: str
+
+    class InnerEvent(m.Event):  # type: ignore[misc,name-defined]
+        text: str
+
+    class TypedUppercaseWorkflow(m.Workflow):  # type: ignore[misc,name-defined]
+        @m.step  # type: ignore[misc]
+        async def validate_input(self, ev: InputEvent) -> InnerEvent:
+            if len(ev.input_text) < 1:
+                raise ValueError("Input text must be at least 1 character long")
+            return InnerEvent(text=ev.input_text)
+
+        @m.step  # type: ignore[misc]
+        async def to_upper(self, ev: InnerEvent) -> OutputEvent:
+            return OutputEvent(output_text=ev.text.upper())
+
+    w2 = TypedUppercaseWorkflow(timeout=10)
+    typed = await w2.run(input_text="hello")
+    print(typed.output_text)
+    try:
+        await w2.run(input_text=1234)
+    except Exception as e:  # the notebook shows the traceback
+        print("refused:", type(e).__name__)
+
+    class AddInputEvent(m.StartEvent):  # type: ignore[misc,name-defined]
+        input: str | int
+
+    class AddOutputEvent(m.StopEvent):  # type: ignore[misc,name-defined]
+        output: str | int
+
+    class AddTextEvent(m.Event):  # type: ignore[misc,name-defined]
+        text: str
+
+    class AddNumberEvent(m.Event):  # type: ignore[misc,name-defined]
+        number: int
+
+    class Add10Workflow(m.Workflow):  # type: ignore[misc,name-defined]
+        @m.step  # type: ignore[misc]
+        async def route(self, ev: AddInputEvent) -> AddTextEvent | AddNumberEvent | AddOutputEvent:
+            if isinstance(ev.input, str):
+                if "!" * 10 not in ev.input:
+                    return AddTextEvent(text=ev.input)
+                return AddOutputEvent(output=ev.input)
+            if isinstance(ev.input, int):
+                if ev.input < 10:
+                    return AddNumberEvent(number=ev.input)
+                return AddOutputEvent(output=ev.input)
+            raise ValueError("Input must be a string or int")
+
+        @m.step  # type: ignore[misc]
+        async def add_text(self, ev: AddTextEvent) -> AddInputEvent:
+            return AddInputEvent(input=ev.text + "!")
+
+        @m.step  # type: ignore[misc]
+        async def add_number(self, ev: AddNumberEvent) -> AddInputEvent:
+            return AddInputEvent(input=ev.number + 1)
+
+    w3 = Add10Workflow(timeout=10)
+    print((await w3.run(input="hello")).output)
+    print((await w3.run(input=2)).output)
+
+    class IncrementAgainEvent(m.Event):  # type: ignore[misc,name-defined]
+        pass
+
+    class StatefulWorkflow(m.Workflow):  # type: ignore[misc,name-defined]
+        @m.step  # type: ignore[misc]
+        async def step1(self, ctx: m.Context[State], ev: m.StartEvent) -> IncrementAgainEvent:  # type: ignore[name-defined]
+            async with ctx.store.edit_state() as state:
+                state.counter += 1
+            return IncrementAgainEvent()
+
+        @m.step  # type: ignore[misc]
+        async def step2(self, ctx: m.Context[State], ev: IncrementAgainEvent) -> m.StopEvent:  # type: ignore[name-defined]
+            async with ctx.store.edit_state() as state:
+                state.counter += 1
+            return m.StopEvent(result=state.counter)
+
+    w4 = StatefulWorkflow()
+    print(await w4.run())
+    print(await w4.run())
+    ctx = m.Context(w4)
+    print(await w4.run(ctx=ctx))
+    print(await w4.run(ctx=ctx))
+    restored_ctx = m.Context.from_dict(w4, ctx.to_dict())
+    print(await w4.run(ctx=restored_ctx))
+
+    class HITLRequiredEvent(m.InputRequiredEvent):  # type: ignore[misc,name-defined]
+        prompt: str
+
+    class ResponseEvent(m.HumanResponseEvent):  # type: ignore[misc,name-defined]
+        response: str
+
+    class HITLWorkflow(m.Workflow):  # type: ignore[misc,name-defined]
+        @m.step  # type: ignore[misc]
+        async def step1(self, ev: m.StartEvent) -> HITLRequiredEvent:  # type: ignore[name-defined]
+            return HITLRequiredEvent(prompt="What is your name?")
+
+        @m.step  # type: ignore[misc]
+        async def step2(self, ev: ResponseEvent) -> m.StopEvent:  # type: ignore[name-defined]
+            return m.StopEvent(result=ev.response)
+
+    w5 = HITLWorkflow()
+    handler = w5.run()
+    async for ev in handler.stream_events():
+        if isinstance(ev, HITLRequiredEvent):
+            print(ev.prompt)
+            handler.ctx.send_event(ResponseEvent(response="Ada"))  # input("Enter your response: ")
+    print("Workflow completed! Got result:", await handler)
+
+    handler = w5.run()
+    ctx_data = None
+    async for ev in handler.stream_events():
+        if isinstance(ev, HITLRequiredEvent):
+            ctx_data = handler.ctx.to_dict()
+            await handler.cancel_run()
+            break
+    handler = w5.run(ctx=m.Context.from_dict(w5, ctx_data))
+    handler.ctx.send_event(ResponseEvent(response="Grace"))
+    print("Workflow completed! Got result:", await handler)
+
+    def db_workflow(cache: bool) -> Any:
+        class MyWorkflow(m.Workflow):  # type: ignore[misc,name-defined]
+            @m.step  # type: ignore[misc]
+            async def step1(
+                self,
+                ev: m.StartEvent,  # type: ignore[name-defined]
+                db_connection: Annotated[DBConnection, m.Resource(get_db_connection, cache=cache)],
+            ) -> m.StopEvent:  # type: ignore[name-defined]
+                print("Using DB connection", db_connection, flush=True)
+                return m.StopEvent(result=db_connection)
+
+        return MyWorkflow()
+
+    for cache in (True, False):
+        DBConnection.made = 0
+        w6 = db_workflow(cache)
+        await w6.run()
+        await w6.run()
+
+
+# -- examples/streaming_internal_events.ipynb (LlamaParse and OpenAI faked) ------------------------------------
+
+
+class WorkflowState(BaseModel):
+    summary_prompt: str = ""
+
+
+class FakeParsed:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def aget_markdown_documents(self) -> list["FakeParsed"]:
+        return [self]
+
+
+class FakeParser:
+    """Stands for ``LlamaParse(...)``: "parses" a path into one markdown document."""
+
+    async def aparse(self, path: str) -> FakeParsed:
+        return FakeParsed(f"# {path}")
+
+
+async def get_document_parser(*args: Any, **kwargs: Any) -> FakeParser:
+    return FakeParser()
+
+
+async def get_llm_summary(*args: Any, **kwargs: Any) -> FakeLLM:
+    return FakeLLM()
+
+
+async def streaming_internal_events(m: Any) -> None:
+    class InputDocumentEvent(m.StartEvent):  # type: ignore[misc,name-defined]
+        document_path: str
+        summary_prompt: str
+
+    class ParsedDocumentEvent(m.Event):  # type: ignore[misc,name-defined]
+        document_content: str
+
+    class SummaryEvent(m.StopEvent):  # type: ignore[misc,name-defined]
+        document_summary: str
+
+    class SummaryWorkflow(m.Workflow):  # type: ignore[misc,name-defined]
+        @m.step  # type: ignore[misc]
+        async def get_document_content(
+            self,
+            ev: InputDocumentEvent,
+            ctx: m.Context[WorkflowState],  # type: ignore[name-defined]
+            document_parser: Annotated[FakeParser, m.Resource(get_document_parser)],
+        ) -> ParsedDocumentEvent:
+            async with ctx.store.edit_state() as state:
+                state.summary_prompt = ev.summary_prompt
+            result = await document_parser.aparse(ev.document_path)
+            content = []
+            if isinstance(result, list):
+                for r in result:
+                    content.extend(await r.aget_markdown_documents())
+            else:
+                content.extend(await result.aget_markdown_documents())
+            text_content = ""
+            for document in content:
+                text_content += document.text + "\n\n---\n\n"
+            ctx.write_event_to_stream(ParsedDocumentEvent(document_content=text_content))
+            return ParsedDocumentEvent(document_content=text_content)
+
+        @m.step  # type: ignore[misc]
+        async def summarize_document(
+            self,
+            ev: ParsedDocumentEvent,
+            ctx: m.Context[WorkflowState],  # type: ignore[name-defined]
+            llm: Annotated[FakeLLM, m.Resource(get_llm_summary)],
+        ) -> SummaryEvent:
+            state = await ctx.store.get_state()
+            summary_prompt = state.summary_prompt
+            summary_res = await llm.acomplete(
+                f"Please create a summary of the following document:\n\n'''\n{ev.document_content}\n'''\n\n"
+                f"Following these instructions: {summary_prompt}"
+            )
+            return SummaryEvent(document_summary=summary_res.text)
+
+    wf = SummaryWorkflow(timeout=600)
+    handler = wf.run(
+        start_event=InputDocumentEvent(
+            document_path="qwen3_embed_paper.pdf",
+            summary_prompt="keep a scientific tone",
+        )
+    )
+    async for event in handler.stream_events(expose_internal=True):
+        if isinstance(event, m.StepStateChanged):
+            print("Name of current step:", event.name)
+            print("State of current step:", event.step_state.value)
+            print("Input event for current step:", event.input_event_name)
+            print("Output event of current step:", event.output_event_name or "No output event yet")
+        elif isinstance(event, ParsedDocumentEvent):
+            print("Document has been successfully parsed!")
+        else:
+            continue
+    result = await handler
+    print(result.document_summary)
+
+
+EXAMPLES = [
+    parallel_flow,
+    collect_several_types,
+    resources,
+    unbound_functions,
+    joke_flow,
+    retry_steps,
+    feature_walkthrough,
+    streaming_internal_events,
+]
 """The examples that take only ``m``; ``resource_configs`` and ``async_workflows`` take a directory too."""
