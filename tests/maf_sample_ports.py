@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, Never, cast
 from uuid import uuid4
 
-from agent_framework import Agent, AgentResponseUpdate, Message
+from agent_framework import Agent, AgentResponse, AgentResponseUpdate, Message
 from pydantic import BaseModel
 
 from tests.agent_support import ScriptedChatClient
@@ -1323,3 +1323,96 @@ async def multi_selection_edge_group(mod: Any, durable: Durable = in_process, em
             if isinstance(event.data, AgentResponseUpdate):
                 continue
             print(f"Workflow output: {event.data}")
+
+
+# -- 03-workflows/_start-here/step2_agents_in_a_workflow.py and step3_streaming.py (one scripted client) ----
+
+
+def writer_or_reviewer(messages: list[Message]) -> str:
+    """The writer drafts (in two streamed pieces), the reviewer, seeing a draft, gives feedback."""
+    if any(m.role == "assistant" for m in messages):
+        return "Say |who it is for."
+    return "Charge ahead: |fun, electric, affordable."
+
+
+def writer_and_reviewer(mod: Any, name: str) -> Any:
+    client = ScriptedChatClient(writer_or_reviewer)
+    writer_agent = Agent(client=client, instructions="You are an excellent content writer.", name="writer")
+    reviewer_agent = Agent(client=client, instructions="You are an excellent content reviewer.", name="reviewer")
+    return mod.WorkflowBuilder(start_executor=writer_agent, name=name).add_edge(writer_agent, reviewer_agent).build()
+
+
+async def agents_in_a_workflow(mod: Any, durable: Durable = in_process) -> None:
+    workflow = durable(writer_and_reviewer(mod, "agents_in_a_workflow"))
+    events = await workflow.run("Create a slogan for a new electric SUV that is affordable and fun to drive.")
+    outputs = cast(list[AgentResponse], events.get_outputs())
+    for output in outputs:
+        print(f"{output.messages[0].author_name}: {output.text}\n")
+    print("Final state:", events.get_final_state())
+
+
+async def agents_streaming(mod: Any, durable: Durable = in_process) -> None:
+    workflow = durable(writer_and_reviewer(mod, "agents_streaming"))
+    last_author: str | None = None
+    async for event in workflow.run(
+        Message("user", ["Create a slogan for a new electric SUV that is affordable and fun to drive."]),
+        stream=True,
+    ):
+        if event.type == "output" and isinstance(event.data, AgentResponseUpdate):
+            update = event.data
+            author = update.author_name
+            if author != last_author:
+                if last_author is not None:
+                    print()
+                print(f"{author}: {update.text}", end="", flush=True)
+                last_author = author
+            else:
+                print(update.text, end="", flush=True)
+    print()
+
+
+# -- 03-workflows/agents/custom_agent_executors.py (the agents' client scripted) -----------------------------
+
+
+async def custom_agent_executors(mod: Any, durable: Durable = in_process) -> None:
+    class Writer(mod.Executor):  # type: ignore[misc,name-defined]
+        agent: Agent
+
+        def __init__(self, id: str = "writer"):
+            self.agent = Agent(
+                client=ScriptedChatClient(writer_or_reviewer), instructions="You are an excellent content writer."
+            )
+            super().__init__(id=id)
+
+        @mod.handler  # type: ignore[misc]
+        async def handle(self, message: Message, ctx: mod.WorkflowContext[list[Message], str]) -> None:  # type: ignore[name-defined]
+            messages: list[Message] = [message]
+            response = await self.agent.run(messages)
+            messages.extend(response.messages)
+            await ctx.send_message(messages)
+
+    class Reviewer(mod.Executor):  # type: ignore[misc,name-defined]
+        agent: Agent
+
+        def __init__(self, id: str = "reviewer"):
+            self.agent = Agent(
+                client=ScriptedChatClient(writer_or_reviewer), instructions="You are an excellent content reviewer."
+            )
+            super().__init__(id=id)
+
+        @mod.handler  # type: ignore[misc]
+        async def handle(self, messages: list[Message], ctx: mod.WorkflowContext[list[Message], str]) -> None:  # type: ignore[name-defined]
+            response = await self.agent.run(messages)
+            await ctx.yield_output(response.text)
+
+    writer = Writer()
+    reviewer = Reviewer()
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=writer, name="custom_agent_executors").add_edge(writer, reviewer).build()
+    )
+    events = await workflow.run(
+        Message("user", ["Create a slogan for a new electric SUV that is affordable and fun to drive."])
+    )
+    outputs = events.get_outputs()
+    if outputs:
+        print(outputs[-1])

@@ -38,6 +38,9 @@ PLAIN = [
     ports.simple_loop,
     ports.guessing_game_with_human_input,
     ports.workflow_cancellation,
+    ports.agents_in_a_workflow,
+    ports.agents_streaming,
+    ports.custom_agent_executors,
 ]
 
 

@@ -78,6 +78,9 @@ SUBSET = [
     ports.guessing_game_with_human_input,
     ports.state_with_agents,
     ports.multi_selection_edge_group,
+    ports.agents_in_a_workflow,
+    ports.agents_streaming,
+    ports.custom_agent_executors,
 ]
 
 
