@@ -17,10 +17,12 @@ Agent Framework reads ``mod.WorkflowContext[...]`` from the live annotation.
 """
 
 import asyncio
+import contextlib
 import json
 import random
 from collections.abc import AsyncIterable, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, Never, cast
@@ -1416,3 +1418,240 @@ async def custom_agent_executors(mod: Any, durable: Durable = in_process) -> Non
     outputs = events.get_outputs()
     if outputs:
         print(outputs[-1])
+
+
+# -- 03-workflows/checkpoint/sub_workflow_checkpoint.py ------------------------------------------------------
+# Its line printing the checkpoint file's raw ``pending_request_info_events`` is left out: the file
+# formats differ on purpose (docs/maf.md, "Checkpoint format"); the sample only shows it.
+
+
+def _utc_now() -> datetime:
+    return datetime.now()
+
+
+@dataclass
+class DraftTask:
+    topic: str
+    due: datetime
+    iteration: int = 1
+
+
+@dataclass
+class DraftPackage:
+    topic: str
+    content: str
+    iteration: int
+    created_at: datetime = field(default_factory=_utc_now)
+
+
+@dataclass
+class FinalDraft:
+    topic: str
+    content: str
+    iterations: int
+    approved_at: datetime
+
+
+@dataclass
+class ReviewRequest:
+    id: str = str(uuid4())
+    topic: str = ""
+    iteration: int = 1
+    draft_excerpt: str = ""
+    due_iso: str = ""
+    reviewer_guidance: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReviewDecision:
+    decision: str
+    original_request: ReviewRequest
+
+
+async def sub_workflow_checkpoint(mod: Any, storage_dir: Path, durable: Durable = in_process) -> None:
+    class DraftWriter(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__(id="draft_writer")
+
+        @mod.handler  # type: ignore[misc]
+        async def create_draft(self, task: DraftTask, ctx: mod.WorkflowContext[DraftPackage]) -> None:  # type: ignore[name-defined]
+            draft = DraftPackage(
+                topic=task.topic,
+                content=(
+                    f"Launch plan for {task.topic}.\n\n"
+                    "- Outline the customer message.\n"
+                    "- Highlight three differentiators.\n"
+                    "- Close with a next-step CTA.\n"
+                    f"(iteration {task.iteration})"
+                ),
+                iteration=task.iteration,
+            )
+            await ctx.send_message(draft, target_id="draft_review")
+
+    class DraftReviewRouter(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__(id="draft_review")
+
+        @mod.handler  # type: ignore[misc]
+        async def request_review(self, draft: DraftPackage, ctx: mod.WorkflowContext) -> None:  # type: ignore[name-defined]
+            excerpt = draft.content.splitlines()[0]
+            request = ReviewRequest(
+                topic=draft.topic,
+                iteration=draft.iteration,
+                draft_excerpt=excerpt,
+                due_iso=draft.created_at.isoformat(),
+                reviewer_guidance=["Ensure tone matches launch messaging", "Confirm CTA is action-oriented"],
+            )
+            await ctx.request_info(request_data=request, response_type=str)
+
+        @mod.response_handler  # type: ignore[misc]
+        async def forward_decision(
+            self,
+            original_request: ReviewRequest,
+            decision: str,
+            ctx: mod.WorkflowContext[ReviewDecision],  # type: ignore[name-defined]
+        ) -> None:
+            await ctx.send_message(ReviewDecision(decision=decision, original_request=original_request))
+
+    class DraftFinaliser(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__(id="draft_finaliser")
+
+        @mod.handler  # type: ignore[misc]
+        async def on_review_decision(
+            self,
+            review_decision: ReviewDecision,
+            ctx: mod.WorkflowContext[DraftTask, FinalDraft],  # type: ignore[name-defined]
+        ) -> None:
+            reply = review_decision.decision.strip().lower()
+            original = review_decision.original_request
+            topic = original.topic if original else "unknown topic"
+            iteration = original.iteration if original else 1
+            if reply != "approve":
+                next_task = DraftTask(topic=topic, due=_utc_now() + timedelta(hours=1), iteration=iteration + 1)
+                await ctx.send_message(next_task, target_id="draft_writer")
+                return
+            final = FinalDraft(
+                topic=topic,
+                content=f"Approved launch narrative for {topic} (iteration {iteration}).",
+                iterations=iteration,
+                approved_at=_utc_now(),
+            )
+            await ctx.yield_output(final)
+
+    class LaunchCoordinator(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__(id="launch_coordinator")
+            self._pending_requests: dict[str, Any] = {}
+
+        @mod.handler  # type: ignore[misc]
+        async def kick_off(self, topic: str, ctx: mod.WorkflowContext[DraftTask]) -> None:  # type: ignore[name-defined]
+            task = DraftTask(topic=topic, due=_utc_now() + timedelta(hours=2))
+            await ctx.send_message(task)
+
+        @mod.handler  # type: ignore[misc]
+        async def collect_final(self, draft: FinalDraft, ctx: mod.WorkflowContext[None, FinalDraft]) -> None:  # type: ignore[name-defined]
+            approved_at = draft.approved_at
+            normalised = draft
+            if isinstance(approved_at, str):
+                with contextlib.suppress(ValueError):
+                    parsed = datetime.fromisoformat(approved_at)
+                    normalised = replace(draft, approved_at=parsed)
+                    approved_at = parsed
+            approved_display = approved_at.isoformat() if hasattr(approved_at, "isoformat") else str(approved_at)
+            print("\n>>> Parent workflow received approved draft:")
+            print(f"- Topic: {normalised.topic}")
+            print(f"- Iterations: {normalised.iterations}")
+            print(f"- Approved at: {approved_display}")
+            print(f"- Content: {normalised.content}\n")
+            await ctx.yield_output(normalised)
+
+        @mod.handler  # type: ignore[misc]
+        async def handler_sub_workflow_request(
+            self,
+            request: mod.SubWorkflowRequestMessage,  # type: ignore[name-defined]
+            ctx: mod.WorkflowContext,  # type: ignore[name-defined]
+        ) -> None:
+            if not isinstance(request.source_event.data, ReviewRequest):
+                raise TypeError(f"Expected 'ReviewRequest', got {type(request.source_event.data)}")
+            review_request = request.source_event.data
+            self._pending_requests[review_request.id] = request
+            await ctx.request_info(request_data=review_request, response_type=str)
+
+        @mod.response_handler  # type: ignore[misc]
+        async def handle_request_response(
+            self,
+            original_request: ReviewRequest,
+            response: str,
+            ctx: mod.WorkflowContext[mod.SubWorkflowResponseMessage],  # type: ignore[name-defined]
+        ) -> None:
+            request_message = self._pending_requests.pop(original_request.id, None)
+            if request_message is None:
+                raise ValueError("No matching pending request found for the resource response")
+            await ctx.send_message(request_message.create_response(response))
+
+        async def on_checkpoint_save(self) -> dict[str, Any]:
+            return {"pending_requests": self._pending_requests}
+
+        async def on_checkpoint_restore(self, state: dict[str, Any]) -> None:
+            self._pending_requests = state.get("pending_requests", {})
+
+    def build_sub_workflow() -> Any:
+        writer = DraftWriter()
+        router = DraftReviewRouter()
+        finaliser = DraftFinaliser()
+        sub_workflow = (
+            mod.WorkflowBuilder(start_executor=writer)
+            .add_edge(writer, router)
+            .add_edge(router, finaliser)
+            .add_edge(finaliser, writer)
+            .build()
+        )
+        return mod.WorkflowExecutor(sub_workflow, id="launch_subworkflow")
+
+    def build_parent_workflow(storage: Any) -> Any:
+        coordinator = LaunchCoordinator()
+        sub_executor = build_sub_workflow()
+        return durable(
+            mod.WorkflowBuilder(start_executor=coordinator, checkpoint_storage=storage, name="sub_workflow_checkpoint")
+            .add_edge(coordinator, sub_executor)
+            .add_edge(sub_executor, coordinator)
+            .build()
+        )
+
+    allowed = [f"{__name__}:{c.__name__}" for c in (DraftTask, DraftPackage, FinalDraft, ReviewRequest, ReviewDecision)]
+    storage = mod.FileCheckpointStorage(storage_dir, allowed_checkpoint_types=allowed)
+    workflow = build_parent_workflow(storage)
+    print("\n=== Stage 1: run until sub-workflow requests human review ===")
+    request_id: str | None = None
+    async for event in workflow.run("Contoso Gadget Launch", stream=True):
+        if event.type == "request_info" and request_id is None:
+            request_id = event.request_id
+            print(f"Captured review request id: {request_id}")
+        if event.type == "status" and event.state is mod.WorkflowRunState.IDLE_WITH_PENDING_REQUESTS:
+            break
+    if request_id is None:
+        raise RuntimeError("Sub-workflow completed without requesting review.")
+    resume_checkpoint = await storage.get_latest(workflow_name=workflow.name)
+    if not resume_checkpoint:
+        raise RuntimeError("No checkpoints found.")
+    print(f"Using checkpoint {resume_checkpoint.checkpoint_id} at iteration {resume_checkpoint.iteration_count}")
+
+    print("\n=== Stage 2: resume from checkpoint ===")
+    workflow2 = build_parent_workflow(storage)
+    request_info_event: Any = None
+    async for event in workflow2.run(checkpoint_id=resume_checkpoint.checkpoint_id, stream=True):
+        if event.type == "request_info":
+            request_info_event = event
+    if request_info_event is None:
+        raise RuntimeError("No request_info_event captured.")
+
+    print("\n=== Stage 3: approve draft ==")
+    output_event: Any = None
+    async for event in workflow2.run(stream=True, responses={request_info_event.request_id: "approve"}):
+        if event.type == "output":
+            output_event = event
+    if output_event is None:
+        raise RuntimeError("Workflow did not complete after resume.")
+    print("\n=== Final Draft (from resumed run) ===")
+    print(output_event.data)

@@ -16,10 +16,11 @@ import temporal_workflows
 from tests import maf_sample_ports as ports
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?|datetime\.datetime\([\d, ]+\)")
 
 
 def masked(text: str) -> list[str]:
-    return UUID.sub("<uuid>", text).splitlines()
+    return TIMESTAMP.sub("<time>", UUID.sub("<uuid>", text)).splitlines()
 
 
 async def printed(program: Any, mod: Any, capsys: pytest.CaptureFixture[str], **kwargs: Any) -> list[str]:
@@ -138,4 +139,15 @@ async def test_the_multi_selection_sample_prints_what_agent_framework_prints(
     maf = await printed(ports.multi_selection_edge_group, agent_framework, capsys, email=email)
     ours = await printed(ports.multi_selection_edge_group, temporal_workflows, capsys, email=email)
     assert maf
+    assert ours == maf
+
+
+async def test_the_sub_workflow_checkpoint_sample_resumes_and_finishes_as_in_agent_framework(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("maf", "ours"):
+        (tmp_path / name).mkdir()
+    maf = await printed(ports.sub_workflow_checkpoint, agent_framework, capsys, storage_dir=tmp_path / "maf")
+    ours = await printed(ports.sub_workflow_checkpoint, temporal_workflows, capsys, storage_dir=tmp_path / "ours")
+    assert "- Approved at: <time>" in maf and "Using checkpoint <uuid> at iteration 3" in maf
     assert ours == maf

@@ -23,7 +23,9 @@ import temporal_workflows
 from temporal_workflows.temporal import TemporalWorkflowsPlugin
 from tests import maf_sample_ports as ports
 
-UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{32}\b")
+"""Ids, masked: UUIDs, and a Temporal run's checkpoint ids (opaque, 32 hex digits there)."""
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?|datetime\.datetime\([\d, ]+\)")
 
 
 class Twin:
@@ -131,3 +133,22 @@ async def test_the_expert_fan_out_sample_ends_with_the_same_frame_and_output_on_
     frame = max(i for i, line in enumerate(local) if "=== Expert Streams (Live) ===" in line)
     assert remote[-(len(local) - frame) :] == local[frame:]
     assert set(remote) <= set(local)
+
+
+async def test_the_sub_workflow_checkpoint_sample_resumes_on_temporal_as_in_process(
+    temporal_address: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def masked(text: str) -> list[str]:
+        return TIMESTAMP.sub("<time>", UUID.sub("<uuid>", text)).splitlines()
+
+    (tmp_path / "local").mkdir()
+    (tmp_path / "remote").mkdir()
+    capsys.readouterr()
+    await ports.sub_workflow_checkpoint(temporal_workflows, tmp_path / "local")
+    local = masked(capsys.readouterr().out)
+    async with AsyncExitStack() as stack:
+        await ports.sub_workflow_checkpoint(
+            temporal_workflows, tmp_path / "remote", durable=Host(temporal_address, stack)
+        )
+        remote = masked(capsys.readouterr().out)
+    assert remote == local
