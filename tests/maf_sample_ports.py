@@ -16,10 +16,13 @@ Annotations are evaluated where they are written (no ``from __future__ import an
 Agent Framework reads ``mod.WorkflowContext[...]`` from the live annotation.
 """
 
+import ast
 import asyncio
 import contextlib
 import json
+import os
 import random
+from collections import defaultdict
 from collections.abc import AsyncIterable, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -1655,3 +1658,159 @@ async def sub_workflow_checkpoint(mod: Any, storage_dir: Path, durable: Durable 
         raise RuntimeError("Workflow did not complete after resume.")
     print("\n=== Final Draft (from resumed run) ===")
     print(output_event.data)
+
+
+# -- 03-workflows/parallelism/map_reduce_and_visualization.py (its text and temporary folder given) ---------
+
+STATE_DATA_KEY = "data_to_be_processed"
+MAP_REDUCE_TEXT = """The quick brown fox jumps over the lazy dog.
+The dog sleeps; the fox runs on.
+A lazy afternoon for a quick fox and a brown dog."""
+
+
+class SplitCompleted: ...
+
+
+@dataclass
+class MapCompleted:
+    file_path: str
+
+
+@dataclass
+class ShuffleCompleted:
+    file_path: str
+    reducer_id: str
+
+
+@dataclass
+class ReduceCompleted:
+    file_path: str
+
+
+async def map_reduce_and_visualization(mod: Any, temp_dir: Path, durable: Durable = in_process) -> None:
+    TEMP_DIR = str(temp_dir)
+
+    class Split(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, map_executor_ids: list[str], id: str | None = None):
+            super().__init__(id=id or "split")
+            self._map_executor_ids = map_executor_ids
+
+        @mod.handler  # type: ignore[misc]
+        async def split(self, data: str, ctx: mod.WorkflowContext[SplitCompleted]) -> None:  # type: ignore[name-defined]
+            word_list = self._preprocess(data)
+            ctx.set_state(STATE_DATA_KEY, word_list)
+            map_executor_count = len(self._map_executor_ids)
+            chunk_size = len(word_list) // map_executor_count
+
+            async def _process_chunk(i: int) -> None:
+                start_index = i * chunk_size
+                end_index = start_index + chunk_size if i < map_executor_count - 1 else len(word_list)
+                ctx.set_state(self._map_executor_ids[i], (start_index, end_index))
+                await ctx.send_message(SplitCompleted(), self._map_executor_ids[i])
+
+            tasks = [asyncio.create_task(_process_chunk(i)) for i in range(map_executor_count)]
+            await asyncio.gather(*tasks)
+
+        def _preprocess(self, data: str) -> list[str]:
+            line_list = [line.strip() for line in data.splitlines() if line.strip()]
+            return [word for line in line_list for word in line.split() if word]
+
+    class Map(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def map(self, _: SplitCompleted, ctx: mod.WorkflowContext[MapCompleted]) -> None:  # type: ignore[name-defined]
+            data_to_be_processed: list[str] = ctx.get_state(STATE_DATA_KEY)
+            chunk_start, chunk_end = ctx.get_state(self.id)
+            results = [(item, 1) for item in data_to_be_processed[chunk_start:chunk_end]]
+            file_path = os.path.join(TEMP_DIR, f"map_results_{self.id}.txt")
+            with open(file_path, "w") as f:
+                f.writelines([f"{item}: {count}\n" for item, count in results])
+            await ctx.send_message(MapCompleted(file_path))
+
+    class Shuffle(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, reducer_ids: list[str], id: str | None = None):
+            super().__init__(id=id or "shuffle")
+            self._reducer_ids = reducer_ids
+
+        @mod.handler  # type: ignore[misc]
+        async def shuffle(self, data: list[MapCompleted], ctx: mod.WorkflowContext[ShuffleCompleted]) -> None:  # type: ignore[name-defined]
+            chunks = await self._preprocess(data)
+
+            async def _process_chunk(chunk: list[tuple[str, list[int]]], index: int) -> None:
+                file_path = os.path.join(TEMP_DIR, f"shuffle_results_{index}.txt")
+                with open(file_path, "w") as f:
+                    f.writelines([f"{key}: {value}\n" for key, value in chunk])
+                await ctx.send_message(ShuffleCompleted(file_path, self._reducer_ids[index]))
+
+            tasks = [asyncio.create_task(_process_chunk(chunk, i)) for i, chunk in enumerate(chunks)]
+            await asyncio.gather(*tasks)
+
+        async def _preprocess(self, data: list[MapCompleted]) -> list[list[tuple[str, list[int]]]]:
+            map_results: list[tuple[str, int]] = []
+            for result in data:
+                with open(result.file_path) as f:
+                    map_results.extend(
+                        [(line.strip().split(": ")[0], int(line.strip().split(": ")[1])) for line in f.readlines()]
+                    )
+            intermediate_results: defaultdict[str, list[int]] = defaultdict(list)
+            for key, value in map_results:
+                intermediate_results[key].append(value)
+            aggregated_results = [(key, values) for key, values in intermediate_results.items()]
+            aggregated_results.sort(key=lambda x: x[0])
+            reduce_executor_count = len(self._reducer_ids)
+            chunk_size = len(aggregated_results) // reduce_executor_count
+            remaining = len(aggregated_results) % reduce_executor_count
+            chunks = [
+                aggregated_results[i : i + chunk_size]
+                for i in range(0, len(aggregated_results) - remaining, chunk_size)
+            ]
+            if remaining > 0:
+                chunks[-1].extend(aggregated_results[-remaining:])
+            return chunks
+
+    class Reduce(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def _execute(self, data: ShuffleCompleted, ctx: mod.WorkflowContext[ReduceCompleted]) -> None:  # type: ignore[name-defined]
+            if data.reducer_id != self.id:
+                return
+            with open(data.file_path) as f:
+                lines = f.readlines()
+            reduced_results: dict[str, int] = defaultdict(int)
+            for line in lines:
+                key, value = line.split(": ")
+                reduced_results[key] = sum(ast.literal_eval(value))
+            file_path = os.path.join(TEMP_DIR, f"reduced_results_{self.id}.txt")
+            with open(file_path, "w") as f:
+                f.writelines([f"{key}: {value}\n" for key, value in reduced_results.items()])
+            await ctx.send_message(ReduceCompleted(file_path))
+
+    class CompletionExecutor(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def complete(self, data: list[ReduceCompleted], ctx: mod.WorkflowContext[Never, list[str]]) -> None:  # type: ignore[name-defined]
+            await ctx.yield_output([result.file_path for result in data])
+
+    mappers = [Map(id=f"map_executor_{i}") for i in range(3)]
+    split_data_executor = Split([m.id for m in mappers], id="split_data_executor")
+    reducers = [Reduce(id=f"reduce_executor_{i}") for i in range(4)]
+    shuffle_executor = Shuffle([r.id for r in reducers], id="shuffle_executor")
+    completion_executor = CompletionExecutor(id="completion_executor")
+    built = (
+        mod.WorkflowBuilder(start_executor=split_data_executor, name="map_reduce")
+        .add_fan_out_edges(split_data_executor, mappers)
+        .add_fan_in_edges(mappers, shuffle_executor)
+        .add_fan_out_edges(shuffle_executor, reducers)
+        .add_fan_in_edges(reducers, completion_executor)
+        .build()
+    )
+    print("Generating workflow visualization...")
+    viz = mod.WorkflowViz(built)
+    print("Mermaid string: \n=======")
+    print(viz.to_mermaid())
+    print("=======")
+    print("DiGraph string: \n=======")
+    print(viz.to_digraph())
+    print("=======")
+    workflow = durable(built)
+    async for event in workflow.run(MAP_REDUCE_TEXT, stream=True):
+        print(f"Event: {event}")
+        if event.type == "output":
+            print(f"Final Output: {event.data}")

@@ -19,8 +19,11 @@ UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?|datetime\.datetime\([\d, ]+\)")
 
 
+ADDRESS = re.compile(r" at 0x[0-9a-f]+>")
+
+
 def masked(text: str) -> list[str]:
-    return TIMESTAMP.sub("<time>", UUID.sub("<uuid>", text)).splitlines()
+    return ADDRESS.sub(" at <address>>", TIMESTAMP.sub("<time>", UUID.sub("<uuid>", text))).splitlines()
 
 
 async def printed(program: Any, mod: Any, capsys: pytest.CaptureFixture[str], **kwargs: Any) -> list[str]:
@@ -151,3 +154,35 @@ async def test_the_sub_workflow_checkpoint_sample_resumes_and_finishes_as_in_age
     ours = await printed(ports.sub_workflow_checkpoint, temporal_workflows, capsys, storage_dir=tmp_path / "ours")
     assert "- Approved at: <time>" in maf and "Using checkpoint <uuid> at iteration 3" in maf
     assert ours == maf
+
+
+def without_drawings(lines: list[str]) -> tuple[list[str], list[str]]:
+    """The lines outside the sample's two printed drawings, and the drawings' lines."""
+    first_event = next(i for i, line in enumerate(lines) if line.startswith("Event: "))
+    return lines[:2] + lines[first_event:], lines[2:first_event]
+
+
+async def test_the_map_reduce_sample_runs_and_prints_its_events_as_in_agent_framework(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    maf = await printed(ports.map_reduce_and_visualization, agent_framework, capsys, temp_dir=tmp_path)
+    ours = await printed(ports.map_reduce_and_visualization, temporal_workflows, capsys, temp_dir=tmp_path)
+    (maf_run, _), (our_run, our_drawings) = without_drawings(maf), without_drawings(ours)
+    assert maf_run[:2] == ["Generating workflow visualization...", "Mermaid string: "]
+    assert any(line.startswith("Final Output: [") for line in maf_run) and len(maf_run) > 30
+    assert our_run == maf_run
+    assert sum(" --> " in line for line in our_drawings) == 16  # the same 16 edges, through two fan-in nodes
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gap: WorkflowViz.to_mermaid()/to_digraph() draw the same graph in other words than MAF's "
+    "(node ids n0.. for executor ids, '(start)' for '(Start)', fan-in nodes named by position, "
+    "edges in another order, other DOT styles); the text is made in temporal_workflows/_graph/viz.py",
+)
+async def test_the_map_reduce_samples_drawings_read_as_agent_frameworks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    maf = await printed(ports.map_reduce_and_visualization, agent_framework, capsys, temp_dir=tmp_path)
+    ours = await printed(ports.map_reduce_and_visualization, temporal_workflows, capsys, temp_dir=tmp_path)
+    assert without_drawings(ours)[1] == without_drawings(maf)[1]

@@ -152,3 +152,19 @@ async def test_the_sub_workflow_checkpoint_sample_resumes_on_temporal_as_in_proc
         )
         remote = masked(capsys.readouterr().out)
     assert remote == local
+
+
+async def test_the_map_reduce_sample_prints_on_temporal_what_it_prints_in_process(
+    temporal_address: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def masked(text: str) -> list[str]:
+        return re.sub(r" at 0x[0-9a-f]+>", " at <address>>", text).splitlines()
+
+    capsys.readouterr()
+    await ports.map_reduce_and_visualization(temporal_workflows, tmp_path)
+    local = masked(capsys.readouterr().out)
+    async with AsyncExitStack() as stack:
+        await ports.map_reduce_and_visualization(temporal_workflows, tmp_path, durable=Host(temporal_address, stack))
+        remote = masked(capsys.readouterr().out)
+    assert any(line.startswith("Final Output: [") for line in local)
+    assert remote == local
