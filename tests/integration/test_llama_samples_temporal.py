@@ -1,6 +1,7 @@
 """LlamaIndex's documented examples on Temporal: what they print in process, printed from a Temporal run.
 
-A representative subset of ``tests/llama_sample_ports.py`` (resources, config-backed and
+A representative subset of ``tests/llama_sample_ports.py`` (collecting events of several types,
+resources, config-backed and
 chained resources, an unbound step, sync steps and thread pools, a typed ``StopEvent``,
 composed retry policies and ``catch_error``) runs with a namespace whose ``Workflow.run``
 starts the run on the real dev server (``temporal_workflows.llama.start_run``), hosted by a
@@ -46,7 +47,7 @@ def on_temporal(address: str, stack: AsyncExitStack, started: list[str]) -> Simp
     return SimpleNamespace(**names)
 
 
-SUBSET = [ports.resources, ports.unbound_functions, ports.joke_flow, ports.retry_steps]
+SUBSET = [ports.collect_several_types, ports.resources, ports.unbound_functions, ports.joke_flow, ports.retry_steps]
 
 
 async def printed(example: Any, m: Any, capsys: pytest.CaptureFixture[str], *args: Any) -> list[str]:
