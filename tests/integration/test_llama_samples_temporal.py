@@ -2,10 +2,11 @@
 
 A representative subset of ``tests/llama_sample_ports.py`` (collecting events of several
 types, resources, config-backed and chained resources, an unbound step, sync steps and
-thread pools, a typed ``StopEvent``, composed retry policies and ``catch_error``) runs with a namespace whose ``Workflow.run``
-starts the run on the real dev server (``temporal_workflows.llama.start_run``), hosted by a
-worker of its own in this process, and awaits its result. ``tests/test_llama_samples.py``
-shows the in-process lines are LlamaIndex's.
+thread pools, a typed ``StopEvent``, composed retry policies and ``catch_error``) runs with
+a namespace whose ``Workflow.run`` starts the run on the real dev server
+(``temporal_workflows.llama.start_run``), hosted by a worker of its own in this process,
+and awaits its result. ``tests/test_llama_samples.py`` shows the in-process lines are
+LlamaIndex's.
 """
 
 import uuid
