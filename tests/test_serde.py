@@ -1207,3 +1207,20 @@ async def test_a_rejected_response_is_named_without_its_value_in_errors_and_logs
     assert "approved: Input should be a valid boolean" in message and "note: Input should be a valid string" in message
     result = await wf.run(responses={req.request_id: {"approved": True, "note": "ok"}})
     assert result.get_outputs() == ["deploy: ok"]
+
+
+def test_a_class_defined_again_under_the_same_name_decodes_as_the_one_defined_last() -> None:
+    """A graph built by a function called twice has new local classes each time (MAF passes the objects)."""
+
+    def define() -> type:
+        @dataclasses.dataclass
+        class Local:
+            n: int
+
+        return Local
+
+    first, second = define(), define()
+    assert type_key(first) == type_key(second) and first is not second
+    assert type(decode(encode(first(1)))) is first
+    again = decode(encode(second(2)))
+    assert type(again) is second and again == second(2)

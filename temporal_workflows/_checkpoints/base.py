@@ -303,6 +303,12 @@ class FileCheckpointStorage(_DerivedQueries):
         cipher: Encrypts each file whole (bound to its checkpoint id); files
             written without one still load. Without a cipher, an encrypted file
             fails to load with an error saying so.
+        allowed_checkpoint_types: Agent Framework's list of ``"module:qualname"``
+            types its pickled checkpoints may unpickle, accepted so its programs
+            port unchanged and kept as :attr:`allowed_checkpoint_types`. It is not
+            needed here: files are JSON, and decoding builds only the classes the
+            process knows (declared by the graph, registered, or encoded in this
+            process; docs/values.md), with or without the list.
     """
 
     def __init__(
@@ -311,12 +317,14 @@ class FileCheckpointStorage(_DerivedQueries):
         *,
         storage_path: str | os.PathLike[str] | None = None,
         cipher: CheckpointCipher | None = None,
+        allowed_checkpoint_types: list[str] | None = None,
     ) -> None:
         if (directory is None) == (storage_path is None):
             raise TypeError("FileCheckpointStorage takes a directory: pass directory (or storage_path), once")
         self.directory = Path(directory if directory is not None else storage_path)  # type: ignore[arg-type]
         self.directory.mkdir(parents=True, exist_ok=True)
         self.cipher = cipher
+        self.allowed_checkpoint_types: tuple[str, ...] = tuple(allowed_checkpoint_types or ())
 
     @property
     def storage_path(self) -> Path:

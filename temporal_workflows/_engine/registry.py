@@ -213,8 +213,15 @@ register_checkpoint_type = register_type
 
 
 def registered(tp: type) -> None:
-    """Register a class this process encodes (unless a class of its key already is)."""
-    if _REGISTRY.setdefault(type_key(tp), tp) is tp and class_kind(tp) in _SIBLING_KINDS:
+    """Register a class this process declares or encodes; it replaces an earlier class of the same key.
+
+    A class defined again under the same name (a graph built by a function
+    called twice, a notebook cell run again) is the one the code now holds:
+    values decode as instances of it, so ``isinstance`` against it holds, as
+    it does in Agent Framework, which passes the objects themselves.
+    """
+    _REGISTRY[type_key(tp)] = tp
+    if class_kind(tp) in _SIBLING_KINDS:
         _MODULES.add(tp.__module__)
 
 
@@ -242,9 +249,8 @@ def declare(annotations: Iterable[Any], *, explicit: bool = False) -> None:
 
     What a graph declares: ``build()`` passes its handlers' message, output,
     request and response annotations. Classes that are none of the storable
-    kinds are skipped (a ``WorkflowContext``, a protocol, ...). ``explicit``
-    (``register_type``) replaces a class registered under the same key;
-    otherwise the first class of a key stays.
+    kinds are skipped (a ``WorkflowContext``, a protocol, ...). A class
+    replaces one registered earlier under the same key (``registered``).
     """
     seen: set[int] = set()
     todo = list(annotations)

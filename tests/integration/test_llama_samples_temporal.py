@@ -1,0 +1,80 @@
+"""LlamaIndex's documented examples on Temporal: what they print in process, printed from a Temporal run.
+
+A representative subset of ``tests/llama_sample_ports.py`` (collecting events of several
+types, resources, config-backed and chained resources, an unbound step, sync steps and
+thread pools, a typed ``StopEvent``, composed retry policies and ``catch_error``) runs with
+a namespace whose ``Workflow.run`` starts the run on the real dev server
+(``temporal_workflows.llama.start_run``), hosted by a worker of its own in this process,
+and awaits its result. ``tests/test_llama_samples.py`` shows the in-process lines are
+LlamaIndex's.
+"""
+
+import uuid
+from contextlib import AsyncExitStack
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from temporal_workflows import llama
+from temporal_workflows.temporal import TemporalWorkflowsPlugin
+from tests import llama_sample_ports as ports
+
+
+def on_temporal(address: str, stack: AsyncExitStack, started: list[str]) -> SimpleNamespace:
+    """``temporal_workflows.llama``, but ``await SomeWorkflow().run(...)`` runs on Temporal (ids in ``started``)."""
+
+    class Workflow(llama.Workflow):
+        def run(self, ctx: Any = None, start_event: Any = None, **kwargs: Any) -> Any:
+            assert ctx is None, "these examples start fresh runs"
+
+            async def result() -> Any:
+                plugin = TemporalWorkflowsPlugin([self], tracing=False)
+                client = await Client.connect(address, plugins=[plugin])
+                queue = f"llama-sample-{uuid.uuid4().hex[:8]}"
+                await stack.enter_async_context(Worker(client, task_queue=queue))
+                run = await llama.start_run(client, self, start_event, task_queue=queue, **kwargs)
+                started.append(run.id)
+                return await run.result()
+
+            return result()
+
+    names = vars(ports.namespace("temporal_workflows.llama")).copy()
+    names["Workflow"] = Workflow
+    return SimpleNamespace(**names)
+
+
+SUBSET = [ports.collect_several_types, ports.resources, ports.unbound_functions, ports.joke_flow, ports.retry_steps]
+
+
+async def printed(example: Any, m: Any, capsys: pytest.CaptureFixture[str], *args: Any) -> list[str]:
+    capsys.readouterr()
+    await example(m, *args)
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("example", SUBSET, ids=[e.__name__ for e in SUBSET])
+async def test_the_example_prints_on_temporal_what_it_prints_in_process(
+    example: Any, temporal_address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local = await printed(example, ports.namespace("temporal_workflows.llama"), capsys)
+    started: list[str] = []
+    async with AsyncExitStack() as stack:
+        remote = await printed(example, on_temporal(temporal_address, stack, started), capsys)
+    assert local and started, started
+    assert remote == local
+
+
+@pytest.mark.parametrize("example", [ports.resource_configs, ports.async_workflows], ids=lambda e: e.__name__)
+async def test_the_example_with_files_prints_on_temporal_what_it_prints_in_process(
+    example: Any, temporal_address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local = await printed(example, ports.namespace("temporal_workflows.llama"), capsys, tmp_path)
+    started: list[str] = []
+    async with AsyncExitStack() as stack:
+        remote = await printed(example, on_temporal(temporal_address, stack, started), capsys, tmp_path)
+    assert local and started, started
+    assert remote == local
