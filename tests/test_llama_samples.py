@@ -62,11 +62,6 @@ async def test_collecting_several_types_prints_the_same_lines_steps_interleaved_
     assert ours[:3] == ["Doing something A-ish", "Doing something B-ish", "Doing something C-ish"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap #25.13: the first StopEvent in task order wins (Query 1, after the slowest query), "
-    "not the first returned (Query 2); the fix is in llama/_runtime.py and llama/_local.py",
-)
 async def test_the_first_query_to_finish_is_the_result_as_in_llamaindex(capsys: pytest.CaptureFixture[str]) -> None:
     peer = await printed(ports.parallel_flow, PEER, capsys)
     assert peer[-1] == "Query 2"  # the query that sleeps 0 s; 0.3 s and 0.6 s for the others
