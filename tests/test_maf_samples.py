@@ -174,12 +174,6 @@ async def test_the_map_reduce_sample_runs_and_prints_its_events_as_in_agent_fram
     assert sum(" --> " in line for line in our_drawings) == 16  # the same 16 edges, through two fan-in nodes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: WorkflowViz.to_mermaid()/to_digraph() draw the same graph in other words than MAF's "
-    "(node ids n0.. for executor ids, '(start)' for '(Start)', fan-in nodes named by position, "
-    "edges in another order, other DOT styles); the text is made in temporal_workflows/_graph/viz.py",
-)
 async def test_the_map_reduce_samples_drawings_read_as_agent_frameworks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

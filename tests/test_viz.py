@@ -12,6 +12,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,11 +62,14 @@ def graph() -> Workflow:
 def mermaid_edges(text: str) -> set[tuple[str, str, str | None, bool]]:
     """(source label, target label, edge label, dashed) for every Mermaid edge, entities decoded."""
     names = {
-        m[0]: m[1].replace("#quot;", '"') for m in re.findall(r'^\s+(n\d+)(?:\["|\(\(")(.+?)(?:"\]|"\)\))$', text, re.M)
+        m[0]: m[1].replace("#quot;", '"')
+        for m in re.findall(r'^\s+(\w+)(?:\["(.+?)"\];|\(\((fan-in)\)\))$', text, re.M)
+        for m in [(m[0], m[1] or m[2])]
     }
     edges = set()
-    for src, arrow, label, dst in re.findall(r'^\s+(n\d+) (-->|-\.->)(?:\|"(.+?)"\|)? (n\d+)$', text, re.M):
-        edges.add((names[src], names[dst], label or None, arrow == "-.->"))
+    for src, arrow, dst in re.findall(r"^\s+(\w+) (-->|-\. conditional \.->) (\w+);$", text, re.M):
+        dashed = arrow != "-->"
+        edges.add((names[src], names[dst], "conditional" if dashed else None, dashed))
     return edges
 
 
@@ -79,40 +83,52 @@ def dot_unquote(text: str) -> str:
 
 
 def dot_edges(text: str) -> set[tuple[str, str, str | None, bool]]:
-    names = {m[0]: dot_unquote(m[1]) for m in re.findall(rf"^\s+(n\d+) \[label={DOT_STRING}", text, re.M)}
+    names = {
+        dot_unquote(m[0]): dot_unquote(m[1])
+        for m in re.findall(rf"^\s+{DOT_STRING} \[.*label={DOT_STRING}", text, re.M)
+    }
     edges = set()
-    for src, dst, attrs in re.findall(r"^\s+(n\d+) -> (n\d+)(?: \[(.+)\])?;$", text, re.M):
+    for src, dst, attrs in re.findall(rf"^\s+{DOT_STRING} -> {DOT_STRING}(?: \[(.+)\])?;$", text, re.M):
         label = re.search(rf"label={DOT_STRING}", attrs)
-        edges.add((names[src], names[dst], dot_unquote(label.group(1)) if label else None, "style=dashed" in attrs))
+        edges.add(
+            (
+                names[dot_unquote(src)],
+                names[dot_unquote(dst)],
+                dot_unquote(label.group(1)) if label else None,
+                "style=dashed" in attrs,
+            )
+        )
     return edges
 
 
 EXPECTED = {
-    ("start (start)", "left", None, False),
-    ("start (start)", "right", None, False),
+    ("start (Start)", "left", None, False),
+    ("start (Start)", "right", None, False),
     ("left", "fan-in", None, False),
     ("right", "fan-in", None, False),
     ("fan-in", "join", None, False),
-    ("join", "big", "is_large", False),
-    ("join", 'odd "one"', "default", True),
-    ("start (start)", "audit", "condition", True),
-    ("big", "big", "is_large", True),
+    ("join", "big", None, False),  # switch-case edges are drawn plain, as Agent Framework draws them
+    ("join", 'odd "one"', None, False),
+    ("start (Start)", "audit", "conditional", True),
+    ("big", "big", "conditional", True),
 }
 
 
-def test_mermaid_shows_every_edge_with_labels_and_the_fan_in_junction() -> None:
+def test_mermaid_shows_every_edge_and_the_fan_in_junction() -> None:
     text = graph().to_mermaid()
-    assert text.startswith("flowchart TD\n")
-    assert text.count('(("fan-in"))') == 1
+    assert text.startswith("flowchart TD\n") and not text.endswith("\n")  # print() adds the line end, as in MAF
+    assert re.findall(r"^  (fan_in__join__[0-9a-f]{8})\(\(fan-in\)\)$", text, re.M)
     assert mermaid_edges(text) == EXPECTED
 
 
 def test_dot_shows_the_same_graph() -> None:
     text = graph().to_dot()
-    assert text.startswith('digraph "viz" {') and text.rstrip().endswith("}")
-    assert re.search(r'label="fan-in", shape=circle', text)
-    assert re.search(r'label="start", penwidth=2', text)  # the start executor stands out
-    expected = {(s.replace(" (start)", ""), t, label, dashed) for s, t, label, dashed in EXPECTED}
+    assert text.startswith("digraph Workflow {\n") and text.endswith("\n}")
+    assert re.search(
+        r'^  "fan_in::join::[0-9a-f]{8}" \[shape=ellipse, fillcolor=lightgoldenrod, label="fan-in"\];$', text, re.M
+    )
+    assert '  "start" [fillcolor=lightgreen, label="start\\n(Start)"];' in text  # the start executor stands out
+    expected = {(s.replace(" (Start)", "\n(Start)"), t, label, dashed) for s, t, label, dashed in EXPECTED}
     assert dot_edges(text) == expected
 
 
@@ -126,17 +142,74 @@ def test_workflow_viz_is_the_agent_framework_spelling_of_the_same_exports() -> N
     assert viz.to_digraph(include_internal_executors=True) == wf.to_dot()
 
 
-def test_multi_selection_edges_are_dashed_and_labelled_with_the_selector() -> None:
+def test_multi_selection_edges_are_plain_edges_to_every_candidate() -> None:
     src, a, b = relay("src"), relay("a"), relay("b")
 
     def pick_some(msg: int, targets: list[str]) -> list[str]:
         return targets[:1]
 
     wf = WorkflowBuilder(start_executor=src).add_multi_selection_edge_group(src, [a, b], pick_some).build()
-    assert mermaid_edges(wf.to_mermaid()) == {
-        ("src (start)", "a", "pick_some", True),
-        ("src (start)", "b", "pick_some", True),
-    }
+    assert mermaid_edges(wf.to_mermaid()) == {("src (Start)", "a", None, False), ("src (Start)", "b", None, False)}
+
+
+# -- the same text as Agent Framework's WorkflowViz, edge kind by edge kind --------------------------------
+
+
+def _each_edge_kind(mod: Any, kind: str) -> Any:
+    """The same graph built with ``mod`` (Agent Framework or this library), one per edge kind."""
+
+    def relay(eid: str) -> Any:
+        async def run(msg: Any, ctx: Any) -> None:
+            await ctx.send_message(msg)
+
+        # Real annotations (this module's are strings) naming ``mod``'s own context type.
+        run.__annotations__ = {"msg": int, "ctx": mod.WorkflowContext[int], "return": None}
+        return mod.executor(id=eid)(run)
+
+    async def join_all(msgs: Any, ctx: Any) -> None:
+        await ctx.send_message(sum(msgs))
+
+    join_all.__annotations__ = {"msgs": list[int], "ctx": mod.WorkflowContext[int], "return": None}
+    join = mod.executor(id="join")(join_all)
+
+    def pick(msg: int, targets: list[str]) -> list[str]:
+        return targets[:1]
+
+    a, b, c, d = (relay(x) for x in ("a", "b", "c", "d"))
+    builder = mod.WorkflowBuilder(start_executor=a)
+    if kind == "direct":
+        return builder.add_edge(a, b).add_edge(b, c).add_edge(c, a).build()
+    if kind == "conditional":
+        return builder.add_edge(a, b, condition=lambda n: n > 0).add_edge(a, c).build()
+    if kind == "fan-out":
+        return builder.add_fan_out_edges(a, [c, b, d]).build()
+    if kind == "fan-in":
+        return builder.add_fan_out_edges(a, [c, b]).add_fan_in_edges([c, b], join).add_edge(join, d).build()
+    if kind == "switch-case":
+        cases = [mod.Case(condition=lambda n: n > 1, target=c), mod.Case(condition=lambda n: n > 5, target=c)]
+        return builder.add_switch_case_edge_group(a, [*cases, mod.Default(target=b)]).build()
+    if kind == "multi-selection":
+        return builder.add_multi_selection_edge_group(a, [b, c], pick).add_edge(b, d).build()
+    assert kind == "sub-workflow"
+    inner_start, inner_end = relay("in-1"), relay("in 2")
+    inner = mod.WorkflowBuilder(start_executor=inner_start).add_edge(inner_start, inner_end).build()
+    nested = mod.WorkflowExecutor(inner, id="b")  # its nodes are named after it: "b/in-1", "b__in_1"
+    return builder.add_edge(a, nested).add_edge(nested, relay("b__in_1")).build()
+
+
+EDGE_KINDS = ("direct", "conditional", "fan-out", "fan-in", "switch-case", "multi-selection", "sub-workflow")
+
+
+@pytest.mark.parametrize("kind", EDGE_KINDS)
+def test_the_text_is_agent_frameworks_for_each_edge_kind(kind: str) -> None:
+    """A ported program that prints its diagram prints what it printed on Agent Framework."""
+    agent_framework = pytest.importorskip("agent_framework")
+    import temporal_workflows
+
+    theirs = agent_framework.WorkflowViz(_each_edge_kind(agent_framework, kind))
+    ours = WorkflowViz(_each_edge_kind(temporal_workflows, kind))
+    assert ours.to_mermaid() == theirs.to_mermaid()
+    assert ours.to_digraph() == theirs.to_digraph()
 
 
 # -- what Graphviz reads: escaping and a valid rankdir ---------------------------------------------------
@@ -151,23 +224,25 @@ def odd_ids_graph() -> Workflow:
 def test_ids_with_quotes_backslashes_and_newlines_stay_inside_their_labels() -> None:
     wf = odd_ids_graph()
     dot = wf.to_dot()
-    assert dot.startswith('digraph "a \\"named\\" graph" {')
-    assert dot_edges(dot) == {('say "hi"', "C:\\temp\\", None, False), ("C:\\temp\\", "two\nlines [x]", None, False)}
+    assert dot_edges(dot) == {
+        ('say "hi"\n(Start)', "C:\\temp\\", None, False),
+        ("C:\\temp\\", "two\nlines [x]", None, False),
+    }
     assert mermaid_edges(wf.to_mermaid()) == {
-        ('say "hi" (start)', "C:\\temp\\", None, False),
+        ('say "hi" (Start)', "C:\\temp\\", None, False),
         ("C:\\temp\\", "two lines [x]", None, False),
     }
 
 
-def test_rankdir_is_a_graphviz_value_and_can_be_chosen() -> None:
+def test_rankdir_is_agent_frameworks_td_by_default_and_can_be_chosen() -> None:
     wf = graph()
-    assert re.search(r"^  rankdir=TB;$", wf.to_dot(), re.M)  # not "TD", which Graphviz silently ignores
-    for rankdir in ("TB", "LR", "BT", "RL"):
+    assert re.search(r"^  rankdir=TD;$", wf.to_dot(), re.M)  # as Agent Framework writes it; Graphviz reads TB
+    for rankdir in ("TD", "TB", "LR", "BT", "RL"):
         viz = WorkflowViz(wf, rankdir=rankdir)
         assert f"  rankdir={rankdir};" in viz.to_digraph()
-        assert viz.to_mermaid().startswith(f"flowchart {'TD' if rankdir == 'TB' else rankdir}\n")
-    for bad in ("TD", "lr", "", "LR;"):
-        with pytest.raises(ValueError, match="rankdir must be one of TB, LR, BT, RL"):
+        assert viz.to_mermaid().startswith(f"flowchart {rankdir}\n")
+    for bad in ("td", "lr", "", "LR;"):
+        with pytest.raises(ValueError, match="rankdir must be one of TD, TB, LR, BT, RL"):
             WorkflowViz(wf, rankdir=bad)
 
 
@@ -296,7 +371,7 @@ def test_a_notebook_shows_mermaid_when_graphviz_is_missing(monkeypatch: pytest.M
     assert set(bundle) == {"text/plain", "text/markdown", "text/vnd.mermaid"}
     assert bundle["text/plain"] == repr(wf)
     assert bundle["text/vnd.mermaid"] == wf.to_mermaid()
-    assert bundle["text/markdown"] == f"```mermaid\n{wf.to_mermaid()}```\n"
+    assert bundle["text/markdown"] == f"```mermaid\n{wf.to_mermaid()}\n```\n"
 
 
 def test_a_notebook_shows_mermaid_when_the_dot_program_is_missing(

@@ -480,6 +480,8 @@ def _graph(args: argparse.Namespace) -> int:
     fmt = args.format
     if fmt in ("mermaid", "dot", "html"):
         text = {"mermaid": viz.to_mermaid, "dot": viz.to_digraph, "html": viz.to_html}[fmt]()
+        if not text.endswith("\n"):
+            text += "\n"  # Agent Framework's text ends without one (print adds it); a file or a pipe wants one
         if args.output is None:
             sys.stdout.write(text)
             return 0

@@ -59,7 +59,7 @@ from temporal_workflows._console.guard import COOKIE_NAME, Guard
 from temporal_workflows._console.server import Limits
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import WorkflowEvent
-from temporal_workflows._graph.viz import _ids, to_mermaid
+from temporal_workflows._graph.viz import mermaid_node_ids, to_mermaid
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._live import LiveEvent
 from temporal_workflows.temporal._client import RunHandle, get_run, start_run
@@ -122,7 +122,7 @@ def _graph_json(workflow: Workflow) -> dict[str, Any]:
     return {
         "name": workflow.name,
         "mermaid": to_mermaid(graph),
-        "node_ids": {k: v for k, v in _ids(graph).items() if not k.startswith("fanin::")},
+        "node_ids": mermaid_node_ids(graph),
         "start_executor": graph.topology.start_executor_id,
         "start_schema": schema,
     }

@@ -12,9 +12,12 @@ as Mermaid text otherwise.
 
 from __future__ import annotations
 
+import hashlib
 import html
+import re
 import shutil
 import tempfile
+import uuid
 import weakref
 from collections.abc import Collection
 from pathlib import Path
@@ -23,11 +26,22 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from temporal_workflows._graph.graph import Graph
 
-__all__ = ["RANKDIRS", "WorkflowViz", "dot_program", "mimebundle", "render_svg", "to_dot", "to_html", "to_mermaid"]
+__all__ = [
+    "RANKDIRS",
+    "WorkflowViz",
+    "dot_program",
+    "mermaid_node_ids",
+    "mimebundle",
+    "render_svg",
+    "to_dot",
+    "to_html",
+    "to_mermaid",
+]
 
-RankDir = Literal["TB", "LR", "BT", "RL"]
-RANKDIRS: tuple[RankDir, ...] = ("TB", "LR", "BT", "RL")
-"""Graphviz's ``rankdir`` values (top to bottom, left to right, ...); Mermaid takes the same directions."""
+RankDir = Literal["TD", "TB", "LR", "BT", "RL"]
+RANKDIRS: tuple[RankDir, ...] = ("TD", "TB", "LR", "BT", "RL")
+"""Layout directions: ``TD`` (top down, Agent Framework's and the default) or Graphviz's values (``TB`` is also
+top to bottom; ``LR`` left to right, ...); Mermaid takes the same directions."""
 
 ExportFormat = Literal["svg", "png", "pdf", "dot"]
 _FORMATS = ("svg", "png", "pdf", "dot")
@@ -51,37 +65,112 @@ MISSING_EXECUTABLE = (
 
 def _check_rankdir(rankdir: str) -> RankDir:
     if rankdir not in RANKDIRS:
-        raise ValueError(f"rankdir must be one of {', '.join(RANKDIRS)} (Graphviz's values), not {rankdir!r}")
+        raise ValueError(f"rankdir must be one of {', '.join(RANKDIRS)} (Graphviz's values; TD is TB), not {rankdir!r}")
     return rankdir  # type: ignore[return-value]  # checked just above
 
 
-def _edges(graph: Graph) -> list[tuple[str, str, str | None, bool]]:
-    """(source, target, label, dashed) for every drawn edge; fan-ins go through a junction node."""
-    out: list[tuple[str, str, str | None, bool]] = []
+# The text is Agent Framework 1.23's (``agent_framework._workflows._viz``), line for line, so a ported program
+# that prints its diagram prints the same: executor ids as node ids, the start executor first and marked
+# "(Start)", fan-in junctions named ``fan_in::<target>::<sha8>`` (DOT) / ``fan_in__<target>__<sha8>`` (Mermaid)
+# with their sources sorted, fan-in edges before the others, other edges in the order their groups were added
+# (switch-case and multi-selection edges drawn plain, one per distinct target; only a conditional single edge
+# is dashed and labelled "conditional"), and sub-workflows as nested clusters / subgraphs. What this picture
+# adds applies only where Agent Framework's text would be broken (quotes, backslashes, newlines in ids are
+# escaped) or where it has no equivalent (``rankdir``).
+
+
+def _sub_graph(ex: object) -> Graph | None:
+    """The graph a ``WorkflowExecutor`` runs, or ``None`` for any other executor."""
+    from temporal_workflows._graph.subworkflow import WorkflowExecutor
+
+    if isinstance(ex, WorkflowExecutor):
+        wf = getattr(ex, "workflow", None)
+        graph: Graph | None = getattr(wf, "graph", None)
+        return graph
+    return None
+
+
+def _fan_ins(graph: Graph) -> list[tuple[str, list[str], str]]:
+    """(``fan_in::<target>::<sha8>``, sorted sources, target) per fan-in group, as Agent Framework names them."""
+    out: list[tuple[str, list[str], str]] = []
     for g in graph.groups:
-        d = g.describe()
         if g.kind == "fan_in":
-            j = f"fanin::{g.id}"
-            for s in g.sources:
-                out.append((s, j, None, False))
-            out.append((j, g.targets[0], None, False))
-        elif g.kind == "switch_case":
-            for (cond, target), label in zip(g.cases, d["labels"], strict=True):
-                out.append((g.sources[0], target, label, cond is None))
-        elif g.kind == "multi_selection":
-            for t in g.targets:
-                out.append((g.sources[0], t, d.get("label"), True))
-        else:
-            for t in g.targets:
-                out.append((g.sources[0], t, d.get("label"), g.condition is not None))
+            target, sources = g.targets[0], sorted(g.sources)
+            digest = hashlib.sha256((target + "|" + "|".join(sources)).encode("utf-8")).hexdigest()[:8]
+            out.append((f"fan_in::{target}::{digest}", sources, target))
     return out
 
 
-def _ids(graph: Graph) -> dict[str, str]:
-    """Node ids that are safe in both languages whatever the executor ids contain."""
-    names = list(graph.executors)
-    names += [f"fanin::{g.id}" for g in graph.groups if g.kind == "fan_in"]
-    return {n: f"n{i}" for i, n in enumerate(names)}
+def _normal_edges(graph: Graph) -> list[tuple[str, str, bool]]:
+    """(source, target, conditional) for every edge outside fan-ins, in the order the groups were added."""
+    out: list[tuple[str, str, bool]] = []
+    for g in graph.groups:
+        if g.kind == "fan_in":
+            continue
+        # A switch-case group has one edge per distinct target, as in Agent Framework.
+        targets = list(dict.fromkeys(t for _, t in g.cases)) if g.kind == "switch_case" else list(g.targets)
+        for t in targets:
+            out.append((g.sources[0], t, g.kind == "single" and g.condition is not None))
+    return out
+
+
+def _executor_order(graph: Graph) -> list[str]:
+    """Executor ids in the order Agent Framework's builder registers them: the start, then as edges name them."""
+    order = dict.fromkeys([graph.topology.start_executor_id])
+    for g in graph.groups:
+        names = [*g.sources, *(t for _, t in g.cases)] if g.kind == "switch_case" else [*g.sources, *g.targets]
+        order.update(dict.fromkeys(n for n in names if n in graph.executors))
+    order.update(dict.fromkeys(graph.executors))
+    return list(order)
+
+
+def _mermaid_id(value: str) -> str:
+    sanitized = re.sub(r"[^0-9A-Za-z_]", "_", value)
+    return sanitized if sanitized and sanitized[0].isalpha() else f"n_{sanitized}"
+
+
+def _mermaid_node_ids(graph: Graph) -> dict[tuple[str, ...], str]:
+    """Mermaid node ids for every node of the graph and its sub-workflows (Agent Framework's allocation)."""
+    candidates: dict[tuple[str, ...], str] = {}
+
+    def collect(g: Graph, ns: tuple[str, ...] = ()) -> None:
+        prefix = f"{_mermaid_id(ns[-1])}__" if ns else ""
+        for executor_id in _executor_order(g):
+            candidates[("executor", *ns, executor_id)] = prefix + _mermaid_id(executor_id)
+            sub = _sub_graph(g.executors[executor_id])
+            if sub is not None:
+                if ns:
+                    candidates[("subgraph", *ns, executor_id)] = _mermaid_id(executor_id)
+                collect(sub, (*ns, executor_id))
+        for source, target, _ in _normal_edges(g):
+            candidates[("executor", *ns, source)] = prefix + _mermaid_id(source)
+            candidates[("executor", *ns, target)] = prefix + _mermaid_id(target)
+        for dot_id, _, target in _fan_ins(g):
+            digest = dot_id.split("::")[-1]
+            candidates[("fan-in", *ns, dot_id)] = f"fan_in__{prefix}{_mermaid_id(f'{target}__{digest}')}"
+
+    collect(graph)
+    reserved = set(candidates.values())
+    used: set[str] = set()
+    ids: dict[tuple[str, ...], str] = {}
+    # Unchanged executor ids first, then the rest in a fixed order; a clash takes the next free ``_<n>``.
+    for key in sorted(candidates, key=lambda key: (candidates[key] != key[-1], key)):
+        alias = candidate = candidates[key]
+        if alias in used:
+            suffix = 2
+            alias = f"{candidate}_{suffix}"
+            while alias in reserved or alias in used:
+                suffix += 1
+                alias = f"{candidate}_{suffix}"
+        used.add(alias)
+        ids[key] = alias
+    return ids
+
+
+def mermaid_node_ids(graph: Graph) -> dict[str, str]:
+    """The Mermaid node id of each top-level executor (the console colours nodes by them)."""
+    ids = _mermaid_node_ids(graph)
+    return {ex: ids[("executor", ex)] for ex in graph.executors}
 
 
 def _mermaid_text(text: str) -> str:
@@ -94,50 +183,98 @@ def _dot_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\r\n", "\\n").replace("\n", "\\n")
 
 
-def to_mermaid(graph: Graph, *, rankdir: str = "TB") -> str:
-    """Mermaid ``flowchart`` text of ``graph`` (the start executor is marked, conditional edges dashed)."""
-    direction = _check_rankdir(rankdir)
-    ids = _ids(graph)
+def _emit_mermaid(
+    graph: Graph, lines: list[str], indent: str, ids: dict[tuple[str, ...], str], ns: tuple[str, ...] = ()
+) -> None:
+    def node(x: str) -> str:
+        return ids[("executor", *ns, x)]
+
     start = graph.topology.start_executor_id
-    lines = [f"flowchart {'TD' if direction == 'TB' else direction}"]
-    for ex in graph.executors:
-        text = f"{ex} (start)" if ex == start else ex
-        lines.append(f'  {ids[ex]}["{_mermaid_text(text)}"]')
-    for g in graph.groups:
-        if g.kind == "fan_in":
-            lines.append(f'  {ids["fanin::" + g.id]}(("fan-in"))')
-    for s, t, label, dashed in _edges(graph):
-        arrow = "-.->" if dashed else "-->"
-        if label:
-            lines.append(f'  {ids[s]} {arrow}|"{_mermaid_text(label)}"| {ids[t]}')
-        else:
-            lines.append(f"  {ids[s]} {arrow} {ids[t]}")
-    return "\n".join(lines) + "\n"
+    lines.append(f'{indent}{node(start)}["{_mermaid_text(start)} (Start)"];')
+    for ex in _executor_order(graph):
+        if ex != start:
+            lines.append(f'{indent}{node(ex)}["{_mermaid_text(ex)}"];')
+    fan_ins = [(ids[("fan-in", *ns, dot_id)], sources, target) for dot_id, sources, target in _fan_ins(graph)]
+    for fan_id, _, _ in fan_ins:
+        lines.append(f"{indent}{fan_id}((fan-in))")
+    for fan_id, sources, target in fan_ins:
+        for s in sources:
+            lines.append(f"{indent}{node(s)} --> {fan_id};")
+        lines.append(f"{indent}{fan_id} --> {node(target)};")
+    for s, t, conditional in _normal_edges(graph):
+        arrow = "-. conditional .->" if conditional else "-->"
+        lines.append(f"{indent}{node(s)} {arrow} {node(t)};")
+    for ex in _executor_order(graph):
+        sub = _sub_graph(graph.executors[ex])
+        if sub is None:
+            continue
+        lines.append(f"{indent}subgraph {ids[('subgraph', *ns, ex)] if ns else ids[('executor', ex)]}")
+        _emit_mermaid(sub, lines, indent + "  ", ids, (*ns, ex))
+        lines.append(f"{indent}end")
 
 
-def to_dot(graph: Graph, *, rankdir: str = "TB") -> str:
-    """Graphviz DOT text of ``graph`` (the start executor drawn bold, conditional edges dashed)."""
+def to_mermaid(graph: Graph, *, rankdir: str = "TD") -> str:
+    """Mermaid ``flowchart`` text of ``graph``: Agent Framework's text for the same graph (no final newline)."""
     direction = _check_rankdir(rankdir)
-    ids = _ids(graph)
+    lines = [f"flowchart {direction}"]
+    _emit_mermaid(graph, lines, "  ", _mermaid_node_ids(graph))
+    return "\n".join(lines)
+
+
+def _emit_dot(graph: Graph, lines: list[str], indent: str, ns: str | None = None) -> None:
+    def node(x: str) -> str:
+        return f'"{_dot_text(f"{ns}/{x}" if ns else x)}"'
+
     start = graph.topology.start_executor_id
-    name = _dot_text(graph.name or "workflow")
-    lines = [f'digraph "{name}" {{', f"  rankdir={direction};", "  node [shape=box, style=rounded];"]
-    for ex in graph.executors:
-        extra = ", penwidth=2" if ex == start else ""
-        lines.append(f'  {ids[ex]} [label="{_dot_text(ex)}"{extra}];')
-    for g in graph.groups:
-        if g.kind == "fan_in":
-            lines.append(f'  {ids["fanin::" + g.id]} [label="fan-in", shape=circle];')
-    for s, t, label, dashed in _edges(graph):
-        attrs = []
-        if label:
-            attrs.append(f'label="{_dot_text(label)}"')
-        if dashed:
-            attrs.append("style=dashed")
-        suffix = f" [{', '.join(attrs)}]" if attrs else ""
-        lines.append(f"  {ids[s]} -> {ids[t]}{suffix};")
+    lines.append(f'{indent}{node(start)} [fillcolor=lightgreen, label="{_dot_text(start)}\\n(Start)"];')
+    for ex in _executor_order(graph):
+        if ex != start:
+            lines.append(f'{indent}{node(ex)} [label="{_dot_text(ex)}"];')
+    fan_ins = _fan_ins(graph)
+    if fan_ins:
+        lines.append("")
+        for fan_id, _, _ in fan_ins:
+            lines.append(f'{indent}{node(fan_id)} [shape=ellipse, fillcolor=lightgoldenrod, label="fan-in"];')
+    for fan_id, sources, target in fan_ins:
+        for s in sources:
+            lines.append(f"{indent}{node(s)} -> {node(fan_id)};")
+        lines.append(f"{indent}{node(fan_id)} -> {node(target)};")
+    for s, t, conditional in _normal_edges(graph):
+        attrs = ' [style=dashed, label="conditional"]' if conditional else ""
+        lines.append(f"{indent}{node(s)} -> {node(t)}{attrs};")
+
+
+def _emit_dot_subs(graph: Graph, lines: list[str], indent: str) -> None:
+    for ex in _executor_order(graph):
+        sub = _sub_graph(graph.executors[ex])
+        if sub is None:
+            continue
+        lines.append(f"{indent}subgraph cluster_{uuid.uuid5(uuid.NAMESPACE_OID, ex).hex[:8]} {{")
+        lines.append(f'{indent}  label="sub-workflow: {_dot_text(ex)}";')
+        lines.append(f"{indent}  style=dashed;")
+        _emit_dot(sub, lines, indent + "  ", ns=ex)
+        _emit_dot_subs(sub, lines, indent + "  ")
+        lines.append(f"{indent}}}")
+
+
+def to_dot(graph: Graph, *, rankdir: str = "TD") -> str:
+    """Graphviz DOT text of ``graph``: Agent Framework's text for the same graph (no final newline).
+
+    ``TD`` (Agent Framework's value, the default) is not one Graphviz knows: it lays the graph out top to
+    bottom, as ``TB`` does.
+    """
+    direction = _check_rankdir(rankdir)
+    lines = [
+        "digraph Workflow {",
+        f"  rankdir={direction};",
+        "  node [shape=box, style=filled, fillcolor=lightblue];",
+        "  edge [color=black, arrowhead=vee];",
+        "",
+    ]
+    _emit_dot(graph, lines, "  ")
+    _emit_dot_subs(graph, lines, "  ")
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
 
 
 DOT_INSTALL = (
@@ -166,15 +303,16 @@ class WorkflowViz:
 
     Args:
         workflow: A built ``Workflow``.
-        rankdir: Layout direction, one of Graphviz's values ``"TB"`` (top to
-            bottom, the default), ``"LR"``, ``"BT"``, ``"RL"``; the Mermaid
+        rankdir: Layout direction: ``"TD"`` (top down, the default, written
+            as Agent Framework writes it) or one of Graphviz's values ``"TB"``
+            (also top to bottom), ``"LR"``, ``"BT"``, ``"RL"``; the Mermaid
             export follows it too. (An addition to Agent Framework's API.)
 
     Raises:
         ValueError: ``rankdir`` is not one of those.
     """
 
-    def __init__(self, workflow: object, *, rankdir: str = "TB") -> None:
+    def __init__(self, workflow: object, *, rankdir: str = "TD") -> None:
         self._graph: Graph = workflow.graph  # type: ignore[attr-defined]
         self._rankdir = _check_rankdir(rankdir)
 
@@ -279,10 +417,10 @@ _HTML = """<!doctype html>
 """
 
 
-def to_html(graph: Graph, *, title: str | None = None, rankdir: str = "TB") -> str:
+def to_html(graph: Graph, *, title: str | None = None, rankdir: str = "TD") -> str:
     """A page that draws the graph in a browser with Mermaid (loaded from a CDN): no Graphviz needed."""
     name = title or getattr(graph, "name", None) or "workflow"
-    return _HTML.format(title=html.escape(str(name)), mermaid=html.escape(to_mermaid(graph, rankdir=rankdir)))
+    return _HTML.format(title=html.escape(str(name)), mermaid=html.escape(to_mermaid(graph, rankdir=rankdir) + "\n"))
 
 
 _SVG: weakref.WeakKeyDictionary[Graph, str | None] = weakref.WeakKeyDictionary()
@@ -322,6 +460,6 @@ def mimebundle(
         bundle["image/svg+xml"] = svg
     else:
         mermaid = to_mermaid(graph)
-        bundle["text/markdown"] = f"```mermaid\n{mermaid}```\n"
+        bundle["text/markdown"] = f"```mermaid\n{mermaid}\n```\n"
         bundle["text/vnd.mermaid"] = mermaid
     return bundle
