@@ -194,8 +194,10 @@ function runView(runId) {
     }
   }
   function findNode(nodeId) {
+    // A sub-workflow's executor is drawn as the Mermaid subgraph of the same id (Agent Framework's text).
     return graphBox.querySelector(`g.node[data-id="${nodeId}"]`) ||
-      [...graphBox.querySelectorAll("g.node")].find((g) => new RegExp(`(^|-)${nodeId}-\\d+$`).test(g.id));
+      [...graphBox.querySelectorAll("g.node")].find((g) => new RegExp(`(^|-)${nodeId}-\\d+$`).test(g.id)) ||
+      [...graphBox.querySelectorAll("g.cluster")].find((g) => g.id === nodeId || g.id.endsWith(`-${nodeId}`));
   }
 
   async function drawGraph(picture) {
