@@ -352,6 +352,7 @@ def test_graphviz_lays_the_graph_out_in_the_chosen_direction() -> None:
     wf = WorkflowBuilder(start_executor=a).add_edge(a, b).build()
     (ax, ay), (bx, by) = _positions(WorkflowViz(wf, rankdir="TB")).values()
     assert ay > by and ax == bx  # top to bottom
+    assert _positions(WorkflowViz(wf)) == _positions(WorkflowViz(wf, rankdir="TB"))  # TD, MAF's default, is TB
     (ax, ay), (bx, by) = _positions(WorkflowViz(wf, rankdir="BT")).values()
     assert ay < by
     (ax, ay), (bx, by) = _positions(WorkflowViz(wf, rankdir="LR")).values()
