@@ -150,9 +150,14 @@ def test_the_graph_command_draws_mermaid_and_dot_without_a_server(tmp_path: Path
     run = cli("graph", "examples.research:workflow")
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("flowchart TD") and "planner" in run.stdout
+    from examples.research import workflow
+    from temporal_workflows import WorkflowViz
+
+    # Agent Framework's text (what print(viz.to_mermaid()) prints), ending with a line break.
+    assert run.stdout == WorkflowViz(workflow).to_mermaid() + "\n"
     run = cli("graph", "examples.research:workflow", "--format", "dot", "-o", str(tmp_path / "g.dot"))
     assert run.returncode == 0, run.stderr
-    assert (tmp_path / "g.dot").read_text().startswith("digraph")
+    assert (tmp_path / "g.dot").read_text() == WorkflowViz(workflow).to_digraph() + "\n"
     assert_one_line_and_a_hint(cli("graph", "examples.research:nothing"), EXIT_USAGE, "has no attribute")
 
 
