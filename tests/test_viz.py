@@ -137,9 +137,9 @@ def test_workflow_viz_is_the_agent_framework_spelling_of_the_same_exports() -> N
     viz = WorkflowViz(wf)
     assert viz.to_mermaid() == wf.to_mermaid()
     assert viz.to_digraph() == wf.to_dot()
-    # Agent Framework's keyword is accepted; this library adds no internal executors, so it changes nothing.
-    assert viz.to_mermaid(include_internal_executors=True) == wf.to_mermaid()
-    assert viz.to_digraph(include_internal_executors=True) == wf.to_dot()
+    # Agent Framework's keyword adds its internal edge into each executor (see the comparison below).
+    assert "  internal_start --> start;" in viz.to_mermaid(include_internal_executors=True)
+    assert '  "internal:start" -> "start";' in viz.to_digraph(include_internal_executors=True)
 
 
 def test_multi_selection_edges_are_plain_edges_to_every_candidate() -> None:
@@ -208,8 +208,9 @@ def test_the_text_is_agent_frameworks_for_each_edge_kind(kind: str) -> None:
 
     theirs = agent_framework.WorkflowViz(_each_edge_kind(agent_framework, kind))
     ours = WorkflowViz(_each_edge_kind(temporal_workflows, kind))
-    assert ours.to_mermaid() == theirs.to_mermaid()
-    assert ours.to_digraph() == theirs.to_digraph()
+    for internal in (False, True):
+        assert ours.to_mermaid(include_internal_executors=internal) == theirs.to_mermaid(internal)
+        assert ours.to_digraph(include_internal_executors=internal) == theirs.to_digraph(internal)
 
 
 # -- what Graphviz reads: escaping and a valid rankdir ---------------------------------------------------

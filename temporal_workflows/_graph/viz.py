@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from temporal_workflows._graph.edges import EdgeGroup
     from temporal_workflows._graph.graph import Graph
 
 __all__ = [
@@ -101,25 +102,45 @@ def _fan_ins(graph: Graph) -> list[tuple[str, list[str], str]]:
     return out
 
 
-def _normal_edges(graph: Graph) -> list[tuple[str, str, bool]]:
-    """(source, target, conditional) for every edge outside fan-ins, in the order the groups were added."""
-    out: list[tuple[str, str, bool]] = []
+def _normal_edges(graph: Graph, internal: bool = False) -> list[tuple[str, str, bool, bool]]:
+    """(source, target, conditional, internal) for every edge outside fan-ins, in the order the groups were added.
+
+    With ``internal``, also Agent Framework's internal edge into each executor (``internal:<id>`` -> ``<id>``),
+    where its builder adds it: just before the first group that names the executor.
+    """
+    out: list[tuple[str, str, bool, bool]] = []
+    seen: set[str] = set()
+
+    def register(names: list[str]) -> None:
+        for n in names:
+            if n in graph.executors and n not in seen:
+                seen.add(n)
+                if internal:
+                    out.append((f"internal:{n}", n, False, True))
+
+    register([graph.topology.start_executor_id])
     for g in graph.groups:
+        register(_group_executors(g))
         if g.kind == "fan_in":
             continue
         # A switch-case group has one edge per distinct target, as in Agent Framework.
         targets = list(dict.fromkeys(t for _, t in g.cases)) if g.kind == "switch_case" else list(g.targets)
         for t in targets:
-            out.append((g.sources[0], t, g.kind == "single" and g.condition is not None))
+            out.append((g.sources[0], t, g.kind == "single" and g.condition is not None, False))
+    register(list(graph.executors))
     return out
+
+
+def _group_executors(g: EdgeGroup) -> list[str]:
+    """The executors a group names, in the order Agent Framework's builder registers them."""
+    return [*g.sources, *(t for _, t in g.cases)] if g.kind == "switch_case" else [*g.sources, *g.targets]
 
 
 def _executor_order(graph: Graph) -> list[str]:
     """Executor ids in the order Agent Framework's builder registers them: the start, then as edges name them."""
     order = dict.fromkeys([graph.topology.start_executor_id])
     for g in graph.groups:
-        names = [*g.sources, *(t for _, t in g.cases)] if g.kind == "switch_case" else [*g.sources, *g.targets]
-        order.update(dict.fromkeys(n for n in names if n in graph.executors))
+        order.update(dict.fromkeys(n for n in _group_executors(g) if n in graph.executors))
     order.update(dict.fromkeys(graph.executors))
     return list(order)
 
@@ -129,7 +150,7 @@ def _mermaid_id(value: str) -> str:
     return sanitized if sanitized and sanitized[0].isalpha() else f"n_{sanitized}"
 
 
-def _mermaid_node_ids(graph: Graph) -> dict[tuple[str, ...], str]:
+def _mermaid_node_ids(graph: Graph, internal: bool = False) -> dict[tuple[str, ...], str]:
     """Mermaid node ids for every node of the graph and its sub-workflows (Agent Framework's allocation)."""
     candidates: dict[tuple[str, ...], str] = {}
 
@@ -142,8 +163,8 @@ def _mermaid_node_ids(graph: Graph) -> dict[tuple[str, ...], str]:
                 if ns:
                     candidates[("subgraph", *ns, executor_id)] = _mermaid_id(executor_id)
                 collect(sub, (*ns, executor_id))
-        for source, target, _ in _normal_edges(g):
-            candidates[("executor", *ns, source)] = prefix + _mermaid_id(source)
+        for source, target, _, is_internal in _normal_edges(g, internal):
+            candidates[("internal" if is_internal else "executor", *ns, source)] = prefix + _mermaid_id(source)
             candidates[("executor", *ns, target)] = prefix + _mermaid_id(target)
         for dot_id, _, target in _fan_ins(g):
             digest = dot_id.split("::")[-1]
@@ -184,7 +205,12 @@ def _dot_text(text: str) -> str:
 
 
 def _emit_mermaid(
-    graph: Graph, lines: list[str], indent: str, ids: dict[tuple[str, ...], str], ns: tuple[str, ...] = ()
+    graph: Graph,
+    lines: list[str],
+    indent: str,
+    ids: dict[tuple[str, ...], str],
+    ns: tuple[str, ...] = (),
+    internal: bool = False,
 ) -> None:
     def node(x: str) -> str:
         return ids[("executor", *ns, x)]
@@ -201,27 +227,29 @@ def _emit_mermaid(
         for s in sources:
             lines.append(f"{indent}{node(s)} --> {fan_id};")
         lines.append(f"{indent}{fan_id} --> {node(target)};")
-    for s, t, conditional in _normal_edges(graph):
+    for s, t, conditional, is_internal in _normal_edges(graph, internal):
         arrow = "-. conditional .->" if conditional else "-->"
-        lines.append(f"{indent}{node(s)} {arrow} {node(t)};")
+        source = ids[("internal", *ns, s)] if is_internal else node(s)
+        lines.append(f"{indent}{source} {arrow} {node(t)};")
     for ex in _executor_order(graph):
         sub = _sub_graph(graph.executors[ex])
         if sub is None:
             continue
         lines.append(f"{indent}subgraph {ids[('subgraph', *ns, ex)] if ns else ids[('executor', ex)]}")
-        _emit_mermaid(sub, lines, indent + "  ", ids, (*ns, ex))
+        _emit_mermaid(sub, lines, indent + "  ", ids, (*ns, ex), internal)
         lines.append(f"{indent}end")
 
 
-def to_mermaid(graph: Graph, *, rankdir: str = "TD") -> str:
+def to_mermaid(graph: Graph, *, rankdir: str = "TD", include_internal_executors: bool = False) -> str:
     """Mermaid ``flowchart`` text of ``graph``: Agent Framework's text for the same graph (no final newline)."""
     direction = _check_rankdir(rankdir)
     lines = [f"flowchart {direction}"]
-    _emit_mermaid(graph, lines, "  ", _mermaid_node_ids(graph))
+    internal = include_internal_executors
+    _emit_mermaid(graph, lines, "  ", _mermaid_node_ids(graph, internal), internal=internal)
     return "\n".join(lines)
 
 
-def _emit_dot(graph: Graph, lines: list[str], indent: str, ns: str | None = None) -> None:
+def _emit_dot(graph: Graph, lines: list[str], indent: str, ns: str | None = None, internal: bool = False) -> None:
     def node(x: str) -> str:
         return f'"{_dot_text(f"{ns}/{x}" if ns else x)}"'
 
@@ -239,12 +267,12 @@ def _emit_dot(graph: Graph, lines: list[str], indent: str, ns: str | None = None
         for s in sources:
             lines.append(f"{indent}{node(s)} -> {node(fan_id)};")
         lines.append(f"{indent}{node(fan_id)} -> {node(target)};")
-    for s, t, conditional in _normal_edges(graph):
+    for s, t, conditional, _ in _normal_edges(graph, internal):
         attrs = ' [style=dashed, label="conditional"]' if conditional else ""
         lines.append(f"{indent}{node(s)} -> {node(t)}{attrs};")
 
 
-def _emit_dot_subs(graph: Graph, lines: list[str], indent: str) -> None:
+def _emit_dot_subs(graph: Graph, lines: list[str], indent: str, internal: bool = False) -> None:
     for ex in _executor_order(graph):
         sub = _sub_graph(graph.executors[ex])
         if sub is None:
@@ -252,12 +280,12 @@ def _emit_dot_subs(graph: Graph, lines: list[str], indent: str) -> None:
         lines.append(f"{indent}subgraph cluster_{uuid.uuid5(uuid.NAMESPACE_OID, ex).hex[:8]} {{")
         lines.append(f'{indent}  label="sub-workflow: {_dot_text(ex)}";')
         lines.append(f"{indent}  style=dashed;")
-        _emit_dot(sub, lines, indent + "  ", ns=ex)
-        _emit_dot_subs(sub, lines, indent + "  ")
+        _emit_dot(sub, lines, indent + "  ", ns=ex, internal=internal)
+        _emit_dot_subs(sub, lines, indent + "  ", internal)
         lines.append(f"{indent}}}")
 
 
-def to_dot(graph: Graph, *, rankdir: str = "TD") -> str:
+def to_dot(graph: Graph, *, rankdir: str = "TD", include_internal_executors: bool = False) -> str:
     """Graphviz DOT text of ``graph``: Agent Framework's text for the same graph (no final newline).
 
     ``TD`` (Agent Framework's value, the default) is not one Graphviz knows: it lays the graph out top to
@@ -271,8 +299,8 @@ def to_dot(graph: Graph, *, rankdir: str = "TD") -> str:
         "  edge [color=black, arrowhead=vee];",
         "",
     ]
-    _emit_dot(graph, lines, "  ")
-    _emit_dot_subs(graph, lines, "  ")
+    _emit_dot(graph, lines, "  ", internal=include_internal_executors)
+    _emit_dot_subs(graph, lines, "  ", include_internal_executors)
     lines.append("}")
     return "\n".join(lines)
 
@@ -317,13 +345,15 @@ class WorkflowViz:
         self._rankdir = _check_rankdir(rankdir)
 
     def to_mermaid(self, include_internal_executors: bool = False) -> str:
-        """Mermaid flowchart text. ``include_internal_executors`` is accepted for Agent Framework
-        compatibility; this library adds no internal executors to a graph, so it changes nothing."""
-        return to_mermaid(self._graph, rankdir=self._rankdir)
+        """Mermaid flowchart text, Agent Framework's for the same graph. ``include_internal_executors``
+        also draws the internal edge Agent Framework gives each executor (``internal_<id> --> <id>``):
+        this library has no such edges, but the text is the one a ported program printed."""
+        return to_mermaid(self._graph, rankdir=self._rankdir, include_internal_executors=include_internal_executors)
 
     def to_digraph(self, include_internal_executors: bool = False) -> str:
-        """Graphviz DOT text (``include_internal_executors``: as in :meth:`to_mermaid`)."""
-        return to_dot(self._graph, rankdir=self._rankdir)
+        """Graphviz DOT text, Agent Framework's for the same graph (``include_internal_executors``: as in
+        :meth:`to_mermaid`)."""
+        return to_dot(self._graph, rankdir=self._rankdir, include_internal_executors=include_internal_executors)
 
     def to_html(self) -> str:
         """A self-contained page drawing the graph in a browser with Mermaid (an addition to Agent Framework's
@@ -344,8 +374,8 @@ class WorkflowViz:
             filename: Where to write. Its extension, if it has one, must match
                 ``format``; without one, ``.<format>`` is added. ``None``: a
                 new temporary file (not deleted for you).
-            include_internal_executors: Accepted for Agent Framework
-                compatibility; changes nothing here.
+            include_internal_executors: Draw Agent Framework's internal
+                edge into each executor too (see :meth:`to_mermaid`).
 
         Returns:
             The path of the file written.
