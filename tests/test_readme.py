@@ -50,7 +50,7 @@ _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*([\w-]+)\s*:\s*(.*?)\s*-->$")
 _START = re.compile(r"^start ([\w.]+:\w+) as ([\w-]+) with (\{.*\})$")
 _WORKER = re.compile(r"^[\w.]+:\w+( [\w.]+:\w+)*$")
-EXTRAS = "dev-server,testing,agents"
+EXTRAS = "dev-server,testing,agents,llama-runtime"
 """What the README has the reader install (with pytest and pytest-asyncio for the test example)."""
 
 

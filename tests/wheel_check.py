@@ -131,7 +131,15 @@ def _main(tmp: Path) -> None:
         check(f"metadata has {line!r}", line in metadata, metadata[:2000])
     check("metadata has project URLs", "Project-URL:" in metadata)
     description = metadata.split("\n\n", 1)[1]
-    relative = [link for link in re.findall(r"\]\(([^)\s]+)\)", description) if not link.startswith("https://")]
+    with tarfile.open(sdist) as t:
+        in_sdist = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+    # A picture has no address of its own yet: it may be relative when the sdist ships it (its alt text
+    # reads on the package page); every other link must be absolute.
+    relative = [
+        link
+        for bang, link in re.findall(r"(!?)\[[^\]]*\]\(([^)\s]+)\)", description)
+        if not link.startswith("https://") and not (bang and link in in_sdist)
+    ]
     check("every link of the PyPI description is absolute (https)", not relative, f"relative links: {relative}")
     first_command = re.search(r"^```bash\n(.+)$", description, re.M)
     check(
