@@ -35,6 +35,7 @@ from workflows.runtime.types.ticks import TickAddEvent, WorkflowTick
 
 from temporal_workflows.llama._runtime_temporal import _registry, _wire
 from temporal_workflows.llama._runtime_temporal._protocol import MAX_STEP_INPUT_CHARS, StepInput, StepOutput
+from temporal_workflows.llama._runtime_temporal._server import run_view
 
 __all__ = ["StepActivityAdapter", "llama_step"]
 
@@ -97,7 +98,7 @@ async def _heartbeat(every: float) -> None:
 async def llama_step(args: Sequence[RawValue]) -> StepOutput:
     """Run one LlamaIndex step invocation (activity type ``<workflow_name>.<step>``)."""
     inp = activity.payload_converter().from_payload(args[0].payload, StepInput)
-    llama_workflow = _registry.lookup(inp.workflow_name, inp.instance_key)
+    llama_workflow = run_view(_registry.lookup(inp.workflow_name, inp.instance_key))
     serializer = llama_workflow.runtime.get_serializer(llama_workflow)
     if inp.store is not None:
         store: InMemoryStateStore[Any] = InMemoryStateStore.from_dict(inp.store, serializer)

@@ -85,6 +85,7 @@ with workflow.unsafe.imports_passed_through():
         StepInput,
         StepOutput,
     )
+    from temporal_workflows.llama._runtime_temporal._server import run_view
 
 __all__ = ["LlamaIndexRun", "WorkflowRunAdapter", "decode_tick", "error_details"]
 
@@ -424,8 +425,10 @@ class LlamaIndexRun:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunOutput:
-        llama_workflow = _registry.lookup(inp.workflow_name, inp.instance_key)
-        options = _registry.options_for(llama_workflow)
+        served = _registry.lookup(inp.workflow_name, inp.instance_key)
+        options = _registry.options_for(served)
+        # Under llama-agents-server its decorators record from outside the loop (_server.py), never here.
+        llama_workflow = run_view(served)
         serializer = llama_workflow.runtime.get_serializer(llama_workflow)
         raw = WorkflowRunAdapter(self, llama_workflow, serializer, inp, options)
         self._adapter = raw
