@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -152,6 +153,33 @@ async def test_bad_signal_is_dropped_and_the_run_goes_on(runtime: TemporalRuntim
             await wf_handle.signal("llama_tick", 42)
             handler.ctx.send_event(lw.Answer(text="Rex"))
     assert await handler == "got Rex"
+
+
+async def test_bad_tick_and_store_patch_signals_are_dropped_with_a_warning(
+    runtime: TemporalRuntime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/bad-input.md: ``llama_tick`` and ``llama_store_patch`` signals the run cannot use are dropped
+    with a warning; the run's store is unchanged and the run takes the next good input."""
+    handler = lw.AskWithStore(timeout=None, runtime=runtime).run(topic="cats")
+    client = await runtime.client()
+    caplog.set_level(logging.WARNING)
+    async for ev in handler.stream_events():
+        if isinstance(ev, lw.Ask):
+            wf = client.get_workflow_handle(handler.run_id)
+            for bad_tick in ("not a tick", 42, {"type": "no_such_tick"}, ["a", "list"]):
+                await wf.signal("llama_tick", bad_tick)
+            for bad_patch in ("not a list", [1, 2], [{"op": "bogus", "path": "/x"}], {"op": "add"}):
+                await wf.signal("llama_store_patch", bad_patch)
+            # A good patch after the bad ones still applies: the run read every signal.
+            await wf.signal("llama_store_patch", [{"op": "add", "path": "/state_data/_data/late", "value": "ok"}])
+            store = await wf.query("llama_state")
+            assert store["state_data"]["_data"]["topic"] == "cats"
+            assert store["state_data"]["_data"]["late"] == "ok"
+            handler.ctx.send_event(lw.Answer(text="Tom"))
+    assert await handler == "cats: Tom"
+    dropped = [r.getMessage() for r in caplog.records if "dropped a" in r.getMessage()]
+    assert sum("llama_tick" in m for m in dropped) == 4, dropped
+    assert sum("llama_store_patch" in m for m in dropped) == 4, dropped
 
 
 async def test_fan_out_histories_replay(runtime: TemporalRuntime) -> None:
