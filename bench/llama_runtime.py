@@ -10,7 +10,8 @@ and run by ``TemporalRuntime`` (LlamaIndex's loop as workflow code), and written
 ``temporal_workflows.llama`` and run on this project's engine (the import-swap front end). Reported per
 step: wall ms and history bytes, medians, and their ratio (target: within 1.2x).
 
-``llama-agents-dbos`` is not installed in this environment, so its column is not measured here.
+With ``llama-agents-dbos`` installed (the ``llama-bench`` extra), the same programs also run on its own
+``DBOSRuntime`` over a fresh SQLite file: wall ms and the database's growth per step.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import uuid
 from typing import Any
 
@@ -90,26 +93,79 @@ async def measure(address: str, reps: int, timeout: float = 300.0) -> dict[str, 
                 for variant in ("engine", "runtime") if rep % 2 == 0 else ("runtime", "engine"):
                     await once(shape, variant)
     await rt.destroy()
-    out: dict[str, Any] = {"chain_steps": CHAIN_LENGTH, "fan_width": FAN_WIDTH, "dbos": "not measured (not installed)"}
+    dbos = await _measure_dbos(reps)
+    out: dict[str, Any] = {"chain_steps": CHAIN_LENGTH, "fan_width": FAN_WIDTH, "dbos": dbos}
     for shape in shapes:
         for metric in ("wall_ms", "bytes"):
             r = samples[(shape, "runtime")].median(metric)
             e = samples[(shape, "engine")].median(metric)
             out[f"{shape}_{metric}"] = {"runtime": round(r, 3), "engine": round(e, 3), "ratio": ratio(r, e)}
+            if isinstance(dbos, dict):
+                out[f"{shape}_{metric}"]["dbos"] = dbos[f"{shape}_{metric}"]
     return out
+
+
+async def _measure_dbos(reps: int) -> dict[str, float] | str:
+    """The same two programs on ``llama-agents-dbos`` (its own runtime, DBOS on a fresh SQLite file).
+
+    Per step: wall ms, and bytes the SQLite database (file and its WAL) grew by, the nearest thing DBOS
+    has to a history (page-granular, so small runs round up). Medians over ``reps`` after a warm-up.
+    """
+    try:
+        from dbos import DBOS
+        from llama_agents.dbos import DBOSRuntime  # type: ignore[import-untyped]
+    except ImportError:
+        return "not measured (not installed: pip install 'temporal-workflows[llama-bench]')"
+    folder = tempfile.mkdtemp(prefix="bench-llama-dbos-")
+    db = os.path.join(folder, "dbos.sqlite")
+    DBOS(config={"name": "bench-llama-dbos", "system_database_url": f"sqlite:///{db}"})
+    rt = DBOSRuntime()
+    api = make(_llamaindex())
+    chain = api["loop"](timeout=600, runtime=rt)
+    chain.bench_steps = CHAIN_LENGTH
+    fan = api["fan"](timeout=600, runtime=rt)
+    # DBOS pickles events: make()'s function-local classes are published under their plain names.
+    for wf in (chain, fan):
+        for event_type in wf.events:
+            if "<locals>" in event_type.__qualname__:
+                event_type.__qualname__ = event_type.__name__
+                setattr(sys.modules[event_type.__module__], event_type.__name__, event_type)
+
+    def size() -> int:
+        return sum(os.path.getsize(p) for p in (db, db + "-wal") if os.path.exists(p))
+
+    samples = {shape: Sample() for shape in ("chain", "fan")}
+    await rt.launch()
+    try:
+        for shape, wf, steps in (("chain", chain, CHAIN_LENGTH), ("fan", fan, FAN_WIDTH)):
+            for rep in range(reps + 1):
+                before = size()
+                with timed() as t:
+                    await wf.run()
+                if rep:  # the first is a warm-up
+                    samples[shape].add(wall_ms=t.wall * 1e3 / steps, bytes=(size() - before) / steps)
+    finally:
+        await rt.destroy()
+        with contextlib.suppress(Exception):
+            DBOS.destroy()
+        shutil.rmtree(folder, ignore_errors=True)
+    return {f"{shape}_{m}": round(samples[shape].median(m), 3) for shape in samples for m in ("wall_ms", "bytes")}
 
 
 def _table(details: dict[str, Any]) -> str:
     lines = [
-        "| per step | TemporalRuntime (LlamaIndex's loop) | temporal_workflows.llama on Temporal | ratio |",
-        "|---|---:|---:|---:|",
+        "| per step | TemporalRuntime (LlamaIndex's loop) | temporal_workflows.llama on Temporal | ratio "
+        "| llama-agents-dbos on SQLite |",
+        "|---|---:|---:|---:|---:|",
     ]
     labels = {"chain": f"chain of {CHAIN_LENGTH}", "fan": f"{FAN_WIDTH}-way send_event + collect_events"}
     for shape, label in labels.items():
-        for metric, name in (("wall_ms", "wall ms"), ("bytes", "history bytes")):
+        for metric, name in (("wall_ms", "wall ms"), ("bytes", "history bytes (DBOS: SQLite growth)")):
             m = details[f"{shape}_{metric}"]
-            lines.append(f"| {label}: {name} | {m['runtime']:,.2f} | {m['engine']:,.2f} | {m['ratio']} |")
-    lines.append(f"| llama-agents-dbos on SQLite | {details['dbos']} | | |")
+            dbos = f"{m['dbos']:,.2f}" if "dbos" in m else "-"
+            lines.append(f"| {label}: {name} | {m['runtime']:,.2f} | {m['engine']:,.2f} | {m['ratio']} | {dbos} |")
+    if not isinstance(details["dbos"], dict):
+        lines.append(f"| llama-agents-dbos on SQLite | {details['dbos']} | | | |")
     return "\n".join(lines)
 
 

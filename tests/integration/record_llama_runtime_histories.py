@@ -3,13 +3,14 @@
 Run against a dev server when LlamaIndexRun's commands change on purpose (then gate the change with
 ``workflow.patched``, so the old histories keep replaying)::
 
-    TEMPORAL_ADDRESS=localhost:7233 python -m tests.integration.record_llama_runtime_histories
+    TEMPORAL_ADDRESS=localhost:7233 python -m tests.integration.record_llama_runtime_histories [name ...]
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,9 @@ BUILD: dict[str, Callable[[TemporalRuntime], Workflow]] = {
     "flaky": lambda rt: lw.Flaky(timeout=30, runtime=rt),
     "fails": lambda rt: lw.Fails(timeout=30, runtime=rt),
     "first_wins": lambda rt: lw.FirstWins(timeout=60, runtime=rt),
+    # Recorded with step batches (patch llama-runtime-step-batches); the ones above predate them.
+    "fan_out_batched": lambda rt: lw.FanOut(timeout=45, runtime=rt),
+    "first_wins_batched": lambda rt: lw.FirstWins(timeout=60, runtime=rt),
 }
 
 
@@ -42,7 +46,12 @@ async def _answer(handler: Any, answer: Any) -> None:
 
 
 async def _drive(name: str, wf: Workflow) -> str:
-    kwargs: dict[str, dict[str, Any]] = {"chain": {"x": 1}, "fan_out": {"n": 10}, "human_in_loop": {"topic": "t"}}
+    kwargs: dict[str, dict[str, Any]] = {
+        "chain": {"x": 1},
+        "fan_out": {"n": 10},
+        "fan_out_batched": {"n": 10},
+        "human_in_loop": {"topic": "t"},
+    }
     if name == "flaky":
         kwargs["flaky"] = {"key": uuid.uuid4().hex}
     handler = wf.run(**kwargs.get(name, {}))
@@ -53,11 +62,14 @@ async def _drive(name: str, wf: Workflow) -> str:
     return str(handler.run_id)
 
 
-async def main() -> None:
+async def main(names: list[str] | None = None) -> None:
+    """Record ``names`` (default: all; re-record old ones only on purpose, they guard old runs' replay)."""
     rt = TemporalRuntime(worker=True, task_queue=f"record-{uuid.uuid4().hex[:8]}")
     OUT.mkdir(parents=True, exist_ok=True)
     client = await rt.client()
     for name, build in BUILD.items():
+        if names and name not in names:
+            continue
         run_id = await _drive(name, build(rt))
         history = await client.get_workflow_handle(run_id).fetch_history()
         (OUT / f"{name}.json").write_text(history.to_json())
@@ -66,4 +78,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

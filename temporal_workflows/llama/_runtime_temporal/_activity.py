@@ -24,6 +24,7 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 from workflows.context.serializers import BaseSerializer
 from workflows.context.state_store import InMemoryStateStore, StateStore, infer_state_type
 from workflows.errors import WorkflowRuntimeError
@@ -34,7 +35,16 @@ from workflows.runtime.types.step_function import StepWorkerFunction, as_step_wo
 from workflows.runtime.types.ticks import TickAddEvent, WorkflowTick
 
 from temporal_workflows.llama._runtime_temporal import _registry, _wire
-from temporal_workflows.llama._runtime_temporal._protocol import MAX_STEP_INPUT_CHARS, StepInput, StepOutput
+from temporal_workflows.llama._runtime_temporal._protocol import (
+    BATCH_GRACE_MIN_SECONDS,
+    BATCH_TOO_LARGE,
+    MAX_STEP_INPUT_CHARS,
+    StepBatchInput,
+    StepBatchOutput,
+    StepInput,
+    StepOutput,
+)
+from temporal_workflows.llama._runtime_temporal._server import run_view
 
 __all__ = ["StepActivityAdapter", "llama_step"]
 
@@ -94,10 +104,72 @@ async def _heartbeat(every: float) -> None:
 
 
 @activity.defn(dynamic=True)
-async def llama_step(args: Sequence[RawValue]) -> StepOutput:
-    """Run one LlamaIndex step invocation (activity type ``<workflow_name>.<step>``)."""
-    inp = activity.payload_converter().from_payload(args[0].payload, StepInput)
-    llama_workflow = _registry.lookup(inp.workflow_name, inp.instance_key)
+async def llama_step(args: Sequence[RawValue]) -> StepOutput | StepBatchOutput:
+    """Run one LlamaIndex step invocation, or a batch of one step's invocations (activity type
+    ``<workflow_name>.<step>``)."""
+    converter = activity.payload_converter()
+    raw = converter.from_payload(args[0].payload, dict)
+    hb = activity.info().heartbeat_timeout
+    beating = asyncio.create_task(_heartbeat(hb.total_seconds() / 3 if hb else 10.0))
+    try:
+        if "batch" not in raw:
+            return await _run_one(StepInput.model_validate(raw))
+        batch = StepBatchInput.model_validate(raw)
+        return await _run_batch(batch)
+    finally:
+        beating.cancel()
+
+
+async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
+    """Run a batch's invocations concurrently, as the default runtime runs a step's workers.
+
+    Each starts from the run's store as the batch found it and returns its own patch, applied by the
+    run in the batch's order. The batch does not make a fast invocation wait for slow ones: once the
+    first finishes, the others get a grace of half the time it took (at least 50 ms); those still
+    running then are cancelled and reported unfinished (``None``), and the run runs each of them
+    alone (steps are at-least-once). So a race's winner returns when it wins, and its losers are
+    cancelled by the run as under the default runtime.
+    """
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    tasks = [asyncio.ensure_future(_run_one(_unbatched(inp, batch))) for inp in batch.batch]
+    try:
+        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if pending:
+            grace = max(BATCH_GRACE_MIN_SECONDS, (loop.time() - began) / 2)
+            _, pending = await asyncio.wait(pending, timeout=grace)
+    finally:
+        for t in tasks:
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    results: list[StepOutput | None] = []
+    for t in tasks:
+        if t in pending or t.cancelled():
+            results.append(None)
+        else:
+            results.append(t.result())  # an error here is the activity's own (a step's is in its outputs)
+    out = StepBatchOutput(results=results)
+    if len(out.model_dump_json()) > MAX_STEP_INPUT_CHARS:
+        # Refused by Temporal, it would be retried for ever: the run runs each invocation alone.
+        raise ApplicationError(
+            "the batch's results are over the payload limit", type=BATCH_TOO_LARGE, non_retryable=True
+        )
+    return out
+
+
+def _unbatched(inp: StepInput, batch: StepBatchInput) -> StepInput:
+    """One invocation of a batch as it would have come alone: the store, and its fan-in buffers."""
+    state = inp.state
+    ref = state.get("collected_events_ref")
+    if ref is not None:
+        state = {k: v for k, v in state.items() if k != "collected_events_ref"}
+        state["collected_events"] = batch.buffers[ref]
+    return inp.model_copy(update={"store": batch.store if inp.store is None else inp.store, "state": state})
+
+
+async def _run_one(inp: StepInput) -> StepOutput:
+    llama_workflow = run_view(_registry.lookup(inp.workflow_name, inp.instance_key))
     serializer = llama_workflow.runtime.get_serializer(llama_workflow)
     if inp.store is not None:
         store: InMemoryStateStore[Any] = InMemoryStateStore.from_dict(inp.store, serializer)
@@ -105,8 +177,6 @@ async def llama_step(args: Sequence[RawValue]) -> StepOutput:
         store = InMemoryStateStore(infer_state_type(llama_workflow)())
     before = store.checkpoint()
     adapter = StepActivityAdapter(inp.run_id, serializer, store)
-    hb = activity.info().heartbeat_timeout
-    beating = asyncio.create_task(_heartbeat(hb.total_seconds() / 3 if hb else 10.0))
     token = _registry.current_adapter.set(adapter)
     try:
         outputs = await _step_worker(llama_workflow, inp.step_name)(
@@ -121,7 +191,6 @@ async def llama_step(args: Sequence[RawValue]) -> StepOutput:
         )
     finally:
         _registry.current_adapter.reset(token)
-        beating.cancel()
     patch = store.checkpoint().diff(before) if inp.store is not None else []
     out = StepOutput(
         outputs=_wire.encode_outputs(outputs),

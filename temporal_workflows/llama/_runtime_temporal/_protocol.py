@@ -15,9 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 __all__ = [
+    "BATCH_GRACE_MIN_SECONDS",
+    "BATCH_TOO_LARGE",
     "DEFAULT_TASK_QUEUE",
     "EVENTS_TOPIC",
     "MAX_JOURNAL_CHARS",
+    "PATCH_STEP_BATCHES",
     "MAX_STEP_INPUT_CHARS",
     "MAX_TICK_CHARS",
     "PROCESS_NONCE",
@@ -28,6 +31,8 @@ __all__ = [
     "WORKFLOW_TYPE",
     "RunInput",
     "RunOutput",
+    "StepBatchInput",
+    "StepBatchOutput",
     "StepInput",
     "StepOutput",
 ]
@@ -118,3 +123,36 @@ class StepOutput(_Frozen):
     stream: list[str] = Field(default_factory=list)
     late_sends: list[str] = Field(default_factory=list)
     store_patch: list[dict[str, Any]] = Field(default_factory=list)
+
+
+BATCH_GRACE_MIN_SECONDS = 0.05
+"""Once a batch's first invocation finishes, the others get half the time it took, at least this long."""
+
+BATCH_TOO_LARGE = "LlamaStepBatchTooLarge"
+"""The error type of a batch whose results together are over the payload limit (the run then runs each
+invocation alone)."""
+
+PATCH_STEP_BATCHES = "llama-runtime-step-batches"
+"""Runs recorded before this scheduled one activity per step invocation; newer ones run the invocations
+of one step made ready in the same workflow activation in one activity (:class:`StepBatchInput`)."""
+
+
+class StepBatchInput(_Frozen):
+    """Invocations of one step made ready together, run in one activity, results in the same order.
+
+    The run's store goes once (each invocation starts from it, as each would alone); a fan-in buffer
+    that several invocations carry goes once too (``buffers``, referenced from each invocation's
+    ``state["collected_events_ref"]``).
+    """
+
+    batch: list[StepInput]
+    store: dict[str, Any] | None = None
+    buffers: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class StepBatchOutput(_Frozen):
+    """Each invocation's :class:`StepOutput`, in the batch's order."""
+
+    results: list[StepOutput | None]
+    """``None``: the invocation was still running when the batch returned (see ``_activity._run_batch``);
+    the run runs it alone."""

@@ -72,6 +72,7 @@ from temporal_workflows.llama._runtime_temporal._protocol import (
     RunInput,
     RunOutput,
 )
+from temporal_workflows.llama._runtime_temporal._server import is_server_runtime, mirror_into_server
 from temporal_workflows.llama._runtime_temporal._versioning import build_id_for
 from temporal_workflows.llama._runtime_temporal._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
 from temporal_workflows.temporal._connect import ConnectionConfig
@@ -405,8 +406,12 @@ class TemporalRuntime(Runtime):
             idle_release_after_ticks=self.idle_release_after_ticks,
         )
         adapter = TemporalExternalAdapter(self, run_id, active, inp.store, init_state, workflow)
-        adapter.started = asyncio.get_running_loop().create_task(self._start(run_id, inp))
+        loop = asyncio.get_running_loop()
+        adapter.started = loop.create_task(self._start(run_id, inp))
         self._adapters[run_id] = adapter
+        if is_server_runtime(workflow.runtime):
+            # Served by llama-agents-server: its store learns the run's events from here (_server.py).
+            adapter.mirror = loop.create_task(mirror_into_server(workflow, adapter))
         return adapter
 
     async def _start(self, run_id: str, inp: RunInput) -> WorkflowHandle[Any, RunOutput]:
@@ -437,6 +442,9 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
     """The handler's view of a run: signals in, the stream topic out, the result."""
 
     started: asyncio.Task[WorkflowHandle[Any, RunOutput]]
+    mirror: asyncio.Task[None] | None = None
+    """Under llama-agents-server: the task recording the run's events in the server's store (it also
+    keeps this adapter alive while the run goes, for the server's later ``get_external_adapter``)."""
 
     def __init__(
         self,
@@ -472,15 +480,26 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         await self.started
         client = await self._runtime.client()
         stream = WorkflowStreamClient.create(client, self._run_id)
+        serializer = self._stream_serializer()
         async for item in stream.subscribe(
             [EVENTS_TOPIC], 0, result_type=str, poll_cooldown=timedelta(milliseconds=20)
         ):
-            event = _wire.decode_event(self._serializer, item.data)
+            event = _wire.decode_event(serializer, item.data)
             yield event
             if isinstance(event, StopEvent):
                 return
         # The run ended without a StopEvent: it failed or was cancelled; say so as LlamaIndex would.
         await self.get_result()
+
+    def _stream_serializer(self) -> BaseSerializer:
+        """What the run's stream is read with: the run's serializer, unless it has an allow-list (as
+        llama-agents-server's has, for what HTTP clients send). The stream carries only what the run
+        itself wrote (LlamaIndex's own ``StepStateChanged``, ``WorkflowFailedEvent``, a step's
+        ``write_event_to_stream``), which under the default runtime never leaves the process and so
+        is never checked against that list; it is read with the runtime's open serializer instead."""
+        if isinstance(self._serializer, JsonSerializer) and self._serializer._allowed_type_names is not None:
+            return _DeclaredTypesSerializer([*self._workflow.events, infer_state_type(self._workflow)])
+        return self._serializer
 
     def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
         if namespace or self._store is None:
@@ -507,6 +526,17 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         await client.get_workflow_handle(self._run_id).signal(STORE_PATCH_SIGNAL, patch)
 
     async def get_result(self) -> StopEvent:
+        try:
+            return await self._get_result()
+        finally:
+            # Under llama-agents-server the caller (its /run endpoint) reads the handler's status from
+            # the server's store next: it is there once the mirror has recorded the run's last event.
+            mirror = self.mirror
+            if mirror is not None and mirror is not asyncio.current_task():
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(mirror)
+
+    async def _get_result(self) -> StopEvent:
         if self._done:
             if self._error is not None:
                 raise self._error

@@ -71,10 +71,12 @@ with workflow.unsafe.imports_passed_through():
     from temporal_workflows.llama._runtime_temporal import _registry, _wire
     from temporal_workflows.llama._runtime_temporal._options import StepOptions
     from temporal_workflows.llama._runtime_temporal._protocol import (
+        BATCH_TOO_LARGE,
         EVENTS_TOPIC,
         MAX_JOURNAL_CHARS,
         MAX_STEP_INPUT_CHARS,
         MAX_TICK_CHARS,
+        PATCH_STEP_BATCHES,
         RESULT_ERROR_TYPE,
         STATE_QUERY,
         STORE_PATCH_SIGNAL,
@@ -82,9 +84,12 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_TYPE,
         RunInput,
         RunOutput,
+        StepBatchInput,
+        StepBatchOutput,
         StepInput,
         StepOutput,
     )
+    from temporal_workflows.llama._runtime_temporal._server import run_view
 
 __all__ = ["LlamaIndexRun", "WorkflowRunAdapter", "decode_tick", "error_details"]
 
@@ -121,6 +126,9 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self._order: dict[asyncio.Task[Any], int] = {}
         self._handles: dict[int, ActivityHandle[StepOutput]] = {}
         self._timer: tuple[int, asyncio.Task[None]] | None = None
+        self.batches = False
+        """Run a step's invocations made ready in one activation in one activity (``PATCH_STEP_BATCHES``)."""
+        self._ready: dict[str, list[tuple[StepInput, asyncio.Future[StepOutput]]]] = {}
         self.releasing = False
         self.completion_order: list[str] = []
         """Keys of the tasks in the order the loop was handed them (workers and pulls), for tests and queries."""
@@ -298,34 +306,10 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 f"step {step_name!r}: its input (event, fan-in buffers and ctx.store) is {size:,} bytes, over "
                 f"the {MAX_STEP_INPUT_CHARS:,} a Temporal payload allows here; keep large values out of the store"
             )
-        o = self._options
-        handle: ActivityHandle[StepOutput] = workflow.start_activity(
-            f"{self._input.workflow_name}.{step_name}",
-            inp,
-            result_type=StepOutput,
-            task_queue=o.task_queue,
-            start_to_close_timeout=o.start_to_close_timeout,
-            heartbeat_timeout=o.heartbeat_timeout,
-            retry_policy=TemporalRetryPolicy(
-                initial_interval=timedelta(seconds=1),
-                maximum_attempts=o.maximum_attempts,
-            ),
-            cancellation_type=ActivityCancellationType.TRY_CANCEL,
-            summary=step_name,
-        )
-        seq = self._seq
-        self._seq += 1
-        self._handles[seq] = handle
-        try:
-            out = await handle
-        except ActivityError as e:
-            if isinstance(e.cause, CancelledError):
-                # Cancelled by close() (the run is ending): a cancelled step, as under the default runtime,
-                # not a step failure for the retry policy to see.
-                raise asyncio.CancelledError() from e
-            raise
-        finally:
-            self._handles.pop(seq, None)
+        if self.batches:
+            out = await self._batched(inp)
+        else:
+            out = await self._single(inp)
         # What the step did, applied in the order steps completed (deterministic): its store writes,
         # its stream writes (before its result is reduced, so before a StopEvent), sends after return.
         if out.store_patch and self._run.store is not None:
@@ -348,6 +332,130 @@ class WorkflowRunAdapter(InternalRunAdapter):
         for tick in out.late_sends:
             self._run.mailbox.append(tick)
         return outputs
+
+    def _start(self, step_name: str, arg: StepInput | StepBatchInput, summary: str) -> ActivityHandle[Any]:
+        o = self._options
+        handle: ActivityHandle[Any] = workflow.start_activity(
+            f"{self._input.workflow_name}.{step_name}",
+            arg,
+            result_type=StepOutput if isinstance(arg, StepInput) else StepBatchOutput,
+            task_queue=o.task_queue,
+            start_to_close_timeout=o.start_to_close_timeout,
+            heartbeat_timeout=o.heartbeat_timeout,
+            retry_policy=TemporalRetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                maximum_attempts=o.maximum_attempts,
+            ),
+            cancellation_type=ActivityCancellationType.TRY_CANCEL,
+            summary=summary,
+        )
+        return handle
+
+    async def _awaited(self, handle: ActivityHandle[Any]) -> Any:
+        seq = self._seq
+        self._seq += 1
+        self._handles[seq] = handle
+        try:
+            return await handle
+        except ActivityError as e:
+            if isinstance(e.cause, CancelledError):
+                # Cancelled by close() (the run is ending): a cancelled step, as under the default runtime,
+                # not a step failure for the retry policy to see.
+                raise asyncio.CancelledError() from e
+            raise
+        finally:
+            self._handles.pop(seq, None)
+
+    async def _single(self, inp: StepInput) -> StepOutput:
+        out: StepOutput = await self._awaited(self._start(inp.step_name, inp, inp.step_name))
+        return out
+
+    async def _batched(self, inp: StepInput) -> StepOutput:
+        """Queue the invocation; the invocations of one step queued in this activation go as one activity.
+
+        The batch is sent once nothing else in the workflow can run (Temporal checks wait conditions
+        only when its deterministic event loop has nothing ready): by then the loop has reduced every
+        tick it already had and queued every invocation they made ready, and a replay forms the same
+        batches. Results come back in the batch's order and are applied in that order.
+        """
+        fut: asyncio.Future[StepOutput] = asyncio.get_event_loop().create_future()
+        if not self._ready:
+            asyncio.get_event_loop().create_task(self._flush_when_idle())
+        self._ready.setdefault(inp.step_name, []).append((inp, fut))
+        return await fut
+
+    async def _flush_when_idle(self) -> None:
+        await workflow.wait_condition(lambda: True)
+        ready, self._ready = self._ready, {}
+        for step_name, queued in ready.items():
+            items = [(inp, fut) for inp, fut in queued if not fut.done()]  # a cancelled step is not started
+            if items:
+                asyncio.get_event_loop().create_task(self._run_batch(step_name, items))
+
+    async def _run_batch(self, step_name: str, items: list[tuple[StepInput, asyncio.Future[StepOutput]]]) -> None:
+        try:
+            arg = self._batch_input(items) if len(items) > 1 else None
+            if arg is None:
+                # One invocation, or a batch over the payload limit: each alone (each was checked).
+                results: list[StepOutput | None] = list(await asyncio.gather(*(self._single(inp) for inp, _ in items)))
+            else:
+                try:
+                    out: StepBatchOutput = await self._awaited(
+                        self._start(step_name, arg, f"{step_name} x{len(items)}")
+                    )
+                    results = out.results
+                except ActivityError as e:
+                    if not (isinstance(e.cause, ApplicationError) and e.cause.type == BATCH_TOO_LARGE):
+                        raise
+                    # The results together are over the payload limit: each alone (at least once, as ever).
+                    results = list(await asyncio.gather(*(self._single(inp) for inp, _ in items)))
+        except BaseException as e:
+            for _, fut in items:
+                if not fut.done():
+                    fut.set_exception(e)
+            return
+        for (inp, fut), result in zip(items, results, strict=True):
+            if result is None:
+                # Still running when the batch returned (a slow sibling of a fast one): run alone.
+                asyncio.get_event_loop().create_task(self._alone(inp, fut))
+            elif not fut.done():
+                fut.set_result(result)
+
+    async def _alone(self, inp: StepInput, fut: asyncio.Future[StepOutput]) -> None:
+        if fut.done():
+            return
+        try:
+            out = await self._single(inp)
+        except BaseException as e:
+            if not fut.done():
+                fut.set_exception(e)
+            return
+        if not fut.done():
+            fut.set_result(out)
+
+    @staticmethod
+    def _batch_input(items: list[tuple[StepInput, asyncio.Future[StepOutput]]]) -> StepBatchInput | None:
+        """The batch's activity input, each store and fan-in buffer once; ``None`` if over the limit."""
+        base = items[0][0].store
+        buffers: list[dict[str, Any]] = []
+        known: dict[str, int] = {}
+        batch: list[StepInput] = []
+        for inp, _ in items:
+            update: dict[str, Any] = {}
+            if inp.store is base or inp.store == base:
+                update["store"] = None  # the batch's store (each invocation's store as it was queued)
+            collected = inp.state.get("collected_events") or {}
+            if collected:
+                key = json.dumps(collected, sort_keys=True)
+                if key not in known:
+                    known[key] = len(buffers)
+                    buffers.append(collected)
+                state = {k: v for k, v in inp.state.items() if k != "collected_events"}
+                state["collected_events_ref"] = known[key]
+                update["state"] = state
+            batch.append(inp.model_copy(update=update))
+        arg = StepBatchInput(batch=batch, store=base, buffers=buffers)
+        return arg if len(arg.model_dump_json()) <= MAX_STEP_INPUT_CHARS else None
 
 
 class _QuietOnReplay(BaseInternalRunAdapterDecorator):
@@ -424,10 +532,14 @@ class LlamaIndexRun:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunOutput:
-        llama_workflow = _registry.lookup(inp.workflow_name, inp.instance_key)
-        options = _registry.options_for(llama_workflow)
+        served = _registry.lookup(inp.workflow_name, inp.instance_key)
+        options = _registry.options_for(served)
+        # Under llama-agents-server its decorators record from outside the loop (_server.py), never here.
+        llama_workflow = run_view(served)
         serializer = llama_workflow.runtime.get_serializer(llama_workflow)
         raw = WorkflowRunAdapter(self, llama_workflow, serializer, inp, options)
+        # Asked first, before any command, so a run's replay always finds its marker where it was made.
+        raw.batches = workflow.patched(PATCH_STEP_BATCHES)
         self._adapter = raw
         token = _registry.current_adapter.set(raw)
         try:

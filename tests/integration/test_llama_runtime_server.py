@@ -1,0 +1,141 @@
+"""``llama-agents-server``'s ``WorkflowServer`` serving runs of a ``TemporalRuntime``, over real HTTP.
+
+The same server and requests run once on LlamaIndex's default runtime and once on a ``TemporalRuntime``
+against the real dev server; what an HTTP client sees (results, statuses, the event stream, human
+input sent with ``POST /events/{handler_id}``) must be the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from llama_agents.server import WorkflowServer
+
+from temporal_workflows.llama import TemporalRuntime
+from temporal_workflows.llama._runtime_temporal._protocol import STATE_QUERY
+from temporal_workflows.temporal import ConnectionConfig
+from tests.integration import llama_runtime_workflows as lw
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _serve(runtime: TemporalRuntime | None) -> AsyncIterator[httpx.AsyncClient]:
+    server = WorkflowServer(runtime=runtime) if runtime is not None else WorkflowServer()
+    server.add_workflow("chain", lw.Chain(timeout=30))
+    server.add_workflow("hitl", lw.HumanInLoop(timeout=None))
+    server.add_workflow("fails", lw.Fails(timeout=30))
+    port = _free_port()
+    http = uvicorn.Server(uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="warning"))
+    async with server.contextmanager():
+        task = asyncio.create_task(http.serve())
+        while not http.started:
+            await asyncio.sleep(0.01)  # uvicorn has no readiness event; this only waits for the bind
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
+                yield c
+        finally:
+            http.should_exit = True
+            await task
+
+
+@pytest.fixture(params=["default", "temporal"])
+async def http(request: pytest.FixtureRequest, temporal_address: str) -> AsyncIterator[httpx.AsyncClient]:
+    runtime = None
+    if request.param == "temporal":
+        runtime = TemporalRuntime(
+            worker=True,
+            task_queue=f"llama-srv-{uuid.uuid4().hex[:8]}",
+            connection=ConnectionConfig(address=temporal_address),
+        )
+    async for c in _serve(runtime):
+        yield c
+    if runtime is not None:
+        await runtime.destroy()
+
+
+def _kinds(lines: list[dict[str, Any]]) -> list[str]:
+    return [line["type"] for line in lines if line["type"] != "StepStateChanged"]
+
+
+async def _events(c: httpx.AsyncClient, handler_id: str, until: str = "StopEvent") -> list[dict[str, Any]]:
+    """The handler's event stream (NDJSON), read until an event of type ``until``."""
+    out: list[dict[str, Any]] = []
+    async with c.stream("GET", f"/events/{handler_id}", params={"sse": "false", "after_sequence": -1}) as r:
+        assert r.status_code == 200
+        async for line in r.aiter_lines():
+            if line.strip():
+                out.append(json.loads(line))
+                if out[-1]["type"] == until:
+                    break
+    return out
+
+
+async def test_run_returns_the_result(http: httpx.AsyncClient) -> None:
+    r = await http.post("/workflows/chain/run", json={"start_event": {"x": 41}})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "completed"
+    assert body["result"]["value"]["result"] == "done 42"
+
+
+async def test_the_stream_shows_each_event_and_the_handler_its_result(http: httpx.AsyncClient) -> None:
+    r = await http.post("/workflows/chain/run-nowait", json={"start_event": {"x": 41}})
+    handler_id = r.json()["handler_id"]
+    events = await _events(http, handler_id)
+    assert _kinds(events) == ["Progress", "Progress", "StopEvent"]
+    assert [e["value"]["msg"] for e in events if e["type"] == "Progress"] == ["a", "b after ['a']"]
+    r = await http.get(f"/handlers/{handler_id}")
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "completed"
+    assert r.json()["result"]["value"]["result"] == "done 42"
+
+
+async def test_steps_store_writes_reach_the_temporal_run_not_the_servers_store(temporal_address: str) -> None:
+    runtime = TemporalRuntime(
+        worker=True,
+        task_queue=f"llama-srv-{uuid.uuid4().hex[:8]}",
+        connection=ConnectionConfig(address=temporal_address),
+    )
+    try:
+        async for c in _serve(runtime):
+            r = await c.post("/workflows/chain/run", json={"start_event": {"x": 1}})
+            assert r.json()["status"] == "completed"
+            client = await runtime.client()
+            store = await client.get_workflow_handle(r.json()["run_id"]).query(STATE_QUERY)
+            assert store["state_data"]["_data"]["seen"] == ["a", "b"]
+    finally:
+        await runtime.destroy()
+
+
+async def test_human_input_sent_over_http_reaches_the_waiting_run(http: httpx.AsyncClient) -> None:
+    r = await http.post("/workflows/hitl/run-nowait", json={"start_event": {"topic": "cats"}})
+    assert r.status_code == 200, r.text
+    handler_id = r.json()["handler_id"]
+    asked = await _events(http, handler_id, until="Ask")
+    assert asked[-1]["value"]["question"] == "name for cats?"
+    answer = {"type": "Answer", "value": {"text": "Tom"}}
+    r = await http.post(f"/events/{handler_id}", json={"event": answer})
+    assert r.status_code == 200, r.text
+    rest = await _events(http, handler_id)
+    assert rest[-1]["value"]["result"] == "got Tom"
+    r = await http.get(f"/handlers/{handler_id}")
+    assert r.json()["status"] == "completed"
+
+
+async def test_a_failing_step_marks_the_handler_failed_with_its_error(http: httpx.AsyncClient) -> None:
+    r = await http.post("/workflows/fails/run", json={"start_event": {}})
+    body = r.json()
+    assert body["status"] == "failed"
+    assert "step exploded" in body["error"]
