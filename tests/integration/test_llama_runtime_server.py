@@ -82,6 +82,18 @@ async def _events(c: httpx.AsyncClient, handler_id: str, until: str = "StopEvent
     return out
 
 
+async def _handler_when_done(c: httpx.AsyncClient, handler_id: str, limit: float = 60.0) -> dict[str, Any]:
+    """``GET /handlers/{id}`` once its status is no longer running (bounded by ``limit`` seconds)."""
+    async with asyncio.timeout(limit):
+        while True:
+            r = await c.get(f"/handlers/{handler_id}")
+            assert r.status_code in (200, 202), r.text  # 202 while it runs
+            body: dict[str, Any] = r.json()
+            if body["status"] != "running":
+                return body
+            await asyncio.sleep(0.05)  # polling the server's own status endpoint, as its clients do
+
+
 async def test_run_returns_the_result(http: httpx.AsyncClient) -> None:
     r = await http.post("/workflows/chain/run", json={"start_event": {"x": 41}})
     assert r.status_code == 200, r.text
@@ -128,10 +140,11 @@ async def test_human_input_sent_over_http_reaches_the_waiting_run(http: httpx.As
     answer = {"type": "Answer", "value": {"text": "Tom"}}
     r = await http.post(f"/events/{handler_id}", json={"event": answer})
     assert r.status_code == 200, r.text
-    rest = await _events(http, handler_id)
-    assert rest[-1]["value"]["result"] == "got Tom"
-    r = await http.get(f"/handlers/{handler_id}")
-    assert r.json()["status"] == "completed"
+    # The handler's state, not a second read of its stream from the start: on LlamaIndex's default runtime
+    # that second read sometimes never ended (2 of about 6 runs, in the server itself, not in our runtime).
+    handler = await _handler_when_done(http, handler_id)
+    assert handler["status"] == "completed", handler
+    assert handler["result"]["value"]["result"] == "got Tom"
 
 
 async def test_a_failing_step_marks_the_handler_failed_with_its_error(http: httpx.AsyncClient) -> None:
