@@ -10,7 +10,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from temporal_workflows import ExecutorFailedError
 from temporal_workflows._engine.ids import MAX_ID_BYTES, bounded_id
-from temporal_workflows._engine.limits import OMITTED_KEY
+from temporal_workflows._engine.limits import OMITTED_KEY, TRUNCATED_KEY
 from temporal_workflows.temporal import start_run, step_activity_name
 from tests.conftest import TASK_QUEUE
 from tests.integration import robust_graphs
@@ -122,20 +122,22 @@ async def test_state_adding_up_past_the_limit_fails_the_step_naming_the_keys_and
     with pytest.raises(ExecutorFailedError) as remote:
         await asyncio.wait_for(handle.result(), 60)
     error = remote.value
-    assert (error.executor_id, error.superstep, error.error_type) == ("write_c", 3, "PayloadTooLargeError")
+    # Four values of 1.8 MB were committed and read by the next step (the state in pages: a query each).
+    assert (error.executor_id, error.superstep, error.error_type) == ("write_e", 5, "PayloadTooLargeError")
     assert str(error) == str(local.value)
-    assert "'c' (900,037 bytes, by 'write_c'), beside 'a' (900,037 bytes), 'b' (900,037 bytes)" in error.detail
-    state = await handle.state()  # never "Blob data size exceeds limit": the failed superstep committed nothing
-    assert sorted(state) == ["a", "b"] and len(state["a"]) == robust_graphs.LARGE
+    assert "'e' (1,800,037 bytes, by 'write_e'), beside 'a' (1,800,037 bytes), 'b' (1,800,037 bytes)" in error.detail
+    state = await handle.state()  # never "Blob data size exceeds limit": cut to one payload, with a note
+    assert list(state) == ["a", TRUNCATED_KEY] and len(state["a"]) == robust_graphs.LARGE_STATE
+    assert state[TRUNCATED_KEY].startswith("3 of 4 state keys")
     assert "PayloadTooLargeError" in (await handle.status())["error"]
 
 
 async def test_waiting_children_adding_up_past_the_limit_fail_the_step_naming_their_keys(
     client: Client, workflow_id: str
 ) -> None:
-    handle = await start_run(client, robust_graphs.hoarding, 3, id=workflow_id, task_queue=TASK_QUEUE)
+    handle = await start_run(client, robust_graphs.hoarding, 7, id=workflow_id, task_queue=TASK_QUEUE)
     with pytest.raises(ExecutorFailedError) as info:
-        await asyncio.wait_for(handle.result(), 60)
+        await asyncio.wait_for(handle.result(), 120)
     error = info.value
     assert (error.executor_id, error.error_type) == ("hoarders", "PayloadTooLargeError")
     for key in ("@hoarders/sub/2.0", "@hoarders/sub/2.1", "@hoarders/sub/2.2"):
@@ -143,17 +145,19 @@ async def test_waiting_children_adding_up_past_the_limit_fail_the_step_naming_th
     assert await handle.state() == {}
 
 
-async def test_a_waiting_child_with_large_state_fits_and_its_answer_completes_the_run(
+async def test_waiting_children_with_large_state_past_one_payload_fit_and_their_answers_complete_the_run(
     client: Client, workflow_id: str
 ) -> None:
-    handle = await start_run(client, robust_graphs.hoarding, 1, id=workflow_id, task_queue=TASK_QUEUE)
-    async with asyncio.timeout(30):
-        while not (pending := await handle.pending_requests()):
+    # Three children of 1.3 MB each: 3.9 MB in the parent's state, past one payload, within STATE_PAYLOADS.
+    handle = await start_run(client, robust_graphs.hoarding, 3, id=workflow_id, task_queue=TASK_QUEUE)
+    async with asyncio.timeout(60):
+        while len(pending := await handle.pending_requests()) < 3:
             await asyncio.sleep(0.1)  # polling the run's state, with a bound
     assert await handle.state() == {}
-    await handle.respond(pending[0]["request_id"], "enough")
-    result = await asyncio.wait_for(handle.result(), 60)
-    assert result["outputs"] == ["enough"]
+    for i, request in enumerate(pending):
+        await handle.respond(request["request_id"], f"enough {i}")
+    result = await asyncio.wait_for(handle.result(), 120)
+    assert sorted(result["outputs"]) == ["enough 0", "enough 1", "enough 2"]
 
 
 async def test_open_requests_too_large_together_are_listed_with_the_largest_data_cut_and_can_be_answered(
