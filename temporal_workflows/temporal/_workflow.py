@@ -1014,7 +1014,7 @@ class GraphWorkflow:
         state = json_size(snap.state)
         if not self._told_state_too_large:
             self._told_state_too_large = True
-            self._board.warn(
+            self._board.note(
                 f"the committed state ({state:,} bytes as JSON) is too large for a continue-as-new to carry "
                 f"(one payload: {self._payload_limit:,} bytes); the run goes on in this execution while its "
                 f"history has room (up to {POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES:,} bytes, "
