@@ -662,7 +662,7 @@ SCENARIOS = [
     Scenario("example_approval", approval.workflow, approval.SAMPLE_INPUT, answer=_review, facts=approval_facts),
     Scenario("step_raises", sc.raises, "boom", fails_with=ExecutorFailedError, facts=raises_facts),
     Scenario("two_steps_fail", sc.two_fail, "go", fails_with=ExecutorFailedError, facts=two_fail_facts),
-    Scenario("state_past_the_limit", rg.large_state, 1, fails_with=ExecutorFailedError, facts=large_state_facts),
+    Scenario("state_past_the_limit", rg.large_state, 5, fails_with=ExecutorFailedError, facts=large_state_facts),
     Scenario("reducer_raises", sc.bad_reducer, "go", fails_with=ReducerError, facts=bad_reducer_facts),
     Scenario("state_conflict", sc.conflict, "go", fails_with=StateConflictError, facts=conflict_facts),
     Scenario("superstep_limit", sc.endless, 0, fails_with=SuperstepLimitError, facts=limit_facts),

@@ -135,7 +135,7 @@ STATE_KEYS = "abcde"
 def _writer(key: str, *, last: bool = False) -> Any:
     @executor(id=f"write_{key}")
     async def write(n: int, ctx: WorkflowContext[int, str]) -> None:
-        ctx.set_state(key, key * (LARGE_STATE if n else 10))
+        ctx.set_state(key, key * (LARGE_STATE if STATE_KEYS.index(key) < n else 10))
         if last:
             await ctx.yield_output(f"wrote {sorted(k for k in STATE_KEYS if ctx.get_state(k) is not None)}")
         else:
@@ -145,7 +145,8 @@ def _writer(key: str, *, last: bool = False) -> Any:
 
 
 def build_large_state() -> Workflow:
-    """Five steps in a row each write a ``LARGE_STATE`` value (``0`` as the message: a small one)."""
+    """Five steps in a row each write a state value: the first ``n`` (the message) ``LARGE_STATE``, the
+    others small."""
     writers = [_writer(k, last=k == STATE_KEYS[-1]) for k in STATE_KEYS]
     return WorkflowBuilder(start_executor=writers[0], name="robust_large_state").add_chain(writers).build()
 
