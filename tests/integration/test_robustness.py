@@ -8,7 +8,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType, ParentClosePolicy
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from temporal_workflows import ExecutorFailedError
+from temporal_workflows import ExecutorFailedError, WorkflowError
 from temporal_workflows._engine.ids import MAX_ID_BYTES, bounded_id
 from temporal_workflows._engine.limits import OMITTED_KEY, TRUNCATED_KEY
 from temporal_workflows.temporal import start_run, step_activity_name
@@ -149,6 +149,52 @@ async def test_a_long_history_with_state_too_large_to_carry_goes_on_in_the_same_
     kinds = [e.event_type async for e in client.get_workflow_handle(workflow_id).fetch_history_events()]
     assert kinds[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
     assert kinds.count(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED) >= 4
+
+
+async def test_state_past_one_payload_is_checkpointed_every_superstep(client: Client, workflow_id: str) -> None:
+    # A checkpoint is saved as a delta by a local activity (only its id reaches history): 7.2 MB fits.
+    handle = await start_run(
+        client, robust_graphs.large_state, 4, id=workflow_id, task_queue=TASK_QUEUE, checkpoint_every=1
+    )
+    result = await asyncio.wait_for(handle.result(), 120)
+    assert result["outputs"] == ["wrote ['a', 'b', 'c', 'd', 'e']"]
+    checkpoints = await handle.checkpoints()
+    assert [c["superstep"] for c in checkpoints][-1] == 5
+
+
+async def test_a_reset_to_a_checkpoint_past_one_payload_is_refused_and_the_run_goes_on(
+    client: Client, workflow_id: str
+) -> None:
+    handle = await start_run(
+        client,
+        robust_graphs.large_state,
+        4,
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        checkpoint_every=1,
+        keep_alive=True,
+    )
+
+    async def idle_after_superstep_5(resets: int = 0) -> None:
+        async with asyncio.timeout(120):
+            while True:
+                status = await handle.status()
+                assert status["status"] != "failed", status["error"]
+                if status["status"] == "idle" and status["superstep"] >= 5 and status.get("resets", 0) == resets:
+                    return
+                await asyncio.sleep(0.1)  # polling the run's state, with a bound
+
+    await idle_after_superstep_5()
+    at = {c["superstep"]: c["checkpoint_id"] for c in await handle.checkpoints()}
+    # After superstep 4 the state is 7.2 MB: a continue-as-new could not carry it.
+    with pytest.raises(WorkflowError, match="so a run cannot restore it"):
+        await handle.reset(checkpoint_id=at[4])
+    assert (await handle.status())["status"] == "idle"
+    await handle.reset(checkpoint_id=at[1])  # 1.8 MB of state: fits, and the run goes on from there
+    await idle_after_superstep_5(resets=1)
+    await handle.close()
+    result = await asyncio.wait_for(handle.result(), 120)
+    assert result["outputs"][-1] == "wrote ['a', 'b', 'c', 'd', 'e']"
 
 
 async def test_waiting_children_adding_up_past_the_limit_fail_the_step_naming_their_keys(
