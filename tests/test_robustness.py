@@ -14,6 +14,7 @@ from temporal_workflows._engine.ids import MAX_ID_BYTES, bounded_id
 from temporal_workflows._engine.limits import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     OMITTED_KEY,
+    STATE_PAYLOADS,
     TRUNCATED_KEY,
     StateSizes,
     state_entry_size,
@@ -27,7 +28,7 @@ from temporal_workflows.temporal._failures import (
     CycleSafeFailureConverterWithEncodedAttributes,
     sever_cause_cycles,
 )
-from temporal_workflows.temporal._protocol import step_activity_name
+from temporal_workflows.temporal._protocol import state_from_text, state_page_text, step_activity_name
 from tests.integration import robust_graphs
 from tests.integration.agent_graphs import AVAILABLE, GRAPHS
 
@@ -140,19 +141,21 @@ async def test_sub_workflows_nested_deep_under_long_executor_ids_run_in_process(
 
 async def test_state_adding_up_past_the_limit_fails_the_step_that_grows_it_and_commits_nothing() -> None:
     with pytest.raises(ExecutorFailedError) as info:
-        await robust_graphs.large_state.run(1)
+        await robust_graphs.large_state.run(5)
     error = info.value
-    assert (error.executor_id, error.superstep, error.error_type) == ("write_c", 3, "PayloadTooLargeError")
+    assert (error.executor_id, error.superstep, error.error_type) == ("write_e", 5, "PayloadTooLargeError")
     assert isinstance(error.original, PayloadTooLargeError)
     assert error.original.what == "the run's committed state" and error.original.size > error.original.limit
-    assert "'c' (900,037 bytes, by 'write_c'), beside 'a' (900,037 bytes), 'b' (900,037 bytes)" in error.detail
+    # The state as a whole may take STATE_PAYLOADS payloads (four fit: each step read them), not more.
+    assert error.original.limit == STATE_PAYLOADS * DEFAULT_MAX_PAYLOAD_BYTES
+    assert "'e' (1,800,037 bytes, by 'write_e'), beside 'a' (1,800,037 bytes), 'b' (1,800,037 bytes)" in error.detail
     assert error.result is not None
     failed = [e for e in error.result if isinstance(e, ExecutorFailedEvent)]
-    assert [(e.executor_id, e.error_type) for e in failed] == [("write_c", "PayloadTooLargeError")]
+    assert [(e.executor_id, e.error_type) for e in failed] == [("write_e", "PayloadTooLargeError")]
 
 
 async def test_state_that_fits_is_committed_and_a_commit_that_shrinks_state_always_passes() -> None:
-    assert (await robust_graphs.large_state.run(0)).get_outputs() == ["wrote ['a', 'b', 'c']"]
+    assert (await robust_graphs.large_state.run(0)).get_outputs() == ["wrote ['a', 'b', 'c', 'd', 'e']"]
     sizes = StateSizes()
     state = {k: Envelope(None, k * 1_000_000) for k in "abc"}
     sizes.sync(state)
@@ -164,11 +167,11 @@ async def test_state_that_fits_is_committed_and_a_commit_that_shrinks_state_alwa
 
 async def test_waiting_children_adding_up_past_the_limit_fail_the_step_in_process_too() -> None:
     with pytest.raises(ExecutorFailedError) as info:
-        await robust_graphs.hoarding.run(3)
+        await robust_graphs.hoarding.run(7)
     assert (info.value.executor_id, info.value.error_type) == ("hoarders", "PayloadTooLargeError")
-    assert "'@hoarders/sub/2.0' (1,300," in info.value.detail
-    waiting = await robust_graphs.hoarding.run(1)  # one such child fits
-    assert len(waiting.get_request_info_events()) == 1
+    assert sum(f"'@hoarders/sub/2.{i}' (1,300," in info.value.detail for i in range(7)) == 5  # the five largest
+    waiting = await robust_graphs.hoarding.run(6)  # six such children fit (7.8 MB)
+    assert len(waiting.get_request_info_events()) == 6
 
 
 def test_a_state_query_answer_too_large_is_cut_with_a_note_naming_what_it_leaves_out() -> None:
@@ -192,3 +195,17 @@ def test_open_requests_too_large_together_keep_every_id_and_lose_the_largest_dat
     assert "950,002 bytes" in answer[1][OMITTED_KEY] and answer[1]["response_schema"] == {"type": "string"}
     assert len(json.dumps(answer)) <= DEFAULT_MAX_PAYLOAD_BYTES
     assert truncated_requests(requests[:2], DEFAULT_MAX_PAYLOAD_BYTES) == requests[:2]
+
+
+def test_state_pages_are_ascii_and_carry_the_state_back_whole() -> None:
+    # Offsets into the text are byte offsets (a page is a slice), whatever the state holds.
+    state = {
+        "conversation:librarian": Envelope(None, [{"text": 'naïve “quotes” \\ and " 📚'}] * 3),
+        "when": Envelope("datetime", "2026-11-26T01:00:00+00:00"),
+        "empty": Envelope(None, None),
+    }
+    text = state_page_text(state)
+    assert text.isascii()
+    pages = [text[i : i + 7] for i in range(0, len(text), 7)]
+    assert state_from_text("".join(pages)) == state
+    assert state_from_text(state_page_text({})) == {}

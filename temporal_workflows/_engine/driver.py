@@ -37,6 +37,7 @@ from temporal_workflows._checkpoints.base import WorkflowCheckpoint
 from temporal_workflows._engine.limits import (
     GUIDANCE,
     MIN_MAX_PAYLOAD_BYTES,
+    STATE_PAYLOADS,
     StateSizes,
     check_step_input,
     input_may_exceed,
@@ -387,8 +388,11 @@ class SuperstepDriver:
             before its first superstep. The driver notices input that wakes
             an idle run by itself.
         limit_state: Fail a superstep whose commit would take the committed
-            state as a whole past ``payload_limit`` (``StateSizes``); off only
+            state as a whole past ``state_limit`` (``StateSizes``); off only
             for Temporal runs recorded before the limit.
+        state_limit: Most bytes the committed state may take as a whole;
+            by default :data:`STATE_PAYLOADS` times ``payload_limit`` (one
+            payload for Temporal runs recorded before steps read it in pages).
         release_outputs: Whether outputs adding up past ``payload_limit``
             release the oldest (otherwise they fail the run); asked only then.
     """
@@ -402,6 +406,7 @@ class SuperstepDriver:
         payload_limit: Callable[[], int],
         entry_checkpoint: bool = False,
         limit_state: bool = True,
+        state_limit: Callable[[], int] | None = None,
         release_outputs: Callable[[], bool] = lambda: True,
     ) -> None:
         self.engine = engine
@@ -409,6 +414,7 @@ class SuperstepDriver:
         self.checkpoint_every = checkpoint_every
         self.payload_limit = payload_limit
         self.limit_state = limit_state
+        self.state_limit = state_limit or (lambda: STATE_PAYLOADS * payload_limit())
         self._state_sizes = StateSizes()
         self.release_outputs = release_outputs
         self._entry_due = entry_checkpoint
@@ -748,7 +754,7 @@ class SuperstepDriver:
         total, new = sizes.after(updates)
         if total < MIN_MAX_PAYLOAD_BYTES or total <= sizes.total:
             return new
-        limit = self.payload_limit()
+        limit = self.state_limit()
         if total <= limit:
             return new
         writers: dict[str, list[str]] = {}

@@ -40,6 +40,7 @@ __all__ = [
     "check_payload",
     "OMITTED_KEY",
     "TRUNCATED_KEY",
+    "STATE_PAYLOADS",
     "StateSizes",
     "check_step_input",
     "check_step_result",
@@ -51,6 +52,17 @@ __all__ = [
     "truncated_requests",
     "truncated_state",
 ]
+
+STATE_PAYLOADS = 4
+"""How many payloads the run's committed state may take as a whole (each key still fits in one).
+
+A step reads the committed state in pages (on Temporal, a query per page), so
+the state need not fit in one payload; it stays bounded because every byte of
+it is in the run's history at least once (the diff that wrote it), and a run
+whose state cannot be carried by a continue-as-new stays in one execution,
+whose history Temporal caps at 50 MB. Four payloads (7.75 MiB by default)
+hold a 50-turn agent conversation with 100 KB tool outputs with room to spare.
+"""
 
 TEMPORAL_BLOB_SIZE_LIMIT = 2 * 1024 * 1024
 """Temporal's default ``limit.blobSize.error``: the server, and the SDK's worker, refuse a larger payload."""
@@ -279,16 +291,15 @@ def _key(key: str) -> str:
 class StateSizes:
     """The committed state's size, kept per key as commits change it: the one limit on state, on both hosts.
 
-    A run's committed state travels whole: on Temporal a step whose input
-    does not carry it reads it by query (one payload), the ``state`` query
-    answers it, and a run that continues as new carries it in its input. So
-    its total, not only each value, must fit in one payload; otherwise the
-    query fails with ``Blob data size exceeds limit`` and the run with it,
-    on Temporal only. The driver measures what each superstep would commit
-    and fails the superstep (the step that grows the state most) before
-    anything is committed, in process as on Temporal. Sizes are measured once
-    per entry written (and once for a restored state), never for the whole
-    state per superstep.
+    Each value fits in one payload (the step that writes it is checked), and
+    the state as a whole in :data:`STATE_PAYLOADS` payloads: a step reads it
+    in pages (on Temporal, one query per page), so it need not fit in one,
+    but every byte of it stays in the run's history, and a state too large
+    for a continue-as-new to carry keeps the run in one execution. The driver
+    measures what each superstep would commit and fails the superstep (the
+    step that grows the state most) before anything is committed, in process
+    as on Temporal. Sizes are measured once per entry written (and once for a
+    restored state), never for the whole state per superstep.
     """
 
     def __init__(self) -> None:
@@ -330,11 +341,11 @@ class StateSizes:
         kept = ", ".join(f"{_key(k)} ({size:,} bytes)" for size, k in others[:_LISTED])
         what = "the run's committed state"
         return PayloadTooLargeError(
-            f"executor {executor_id!r}: {what} would be {total:,} bytes as JSON, over the payload limit of "
+            f"executor {executor_id!r}: {what} would be {total:,} bytes as JSON, over its limit of "
             f"{limit:,} bytes: it writes state {named}"
             + (f", beside {kept}" if kept else "")
-            + "; the state travels whole (a step reads it in one query, a run that continues as new carries it) "
-            f"so it must fit in one payload; the superstep is not committed; {GUIDANCE}",
+            + "; the state as a whole is bounded because all of it stays in the run's history (and a run that "
+            f"continues as new carries it); the superstep is not committed; {GUIDANCE}",
             what=what,
             size=total,
             limit=limit,

@@ -32,6 +32,7 @@ __all__ = [
     "PATCH_RELEASE_OUTPUTS",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
     "PATCH_STATE_LIMIT",
+    "PATCH_STATE_PAGES",
     "PATCH_STATUS_ON_EVERY_FAILURE",
     "PATCH_TASK_BUDGET",
     "RunPatches",
@@ -92,6 +93,12 @@ PATCH_RELEASE_OUTPUTS = "release-oldest-outputs"
 could not be carried by a continue-as-new; newer ones release the oldest outputs (each was an ``output``
 event when committed) and count them in ``outputs_released``."""
 
+PATCH_STATE_PAGES = "committed-state-in-pages"
+"""Runs recorded before this failed a superstep whose commit took the committed state as a whole past one
+payload (a step read it in one query, a continue-as-new carried it); newer ones allow ``STATE_PAYLOADS``
+payloads (a step reads the state in pages) and, while history has room, continue as new later when the
+state is too large to carry, saying so in the status's warnings."""
+
 PATCHES = (
     PATCH_DEFAULT_HEARTBEAT,
     PATCH_TASK_BUDGET,
@@ -100,6 +107,7 @@ PATCHES = (
     PATCH_STATE_LIMIT,
     PATCH_FIRST_COME,
     PATCH_RELEASE_OUTPUTS,
+    PATCH_STATE_PAGES,
 )
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker

@@ -7,6 +7,8 @@ in one place (see ``docs/temporal.md``).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +55,7 @@ __all__ = [
     "QUERY_CHECKPOINT",
     "QUERY_CHECKPOINTS",
     "QUERY_COMMITTED_STATE",
+    "QUERY_COMMITTED_STATE_PAGE",
     "QUERY_PENDING_REQUESTS",
     "QUERY_STATE",
     "QUERY_STATUS",
@@ -88,6 +91,9 @@ __all__ = [
     "SaveCheckpointInput",
     "SendInput",
     "StateSnapshot",
+    "StatePage",
+    "state_page_text",
+    "state_from_text",
     "StepInput",
     "SubrunInput",
     "EventInput",
@@ -175,7 +181,12 @@ ACTIVITY_REDUCE = "temporal_workflows.reduce"
 """Activity running callable state reducers (user code) for a commit."""
 
 QUERY_COMMITTED_STATE = "temporal_workflows.committed_state"
-"""Query serving the committed state to step activities whose worker has not cached it."""
+"""Query serving the committed state to step activities whose worker has not cached it (in one answer: workers
+before ``QUERY_COMMITTED_STATE_PAGE`` use it; it fails when the state does not fit in one payload)."""
+
+QUERY_COMMITTED_STATE_PAGE = "temporal_workflows.committed_state_page"
+"""Query serving the committed state in pages (:class:`StatePage`), so a state larger than one query answer
+still reaches a step: the argument is the offset of the page in the state's JSON text."""
 
 # -- failure types ------------------------------------------------------------------
 # The ``type`` of every ApplicationError the workflow or an activity raises. The
@@ -743,6 +754,33 @@ class StateSnapshot:
 
     version: str
     state: dict[str, Envelope]
+
+
+@dataclass
+class StatePage:
+    """One page of the committed state's JSON text (:func:`state_page_text`) at a boundary.
+
+    Attributes:
+        version: The state's version; a step reading pages of two versions
+            retries (the run moved on meanwhile).
+        size: The length of the whole text; the page is ``text`` from the
+            offset asked for.
+        text: ASCII, so offsets in characters are offsets in bytes.
+    """
+
+    version: str
+    size: int
+    text: str
+
+
+def state_page_text(state: Mapping[str, Envelope]) -> str:
+    """The committed state as one ASCII JSON text, which :class:`StatePage` serves in slices."""
+    return json.dumps({k: [v.type, v.data] for k, v in state.items()}, ensure_ascii=True, separators=(",", ":"))
+
+
+def state_from_text(text: str) -> dict[str, Envelope]:
+    """The committed state back from :func:`state_page_text`."""
+    return {k: Envelope(t, data) for k, (t, data) in json.loads(text).items()}
 
 
 @dataclass

@@ -79,5 +79,11 @@ class StatusBoard:
         workflow.logger.warning("outside input was not used; the status query and event stream say why")
         self._publish(WorkflowWarningEvent(message=message, request_id=request_id, executor_id=executor_id))
 
+    def note(self, message: str) -> None:
+        """Something about the run as hosted on Temporal (no event: the run in process has no such thing to
+        say, and both hosts publish the same events): kept with the warnings, bounded, in ``status``."""
+        warning = {"message": _bounded(message, WARNING_LIMIT) or "", "request_id": None, "executor_id": None}
+        self.warnings = [*self.warnings, warning][-MAX_WARNINGS:]
+
     def carry(self) -> CarriedStatus:
         return CarriedStatus(warnings=list(self.warnings))

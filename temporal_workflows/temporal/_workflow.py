@@ -52,6 +52,7 @@ from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
     CommitPlan,
     Engine,
+    EngineSnapshot,
     PendingRequest,
     Reduction,
     StepTask,
@@ -90,6 +91,7 @@ from temporal_workflows.temporal._patches import (
     PATCH_ENTRY_CHECKPOINT,
     PATCH_RELEASE_OUTPUTS,
     PATCH_STATE_LIMIT,
+    PATCH_STATE_PAGES,
     PATCH_STATUS_ON_CONTINUE_AS_NEW,
     PATCH_STATUS_ON_EVERY_FAILURE,
     PATCH_TASK_BUDGET,
@@ -117,6 +119,7 @@ from temporal_workflows.temporal._protocol import (
     QUERY_CHECKPOINT,
     QUERY_CHECKPOINTS,
     QUERY_COMMITTED_STATE,
+    QUERY_COMMITTED_STATE_PAGE,
     QUERY_PENDING_REQUESTS,
     QUERY_STATE,
     QUERY_STATUS,
@@ -149,10 +152,12 @@ from temporal_workflows.temporal._protocol import (
     RouteInput,
     RunInput,
     SendInput,
+    StatePage,
     StateSnapshot,
     Validated,
     ValidateInput,
     quote,
+    state_page_text,
     too_long,
 )
 from temporal_workflows.temporal._status import StatusBoard
@@ -175,6 +180,8 @@ STREAM_EVENTS_CARRIED = 1000
 
 MIN_SEGMENT_EVENTS = 20
 """History events a run adds before it may continue as new again."""
+_CARRIED_BESIDE_STATE = 64 * 1024
+"""Room a continue-as-new input keeps beside the engine snapshot (checkpoint list, warnings, start message)."""
 
 
 SIGNALS = (
@@ -387,6 +394,8 @@ class GraphWorkflow:
         self._max_events = DEFAULT_MAX_HISTORY_EVENTS
         self._segment_start: int | None = None
         self._updates_since_task = False
+        self._told_state_too_large = False
+        self._state_text: tuple[str, str] | None = None  # committed_state_page's text, and its version
 
     @workflow.dynamic_config
     def dynamic_config(self) -> workflow.DynamicWorkflowConfig:
@@ -400,6 +409,20 @@ class GraphWorkflow:
         engine = self._engine
         version = self._steps.state_version if self._steps else "0"
         return StateSnapshot(version, dict(engine.state) if engine else {})
+
+    @workflow.query(name=QUERY_COMMITTED_STATE_PAGE)
+    def committed_state_page(self, offset: int) -> StatePage:
+        """The committed state's JSON text from ``offset``, at most half a payload of it (escaped again in the
+        answer, it still fits in one): a state of several payloads reaches a step in several queries."""
+        engine = self._engine
+        version = self._steps.state_version if self._steps else "0"
+        if self._state_text is None or self._state_text[0] != version:
+            # Made once per version, kept for the other pages (and the other steps) of that version.
+            self._state_text = (version, state_page_text(engine.state if engine else {}))
+        text = self._state_text[1]
+        page = max(4096, self._payload_limit // 2 - 4096)
+        start = max(0, offset)
+        return StatePage(version, len(text), text[start : start + page])
 
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> dict[str, Any]:
@@ -907,6 +930,8 @@ class GraphWorkflow:
             # New input (not a restored snapshot) is checkpointed before its first superstep.
             entry_checkpoint=source in ("message", "carried.start"),
             limit_state=self.patches.get(PATCH_STATE_LIMIT),
+            # Runs recorded before steps read the state in pages kept it within one payload.
+            state_limit=None if self.patches.get(PATCH_STATE_PAGES) else (lambda: self._payload_limit),
             release_outputs=lambda: self.patches.get(PATCH_RELEASE_OUTPUTS),
         )
         if carried is None or carried.reason != "history":
@@ -970,12 +995,33 @@ class GraphWorkflow:
             return False
         unprocessed = json_size(snap.pending) + json_size(snap.responses)
         info = workflow.info()
-        return (
-            size - unprocessed <= self._payload_limit
-            and info.get_current_history_size() < POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES
+        room = (
+            info.get_current_history_size() < POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES
             and info.get_current_history_length() < POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS
-            and self.patches.get(PATCH_CARRY_LATER)
         )
+        if not room:
+            return False
+        if size - unprocessed <= self._payload_limit and self.patches.get(PATCH_CARRY_LATER):
+            return True
+        return self.patches.get(PATCH_STATE_PAGES) and self._state_too_large_to_carry(snap, size)
+
+    def _state_too_large_to_carry(self, snap: EngineSnapshot, size: int) -> bool:
+        """Whether the committed state alone keeps the run from continuing as new (it may take up to
+        ``STATE_PAYLOADS`` payloads, a continue-as-new carries one): the run then goes on in this execution
+        while history has room, and the status says so once per execution."""
+        if size - json_size(snap.outputs) <= self._payload_limit - _CARRIED_BESIDE_STATE:
+            return False  # outputs, not state: the oldest are released when the run continues as new
+        state = json_size(snap.state)
+        if not self._told_state_too_large:
+            self._told_state_too_large = True
+            self._board.note(
+                f"the committed state ({state:,} bytes as JSON) is too large for a continue-as-new to carry "
+                f"(one payload: {self._payload_limit:,} bytes); the run goes on in this execution while its "
+                f"history has room (up to {POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES:,} bytes, "
+                f"{POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS:,} events), then fails with RunTooLargeError unless "
+                f"the state shrinks; {GUIDANCE}"
+            )
+        return True
 
     async def _settle(self, engine: Engine, *, continuing: bool = False) -> None:
         """Let every handler finish before the run closes or continues as new.

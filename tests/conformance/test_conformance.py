@@ -47,6 +47,7 @@ from temporal_workflows import (
     WorkflowStartedEvent,
     WorkflowStatusEvent,
 )
+from temporal_workflows._engine.limits import TRUNCATED_KEY, max_payload_bytes, truncated_state
 from temporal_workflows._engine.serde import encode, type_key
 from temporal_workflows.temporal import RunHandle, start_run
 from tests.conformance import scenarios as sc
@@ -356,11 +357,16 @@ def raises_facts(s: Seen) -> None:
 
 def large_state_facts(s: Seen) -> None:
     (failed,) = s.of("ExecutorFailedEvent")
-    assert failed["executor_id"] == "write_c" and failed["superstep"] == 3
+    # Four values of 1.8 MB fit (each step read the state in pages, on Temporal one query per page); a fifth
+    # would take the state past STATE_PAYLOADS payloads.
+    assert failed["executor_id"] == "write_e" and failed["superstep"] == 5
     assert failed["error_type"] == "PayloadTooLargeError"
-    assert "'c' (900,037 bytes, by 'write_c')" in str(failed["error"]) and "'a' (900,037 bytes)" in str(failed["error"])
-    assert s.error is not None and s.error["executor_id"] == "write_c"
-    assert sorted(s.state) == ["a", "b"]  # the previous boundary's state, readable whole
+    error = str(failed["error"])
+    assert "'e' (1,800,037 bytes, by 'write_e')" in error and "'a' (1,800,037 bytes)" in error
+    assert s.error is not None and s.error["executor_id"] == "write_e"
+    # The previous boundary's state, as the state query answers it: cut to one payload, with a note.
+    assert list(s.state) == ["a", TRUNCATED_KEY]
+    assert str(s.state[TRUNCATED_KEY]).startswith("3 of 4 state keys")
 
 
 def two_fail_facts(s: Seen) -> None:
@@ -656,7 +662,7 @@ SCENARIOS = [
     Scenario("example_approval", approval.workflow, approval.SAMPLE_INPUT, answer=_review, facts=approval_facts),
     Scenario("step_raises", sc.raises, "boom", fails_with=ExecutorFailedError, facts=raises_facts),
     Scenario("two_steps_fail", sc.two_fail, "go", fails_with=ExecutorFailedError, facts=two_fail_facts),
-    Scenario("state_past_the_limit", rg.large_state, 1, fails_with=ExecutorFailedError, facts=large_state_facts),
+    Scenario("state_past_the_limit", rg.large_state, 5, fails_with=ExecutorFailedError, facts=large_state_facts),
     Scenario("reducer_raises", sc.bad_reducer, "go", fails_with=ReducerError, facts=bad_reducer_facts),
     Scenario("state_conflict", sc.conflict, "go", fails_with=StateConflictError, facts=conflict_facts),
     Scenario("superstep_limit", sc.endless, 0, fails_with=SuperstepLimitError, facts=limit_facts),
@@ -796,7 +802,8 @@ async def run_in_process(s: Scenario) -> Observed:
             assert waits, "the scenario lets requests time out, but none has a timeout"
             await asyncio.sleep(max(0.0, min(waits)) + 0.05)
         events = wf.run(responses=responses, stream=True)
-    obs.state = {k: _jsonable(v) for k, v in wf.state.items()}  # per key, as the state query shows it
+    # Per key, as the state query shows it (cut to one payload, with a note, if it would not fit).
+    obs.state = truncated_state({k: _jsonable(v) for k, v in wf.state.items()}, max_payload_bytes())
     return obs
 
 

@@ -123,15 +123,21 @@ def build_dozing() -> Workflow:
 # -- committed state adding up past one payload (item 3) -----------------------------------------
 
 LARGE = 900_000
-"""Characters of each large state value: three of them add up past the payload limit, two do not."""
+"""Characters of each large open request: three of them add up past the payload limit, two do not."""
+
+LARGE_STATE = 1_800_000
+"""Characters of each large state value: each fits in one payload, five add up past the committed state's
+limit (``STATE_PAYLOADS`` payloads), four do not."""
+
+STATE_KEYS = "abcde"
 
 
 def _writer(key: str, *, last: bool = False) -> Any:
     @executor(id=f"write_{key}")
     async def write(n: int, ctx: WorkflowContext[int, str]) -> None:
-        ctx.set_state(key, key * (LARGE if n else 10))
+        ctx.set_state(key, key * (LARGE_STATE if STATE_KEYS.index(key) < n else 10))
         if last:
-            await ctx.yield_output(f"wrote {sorted(k for k in 'abc' if ctx.get_state(k) is not None)}")
+            await ctx.yield_output(f"wrote {sorted(k for k in STATE_KEYS if ctx.get_state(k) is not None)}")
         else:
             await ctx.send_message(n)
 
@@ -139,9 +145,10 @@ def _writer(key: str, *, last: bool = False) -> Any:
 
 
 def build_large_state() -> Workflow:
-    """Three steps in a row each write a ``LARGE`` state value (``0`` as the message: a small one)."""
-    a, b, c = _writer("a"), _writer("b"), _writer("c", last=True)
-    return WorkflowBuilder(start_executor=a, name="robust_large_state").add_chain([a, b, c]).build()
+    """Five steps in a row each write a state value: the first ``n`` (the message) ``LARGE_STATE``, the
+    others small."""
+    writers = [_writer(k, last=k == STATE_KEYS[-1]) for k in STATE_KEYS]
+    return WorkflowBuilder(start_executor=writers[0], name="robust_large_state").add_chain(writers).build()
 
 
 class Hoarder(Executor):
@@ -164,7 +171,8 @@ async def fan(n: int, ctx: WorkflowContext[int]) -> None:
 
 
 def build_hoarding_children() -> Workflow:
-    """``n`` children that each wait for a human with 1.3 MB of state: the parent keeps each in its state."""
+    """``n`` children that each wait for a human with 1.3 MB of state: the parent keeps each in its state
+    (seven add up past the committed state's limit, six do not)."""
     hoarders = WorkflowExecutor(WorkflowBuilder(start_executor=Hoarder("hoarder")).build(), id="hoarders")
     return (
         WorkflowBuilder(start_executor=fan, name="robust_hoarding")

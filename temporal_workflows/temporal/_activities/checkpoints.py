@@ -22,6 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from temporal_workflows._checkpoints.base import CheckpointStorage, HistoryCheckpointStorage, WorkflowCheckpoint
+from temporal_workflows._engine.limits import json_size, max_payload_bytes
 from temporal_workflows._errors import CheckpointNotFoundError, storage_failure
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._protocol import (
@@ -127,6 +128,15 @@ def build_checkpoint_activities(
             raise _refused(
                 f"checkpoint {inp.checkpoint_id!r} belongs to workflow {cp.run_id!r} "
                 f"(graph {cp.workflow_name!r}), not {inp.workflow_id!r} (graph {wf.name!r})"
+            )
+        size, limit = json_size(cp), max_payload_bytes()
+        if size > limit:
+            # Its state may take several payloads (STATE_PAYLOADS), but this result, and the continue-as-new
+            # that restores it, are one payload each: refused here, the reset or fork is refused, not the run
+            # left with a workflow task that fails for ever.
+            raise _refused(
+                f"checkpoint {inp.checkpoint_id!r} is {size:,} bytes as JSON, over the payload limit of "
+                f"{limit:,} bytes, so a run cannot restore it (its committed state is larger than one payload)"
             )
         return cp
 

@@ -52,16 +52,18 @@ from temporal_workflows.temporal._protocol import (
     ACTIVITY_VALIDATE,
     FAILURE_SIGNATURE_MISMATCH,
     FAILURE_STALE_STATE,
-    QUERY_COMMITTED_STATE,
+    QUERY_COMMITTED_STATE_PAGE,
     STATUS_SEARCH_ATTRIBUTE,
     CheckpointSetup,
     Pinned,
     ReduceInput,
     Routed,
     RouteInput,
+    StatePage,
     StateSnapshot,
     Validated,
     ValidateInput,
+    state_from_text,
     step_activity_name,
 )
 from temporal_workflows.temporal._wire import decode_step_input, encode_step_result
@@ -122,8 +124,10 @@ class _StatusAttribute:
 class StateCache:
     """Committed state per workflow run, as last seen by this worker process.
 
-    Concurrent steps of one superstep share a single query; entries are
-    evicted least-recently-used.
+    Concurrent steps of one superstep share a single read; entries are
+    evicted least-recently-used. A read is a query per page of the state's
+    JSON text (half a payload each), so a state of several payloads (up to
+    ``STATE_PAYLOADS``) reaches a step although no query answer could hold it.
     """
 
     def __init__(self, max_runs: int = 256) -> None:
@@ -143,9 +147,7 @@ class StateCache:
             fut = asyncio.get_running_loop().create_future()
             self._inflight[fkey] = fut
             try:
-                handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
-                snap = await handle.query(QUERY_COMMITTED_STATE, result_type=StateSnapshot)
-                fut.set_result(snap)
+                fut.set_result(await _read_state(workflow_id, run_id))
             except BaseException as e:
                 fut.set_exception(e)
                 fut.exception()  # mark retrieved; awaiting callers re-raise it
@@ -162,6 +164,26 @@ class StateCache:
         while len(self._items) > self._max:
             self._items.popitem(last=False)
         return snap.state
+
+
+async def _read_state(workflow_id: str, run_id: str) -> StateSnapshot:
+    """The run's committed state, page by page; retryable ``FAILURE_STALE_STATE`` if it moved on meanwhile."""
+    handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
+    first = await handle.query(QUERY_COMMITTED_STATE_PAGE, 0, result_type=StatePage)
+    parts = [first.text]
+    read = len(first.text)
+    while read < first.size:
+        page = await handle.query(QUERY_COMMITTED_STATE_PAGE, read, result_type=StatePage)
+        if page.version != first.version:
+            raise ApplicationError(
+                f"committed state moved from version {first.version} to {page.version} while it was read",
+                type=FAILURE_STALE_STATE,
+            )
+        if not page.text:
+            raise ApplicationError(f"committed state page at {read} of {first.size} is empty", type=FAILURE_STALE_STATE)
+        parts.append(page.text)
+        read += len(page.text)
+    return StateSnapshot(first.version, state_from_text("".join(parts)))
 
 
 def _non_retryable(e: WorkflowError) -> ApplicationError:
