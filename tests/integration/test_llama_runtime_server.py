@@ -131,6 +131,10 @@ async def test_steps_store_writes_reach_the_temporal_run_not_the_servers_store(t
         await runtime.destroy()
 
 
+# On Temporal only: LlamaIndex's own server on its default runtime sometimes loses an event sent to a waiting
+# run (its idle-release adapter raises "No active workflow with run_id ..." and the handler never ends), so
+# that variant was no reliable reference (about 1 run in 4 on a busy machine).
+@pytest.mark.parametrize("http", ["temporal"], indirect=True)
 async def test_human_input_sent_over_http_reaches_the_waiting_run(http: httpx.AsyncClient) -> None:
     r = await http.post("/workflows/hitl/run-nowait", json={"start_event": {"topic": "cats"}})
     assert r.status_code == 200, r.text
