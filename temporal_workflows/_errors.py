@@ -16,6 +16,8 @@ __all__ = [
     "UnknownGraphError",
     "RunTooLargeError",
     "RunClosedError",
+    "RunBusyError",
+    "DeliveryForgottenError",
     "ReducerError",
     "InvalidRunInputError",
     "AlreadyAnsweredError",
@@ -130,6 +132,23 @@ class AlreadyAnsweredError(WorkflowError, KeyError):
 
 class RunClosedError(WorkflowError):
     """Input for a run that has completed, failed, or is closing: it can take no more."""
+
+
+class RunBusyError(WorkflowError):
+    """The run could not take this input just now; sending it again later is safe (nothing was delivered).
+
+    On Temporal: the server's limit of updates in flight per run, its query
+    buffer, or the run's own local activity in flight (see
+    ``temporal_workflows.temporal._locals``). The client retries these with
+    backoff and raises this only when they last longer than its retry budget.
+    """
+
+
+class DeliveryForgottenError(WorkflowError, KeyError):
+    """A delivery reached the run and was processed, but its outcome is older than those the run keeps.
+
+    Distinct from a delivery that never arrived: sending it again would deliver it twice.
+    """
 
 
 class InvalidRunInputError(WorkflowError):

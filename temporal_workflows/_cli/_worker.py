@@ -46,6 +46,7 @@ from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._connect import ConnectionConfig, ConnectionConfigError
 from temporal_workflows.temporal._devserver import DevServerError, free_port, port_free, start_dev_server
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
+from temporal_workflows.temporal._unversioned import check_open_runs
 from temporal_workflows.temporal._versioning import ENV_BUILD_ID, ENV_DEPLOYMENT_NAME, WorkerVersioning
 
 __all__ = ["DEFAULT_DEV_PORT", "DEFAULT_UI_PORT", "DevServer", "add_dev_arguments", "add_worker_arguments", "serve"]
@@ -267,7 +268,13 @@ async def serve(
             file=out,
         )
         async with worker:
+            checking: asyncio.Task[int] | None = None
+            if versioning is None:
+                # Said once this worker answers queries; never holds the worker up.
+                checking = asyncio.create_task(check_open_runs(client, workflows, out))
             await stop.wait()
+            if checking is not None:
+                checking.cancel()
             print("shutting down: letting in-flight steps finish", flush=True, file=out)
         return 0
     finally:

@@ -26,6 +26,7 @@ from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError, WorkflowError
 from temporal_workflows.temporal._failures import innermost, refuse, to_failure
 from temporal_workflows.temporal._inbox import Validate
+from temporal_workflows.temporal._locals import execute_local_activity
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_LOAD_CHECKPOINT,
     ACTIVITY_SAVE_CHECKPOINT,
@@ -170,7 +171,7 @@ class Checkpoints:
             else:
                 inp = SaveCheckpointInput(name, full)
             try:
-                await workflow.execute_local_activity(
+                await execute_local_activity(
                     ACTIVITY_SAVE_CHECKPOINT,
                     inp,
                     result_type=str,
@@ -212,7 +213,7 @@ class Checkpoints:
     async def load(self, workflow_id: str, checkpoint_id: str) -> WorkflowCheckpoint:
         """Read a checkpoint through the load activity; a refusal names what is wrong."""
         try:
-            cp: WorkflowCheckpoint = await workflow.execute_local_activity(
+            cp: WorkflowCheckpoint = await execute_local_activity(
                 ACTIVITY_LOAD_CHECKPOINT,
                 LoadCheckpointInput(workflow.info().workflow_type, workflow_id, checkpoint_id, self.history_only),
                 result_type=WorkflowCheckpoint,

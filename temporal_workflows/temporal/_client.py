@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import random
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
@@ -29,11 +32,13 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoint
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
+from temporal_workflows._errors import RunBusyError
 from temporal_workflows._events import (
     ExecutorFailedEvent,
     SuperStepCompletedEvent,
@@ -44,10 +49,11 @@ from temporal_workflows._events import (
 from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.workflow import Workflow, invocation_kwargs
 from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
-from temporal_workflows.temporal._failures import library_error
+from temporal_workflows.temporal._failures import innermost, library_error
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
 from temporal_workflows.temporal._protocol import (
     EVENTS_TOPIC,
+    FAILURE_RUN_BUSY,
     LIVE_BATCH_TYPE,
     MAX_ID_CHARS,
     MAX_LABEL_CHARS,
@@ -102,6 +108,23 @@ LINEAGE_MEMO = "temporal_workflows.forked_from"
 
 _MISSING: Any = object()
 _CAN_RETRIES = 5
+BUSY_RETRY_SECONDS = 60.0
+"""How long the client keeps sending what was refused for load before raising ``RunBusyError``.
+
+Refused for load: the server's limit of updates in flight per run (``RESOURCE_EXHAUSTED``, "limit on
+number of concurrent in-flight updates"), its query buffer ("consistent query buffer is full"), an update
+aborted while the run's task was retried (``UNAVAILABLE``), or the run's own ``RunBusyError`` refusal.
+Nothing was delivered then, and updates keep their id, so sending again never counts an input twice."""
+UPDATES_IN_FLIGHT_PER_RUN = 8
+"""Updates this process has in flight to one run at most; more wait here for a slot.
+
+The server refuses an 11th update in flight to a run (``RESOURCE_EXHAUSTED``,
+"limit on number of concurrent in-flight updates has been reached (10)"); 200
+concurrent senders in one process would otherwise mostly retry, with backoff,
+instead of queueing. Senders in other processes are still retried."""
+
+BUSY_BACKOFF_SECONDS = (0.05, 2.0)
+"""First and longest wait between two sends refused for load (doubling, with jitter)."""
 _NOT_READY_RETRIES = 12
 """Polls of the event stream retried while the run's workflow task is retried (about 8 s in all)."""
 T = TypeVar("T")
@@ -235,6 +258,67 @@ def _check_length(what: str, value: str | None, limit: int) -> None:
         raise ValueError(error)
 
 
+_RETRY_UNAVAILABLE = ("update was aborted", "please retry")
+"""``UNAVAILABLE`` messages the server means as "send it again" (an aborted update, "buffered query
+cleared, please retry" when the run's workflow task failed or was reset under a query)."""
+
+
+_slots: dict[tuple[int, int, str], tuple[asyncio.Semaphore, int]] = {}
+"""(event loop, client, workflow id) -> its update slots and how many callers hold or wait for one."""
+
+
+@contextlib.asynccontextmanager
+async def _update_slot(client: object, workflow_id: str) -> AsyncIterator[None]:
+    """Hold one of :data:`UPDATES_IN_FLIGHT_PER_RUN` slots for an update to ``workflow_id``."""
+    key = (id(asyncio.get_running_loop()), id(client), workflow_id)
+    sem, users = _slots.get(key) or (asyncio.Semaphore(UPDATES_IN_FLIGHT_PER_RUN), 0)
+    _slots[key] = (sem, users + 1)
+    try:
+        async with sem:
+            yield
+    finally:
+        sem, users = _slots[key]
+        if users <= 1:
+            del _slots[key]
+        else:
+            _slots[key] = (sem, users - 1)
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds to wait before sending again what was refused for load ``attempt`` times before (with jitter)."""
+    first, longest = BUSY_BACKOFF_SECONDS
+    return min(longest, first * (1 << min(attempt, 16))) * random.uniform(0.5, 1.0)  # jitter spreads senders
+
+
+def _busy(e: BaseException, *, idempotent: bool = True) -> str | None:
+    """Why ``e`` refused input for load, to be sent again (``None``: it is not such a refusal).
+
+    ``UNAVAILABLE`` counts only where the server says to send again (:data:`_RETRY_UNAVAILABLE`), not
+    for a server that cannot be reached.
+    ``DEADLINE_EXCEEDED`` (a run too busy to answer in time) counts for calls that
+    can be repeated safely (``idempotent``: queries, and updates, which keep their id).
+    """
+    if isinstance(e, RPCError):
+        if e.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+            return e.message
+        if e.status == RPCStatusCode.DEADLINE_EXCEEDED and idempotent:
+            return e.message
+        if e.status == RPCStatusCode.UNAVAILABLE and any(m in e.message for m in _RETRY_UNAVAILABLE):
+            return e.message
+        return None
+    if isinstance(e, WorkflowUpdateFailedError):
+        cause = innermost(e)
+        if isinstance(cause, ApplicationError) and cause.type == FAILURE_RUN_BUSY:
+            return cause.message
+        # The server's own refusal of an update no workflow task took ("UnprocessedUpdate: Workflow Update
+        # is rejected because it wasn't processed by worker"): never delivered, so safe to send again.
+        if isinstance(cause, ApplicationError) and (
+            cause.type == "UnprocessedUpdate" or cause.message.startswith("UnprocessedUpdate")
+        ):
+            return cause.message
+    return None
+
+
 def _raise_library_error(e: WorkflowFailureError | WorkflowUpdateFailedError) -> None:
     """Raise the library's own error for ``e`` if it stands for one (the SDK's error as its cause)."""
     error = library_error(e)
@@ -261,44 +345,77 @@ class RunHandle:
     def id(self) -> str:
         return self.handle.id
 
-    async def _retry_across_continue_as_new(self, call: Callable[[], Awaitable[T]]) -> T:
-        """Run ``call``, again if it met the run closing for continue-as-new.
+    async def _retry_across_continue_as_new(self, call: Callable[[], Awaitable[T]], *, idempotent: bool = True) -> T:
+        """Run ``call``, again if it met the run closing for continue-as-new, or refused for load.
 
         A signal or update that reaches the server just as the run continues
         as new can be refused with NOT_FOUND ("workflow execution already
         completed") although the workflow id has a new, running execution.
         Nothing was delivered then, so sending again is safe (updates keep
         their id, so the server would deduplicate a delivered one anyway).
+        What is refused for load (see :data:`BUSY_RETRY_SECONDS`) is sent again
+        with backoff, and ``RunBusyError`` raised if that lasts too long.
         """
-        for attempt in range(_CAN_RETRIES):
+        can_attempts = 0
+        busy_attempts = 0
+        deadline = time.monotonic() + BUSY_RETRY_SECONDS
+        while True:
             try:
                 return await call()
-            except RPCError as e:
-                if e.status != RPCStatusCode.NOT_FOUND or attempt == _CAN_RETRIES - 1:
+            except (RPCError, WorkflowUpdateFailedError) as e:
+                reason = _busy(e, idempotent=idempotent)
+                if reason is not None:
+                    if time.monotonic() >= deadline:
+                        raise RunBusyError(
+                            f"the run {self.id!r} was still refusing input for load after "
+                            f"{BUSY_RETRY_SECONDS:g} s ({reason}); send it again later"
+                        ) from e
+                    await asyncio.sleep(_backoff(busy_attempts))
+                    busy_attempts += 1
+                    continue
+                if not isinstance(e, RPCError) or e.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                can_attempts += 1
+                if can_attempts >= _CAN_RETRIES:
                     raise
                 desc = await self._latest.describe()
                 if desc.status != WorkflowExecutionStatus.RUNNING:
                     raise
-                await asyncio.sleep(0.05 * 2**attempt)  # the new execution is being created
-        raise AssertionError("unreachable")
+                await asyncio.sleep(0.05 * 2 ** (can_attempts - 1))  # the new execution is being created
+
+    async def _query(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """A query of the latest execution, sent again while the server refuses it for load."""
+        return await self._retry_across_continue_as_new(lambda: self._latest.query(name, *args, **kwargs))
 
     async def _signal(self, name: str, *args: Any) -> None:
-        await self._retry_across_continue_as_new(lambda: self._latest.signal(name, *args))
+        # Not idempotent: a signal whose call timed out may have been delivered (only refusals are sent again).
+        await self._retry_across_continue_as_new(lambda: self._latest.signal(name, *args), idempotent=False)
 
     async def _update(self, name: str, arg: Any) -> dict[str, Any]:
         # Only sending is retried: once the run has accepted the update, its outcome is
         # read from that run, even if it has continued as new since (a retry would run it twice).
+        # A refusal for load that shows in the outcome (never accepted) is sent again, as at the start.
         update_id = str(uuid.uuid4())
-        update: WorkflowUpdateHandle[dict[str, Any]] = await self._start_update(
-            lambda: self._latest.start_update(
-                name, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=dict
+        async with _update_slot(self._client or self.handle, self.id):
+            return await self._update_in_slot(name, arg, update_id)
+
+    async def _update_in_slot(self, name: str, arg: Any, update_id: str) -> dict[str, Any]:
+        deadline = time.monotonic() + BUSY_RETRY_SECONDS
+        for attempt in itertools.count():
+            update: WorkflowUpdateHandle[dict[str, Any]] = await self._start_update(
+                lambda: self._latest.start_update(
+                    name, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=dict
+                )
             )
-        )
-        try:
-            return await update.result()
-        except WorkflowUpdateFailedError as e:
-            _raise_library_error(e)
-            raise
+            try:
+                return await update.result()
+            except WorkflowUpdateFailedError as e:
+                if _busy(e) is not None and time.monotonic() < deadline:  # (never accepted)
+                    await asyncio.sleep(_backoff(attempt))
+                    continue
+                _raise_library_error(e)
+                raise
+        raise AssertionError("unreachable")
 
     async def _update_or_deliver(self, name: str, delivery: Delivery) -> dict[str, Any]:
         """Send input the caller waits for: in an update if small, else by the ``deliver`` signal.
@@ -352,17 +469,17 @@ class RunHandle:
     async def status(self) -> dict[str, Any]:
         """Live status: ``status`` (running, idle, waiting_for_input, completed, failed), superstep,
         in-flight executors, pending request count, outputs so far, warnings."""
-        status: dict[str, Any] = await self._latest.query(QUERY_STATUS)
+        status: dict[str, Any] = await self._query(QUERY_STATUS)
         return status
 
     async def pending_requests(self) -> list[dict[str, Any]]:
         """Open requests: id, executor, request JSON, response JSON schema, created time, deadline."""
-        pending: list[dict[str, Any]] = await self._latest.query(QUERY_PENDING_REQUESTS)
+        pending: list[dict[str, Any]] = await self._query(QUERY_PENDING_REQUESTS)
         return pending
 
     async def state(self) -> dict[str, Any]:
         """Committed shared state (JSON) from the ``state`` query."""
-        state: dict[str, Any] = await self._latest.query(QUERY_STATE)
+        state: dict[str, Any] = await self._query(QUERY_STATE)
         return state
 
     async def describe(self) -> WorkflowExecutionDescription:
@@ -495,7 +612,7 @@ class RunHandle:
 
     async def checkpoints(self) -> list[dict[str, Any]]:
         """The run's checkpoints, oldest first: id, superstep, label, created time, parent id."""
-        listed: list[dict[str, Any]] = await self._latest.query(QUERY_CHECKPOINTS)
+        listed: list[dict[str, Any]] = await self._query(QUERY_CHECKPOINTS)
         return listed
 
     async def latest_checkpoint_id(self) -> CheckpointId | None:
@@ -505,7 +622,7 @@ class RunHandle:
 
     async def get_checkpoint(self, checkpoint_id: CheckpointId) -> WorkflowCheckpoint | None:
         """A checkpoint the run holds itself (history-only storage), whole; ``None`` otherwise."""
-        cp: WorkflowCheckpoint | None = await self._latest.query(
+        cp: WorkflowCheckpoint | None = await self._query(
             QUERY_CHECKPOINT,
             checkpoint_id,
             result_type=WorkflowCheckpoint | None,  # type: ignore[arg-type]

@@ -15,10 +15,12 @@ answered, and every target is reached at that one boundary.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic_core import to_json
 from temporalio.exceptions import ApplicationError
 
 from temporal_workflows._engine.limits import json_size
@@ -49,9 +51,11 @@ from temporal_workflows.temporal._supersteps import TaskBudget
 
 __all__ = [
     "DELIVERED_CARRIED",
+    "FORGOTTEN_KEPT",
     "MAX_OUTCOME_CHARS",
     "Deliveries",
     "Inbox",
+    "delivery_digest",
     "oversized_event",
     "oversized_respond",
     "oversized_send",
@@ -60,6 +64,9 @@ __all__ = [
 
 DELIVERED_CARRIED = 200
 """Answered request ids carried across continue-as-new, to say "already answered"."""
+
+FORGOTTEN_KEPT = 2000
+"""Delivery ids (as 12-character digests) whose outcomes were let go, remembered to answer "too old"."""
 
 MAX_OUTCOME_CHARS = 2000
 """Characters of a refusal's message a delivery outcome keeps (it is carried across continue-as-new)."""
@@ -97,7 +104,9 @@ class Inbox:
     """Outside input waiting for the next boundary, and which requests were answered.
 
     Args:
-        validate: Type-checks a value in a local activity (the types are user code).
+        validate: Type-checks a value in a local activity (the types are user code), at a boundary.
+        validate_update: Type-checks what an update or ``deliver`` signal brought, in its handler
+            (a regular activity: see ``_locals``); ``validate`` if not given.
         board: Where warnings about unusable signal input go.
         carried: What the previous execution handed over when it continued as new.
     """
@@ -111,9 +120,11 @@ class Inbox:
         budget: TaskBudget | None = None,
         route: Route | None = None,
         publish: Callable[[Envelope], None] | None = None,
+        validate_update: Validate | None = None,
     ) -> None:
         carried = carried or CarriedInbox()
         self._validate = validate
+        self._validate_update = validate_update or validate
         self._route = route
         self._publish = publish
         self._board = board
@@ -124,7 +135,7 @@ class Inbox:
         # Request ids whose response reached the engine.
         self._delivered: set[str] = set(carried.delivered)
         self._delivered_order: list[str] = list(carried.delivered)
-        self.deliveries = Deliveries(carried.outcomes)
+        self.deliveries = Deliveries(carried.outcomes, carried.forgotten, carried.forgotten_count)
 
     def __bool__(self) -> bool:
         return bool(self.items)
@@ -201,7 +212,7 @@ class Inbox:
 
     async def accept_response(self, engine: Engine, inp: RespondInput) -> dict[str, Any]:
         req = self.pending_request(engine, inp.request_id)
-        checked = await self._validate(req.executor_id, Envelope(None, inp.response), req)
+        checked = await self._validate_update(req.executor_id, Envelope(None, inp.response), req)
         # Another answer may have been accepted while this one was validated.
         req = self.pending_request(engine, inp.request_id)
         if checked.value is None:
@@ -236,7 +247,7 @@ class Inbox:
         checked: list[tuple[PendingRequest, Envelope]] = []
         for r in inp.responses:
             req = self.pending_request(engine, r.request_id)
-            result = await self._validate(req.executor_id, Envelope(None, r.response), req)
+            result = await self._validate_update(req.executor_id, Envelope(None, r.response), req)
             if result.value is None:
                 raise refuse(
                     result.error_type or FAILURE_INVALID_RESPONSE,
@@ -254,7 +265,7 @@ class Inbox:
         return {"request_ids": [req.request_id for req, _ in checked], "accepted": True}
 
     async def accept_message(self, inp: SendInput, check_open: Callable[[], None]) -> dict[str, Any]:
-        checked = await self._validate(inp.executor_id, Envelope(inp.message_type, inp.message), None)
+        checked = await self._validate_update(inp.executor_id, Envelope(inp.message_type, inp.message), None)
         if checked.value is None:
             raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "undeliverable message")
         check_open()
@@ -368,6 +379,8 @@ class Inbox:
             items=[CarriedInput(i.kind, i.key, i.value, i.validated) for i in self.items],
             delivered=self._delivered_order[-DELIVERED_CARRIED:],
             outcomes=self.deliveries.carry(),
+            forgotten=self.deliveries.carry_forgotten(),
+            forgotten_count=self.deliveries.forgotten_count,
         )
 
 
@@ -382,40 +395,91 @@ class Deliveries:
     so a confirmation that reaches the next execution still finds its own.
     """
 
-    def __init__(self, carried: list[DeliveryOutcome]) -> None:
+    def __init__(
+        self, carried: list[DeliveryOutcome], forgotten: list[str] | None = None, forgotten_count: int = 0
+    ) -> None:
         self._outcomes: dict[str, DeliveryOutcome] = {}
-        self._open: set[str] = set()
+        self._open: dict[str, str] = {}  # id -> digest of what it delivers
         # Bounded again as they are read: a forged start input must not carry more than a run keeps.
         for o in carried[-DELIVERED_CARRIED:]:
             if len(o.id) <= MAX_ID_CHARS:
                 self._outcomes[o.id] = _bounded(o)
+        self._forgotten: list[str] = [f for f in (forgotten or [])[-FORGOTTEN_KEPT:] if len(f) <= _DIGEST_CHARS]
+        self._forgotten_set = set(self._forgotten)
+        self.forgotten_count = max(len(self._forgotten), forgotten_count)
 
     def known(self, delivery_id: str) -> bool:
         """Whether a delivery of this id reached the run (settled or still being checked)."""
         return delivery_id in self._open or delivery_id in self._outcomes
 
-    def begin(self, delivery_id: str) -> None:
-        self._open.add(delivery_id)
+    def digest_of(self, delivery_id: str) -> str | None:
+        """The digest of what the known delivery ``delivery_id`` delivered (``None`` for one recorded before)."""
+        if delivery_id in self._open:
+            return self._open[delivery_id]
+        outcome = self._outcomes.get(delivery_id)
+        return outcome.digest if outcome is not None else None
+
+    def forgotten(self, delivery_id: str) -> bool:
+        """Whether a delivery of this id reached the run and its outcome was let go (too old to keep)."""
+        return _digest(delivery_id) in self._forgotten_set
+
+    @property
+    def lost_track(self) -> bool:
+        """Whether some deliveries' ids are no longer remembered at all (more were let go than are listed)."""
+        return self.forgotten_count > len(self._forgotten)
+
+    def begin(self, delivery_id: str, digest: str | None = None) -> None:
+        self._open[delivery_id] = digest or ""
 
     def settle(self, delivery_id: str, result: dict[str, Any] | ApplicationError) -> None:
         """Keep what became of a delivery: the accepted result, or the refusal."""
-        self._open.discard(delivery_id)
+        digest = self._open.pop(delivery_id, None) or None
         if isinstance(result, ApplicationError):
             details = result.details[0] if result.details and isinstance(result.details[0], dict) else {}
             outcome = DeliveryOutcome(
-                delivery_id, error_type=result.type or "ApplicationError", error=result.message, details=details
+                delivery_id,
+                error_type=result.type or "ApplicationError",
+                error=result.message,
+                details=details,
+                digest=digest,
             )
         else:
-            outcome = DeliveryOutcome(delivery_id, result=result)
+            outcome = DeliveryOutcome(delivery_id, result=result, digest=digest)
         self._outcomes[delivery_id] = _bounded(outcome)
         while len(self._outcomes) > DELIVERED_CARRIED:
-            del self._outcomes[next(iter(self._outcomes))]
+            oldest = next(iter(self._outcomes))
+            del self._outcomes[oldest]
+            # Remembered, to answer "too old" rather than "never arrived" (which invites a second send).
+            self.forgotten_count += 1
+            key = _digest(oldest)
+            self._forgotten.append(key)
+            self._forgotten_set.add(key)
+            if len(self._forgotten) > FORGOTTEN_KEPT:
+                dropped = self._forgotten.pop(0)
+                if dropped not in self._forgotten:
+                    self._forgotten_set.discard(dropped)
 
     def outcome(self, delivery_id: str) -> DeliveryOutcome | None:
         return self._outcomes.get(delivery_id)
 
     def carry(self) -> list[DeliveryOutcome]:
         return list(self._outcomes.values())
+
+    def carry_forgotten(self) -> list[str]:
+        return list(self._forgotten)
+
+
+_DIGEST_CHARS = 12
+
+
+def _digest(text: str) -> str:
+    """A short, stable digest (the same on every worker and on replay)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_CHARS]
+
+
+def delivery_digest(content: Any) -> str:
+    """The digest of what a delivery delivers (its ``send`` or ``respond`` input), to tell a reused id."""
+    return _digest(to_json(content).decode())
 
 
 def _bounded(o: DeliveryOutcome) -> DeliveryOutcome:
@@ -432,6 +496,7 @@ def _bounded(o: DeliveryOutcome) -> DeliveryOutcome:
         result = {"accepted": True}
     return DeliveryOutcome(
         o.id,
+        digest=o.digest[:_DIGEST_CHARS] if o.digest else None,
         result=result,
         error_type=o.error_type[:MAX_TYPE_NAME_CHARS] if o.error_type else None,
         error=o.error[:MAX_OUTCOME_CHARS] if o.error else None,

@@ -35,6 +35,8 @@ __all__ = [
     "PATCH_STATE_PAGES",
     "PATCH_STATUS_ON_EVERY_FAILURE",
     "PATCH_TASK_BUDGET",
+    "PATCH_VALIDATE_IN_ACTIVITY",
+    "PATCH_WAIT_FOR_SIGNATURE",
     "RunPatches",
     "patched",
 ]
@@ -99,6 +101,15 @@ payload (a step read it in one query, a continue-as-new carried it); newer ones 
 payloads (a step reads the state in pages) and, while history has room, continue as new later when the
 state is too large to carry, saying so in the status's warnings."""
 
+PATCH_VALIDATE_IN_ACTIVITY = "validate-outside-input-in-activity"
+"""Runs recorded before this type-checked an update's (or a ``deliver`` signal's) input in a local activity
+inside its handler, which concurrent updates and a query could make unreplayable (``_locals``); newer
+ones check it in a regular activity, issued only while none of the run's local activities is in flight."""
+
+PATCH_WAIT_FOR_SIGNATURE = "wait-for-a-worker-of-the-run-signature"
+"""Runs recorded before this failed a step whose every attempt met workers of another graph signature
+(a deploy without Worker Versioning); newer ones schedule it again, with backoff, for ``SIGNATURE_WAIT``."""
+
 PATCHES = (
     PATCH_DEFAULT_HEARTBEAT,
     PATCH_TASK_BUDGET,
@@ -108,6 +119,7 @@ PATCHES = (
     PATCH_FIRST_COME,
     PATCH_RELEASE_OUTPUTS,
     PATCH_STATE_PAGES,
+    PATCH_VALIDATE_IN_ACTIVITY,
 )
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -50,12 +51,18 @@ __all__ = [
     "FAILURE_UNKNOWN_REQUEST",
     "FAILURE_ALREADY_ANSWERED",
     "FAILURE_RUN_CLOSED",
+    "FAILURE_RUN_BUSY",
     "FAILURE_INPUT_TOO_LONG",
     "FAILURE_UNKNOWN_DELIVERY",
+    "FAILURE_DELIVERY_FORGOTTEN",
     "QUERY_CHECKPOINT",
     "QUERY_CHECKPOINTS",
     "QUERY_COMMITTED_STATE",
     "QUERY_COMMITTED_STATE_PAGE",
+    "QUERY_OUTSIDE_INPUT",
+    "VALIDATE_INLINE_BYTES",
+    "SIGNATURE_WAIT",
+    "SIGNATURE_RETRY_DELAYS",
     "QUERY_PENDING_REQUESTS",
     "QUERY_STATE",
     "QUERY_STATUS",
@@ -188,12 +195,30 @@ QUERY_COMMITTED_STATE_PAGE = "temporal_workflows.committed_state_page"
 """Query serving the committed state in pages (:class:`StatePage`), so a state larger than one query answer
 still reaches a step: the argument is the offset of the page in the state's JSON text."""
 
+QUERY_OUTSIDE_INPUT = "temporal_workflows.outside_input"
+"""Query serving the ``validate`` activity a large input it checks by reference (``ValidateInput.ref``)."""
+
+SIGNATURE_WAIT = timedelta(hours=24)
+"""How long a step refused by workers of another graph signature (a deploy without Worker Versioning)
+is scheduled again, waiting for a worker hosting the run's graph, before the run fails."""
+
+SIGNATURE_RETRY_DELAYS = (timedelta(seconds=15), timedelta(minutes=5))
+"""First and longest wait before such a step is scheduled again (doubling)."""
+
+VALIDATE_INLINE_BYTES = 16 * 1024
+"""Largest input the ``validate`` activity gets inside its own input; larger input it reads by query.
+
+History records an activity's input: a large value it already holds (in its
+update or signal) is not recorded a second time."""
+
 # -- failure types ------------------------------------------------------------------
 # The ``type`` of every ApplicationError the workflow or an activity raises. The
 # library's own errors travel under their class name, so the client turns a failed
 # update or run back into the exception a run in process raises (``_failures``).
 
 FAILURE_RUN_CLOSED = "RunClosedError"
+FAILURE_RUN_BUSY = "RunBusyError"
+"""An update refused for now (the run's own local activity in flight): retryable, the client retries it."""
 """Update refused: the run has completed, failed, or is closing."""
 FAILURE_ALREADY_ANSWERED = "AlreadyAnsweredError"
 """Update refused: the request was answered already."""
@@ -218,6 +243,8 @@ FAILURE_INPUT_TOO_LONG = "InputTooLongError"
 """Update refused (a signal: warned about): an id, label or type name over its limit (``MAX_*_CHARS``)."""
 FAILURE_UNKNOWN_DELIVERY = "UnknownDeliveryError"
 """``confirm_delivery`` refused: no ``deliver`` signal of this id reached the run."""
+FAILURE_DELIVERY_FORGOTTEN = "DeliveryForgottenError"
+"""``confirm_delivery`` of a delivery the run took, whose outcome is older than those it keeps."""
 LEGACY_FAILURE_TYPES = {
     "RunClosed": FAILURE_RUN_CLOSED,
     "InvalidRunInput": FAILURE_INVALID_RUN_INPUT,
@@ -330,6 +357,10 @@ class CarriedInbox:
     """Recently answered request ids, to say "already answered" to a late second answer."""
     outcomes: list[DeliveryOutcome] = field(default_factory=list)
     """Recent deliveries' outcomes, for a ``confirm_delivery`` that reaches the next execution."""
+    forgotten: list[str] = field(default_factory=list)
+    """Short digests of delivery ids whose outcomes are no longer kept (to answer "too old", not "never")."""
+    forgotten_count: int = 0
+    """How many outcomes were let go in all (more than ``forgotten`` holds: some ids are not remembered)."""
 
 
 @dataclass
@@ -623,6 +654,8 @@ class DeliveryOutcome:
     error_type: str | None = None
     error: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    digest: str | None = None
+    """A short digest of what was delivered: the same id again with other content is a warning."""
 
 
 @dataclass
@@ -633,6 +666,9 @@ class ValidateInput:
     executor_id: str
     value: Envelope
     request: PendingRequest | None = None
+    ref: str | None = None
+    """Set for large input: ``value`` holds its type only, and the activity reads the value from the run
+    with the ``QUERY_OUTSIDE_INPUT`` query (history holds it once already)."""
 
 
 @dataclass

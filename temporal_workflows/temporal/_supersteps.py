@@ -33,18 +33,23 @@ from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._engine.subruns import Activation, SubrunOutcome, SubrunSuperstep
 from temporal_workflows.temporal._children import run_child
 from temporal_workflows.temporal._failures import innermost
+from temporal_workflows.temporal._locals import execute_local_activity
 from temporal_workflows.temporal._options import activity_options
 from temporal_workflows.temporal._patches import (
     PATCH_EVERY_FAILED_STEP,
     PATCH_FIRST_COME,
     PATCH_TASK_BUDGET,
+    PATCH_WAIT_FOR_SIGNATURE,
     patched,
 )
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_REDUCE,
+    FAILURE_SIGNATURE_MISMATCH,
     LEGACY_FAILURE_TYPES,
     MAX_STEPS_IN_FLIGHT,
     SIGNATURE_PREFIX,
+    SIGNATURE_RETRY_DELAYS,
+    SIGNATURE_WAIT,
     TASK_BUDGET_BYTES,
     ReduceInput,
     StepInput,
@@ -156,8 +161,10 @@ class StepRunner:
         *,
         epoch: int,
         budget: TaskBudget | None = None,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         self.topology = topology
+        self.notice = notice  # says in the run's status what a step waits for
         self.step_options = step_options
         self.epoch = epoch
         self.budget = budget or TaskBudget()
@@ -300,21 +307,68 @@ class StepRunner:
             budget = self.budget
             if local:
                 # Its input is not recorded; its result is, in a marker, in the task it comes back in.
-                raw = await workflow.execute_local_activity(
+                raw = await execute_local_activity(
                     activity_type, arg, result_type=dict, activity_id=activity_id, **options
                 )
                 budget.charge(len(to_json(raw)))
             else:
                 size = len(to_json(arg))
-                async with budget.lock:
-                    # Steps whose inputs would pass the budget together start in the next workflow task.
-                    await budget.room(size)
-                    handle = workflow.start_activity(
-                        activity_type, arg, result_type=dict, activity_id=activity_id, **options
-                    )
-                    budget.charge(size)
-                raw = await handle
+                rounds = 0
+                while True:
+                    async with budget.lock:
+                        # Steps whose inputs would pass the budget together start in the next workflow task.
+                        await budget.room(size)
+                        handle = workflow.start_activity(
+                            activity_type,
+                            arg,
+                            result_type=dict,
+                            activity_id=activity_id if rounds == 0 else f"{activity_id}.{rounds}",
+                            **options,
+                        )
+                        budget.charge(size)
+                    try:
+                        raw = await handle
+                        break
+                    except ActivityError as e:
+                        delay = self._signature_wait(e, task, rounds)
+                        if delay is None:
+                            raise
+                    rounds += 1
+                    await workflow.sleep(delay, summary=f"wait for a worker hosting {self.topology.name}'s graph")
         return decode_step_result(raw, task, self.topology.fan_in_groups)
+
+    def _signature_wait(self, e: ActivityError, task: StepTask, rounds: int) -> timedelta | None:
+        """How long to wait before scheduling again a step that only met workers of another graph signature.
+
+        A deploy without Worker Versioning that replaces every worker leaves a
+        waiting run no worker of its graph: its step is refused (retryably) by
+        each new one. The run waits for one to come back (a rollback, or old
+        workers kept for draining) for ``SIGNATURE_WAIT``, saying so in its
+        status, rather than failing within seconds. ``None``: fail as before.
+        """
+        cause = innermost(e)
+        if not isinstance(cause, ApplicationError) or cause.type != FAILURE_SIGNATURE_MISMATCH:
+            return None
+        if not patched(PATCH_WAIT_FOR_SIGNATURE):
+            return None
+        first, longest = SIGNATURE_RETRY_DELAYS
+
+        def backoff(i: int) -> timedelta:
+            return min(longest, first * (1 << min(i, 16)))
+
+        if sum((backoff(i) for i in range(rounds)), timedelta()) >= SIGNATURE_WAIT:
+            return None
+        delay = backoff(rounds)
+        if rounds == 0 and self.notice is not None:
+            details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
+            self.notice(
+                f"step {task.executor_id!r} of superstep {task.superstep} waits for a worker hosting graph "
+                f"{self.topology.name!r} with signature {str(details.get('run_signature', '?'))[:16]}… (the "
+                f"run's); the workers polling its task queue host signature "
+                f"{str(details.get('worker_signature', '?'))[:16]}…. It is scheduled again, with backoff, for up "
+                f"to {SIGNATURE_WAIT}; run such a worker, or turn on Worker Versioning (docs/deployment.md)"
+            )
+        return delay
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         """Run a callable reducer (user code) in an activity.

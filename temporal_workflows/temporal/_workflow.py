@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from pydantic_core import to_json
@@ -84,7 +84,14 @@ from temporal_workflows.temporal._children import (
     subrun_refusal,
 )
 from temporal_workflows.temporal._failures import refuse, to_failure
-from temporal_workflows.temporal._inbox import Inbox, oversized_event, oversized_send
+from temporal_workflows.temporal._inbox import (
+    DELIVERED_CARRIED,
+    Inbox,
+    delivery_digest,
+    oversized_event,
+    oversized_send,
+)
+from temporal_workflows.temporal._locals import LocalActivities, execute_local_activity
 from temporal_workflows.temporal._patches import (
     PATCH_CARRY_LATER,
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
@@ -95,6 +102,7 @@ from temporal_workflows.temporal._patches import (
     PATCH_STATUS_ON_CONTINUE_AS_NEW,
     PATCH_STATUS_ON_EVERY_FAILURE,
     PATCH_TASK_BUDGET,
+    PATCH_VALIDATE_IN_ACTIVITY,
     RunPatches,
 )
 from temporal_workflows.temporal._protocol import (
@@ -103,7 +111,9 @@ from temporal_workflows.temporal._protocol import (
     ACTIVITY_VALIDATE,
     DEFAULT_MAX_HISTORY_EVENTS,
     EVENTS_TOPIC,
+    FAILURE_DELIVERY_FORGOTTEN,
     FAILURE_INPUT_TOO_LONG,
+    FAILURE_RUN_BUSY,
     FAILURE_RUN_CLOSED,
     FAILURE_UNDELIVERABLE,
     FAILURE_UNKNOWN_DELIVERY,
@@ -120,6 +130,7 @@ from temporal_workflows.temporal._protocol import (
     QUERY_CHECKPOINTS,
     QUERY_COMMITTED_STATE,
     QUERY_COMMITTED_STATE_PAGE,
+    QUERY_OUTSIDE_INPUT,
     QUERY_PENDING_REQUESTS,
     QUERY_STATE,
     QUERY_STATUS,
@@ -130,6 +141,7 @@ from temporal_workflows.temporal._protocol import (
     SIGNAL_RESPOND,
     SIGNAL_SEND,
     SIGNAL_SEND_EVENT,
+    SIGNATURE_PREFIX,
     UPDATE_CHECKPOINT,
     UPDATE_CONFIRM,
     UPDATE_RESET,
@@ -137,6 +149,7 @@ from temporal_workflows.temporal._protocol import (
     UPDATE_RESPOND_ALL,
     UPDATE_SEND,
     UPDATE_SEND_EVENT,
+    VALIDATE_INLINE_BYTES,
     Carried,
     CarriedCheckpoints,
     CheckpointRequest,
@@ -367,6 +380,9 @@ class GraphWorkflow:
         self._board = StatusBoard(self._publish, carried.status if carried else None)
         self.patches = RunPatches()
         self._budget = TaskBudget()
+        self.locals = LocalActivities()  # read by _locals.execute_local_activity
+        self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
+        self._held_count = 0
         self._inbox = Inbox(
             self._validate,
             self._board,
@@ -374,6 +390,7 @@ class GraphWorkflow:
             budget=self._budget,
             route=self._route,
             publish=self._publish,
+            validate_update=self._validate_update,
         )
         self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
         self._engine: Engine | None = None
@@ -424,6 +441,11 @@ class GraphWorkflow:
         start = max(0, offset)
         return StatePage(version, len(text), text[start : start + page])
 
+    @workflow.query(name=QUERY_OUTSIDE_INPUT)
+    def outside_input(self, ref: str) -> Envelope | None:
+        """Large outside input the ``validate`` activity checks by reference (``ValidateInput.ref``)."""
+        return self._held.get(ref)
+
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> dict[str, Any]:
         """Where the run is: status, superstep, in-flight executors, requests, outputs so far, warnings."""
@@ -443,6 +465,8 @@ class GraphWorkflow:
             "resets": self._epoch,
             "continued_as_new": self._segment,
             "lineage": self._lineage,
+            # The run's graph version: a worker without Worker Versioning compares its own at start-up.
+            "graph_signature": self._topology.signature_hash[:SIGNATURE_PREFIX] if self._topology else None,
         }
 
     @workflow.query(name=QUERY_CHECKPOINTS)
@@ -544,6 +568,7 @@ class GraphWorkflow:
     @take_checkpoint.validator
     def _validate_take_checkpoint(self, req: CheckpointRequest | None = None) -> None:
         self._check_open()
+        self._check_not_busy()
         error = _label_error(req)
         if error is not None:
             raise refuse(FAILURE_INPUT_TOO_LONG, error)
@@ -558,6 +583,7 @@ class GraphWorkflow:
         if error is not None:
             self._board.warn(f"reset refused: {error}")
             return
+        await self._quiet()
         try:
             self._reset = await self._plan_reset(req or ResetRequest())
         except ApplicationError as e:
@@ -579,6 +605,7 @@ class GraphWorkflow:
     @reset_run.validator
     def _validate_reset_run(self, req: ResetRequest | None = None) -> None:
         self._check_open()
+        self._check_not_busy()
         error = _reset_error(req) if req is not None else None
         if error is not None:
             raise refuse(FAILURE_INPUT_TOO_LONG, error)
@@ -610,6 +637,10 @@ class GraphWorkflow:
     @submit_response.validator
     def _validate_submit_response(self, inp: RespondInput) -> None:
         # Rejected here, an update leaves no trace in history.
+        self._check_not_busy()
+        self._check_respond(inp)
+
+    def _check_respond(self, inp: RespondInput) -> None:
         self._check_open()
         self._inbox.check_request(self._engine, inp.request_id)
 
@@ -628,6 +659,7 @@ class GraphWorkflow:
 
     @submit_responses.validator
     def _validate_submit_responses(self, inp: RespondAllInput) -> None:
+        self._check_not_busy()
         self._check_open()
         if not inp.responses or len(inp.responses) > MAX_RESPONSES_PER_UPDATE:
             raise refuse(
@@ -645,6 +677,10 @@ class GraphWorkflow:
 
     @send_message.validator
     def _validate_send_message(self, inp: SendInput) -> None:
+        self._check_not_busy()
+        self._check_send(inp)
+
+    def _check_send(self, inp: SendInput) -> None:
         self._check_open()
         error = oversized_send(inp)
         if error is not None:
@@ -668,6 +704,7 @@ class GraphWorkflow:
     @submit_event.validator
     def _validate_submit_event(self, inp: EventInput) -> None:
         # Rejected here, an update leaves no trace in history.
+        self._check_not_busy()
         self._check_open()
         error = oversized_event(inp)
         if error is not None:
@@ -683,29 +720,45 @@ class GraphWorkflow:
     @workflow.signal(name=SIGNAL_DELIVER)
     async def deliver(self, raw: RawValue) -> None:
         """Large input a client waits for: checked as its update would be, the outcome kept to confirm."""
-        d, _ = self._signal_arg(SIGNAL_DELIVER, raw, Delivery)
+        d, ok = self._signal_arg(SIGNAL_DELIVER, raw, Delivery)
         if d is None:
+            if ok:  # (a malformed argument was warned about already)
+                self._board.warn("signal 'deliver' ignored: it needs a delivery (id, and send or respond), not null")
             return
         error = too_long("delivery id", d.id, MAX_ID_CHARS)
         if error is not None or [d.send, d.respond, d.event].count(None) != 2:
             self._board.warn(f"signal 'deliver' ignored: {error or 'it needs exactly one of send, respond or event'}")
             return
         deliveries = self._inbox.deliveries
+        digest = delivery_digest(d.send if d.send is not None else d.respond)
         if deliveries.known(d.id):
+            known = deliveries.digest_of(d.id)
+            if known and known != digest:
+                # The same id with other content: not delivered, and confirm_delivery answers for the first.
+                self._board.warn(
+                    f"signal 'deliver' ignored: delivery id {quote(d.id)} was already used for other input; "
+                    "give each delivery its own id"
+                )
             return  # the same delivery again: its outcome stands
-        deliveries.begin(d.id)
+        if deliveries.forgotten(d.id):
+            self._board.warn(
+                f"signal 'deliver' ignored: delivery {quote(d.id)} reached this run before "
+                "(its outcome is too old to be kept); give each delivery its own id"
+            )
+            return
+        deliveries.begin(d.id, digest)
         outcome: dict[str, Any] | ApplicationError
         try:
             # As the update would, less charging the task for its input: the server records a signal's.
             if d.send is not None:
-                self._validate_send_message(d.send)
+                self._check_send(d.send)
                 outcome = await self._inbox.accept_message(d.send, self._check_open)
             elif d.event is not None:
                 self._validate_submit_event(d.event)
                 outcome = await self._inbox.accept_event(await self._started_engine(), d.event, self._check_open)
             else:
                 assert d.respond is not None
-                self._validate_submit_response(d.respond)
+                self._check_respond(d.respond)
                 outcome = await self._inbox.accept_response(await self._started_engine(), d.respond)
         except ApplicationError as e:
             outcome = e
@@ -724,11 +777,28 @@ class GraphWorkflow:
 
     @confirm_delivery.validator
     def _validate_confirm_delivery(self, inp: ConfirmInput) -> None:
-        if not self._inbox.deliveries.known(inp.id):
+        self._check_not_busy()
+        deliveries = self._inbox.deliveries
+        if deliveries.known(inp.id):
+            return
+        if deliveries.forgotten(inp.id):
+            # Not "never arrived": sending it again would deliver it twice.
             raise refuse(
-                FAILURE_UNKNOWN_DELIVERY,
-                f"no delivery {quote(inp.id)} reached this run: send it by the 'deliver' signal first",
+                FAILURE_DELIVERY_FORGOTTEN,
+                f"delivery {quote(inp.id)} reached this run and was processed (accepted or refused), but its "
+                f"outcome is too old to be kept (the run keeps the last {DELIVERED_CARRIED}); do not send it again",
+                delivery_id=inp.id,
             )
+        hint = (
+            f" (this run no longer remembers {deliveries.forgotten_count} older deliveries: if this one is that "
+            "old, it may have been processed)"
+            if deliveries.lost_track
+            else ""
+        )
+        raise refuse(
+            FAILURE_UNKNOWN_DELIVERY,
+            f"no delivery {quote(inp.id)} reached this run: send it by the 'deliver' signal first{hint}",
+        )
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
@@ -762,6 +832,73 @@ class GraphWorkflow:
         self._board.warn(f"signal {signal!r} ignored: {subrun_refusal(self._subrun)}")
         return True
 
+    def _check_not_busy(self) -> None:
+        """Refuse an update while one of the run's local activities is in flight (see ``_locals``).
+
+        Accepted now, the update could be ordered before that activity's result
+        in history and after it on replay. Refused, it leaves no trace; the
+        client sends it again shortly (``RunBusyError`` is retryable).
+        """
+        if not self.locals.idle:
+            raise refuse(
+                FAILURE_RUN_BUSY,
+                "the run is busy with a local activity of its own; send the update again shortly",
+                retryable=True,
+            )
+
+    async def _quiet(self) -> None:
+        """Wait until none of the run's local activities is in flight, before issuing a command from a handler.
+
+        A handler's command then follows the result of any such activity in
+        history and on replay alike (see ``_locals``). Runs recorded before
+        ``PATCH_VALIDATE_IN_ACTIVITY`` did not wait.
+        """
+        if self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
+            locals_ = self.locals
+            await workflow.wait_condition(lambda: locals_.idle)
+
+    async def _validate_update(self, executor_id: str, value: Envelope, request: PendingRequest | None) -> Validated:
+        """Type-check input an update (or a ``deliver`` signal) brought, in a regular activity.
+
+        A local activity here made concurrent input unreplayable (``_locals``):
+        its result can reach the run an activation late. A regular activity's
+        result is a history event, delivered where it is recorded.
+        """
+        if not self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
+            return await self._validate(executor_id, value, request)
+        await self._quiet()
+        name = workflow.info().workflow_type
+        what = f"response to {request.request_id}" if request else f"message for {executor_id}"
+        ref: str | None = None
+        if json_size(value.data) > VALIDATE_INLINE_BYTES:
+            # History holds it already (its update or signal): the activity reads it by query, not again.
+            self._held_count += 1
+            ref = f"input-{self._held_count}"
+            self._held[ref] = value
+            arg = ValidateInput(name, executor_id, Envelope(value.type, None), request, ref=ref)
+        else:
+            arg = ValidateInput(name, executor_id, value, request)
+        try:
+            budget = self._budget
+            async with budget.lock:
+                size = json_size(arg)
+                await budget.room(size)  # its input is recorded in this workflow task's command
+                handle = workflow.start_activity(
+                    ACTIVITY_VALIDATE,
+                    arg,
+                    result_type=Validated,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=5)),
+                    summary=f"validate {what}",
+                )
+                budget.charge(size)
+            result: Validated = await handle
+        finally:
+            if ref is not None:
+                del self._held[ref]
+        await self._quiet()  # what the handler does next follows any local activity's result
+        return result.resolved(value)
+
     def _check_open(self) -> None:
         if self._subrun is not None:
             raise refuse(FAILURE_RUN_CLOSED, subrun_refusal(self._subrun))
@@ -774,7 +911,7 @@ class GraphWorkflow:
         name = workflow.info().workflow_type
 
         async def validate() -> Validated:
-            checked: Validated = await workflow.execute_local_activity(
+            checked: Validated = await execute_local_activity(
                 ACTIVITY_VALIDATE,
                 ValidateInput(name, executor_id, value, request),
                 result_type=Validated,
@@ -800,15 +937,36 @@ class GraphWorkflow:
     async def _route(self, step: str | None, event: Envelope, pending: list[PendingRequest], busy: bool) -> Routed:
         """Type and route an event sent into the run in a local activity: event classes are user code."""
         name = workflow.info().workflow_type
+        summary = f"route {event.type or 'event'}" + (f" to {step}" if step else "")
+        arg = RouteInput(name, event, step, pending, busy)
+        if self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
+            # A regular activity, as for validation (``_validate_update``): a local activity in an update
+            # handler made concurrent input unreplayable (``_locals``).
+            await self._quiet()
+            async with self._budget.lock:
+                size = json_size(arg)
+                await self._budget.room(size)  # its input is recorded in this workflow task's command
+                handle = workflow.start_activity(
+                    ACTIVITY_ROUTE,
+                    arg,
+                    result_type=Routed,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=5)),
+                    summary=summary,
+                )
+                self._budget.charge(size)
+            result: Routed = await handle
+            await self._quiet()
+            return result
         async with self._budget.lock:
             await self._budget.room(self._payload_limit)
-            routed: Routed = await workflow.execute_local_activity(
+            routed: Routed = await execute_local_activity(
                 ACTIVITY_ROUTE,
-                RouteInput(name, event, step, pending, busy),
+                arg,
                 result_type=Routed,
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_attempts=3),
-                summary=f"route {event.type or 'event'}" + (f" to {step}" if step else ""),
+                summary=summary,
             )
             self._budget.charge(json_size(routed))
         return routed
@@ -854,7 +1012,7 @@ class GraphWorkflow:
             _check_input(inp)
         except InvalidRunInputError as e:
             raise to_failure(e) from None
-        raw: RawValue = await workflow.execute_local_activity(
+        raw: RawValue = await execute_local_activity(
             ACTIVITY_TOPOLOGY,
             name,
             result_type=RawValue,
@@ -874,7 +1032,9 @@ class GraphWorkflow:
         cps.setup = pinned.checkpoints or CheckpointSetup()
         self._payload_limit = pinned.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
         self._max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
-        steps = self._steps = StepRunner(topology, pinned.step_options or {}, epoch=self._epoch, budget=self._budget)
+        steps = self._steps = StepRunner(
+            topology, pinned.step_options or {}, epoch=self._epoch, budget=self._budget, notice=self._board.warn
+        )
         steps.max_in_flight = inp.max_steps_in_flight or MAX_STEPS_IN_FLIGHT
         steps.streaming = inp.stream
         steps.invocation_kwargs = inp.invocation_kwargs
@@ -1023,6 +1183,24 @@ class GraphWorkflow:
             )
         return True
 
+    def _inbox_takes_first(self) -> bool:
+        """Whether a long history continues as new only after the next boundary takes the inbox's input.
+
+        Validated in regular activities (``PATCH_VALIDATE_IN_ACTIVITY``), an
+        update's input reaches the inbox when its activity returns, also while
+        the run settles its handlers to continue as new. Too large to carry, it
+        is taken into the engine first, while history has room; runs recorded
+        before decided without it.
+        """
+        if not self._inbox or not self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
+            return False
+        info = workflow.info()
+        return (
+            json_size([i.value.data for i in self._inbox.items]) > self._payload_limit // 2
+            and info.get_current_history_size() < POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES
+            and info.get_current_history_length() < POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS
+        )
+
     async def _settle(self, engine: Engine, *, continuing: bool = False) -> None:
         """Let every handler finish before the run closes or continues as new.
 
@@ -1052,11 +1230,13 @@ class GraphWorkflow:
             state = dataclasses.replace(state, log=state.log[extra:], base_offset=state.base_offset + extra)
         return state
 
-    async def _continue_as_new(self, engine: Engine) -> NoReturn:
+    async def _continue_as_new(self, engine: Engine, *, may_postpone: bool = False) -> None:
         """Continue as new at this boundary, for a reset or because history is long.
 
         The engine snapshot (or the reset's starting point) is the new run's
         input; each part carries itself. Nothing is lost: handlers finish first.
+        Returns (``may_postpone``) when the handlers that finished left input
+        too large to carry in the inbox: the next boundary takes it first.
         """
         if self._steps is not None:
             self._steps.in_flight = []
@@ -1064,6 +1244,8 @@ class GraphWorkflow:
         # Its input (up to a payload) waits for the next workflow task if this one has recorded much.
         while await self._budget.room(self._payload_limit):
             await self._settle(engine, continuing=True)
+        if may_postpone and self._inbox_takes_first():
+            return
         info = workflow.info()
         cps = self._checkpoints
         plan = self._reset  # a reset accepted while settling wins
@@ -1140,6 +1322,7 @@ class GraphWorkflow:
             # This segment closes: it is no longer running or waiting; its successor says where the run is.
             self._board.set("continued_as_new", "continued as new")
         workflow.continue_as_new(args=[arg])
+        raise AssertionError("unreachable")  # continue_as_new raises
 
     def _release_outputs(self, arg: RunInput, size: int) -> int:
         """Release the oldest outputs the continue-as-new input carries until it fits; its size then."""
@@ -1215,8 +1398,9 @@ class _Host(DriverHost):
         )
 
     async def before_superstep(self, engine: Engine) -> None:
-        if self.wf._history_is_long() and not self.wf._carry_later(engine):
-            await self.wf._continue_as_new(engine)
+        wf = self.wf
+        if wf._history_is_long() and not wf._carry_later(engine) and not wf._inbox_takes_first():
+            await wf._continue_as_new(engine, may_postpone=True)
 
     async def wait_for_input(self, engine: Engine) -> None:
         wf = self.wf

@@ -113,6 +113,28 @@ async def drive_checkpoint_hooks(client: Client, workflow_id: str, queue: str) -
     return handle
 
 
+async def drive_concurrent_updates(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """12 concurrent sends (updates) and 2 signals while the status is queried (issue #23 item 1: queries
+    moved a local activity's result past new updates; the run now refuses updates meanwhile, RunBusyError)."""
+    handle = await start_run(client, graphs.collector, "first", id=workflow_id, task_queue=queue, keep_alive=True)
+    stop = asyncio.Event()
+
+    async def query() -> None:
+        while not stop.is_set():
+            await handle.status()
+
+    poller = asyncio.create_task(query())
+    await asyncio.gather(
+        *(handle.send("collect", f"m{i}") for i in range(12)),
+        *(handle.send("collect", f"s{i}", wait=False) for i in range(2)),
+    )
+    stop.set()
+    await poller
+    await handle.close()
+    await handle.result()
+    return handle
+
+
 FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "research": lambda c, i, q: drive_example(c, "research", i, q),
     "counter_loop": lambda c, i, q: drive_example(c, "counter_loop", i, q),
@@ -121,6 +143,7 @@ FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "checkpoint_reset": drive_checkpoint_reset,
     "subworkflow_nested": drive_subworkflow,
     "checkpoint_hooks": drive_checkpoint_hooks,
+    "concurrent_updates": drive_concurrent_updates,
 }
 
 

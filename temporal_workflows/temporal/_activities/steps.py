@@ -53,6 +53,7 @@ from temporal_workflows.temporal._protocol import (
     FAILURE_SIGNATURE_MISMATCH,
     FAILURE_STALE_STATE,
     QUERY_COMMITTED_STATE_PAGE,
+    QUERY_OUTSIDE_INPUT,
     STATUS_SEARCH_ATTRIBUTE,
     CheckpointSetup,
     Pinned,
@@ -397,6 +398,15 @@ def build_activities(
     @activity.defn(name=ACTIVITY_VALIDATE)
     async def validate(inp: ValidateInput) -> Validated:
         wf = hosted(inp.graph)
+        if inp.ref is not None:
+            # Large input is read from the run (history holds it once, in its update or signal).
+            info = activity.info()
+            assert info.workflow_id is not None  # scheduled by a run
+            handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+            held = await handle.query(QUERY_OUTSIDE_INPUT, inp.ref, result_type=Envelope)
+            if held is None:  # pragma: no cover - the run holds it until this activity returns
+                raise ApplicationError(f"the run no longer holds input {inp.ref!r}")
+            inp = dataclasses.replace(inp, value=held, ref=None)
         what = f"response to request {inp.request.request_id!r}" if inp.request else f"message for {inp.executor_id!r}"
         try:
             if inp.request is not None:
