@@ -381,6 +381,7 @@ class GraphWorkflow:
         self.patches = RunPatches()
         self._budget = TaskBudget()
         self.locals = LocalActivities()  # read by _locals.execute_local_activity
+        self._input_taken = (-1, 0)  # (workflow task, bytes of update input its validators let in)
         self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
         self._held_count = 0
         self._inbox = Inbox(
@@ -613,6 +614,7 @@ class GraphWorkflow:
         cps = self._checkpoints
         if cid is not None and cps.history_only and cid not in cps.kept:
             raise cps.unknown(cid)
+        self._check_room_for(req)
 
     async def _plan_reset(self, req: ResetRequest) -> ResetPlan:
         self._check_open()
@@ -639,6 +641,7 @@ class GraphWorkflow:
         # Rejected here, an update leaves no trace in history.
         self._check_not_busy()
         self._check_respond(inp)
+        self._check_room_for(inp)
 
     def _check_respond(self, inp: RespondInput) -> None:
         self._check_open()
@@ -667,6 +670,7 @@ class GraphWorkflow:
                 f"submit_responses takes 1 to {MAX_RESPONSES_PER_UPDATE} responses, not {len(inp.responses)}",
             )
         self._inbox.check_requests(self._engine, inp)
+        self._check_room_for(inp)
 
     @workflow.update(name=UPDATE_SEND)
     async def send_message(self, inp: SendInput) -> dict[str, Any]:
@@ -679,6 +683,7 @@ class GraphWorkflow:
     def _validate_send_message(self, inp: SendInput) -> None:
         self._check_not_busy()
         self._check_send(inp)
+        self._check_room_for(inp)
 
     def _check_send(self, inp: SendInput) -> None:
         self._check_open()
@@ -716,6 +721,7 @@ class GraphWorkflow:
                 f"no step {quote(inp.step)} in workflow {workflow.info().workflow_type!r}; "
                 f"steps: {sorted(topology.executor_ids)}",
             )
+        self._check_room_for(inp)
 
     @workflow.signal(name=SIGNAL_DELIVER)
     async def deliver(self, raw: RawValue) -> None:
@@ -831,6 +837,33 @@ class GraphWorkflow:
             return False
         self._board.warn(f"signal {signal!r} ignored: {subrun_refusal(self._subrun)}")
         return True
+
+    def _check_room_for(self, inp: Any) -> None:
+        """Refuse an update whose input the current workflow task has no more room for (retryable).
+
+        The SDK repeats each accepted update's input in the completion of the
+        task that accepts it, and the server writes that completion together
+        with the signals that arrived meanwhile in one transaction, refused
+        over 4 MiB (``TransactionSizeLimitError``; the task then fails again
+        and again). So one task accepts at most one payload of update input:
+        any one update fits (each is under the payload limit); a second large
+        one is refused as ``RunBusyError`` and the client sends it again to the
+        next task. Validators do not run on replay, and a refused update
+        leaves no trace: nothing here touches history.
+        """
+        size = json_size(inp)
+        task = workflow.info().get_current_history_length()
+        seen, taken = self._input_taken
+        if seen != task:
+            taken = 0
+        if taken and taken + size > self._payload_limit:
+            raise refuse(
+                FAILURE_RUN_BUSY,
+                f"the run took {taken:,} bytes of update input in this workflow task; "
+                f"this {size:,}-byte input goes to the next one: send it again shortly",
+                retryable=True,
+            )
+        self._input_taken = (task, taken + size)
 
     def _check_not_busy(self) -> None:
         """Refuse an update while one of the run's local activities is in flight (see ``_locals``).
