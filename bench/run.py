@@ -46,14 +46,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from temporalio.workflow import _Definition
 
 from temporal_workflows import Workflow
-from temporal_workflows.temporal import (
-    GraphWorkflow,
-    TemporalWorkflowsPlugin,
-    flush_tracing,
-    start_dev_server,
-    start_run,
-)
+from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_server, start_run
 from temporal_workflows.temporal._devserver import temporal_cli_path
+from temporal_workflows.temporal.integration import GraphWorkflow, flush_tracing
 
 from . import agents, baseline, local, recovery, shapes
 from . import llama as llama_bench

@@ -24,9 +24,10 @@ from typing import Any
 
 from agent_framework import Agent, AgentResponse, AgentResponseUpdate, Content, Message, tool
 
-from temporal_workflows import ExecutorCompletedEvent, RequestInfoEvent, Workflow, WorkflowBuilder, WorkflowEvent
+from temporal_workflows import Workflow, WorkflowBuilder, WorkflowEvent
 from temporal_workflows.agents import AgentRunUpdateEvent
 from temporal_workflows.agents.testing import Reply, ScriptedChatClient, ToolCall
+from temporal_workflows.events import ExecutorCompletedEvent, RequestInfoEvent
 
 SAMPLE_INPUT = "Write a three-sentence note on why bicycles are efficient."
 

@@ -16,16 +16,9 @@ from typing import Any, Literal, Never
 
 from pydantic import BaseModel
 
-from temporal_workflows import (
-    Executor,
-    RequestInfoEvent,
-    Workflow,
-    WorkflowBuilder,
-    WorkflowContext,
-    handler,
-    response_handler,
-)
-from temporal_workflows import WorkflowOutputEvent as Output
+from temporal_workflows import Executor, Workflow, WorkflowBuilder, WorkflowContext, handler, response_handler
+from temporal_workflows.events import RequestInfoEvent
+from temporal_workflows.events import WorkflowOutputEvent as Output
 
 
 class ArticleRequest(BaseModel):

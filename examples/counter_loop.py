@@ -15,7 +15,7 @@ import asyncio
 from pydantic import BaseModel
 
 from temporal_workflows import Case, Default, Executor, Workflow, WorkflowBuilder, WorkflowContext, executor, handler
-from temporal_workflows import WorkflowOutputEvent as Output
+from temporal_workflows.events import WorkflowOutputEvent as Output
 
 # What the critic looks for, and the edit the editor makes when it is missing.
 CRITERIA = {

@@ -20,8 +20,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from examples import approval, counter_loop, llama_demo, research
-from temporal_workflows import RequestInfoEvent
 from temporal_workflows.__main__ import describe_event, hard_exit
+from temporal_workflows.events import RequestInfoEvent
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_server, start_run
 
 TASK_QUEUE = "temporal-workflows-demo"

@@ -19,7 +19,7 @@ import hashlib
 from pydantic import BaseModel
 
 from temporal_workflows import Executor, Workflow, WorkflowBuilder, WorkflowContext, WorkflowEvent, executor, handler
-from temporal_workflows import WorkflowOutputEvent as Output
+from temporal_workflows.events import WorkflowOutputEvent as Output
 
 RESEARCHERS = {
     "background": "What is the history and current state of {topic}?",

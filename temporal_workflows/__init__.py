@@ -2,12 +2,23 @@
 
 Define a graph of executors joined by edges (Agent Framework's API), run it in
 process for tests and notebooks, and host the same graph durably on Temporal.
+
+The public surface, one module per subject (the full list: ``docs/api.md``):
+this module holds the graph API an Agent Framework user imports (builder,
+executors, context, run result, checkpoints); ``temporal_workflows.events``
+the event classes; ``temporal_workflows.errors`` the named errors;
+``temporal_workflows.temporal`` the plugin and the client;
+``temporal_workflows.llama`` LlamaIndex's API; ``temporal_workflows.agents``
+agents as steps. Names that left this module in 0.x are still importable
+from it for one release, with a ``DeprecationWarning`` naming their new place.
 """
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
+from temporal_workflows import errors as _errors
+from temporal_workflows import events as _events
 from temporal_workflows._checkpoints.base import (
-    CheckpointId,
     CheckpointStorage,
     FileCheckpointStorage,
     HistoryCheckpointStorage,
@@ -17,53 +28,15 @@ from temporal_workflows._checkpoints.base import (
 from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
 from temporal_workflows._engine.registry import register_checkpoint_type
 from temporal_workflows._engine.serde import register_type
-from temporal_workflows._errors import (
-    AlreadyAnsweredError,
-    CheckpointNotFoundError,
-    CheckpointStorageError,
-    DeliveryForgottenError,
-    ExecutorFailedError,
-    GraphSignatureMismatchError,
-    GraphValidationError,
-    InvalidResponseError,
-    InvalidRunInputError,
-    NotSerializableError,
-    PayloadTooLargeError,
-    ReducerError,
-    RequestTimeoutError,
-    RunBusyError,
-    RunClosedError,
-    RunTooLargeError,
-    StateConflictError,
-    SuperstepLimitError,
-    UndeliverableMessageError,
-    UnknownGraphError,
-    UnknownRequestError,
-    WorkflowError,
-    WorkflowRunError,
-)
 from temporal_workflows._events import (
-    ExecutorCompletedEvent,
-    ExecutorFailedEvent,
-    ExecutorInvokedEvent,
-    RequestInfoEvent,
-    SuperStepCompletedEvent,
-    SuperStepStartedEvent,
     WorkflowErrorDetails,
     WorkflowEvent,
     WorkflowEventSource,
-    WorkflowFailedEvent,
-    WorkflowIntermediateEvent,
-    WorkflowOutputEvent,
-    WorkflowResetEvent,
     WorkflowRunResult,
     WorkflowRunState,
-    WorkflowStartedEvent,
-    WorkflowStatusEvent,
-    WorkflowWarningEvent,
 )
 from temporal_workflows._graph.builder import WorkflowBuilder
-from temporal_workflows._graph.context import StateView, WorkflowContext
+from temporal_workflows._graph.context import WorkflowContext
 from temporal_workflows._graph.edges import Case, Default
 from temporal_workflows._graph.executor import (
     Executor,
@@ -76,13 +49,6 @@ from temporal_workflows._graph.executor import (
 from temporal_workflows._graph.subworkflow import WorkflowExecutor
 from temporal_workflows._graph.viz import WorkflowViz
 from temporal_workflows._graph.workflow import Workflow, load_workflow
-from temporal_workflows._live import (
-    LiveCommittedEvent,
-    LiveEvent,
-    LiveOmittedEvent,
-    StepProgressEvent,
-    StepRetryEvent,
-)
 from temporal_workflows._requests import RequestTimedOut
 from temporal_workflows._subworkflow import SubWorkflowRequestMessage, SubWorkflowResponseMessage
 from temporal_workflows._version import __version__ as __version__
@@ -94,10 +60,52 @@ if TYPE_CHECKING:
 
 _AGENT_NAMES = ("AgentExecutor", "AgentExecutorRequest", "AgentExecutorResponse")
 """Agent Framework users import these from where ``WorkflowBuilder`` comes from; they need the ``agents`` extra,
-so they are imported on first use (importing the graph API never imports Agent Framework)."""
+so they are imported on first use (importing the graph API never imports Agent Framework). They are
+``temporal_workflows.agents``'s names, so they stay out of this module's ``__all__`` (a star import must not
+need the extra)."""
+
+_MOVED: dict[str, str] = {
+    **{name: "temporal_workflows.errors" for name in _errors.__all__},
+    **{name: "temporal_workflows.events" for name in _events.__all__ if name != "WorkflowEvent"},
+}
+"""Names this module exported before the surface was split by subject: still importable here for one release,
+with a ``DeprecationWarning`` naming where they live now."""
+
+_RETIRED: dict[str, str] = {
+    "CheckpointId": "checkpoint ids are opaque strings: annotate them as `str`",
+    "StateView": "it is the type of `WorkflowContext.state`; annotate with `WorkflowContext` instead",
+}
+"""Names that leave the public surface without a new place (internal types), with what to use instead."""
+
+
+def _retired_value(name: str) -> Any:
+    if name == "CheckpointId":
+        from temporal_workflows._checkpoints.base import CheckpointId
+
+        return CheckpointId
+    from temporal_workflows._graph.context import StateView
+
+    return StateView
 
 
 def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        new = _MOVED[name]
+        warnings.warn(
+            f"importing {name} from temporal_workflows is deprecated: import it from {new} "
+            f"(`from {new} import {name}`); the old import goes away in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        module = _errors if new == "temporal_workflows.errors" else _events
+        return getattr(module, name)
+    if name in _RETIRED:
+        warnings.warn(
+            f"temporal_workflows.{name} is deprecated and leaves the public API in the next release: {_RETIRED[name]}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _retired_value(name)
     if name not in _AGENT_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     try:
@@ -114,81 +122,41 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_AGENT_NAMES})
+    return sorted({*__all__, *_AGENT_NAMES, "__version__"})
 
 
 __all__ = [
-    "AlreadyAnsweredError",
-    "InvalidRunInputError",
-    "ReducerError",
-    "DeliveryForgottenError",
-    "RunBusyError",
-    "RunClosedError",
-    "RunTooLargeError",
-    "UnknownGraphError",
+    # building a graph (Agent Framework's names)
     "Case",
-    "CheckpointId",
-    "CheckpointNotFoundError",
-    "CheckpointStorage",
-    "CheckpointStorageError",
     "Default",
     "Executor",
-    "ExecutorCompletedEvent",
-    "ExecutorFailedError",
-    "ExecutorFailedEvent",
-    "ExecutorInvokedEvent",
     "ExecutorOptions",
-    "FileCheckpointStorage",
-    "HistoryCheckpointStorage",
     "FunctionExecutor",
-    "GraphSignatureMismatchError",
-    "GraphValidationError",
-    "InMemoryCheckpointStorage",
-    "SqliteCheckpointStorage",
-    "InvalidResponseError",
-    "NotSerializableError",
-    "PayloadTooLargeError",
-    "RequestInfoEvent",
-    "RequestTimedOut",
-    "RequestTimeoutError",
-    "StateConflictError",
-    "StateView",
-    "SuperStepCompletedEvent",
-    "SuperStepStartedEvent",
-    "SuperstepLimitError",
-    "UndeliverableMessageError",
-    "UnknownRequestError",
     "Workflow",
     "WorkflowBuilder",
-    "WorkflowCheckpoint",
     "WorkflowContext",
-    "WorkflowError",
-    "WorkflowEvent",
-    "WorkflowFailedEvent",
-    "WorkflowOutputEvent",
-    "WorkflowRunError",
-    "WorkflowRunResult",
-    "WorkflowRunState",
-    "WorkflowStartedEvent",
-    "WorkflowStatusEvent",
-    "WorkflowViz",
-    "WorkflowResetEvent",
-    "WorkflowWarningEvent",
-    "executor",
-    "handler",
-    "load_workflow",
-    "register_type",
-    "response_handler",
-    "WorkflowErrorDetails",
-    "WorkflowEventSource",
-    "WorkflowIntermediateEvent",
-    "register_checkpoint_type",
+    "WorkflowExecutor",
     "SubWorkflowRequestMessage",
     "SubWorkflowResponseMessage",
-    "WorkflowExecutor",
-    "LiveCommittedEvent",
-    "LiveEvent",
-    "LiveOmittedEvent",
-    "StepProgressEvent",
-    "StepRetryEvent",
+    "WorkflowViz",
+    "executor",
+    "handler",
+    "response_handler",
+    "RequestTimedOut",
+    "load_workflow",
+    "register_type",
+    # running it
+    "WorkflowErrorDetails",
+    "WorkflowEvent",
+    "WorkflowEventSource",
+    "WorkflowRunResult",
+    "WorkflowRunState",
+    # checkpoints
+    "CheckpointStorage",
+    "FileCheckpointStorage",
+    "HistoryCheckpointStorage",
+    "InMemoryCheckpointStorage",
+    "SqliteCheckpointStorage",
+    "WorkflowCheckpoint",
+    "register_checkpoint_type",
 ]

@@ -11,15 +11,10 @@ pytest.importorskip("agent_framework")
 
 from agent_framework import Agent, AgentResponse, AgentResponseUpdate, Content, Message
 
-from temporal_workflows import (
-    ExecutorFailedError,
-    LiveCommittedEvent,
-    RequestInfoEvent,
-    WorkflowBuilder,
-    WorkflowRunState,
-    WorkflowWarningEvent,
-)
+from temporal_workflows import WorkflowBuilder, WorkflowRunState
 from temporal_workflows.agents import AgentExecutor, AgentRunUpdateEvent, conversation_key
+from temporal_workflows.errors import ExecutorFailedError
+from temporal_workflows.events import LiveCommittedEvent, RequestInfoEvent, WorkflowWarningEvent
 from tests.agent_support import MODEL_CALLS, TOOL_CALLS, ScriptedChatClient
 from tests.integration.agent_graphs import GRAPHS, PYDANTIC_AI
 

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from agent_framework import Agent, AgentResponse, AgentResponseUpdate, Content, Message, tool
 
-from temporal_workflows import RequestInfoEvent, WorkflowBuilder
+from temporal_workflows import WorkflowBuilder
 from temporal_workflows.agents.testing import ScriptedChatClient, ToolCall, model_turn
+from temporal_workflows.events import RequestInfoEvent
 
 CALLED: list[dict[str, Any]] = []
 

@@ -14,14 +14,9 @@ from pydantic import BaseModel
 
 from temporal_workflows import (
     Executor,
-    ExecutorFailedError,
-    NotSerializableError,
-    PayloadTooLargeError,
-    UnknownRequestError,
     Workflow,
     WorkflowBuilder,
     WorkflowContext,
-    WorkflowError,
     WorkflowRunState,
     handler,
     response_handler,
@@ -37,6 +32,13 @@ from temporal_workflows._engine.limits import (
 )
 from temporal_workflows._engine.machine import StepTask
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.errors import (
+    ExecutorFailedError,
+    NotSerializableError,
+    PayloadTooLargeError,
+    UnknownRequestError,
+    WorkflowError,
+)
 from tests.integration import graphs
 
 # -- payloads larger than Temporal accepts ------------------------------------------------------

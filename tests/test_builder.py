@@ -11,7 +11,6 @@ from temporal_workflows import (
     Case,
     Default,
     Executor,
-    GraphValidationError,
     Workflow,
     WorkflowBuilder,
     WorkflowContext,
@@ -19,6 +18,7 @@ from temporal_workflows import (
     handler,
     response_handler,
 )
+from temporal_workflows.errors import GraphValidationError
 
 
 class Animal(BaseModel):

@@ -21,14 +21,11 @@ import pytest
 from pydantic import BaseModel
 
 from temporal_workflows import (
-    CheckpointNotFoundError,
     CheckpointStorage,
-    CheckpointStorageError,
     Executor,
     HistoryCheckpointStorage,
     InMemoryCheckpointStorage,
     SqliteCheckpointStorage,
-    SuperStepCompletedEvent,
     Workflow,
     WorkflowBuilder,
     WorkflowCheckpoint,
@@ -39,6 +36,8 @@ from temporal_workflows import (
     response_handler,
 )
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.errors import CheckpointNotFoundError, CheckpointStorageError
+from temporal_workflows.events import SuperStepCompletedEvent
 
 BIG = "x" * 200_000
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

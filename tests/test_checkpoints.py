@@ -15,25 +15,27 @@ import pytest
 from pydantic import BaseModel
 
 from temporal_workflows import (
-    CheckpointNotFoundError,
     CheckpointStorage,
-    CheckpointStorageError,
     Executor,
-    ExecutorFailedError,
     FileCheckpointStorage,
-    GraphSignatureMismatchError,
     InMemoryCheckpointStorage,
-    SuperStepCompletedEvent,
     Workflow,
     WorkflowBuilder,
     WorkflowCheckpoint,
     WorkflowContext,
-    WorkflowError,
     WorkflowRunState,
     executor,
     handler,
     response_handler,
 )
+from temporal_workflows.errors import (
+    CheckpointNotFoundError,
+    CheckpointStorageError,
+    ExecutorFailedError,
+    GraphSignatureMismatchError,
+    WorkflowError,
+)
+from temporal_workflows.events import SuperStepCompletedEvent
 
 
 class Item(BaseModel):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import temporal_workflows
-from temporal_workflows import InvalidRunInputError, WorkflowRunState, WorkflowStatusEvent
+from temporal_workflows import WorkflowRunState
 from temporal_workflows._cli._errors import EXIT_USAGE, CliError, connection_failure, load_graph
 from temporal_workflows._cli._render import (
     CompactView,
@@ -41,6 +41,8 @@ from temporal_workflows._events import (
     WorkflowOutputEvent,
 )
 from temporal_workflows._graph.checkstart import check_start_message
+from temporal_workflows.errors import InvalidRunInputError
+from temporal_workflows.events import WorkflowStatusEvent
 from temporal_workflows.temporal import start_run
 from temporal_workflows.temporal._devserver import DevServerError, port_free, start_dev_server, temporal_cli_path
 from tests.integration.cli import ROOT, cli_env

@@ -28,7 +28,6 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
 from temporal_workflows import (
-    CheckpointStorageError,
     FileCheckpointStorage,
     SqliteCheckpointStorage,
     WorkflowBuilder,
@@ -38,15 +37,8 @@ from temporal_workflows import (
 )
 from temporal_workflows._console.guard import GuardConfigError, read_token_file
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows.temporal import (
-    ENCRYPTED_ENCODING,
-    KEY_ID_METADATA,
-    EncryptionCodec,
-    EncryptionError,
-    KeyRing,
-    TemporalWorkflowsPlugin,
-    make_codec_server,
-)
+from temporal_workflows.errors import CheckpointStorageError
+from temporal_workflows.temporal import EncryptionCodec, EncryptionError, KeyRing, TemporalWorkflowsPlugin
 from temporal_workflows.temporal._activities.steps import build_activities
 from temporal_workflows.temporal._codec_server import (
     DEFAULT_MAX_BODY,
@@ -54,6 +46,7 @@ from temporal_workflows.temporal._codec_server import (
     CodecServer,
     CodecServerConfigError,
 )
+from temporal_workflows.temporal.integration import ENCRYPTED_ENCODING, KEY_ID_METADATA, make_codec_server
 
 SECRET = "codec-unit-secret-4e1b"
 K1, K2 = os.urandom(32), os.urandom(32)

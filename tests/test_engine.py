@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from temporal_workflows import StateConflictError, SuperstepLimitError, UnknownRequestError, WorkflowError
 from temporal_workflows._engine.machine import (
     Delivery,
     Engine,
@@ -28,6 +27,7 @@ from temporal_workflows._engine.machine import (
 )
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._events import WorkflowRunState
+from temporal_workflows.errors import StateConflictError, SuperstepLimitError, UnknownRequestError, WorkflowError
 
 
 def topology(

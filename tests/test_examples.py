@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from examples import approval, counter_loop, research
-from temporal_workflows import RequestInfoEvent, Workflow, WorkflowRunResult, WorkflowRunState
+from temporal_workflows import Workflow, WorkflowRunResult, WorkflowRunState
+from temporal_workflows.events import RequestInfoEvent
 
 ROOT = Path(__file__).resolve().parents[1]
 

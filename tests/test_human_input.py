@@ -9,19 +9,16 @@ from pydantic import BaseModel
 
 from temporal_workflows import (
     Executor,
-    ExecutorFailedError,
     InMemoryCheckpointStorage,
-    InvalidResponseError,
-    RequestInfoEvent,
-    UnknownRequestError,
     Workflow,
     WorkflowBuilder,
     WorkflowContext,
-    WorkflowError,
     WorkflowRunState,
     handler,
     response_handler,
 )
+from temporal_workflows.errors import ExecutorFailedError, InvalidResponseError, UnknownRequestError, WorkflowError
+from temporal_workflows.events import RequestInfoEvent
 
 
 class Question(BaseModel):

@@ -75,12 +75,18 @@ def test_an_applications_own_activities_module_works_beside_the_plugin_and_the_c
 
 def test_public_import_paths_keep_working_and_internals_left_the_public_surface() -> None:
     import temporal_workflows
+    import temporal_workflows.errors as errors
     import temporal_workflows.temporal as temporal
+    import temporal_workflows.temporal.integration as integration
 
-    for name in ("WorkflowBuilder", "Workflow", "ExecutorOptions", "ReducerError", "AlreadyAnsweredError"):
+    for name in ("WorkflowBuilder", "Workflow", "ExecutorOptions"):
         assert name in temporal_workflows.__all__ and getattr(temporal_workflows, name)
-    for name in ("TemporalWorkflowsPlugin", "start_run", "RunHandle", "GraphWorkflow", "RunInput", "ConnectionConfig"):
+    for name in ("ReducerError", "AlreadyAnsweredError"):
+        assert name in errors.__all__ and getattr(errors, name)
+    for name in ("TemporalWorkflowsPlugin", "start_run", "RunHandle", "ConnectionConfig"):
         assert name in temporal.__all__ and getattr(temporal, name)
+    for name in ("GraphWorkflow", "RunInput"):
+        assert name in integration.__all__ and getattr(integration, name)
     for internal in ("free_port", "temporal_cli_path", "StepInput"):
         assert internal not in temporal.__all__
         with pytest.raises(AttributeError):
@@ -144,6 +150,8 @@ def test_the_engine_reads_no_clock_draws_no_random_number_and_does_no_io(path: P
 
 def test_agent_framework_event_and_checkpoint_names_are_public() -> None:
     import temporal_workflows
+    import temporal_workflows.events as events
 
-    for name in ("WorkflowErrorDetails", "WorkflowEventSource", "WorkflowIntermediateEvent"):
+    for name in ("WorkflowErrorDetails", "WorkflowEventSource"):
         assert name in temporal_workflows.__all__ and getattr(temporal_workflows, name)
+    assert "WorkflowIntermediateEvent" in events.__all__ and events.WorkflowIntermediateEvent

@@ -7,9 +7,13 @@ from typing import Any
 
 import pytest
 
-from temporal_workflows import (
+from temporal_workflows import WorkflowBuilder, WorkflowContext, WorkflowEvent, executor
+from temporal_workflows._engine.machine import StepTask
+from temporal_workflows._engine.serde import Envelope, decode
+from temporal_workflows._graph.context import run_step
+from temporal_workflows.errors import ExecutorFailedError
+from temporal_workflows.events import (
     ExecutorCompletedEvent,
-    ExecutorFailedError,
     ExecutorInvokedEvent,
     LiveCommittedEvent,
     LiveEvent,
@@ -17,15 +21,8 @@ from temporal_workflows import (
     StepRetryEvent,
     SuperStepCompletedEvent,
     SuperStepStartedEvent,
-    WorkflowBuilder,
-    WorkflowContext,
-    WorkflowEvent,
     WorkflowStartedEvent,
-    executor,
 )
-from temporal_workflows._engine.machine import StepTask
-from temporal_workflows._engine.serde import Envelope, decode
-from temporal_workflows._graph.context import run_step
 from temporal_workflows.temporal._client import _CommittedView, _LiveView
 
 
@@ -218,8 +215,8 @@ def test_the_committed_view_drops_a_steps_items_when_its_superstep_ends_without_
 
 
 def test_a_live_event_of_a_class_this_process_lacks_keeps_its_tags() -> None:
-    from temporal_workflows.temporal import RawLiveEvent
     from temporal_workflows.temporal._client import RawEvent, _event
+    from temporal_workflows.temporal.integration import RawLiveEvent
 
     tags = {"executor_id": "x", "superstep": 2, "index": 1, "attempt": 3, "seq": 4}
     event = _event(Envelope("elsewhere.module:Update", {"type": "update", **tags, "text": "hi"}))
@@ -231,8 +228,8 @@ def test_a_live_event_of_a_class_this_process_lacks_keeps_its_tags() -> None:
 
 
 async def test_a_live_event_over_the_limit_is_replaced_by_a_note_with_its_tags_as_on_temporal() -> None:
-    from temporal_workflows import LiveOmittedEvent
     from temporal_workflows._live import MAX_LIVE_EVENT_BYTES
+    from temporal_workflows.events import LiveOmittedEvent
 
     @executor(id="dumper")
     async def dumper(msg: str, ctx: WorkflowContext[None, str]) -> None:

@@ -14,34 +14,36 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel, Field
 
-from temporal_workflows import StateConflictError
+from temporal_workflows.errors import StateConflictError
 from temporal_workflows.llama import (
     Context,
-    ContextSerdeError,
-    ContextStateError,
-    DictState,
     Event,
     HumanResponseEvent,
     InputRequiredEvent,
-    Resource,
     StartEvent,
-    StepFailedEvent,
     StopEvent,
     Workflow,
+    catch_error,
+    step,
+)
+from temporal_workflows.llama.context import DictState
+from temporal_workflows.llama.errors import (
+    ContextSerdeError,
+    ContextStateError,
     WorkflowCancelledByUser,
-    WorkflowCancelledEvent,
     WorkflowConfigurationError,
-    WorkflowFailedEvent,
     WorkflowRuntimeError,
-    WorkflowTimedOutEvent,
     WorkflowTimeoutError,
     WorkflowValidationError,
-    catch_error,
-    retry_policy,
-    step,
-    stop_after_attempt,
-    wait_fixed,
 )
+from temporal_workflows.llama.events import (
+    StepFailedEvent,
+    WorkflowCancelledEvent,
+    WorkflowFailedEvent,
+    WorkflowTimedOutEvent,
+)
+from temporal_workflows.llama.resource import Resource
+from temporal_workflows.llama.retry_policy import retry_policy, stop_after_attempt, wait_fixed
 
 LIMIT = 10.0
 """Seconds any one run here may take (a hang is a failure)."""
@@ -830,7 +832,7 @@ async def test_in_process_values_keep_their_identity_but_to_dict_refuses_what_ha
 
 
 def test_retry_policies_compose_as_in_llamaindex() -> None:
-    from temporal_workflows.llama import (
+    from temporal_workflows.llama.retry_policy import (
         retry_if_exception_message,
         retry_if_exception_type,
         stop_after_delay,

@@ -23,11 +23,9 @@ from temporal_workflows.llama import (
     StartEvent,
     StopEvent,
     Workflow,
-    retry_policy,
     step,
-    stop_after_attempt,
-    wait_fixed,
 )
+from temporal_workflows.llama.retry_policy import retry_policy, stop_after_attempt, wait_fixed
 
 
 # -- README quick start --------------------------------------------------------------------------

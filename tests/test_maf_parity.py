@@ -20,27 +20,31 @@ from pydantic import ValidationError
 from temporal_workflows import (
     CheckpointStorage,
     Executor,
-    ExecutorFailedError,
-    ExecutorFailedEvent,
     FileCheckpointStorage,
-    GraphValidationError,
     InMemoryCheckpointStorage,
-    PayloadTooLargeError,
-    StateConflictError,
-    SuperStepCompletedEvent,
-    SuperStepStartedEvent,
     Workflow,
     WorkflowBuilder,
     WorkflowContext,
-    WorkflowError,
     WorkflowEvent,
     WorkflowEventSource,
-    WorkflowOutputEvent,
     WorkflowRunState,
-    WorkflowStatusEvent,
     executor,
     handler,
     response_handler,
+)
+from temporal_workflows.errors import (
+    ExecutorFailedError,
+    GraphValidationError,
+    PayloadTooLargeError,
+    StateConflictError,
+    WorkflowError,
+)
+from temporal_workflows.events import (
+    ExecutorFailedEvent,
+    SuperStepCompletedEvent,
+    SuperStepStartedEvent,
+    WorkflowOutputEvent,
+    WorkflowStatusEvent,
 )
 
 TIMEOUT = 5.0

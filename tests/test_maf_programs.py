@@ -598,7 +598,7 @@ async def test_client_kwargs_reach_every_agent_or_the_one_they_name_as_in_agent_
 
 
 def test_invocation_kwargs_must_be_plain_json() -> None:
-    from temporal_workflows import NotSerializableError
+    from temporal_workflows.errors import NotSerializableError
 
     workflow = writing_program(temporal_workflows, [])
     with pytest.raises(NotSerializableError, match="client_kwargs"):

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from temporal_workflows import FileCheckpointStorage, NotSerializableError, WorkflowCheckpoint
+from temporal_workflows import FileCheckpointStorage, WorkflowCheckpoint
 from temporal_workflows._engine.serde import Envelope, decode
+from temporal_workflows.errors import NotSerializableError
 
 ROOT = Path(__file__).parents[1]
 SOURCES = [

@@ -8,7 +8,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from temporalio.workflow import _Definition
 
-from temporal_workflows.temporal import GraphWorkflow, TemporalWorkflowsPlugin
+from temporal_workflows.temporal import TemporalWorkflowsPlugin
+from temporal_workflows.temporal.integration import GraphWorkflow
 from tests.conftest import hosted_workflows
 
 

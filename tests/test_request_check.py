@@ -11,14 +11,13 @@ from pydantic import BaseModel
 
 from temporal_workflows import (
     Executor,
-    GraphValidationError,
-    InvalidResponseError,
     RequestTimedOut,
     WorkflowBuilder,
     WorkflowContext,
     handler,
     response_handler,
 )
+from temporal_workflows.errors import GraphValidationError, InvalidResponseError
 
 
 class Ask(BaseModel):

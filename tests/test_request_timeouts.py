@@ -21,18 +21,11 @@ from pydantic import BaseModel
 
 from temporal_workflows import (
     Executor,
-    ExecutorFailedError,
     FileCheckpointStorage,
-    InvalidResponseError,
-    RequestInfoEvent,
     RequestTimedOut,
-    RequestTimeoutError,
-    UnknownRequestError,
     Workflow,
     WorkflowBuilder,
     WorkflowContext,
-    WorkflowError,
-    WorkflowFailedEvent,
     WorkflowRunState,
     handler,
     response_handler,
@@ -46,6 +39,14 @@ from temporal_workflows._engine.machine import (
     Topology,
 )
 from temporal_workflows._engine.serde import Envelope, decode
+from temporal_workflows.errors import (
+    ExecutorFailedError,
+    InvalidResponseError,
+    RequestTimeoutError,
+    UnknownRequestError,
+    WorkflowError,
+)
+from temporal_workflows.events import RequestInfoEvent, WorkflowFailedEvent
 
 T0 = 1_700_000_000.0
 """Where the fake clock starts (epoch seconds)."""

@@ -9,7 +9,6 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
-from temporal_workflows import ExecutorFailedError, ExecutorFailedEvent, PayloadTooLargeError
 from temporal_workflows._engine.ids import MAX_ID_BYTES, bounded_id
 from temporal_workflows._engine.limits import (
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -22,6 +21,8 @@ from temporal_workflows._engine.limits import (
     truncated_state,
 )
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.errors import ExecutorFailedError, PayloadTooLargeError
+from temporal_workflows.events import ExecutorFailedEvent
 from temporal_workflows.temporal._converter import json_data_converter
 from temporal_workflows.temporal._failures import (
     MAX_CAUSE_CHAIN,

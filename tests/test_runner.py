@@ -19,25 +19,29 @@ from temporal_workflows import (
     Case,
     Default,
     Executor,
-    ExecutorFailedError,
-    ExecutorFailedEvent,
-    ExecutorInvokedEvent,
-    StateConflictError,
-    SuperstepLimitError,
-    SuperStepStartedEvent,
-    UndeliverableMessageError,
     Workflow,
     WorkflowBuilder,
     WorkflowContext,
-    WorkflowError,
     WorkflowEvent,
-    WorkflowFailedEvent,
-    WorkflowOutputEvent,
     WorkflowRunState,
-    WorkflowStatusEvent,
     executor,
     handler,
     response_handler,
+)
+from temporal_workflows.errors import (
+    ExecutorFailedError,
+    StateConflictError,
+    SuperstepLimitError,
+    UndeliverableMessageError,
+    WorkflowError,
+)
+from temporal_workflows.events import (
+    ExecutorFailedEvent,
+    ExecutorInvokedEvent,
+    SuperStepStartedEvent,
+    WorkflowFailedEvent,
+    WorkflowOutputEvent,
+    WorkflowStatusEvent,
 )
 
 TIMEOUT = 5.0  # a guarantee that is broken fails in this many seconds, never hangs

@@ -38,12 +38,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporal_workflows import (
     Executor,
     FileCheckpointStorage,
-    InvalidResponseError,
-    NotSerializableError,
     Workflow,
     WorkflowBuilder,
     WorkflowContext,
-    WorkflowOutputEvent,
     executor,
     handler,
     register_checkpoint_type,
@@ -51,6 +48,8 @@ from temporal_workflows import (
     response_handler,
 )
 from temporal_workflows._engine.serde import Envelope, decode, encode, type_key, validate_as
+from temporal_workflows.errors import InvalidResponseError, NotSerializableError
+from temporal_workflows.events import WorkflowOutputEvent
 
 
 class Item(BaseModel):
@@ -943,7 +942,7 @@ def test_a_graph_declares_the_classes_its_handlers_name_and_their_fields(tmp_pat
             f"""
             import sys
             sys.path.insert(0, {str(tmp_path)!r})
-            from temporal_workflows import NotSerializableError
+            from temporal_workflows.errors import NotSerializableError
             from temporal_workflows._engine.serde import Envelope, decode
             import tw_declared_graph as g
             money = {{"$tw_declared_graph:Money": {{"amount": 5}}}}
@@ -1069,7 +1068,7 @@ def test_names_pydantic_imports_lazily_decode_to_nothing_and_import_nothing() ->
         textwrap.dedent(
             """
             import sys
-            from temporal_workflows import NotSerializableError
+            from temporal_workflows.errors import NotSerializableError
             from temporal_workflows._engine.serde import Envelope, decode
             before = set(sys.modules)
             for key, data in [

@@ -13,25 +13,20 @@ from __future__ import annotations
 import pytest
 
 from temporal_workflows import (
-    ExecutorFailedError,
     InMemoryCheckpointStorage,
-    InvalidResponseError,
-    RequestInfoEvent,
     SubWorkflowRequestMessage,
     SubWorkflowResponseMessage,
-    UnknownRequestError,
     Workflow,
     WorkflowBuilder,
     WorkflowContext,
-    WorkflowError,
     WorkflowExecutor,
-    WorkflowOutputEvent,
     WorkflowRunState,
-    WorkflowWarningEvent,
     executor,
 )
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._graph.subworkflow import subworkflow_graphs
+from temporal_workflows.errors import ExecutorFailedError, InvalidResponseError, UnknownRequestError, WorkflowError
+from temporal_workflows.events import RequestInfoEvent, WorkflowOutputEvent, WorkflowWarningEvent
 from tests.integration import subgraphs as g
 
 

@@ -18,7 +18,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from examples import approval
-from temporal_workflows import RequestInfoEvent
+from temporal_workflows.events import RequestInfoEvent
 from temporal_workflows.testing import GraphTestEnvironment, find_test_server, graph_test_environment
 from tests.integration import graphs
 

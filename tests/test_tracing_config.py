@@ -6,7 +6,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-from temporal_workflows import WorkflowError
+from temporal_workflows.errors import WorkflowError
 from temporal_workflows.temporal._tracing import _exporter_from_env
 
 OTEL_VARS = [

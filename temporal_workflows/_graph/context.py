@@ -242,7 +242,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
     async def add_event(self, event: WorkflowEvent) -> None:
         """Emit a custom event to the run's event stream.
 
-        A :class:`~temporal_workflows.LiveEvent` (agent updates, progress,
+        A :class:`~temporal_workflows.events.LiveEvent` (agent updates, progress,
         partial results) is published at once, while this step still runs,
         tagged with the step, its attempt and a sequence number; on Temporal
         it travels batched in the run's event stream and is not part of the

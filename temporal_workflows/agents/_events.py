@@ -26,7 +26,7 @@ class AgentRunUpdateEvent(LiveEvent):
     with. Its ``type`` is ``"output"``, as the updates Agent Framework's own
     ``AgentExecutor`` streams are, so a sample's
     ``if event.type == "output" and isinstance(event.data, AgentResponseUpdate)``
-    loop reads it unchanged; it is a :class:`~temporal_workflows.LiveEvent`,
+    loop reads it unchanged; it is a :class:`~temporal_workflows.events.LiveEvent`,
     never one of the run's outputs (``get_outputs()`` and the run's result
     hold the committed ``AgentResponse``).
 

@@ -32,7 +32,6 @@ __all__ = [
     "RetryPolicy",
     "StopCondition",
     "WaitStrategy",
-    "decide_retry",
     "retry_all",
     "retry_always",
     "retry_any",

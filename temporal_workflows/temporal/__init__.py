@@ -2,6 +2,12 @@
 
     from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
 
+What a user of a worker or a client needs (``__all__``, listed in ``docs/api.md``).
+The names for integrators who talk to the workflow without this client (the
+workflow class and its start input, the wire constants, the codec server's
+parts) are in :mod:`temporal_workflows.temporal.integration`; imported from
+here they still work for one release, with a ``DeprecationWarning``.
+
 The graph workflow's own module lives in this package, so its names are
 imported on first use: a worker or a workflow sandbox importing the workflow
 pulls in no client, codec-server or dev-server code. Every module is imported
@@ -10,41 +16,19 @@ statically, never by a string.
 
 from __future__ import annotations
 
+import warnings
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from temporal_workflows._checkpoints.base import CheckpointCipher
-    from temporal_workflows.temporal._client import (
-        LINEAGE_MEMO,
-        EventView,
-        RawEvent,
-        RawLiveEvent,
-        RunHandle,
-        fork,
-        get_run,
-        send_or_start,
-        start_run,
-    )
-    from temporal_workflows.temporal._codec import (
-        ENCRYPTED_ENCODING,
-        ENV_ENCRYPTION_KEY,
-        ENV_ENCRYPTION_KEY_ID,
-        ENV_ENCRYPTION_KEYS,
-        KEY_ID_METADATA,
-        EncryptionCodec,
-        EncryptionError,
-        KeyRing,
-    )
-    from temporal_workflows.temporal._codec_server import CodecServer, make_codec_server
+    from temporal_workflows.temporal._client import RunHandle, fork, get_run, send_or_start, start_run
+    from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError, KeyRing
     from temporal_workflows.temporal._connect import ConnectionConfig, ConnectionConfigError
     from temporal_workflows.temporal._devserver import start_dev_server
     from temporal_workflows.temporal._durable import DurableWorkflow
-    from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES, TemporalWorkflowsPlugin
-    from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE, RunInput, step_activity_name
-    from temporal_workflows.temporal._tracing import configure_tracing, flush_tracing
-    from temporal_workflows.temporal._versioning import WorkerVersioning, build_id_for
-    from temporal_workflows.temporal._workflow import GraphWorkflow
+    from temporal_workflows.temporal._plugin import TemporalWorkflowsPlugin
+    from temporal_workflows.temporal._tracing import configure_tracing
+    from temporal_workflows.temporal._versioning import WorkerVersioning
 
 _LAZY = {
     "CheckpointCipher": "temporal_workflows._checkpoints.base",
@@ -83,6 +67,31 @@ _LAZY = {
     "flush_tracing": "temporal_workflows.temporal._tracing",
     "GraphWorkflow": "temporal_workflows.temporal._workflow",
 }
+
+
+_INTEGRATION = (
+    "CheckpointCipher",
+    "CodecServer",
+    "DEFAULT_TASK_QUEUE",
+    "ENCRYPTED_ENCODING",
+    "ENV_ENCRYPTION_KEY",
+    "ENV_ENCRYPTION_KEYS",
+    "ENV_ENCRYPTION_KEY_ID",
+    "EventView",
+    "GraphWorkflow",
+    "KEY_ID_METADATA",
+    "LINEAGE_MEMO",
+    "PASSTHROUGH_MODULES",
+    "RawEvent",
+    "RawLiveEvent",
+    "RunInput",
+    "STATUS_SEARCH_ATTRIBUTE",
+    "build_id_for",
+    "flush_tracing",
+    "make_codec_server",
+    "step_activity_name",
+)
+"""The names ``temporal_workflows.temporal.integration`` exports (kept importable here, deprecated)."""
 
 
 def _module(name: str) -> ModuleType:
@@ -137,10 +146,22 @@ def _module(name: str) -> ModuleType:
     raise AssertionError(name)
 
 
+_MOVED = frozenset(_INTEGRATION)
+"""Names this module exported before they moved to ``temporal_workflows.temporal.integration``."""
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name in _MOVED:
+        warnings.warn(
+            f"importing {name} from temporal_workflows.temporal is deprecated: it is for integrators, "
+            f"import it from temporal_workflows.temporal.integration; the old import goes away in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(_module(module), name)
     value = getattr(_module(module), name)
     globals()[name] = value
     return value
@@ -151,39 +172,23 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "CheckpointCipher",
-    "CodecServer",
-    "ConnectionConfig",
-    "ConnectionConfigError",
-    "DEFAULT_TASK_QUEUE",
-    "DurableWorkflow",
-    "ENCRYPTED_ENCODING",
-    "ENV_ENCRYPTION_KEY",
-    "ENV_ENCRYPTION_KEYS",
-    "ENV_ENCRYPTION_KEY_ID",
-    "EncryptionCodec",
-    "EncryptionError",
-    "GraphWorkflow",
-    "KEY_ID_METADATA",
-    "KeyRing",
-    "LINEAGE_MEMO",
-    "PASSTHROUGH_MODULES",
-    "RawEvent",
-    "RunHandle",
-    "RunInput",
-    "STATUS_SEARCH_ATTRIBUTE",
+    # worker
     "TemporalWorkflowsPlugin",
     "WorkerVersioning",
-    "build_id_for",
     "configure_tracing",
-    "flush_tracing",
+    # client
+    "DurableWorkflow",
+    "RunHandle",
     "fork",
     "get_run",
-    "make_codec_server",
     "send_or_start",
-    "start_dev_server",
     "start_run",
-    "step_activity_name",
-    "EventView",
-    "RawLiveEvent",
+    # connections and encryption
+    "ConnectionConfig",
+    "ConnectionConfigError",
+    "EncryptionCodec",
+    "EncryptionError",
+    "KeyRing",
+    # development
+    "start_dev_server",
 ]

@@ -24,7 +24,6 @@ from temporal_workflows import (
     ExecutorOptions,
     InMemoryCheckpointStorage,
     RequestTimedOut,
-    StepProgressEvent,
     Workflow,
     WorkflowBuilder,
     WorkflowCheckpoint,
@@ -35,6 +34,7 @@ from temporal_workflows import (
     response_handler,
 )
 from temporal_workflows._live import MAX_LIVE_EVENT_BYTES
+from temporal_workflows.events import StepProgressEvent
 
 ONE_ATTEMPT = ExecutorOptions(retry_policy=RetryPolicy(maximum_attempts=1))
 """Fail a step at its first error on Temporal too (in process there are no retries)."""

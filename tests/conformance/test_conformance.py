@@ -30,25 +30,25 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from examples import approval, counter_loop, research
-from temporal_workflows import (
+from temporal_workflows import Workflow, WorkflowEvent, WorkflowRunState
+from temporal_workflows._engine.limits import TRUNCATED_KEY, max_payload_bytes, truncated_state
+from temporal_workflows._engine.serde import encode, type_key
+from temporal_workflows.errors import (
     CheckpointStorageError,
     ExecutorFailedError,
     ReducerError,
-    RequestInfoEvent,
     RequestTimeoutError,
     StateConflictError,
-    SuperStepCompletedEvent,
     SuperstepLimitError,
-    Workflow,
-    WorkflowEvent,
-    WorkflowResetEvent,
     WorkflowRunError,
-    WorkflowRunState,
+)
+from temporal_workflows.events import (
+    RequestInfoEvent,
+    SuperStepCompletedEvent,
+    WorkflowResetEvent,
     WorkflowStartedEvent,
     WorkflowStatusEvent,
 )
-from temporal_workflows._engine.limits import TRUNCATED_KEY, max_payload_bytes, truncated_state
-from temporal_workflows._engine.serde import encode, type_key
 from temporal_workflows.temporal import RunHandle, start_run
 from tests.conformance import scenarios as sc
 from tests.conftest import TASK_QUEUE

@@ -14,7 +14,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 from temporal_workflows import (
-    CheckpointStorageError,
     Executor,
     ExecutorOptions,
     HistoryCheckpointStorage,
@@ -28,6 +27,7 @@ from temporal_workflows import (
     handler,
     response_handler,
 )
+from temporal_workflows.errors import CheckpointStorageError
 
 FAST_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=50), maximum_attempts=3)
 

@@ -9,14 +9,8 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-from temporal_workflows import (
-    ExecutorOptions,
-    StepProgressEvent,
-    Workflow,
-    WorkflowBuilder,
-    WorkflowContext,
-    executor,
-)
+from temporal_workflows import ExecutorOptions, Workflow, WorkflowBuilder, WorkflowContext, executor
+from temporal_workflows.events import StepProgressEvent
 
 GATES: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
 """Per workflow id: set by a test to let the gated step finish (the worker runs in the test process)."""

@@ -21,15 +21,13 @@ from temporal_workflows.llama import (
     HumanResponseEvent,
     InputRequiredEvent,
     StartEvent,
-    StepFailedEvent,
     StopEvent,
     Workflow,
     catch_error,
-    retry_policy,
     step,
-    stop_after_attempt,
-    wait_fixed,
 )
+from temporal_workflows.llama.events import StepFailedEvent
+from temporal_workflows.llama.retry_policy import retry_policy, stop_after_attempt, wait_fixed
 
 EFFECTS: Counter[str] = Counter()
 """Side effects by ``"<run tag>:<what>"`` (the worker runs in the test process)."""

@@ -19,7 +19,8 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from temporal_workflows import RequestInfoEvent, SqliteCheckpointStorage
+from temporal_workflows import SqliteCheckpointStorage
+from temporal_workflows.events import RequestInfoEvent
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, send_or_start, start_dev_server, start_run
 from tests.integration import graphs, subgraphs
 
@@ -80,7 +81,8 @@ async def drive_checkpoint_reset(client: Client, workflow_id: str, queue: str) -
 
 async def drive_subworkflow(client: Client, workflow_id: str, queue: str) -> RunHandle:
     """Nested sub-workflows: the innermost child's request propagated out, answered, and back in."""
-    from temporal_workflows import WorkflowRunState, WorkflowStatusEvent
+    from temporal_workflows import WorkflowRunState
+    from temporal_workflows.events import WorkflowStatusEvent
     from tests.integration import subgraphs
 
     handle = await start_run(client, subgraphs.nested, "bees", id=workflow_id, task_queue=queue)

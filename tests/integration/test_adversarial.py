@@ -31,18 +31,16 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from temporal_workflows import (
-    InvalidRunInputError,
+from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
+from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.errors import InvalidRunInputError, RunTooLargeError, UndeliverableMessageError
+from temporal_workflows.events import (
     RequestInfoEvent,
-    RunTooLargeError,
-    UndeliverableMessageError,
     WorkflowFailedEvent,
     WorkflowOutputEvent,
     WorkflowResetEvent,
     WorkflowWarningEvent,
 )
-from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
-from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal import RunHandle, send_or_start, start_run
 from temporal_workflows.temporal._protocol import (
     FAILURE_INPUT_TOO_LONG,

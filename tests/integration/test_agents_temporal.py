@@ -15,9 +15,10 @@ from agent_framework import AgentResponse, Content
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from temporal_workflows import ExecutorFailedError, WorkflowEvent
+from temporal_workflows import WorkflowEvent
 from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES, TRUNCATED_KEY
 from temporal_workflows.agents import AgentRunUpdateEvent, conversation_key
+from temporal_workflows.errors import ExecutorFailedError
 from temporal_workflows.temporal import RunHandle, start_run
 from tests.agent_support import MODEL_CALLS, TOOL_CALLS
 from tests.conftest import TASK_QUEUE

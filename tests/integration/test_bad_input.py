@@ -20,17 +20,15 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.common import RawValue
 from temporalio.service import RPCError, RPCStatusCode
 
-from temporal_workflows import (
+from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES, json_size
+from temporal_workflows.errors import (
     ExecutorFailedError,
     GraphSignatureMismatchError,
     NotSerializableError,
     PayloadTooLargeError,
-    RequestInfoEvent,
     SuperstepLimitError,
-    WorkflowOutputEvent,
-    WorkflowWarningEvent,
 )
-from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES, json_size
+from temporal_workflows.events import RequestInfoEvent, WorkflowOutputEvent, WorkflowWarningEvent
 from temporal_workflows.temporal import RunHandle, send_or_start, start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs

@@ -12,18 +12,17 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from examples import approval
-from temporal_workflows import (
+from temporal_workflows import SqliteCheckpointStorage
+from temporal_workflows.errors import (
     CheckpointNotFoundError,
     CheckpointStorageError,
     GraphSignatureMismatchError,
-    RequestInfoEvent,
-    SqliteCheckpointStorage,
     UndeliverableMessageError,
     UnknownRequestError,
-    WorkflowResetEvent,
-    WorkflowWarningEvent,
 )
-from temporal_workflows.temporal import LINEAGE_MEMO, RunHandle, fork, get_run, start_run
+from temporal_workflows.events import RequestInfoEvent, WorkflowResetEvent, WorkflowWarningEvent
+from temporal_workflows.temporal import RunHandle, fork, get_run, start_run
+from temporal_workflows.temporal.integration import LINEAGE_MEMO
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
 from tests.integration.cli import run_cli

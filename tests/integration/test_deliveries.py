@@ -15,7 +15,9 @@ import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from temporal_workflows import DeliveryForgottenError, WorkflowEvent, WorkflowWarningEvent
+from temporal_workflows import WorkflowEvent
+from temporal_workflows.errors import DeliveryForgottenError
+from temporal_workflows.events import WorkflowWarningEvent
 from temporal_workflows.temporal import RunHandle
 from temporal_workflows.temporal._failures import library_error
 from temporal_workflows.temporal._inbox import DELIVERED_CARRIED, FORGOTTEN_KEPT, Deliveries

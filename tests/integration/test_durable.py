@@ -16,16 +16,9 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from examples import approval
-from temporal_workflows import (
-    ExecutorFailedError,
-    RequestInfoEvent,
-    UnknownRequestError,
-    Workflow,
-    WorkflowError,
-    WorkflowEvent,
-    WorkflowRunResult,
-    WorkflowRunState,
-)
+from temporal_workflows import Workflow, WorkflowEvent, WorkflowRunResult, WorkflowRunState
+from temporal_workflows.errors import ExecutorFailedError, UnknownRequestError, WorkflowError
+from temporal_workflows.events import RequestInfoEvent
 from temporal_workflows.temporal import DurableWorkflow
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs

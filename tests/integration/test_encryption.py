@@ -34,9 +34,6 @@ from temporalio.worker import Worker
 
 from temporal_workflows import (
     Executor,
-    ExecutorFailedError,
-    InvalidResponseError,
-    RequestInfoEvent,
     SqliteCheckpointStorage,
     WorkflowBuilder,
     WorkflowContext,
@@ -44,8 +41,9 @@ from temporal_workflows import (
     handler,
     response_handler,
 )
+from temporal_workflows.errors import ExecutorFailedError, InvalidResponseError
+from temporal_workflows.events import RequestInfoEvent
 from temporal_workflows.temporal import (
-    ENCRYPTED_ENCODING,
     EncryptionCodec,
     EncryptionError,
     KeyRing,
@@ -53,6 +51,7 @@ from temporal_workflows.temporal import (
     start_run,
 )
 from temporal_workflows.temporal._devserver import temporal_cli_path
+from temporal_workflows.temporal.integration import ENCRYPTED_ENCODING
 
 MARKER = "tw-plaintext-marker-9c41e7d2"
 ROOT = Path(__file__).parents[2]

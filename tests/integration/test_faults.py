@@ -44,9 +44,10 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
-from temporal_workflows import ExecutorFailedError, SqliteCheckpointStorage, Workflow
+from temporal_workflows import SqliteCheckpointStorage, Workflow
 from temporal_workflows._engine.serde import encode
 from temporal_workflows._graph.executor import DEFAULT_HEARTBEAT_TIMEOUT
+from temporal_workflows.errors import ExecutorFailedError
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, start_dev_server, start_run
 from temporal_workflows.temporal._devserver import free_port
 from tests.integration import fault_graphs

@@ -16,22 +16,24 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 
 from examples import approval, research
-from temporal_workflows import (
+from temporal_workflows import WorkflowEvent, WorkflowRunState
+from temporal_workflows.errors import (
     AlreadyAnsweredError,
     InvalidResponseError,
+    UndeliverableMessageError,
+    UnknownRequestError,
+)
+from temporal_workflows.events import (
     RequestInfoEvent,
     SuperStepCompletedEvent,
     SuperStepStartedEvent,
-    UndeliverableMessageError,
-    UnknownRequestError,
-    WorkflowEvent,
     WorkflowOutputEvent,
-    WorkflowRunState,
     WorkflowStatusEvent,
     WorkflowWarningEvent,
 )
-from temporal_workflows.temporal import STATUS_SEARCH_ATTRIBUTE, RunHandle, get_run, send_or_start, start_run
+from temporal_workflows.temporal import RunHandle, get_run, send_or_start, start_run
 from temporal_workflows.temporal._devserver import temporal_cli_path
+from temporal_workflows.temporal.integration import STATUS_SEARCH_ATTRIBUTE
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
 from tests.integration.cli import run_cli

@@ -10,16 +10,16 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from temporal_workflows import (
+from temporal_workflows import WorkflowEvent
+from temporal_workflows._live import MAX_LIVE_EVENT_BYTES
+from temporal_workflows.events import (
     ExecutorCompletedEvent,
     LiveCommittedEvent,
     LiveEvent,
     LiveOmittedEvent,
     StepProgressEvent,
     StepRetryEvent,
-    WorkflowEvent,
 )
-from temporal_workflows._live import MAX_LIVE_EVENT_BYTES
 from temporal_workflows.temporal import RunHandle, start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import live_graphs

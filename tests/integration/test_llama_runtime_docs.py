@@ -42,6 +42,7 @@ def _llamaindex_module() -> types.ModuleType:
     source = re.sub(
         r"from temporal_workflows\.llama import \((.|\n)*?\)\n", _UNCHANGED_IMPORTS, _SOURCE.read_text(), count=1
     )
+    source = re.sub(r"from temporal_workflows\.llama\.retry_policy import [^\n]*\n", "", source, count=1)
     assert "temporal_workflows" not in source.split("EXAMPLES = ")[0]
     module = types.ModuleType(name)
     module.__file__ = str(_SOURCE)

@@ -21,10 +21,10 @@ from temporal_workflows.llama import (
     InputRequiredEvent,
     LlamaRunHandle,
     StopEvent,
-    WorkflowTimeoutError,
     start_run,
 )
 from temporal_workflows.llama._runtime import LlamaFailedStreamEvent
+from temporal_workflows.llama.errors import WorkflowTimeoutError
 from tests import test_llama_docs as docs
 from tests.conftest import TASK_QUEUE
 from tests.integration import llama_workflows as lw

@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from examples import approval
-from temporal_workflows import RequestInfoEvent
+from temporal_workflows.events import RequestInfoEvent
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, start_dev_server, start_run
 from tests.conftest import hosted_workflows
 from tests.integration import graphs

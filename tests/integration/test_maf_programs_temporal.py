@@ -114,7 +114,7 @@ async def test_several_answers_in_one_call_are_applied_together_and_the_call_ret
 
 
 async def test_answers_given_together_are_refused_together(client: Client) -> None:
-    from temporal_workflows import InvalidResponseError, UnknownRequestError
+    from temporal_workflows.errors import InvalidResponseError, UnknownRequestError
 
     durable = sc.two_questions.on_temporal(client, task_queue=TASK_QUEUE)
     asked = (await durable.run("bees owls")).get_request_info_events()

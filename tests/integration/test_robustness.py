@@ -8,10 +8,11 @@ import pytest
 from temporalio.api.enums.v1 import EventType, ParentClosePolicy
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from temporal_workflows import ExecutorFailedError, WorkflowError
 from temporal_workflows._engine.ids import MAX_ID_BYTES, bounded_id
 from temporal_workflows._engine.limits import OMITTED_KEY, TRUNCATED_KEY
-from temporal_workflows.temporal import start_run, step_activity_name
+from temporal_workflows.errors import ExecutorFailedError, WorkflowError
+from temporal_workflows.temporal import start_run
+from temporal_workflows.temporal.integration import step_activity_name
 from tests.conftest import TASK_QUEUE
 from tests.integration import robust_graphs
 from tests.integration.agent_graphs import AVAILABLE, GRAPHS

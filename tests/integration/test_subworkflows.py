@@ -18,7 +18,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
-from temporal_workflows import ExecutorFailedError, RunClosedError, WorkflowEvent, WorkflowRunState, WorkflowStatusEvent
+from temporal_workflows import WorkflowEvent, WorkflowRunState
+from temporal_workflows.errors import ExecutorFailedError, RunClosedError
+from temporal_workflows.events import WorkflowStatusEvent
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, get_run, start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import subgraphs as g
@@ -214,7 +216,7 @@ async def test_a_running_child_refuses_outside_input_and_is_cancelled_with_its_p
 async def test_an_answer_given_before_its_deadline_wins_though_the_boundary_that_takes_it_is_after(
     client: Client, workflow_id: str, child: bool
 ) -> None:
-    from temporal_workflows import RequestInfoEvent
+    from temporal_workflows.events import RequestInfoEvent
 
     wf = g.race_child if child else g.race_top
     handle = await start_run(client, wf, "busy", id=workflow_id, task_queue=TASK_QUEUE)

@@ -25,15 +25,15 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, W
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from temporal_workflows import (
-    PayloadTooLargeError,
+from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
+from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.errors import PayloadTooLargeError
+from temporal_workflows.events import (
     RequestInfoEvent,
     SuperStepStartedEvent,
     WorkflowOutputEvent,
     WorkflowWarningEvent,
 )
-from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
-from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal import RunHandle, fork, start_run
 from temporal_workflows.temporal._inbox import DELIVERED_CARRIED, MAX_OUTCOME_CHARS, Deliveries
 from temporal_workflows.temporal._protocol import (
@@ -322,7 +322,7 @@ async def test_large_input_waited_for_and_delivered_in_one_workflow_task_never_t
 
 
 async def test_large_input_waited_for_is_refused_as_its_update_would_be(client: Client, workflow_id: str) -> None:
-    from temporal_workflows import AlreadyAnsweredError, UndeliverableMessageError
+    from temporal_workflows.errors import AlreadyAnsweredError, UndeliverableMessageError
 
     handle = await start_run(client, graphs.big_answers, "tea", id=workflow_id, task_queue=TASK_QUEUE)
     await events_until(handle, nth(RequestInfoEvent, 3))

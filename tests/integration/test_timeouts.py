@@ -16,7 +16,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from temporal_workflows import RequestTimeoutError
+from temporal_workflows.errors import RequestTimeoutError
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
 from tests.integration import graphs
 

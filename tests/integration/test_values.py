@@ -15,7 +15,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from temporal_workflows import RequestInfoEvent
+from temporal_workflows.events import RequestInfoEvent
 from temporal_workflows.temporal import get_run, start_run
 from tests.conformance import scenarios as sc
 from tests.conftest import TASK_QUEUE

@@ -25,7 +25,6 @@ from typing import Any, Literal, Never
 
 from temporal_workflows import (
     Executor,
-    RequestInfoEvent,
     SubWorkflowRequestMessage,
     SubWorkflowResponseMessage,
     Workflow,
@@ -35,6 +34,7 @@ from temporal_workflows import (
     handler,
     response_handler,
 )
+from temporal_workflows.events import RequestInfoEvent
 
 Resource = Literal["cpu", "memory", "disk", "gpu"]
 
@@ -276,8 +276,9 @@ async def on_temporal(address: str) -> None:
     from temporalio.client import Client
     from temporalio.worker import Worker
 
-    from temporal_workflows import WorkflowRunState, WorkflowStatusEvent
+    from temporal_workflows import WorkflowRunState
     from temporal_workflows._engine.serde import Envelope, decode
+    from temporal_workflows.events import WorkflowStatusEvent
     from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
 
     workflow = build()

@@ -1,0 +1,63 @@
+"""For integrators: the workflow, its wire contract and the codec server's parts.
+
+A user of the library needs none of this: ``TemporalWorkflowsPlugin`` registers
+the workflow and its activities, ``start_run`` / ``RunHandle`` speak the wire
+contract, and the CLI serves the codec. These names are for code that talks to
+a graph run *without* this client: starting :class:`GraphWorkflow` with
+Temporal's own client (``RunInput``), another SDK or the ``temporal`` CLI
+(the status search attribute, the lineage memo, activity type names, the
+default task queue), a sandboxed worker built by hand (``PASSTHROUGH_MODULES``),
+a codec server or key tooling of one's own (the encryption metadata and
+``ENV_*`` variables, ``CheckpointCipher``, ``make_codec_server``), or a
+reader of raw event streams (``RawEvent``, ``RawLiveEvent``, ``EventView``).
+
+They are stable in the same way the public API is (``docs/api.md``), but
+changing them changes what runs and stored histories carry, so they are kept
+apart from the user's surface.
+"""
+
+from __future__ import annotations
+
+from temporal_workflows._checkpoints.base import CheckpointCipher
+from temporal_workflows.temporal._client import LINEAGE_MEMO, EventView, RawEvent, RawLiveEvent
+from temporal_workflows.temporal._codec import (
+    ENCRYPTED_ENCODING,
+    ENV_ENCRYPTION_KEY,
+    ENV_ENCRYPTION_KEY_ID,
+    ENV_ENCRYPTION_KEYS,
+    KEY_ID_METADATA,
+)
+from temporal_workflows.temporal._codec_server import CodecServer, make_codec_server
+from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES
+from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE, RunInput, step_activity_name
+from temporal_workflows.temporal._tracing import flush_tracing
+from temporal_workflows.temporal._versioning import build_id_for
+from temporal_workflows.temporal._workflow import GraphWorkflow
+
+__all__ = [
+    # the workflow and its start input
+    "GraphWorkflow",
+    "RunInput",
+    "step_activity_name",
+    # what runs carry, readable from other clients and the temporal CLI
+    "DEFAULT_TASK_QUEUE",
+    "LINEAGE_MEMO",
+    "STATUS_SEARCH_ATTRIBUTE",
+    "build_id_for",
+    # workers built by hand
+    "PASSTHROUGH_MODULES",
+    "flush_tracing",
+    # encryption on the wire and codec servers
+    "CheckpointCipher",
+    "CodecServer",
+    "ENCRYPTED_ENCODING",
+    "ENV_ENCRYPTION_KEY",
+    "ENV_ENCRYPTION_KEYS",
+    "ENV_ENCRYPTION_KEY_ID",
+    "KEY_ID_METADATA",
+    "make_codec_server",
+    # raw event streams
+    "EventView",
+    "RawEvent",
+    "RawLiveEvent",
+]
