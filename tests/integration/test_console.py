@@ -372,6 +372,31 @@ async def test_browser_draws_a_run_of_a_graph_it_was_not_given_lit_per_executor(
     await page.locator("h1 .badge[data-status=completed]").wait_for()
 
 
+async def test_a_run_that_keeps_no_picture_shows_a_note_saying_why(
+    bare: Console, page: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from temporal_workflows.temporal._activities import steps
+
+    # A run pinned by a worker before runs kept their picture records none (nor a note) ...
+    monkeypatch.setattr(steps, "bounded_shape", lambda graph, max_bytes: (None, None))
+    old = await _review(bare.client, "old worker")
+    monkeypatch.undo()
+    # ... and a graph larger than a run keeps a picture of gets a note instead.
+    monkeypatch.setattr(steps, "MAX_SHAPE_BYTES", 100)
+    large = await _review(bare.client, "large graph")
+    async with httpx.AsyncClient(base_url=bare.url, timeout=30) as http:
+        for handle, why in ((old, "kept no picture of its graph"), (large, "larger than a run keeps (100 bytes)")):
+            run = (await http.get(f"/api/runs/{handle.id}")).json()
+            assert run["picture"] is None and why in run["picture_note"], run["picture_note"]
+            assert run["pending_requests"]  # the run itself goes on as ever
+    await page.goto(f"{bare.url}/#/run/{large.id}")
+    await page.locator("[data-request]").wait_for()
+    note = page.locator("#no-picture")
+    await note.wait_for()
+    assert "No picture: the graph's picture" in await note.inner_text()
+    assert await page.locator("#graph svg").count() == 0
+
+
 async def test_browser_a_request_answered_elsewhere_disappears(console: Console, page: Any) -> None:
     handle = await _review(console.client, "elsewhere")
     await page.goto(f"{console.url}/#/run/{handle.id}")
