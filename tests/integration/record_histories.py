@@ -121,6 +121,8 @@ FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "checkpoint_reset": drive_checkpoint_reset,
     "subworkflow_nested": drive_subworkflow,
     "checkpoint_hooks": drive_checkpoint_hooks,
+    # The same run once runs keep their graph's shape with the pinned topology (the ``topology`` query).
+    "subworkflow_nested_shape": drive_subworkflow,
 }
 
 
