@@ -217,6 +217,20 @@ async def test_runs_of_a_llamaindex_workflow_and_of_nested_sub_workflows_are_dra
     assert topology["shape"]["subworkflows"]["middle"]["subworkflows"]["inner"]["start"]
 
 
+def test_a_picture_the_console_cannot_read_is_a_note_never_an_error() -> None:
+    from temporal_workflows._console.app import _run_picture
+
+    for answer, why in (
+        (None, "did not answer"),
+        ({"unavailable": "QueryFailed: unknown queryType topology"}, "unknown queryType topology"),
+        ({"shape": None, "note": "the run has not pinned its graph yet"}, "not pinned"),
+        ({"shape": {"start": 3}}, "could not be drawn"),
+        ({"shape": {"name": "x", "start": "a", "executors": "a", "groups": [{"kind": "single"}]}}, "could not"),
+    ):
+        picture, note = _run_picture(answer)
+        assert picture is None and why in note, (answer, note)
+
+
 async def test_events_stream_over_sse_until_the_run_closes(console: Console) -> None:
     handle = await _review(console.client, "sse")
     (request,) = await handle.pending_requests()
