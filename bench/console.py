@@ -1,4 +1,4 @@
-"""The console under load: ``python -m bench.console [--runs 2000] [--events 10000] [--json]``.
+"""The console under load: ``python -m bench.console [--runs 2000] [--events 10000] [--burst 500] [--json]``.
 
 On a dev server of its own (started here, on free ports), with a worker in
 this process and ``temporal-workflows console`` in another, as a user runs it:
@@ -7,9 +7,10 @@ this process and ``temporal-workflows console`` in another, as a user runs it:
    runs list through the console's JSON route: the first page unfiltered and
    under each filter, and every page (200 a page) until the list ends.
 2. A run publishing ``--events`` live events from one step (in bursts of
-   500), followed by the console's page in headless Chromium (the system
-   browser): when the page has shown every event and the run's end, against
-   when the run completed, and the events' rate through the page.
+   ``--burst``, 500 by default; ``--burst 0``: one tight loop), followed by
+   the console's page in headless Chromium (the system browser): when the
+   page has shown every event and the run's end, against when the run
+   completed, and the events' rate through the page.
 
 Prints one line per figure and, with ``--json``, a JSON object last.
 """
@@ -66,17 +67,23 @@ class Tick(LiveEvent):
 
 
 BURST = 500
-"""Events published back to back before a 20 ms pause. (10,000 in one tight loop overflow one batch of the
-live stream, a publisher-side limit tracked in issue #23 item 5, not the console's.)"""
+"""Events published back to back before a 20 ms pause, by default; ``--burst 0``: all in one tight loop (the
+step's live batches are bounded, so none is dropped: ``_live_publisher``)."""
+
+
+class Chat(BaseModel):
+    count: int
+    burst: int = BURST
+    """Events between two 20 ms pauses; 0: no pause, one tight loop."""
 
 
 @executor(id="chatter")
-async def chatter(count: int, ctx: WorkflowContext[None, int]) -> None:
-    for n in range(count):
+async def chatter(chat: Chat, ctx: WorkflowContext[None, int]) -> None:
+    for n in range(chat.count):
         await ctx.add_event(Tick(n=n))
-        if n % BURST == BURST - 1:
+        if chat.burst and n % chat.burst == chat.burst - 1:
             await asyncio.sleep(0.02)
-    await ctx.yield_output(count)
+    await ctx.yield_output(chat.count)
 
 
 waiting = WorkflowBuilder(start_executor=Asker("ask"), name="bench_console_wait").build()
@@ -93,8 +100,9 @@ async def _count(client: Client, query: str) -> int:
     return (await client.count_workflows(query)).count
 
 
-async def bench(runs: int, events: int, browser: bool) -> dict[str, Any]:
-    report: dict[str, Any] = {"runs": runs, "events": events}
+async def bench(runs: int, events: int, browser: bool, burst: int = BURST) -> dict[str, Any]:
+    report: dict[str, Any] = {"runs": runs, "events": events, "burst": burst}
+    chat = Chat(count=events, burst=burst)
     env = await start_dev_server()
     try:
         client = await Client.connect(
@@ -178,7 +186,7 @@ async def bench(runs: int, events: int, browser: bool) -> dict[str, Any]:
                         # The page is open (as a person keeps it), then the run starts and the page goes to it.
                         await page.goto(f"{url}/#/")
                         await page.locator("#runs tbody tr").first.wait_for()
-                        handle = await start_run(client, chatty, events, task_queue=QUEUE)
+                        handle = await start_run(client, chatty, chat, task_queue=QUEUE)
                         t_start = time.perf_counter()
                         await page.evaluate(f"location.hash = '#/run/{handle.id}'")
                         result_task = asyncio.create_task(handle.result())
@@ -199,11 +207,11 @@ async def bench(runs: int, events: int, browser: bool) -> dict[str, Any]:
                         flush=True,
                     )
                 else:
-                    handle = await start_run(client, chatty, events, task_queue=QUEUE)
+                    handle = await start_run(client, chatty, chat, task_queue=QUEUE)
                     await handle.result()
 
                 # The same, followed by a plain SSE reader instead of the page (what the browser adds).
-                second = await start_run(client, chatty, events, task_queue=QUEUE)
+                second = await start_run(client, chatty, chat, task_queue=QUEUE)
                 t_start = time.perf_counter()
                 followed, t_done = 0, asyncio.get_running_loop().create_future()
 
@@ -263,10 +271,11 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.console", description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=2000)
     p.add_argument("--events", type=int, default=10_000)
+    p.add_argument("--burst", type=int, default=BURST, help="events between 20 ms pauses; 0: one tight loop")
     p.add_argument("--no-browser", action="store_true")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    report = asyncio.run(bench(args.runs, args.events, not args.no_browser))
+    report = asyncio.run(bench(args.runs, args.events, not args.no_browser, args.burst))
     if args.json:
         print(json.dumps(report))
     sys.stdout.flush()

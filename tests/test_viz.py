@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
+from pydantic_core import to_json
 
 from temporal_workflows import (
     Case,
@@ -26,6 +28,8 @@ from temporal_workflows import (
     WorkflowViz,
     executor,
 )
+from temporal_workflows._graph.shape import GraphShape, bounded_shape, graph_shape
+from temporal_workflows._graph.viz import mermaid_node_ids, to_dot, to_mermaid
 
 
 def relay(eid: str) -> Executor:
@@ -211,6 +215,57 @@ def test_the_text_is_agent_frameworks_for_each_edge_kind(kind: str) -> None:
     for internal in (False, True):
         assert ours.to_mermaid(include_internal_executors=internal) == theirs.to_mermaid(internal)
         assert ours.to_digraph(include_internal_executors=internal) == theirs.to_digraph(internal)
+
+
+@pytest.mark.parametrize("kind", [*EDGE_KINDS, "viz"])
+def test_a_graphs_shape_kept_as_json_draws_the_same_picture(kind: str) -> None:
+    """What a run keeps of its graph (its shape, as JSON in history) draws what the built graph draws: the
+    console pictures a run of a graph it was never given from that alone."""
+    import temporal_workflows
+
+    built = graph() if kind == "viz" else _each_edge_kind(temporal_workflows, kind)
+    shape = graph_shape(built.graph)
+    kept = TypeAdapter(GraphShape).validate_json(to_json(shape))
+    assert kept == shape
+    for internal in (False, True):
+        assert to_mermaid(kept, include_internal_executors=internal) == to_mermaid(
+            built.graph, include_internal_executors=internal
+        )
+        assert to_dot(kept, include_internal_executors=internal) == to_dot(
+            built.graph, include_internal_executors=internal
+        )
+    assert mermaid_node_ids(kept) == mermaid_node_ids(built.graph)
+
+
+def test_a_shape_names_conditions_for_people_and_nests_sub_workflows() -> None:
+    import temporal_workflows
+
+    shape = graph_shape(graph().graph)
+    switch = next(g for g in shape.groups if g.kind == "switch_case")
+    assert switch.targets == ("big", 'odd "one"') and switch.labels == ("is_large", "default")
+    conditional = [g for g in shape.groups if g.conditional]
+    assert [g.labels for g in conditional] == [("condition",), ("is_large",)]
+    nested = graph_shape(_each_edge_kind(temporal_workflows, "sub-workflow").graph)
+    assert nested.subworkflows["b"].executors == ("in-1", "in 2")
+
+
+def test_a_llamaindex_workflows_shape_names_the_events_its_edges_carry() -> None:
+    from examples.llama_fanout import Research
+
+    graph = Research()._compiled().graph.graph
+    shape = graph_shape(graph)
+    assert [(g.sources, g.targets, g.labels) for g in shape.groups] == [
+        (("plan",), ("research",), ("Question",)),
+        (("research",), ("report",), ("Finding",)),
+    ]
+    assert to_mermaid(shape) == to_mermaid(graph)  # the picture is the graph command's; the events are data
+
+
+def test_a_graph_too_large_to_keep_a_picture_of_says_so() -> None:
+    shape, note = bounded_shape(graph().graph)
+    assert shape is not None and note is None
+    shape, note = bounded_shape(graph().graph, max_bytes=100)
+    assert shape is None and note is not None and "larger than a run keeps (100 bytes)" in note
 
 
 # -- what Graphviz reads: escaping and a valid rankdir ---------------------------------------------------

@@ -16,7 +16,9 @@ JSON routes (all behind :class:`~._console.gate.Gate`):
   of runs from Temporal visibility (``WorkflowType``, the
   ``GraphRunStatus`` search attribute, ``ExecutionStatus``, ``StartTime``);
   ``next`` is the page token the previous page returned.
-- ``GET /api/runs/{id}``: describe, status, pending requests, state, checkpoints, graph.
+- ``GET /api/runs/{id}``: describe, status, pending requests, state, checkpoints, and the run's picture:
+  the one the run keeps of the graph it pinned (its ``topology`` query), else that of the graph given with
+  ``--workflow``, else none and ``picture_note`` saying why.
 - ``GET /api/runs/{id}/events``: the run's events over SSE, batched.
 - ``POST /api/runs/{id}/requests/{request_id}`` ``{"response": ...}`` or
   ``{"approve": true|false}`` (a tool approval in one click).
@@ -34,6 +36,7 @@ import binascii
 import contextlib
 import json
 import re
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -59,6 +62,7 @@ from temporal_workflows._console.guard import COOKIE_NAME, Guard
 from temporal_workflows._console.server import Limits
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import WorkflowEvent
+from temporal_workflows._graph.shape import GraphShape
 from temporal_workflows._graph.viz import mermaid_node_ids, to_mermaid
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._live import LiveEvent
@@ -125,7 +129,35 @@ def _graph_json(workflow: Workflow) -> dict[str, Any]:
         "node_ids": mermaid_node_ids(graph),
         "start_executor": graph.topology.start_executor_id,
         "start_schema": schema,
+        "from": "console",
     }
+
+
+_SHAPE = TypeAdapter(GraphShape)
+PICTURES_KEPT = 256
+"""Pictures of runs the console keeps drawn (by Temporal run id; a run's pinned graph never changes)."""
+
+
+def _run_picture(answer: Any) -> tuple[dict[str, Any] | None, str]:
+    """The picture a run keeps of its graph (its ``topology`` query's ``shape``), drawn by the same code as
+    ``graph --format mermaid``; or ``None`` and why not."""
+    if not isinstance(answer, dict):
+        return None, "the run did not answer"
+    if "unavailable" in answer:
+        return None, f"the run did not answer its topology query ({answer['unavailable']})"
+    if answer.get("shape") is None:
+        return None, str(answer.get("note") or "the run keeps no picture of its graph")
+    try:
+        shape = _SHAPE.validate_python(answer["shape"])
+        return {
+            "name": shape.name,
+            "mermaid": to_mermaid(shape),
+            "node_ids": mermaid_node_ids(shape),
+            "start_executor": shape.start,
+            "from": "run",
+        }, ""
+    except Exception as e:
+        return None, f"the run's picture could not be drawn: {type(e).__name__}: {e}"[:500]
 
 
 def _event_json(event: WorkflowEvent) -> dict[str, Any]:
@@ -198,6 +230,7 @@ def make_app(
     """
     graphs = dict(settings.graphs)
     graph_json = {name: _graph_json(wf) for name, wf in graphs.items()}
+    pictures: OrderedDict[str, dict[str, Any]] = OrderedDict()
     client_lock = asyncio.Lock()
     clients: list[Client] = []
     static = resources.files("temporal_workflows._console") / "static"
@@ -342,10 +375,22 @@ def make_app(
             except Exception as e:
                 return {"unavailable": _why(e)}
 
-        status, pending, state, checkpoints = await asyncio.gather(
-            maybe(h.status), maybe(h.pending_requests), maybe(h.state), maybe(h.checkpoints)
+        async def picture() -> tuple[dict[str, Any] | None, str]:
+            # The run's own picture first (the graph it pinned, which --workflow may no longer match), kept
+            # once drawn; then the one of the graph given with --workflow; else none, saying why.
+            if desc.run_id and desc.run_id in pictures:
+                pictures.move_to_end(desc.run_id)
+                return pictures[desc.run_id], ""
+            drawn, note = _run_picture(await maybe(h.topology))
+            if drawn is not None and desc.run_id:
+                pictures[desc.run_id] = drawn
+                while len(pictures) > PICTURES_KEPT:
+                    pictures.popitem(last=False)
+            return drawn or graph_json.get(desc.workflow_type), note
+
+        status, pending, state, checkpoints, (graph, note) = await asyncio.gather(
+            maybe(h.status), maybe(h.pending_requests), maybe(h.state), maybe(h.checkpoints), picture()
         )
-        graph = graph_json.get(desc.workflow_type)
         return JSONResponse(
             {
                 "id": h.id,
@@ -360,6 +405,7 @@ def make_app(
                 "state": state,
                 "checkpoints": checkpoints if isinstance(checkpoints, list) else [],
                 "picture": graph,
+                "picture_note": None if graph else note,
             }
         )
 

@@ -68,6 +68,11 @@ class Graph:
     def name(self) -> str | None:
         return self.topology.name
 
+    def edge_labels(self, group: EdgeGroup) -> tuple[str, ...]:
+        """Labels for people on a group's edges beyond its conditions' names (a graph's picture as data,
+        ``shape.py``): none here; a LlamaIndex workflow's graph names the events its edges carry."""
+        return ()
+
     def route(self, source_id: str, value: Any, envelope: Envelope, target_id: str | None) -> list[Delivery]:
         """Where a message sent by ``source_id`` goes.
 

@@ -23,8 +23,9 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from temporal_workflows._graph.shape import EdgeShape, GraphShape, graph_shape
+
 if TYPE_CHECKING:
-    from temporal_workflows._graph.edges import EdgeGroup
     from temporal_workflows._graph.graph import Graph
 
 __all__ = [
@@ -80,18 +81,15 @@ def _check_rankdir(rankdir: str) -> RankDir:
 # escaped) or where it has no equivalent (``rankdir``).
 
 
-def _sub_graph(ex: object) -> Graph | None:
-    """The graph a ``WorkflowExecutor`` runs, or ``None`` for any other executor."""
-    from temporal_workflows._graph.subworkflow import WorkflowExecutor
-
-    if isinstance(ex, WorkflowExecutor):
-        wf = getattr(ex, "workflow", None)
-        graph: Graph | None = getattr(wf, "graph", None)
-        return graph
-    return None
+# Everything below draws from a ``GraphShape`` (``shape.py``), the graph's picture as data: a built graph is
+# drawn through its shape, and a run's kept shape (the console's picture of a run) is drawn by the same code.
 
 
-def _fan_ins(graph: Graph) -> list[tuple[str, list[str], str]]:
+def _shape(graph: Graph | GraphShape) -> GraphShape:
+    return graph if isinstance(graph, GraphShape) else graph_shape(graph)
+
+
+def _fan_ins(graph: GraphShape) -> list[tuple[str, list[str], str]]:
     """(``fan_in::<target>::<sha8>``, sorted sources, target) per fan-in group, as Agent Framework names them."""
     out: list[tuple[str, list[str], str]] = []
     for g in graph.groups:
@@ -102,7 +100,7 @@ def _fan_ins(graph: Graph) -> list[tuple[str, list[str], str]]:
     return out
 
 
-def _normal_edges(graph: Graph, internal: bool = False) -> list[tuple[str, str, bool, bool]]:
+def _normal_edges(graph: GraphShape, internal: bool = False) -> list[tuple[str, str, bool, bool]]:
     """(source, target, conditional, internal) for every edge outside fan-ins, in the order the groups were added.
 
     With ``internal``, also Agent Framework's internal edge into each executor (``internal:<id>`` -> ``<id>``),
@@ -110,37 +108,38 @@ def _normal_edges(graph: Graph, internal: bool = False) -> list[tuple[str, str, 
     """
     out: list[tuple[str, str, bool, bool]] = []
     seen: set[str] = set()
+    executors = set(graph.executors)
 
     def register(names: list[str]) -> None:
         for n in names:
-            if n in graph.executors and n not in seen:
+            if n in executors and n not in seen:
                 seen.add(n)
                 if internal:
                     out.append((f"internal:{n}", n, False, True))
 
-    register([graph.topology.start_executor_id])
+    register([graph.start])
     for g in graph.groups:
         register(_group_executors(g))
         if g.kind == "fan_in":
             continue
         # A switch-case group has one edge per distinct target, as in Agent Framework.
-        targets = list(dict.fromkeys(t for _, t in g.cases)) if g.kind == "switch_case" else list(g.targets)
-        for t in targets:
-            out.append((g.sources[0], t, g.kind == "single" and g.condition is not None, False))
+        for t in dict.fromkeys(g.targets):
+            out.append((g.sources[0], t, g.conditional, False))
     register(list(graph.executors))
     return out
 
 
-def _group_executors(g: EdgeGroup) -> list[str]:
+def _group_executors(g: EdgeShape) -> list[str]:
     """The executors a group names, in the order Agent Framework's builder registers them."""
-    return [*g.sources, *(t for _, t in g.cases)] if g.kind == "switch_case" else [*g.sources, *g.targets]
+    return [*g.sources, *g.targets]
 
 
-def _executor_order(graph: Graph) -> list[str]:
+def _executor_order(graph: GraphShape) -> list[str]:
     """Executor ids in the order Agent Framework's builder registers them: the start, then as edges name them."""
-    order = dict.fromkeys([graph.topology.start_executor_id])
+    order = dict.fromkeys([graph.start])
+    executors = set(graph.executors)
     for g in graph.groups:
-        order.update(dict.fromkeys(n for n in _group_executors(g) if n in graph.executors))
+        order.update(dict.fromkeys(n for n in _group_executors(g) if n in executors))
     order.update(dict.fromkeys(graph.executors))
     return list(order)
 
@@ -150,15 +149,15 @@ def _mermaid_id(value: str) -> str:
     return sanitized if sanitized and sanitized[0].isalpha() else f"n_{sanitized}"
 
 
-def _mermaid_node_ids(graph: Graph, internal: bool = False) -> dict[tuple[str, ...], str]:
+def _mermaid_node_ids(graph: GraphShape, internal: bool = False) -> dict[tuple[str, ...], str]:
     """Mermaid node ids for every node of the graph and its sub-workflows (Agent Framework's allocation)."""
     candidates: dict[tuple[str, ...], str] = {}
 
-    def collect(g: Graph, ns: tuple[str, ...] = ()) -> None:
+    def collect(g: GraphShape, ns: tuple[str, ...] = ()) -> None:
         prefix = f"{_mermaid_id(ns[-1])}__" if ns else ""
         for executor_id in _executor_order(g):
             candidates[("executor", *ns, executor_id)] = prefix + _mermaid_id(executor_id)
-            sub = _sub_graph(g.executors[executor_id])
+            sub = g.subworkflows.get(executor_id)
             if sub is not None:
                 if ns:
                     candidates[("subgraph", *ns, executor_id)] = _mermaid_id(executor_id)
@@ -188,10 +187,11 @@ def _mermaid_node_ids(graph: Graph, internal: bool = False) -> dict[tuple[str, .
     return ids
 
 
-def mermaid_node_ids(graph: Graph) -> dict[str, str]:
+def mermaid_node_ids(graph: Graph | GraphShape) -> dict[str, str]:
     """The Mermaid node id of each top-level executor (the console colours nodes by them)."""
-    ids = _mermaid_node_ids(graph)
-    return {ex: ids[("executor", ex)] for ex in graph.executors}
+    shape = _shape(graph)
+    ids = _mermaid_node_ids(shape)
+    return {ex: ids[("executor", ex)] for ex in shape.executors}
 
 
 def _mermaid_text(text: str) -> str:
@@ -205,7 +205,7 @@ def _dot_text(text: str) -> str:
 
 
 def _emit_mermaid(
-    graph: Graph,
+    graph: GraphShape,
     lines: list[str],
     indent: str,
     ids: dict[tuple[str, ...], str],
@@ -215,7 +215,7 @@ def _emit_mermaid(
     def node(x: str) -> str:
         return ids[("executor", *ns, x)]
 
-    start = graph.topology.start_executor_id
+    start = graph.start
     lines.append(f'{indent}{node(start)}["{_mermaid_text(start)} (Start)"];')
     for ex in _executor_order(graph):
         if ex != start:
@@ -232,7 +232,7 @@ def _emit_mermaid(
         source = ids[("internal", *ns, s)] if is_internal else node(s)
         lines.append(f"{indent}{source} {arrow} {node(t)};")
     for ex in _executor_order(graph):
-        sub = _sub_graph(graph.executors[ex])
+        sub = graph.subworkflows.get(ex)
         if sub is None:
             continue
         lines.append(f"{indent}subgraph {ids[('subgraph', *ns, ex)] if ns else ids[('executor', ex)]}")
@@ -240,20 +240,22 @@ def _emit_mermaid(
         lines.append(f"{indent}end")
 
 
-def to_mermaid(graph: Graph, *, rankdir: str = "TD", include_internal_executors: bool = False) -> str:
-    """Mermaid ``flowchart`` text of ``graph``: Agent Framework's text for the same graph (no final newline)."""
+def to_mermaid(graph: Graph | GraphShape, *, rankdir: str = "TD", include_internal_executors: bool = False) -> str:
+    """Mermaid ``flowchart`` text of ``graph`` (built, or its shape): Agent Framework's text for the same graph
+    (no final newline)."""
     direction = _check_rankdir(rankdir)
+    shape = _shape(graph)
     lines = [f"flowchart {direction}"]
     internal = include_internal_executors
-    _emit_mermaid(graph, lines, "  ", _mermaid_node_ids(graph, internal), internal=internal)
+    _emit_mermaid(shape, lines, "  ", _mermaid_node_ids(shape, internal), internal=internal)
     return "\n".join(lines)
 
 
-def _emit_dot(graph: Graph, lines: list[str], indent: str, ns: str | None = None, internal: bool = False) -> None:
+def _emit_dot(graph: GraphShape, lines: list[str], indent: str, ns: str | None = None, internal: bool = False) -> None:
     def node(x: str) -> str:
         return f'"{_dot_text(f"{ns}/{x}" if ns else x)}"'
 
-    start = graph.topology.start_executor_id
+    start = graph.start
     lines.append(f'{indent}{node(start)} [fillcolor=lightgreen, label="{_dot_text(start)}\\n(Start)"];')
     for ex in _executor_order(graph):
         if ex != start:
@@ -272,9 +274,9 @@ def _emit_dot(graph: Graph, lines: list[str], indent: str, ns: str | None = None
         lines.append(f"{indent}{node(s)} -> {node(t)}{attrs};")
 
 
-def _emit_dot_subs(graph: Graph, lines: list[str], indent: str, internal: bool = False) -> None:
+def _emit_dot_subs(graph: GraphShape, lines: list[str], indent: str, internal: bool = False) -> None:
     for ex in _executor_order(graph):
-        sub = _sub_graph(graph.executors[ex])
+        sub = graph.subworkflows.get(ex)
         if sub is None:
             continue
         lines.append(f"{indent}subgraph cluster_{uuid.uuid5(uuid.NAMESPACE_OID, ex).hex[:8]} {{")
@@ -285,7 +287,7 @@ def _emit_dot_subs(graph: Graph, lines: list[str], indent: str, internal: bool =
         lines.append(f"{indent}}}")
 
 
-def to_dot(graph: Graph, *, rankdir: str = "TD", include_internal_executors: bool = False) -> str:
+def to_dot(graph: Graph | GraphShape, *, rankdir: str = "TD", include_internal_executors: bool = False) -> str:
     """Graphviz DOT text of ``graph``: Agent Framework's text for the same graph (no final newline).
 
     ``TD`` (Agent Framework's value, the default) is not one Graphviz knows: it lays the graph out top to
@@ -299,8 +301,9 @@ def to_dot(graph: Graph, *, rankdir: str = "TD", include_internal_executors: boo
         "  edge [color=black, arrowhead=vee];",
         "",
     ]
-    _emit_dot(graph, lines, "  ", internal=include_internal_executors)
-    _emit_dot_subs(graph, lines, "  ", include_internal_executors)
+    shape = _shape(graph)
+    _emit_dot(shape, lines, "  ", internal=include_internal_executors)
+    _emit_dot_subs(shape, lines, "  ", include_internal_executors)
     lines.append("}")
     return "\n".join(lines)
 

@@ -126,6 +126,13 @@ class LlamaGraph(Graph):
     """A compiled workflow's graph: outside events are checked against what the steps accept and await."""
 
     compiled: Compiled
+    events_on: dict[str, tuple[str, ...]]
+    """Per edge group id, the events its source step returns that its targets accept (for pictures)."""
+
+    def edge_labels(self, group: EdgeGroup) -> tuple[str, ...]:
+        """The events that travel along a group's edges (a step's picture shows what it emits)."""
+        events_on: dict[str, tuple[str, ...]] = getattr(self, "events_on", {})
+        return events_on.get(group.id, ())
 
     def validate_message(self, executor_id: str, message: Envelope) -> Envelope:
         """An event sent to a step from outside (the ``send`` signal/update), typed as the step accepts it."""
@@ -397,8 +404,10 @@ class Compiled:
             start_id = START_DISPATCH
             executors = {START_DISPATCH: StartDispatcher(tuple(start_steps), options), **executors}
         groups: list[EdgeGroup] = []
+        carried: dict[str, tuple[str, ...]] = {}
         for source, info in self.steps.items():
             targets: list[str] = []
+            events: list[str] = []
             for rt in info.config.return_types:
                 for target, tinfo in self.steps.items():
                     accepted = tinfo.config.accepted_events
@@ -411,8 +420,12 @@ class Compiled:
                     )
                     if takes and target not in targets:
                         targets.append(target)
+                    if takes and isinstance(rt, type) and rt.__name__ not in events:
+                        events.append(rt.__name__)
             if targets:
-                groups.append(EdgeGroup(f"fan_out:{source}->{','.join(targets)}", "fan_out", [source], targets))
+                group_id = f"fan_out:{source}->{','.join(targets)}"
+                groups.append(EdgeGroup(group_id, "fan_out", [source], targets))
+                carried[group_id] = tuple(events)
         shape = {
             "name": name,
             "start": start_steps,
@@ -447,6 +460,7 @@ class Compiled:
             description=(type(wf).__doc__ or "").strip() or None,
         )
         graph.compiled = self
+        graph.events_on = carried
         return GraphWorkflow(graph)
 
     def outside_targets(self, event: Event, step: str | None) -> tuple[str, ...]:

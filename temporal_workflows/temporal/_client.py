@@ -63,6 +63,7 @@ from temporal_workflows.temporal._protocol import (
     QUERY_PENDING_REQUESTS,
     QUERY_STATE,
     QUERY_STATUS,
+    QUERY_TOPOLOGY,
     SIGNAL_CHECKPOINT,
     SIGNAL_CLOSE,
     SIGNAL_DELIVER,
@@ -481,6 +482,14 @@ class RunHandle:
         """Committed shared state (JSON) from the ``state`` query."""
         state: dict[str, Any] = await self._query(QUERY_STATE)
         return state
+
+    async def topology(self) -> dict[str, Any]:
+        """The run's graph as it pinned it: ``graph``, ``start_executor``, ``executor_ids``, ``subworkflows``, and
+        ``shape``, its picture as data (``temporal_workflows._graph.shape.GraphShape`` as JSON), or ``None`` with a
+        ``note`` saying why (a run started by an earlier version, or a graph too large to keep a picture of).
+        Draw it with ``to_mermaid(TypeAdapter(GraphShape).validate_python(shape))``."""
+        answer: dict[str, Any] = await self._latest.query(QUERY_TOPOLOGY)
+        return answer
 
     async def describe(self) -> WorkflowExecutionDescription:
         return await self._latest.describe()

@@ -22,6 +22,7 @@ from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.limits import too_large
 from temporal_workflows._engine.machine import PendingRequest, StepTask, Topology
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._graph.shape import GraphShape
 
 __all__ = [
     "SIGNAL_DELIVER",
@@ -66,6 +67,7 @@ __all__ = [
     "QUERY_PENDING_REQUESTS",
     "QUERY_STATE",
     "QUERY_STATUS",
+    "QUERY_TOPOLOGY",
     "SIGNAL_CHECKPOINT",
     "SIGNAL_CLOSE",
     "SIGNAL_RESET",
@@ -160,6 +162,9 @@ QUERY_CHECKPOINT = "get_checkpoint"
 QUERY_STATUS = "status"
 QUERY_PENDING_REQUESTS = "pending_requests"
 QUERY_STATE = "state"
+QUERY_TOPOLOGY = "topology"
+"""Query: the run's graph as pinned (name, start executor, executors, sub-workflows) and its picture as data
+(``shape``, a :class:`~temporal_workflows._graph.shape.GraphShape`, or ``None`` with a ``note`` saying why)."""
 EVENTS_TOPIC = "events"
 """``temporalio.contrib.workflow_streams`` topic carrying the run's events as envelopes."""
 LIVE_BATCH_TYPE = "temporal_workflows:live_batch"
@@ -526,6 +531,12 @@ class Pinned:
     step_options: dict[str, dict[str, Any]] | None = None
     """Per executor, how its steps run as activities (only what differs from the
     defaults, see ``temporal._options``); in older runs it was part of the topology."""
+    shape: GraphShape | None = None
+    """The graph's picture as data (``_graph.shape``), made by the worker from the built graph, answered by the
+    ``topology`` query so any reader (the console) can draw the run; absent in runs recorded before it was kept,
+    and when the graph is too large to keep one (then ``shape_note`` says so)."""
+    shape_note: str | None = None
+    """Why the run keeps no shape, when the worker chose not to keep one."""
 
 
 class CheckpointRequest(BaseModel):

@@ -75,6 +75,7 @@ from temporal_workflows._events import (
     WorkflowStartedEvent,
     WorkflowStatusEvent,
 )
+from temporal_workflows._graph.shape import GraphShape
 from temporal_workflows.temporal._checkpointing import CheckpointAsk, Checkpoints, ResetPlan
 from temporal_workflows.temporal._children import (
     carry_subrun,
@@ -134,6 +135,7 @@ from temporal_workflows.temporal._protocol import (
     QUERY_PENDING_REQUESTS,
     QUERY_STATE,
     QUERY_STATUS,
+    QUERY_TOPOLOGY,
     SIGNAL_CHECKPOINT,
     SIGNAL_CLOSE,
     SIGNAL_DELIVER,
@@ -396,6 +398,8 @@ class GraphWorkflow:
         self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
         self._engine: Engine | None = None
         self._topology: Topology | None = None
+        self._shape: GraphShape | None = None
+        self._shape_note: str | None = None
         self._steps: StepRunner | None = None
         self._reset: ResetPlan | None = None
         self._keep_alive = inp.keep_alive
@@ -468,6 +472,28 @@ class GraphWorkflow:
             "lineage": self._lineage,
             # The run's graph version: a worker without Worker Versioning compares its own at start-up.
             "graph_signature": self._topology.signature_hash[:SIGNATURE_PREFIX] if self._topology else None,
+        }
+
+    @workflow.query(name=QUERY_TOPOLOGY)
+    def topology(self) -> dict[str, Any]:
+        """The run's graph as pinned, and its picture as data (``shape``) or a ``note`` saying why there is none.
+
+        Answered from what the run recorded when it started (the topology activity's result), never from the
+        worker's current graph, so it is the graph this run runs; kept once per run, not per query.
+        """
+        topology, shape = self._topology, self._shape
+        note = self._shape_note
+        if topology is None:
+            note = "the run has not pinned its graph yet"
+        elif shape is None and note is None:
+            note = "this run was started by a worker that kept no picture of its graph (an earlier version)"
+        return {
+            "graph": topology.name if topology else workflow.info().workflow_type,
+            "start_executor": topology.start_executor_id if topology else None,
+            "executor_ids": list(topology.executor_ids) if topology else [],
+            "subworkflows": dict(topology.subworkflows) if topology else {},
+            "shape": dataclasses.asdict(shape) if shape is not None else None,
+            "note": note,
         }
 
     @workflow.query(name=QUERY_CHECKPOINTS)
@@ -1060,6 +1086,8 @@ class GraphWorkflow:
         pinned = _pinned(raw)
         topology = pinned.topology
         self._topology = topology
+        self._shape = pinned.shape
+        self._shape_note = pinned.shape_note
         self._board.attribute = pinned.status_attribute
         cps = self._checkpoints
         cps.setup = pinned.checkpoints or CheckpointSetup()

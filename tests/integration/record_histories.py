@@ -146,6 +146,8 @@ FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "subworkflow_nested": drive_subworkflow,
     "checkpoint_hooks": drive_checkpoint_hooks,
     "concurrent_updates": drive_concurrent_updates,
+    # The same run once runs keep their graph's shape with the pinned topology (the ``topology`` query).
+    "subworkflow_nested_shape": drive_subworkflow,
 }
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import TypeAdapter
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -31,6 +32,8 @@ from temporal_workflows._console.app import ConsoleSettings, make_app
 from temporal_workflows._console.gate import ACTION_HEADER
 from temporal_workflows._console.guard import COOKIE_NAME, Guard
 from temporal_workflows._console.server import ServerHandle, bind
+from temporal_workflows._graph.shape import GraphShape
+from temporal_workflows._graph.viz import to_mermaid
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, get_run, start_dev_server, start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import console_graphs
@@ -63,11 +66,11 @@ async def console_worker(console_client: Client) -> AsyncIterator[Worker]:
         yield w
 
 
-async def _serve(client: Client, token: str | None) -> AsyncIterator[Console]:
+async def _serve(client: Client, token: str | None, given: bool = True) -> AsyncIterator[Console]:
     sock = bind("127.0.0.1", 0)
     port = int(sock.getsockname()[1])
-    graphs = {wf.name: wf for wf in console_graphs.all_workflows()}
-    if "approval" in GRAPHS:  # the agent tool-approval graph (hosted by the test worker): its picture too
+    graphs = {wf.name: wf for wf in console_graphs.all_workflows()} if given else {}
+    if given and "approval" in GRAPHS:  # the agent tool-approval graph (hosted by the test worker): its picture too
         graphs[GRAPHS["approval"].name] = GRAPHS["approval"]
     settings = ConsoleSettings(graphs=graphs, task_queue=CONSOLE_QUEUE)
 
@@ -87,6 +90,13 @@ async def _serve(client: Client, token: str | None) -> AsyncIterator[Console]:
 async def console(console_client: Client, console_worker: Worker, worker: Worker) -> AsyncIterator[Console]:
     """A console on loopback without a token (the default), over the console graphs' worker and the test worker."""
     async for c in _serve(console_client, None):
+        yield c
+
+
+@pytest.fixture(scope="module")
+async def bare(console_client: Client, console_worker: Worker) -> AsyncIterator[Console]:
+    """A console given no graph (no ``--workflow``): every picture it shows is the one the run keeps."""
+    async for c in _serve(console_client, None, given=False):
         yield c
 
 
@@ -162,6 +172,63 @@ async def test_a_run_its_answer_refused_then_accepted(console: Console) -> None:
         ok = await http.post(path, json={"response": {"approved": True, "score": 5}}, headers=ACTION)
         assert ok.status_code == 200, ok.text
     assert (await handle.result())["outputs"] == ["refusals: approved (5/5)"]
+
+
+async def test_a_run_keeps_its_graphs_picture_and_a_console_given_no_graph_draws_it(bare: Console) -> None:
+    handle = await _review(bare.client, "pinned picture")
+    topology = await handle.topology()
+    assert topology["graph"] == "console_review" and topology["start_executor"] == "outline"
+    assert topology["executor_ids"] == ["outline", "writer", "publish"] and topology["note"] is None
+    assert to_mermaid(TypeAdapter(GraphShape).validate_python(topology["shape"])) == to_mermaid(
+        console_graphs.review.graph
+    )
+    async with httpx.AsyncClient(base_url=bare.url, timeout=30) as http:
+        assert (await http.get("/api/info")).json()["graphs"] == []
+        run = (await http.get(f"/api/runs/{handle.id}")).json()
+    picture = run["picture"]
+    assert picture["from"] == "run" and picture["mermaid"] == to_mermaid(console_graphs.review.graph)
+    assert picture["node_ids"] == {"outline": "outline", "writer": "writer", "publish": "publish"}
+    assert run["picture_note"] is None
+
+
+async def test_runs_of_a_llamaindex_workflow_and_of_nested_sub_workflows_are_drawn_too(
+    bare: Console, client: Client, worker: Worker
+) -> None:
+    from temporal_workflows.llama import start_run as start_llama_run
+    from tests.integration import llama_workflows, subgraphs
+
+    started = await start_llama_run(client, llama_workflows.LlamaHITL(), task_queue=TASK_QUEUE)
+    llama = get_run(client, started.id)
+    nested = await start_run(client, subgraphs.nested, "bees", task_queue=TASK_QUEUE)
+
+    async def pinned(h: RunHandle) -> bool:
+        return (await h.topology())["shape"] is not None
+
+    for handle in (llama, nested):
+        await _until(lambda h=handle: pinned(h))  # type: ignore[misc]
+    async with httpx.AsyncClient(base_url=bare.url, timeout=30) as http:
+        steps = (await http.get(f"/api/runs/{llama.id}")).json()["picture"]
+        sub = (await http.get(f"/api/runs/{nested.id}")).json()["picture"]
+    assert steps["mermaid"] == to_mermaid(llama_workflows.LlamaHITL()._compiled().graph.graph)
+    assert {"step1", "step2"} <= set(steps["node_ids"])  # each step lights up as an executor
+    assert sub["mermaid"] == to_mermaid(subgraphs.nested.graph) and "subgraph middle" in sub["mermaid"]
+    topology = await nested.topology()
+    assert topology["subworkflows"] == {"middle": "sw_nested.middle"}
+    assert topology["shape"]["subworkflows"]["middle"]["subworkflows"]["inner"]["start"]
+
+
+def test_a_picture_the_console_cannot_read_is_a_note_never_an_error() -> None:
+    from temporal_workflows._console.app import _run_picture
+
+    for answer, why in (
+        (None, "did not answer"),
+        ({"unavailable": "QueryFailed: unknown queryType topology"}, "unknown queryType topology"),
+        ({"shape": None, "note": "the run has not pinned its graph yet"}, "not pinned"),
+        ({"shape": {"start": 3}}, "could not be drawn"),
+        ({"shape": {"name": "x", "start": "a", "executors": "a", "groups": [{"kind": "single"}]}}, "could not"),
+    ):
+        picture, note = _run_picture(answer)
+        assert picture is None and why in note, (answer, note)
 
 
 async def test_events_stream_over_sse_until_the_run_closes(console: Console) -> None:
@@ -328,6 +395,46 @@ async def test_browser_answers_a_request_with_the_runs_refusal_then_completes_li
     await page.locator("h1 .badge[data-status=completed]").wait_for()  # live, without a reload
     await page.get_by_text("browser: rejected (2/5) needs sources").first.wait_for()
     assert await page.locator("#no-requests").count() == 1
+
+
+async def test_browser_draws_a_run_of_a_graph_it_was_not_given_lit_per_executor(bare: Console, page: Any) -> None:
+    handle = await _review(bare.client, "not given")
+    await page.goto(f"{bare.url}/#/run/{handle.id}")
+    node = page.locator("#graph g.node[data-executor]")
+    await page.locator('#graph g.node[data-executor="writer"][data-state="waiting"]').wait_for()
+    assert await node.count() == 3 and await page.locator("#no-picture").count() == 0
+    for idle in ("outline", "publish"):  # the current superstep's states: outline ran in an earlier one
+        assert await page.locator(f'#graph g.node[data-executor="{idle}"]').get_attribute("data-state") == "idle"
+    await _shot(page, "run-not-given")
+    (request,) = await handle.pending_requests()
+    await handle.respond(request["request_id"], {"approved": True, "score": 5})
+    await page.locator('#graph g.node[data-executor="publish"][data-state="done"]').wait_for()  # live
+    await page.locator("h1 .badge[data-status=completed]").wait_for()
+
+
+async def test_a_run_that_keeps_no_picture_shows_a_note_saying_why(
+    bare: Console, page: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from temporal_workflows.temporal._activities import steps
+
+    # A run pinned by a worker before runs kept their picture records none (nor a note) ...
+    monkeypatch.setattr(steps, "bounded_shape", lambda graph, max_bytes: (None, None))
+    old = await _review(bare.client, "old worker")
+    monkeypatch.undo()
+    # ... and a graph larger than a run keeps a picture of gets a note instead.
+    monkeypatch.setattr(steps, "MAX_SHAPE_BYTES", 100)
+    large = await _review(bare.client, "large graph")
+    async with httpx.AsyncClient(base_url=bare.url, timeout=30) as http:
+        for handle, why in ((old, "kept no picture of its graph"), (large, "larger than a run keeps (100 bytes)")):
+            run = (await http.get(f"/api/runs/{handle.id}")).json()
+            assert run["picture"] is None and why in run["picture_note"], run["picture_note"]
+            assert run["pending_requests"]  # the run itself goes on as ever
+    await page.goto(f"{bare.url}/#/run/{large.id}")
+    await page.locator("[data-request]").wait_for()
+    note = page.locator("#no-picture")
+    await note.wait_for()
+    assert "No picture: the graph's picture" in await note.inner_text()
+    assert await page.locator("#graph svg").count() == 0
 
 
 async def test_browser_a_request_answered_elsewhere_disappears(console: Console, page: Any) -> None:

@@ -143,7 +143,7 @@ let graphSeq = 0;
 
 function runView(runId) {
   const header = el("div");
-  const graphBox = el("div", { id: "graph" }, el("p", { class: "muted" }, "No picture: start the console with --workflow for this graph."));
+  const graphBox = el("div", { id: "graph" }, el("p", { class: "muted" }, "Loading the picture…"));
   const legend = el("div", { class: "legend" }, STATES.map((s) => el("span", {}, el("i", { class: `lg-${s}`, style: `background:${legendColour(s)}` }), s)));
   const requestsBox = el("div", { id: "requests" });
   const outputsBox = el("div", { id: "outputs" });
@@ -232,7 +232,10 @@ function runView(runId) {
         st && st.error ? [el("dt", {}, "Error"), el("dd", { class: "error" }, st.error)] : null,
         st && st.warnings && st.warnings.length ? [el("dt", {}, "Warnings"), el("dd", {}, st.warnings.map((w) => el("div", { class: "error" }, w.message)))] : null,
         st && st.lineage ? [el("dt", {}, "Forked from"), el("dd", {}, el("a", { href: `#/run/${encodeURIComponent(st.lineage.workflow_id)}` }, st.lineage.workflow_id))] : null)));
-    if (!graphBox.querySelector("svg") && run.picture) await drawGraph(run.picture);
+    if (!graphBox.querySelector("svg")) {
+      if (run.picture) await drawGraph(run.picture);
+      else graphBox.replaceChildren(el("p", { class: "muted", id: "no-picture" }, `No picture: ${run.picture_note || "the run keeps none"}.`));
+    }
     waiting = new Set(run.pending_requests.map((r) => r.executor_id));
     paint();
     renderRequests(run.pending_requests);

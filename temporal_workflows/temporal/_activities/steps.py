@@ -40,6 +40,7 @@ from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.serde import Envelope, decode, validation_message
 from temporal_workflows._errors import NotSerializableError, UnknownGraphError, WorkflowError
 from temporal_workflows._graph.context import run_step
+from temporal_workflows._graph.shape import MAX_SHAPE_BYTES, bounded_shape
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._activities.checkpoints import build_checkpoint_activities
 from temporal_workflows.temporal._failures import sever_cause_cycles, to_failure
@@ -393,7 +394,14 @@ def build_activities(
         # Edges in display form are for humans (viz, docs); the workflow never reads them.
         pinned = dataclasses.replace(wf.topology, edges=())
         options = {eid: spec for eid, ex in wf.graph.executors.items() if (spec := step_options(ex.options))}
-        return Pinned(pinned, await status_attribute.get(), checkpoint_setup(wf), max_payload_bytes(), options)
+        try:
+            # The picture, kept once by the run for readers (the ``topology`` query); never a reason to fail.
+            shape, note = bounded_shape(wf.graph, min(MAX_SHAPE_BYTES, max_payload_bytes() // 4))
+        except Exception as e:
+            shape, note = None, f"the graph's picture could not be made: {type(e).__name__}: {e}"[:500]
+        return Pinned(
+            pinned, await status_attribute.get(), checkpoint_setup(wf), max_payload_bytes(), options, shape, note
+        )
 
     @activity.defn(name=ACTIVITY_VALIDATE)
     async def validate(inp: ValidateInput) -> Validated:
