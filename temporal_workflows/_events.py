@@ -441,3 +441,82 @@ class WorkflowRunResult(list[WorkflowEvent]):
     def get_state(self) -> dict[str, Any]:
         """The committed shared state (executor-private keys excluded)."""
         return self.state
+
+
+# -- events the run builds itself ---------------------------------------------------------------
+
+_E = TypeVar("_E", bound=WorkflowEvent)
+_UNSET: Any = object()
+_set_attr = object.__setattr__
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    values: dict[str, Any]
+    """Every field, in declaration order: its default, or ``_UNSET`` for a required one."""
+    required: tuple[str, ...]
+    mutable: tuple[str, ...]
+    """Fields whose default is a list or dict (each event gets its own copy, as validation gives it)."""
+
+
+_TEMPLATES: dict[type[WorkflowEvent], _Template | None] = {}
+
+
+def _template(cls: type[WorkflowEvent]) -> _Template | None:
+    """How ``cls`` is built without validation, or ``None`` if it needs its validators (or extras, privates)."""
+    decorators = cls.__pydantic_decorators__
+    if (
+        decorators.model_validators
+        or decorators.field_validators
+        or cls.__private_attributes__
+        or cls.model_config.get("extra") is not None
+    ):
+        return None
+    values: dict[str, Any] = {}
+    required: list[str] = []
+    mutable: list[str] = []
+    for name, field in cls.model_fields.items():
+        if field.default_factory is not None:
+            return None
+        if field.is_required():
+            values[name] = _UNSET
+            required.append(name)
+        else:
+            values[name] = field.default
+            if isinstance(field.default, (list, dict)):
+                mutable.append(name)
+    return _Template(values, tuple(required), tuple(mutable))
+
+
+def built_event(cls: type[_E], /, **fields: Any) -> _E:
+    """``cls(**fields)`` without validating ``fields``: for the events the run builds itself, every step.
+
+    The driver makes two or more events per step from values the engine made
+    (ids, superstep numbers, JSON data, run states), already of their field
+    types, so validating them again only costs time. The event is the same
+    object validation gives: the same fields in the same order, the same
+    ``model_fields_set``, its own copy of a list or dict default (tested
+    against the validated form for every event the driver builds). A class
+    with validators of its own is built the validated way.
+    """
+    template = _TEMPLATES.get(cls, _UNSET)
+    if template is _UNSET:
+        template = _TEMPLATES[cls] = _template(cls)
+    if template is None:
+        return cls(**fields)
+    for name in template.required:
+        if name not in fields:
+            raise TypeError(f"{cls.__name__} needs {name!r}")
+    values = template.values.copy()
+    values.update(fields)
+    if len(values) != len(template.values):
+        return cls(**fields)  # a keyword it has no field for: the validated form names it (TypeError)
+    for name in template.mutable:
+        if name not in fields:
+            values[name] = values[name].copy()
+    event = cls.__new__(cls)
+    _set_attr(event, "__dict__", values)
+    _set_attr(event, "__pydantic_fields_set__", set(fields))
+    _set_attr(event, "__pydantic_extra__", None)
+    _set_attr(event, "__pydantic_private__", None)
+    return event

@@ -76,6 +76,7 @@ from temporal_workflows._events import (
     WorkflowOutputEvent,
     WorkflowRunState,
     WorkflowStatusEvent,
+    built_event,
 )
 
 __all__ = [
@@ -298,7 +299,7 @@ def _invoked(task: StepTask) -> ExecutorInvokedEvent:
     else:
         fields = {"data": task.messages[0].data, "data_type": task.messages[0].type}
     data = _step_data(fields, task.messages)
-    return ExecutorInvokedEvent(executor_id=task.executor_id, superstep=task.superstep, **data)
+    return built_event(ExecutorInvokedEvent, executor_id=task.executor_id, superstep=task.superstep, **data)
 
 
 def _production_order(result: StepResult) -> list[str]:
@@ -435,7 +436,7 @@ class SuperstepDriver:
         state = state or self.engine.run_state()
         if state != self._shown:
             self._shown = state
-            self._emit(WorkflowStatusEvent(state=state))
+            self._emit(built_event(WorkflowStatusEvent, state=state))
 
     def _activate(self) -> None:
         """Work begins (or goes on): ``IN_PROGRESS``, unless the run already says it is in progress.
@@ -588,7 +589,7 @@ class SuperstepDriver:
         step = tasks[0].superstep
         executor_ids = [t.executor_id for t in tasks]
         with host.superstep_scope(step, executor_ids):
-            self._emit(SuperStepStartedEvent(superstep=step, executor_ids=executor_ids))
+            self._emit(built_event(SuperStepStartedEvent, superstep=step, executor_ids=list(executor_ids)))
             self._check_step_inputs(tasks, step)
             if self._out:
                 yield self._flush()
@@ -652,8 +653,11 @@ class SuperstepDriver:
                         f"checkpoint after superstep {step} could not be saved: {e}", superstep=step
                     ) from e
             self._emit(
-                SuperStepCompletedEvent(
-                    superstep=step, state_keys_written=plan.keys_written, checkpoint_id=checkpoint_id
+                built_event(
+                    SuperStepCompletedEvent,
+                    superstep=step,
+                    state_keys_written=list(plan.keys_written),
+                    checkpoint_id=checkpoint_id,
                 )
             )
             if self._out:
@@ -700,10 +704,16 @@ class SuperstepDriver:
                 env = next(outputs)
                 yielded.append(env)
                 if committed and kind == "output":
-                    self._emit(WorkflowOutputEvent(executor_id=task.executor_id, data=env.data, data_type=env.type))
+                    self._emit(
+                        built_event(
+                            WorkflowOutputEvent, executor_id=task.executor_id, data=env.data, data_type=env.type
+                        )
+                    )
                 elif committed and kind == "intermediate":
                     self._emit(
-                        WorkflowIntermediateEvent(executor_id=task.executor_id, data=env.data, data_type=env.type)
+                        built_event(
+                            WorkflowIntermediateEvent, executor_id=task.executor_id, data=env.data, data_type=env.type
+                        )
                     )
             elif code == "e":
                 self._emit(next(events))
@@ -713,11 +723,14 @@ class SuperstepDriver:
                     self._emit(request_event(self.engine.pending_requests.get(req.request_id, req)))
                     if self._shown is WorkflowRunState.IN_PROGRESS:
                         self._shown = WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS
-                        self._emit(WorkflowStatusEvent(state=self._shown))
+                        self._emit(built_event(WorkflowStatusEvent, state=self._shown))
         done = messages + yielded
         self._emit(
-            ExecutorCompletedEvent(
-                executor_id=task.executor_id, superstep=task.superstep, **_step_data(_listed(done), done)
+            built_event(
+                ExecutorCompletedEvent,
+                executor_id=task.executor_id,
+                superstep=task.superstep,
+                **_step_data(_listed(done), done),
             )
         )
 

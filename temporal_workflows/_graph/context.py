@@ -568,6 +568,9 @@ async def _run_handler(
             type_name=describe(value),
             targets=[ex.id],
         )
+    if not ex.has_checkpoint_hooks:  # the common case, without a context manager's generator per step
+        await ex._invoke(spec, value, ctx)
+        return ctx._result
     async with checkpoint_hooks(ex, state, ctx._result):
         await ex._invoke(spec, value, ctx)
     return ctx._result

@@ -1,0 +1,71 @@
+"""``built_event``: the events the driver builds without validation are the events validation builds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from temporal_workflows._events import (
+    ExecutorCompletedEvent,
+    ExecutorInvokedEvent,
+    SuperStepCompletedEvent,
+    SuperStepStartedEvent,
+    WorkflowEvent,
+    WorkflowIntermediateEvent,
+    WorkflowOutputEvent,
+    WorkflowRunState,
+    WorkflowStatusEvent,
+    WorkflowWarningEvent,
+    built_event,
+)
+
+# Every event the driver builds with built_event, with the field sets it passes.
+CASES: list[tuple[type[WorkflowEvent], dict[str, Any]]] = [
+    (ExecutorInvokedEvent, {"executor_id": "a", "superstep": 1, "data": 5, "data_type": None}),
+    (ExecutorInvokedEvent, {"executor_id": "a", "superstep": 2, "data": [1, "x"], "item_types": [None, None]}),
+    (ExecutorInvokedEvent, {"executor_id": "a", "superstep": 2, "data": [{"k": 1}], "data_type": "list[m:M]"}),
+    (ExecutorInvokedEvent, {"executor_id": "a", "superstep": 3, "data_omitted": 300_000}),
+    (ExecutorCompletedEvent, {"executor_id": "b", "superstep": 1, "data": None}),
+    (ExecutorCompletedEvent, {"executor_id": "b", "superstep": 1, "data": [2, 3]}),
+    (ExecutorCompletedEvent, {"executor_id": "b", "superstep": 4, "data_omitted": 262_145}),
+    (SuperStepStartedEvent, {"superstep": 1, "executor_ids": ["a", "b"]}),
+    (SuperStepCompletedEvent, {"superstep": 1, "state_keys_written": ["k"], "checkpoint_id": None}),
+    (SuperStepCompletedEvent, {"superstep": 2, "state_keys_written": [], "checkpoint_id": "cp-1"}),
+    (WorkflowStatusEvent, {"state": WorkflowRunState.IN_PROGRESS}),
+    (WorkflowOutputEvent, {"executor_id": "c", "data": {"x": 1}, "data_type": "m:Out"}),
+    (WorkflowIntermediateEvent, {"executor_id": "c", "data": "partial", "data_type": None}),
+]
+
+
+@pytest.mark.parametrize(("cls", "fields"), CASES, ids=[f"{c.__name__}-{i}" for i, (c, _) in enumerate(CASES)])
+def test_a_built_event_is_the_validated_event(cls: type[WorkflowEvent], fields: dict[str, Any]) -> None:
+    built, validated = built_event(cls, **fields), cls(**fields)
+    assert type(built) is cls
+    assert list(built.__dict__.items()) == list(validated.__dict__.items())  # same fields, same order
+    assert built.model_fields_set == validated.model_fields_set
+    assert built == validated
+    assert built.model_dump_json() == validated.model_dump_json()
+    assert built.model_dump() == validated.model_dump()
+    assert repr(built) == repr(validated)
+    assert (built.origin, built.iteration, built.details) == (validated.origin, validated.iteration, validated.details)
+    assert built.model_copy(update={"data": "other"}).data == "other"
+    assert cls.model_validate_json(built.model_dump_json()) == validated
+
+
+def test_each_built_event_has_its_own_list_default() -> None:
+    a, b = built_event(SuperStepStartedEvent, superstep=1), built_event(SuperStepStartedEvent, superstep=2)
+    a.executor_ids.append("x")
+    assert b.executor_ids == [] and SuperStepStartedEvent(superstep=3).executor_ids == []
+
+
+def test_a_built_event_refuses_what_the_validated_one_refuses() -> None:
+    with pytest.raises(TypeError, match="superstep"):
+        built_event(ExecutorInvokedEvent, executor_id="a")
+    with pytest.raises(TypeError, match="nonsense"):
+        built_event(ExecutorInvokedEvent, executor_id="a", superstep=1, nonsense=1)
+
+
+def test_an_event_with_validators_of_its_own_is_built_the_validated_way() -> None:
+    warning = built_event(WorkflowWarningEvent, message="bad signal")
+    assert warning.data == "bad signal"  # its model validator ran
