@@ -208,9 +208,12 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
         Both readers use it: the in-process runner and a Temporal run's event
         stream. A type this process cannot build leaves that value as JSON.
         """
+        fields = self.__dict__
+        if fields.get("data_type") is None and fields.get("item_types") is None:
+            return self  # plain JSON data (most events): nothing to restore
         from temporal_workflows._engine.serde import Envelope, decode
 
-        item_types = self.__dict__.get("item_types")
+        item_types = fields.get("item_types")
         if isinstance(item_types, list) and isinstance(self.data, list) and len(item_types) == len(self.data):
             items: list[Any] = []
             for value, key in zip(self.data, item_types, strict=True):

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from temporal_workflows._engine.driver import STEP_EVENT_DATA_LIMIT
 from temporal_workflows._events import (
     ExecutorCompletedEvent,
     ExecutorInvokedEvent,
@@ -69,3 +70,38 @@ def test_a_built_event_refuses_what_the_validated_one_refuses() -> None:
 def test_an_event_with_validators_of_its_own_is_built_the_validated_way() -> None:
     warning = built_event(WorkflowWarningEvent, message="bad signal")
     assert warning.data == "bad signal"  # its model validator ran
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [5],
+        [True, None, 1.5e308, -(2**63)],
+        ["é" * 1000, "\x00" * 1000],
+        ["x" * (STEP_EVENT_DATA_LIMIT // 6 - 3)],  # the bound says small: it is
+        ["x" * (STEP_EVENT_DATA_LIMIT - 10)],  # the bound cannot tell: measured, and small
+        ["x" * STEP_EVENT_DATA_LIMIT],  # over the limit
+        ["\x01" * (STEP_EVENT_DATA_LIMIT // 6 + 1)],  # escapes to 6 bytes a character: over
+        [2 ** (3 * STEP_EVENT_DATA_LIMIT)],  # an int of about 800,000 digits
+        [{"a": 1}, [1, 2]],
+        ["x" * 100_000, "y" * 100_000, "z" * 100_000],
+    ],
+)
+def test_step_event_data_is_left_out_exactly_when_its_json_is_over_the_limit(values: list[Any]) -> None:
+    """The cheap bound that skips measuring small data never changes what an event carries."""
+    import sys
+
+    from temporal_workflows._engine.driver import _step_data
+    from temporal_workflows._engine.limits import json_size
+    from temporal_workflows._engine.serde import Envelope
+
+    digits = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # the huge int's JSON
+    try:
+        items = [Envelope(None, v) for v in values]
+        fields = {"data": values}
+        size = sum(json_size(v) for v in values) + len(values)
+        expected = fields if size <= STEP_EVENT_DATA_LIMIT else {"data_omitted": size}
+        assert _step_data(fields, items) == expected
+    finally:
+        sys.set_int_max_str_digits(digits)

@@ -268,10 +268,36 @@ same events. The messages themselves are delivered whatever their size."""
 
 def _step_data(fields: dict[str, Any], items: Sequence[Envelope]) -> dict[str, Any]:
     """``fields`` (data and its types), or only the size they would take when that is over the limit."""
-    if fields.get("data") is None:
+    if fields.get("data") is None or _surely_small(items):
         return fields
     size = sum(json_size(e.data) for e in items) + len(items)
     return fields if size <= STEP_EVENT_DATA_LIMIT else {"data_omitted": size}
+
+
+_SCALAR_JSON_BYTES = 32
+"""More than the JSON of any ``float``, ``bool`` or ``None`` takes (``-1.7976931348623157e+308`` is 24)."""
+
+
+def _surely_small(items: Sequence[Envelope]) -> bool:
+    """Whether ``items`` are scalars or strings whose JSON cannot reach :data:`STEP_EVENT_DATA_LIMIT` (no encoding).
+
+    An upper bound, not a measure: a string's JSON takes at most 6 bytes per
+    character (``\\uXXXX``) plus quotes, an int's at most one digit per 3 bits
+    plus a sign. Anything else (lists, objects) is measured.
+    """
+    bound = len(items)
+    for e in items:
+        d = e.data
+        t = type(d)
+        if t is str:
+            bound += 6 * len(d) + 2
+        elif t is int:
+            bound += d.bit_length() // 3 + 2
+        elif t is float or t is bool or d is None:
+            bound += _SCALAR_JSON_BYTES
+        else:
+            return False
+    return bound <= STEP_EVENT_DATA_LIMIT
 
 
 def _listed(items: Sequence[Envelope]) -> dict[str, Any]:
@@ -691,34 +717,53 @@ class SuperstepDriver:
         if outcome is None:
             return
         order = _production_order(outcome)
-        sent, unrouted = iter(outcome.sent), iter(outcome.unrouted)
-        outputs, events, requests = iter(outcome.outputs), iter(outcome.events), iter(outcome.requests)
-        kind = self.engine.topology.output_kind(task.executor_id)
+        sent, unrouted, outputs, events, requests = (
+            outcome.sent,
+            outcome.unrouted,
+            outcome.outputs,
+            outcome.events,
+            outcome.requests,
+        )
+        si = ui = oi = ei = ri = 0  # the next of each, in the order the step produced them
+        kind: str | None = None
         messages: list[Envelope] = []
         yielded: list[Envelope] = []
         for code in order:
-            if code[0] == "s":
-                deliveries = [next(sent) for _ in range(int(code[1:]))]
-                messages.append(deliveries[0].messages[0] if deliveries else next(unrouted))
-            elif code == "o":
-                env = next(outputs)
+            c = code[0]
+            if c == "s":
+                n = 1 if code == "s1" else int(code[1:])
+                if n:
+                    messages.append(sent[si].messages[0])
+                    si += n
+                else:
+                    messages.append(unrouted[ui])
+                    ui += 1
+            elif c == "o":
+                env = outputs[oi]
+                oi += 1
                 yielded.append(env)
-                if committed and kind == "output":
+                if not committed:
+                    continue
+                if kind is None:
+                    kind = self.engine.topology.output_kind(task.executor_id)
+                if kind == "output":
                     self._emit(
                         built_event(
                             WorkflowOutputEvent, executor_id=task.executor_id, data=env.data, data_type=env.type
                         )
                     )
-                elif committed and kind == "intermediate":
+                elif kind == "intermediate":
                     self._emit(
                         built_event(
                             WorkflowIntermediateEvent, executor_id=task.executor_id, data=env.data, data_type=env.type
                         )
                     )
-            elif code == "e":
-                self._emit(next(events))
-            elif code == "r":
-                req = next(requests)
+            elif c == "e":
+                self._emit(events[ei])
+                ei += 1
+            elif c == "r":
+                req = requests[ri]
+                ri += 1
                 if committed:
                     self._emit(request_event(self.engine.pending_requests.get(req.request_id, req)))
                     if self._shown is WorkflowRunState.IN_PROGRESS:
