@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from temporal_workflows._engine.driver import STEP_EVENT_DATA_LIMIT
 from temporal_workflows._events import (
@@ -61,7 +62,7 @@ def test_each_built_event_has_its_own_list_default() -> None:
 
 
 def test_a_built_event_refuses_what_the_validated_one_refuses() -> None:
-    with pytest.raises(TypeError, match="superstep"):
+    with pytest.raises(ValidationError, match="superstep"):
         built_event(ExecutorInvokedEvent, executor_id="a")
     with pytest.raises(TypeError, match="nonsense"):
         built_event(ExecutorInvokedEvent, executor_id="a", superstep=1, nonsense=1)
@@ -105,3 +106,29 @@ def test_step_event_data_is_left_out_exactly_when_its_json_is_over_the_limit(val
         assert _step_data(fields, items) == expected
     finally:
         sys.set_int_max_str_digits(digits)
+
+
+def test_a_checkpoint_is_constructed_as_model_construct_makes_it() -> None:
+    from temporal_workflows._checkpoints.base import WorkflowCheckpoint
+    from temporal_workflows._events import constructed
+
+    fields: dict[str, Any] = {
+        "checkpoint_id": "cp",
+        "workflow_name": "w",
+        "run_id": "r",
+        "graph_signature_hash": "h",
+        "timestamp": "2026-01-01T00:00:00.000000+00:00",
+        "superstep": 3,
+        "state": {},
+        "messages": [],
+        "metadata": {"k": 1},
+    }
+    fast, slow = constructed(WorkflowCheckpoint, **fields), WorkflowCheckpoint.model_construct(**fields)
+    assert list(fast.__dict__.items()) == list(slow.__dict__.items())
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast == slow and fast.model_dump_json() == slow.model_dump_json()
+    other = constructed(WorkflowCheckpoint, **fields)
+    assert other.outputs is not fast.outputs  # each its own default list
+    # A missing field: pydantic's own model_construct decides (it leaves the field out).
+    partial = {k: v for k, v in fields.items() if k != "superstep"}
+    assert constructed(WorkflowCheckpoint, **partial).__dict__ == WorkflowCheckpoint.model_construct(**partial).__dict__
