@@ -514,6 +514,8 @@ class SuperstepDriver:
         Raises:
             RequestTimeoutError: a due request was made with ``on_timeout="fail"``.
         """
+        if not self.engine.pending_requests:
+            return  # nothing can be due (most boundaries): no clock read
         self.engine.expire_due(self.host.now() if now is None else now)
 
     async def run(self) -> AsyncIterator[DriverEvent]:
