@@ -50,7 +50,7 @@ from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_serve
 from temporal_workflows.temporal._devserver import temporal_cli_path
 from temporal_workflows.temporal.integration import GraphWorkflow, flush_tracing
 
-from . import agents, baseline, local, recovery, shapes
+from . import agents, baseline, local, maf_shapes, recovery, shapes
 from . import llama as llama_bench
 from .measure import (
     Sample,
@@ -137,6 +137,8 @@ TARGETS: tuple[Target, ...] = (
     Target("growth_history_to_data_ratio", "<=", 3.0, "LangGraph: 18x after 30 turns"),
     Target("local_fanloop_us_per_step", "<=", 60.0, "Agent Framework: 85-112 µs"),
     Target("local_chain200_checkpointed_ms", "<=", 100.0, "Agent Framework: 11.6 s"),
+    Target("local_fanloop_maf_ratio", "<=", 1.0, "Agent Framework 1.23's own runner, same graph (bench.local)"),
+    Target("local_chain200_maf_ratio", "<=", 1.0, "Agent Framework 1.23's own runner, same graph (bench.local)"),
     Target("fanout_1000_ok", "==", True, "completes correctly"),
     Target("fanout_5000_ok", "==", True, "completes correctly"),
     Target("concurrent_runs_throughput_ratio", ">=", 0.9, "hand-written Temporal"),
@@ -678,6 +680,16 @@ async def run_benchmarks(cfg: Config, *, verbose: bool = False) -> dict[str, Any
         "chain200_checkpointed_ms_samples": [round(x, 2) for x in ch],
         "chain200_file_checkpointed_ms": round(file_ms, 1),
     }
+    report["local_fanloop_maf_ratio"] = report["local_chain200_maf_ratio"] = math.nan
+    if maf_shapes.AVAILABLE:
+        _log("in process: the same two graphs on Agent Framework 1.23's own runner")
+        maf_us, _ = await local.maf_fanloop_us_per_step(cfg.local_reps)
+        report["local_fanloop_maf_ratio"] = round(us_per_step / maf_us, 4)
+        details["local"]["maf"] = {"fanloop_us_per_step": round(maf_us, 2)}
+        if not cfg.quick:  # seconds per run (its checkpoints grow with the executors): python -m bench.local has it
+            maf_ms, _ = await local.maf_chain_ms(1)
+            report["local_chain200_maf_ratio"] = round(chain_ms / maf_ms, 6)
+            details["local"]["maf"]["chain200_checkpointed_ms"] = round(maf_ms, 1)
     _log("in process: LlamaIndex-style loop and fan-out, this engine beside llama-index-workflows")
     details["llama"] = {"local": await llama_bench.measure_in_process(cfg.local_reps)}
     report["llama_local_overhead_ratio"] = details["llama"]["local"]["overhead_ratio"]
@@ -1003,6 +1015,23 @@ def render_table(report: dict[str, Any]) -> str:
         1,
     )
     add("  (same with FileCheckpointStorage, fsynced), ms", loc["chain200_file_checkpointed_ms"], "", "", None, 1)
+    maf = loc.get("maf", {})
+    add(
+        "  fan-out loop beside Agent Framework 1.23's runner, µs / step",
+        report["local_fanloop_us_per_step"],
+        maf.get("fanloop_us_per_step", ""),
+        f"{report['local_fanloop_maf_ratio']:.3g}",
+        "local_fanloop_maf_ratio",
+        1,
+    )
+    add(
+        "  checkpointed chain beside Agent Framework 1.23's runner, ms",
+        report["local_chain200_checkpointed_ms"],
+        maf.get("chain200_checkpointed_ms", ""),
+        f"{report['local_chain200_maf_ratio']:.3g}",
+        "local_chain200_maf_ratio",
+        1,
+    )
     for label, ours, other, value in llama_bench.rows(d.get("llama", {})):
         add(label, ours, other, value, None, 1)
     add(

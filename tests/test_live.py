@@ -249,3 +249,38 @@ async def test_a_live_event_over_the_limit_is_replaced_by_a_note_with_its_tags_a
     assert isinstance(note, LiveOmittedEvent) and note.executor_id == "dumper"
     assert note.event_class == "temporal_workflows._live:StepProgressEvent" and note.size > MAX_LIVE_EVENT_BYTES
     assert "not streamed" in note.note
+
+
+async def test_an_awaited_run_has_the_streamed_runs_events_in_the_same_order() -> None:
+    """An awaited ``run()`` drives the driver in the caller's task (no queue): the same events, same order."""
+
+    @executor(id="fan")
+    async def fan(msg: str, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message("a")
+        await ctx.send_message("b")
+
+    @executor(id="echo")
+    async def echo(msg: str, ctx: WorkflowContext[str, str]) -> None:
+        for i in range(2):
+            await ctx.add_event(Delta(text=f"{msg}{i}"))
+            await asyncio.sleep(0)
+        if msg == "b!":
+            raise ValueError("no")
+        await ctx.yield_output(msg)
+        if not msg.endswith("!"):
+            await ctx.send_message(msg + "!")
+
+    def seen(events: list[WorkflowEvent]) -> list[tuple[str, str, str]]:
+        kept = [e for e in events if e.type not in ("started", "status")]
+        return [(type(e).__name__, e.type, repr(e.data)) for e in kept]
+
+    wf = WorkflowBuilder(start_executor=fan).add_edge(fan, echo).add_edge(echo, echo).build()
+    with pytest.raises(ExecutorFailedError) as awaited:
+        await wf.run("go")
+    assert awaited.value.result is not None
+    streamed: list[WorkflowEvent] = []
+    with pytest.raises(ExecutorFailedError):
+        async for event in wf.run("go", stream=True):
+            streamed.append(event)
+    assert seen(list(awaited.value.result)) == seen(streamed)
+    assert [e.type for e in streamed].count("delta") == 8 and streamed[-1].type in ("failed", "status")

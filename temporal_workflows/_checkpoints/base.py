@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, Delivery, EngineSnapshot, Output, PendingRequest
 from temporal_workflows._engine.serde import Envelope, decode
 from temporal_workflows._errors import CheckpointNotFoundError, CheckpointStorageError
+from temporal_workflows._events import constructed
 
 __all__ = [
     "CheckpointCipher",
@@ -136,8 +137,10 @@ class WorkflowCheckpoint(BaseModel):
         metadata: dict[str, Any] | None = None,
     ) -> WorkflowCheckpoint:
         # model_construct: the snapshot is already valid; validating it again
-        # would make every checkpoint cost O(state) instead of O(keys).
-        return cls.model_construct(
+        # would make every checkpoint cost O(state) instead of O(keys). (``constructed``
+        # is model_construct from a per-class template: a checkpoint per superstep.)
+        return constructed(
+            cls,
             checkpoint_id=checkpoint_id,
             workflow_name=workflow_name,
             run_id=run_id,

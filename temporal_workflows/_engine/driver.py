@@ -76,6 +76,7 @@ from temporal_workflows._events import (
     WorkflowOutputEvent,
     WorkflowRunState,
     WorkflowStatusEvent,
+    built_event,
 )
 
 __all__ = [
@@ -267,10 +268,36 @@ same events. The messages themselves are delivered whatever their size."""
 
 def _step_data(fields: dict[str, Any], items: Sequence[Envelope]) -> dict[str, Any]:
     """``fields`` (data and its types), or only the size they would take when that is over the limit."""
-    if fields.get("data") is None:
+    if fields.get("data") is None or _surely_small(items):
         return fields
     size = sum(json_size(e.data) for e in items) + len(items)
     return fields if size <= STEP_EVENT_DATA_LIMIT else {"data_omitted": size}
+
+
+_SCALAR_JSON_BYTES = 32
+"""More than the JSON of any ``float``, ``bool`` or ``None`` takes (``-1.7976931348623157e+308`` is 24)."""
+
+
+def _surely_small(items: Sequence[Envelope]) -> bool:
+    """Whether ``items`` are scalars or strings whose JSON cannot reach :data:`STEP_EVENT_DATA_LIMIT` (no encoding).
+
+    An upper bound, not a measure: a string's JSON takes at most 6 bytes per
+    character (``\\uXXXX``) plus quotes, an int's at most one digit per 3 bits
+    plus a sign. Anything else (lists, objects) is measured.
+    """
+    bound = len(items)
+    for e in items:
+        d = e.data
+        t = type(d)
+        if t is str:
+            bound += 6 * len(d) + 2
+        elif t is int:
+            bound += d.bit_length() // 3 + 2
+        elif t is float or t is bool or d is None:
+            bound += _SCALAR_JSON_BYTES
+        else:
+            return False
+    return bound <= STEP_EVENT_DATA_LIMIT
 
 
 def _listed(items: Sequence[Envelope]) -> dict[str, Any]:
@@ -298,7 +325,7 @@ def _invoked(task: StepTask) -> ExecutorInvokedEvent:
     else:
         fields = {"data": task.messages[0].data, "data_type": task.messages[0].type}
     data = _step_data(fields, task.messages)
-    return ExecutorInvokedEvent(executor_id=task.executor_id, superstep=task.superstep, **data)
+    return built_event(ExecutorInvokedEvent, executor_id=task.executor_id, superstep=task.superstep, **data)
 
 
 def _production_order(result: StepResult) -> list[str]:
@@ -435,7 +462,7 @@ class SuperstepDriver:
         state = state or self.engine.run_state()
         if state != self._shown:
             self._shown = state
-            self._emit(WorkflowStatusEvent(state=state))
+            self._emit(built_event(WorkflowStatusEvent, state=state))
 
     def _activate(self) -> None:
         """Work begins (or goes on): ``IN_PROGRESS``, unless the run already says it is in progress.
@@ -487,6 +514,8 @@ class SuperstepDriver:
         Raises:
             RequestTimeoutError: a due request was made with ``on_timeout="fail"``.
         """
+        if not self.engine.pending_requests:
+            return  # nothing can be due (most boundaries): no clock read
         self.engine.expire_due(self.host.now() if now is None else now)
 
     async def run(self) -> AsyncIterator[DriverEvent]:
@@ -495,17 +524,31 @@ class SuperstepDriver:
         Raises:
             WorkflowRunError: the run failed (after its failure events).
         """
+        async for batch in self.batches():
+            for event in batch:
+                yield event
+
+    async def batches(self) -> AsyncIterator[list[DriverEvent]]:
+        """:meth:`run`'s events in the batches the driver makes them: all that happen between two host calls.
+
+        The driver does nothing between the events of one batch, so a reader
+        that waits for its consumer only after each batch (the in-process
+        stream) stops the run at the same point as one that waits after each
+        event, for one task switch per batch instead of one per event.
+
+        Raises:
+            WorkflowRunError: the run failed (after its failure events).
+        """
         try:
-            async for event in self._loop():
-                yield event
+            async for batch in self._loop():
+                yield batch
         except WorkflowRunError as e:
-            for event in self._flush():
-                yield event
-            for event in self.failure_events(e):
-                yield event
+            out = self._flush()
+            out.extend(self.failure_events(e))
+            yield out
             raise
 
-    async def _loop(self) -> AsyncIterator[DriverEvent]:
+    async def _loop(self) -> AsyncIterator[list[DriverEvent]]:
         engine, host = self.engine, self.host
         while True:
             had_work = engine.has_work()
@@ -519,13 +562,13 @@ class SuperstepDriver:
                     # client answering at once, or a minute later): say so either way, on every host.
                     self._show_state(idle)
             await host.serve_checkpoints(engine)
-            for event in self._flush():
-                yield event
+            if self._out:
+                yield self._flush()
             if engine.halted or (not engine.has_work() and host.may_finish(engine)):
                 self._show_state()
                 host.on_status(RunStatus.COMPLETED, f"completed after {engine.superstep} supersteps")
-                for event in self._flush():
-                    yield event
+                if self._out:
+                    yield self._flush()
                 return
             if engine.has_work() and self._entry_due:
                 await self._entry_checkpoint()
@@ -533,8 +576,8 @@ class SuperstepDriver:
             if engine.has_work():
                 host.on_status(RunStatus.RUNNING, f"superstep {engine.superstep + 1}")
                 self._activate()
-                async for event in self._superstep():
-                    yield event
+                async for batch in self._superstep():
+                    yield batch
                 continue
             self._show_state()
             if engine.pending_requests:
@@ -546,8 +589,8 @@ class SuperstepDriver:
                 )
             else:
                 host.on_status(RunStatus.IDLE, f"idle after superstep {engine.superstep}; send a message or close")
-            for event in self._flush():
-                yield event
+            if self._out:
+                yield self._flush()
             await host.wait_for_input(engine)
 
     async def _entry_checkpoint(self) -> None:
@@ -568,16 +611,16 @@ class SuperstepDriver:
                 f"checkpoint before superstep {step + 1} could not be saved: {e}", superstep=step
             ) from e
 
-    async def _superstep(self) -> AsyncIterator[DriverEvent]:
+    async def _superstep(self) -> AsyncIterator[list[DriverEvent]]:
         engine, host = self.engine, self.host
         tasks = engine.begin_superstep()
         step = tasks[0].superstep
         executor_ids = [t.executor_id for t in tasks]
         with host.superstep_scope(step, executor_ids):
-            self._emit(SuperStepStartedEvent(superstep=step, executor_ids=executor_ids))
+            self._emit(built_event(SuperStepStartedEvent, superstep=step, executor_ids=list(executor_ids)))
             self._check_step_inputs(tasks, step)
-            for event in self._flush():
-                yield event
+            if self._out:
+                yield self._flush()
             try:
                 outcomes = await host.run_steps(tasks, engine)
             except StepsInterrupted:
@@ -629,8 +672,8 @@ class SuperstepDriver:
             self._check_outputs(plan.outputs, step)
             checkpoint_id = None
             if checkpoint_due(engine.superstep, self.checkpoint_every):
-                for event in self._flush():
-                    yield event
+                if self._out:
+                    yield self._flush()
                 try:
                     checkpoint_id = await host.save_checkpoint(engine, "auto")
                 except CheckpointStorageError as e:
@@ -638,12 +681,15 @@ class SuperstepDriver:
                         f"checkpoint after superstep {step} could not be saved: {e}", superstep=step
                     ) from e
             self._emit(
-                SuperStepCompletedEvent(
-                    superstep=step, state_keys_written=plan.keys_written, checkpoint_id=checkpoint_id
+                built_event(
+                    SuperStepCompletedEvent,
+                    superstep=step,
+                    state_keys_written=list(plan.keys_written),
+                    checkpoint_id=checkpoint_id,
                 )
             )
-            for event in self._flush():
-                yield event
+            if self._out:
+                yield self._flush()
 
     # -- one step's events ----------------------------------------------------------------
 
@@ -673,37 +719,65 @@ class SuperstepDriver:
         if outcome is None:
             return
         order = _production_order(outcome)
-        sent, unrouted = iter(outcome.sent), iter(outcome.unrouted)
-        outputs, events, requests = iter(outcome.outputs), iter(outcome.events), iter(outcome.requests)
-        kind = self.engine.topology.output_kind(task.executor_id)
+        sent, unrouted, outputs, events, requests = (
+            outcome.sent,
+            outcome.unrouted,
+            outcome.outputs,
+            outcome.events,
+            outcome.requests,
+        )
+        si = ui = oi = ei = ri = 0  # the next of each, in the order the step produced them
+        kind: str | None = None
         messages: list[Envelope] = []
         yielded: list[Envelope] = []
         for code in order:
-            if code[0] == "s":
-                deliveries = [next(sent) for _ in range(int(code[1:]))]
-                messages.append(deliveries[0].messages[0] if deliveries else next(unrouted))
-            elif code == "o":
-                env = next(outputs)
+            c = code[0]
+            if c == "s":
+                n = 1 if code == "s1" else int(code[1:])
+                if n:
+                    messages.append(sent[si].messages[0])
+                    si += n
+                else:
+                    messages.append(unrouted[ui])
+                    ui += 1
+            elif c == "o":
+                env = outputs[oi]
+                oi += 1
                 yielded.append(env)
-                if committed and kind == "output":
-                    self._emit(WorkflowOutputEvent(executor_id=task.executor_id, data=env.data, data_type=env.type))
-                elif committed and kind == "intermediate":
+                if not committed:
+                    continue
+                if kind is None:
+                    kind = self.engine.topology.output_kind(task.executor_id)
+                if kind == "output":
                     self._emit(
-                        WorkflowIntermediateEvent(executor_id=task.executor_id, data=env.data, data_type=env.type)
+                        built_event(
+                            WorkflowOutputEvent, executor_id=task.executor_id, data=env.data, data_type=env.type
+                        )
                     )
-            elif code == "e":
-                self._emit(next(events))
-            elif code == "r":
-                req = next(requests)
+                elif kind == "intermediate":
+                    self._emit(
+                        built_event(
+                            WorkflowIntermediateEvent, executor_id=task.executor_id, data=env.data, data_type=env.type
+                        )
+                    )
+            elif c == "e":
+                self._emit(events[ei])
+                ei += 1
+            elif c == "r":
+                req = requests[ri]
+                ri += 1
                 if committed:
                     self._emit(request_event(self.engine.pending_requests.get(req.request_id, req)))
                     if self._shown is WorkflowRunState.IN_PROGRESS:
                         self._shown = WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS
-                        self._emit(WorkflowStatusEvent(state=self._shown))
+                        self._emit(built_event(WorkflowStatusEvent, state=self._shown))
         done = messages + yielded
         self._emit(
-            ExecutorCompletedEvent(
-                executor_id=task.executor_id, superstep=task.superstep, **_step_data(_listed(done), done)
+            built_event(
+                ExecutorCompletedEvent,
+                executor_id=task.executor_id,
+                superstep=task.superstep,
+                **_step_data(_listed(done), done),
             )
         )
 

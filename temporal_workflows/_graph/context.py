@@ -9,6 +9,7 @@ and the commit deterministic.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import uuid
@@ -162,9 +163,25 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         self.superstep = task.superstep
         self.run_id = run_id
         self.attempt = attempt
-        self.idempotency_key = f"{run_id}:{task.step_key}" if not epoch else f"{run_id}@{epoch}:{task.step_key}"
-        self.state = StateView(self, "")
-        self.executor_state = StateView(self, f"{EXECUTOR_STATE_PREFIX}{task.executor_id}/")
+        self._epoch = epoch
+        # ``idempotency_key``, ``state`` and ``executor_state`` are made when first read (most steps never read
+        # them; a step costs a few objects less), then kept as attributes.
+
+    @functools.cached_property
+    def idempotency_key(self) -> str:
+        """Unique for this step, the same across its retries (see the class's attributes)."""
+        run_id, epoch, key = self.run_id, self._epoch, self._task.step_key
+        return f"{run_id}:{key}" if not epoch else f"{run_id}@{epoch}:{key}"
+
+    @functools.cached_property
+    def state(self) -> StateView:
+        """The shared state (Agent Framework's ``ctx.state``): ``get`` / ``set`` / ``has`` / ``delete``."""
+        return StateView(self, "")
+
+    @functools.cached_property
+    def executor_state(self) -> StateView:
+        """This executor's private state, committed like shared state."""
+        return StateView(self, f"{EXECUTOR_STATE_PREFIX}{self._task.executor_id}/")
 
     @property
     def workflow_name(self) -> str | None:
@@ -568,6 +585,9 @@ async def _run_handler(
             type_name=describe(value),
             targets=[ex.id],
         )
+    if not ex.has_checkpoint_hooks:  # the common case, without a context manager's generator per step
+        await ex._invoke(spec, value, ctx)
+        return ctx._result
     async with checkpoint_hooks(ex, state, ctx._result):
         await ex._invoke(spec, value, ctx)
     return ctx._result

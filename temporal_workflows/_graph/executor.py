@@ -24,7 +24,7 @@ from temporalio.common import RetryPolicy
 from temporal_workflows._engine.machine import StateWrite, StepResult, executor_hook_key
 from temporal_workflows._engine.serde import Envelope, decode, encode, validate_as
 from temporal_workflows._errors import WorkflowError, describe
-from temporal_workflows._graph.typecheck import accepts, flatten, type_name
+from temporal_workflows._graph.typecheck import AcceptsTable, accepts, flatten, type_name
 
 __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT",
@@ -362,11 +362,24 @@ class Executor:
         return seen
 
     def find_handler(self, message: Any) -> HandlerSpec | None:
-        """The first handler whose input type accepts ``message`` as it is."""
-        for h in self.handlers:
-            if accepts(h.input_type, message):
-                return h
-        return None
+        """The first handler whose input type accepts ``message`` as it is (looked up per message type)."""
+        handlers = self.handlers
+        i = self._accepts_table(handlers, item=False).first(message)
+        return None if i is None else handlers[i]
+
+    def accepts_items(self, item: Any) -> bool:
+        """Whether a handler takes a list holding ``item`` (a fan-in target, for one source's message)."""
+        return self._accepts_table(self.handlers, item=True).first(item) is not None
+
+    def _accepts_table(self, handlers: tuple[HandlerSpec, ...], *, item: bool) -> AcceptsTable:
+        """The routing table of these handlers' input types, kept on the instance until its handlers change."""
+        key = _TABLE_ITEMS if item else _TABLE
+        kept: tuple[tuple[HandlerSpec, ...], AcceptsTable] | None = self.__dict__.get(key)
+        if kept is not None and kept[0] is handlers:
+            return kept[1]
+        table = AcceptsTable([h.input_type for h in handlers], item=item)
+        self.__dict__[key] = (handlers, table)
+        return table
 
     def accepts_message(self, message: Any) -> bool:
         return self.find_handler(message) is not None
@@ -497,6 +510,10 @@ def is_list_of(tp: Any) -> Any | None:
 
 # -- checkpoint hooks around a step ---------------------------------------------------------------
 
+_TABLE = "_temporal_workflows_accepts_table"
+"""Where an executor keeps its handlers' routing table (``find_handler``), with the handlers it was made for."""
+_TABLE_ITEMS = "_temporal_workflows_accepts_items_table"
+"""Likewise for ``accepts_items`` (fan-in targets)."""
 _INITIAL_STATE = "_temporal_workflows_initial_checkpoint_state"
 _HOOK_LOCK = "_temporal_workflows_hook_lock"
 

@@ -16,7 +16,7 @@ from temporal_workflows._engine.serde import Envelope, decode, encode, validate_
 from temporal_workflows._errors import InvalidResponseError, UndeliverableMessageError, WorkflowError, describe
 from temporal_workflows._graph.edges import EdgeGroup
 from temporal_workflows._graph.executor import Executor
-from temporal_workflows._graph.typecheck import accepts, flatten
+from temporal_workflows._graph.typecheck import flatten
 from temporal_workflows._requests import RequestTimedOut
 
 __all__ = ["EventRoute", "Graph"]
@@ -83,8 +83,8 @@ class Graph:
         conditions all evaluate false is routed nowhere, by design.
         """
         groups = self.outgoing.get(source_id)
-        tname = describe(value)
         if not groups:
+            tname = describe(value)
             raise UndeliverableMessageError(
                 f"executor {source_id!r} sent a {tname} but has no outgoing edges",
                 source_id=source_id,
@@ -92,6 +92,7 @@ class Graph:
                 targets=[],
             )
         if target_id is not None and not any(target_id in g.targets for g in groups):
+            tname = describe(value)
             connected = sorted({t for g in groups for t in g.targets})
             raise UndeliverableMessageError(
                 f"executor {source_id!r} sent a {tname} to {target_id!r}, which it has no edge to; "
@@ -109,13 +110,14 @@ class Graph:
                 considered.append(t)
                 target = self.executors[t]
                 if g.kind == "fan_in":
-                    if any(accepts(h.input_type, [value]) for h in target.handlers):
+                    if target.accepts_items(value):
                         out.append(Delivery.one(t, envelope, source_id, g.id))
                 elif (envelope.type is None and target.coerce(value) is not None) or target.find_handler(
                     value
                 ) is not None:
                     out.append(Delivery.one(t, envelope, source_id))
         if considered and not out:
+            tname = describe(value)
             raise UndeliverableMessageError(
                 f"executor {source_id!r} sent a {tname}, but none of its targets {considered} "
                 f"has a handler that accepts {tname}",

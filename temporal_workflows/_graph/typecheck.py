@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal, Union, get_args, get_origin
 
 from temporal_workflows._engine.serde import is_structured_type
 
-__all__ = ["accepts", "compatible", "flatten", "structured_types_in", "type_name"]
+__all__ = ["AcceptsTable", "accepts", "compatible", "decided_by_type", "flatten", "structured_types_in", "type_name"]
 
 _UNION_ORIGINS: tuple[Any, ...] = (Union, types.UnionType)
 
@@ -78,6 +78,81 @@ def accepts(tp: Any, value: Any) -> bool:
         except TypeError:
             return False
     return False
+
+
+def decided_by_type(tp: Any) -> bool:
+    """Whether ``accepts(tp, v)`` and ``accepts(tp, [v])`` depend only on ``type(v)``, for ``v`` not a container.
+
+    It mirrors :func:`accepts` branch by branch: a ``Literal`` compares values,
+    and a runtime-checkable ``Protocol`` looks at the instance's attributes,
+    so neither is decided by the type; every other branch is an
+    ``isinstance`` or a constant (a list's items are checked by their own
+    annotation, so ``list[Literal[...]]`` is not decided either).
+    """
+    if tp is Any or tp is object or tp is None or tp is type(None):
+        return True
+    origin = get_origin(tp)
+    if origin is None:
+        return not (isinstance(tp, type) and getattr(tp, "_is_protocol", False))
+    if origin in _UNION_ORIGINS:
+        return all(decided_by_type(a) for a in get_args(tp))
+    if origin is Literal:
+        return False
+    if origin is typing.Annotated:
+        return decided_by_type(get_args(tp)[0])
+    args = get_args(tp)
+    if origin in (list, typing.Sequence, typing.MutableSequence) or origin is getattr(typing, "Sequence", None):
+        return not args or decided_by_type(args[0])
+    if origin is tuple or origin in (dict, typing.Mapping):
+        return True
+    return not (isinstance(origin, type) and getattr(origin, "_is_protocol", False))
+
+
+_CONTAINERS = (list, dict, tuple)
+"""Values :func:`accepts` looks into (or may): never remembered by their type."""
+
+TABLE_TYPES = 256
+"""Most value types one :class:`AcceptsTable` remembers (a program that makes classes on the fly stays bounded)."""
+
+
+class AcceptsTable:
+    """Which of a fixed list of annotations first accepts a value: :func:`accepts`, remembered per value type.
+
+    Routing asks this for every message sent (per target) and every step run;
+    the annotations are fixed when the graph is built, so for a value whose
+    type alone decides the answer (:func:`decided_by_type`, and the value not
+    a container) the answer is computed once per type and then looked up.
+    Any other value (a list, a ``Literal`` annotation, ...) is checked each
+    time, exactly as before. ``item=True`` asks about ``[value]`` instead
+    (a fan-in target, whose handler takes the list of what its sources sent).
+    A class registered as a virtual subclass of an ABC after a value of it
+    was routed keeps the answer it had.
+    """
+
+    __slots__ = ("_by_type", "_decided", "_item", "types")
+
+    def __init__(self, types: Sequence[Any], *, item: bool = False) -> None:
+        self.types = tuple(types)
+        self._item = item
+        self._decided = all(decided_by_type(t) for t in self.types)
+        self._by_type: dict[type, int | None] = {}
+
+    def first(self, value: Any) -> int | None:
+        """Index of the first annotation that accepts ``value`` (``[value]`` with ``item``); ``None``: none does."""
+        cls = type(value)
+        by_type = self._by_type
+        if cls in by_type:
+            return by_type[cls]
+        probe = [value] if self._item else value
+        found = next((i for i, t in enumerate(self.types) if accepts(t, probe)), None)
+        if (
+            self._decided
+            and not issubclass(cls, _CONTAINERS)
+            and getattr(value, "__class__", None) is cls
+            and len(by_type) < TABLE_TYPES
+        ):
+            by_type[cls] = found
+        return found
 
 
 def compatible(out_tp: Any, in_tp: Any) -> bool:

@@ -2,18 +2,19 @@
 
 The driver yields its events only between host calls, and while the steps of
 a superstep run it is waiting in ``run_steps``. So the in-process run drives
-the driver in a task of its own, which puts each of its events in one queue,
+the driver in a task of its own, which puts its events in one queue,
 and every step's live sink puts its live events in the same queue, in the
 order they happen: the caller reads them from there, each live event as soon
 as it is published and always before anything that followed it (the step's
 completion included). The same event types, in the same order, as
 ``RunHandle.events()`` shows for the run on Temporal.
 
-One task per run, and a queue operation per event: reading a run costs about
-what it did when the caller drove the driver itself. The driver never runs
-ahead of its reader: after each of its events it waits until the reader has
-taken it and asks for the next (as Agent Framework's generator-driven run
-does). So a reader that stops reading (breaks out of ``async for``, closes
+One task per run, and a queue operation per batch of driver events (all it
+makes between two host calls): reading a run costs about what it did when the
+caller drove the driver itself. The driver never runs ahead of its reader:
+after each batch it waits until the reader has taken its last event and asks
+for the next (as Agent Framework's generator-driven run does; the driver does
+nothing between the events of a batch). So a reader that stops reading (breaks out of ``async for``, closes
 the stream, or drops it) stops the run where it stopped reading: it reaches
 no further boundary, commits nothing more and saves no more checkpoints;
 closing (or finalizing) the stream then cancels the task. Live events are
@@ -54,6 +55,15 @@ class LiveQueue(Generic[T]):
     def _put(self, item: object) -> None:
         self._queue.put_nowait(item)
 
+    def _published(self) -> list[LiveEvent]:
+        """The live events published since the last call, when no task puts the driver's events here."""
+        out: list[LiveEvent] = []
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            assert isinstance(item, LiveEvent)
+            out.append(item)
+        return out
+
 
 class _Failed:
     def __init__(self, error: BaseException) -> None:
@@ -61,18 +71,52 @@ class _Failed:
 
 
 async def with_live(
-    events: AsyncIterator[T], queue: LiveQueue[T], convert: Callable[[T], WorkflowEvent]
+    batches: AsyncIterator[list[T]],
+    queue: LiveQueue[T],
+    convert: Callable[[T], WorkflowEvent],
+    *,
+    live_while_running: bool = True,
 ) -> AsyncIterator[WorkflowEvent]:
-    """``events`` (each through ``convert``), with the queue's live events, as they happen."""
+    """The driver's events (``batches``, each event through ``convert``), with the queue's live events, as they
+    happen.
+
+    The driver task waits for the reader once per batch (after its last
+    event), not once per event: the driver does nothing between the events
+    of a batch, so a reader that stops mid-batch stops the run at the same
+    point, and a step costs no task switch per event.
+
+    ``live_while_running=False`` (a ``run()`` that is awaited for its result,
+    not streamed: nobody reads an event before the run ends) drives the
+    driver in the reader's own task, with no queue round trip: the live
+    events the steps published while they ran are taken before the driver's
+    next batch, which is where the task would have put them too (the driver
+    makes its next batch only once ``run_steps`` returned), so the events
+    and their order are the same.
+    """
+    if not live_while_running:
+        try:
+            async for batch in batches:
+                for live in queue._published():
+                    yield live
+                for event in batch:
+                    yield convert(event)
+            for live in queue._published():
+                yield live
+        finally:
+            aclose = getattr(batches, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(BaseException):
+                    await aclose()
+        return
 
     loop = asyncio.get_running_loop()
 
     async def drive() -> None:
         try:
-            async for event in events:
+            async for batch in batches:
                 taken = loop.create_future()
-                queue._put(("driver", event, taken))
-                await taken  # the reader asked for the next event: go on to it
+                queue._put(("driver", batch, taken))
+                await taken  # the reader asked for the event after the batch: go on to the next
         except BaseException as e:
             queue._put(_Failed(e))
             if not isinstance(e, Exception):
@@ -89,8 +133,9 @@ async def with_live(
             if isinstance(item, _Failed):
                 raise item.error
             if isinstance(item, tuple):
-                _, event, taken = item
-                yield convert(event)
+                _, batch, taken = item
+                for event in batch:
+                    yield convert(event)
                 taken.set_result(None)
             else:
                 assert isinstance(item, LiveEvent)
@@ -100,7 +145,7 @@ async def with_live(
             task.cancel()
         with contextlib.suppress(BaseException):
             await task
-        aclose = getattr(events, "aclose", None)
+        aclose = getattr(batches, "aclose", None)
         if aclose is not None:
             with contextlib.suppress(BaseException):
                 await aclose()

@@ -449,7 +449,7 @@ class LocalRunner:
             for event in driver.announce_pending():
                 yield materialize(event)
         try:
-            async for event in with_live(driver.run(), host.live, materialize):
+            async for event in with_live(driver.batches(), host.live, materialize, live_while_running=stream):
                 yield event
         except WorkflowRunError as e:
             self.failed = e
