@@ -53,7 +53,7 @@ from temporal_workflows._engine.machine import (
     StepTask,
     Topology,
 )
-from temporal_workflows._engine.serde import Envelope, validation_message
+from temporal_workflows._engine.serde import Envelope, encode, type_key, validation_message
 from temporal_workflows._errors import (
     CheckpointStorageError,
     ExecutorFailedError,
@@ -255,6 +255,26 @@ def request_event(req: PendingRequest) -> RequestInfoEvent:
     )
 
 
+INTERMEDIATE_EVENT_TYPE = type_key(WorkflowIntermediateEvent)
+
+
+def intermediate_event(executor_id: str, value: Envelope) -> Envelope:
+    """A sub-workflow's intermediate output, bubbled up as its ``WorkflowExecutor``'s own ``intermediate`` event.
+
+    Agent Framework's ``WorkflowExecutor`` does this (the event names the
+    executor, not the child's executor that yielded it), and the parent's
+    output designation does not apply to it.
+    """
+    return encode(WorkflowIntermediateEvent(executor_id=executor_id, data=value.data, data_type=value.type))
+
+
+def intermediate_value(event: Envelope) -> Envelope:
+    """The value an ``intermediate`` event (a step's custom event, as an envelope) carries."""
+    data = event.data if isinstance(event.data, dict) else {}
+    data_type = data.get("data_type")
+    return Envelope(data_type if isinstance(data_type, str) else None, data.get("data"))
+
+
 STEP_EVENT_DATA_LIMIT = 256 * 1024
 """Most JSON bytes of messages an ``executor_invoked`` / ``executor_completed`` event carries as its ``data``.
 
@@ -395,6 +415,11 @@ class SuperstepDriver:
             payload for Temporal runs recorded before steps read it in pages).
         release_outputs: Whether outputs adding up past ``payload_limit``
             release the oldest (otherwise they fail the run); asked only then.
+        intermediate: Where to collect the run's intermediate outputs as it
+            publishes them (its own executors' and those its sub-workflows
+            bubbled up), in order: a sub-workflow's child hands them to its
+            parent, as Agent Framework's ``WorkflowExecutor`` does. ``None``
+            (a top-level run): not collected, they are events only.
     """
 
     def __init__(
@@ -408,8 +433,10 @@ class SuperstepDriver:
         limit_state: bool = True,
         state_limit: Callable[[], int] | None = None,
         release_outputs: Callable[[], bool] = lambda: True,
+        intermediate: list[Envelope] | None = None,
     ) -> None:
         self.engine = engine
+        self.intermediate = intermediate
         self.host = host
         self.checkpoint_every = checkpoint_every
         self.payload_limit = payload_limit
@@ -691,8 +718,13 @@ class SuperstepDriver:
                     self._emit(
                         WorkflowIntermediateEvent(executor_id=task.executor_id, data=env.data, data_type=env.type)
                     )
+                    if self.intermediate is not None:
+                        self.intermediate.append(env)
             elif code == "e":
-                self._emit(next(events))
+                event = next(events)
+                self._emit(event)
+                if self.intermediate is not None and event.type == INTERMEDIATE_EVENT_TYPE:
+                    self.intermediate.append(intermediate_value(event))
             elif code == "r":
                 req = next(requests)
                 if committed:

@@ -418,6 +418,8 @@ class SubrunInput:
             each is validated against its request (user code: a local activity).
         known: Requests the child waited for when the activation began, set
             when an activation continues as new (else read from ``snapshot``).
+        intermediate: The intermediate outputs the activation published
+            before it continued as new (they go to the parent with the rest).
     """
 
     parent_id: str
@@ -425,6 +427,7 @@ class SubrunInput:
     snapshot: dict[str, Any] | None = None
     responses: list[tuple[str, Envelope]] = field(default_factory=list)
     known: list[str] | None = None
+    intermediate: list[Envelope] | None = None
 
 
 @dataclass

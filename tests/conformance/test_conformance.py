@@ -606,6 +606,20 @@ def sub_out_of_order_facts(s: Seen) -> None:
     assert completed == ["collect"] * 3
 
 
+def sub_intermediate_facts(s: Seen) -> None:
+    """A child's intermediate outputs, its own child's too, are its executor's ``intermediate`` events (MAF)."""
+    assert s.steps() == [["split"], ["progress"] * 2, ["told"] * 2]
+    shown = [(e["executor_id"], e["data"]) for e in s.of("WorkflowIntermediateEvent")]
+    assert shown == [
+        ("progress", {"text": "a b", "words": 2}),
+        ("progress", "planned 'a b'"),
+        ("progress", {"text": "c", "words": 1}),
+        ("progress", "planned 'c'"),
+    ]
+    assert s.of("WorkflowIntermediateEvent")[0]["data_type"] == type_key(sg.Count)
+    assert s.outputs == ["parent got \"solved 'a b'\"", "parent got \"solved 'c'\""]
+
+
 def sub_propagated_facts(s: Seen) -> None:
     (asked,) = s.of("RequestInfoEvent")
     assert asked["source_executor_id"] == "interview" and asked["data"] == {"topic": "bees", "text": "what about bees?"}
@@ -723,6 +737,7 @@ SCENARIOS = [
     Scenario(
         "subworkflow_children_finish_out_of_order", sg.out_of_order, ["a b c", "d e", "f"], facts=sub_out_of_order_facts
     ),
+    Scenario("subworkflow_intermediate_outputs", sg.progress, ["a b", "c"], facts=sub_intermediate_facts),
     Scenario("subworkflow_propagated_request", sg.propagating, "bees", answer=sg.answer, facts=sub_propagated_facts),
     Scenario("subworkflow_nested", sg.nested, "bees", answer=sg.answer, facts=sub_nested_facts),
     Scenario(
