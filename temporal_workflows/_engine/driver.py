@@ -62,6 +62,7 @@ from temporal_workflows._errors import (
     RunTooLargeError,
     WorkflowError,
     WorkflowRunError,
+    class_path,
 )
 from temporal_workflows._events import (
     ExecutorCompletedEvent,
@@ -121,6 +122,9 @@ class StepFailure:
         attempts: How many attempts the step made, where it counted them
             itself (a LlamaIndex step's retry policy runs inside the step).
         elapsed_seconds: From its first attempt to its last failure, likewise.
+        error_class: The exception's class by its qualified name
+            (``ExecutorFailedError.error_class``); on Temporal, what the step
+            activity's failure carries.
     """
 
     error_type: str
@@ -128,6 +132,7 @@ class StepFailure:
     cause: BaseException | None = None
     attempts: int | None = None
     elapsed_seconds: float | None = None
+    error_class: str | None = None
 
     @staticmethod
     def of(e: BaseException) -> StepFailure:
@@ -139,7 +144,7 @@ class StepFailure:
             # An error that names its own type (Temporal's ApplicationError(type="Refused")): reported
             # under that type, as a Temporal activity failure is (without importing temporalio here).
             return StepFailure(kind, own, e, attempts, elapsed)
-        return StepFailure(type(e).__name__, message, e, attempts, elapsed)
+        return StepFailure(type(e).__name__, message, e, attempts, elapsed, class_path(type(e)))
 
 
 STEP_ATTEMPTS = "__step_attempts__"
@@ -629,6 +634,7 @@ class SuperstepDriver:
                     detail=first.message,
                     attempts=first.attempts,
                     elapsed_seconds=first.elapsed_seconds,
+                    error_class=first.error_class,
                 )
             results = [o if isinstance(o, StepResult) else StepResult() for o in outcomes]
             try:
@@ -765,7 +771,9 @@ class SuperstepDriver:
                 )
             )
         t, e = too_large[0]
-        raise ExecutorFailedError(t.executor_id, step, e, error_type=type(e).__name__, detail=str(e))
+        raise ExecutorFailedError(
+            t.executor_id, step, e, error_type=type(e).__name__, detail=str(e), error_class=class_path(type(e))
+        )
 
     def _measure_commit(
         self, tasks: Sequence[StepTask], results: Sequence[StepResult], updates: dict[str, Envelope | None], step: int
@@ -800,11 +808,16 @@ class SuperstepDriver:
         blamed = max(range(len(tasks)), key=lambda i: (own[i], -i))
         error = sizes.error(total, limit, new, writers, executor_id=tasks[blamed].executor_id)
         self.engine.abort_superstep()
-        failure = StepFailure(type(error).__name__, str(error), error)
+        failure = StepFailure(type(error).__name__, str(error), error, error_class=class_path(type(error)))
         for i, (t, r) in enumerate(zip(tasks, results, strict=True)):
             self._step_events(t, failure if i == blamed else r, committed=False)
         raise ExecutorFailedError(
-            tasks[blamed].executor_id, step, error, error_type=failure.error_type, detail=failure.message
+            tasks[blamed].executor_id,
+            step,
+            error,
+            error_type=failure.error_type,
+            detail=failure.message,
+            error_class=failure.error_class,
         )
 
     def _check_outputs(self, outputs: Sequence[Output], step: int) -> None:

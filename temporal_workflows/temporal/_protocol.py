@@ -38,6 +38,7 @@ __all__ = [
     "EVENTS_TOPIC",
     "LIVE_BATCH_TYPE",
     "LEGACY_FAILURE_TYPES",
+    "STEP_ERROR_CLASS",
     "FAILURE_CHECKPOINT_BASE_MISSING",
     "FAILURE_STALE_STATE",
     "FAILURE_SIGNATURE_MISMATCH",
@@ -218,6 +219,9 @@ FAILURE_INPUT_TOO_LONG = "InputTooLongError"
 """Update refused (a signal: warned about): an id, label or type name over its limit (``MAX_*_CHARS``)."""
 FAILURE_UNKNOWN_DELIVERY = "UnknownDeliveryError"
 """``confirm_delivery`` refused: no ``deliver`` signal of this id reached the run."""
+STEP_ERROR_CLASS = "error_class"
+"""Key, in a failed step activity's failure details, of the user's error class by its qualified name
+(``module.QualName``): the failure's type is the class's bare name, as the SDK names it."""
 LEGACY_FAILURE_TYPES = {
     "RunClosed": FAILURE_RUN_CLOSED,
     "InvalidRunInput": FAILURE_INVALID_RUN_INPUT,

@@ -31,6 +31,7 @@ from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.machine import CommitPlan, Engine, Reduction, StepResult, StepTask, Topology
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._engine.subruns import Activation, SubrunOutcome, SubrunSuperstep
+from temporal_workflows._errors import class_path, error_classes
 from temporal_workflows.temporal._children import run_child
 from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._options import activity_options
@@ -45,6 +46,7 @@ from temporal_workflows.temporal._protocol import (
     LEGACY_FAILURE_TYPES,
     MAX_STEPS_IN_FLIGHT,
     SIGNATURE_PREFIX,
+    STEP_ERROR_CLASS,
     TASK_BUDGET_BYTES,
     ReduceInput,
     StepInput,
@@ -126,11 +128,16 @@ def failure_of(e: BaseException) -> StepFailure:
         kind = cause.type or "ApplicationError"
         counted = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
         attempts, elapsed = counted.get("attempts"), counted.get("elapsed_seconds")
+        kind = LEGACY_FAILURE_TYPES.get(kind, kind)
+        # The library's own errors by their class (as in process); a user's, as the step activity named it.
+        library = error_classes().get(kind)
+        error_class = class_path(library) if library is not None else counted.get(STEP_ERROR_CLASS)
         return StepFailure(
-            LEGACY_FAILURE_TYPES.get(kind, kind),
+            kind,
             cause.message,
             attempts=attempts if isinstance(attempts, int) else None,
             elapsed_seconds=float(elapsed) if isinstance(elapsed, (int, float)) else None,
+            error_class=error_class if isinstance(error_class, str) else None,
         )
     if isinstance(cause, TimeoutError):
         return StepFailure("TimeoutError", f"{cause.message} ({cause.type.name if cause.type else 'timeout'})")

@@ -134,6 +134,18 @@ async def explode(text: str, ctx: WorkflowContext[None, str]) -> None:
 raises = WorkflowBuilder(start_executor=prepare, name="cf_raises").add_edge(prepare, explode).build()
 
 
+class QuotaExceeded(Exception):
+    """A program's own error class."""
+
+
+@executor(id="call_model", options=ONE_ATTEMPT)
+async def call_model(text: str, ctx: WorkflowContext[None, str]) -> None:
+    raise QuotaExceeded(f"quota exceeded for {text!r}")
+
+
+own_error = WorkflowBuilder(start_executor=call_model, name="cf_own_error").build()
+
+
 # -- two steps of one superstep fail ---------------------------------------------------------
 
 SLOW_FAILURE_SECONDS = 0.3
@@ -800,6 +812,7 @@ def all_workflows() -> list[Workflow]:
         chain,
         fan,
         raises,
+        own_error,
         two_fail,
         bad_reducer,
         conflict,

@@ -211,6 +211,8 @@ def normalise(obs: Observed) -> Seen:
             "message": last.text(str(obs.error)),
             "superstep": getattr(obs.error, "superstep", None),
             "executor_id": getattr(obs.error, "executor_id", None),
+            # the step's own error class, named the same on both hosts (a user's class is rebuilt from it)
+            "error_class": getattr(obs.error, "error_class", None),
         }
     outputs = [e["data"] for seg in events for e in seg if e["class"] == "WorkflowOutputEvent"]
     return Seen(events, pending, outputs, last.value(obs.state), error)
@@ -351,6 +353,7 @@ def raises_facts(s: Seen) -> None:
     assert s.error is not None
     assert s.error["message"] == "executor 'explode' failed in superstep 2: ValueError: cannot handle 'boom'"
     assert s.error["executor_id"] == "explode" and s.error["superstep"] == 2
+    assert s.error["error_class"] == "builtins.ValueError"
     assert s.state == {"prepared": "boom"}  # the failed superstep's write is discarded
     assert s.outputs == []
 
@@ -367,6 +370,13 @@ def large_state_facts(s: Seen) -> None:
     # The previous boundary's state, as the state query answers it: cut to one payload, with a note.
     assert list(s.state) == ["a", TRUNCATED_KEY]
     assert str(s.state[TRUNCATED_KEY]).startswith("3 of 4 state keys")
+
+
+def own_error_facts(s: Seen) -> None:
+    """A step's own exception class is named by its qualified name on both hosts (and rebuilt on the client)."""
+    (failed,) = s.of("ExecutorFailedEvent")
+    assert failed["error_type"] == "QuotaExceeded" and failed["error"] == "quota exceeded for 'ann'"
+    assert s.error is not None and s.error["error_class"] == "tests.conformance.scenarios.QuotaExceeded"
 
 
 def two_fail_facts(s: Seen) -> None:
@@ -651,6 +661,7 @@ def sub_fails_facts(s: Seen) -> None:
     assert failed["executor_id"] == "broken" and failed["error_type"] == "ExecutorFailedError"
     assert failed["error"] == "executor 'explode' failed in superstep 1: ValueError: cannot handle 'x'"
     assert s.error is not None and s.error["executor_id"] == "broken" and s.error["superstep"] == 2
+    assert s.error["error_class"] == "temporal_workflows._errors.ExecutorFailedError"  # the child's failure
 
 
 def sub_deadline_facts(s: Seen) -> None:
@@ -675,6 +686,7 @@ SCENARIOS = [
     Scenario("example_counter_loop", counter_loop.workflow, counter_loop.SAMPLE_INPUT, facts=counter_loop_facts),
     Scenario("example_approval", approval.workflow, approval.SAMPLE_INPUT, answer=_review, facts=approval_facts),
     Scenario("step_raises", sc.raises, "boom", fails_with=ExecutorFailedError, facts=raises_facts),
+    Scenario("step_raises_own_class", sc.own_error, "ann", fails_with=ExecutorFailedError, facts=own_error_facts),
     Scenario("two_steps_fail", sc.two_fail, "go", fails_with=ExecutorFailedError, facts=two_fail_facts),
     Scenario("state_past_the_limit", rg.large_state, 5, fails_with=ExecutorFailedError, facts=large_state_facts),
     Scenario("reducer_raises", sc.bad_reducer, "go", fails_with=ReducerError, facts=bad_reducer_facts),

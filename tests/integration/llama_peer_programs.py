@@ -56,6 +56,28 @@ class FailsAfterRetries(Workflow):
         raise ValueError(f"cannot handle {ev.what!r}")
 
 
+class QuotaExceeded(Exception):
+    """A program's own error class, which its caller catches by name."""
+
+
+class Rejected(Exception):
+    """An error class whose constructor does not take its message: it cannot be made again from one."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"rejected with code {code}")
+        self.code = code
+
+
+class OwnError(Workflow):
+    """A step that raises the program's own exception class (``QuotaExceeded``, or ``Rejected`` if asked)."""
+
+    @step
+    async def call_model(self, ev: StartEvent) -> StopEvent:
+        if ev.get("code") is not None:
+            raise Rejected(int(ev.code))
+        raise QuotaExceeded(f"quota exceeded for {ev.who!r}")
+
+
 class StillRunning(Workflow):
     """A step that outlives the workflow's timeout."""
 
@@ -161,6 +183,7 @@ def all_workflows() -> list:  # type: ignore[type-arg]
         for w in (
             UnhandledProbe(),
             FailsAfterRetries(),
+            OwnError(),
             StillRunning(timeout=2),
             FirstToFinish(),
             CollectInOrder(),
