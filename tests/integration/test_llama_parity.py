@@ -158,6 +158,7 @@ async def test_an_own_exception_class_that_cannot_be_made_from_its_message_stays
     """Documented (docs/llama.md): ``Rejected(code)`` cannot be rebuilt from its text; the error names it."""
     on_peer, in_process, temporal = await _three_ways(client, workflow_id, "OwnError", who="ann", code=7)
     assert on_peer[1] == in_process[1] == ("raised", "Rejected", "rejected with code 7")
+    assert temporal[1][:2] == ("raised", "ExecutorFailedError")
     run = await start_run(client, ours.OwnError(), id=f"{workflow_id}-2", task_queue=TASK_QUEUE, who="ann", code=7)
     with pytest.raises(ExecutorFailedError) as caught:
         await run.result()

@@ -52,7 +52,9 @@ async def test_a_runs_events_print_the_same_lines_in_process_and_on_temporal(cli
     assert await handle.outputs() == ["left:HI", "right:HI", "joined:1,2"]
 
 
-async def test_a_steps_own_exception_is_the_failed_runs_original_on_both_hosts(client: Client, workflow_id: str) -> None:
+async def test_a_steps_own_exception_is_the_failed_runs_original_on_both_hosts(
+    client: Client, workflow_id: str
+) -> None:
     """``ExecutorFailedError.original`` is the step's ``QuotaExceeded`` in process, and rebuilt from a Temporal run.
 
     Agent Framework raises the step's exception itself; here the run's error names the executor and the
