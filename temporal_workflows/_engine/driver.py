@@ -218,6 +218,16 @@ class DriverHost:
         """
         raise NotImplementedError
 
+    def finish_order(self) -> Sequence[int] | None:
+        """The order the last :meth:`run_steps`' steps finished in (task indices), if the host kept it.
+
+        Asked only for a ``Topology.arrival_order`` graph (LlamaIndex), whose
+        steps' events are queued in that order. In process it is the order
+        the steps finished; on Temporal the order history records, so a
+        replay gives the same. ``None``: task order.
+        """
+        return None
+
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         """Run a callable reducer (user code).
 
@@ -637,8 +647,9 @@ class SuperstepDriver:
                     error_class=first.error_class,
                 )
             results = [o if isinstance(o, StepResult) else StepResult() for o in outcomes]
+            finished = host.finish_order() if engine.topology.arrival_order else None
             try:
-                plan = engine.prepare_commit(results)
+                plan = engine.prepare_commit(results, finished)
             except WorkflowRunError:
                 engine.abort_superstep()
                 self._steps_uncommitted(tasks, outcomes)

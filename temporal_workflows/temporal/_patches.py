@@ -21,6 +21,7 @@ from temporalio import workflow
 
 __all__ = [
     "PATCHES",
+    "PATCH_ARRIVAL_ORDER",
     "PATCHES_AT_START",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
@@ -99,6 +100,11 @@ payload (a step read it in one query, a continue-as-new carried it); newer ones 
 payloads (a step reads the state in pages) and, while history has room, continue as new later when the
 state is too large to carry, saying so in the status's warnings."""
 
+PATCH_ARRIVAL_ORDER = "arrival-order"
+"""Runs recorded before this queued what a LlamaIndex superstep's steps sent in task order; newer ones queue it
+in the order the steps finished, as history records it (``Topology.arrival_order``), as LlamaIndex delivers a
+step's events when it returns (the in-process host: the order they finished in)."""
+
 PATCHES = (
     PATCH_DEFAULT_HEARTBEAT,
     PATCH_TASK_BUDGET,
@@ -108,6 +114,7 @@ PATCHES = (
     PATCH_FIRST_COME,
     PATCH_RELEASE_OUTPUTS,
     PATCH_STATE_PAGES,
+    PATCH_ARRIVAL_ORDER,
 )
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker

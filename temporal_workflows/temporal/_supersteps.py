@@ -36,6 +36,7 @@ from temporal_workflows.temporal._children import run_child
 from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._options import activity_options
 from temporal_workflows.temporal._patches import (
+    PATCH_ARRIVAL_ORDER,
     PATCH_EVERY_FAILED_STEP,
     PATCH_FIRST_COME,
     PATCH_TASK_BUDGET,
@@ -165,6 +166,8 @@ class StepRunner:
         budget: TaskBudget | None = None,
     ) -> None:
         self.topology = topology
+        self.finished_order: list[int] | None = None
+        """The last superstep's steps in the order they finished (``Topology.arrival_order`` runs only)."""
         self.step_options = step_options
         self.epoch = epoch
         self.budget = budget or TaskBudget()
@@ -210,8 +213,13 @@ class StepRunner:
         finished = [0, 0]  # steps done, steps failed
         halted: list[int] = []  # the first step whose result ended the run (a LlamaIndex StopEvent)
         halt_cancels = patched(PATCH_FIRST_COME)
+        # The order the steps finished in, as history records it (Topology.arrival_order): deterministic on replay.
+        order: list[int] | None = [] if self.topology.arrival_order and patched(PATCH_ARRIVAL_ORDER) else None
+        self.finished_order = order
 
         def count(i: int, f: asyncio.Future[StepResult | None]) -> None:
+            if order is not None and not halted:
+                order.append(i)
             finished[0] += 1
             if not f.cancelled() and f.exception() is not None:
                 finished[1] += 1
@@ -238,6 +246,9 @@ class StepRunner:
                 # are cancelled, as LlamaIndex cancels them, and count for nothing; those that had finished
                 # by then (in this workflow task, as history records it) commit with it, in task order.
                 kept = {i for i, f in enumerate(running) if f.done()}
+                if order is not None:  # those cancelled send nothing: after the others, in task order
+                    seen = set(order)
+                    order.extend(i for i in range(len(running)) if i not in seen)
                 for f in running:
                     # Cancelled without waiting for them to stop: the run ends at this boundary, and a
                     # loser learns of it at its next heartbeat (or when its run is gone).

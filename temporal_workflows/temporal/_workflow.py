@@ -1254,6 +1254,9 @@ class _Host(DriverHost):
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         return await self.steps.run(tasks, engine, lambda: self.wf._reset is not None)
 
+    def finish_order(self) -> Sequence[int] | None:
+        return self.steps.finished_order
+
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         return await self.steps.reduce(superstep, reduction)
 

@@ -210,6 +210,18 @@ async def test_collect_events_gets_the_events_in_the_order_they_were_emitted_as_
     assert temporal == on_peer
 
 
+async def test_events_of_different_steps_reach_collect_events_in_the_order_the_steps_returned_as_in_llamaindex(
+    client: Client, workflow_id: str
+) -> None:
+    """Across steps of one superstep too (#25.13): the step started first but finishing last comes last."""
+    tag = workflow_id[-8:]
+    queries = [[f"{tag}-slow", 1.5], [f"{tag}-fast", 0.05]]
+    on_peer, in_process, temporal = await _three_ways(client, workflow_id, "CollectAcrossSteps", queries=queries)
+    assert on_peer == ([("StopEvent",)], ("result", [f"{tag}-fast", f"{tag}-slow"]))
+    assert in_process == on_peer
+    assert temporal == on_peer
+
+
 async def test_a_step_returning_the_first_stop_event_cancels_the_other_running_steps_as_in_llamaindex(
     client: Client, workflow_id: str
 ) -> None:
