@@ -988,4 +988,5 @@ def test_the_normaliser_masks_run_specific_values_only() -> None:
         "message": "request 'req-2' of <run> after checkpoint cp-1",
         "superstep": 3,
         "executor_id": None,
+        "error_class": None,
     }
