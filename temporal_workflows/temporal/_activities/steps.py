@@ -320,7 +320,8 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
             named = _naming_its_class(e)
             if named is e:
                 raise
-            raise named from e
+            # In its place, not on top of it: its stack trace and causes, its message once.
+            raise named.with_traceback(e.__traceback__) from e.__cause__
         await live.close()
         return encode_step_result(result, task, fan_in_groups)
 
