@@ -320,8 +320,9 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
             named = _naming_its_class(e)
             if named is e:
                 raise
-            # In its place, not on top of it: its stack trace and causes, its message once.
-            raise named.with_traceback(e.__traceback__) from e.__cause__
+            # In its place, not on top of it: its stack trace and the chain the SDK would follow, its message once.
+            follows = e.__cause__ if e.__cause__ is not None or e.__suppress_context__ else e.__context__
+            raise named.with_traceback(e.__traceback__) from follows
         await live.close()
         return encode_step_result(result, task, fan_in_groups)
 
