@@ -7,6 +7,8 @@ log line or the Temporal Web UI, not from a debugger.
 
 from __future__ import annotations
 
+import builtins
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -204,6 +206,12 @@ class ExecutorFailedError(WorkflowRunError):
         attempts: How many attempts the step made, where it counted them
             itself (a LlamaIndex step's retry policy); else ``None``.
         elapsed_seconds: From its first attempt to its last failure, likewise.
+        error_class: The step error's class by its qualified name
+            (``"app.errors.QuotaExceeded"``, ``"builtins.ValueError"``), the
+            same on both hosts: a Temporal step's failure carries it, so a
+            client can tell (and :func:`step_error` rebuild) the user's own
+            exception class; ``None`` where the error named its own type
+            (a Temporal ``ApplicationError``) or a run recorded before.
     """
 
     def __init__(
@@ -216,9 +224,11 @@ class ExecutorFailedError(WorkflowRunError):
         detail: str | None = None,
         attempts: int | None = None,
         elapsed_seconds: float | None = None,
+        error_class: str | None = None,
     ) -> None:
         self.error_type = error_type or type(original).__name__
         self.detail = detail if detail is not None else str(original)
+        self.error_class = error_class
         self.attempts = attempts
         self.elapsed_seconds = elapsed_seconds
         super().__init__(
@@ -363,10 +373,83 @@ def rebuild_error(type_name: str, message: str, details: dict[str, Any] | None =
         error.superstep = 0
         error.executor_id = None
         error.result = None
+    if isinstance(error, ExecutorFailedError):
+        error.original = None
+        error.error_class = None  # runs recorded before failures carried it
+        error.attempts = error.elapsed_seconds = None
     for key, value in (details or {}).items():
-        if isinstance(key, str) and not key.startswith("_"):
+        if isinstance(key, str) and not key.startswith("_") and key != "original":
             setattr(error, key, tuple(value) if key == "executor_ids" and isinstance(value, list) else value)
+    if isinstance(error, ExecutorFailedError):
+        # The step's own exception, where its class can be had again here (``step_error``), as in process.
+        own = step_error(error)
+        error.original = own if own is not error else None
     return error
+
+
+def class_path(cls: type) -> str:
+    """A class's qualified name, ``module.QualName`` (how a step's error class travels)."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def imported_class(path: str) -> type | None:
+    """The class ``path`` (``module.QualName``) names, if its module is imported already; never imports one.
+
+    A failure's class name comes from a worker, through the server: looking
+    it up must not run any module's code. A program that catches the class
+    has imported it.
+    """
+    module_name, _, rest = path.partition(".")
+    while rest:
+        module = sys.modules.get(module_name)
+        if module is not None:
+            found: Any = module
+            for part in rest.split("."):
+                found = getattr(found, part, None)
+                if found is None:
+                    break
+            if isinstance(found, type):
+                return found
+        head, _, rest = rest.partition(".")
+        module_name = f"{module_name}.{head}"
+    return None
+
+
+def step_error(error: ExecutorFailedError) -> BaseException:
+    """A failed step's own exception, as the peer raises it: the step's class, where it can be had again.
+
+    In process that is the exception the step raised (``error.original``). From
+    a Temporal run it is rebuilt from :attr:`ExecutorFailedError.error_class`
+    and the step's message when the class is imported in this process, is an
+    ``Exception`` that is not one of the library's, and its constructor takes
+    the message and gives it back (``cls(message)``, ``str()`` the same); its
+    ``__cause__`` is ``error`` (which names the executor and superstep).
+    Otherwise ``error`` itself, whose ``error_type`` and ``error_class`` name
+    the step's class.
+    """
+    original = getattr(error, "original", None)
+    if original is not None:
+        return original  # type: ignore[no-any-return]
+    path = getattr(error, "error_class", None)
+    cls = imported_class(path) if isinstance(path, str) else None
+    if cls is None and isinstance(error.error_type, str):
+        # Runs recorded before failures carried the class: builtin classes by their name, as before.
+        cls = _builtin_exception(error.error_type)
+    if cls is None or not issubclass(cls, Exception) or issubclass(cls, WorkflowError):
+        return error
+    try:
+        rebuilt = cls(error.detail)
+    except Exception:
+        return error
+    if cls.__module__ != "builtins" and str(rebuilt) != error.detail:
+        return error  # its constructor does not take the message as it is: not one we can make again
+    rebuilt.__cause__ = error
+    return rebuilt
+
+
+def _builtin_exception(name: str) -> type | None:
+    found = getattr(builtins, name, None)
+    return found if isinstance(found, type) and found.__module__ == "builtins" else None
 
 
 def describe(value: Any) -> str:

@@ -706,3 +706,32 @@ async def test_step_events_leave_out_data_too_large_to_stream_and_say_so() -> No
     assert completed[1].data == [len(big)] and completed[1].data_omitted is None
     shown = f"WorkflowEvent(type='executor_invoked', executor_id='relay', data_omitted={len(big) + 3})"
     assert str(invoked[0]) == shown
+
+
+def test_a_step_error_class_named_by_a_failure_is_looked_up_never_imported() -> None:
+    """``step_error`` makes a failure's class again only from modules already imported, and only when it can."""
+    import sys
+
+    from temporal_workflows import ExecutorFailedError
+    from temporal_workflows._errors import rebuild_error, step_error
+
+    def failure(error_class: str, detail: str, error_type: str = "X") -> ExecutorFailedError:
+        details = {"error_type": error_type, "detail": detail, "error_class": error_class, "executor_id": "s"}
+        error = rebuild_error("ExecutorFailedError", f"executor 's' failed in superstep 1: {detail}", details)
+        assert isinstance(error, ExecutorFailedError)
+        return error
+
+    unknown = failure("tw_never_imported_module.Boom", "boom", "Boom")
+    assert step_error(unknown) is unknown and unknown.original is None
+    assert "tw_never_imported_module" not in sys.modules
+    assert type(failure("builtins.KeyError", "'k'", "KeyError").original) is KeyError
+    assert type(failure("json.decoder.JSONDecodeError", "x", "JSONDecodeError").original) is type(None)  # needs 3 args
+    assert failure("temporal_workflows._errors.StateConflictError", "x").original is None  # the library's own: as is
+    assert failure("builtins.KeyboardInterrupt", "x").original is None  # not an Exception
+    assert failure("test_maf_parity.<locals>.Local", "x").original is None
+    rebuilt = failure(f"{__name__}.Refused", "no way").original
+    assert type(rebuilt) is Refused and str(rebuilt) == "no way"
+
+
+class Refused(Exception):
+    pass

@@ -53,7 +53,7 @@ from temporal_workflows._engine.machine import (
     StepTask,
     Topology,
 )
-from temporal_workflows._engine.serde import Envelope, validation_message
+from temporal_workflows._engine.serde import Envelope, encode, type_key, validation_message
 from temporal_workflows._errors import (
     CheckpointStorageError,
     ExecutorFailedError,
@@ -62,6 +62,7 @@ from temporal_workflows._errors import (
     RunTooLargeError,
     WorkflowError,
     WorkflowRunError,
+    class_path,
 )
 from temporal_workflows._events import (
     ExecutorCompletedEvent,
@@ -122,6 +123,9 @@ class StepFailure:
         attempts: How many attempts the step made, where it counted them
             itself (a LlamaIndex step's retry policy runs inside the step).
         elapsed_seconds: From its first attempt to its last failure, likewise.
+        error_class: The exception's class by its qualified name
+            (``ExecutorFailedError.error_class``); on Temporal, what the step
+            activity's failure carries.
     """
 
     error_type: str
@@ -129,6 +133,7 @@ class StepFailure:
     cause: BaseException | None = None
     attempts: int | None = None
     elapsed_seconds: float | None = None
+    error_class: str | None = None
 
     @staticmethod
     def of(e: BaseException) -> StepFailure:
@@ -140,7 +145,7 @@ class StepFailure:
             # An error that names its own type (Temporal's ApplicationError(type="Refused")): reported
             # under that type, as a Temporal activity failure is (without importing temporalio here).
             return StepFailure(kind, own, e, attempts, elapsed)
-        return StepFailure(type(e).__name__, message, e, attempts, elapsed)
+        return StepFailure(type(e).__name__, message, e, attempts, elapsed, class_path(type(e)))
 
 
 STEP_ATTEMPTS = "__step_attempts__"
@@ -214,6 +219,16 @@ class DriverHost:
         """
         raise NotImplementedError
 
+    def finish_order(self) -> Sequence[int] | None:
+        """The order the last :meth:`run_steps`' steps finished in (task indices), if the host kept it.
+
+        Asked only for a ``Topology.arrival_order`` graph (LlamaIndex), whose
+        steps' events are queued in that order. In process it is the order
+        the steps finished; on Temporal the order history records, so a
+        replay gives the same. ``None``: task order.
+        """
+        return None
+
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         """Run a callable reducer (user code).
 
@@ -254,6 +269,26 @@ def request_event(req: PendingRequest) -> RequestInfoEvent:
         response_schema=req.response_schema,
         timeout=req.timeout,
     )
+
+
+INTERMEDIATE_EVENT_TYPE = type_key(WorkflowIntermediateEvent)
+
+
+def intermediate_event(executor_id: str, value: Envelope) -> Envelope:
+    """A sub-workflow's intermediate output, bubbled up as its ``WorkflowExecutor``'s own ``intermediate`` event.
+
+    Agent Framework's ``WorkflowExecutor`` does this (the event names the
+    executor, not the child's executor that yielded it), and the parent's
+    output designation does not apply to it.
+    """
+    return encode(WorkflowIntermediateEvent(executor_id=executor_id, data=value.data, data_type=value.type))
+
+
+def intermediate_value(event: Envelope) -> Envelope:
+    """The value an ``intermediate`` event (a step's custom event, as an envelope) carries."""
+    data = event.data if isinstance(event.data, dict) else {}
+    data_type = data.get("data_type")
+    return Envelope(data_type if isinstance(data_type, str) else None, data.get("data"))
 
 
 STEP_EVENT_DATA_LIMIT = 256 * 1024
@@ -422,6 +457,11 @@ class SuperstepDriver:
             payload for Temporal runs recorded before steps read it in pages).
         release_outputs: Whether outputs adding up past ``payload_limit``
             release the oldest (otherwise they fail the run); asked only then.
+        intermediate: Where to collect the run's intermediate outputs as it
+            publishes them (its own executors' and those its sub-workflows
+            bubbled up), in order: a sub-workflow's child hands them to its
+            parent, as Agent Framework's ``WorkflowExecutor`` does. ``None``
+            (a top-level run): not collected, they are events only.
     """
 
     def __init__(
@@ -435,8 +475,10 @@ class SuperstepDriver:
         limit_state: bool = True,
         state_limit: Callable[[], int] | None = None,
         release_outputs: Callable[[], bool] = lambda: True,
+        intermediate: list[Envelope] | None = None,
     ) -> None:
         self.engine = engine
+        self.intermediate = intermediate
         self.host = host
         self.checkpoint_every = checkpoint_every
         self.payload_limit = payload_limit
@@ -645,10 +687,12 @@ class SuperstepDriver:
                     detail=first.message,
                     attempts=first.attempts,
                     elapsed_seconds=first.elapsed_seconds,
+                    error_class=first.error_class,
                 )
             results = [o if isinstance(o, StepResult) else StepResult() for o in outcomes]
+            finished = host.finish_order() if engine.topology.arrival_order else None
             try:
-                plan = engine.prepare_commit(results)
+                plan = engine.prepare_commit(results, finished)
             except WorkflowRunError:
                 engine.abort_superstep()
                 self._steps_uncommitted(tasks, outcomes)
@@ -760,9 +804,14 @@ class SuperstepDriver:
                             WorkflowIntermediateEvent, executor_id=task.executor_id, data=env.data, data_type=env.type
                         )
                     )
+                    if self.intermediate is not None:
+                        self.intermediate.append(env)
             elif c == "e":
-                self._emit(events[ei])
+                event = events[ei]
                 ei += 1
+                self._emit(event)
+                if self.intermediate is not None and event.type == INTERMEDIATE_EVENT_TYPE:
+                    self.intermediate.append(intermediate_value(event))
             elif c == "r":
                 req = requests[ri]
                 ri += 1
@@ -807,7 +856,9 @@ class SuperstepDriver:
                 )
             )
         t, e = too_large[0]
-        raise ExecutorFailedError(t.executor_id, step, e, error_type=type(e).__name__, detail=str(e))
+        raise ExecutorFailedError(
+            t.executor_id, step, e, error_type=type(e).__name__, detail=str(e), error_class=class_path(type(e))
+        )
 
     def _measure_commit(
         self, tasks: Sequence[StepTask], results: Sequence[StepResult], updates: dict[str, Envelope | None], step: int
@@ -842,11 +893,16 @@ class SuperstepDriver:
         blamed = max(range(len(tasks)), key=lambda i: (own[i], -i))
         error = sizes.error(total, limit, new, writers, executor_id=tasks[blamed].executor_id)
         self.engine.abort_superstep()
-        failure = StepFailure(type(error).__name__, str(error), error)
+        failure = StepFailure(type(error).__name__, str(error), error, error_class=class_path(type(error)))
         for i, (t, r) in enumerate(zip(tasks, results, strict=True)):
             self._step_events(t, failure if i == blamed else r, committed=False)
         raise ExecutorFailedError(
-            tasks[blamed].executor_id, step, error, error_type=failure.error_type, detail=failure.message
+            tasks[blamed].executor_id,
+            step,
+            error,
+            error_type=failure.error_type,
+            detail=failure.message,
+            error_class=failure.error_class,
         )
 
     def _check_outputs(self, outputs: Sequence[Output], step: int) -> None:

@@ -24,6 +24,7 @@ A superstep:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -119,6 +120,10 @@ class Topology:
             executor's (unless ``intermediate_from`` is set, as in Agent Framework).
         intermediate_from: Executors whose yields are intermediate outputs
             (``intermediate`` events, not part of the run's outputs).
+        arrival_order: What a superstep's steps send is queued in the order
+            the steps finished, which the host reports (LlamaIndex hands a
+            step's events on when it returns); otherwise in task order (graphs).
+            Everything else of the commit stays in task order.
     """
 
     name: str | None
@@ -133,6 +138,7 @@ class Topology:
     batched: tuple[str, ...] = ()
     output_from: tuple[str, ...] | None = None
     intermediate_from: tuple[str, ...] = ()
+    arrival_order: bool = False
 
     def output_kind(self, executor_id: str) -> Literal["output", "intermediate"] | None:
         """What an executor's ``yield_output`` makes: an output, an intermediate output, or nothing shown.
@@ -579,8 +585,14 @@ class Engine:
         """Drop the running superstep: nothing it did is committed (a step failed)."""
         self._running = None
 
-    def prepare_commit(self, results: list[StepResult]) -> CommitPlan:
+    def prepare_commit(self, results: list[StepResult], finished: Sequence[int] | None = None) -> CommitPlan:
         """Merge the superstep's results in task order.
+
+        Args:
+            finished: Task indices in the order the steps finished, as the
+                host saw them: with ``Topology.arrival_order``, what the
+                steps sent is queued in that order (a list that is not a
+                permutation of the superstep's tasks is ignored).
 
         Raises:
             StateConflictError: two steps wrote one key without a reducer.
@@ -598,6 +610,16 @@ class Engine:
         requests: list[PendingRequest] = []
         halt = False
         answers: list[tuple[str, Envelope]] = []
+        arrival = (
+            self.topology.arrival_order
+            and finished is not None
+            and sorted(finished) == list(range(len(tasks)))
+            and list(finished) != list(range(len(tasks)))
+        )
+        if arrival:
+            assert finished is not None
+            for i in finished:
+                sent.extend(results[i].sent)
         for task, result in zip(tasks, results, strict=True):
             halt = halt or result.halt
             answers.extend(result.answers)
@@ -612,7 +634,8 @@ class Engine:
                     writes_by_key.setdefault(key, []).extend(ws)
                 else:
                     writes_by_key[key] = ws[-1:]  # a step's own later write wins over its earlier ones
-            sent.extend(result.sent)
+            if not arrival:
+                sent.extend(result.sent)
             if self.topology.output_kind(task.executor_id) == "output":
                 outputs.extend(Output(task.executor_id, o) for o in result.outputs)
             requests.extend(result.requests)

@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol
 from pydantic import ValidationError
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import check_signature, checkpoint_of
+from temporal_workflows._engine.driver import check_signature, checkpoint_of, intermediate_event
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
     REQUEST_TIMED_OUT_TYPE,
@@ -107,21 +107,30 @@ class SubrunOutcome:
             outputs left out: they are handed on) while it waits for any
             request; ``None`` once it waits for nothing (it is done).
         ignored: Responses that found their request gone (it timed out as the child resumed).
+        intermediate: Its intermediate outputs in this activation (its
+            ``intermediate_output_from`` executors' yields, and those its own
+            sub-workflows bubbled up), in the order they were published: the
+            ``WorkflowExecutor`` publishes each as an ``intermediate`` event of
+            its own, as in Agent Framework. Absent from results recorded before.
     """
 
     outputs: list[Envelope] = field(default_factory=list)
     requests: list[PendingRequest] = field(default_factory=list)
     snapshot: dict[str, Any] | None = None
     ignored: list[str] = field(default_factory=list)
+    intermediate: list[Envelope] = field(default_factory=list)
 
 
-def subrun_outcome(engine: Engine, known: set[str], *, run_id: str, timestamp: datetime) -> SubrunOutcome:
+def subrun_outcome(
+    engine: Engine, known: set[str], *, run_id: str, timestamp: datetime, intermediate: Sequence[Envelope] = ()
+) -> SubrunOutcome:
     """The outcome of a child whose driver has come to rest (both hosts).
 
     Args:
         known: Ids of the requests the child was waiting for when the
             activation began (after its responses were delivered): every
             other pending request is new, and goes to the parent.
+        intermediate: What the child's driver collected (``SuperstepDriver(intermediate=...)``).
     """
     outputs = [o.value for o in engine.outputs]
     requests = [r for rid, r in engine.pending_requests.items() if rid not in known]
@@ -129,7 +138,7 @@ def subrun_outcome(engine: Engine, known: set[str], *, run_id: str, timestamp: d
     if engine.pending_requests:
         cp = checkpoint_of(engine, checkpoint_id="", run_id=run_id, previous_checkpoint_id=None, timestamp=timestamp)
         snapshot = cp.model_copy(update={"outputs": []}).model_dump(mode="json")
-    return SubrunOutcome(outputs, requests, snapshot)
+    return SubrunOutcome(outputs, requests, snapshot, intermediate=list(intermediate))
 
 
 def resume_engine(topology: Topology, snapshot: dict[str, Any]) -> Engine:
@@ -237,6 +246,22 @@ class _Plan:
     """The step before this one that resumes the same child (it must finish first)."""
     last: bool = True
     """The last step of the superstep resuming this child: it writes the child's snapshot."""
+
+
+def _bubble_up(result: StepResult, events: list[Envelope]) -> None:
+    """Add a child's intermediate outputs to its executor's step, as Agent Framework orders them.
+
+    After what the step sent on or yielded (the child's outputs), before the
+    requests it handed on. The events are made here, in the pure part, so on
+    Temporal they cost no activity: a child that only yields intermediate
+    outputs runs no report step, as before.
+    """
+    order = result.production_order()
+    cut = next((i for i, code in enumerate(order) if code == "r"), len(order))
+    before = sum(code == "e" for code in order[:cut])
+    result.events[before:before] = events
+    if result.emitted:
+        result.emitted[cut:cut] = ["e"] * len(events)
 
 
 def _warning(executor_id: str, request_id: str, why: str) -> Envelope:
@@ -379,6 +404,8 @@ class SubrunSuperstep:
         if outcome is not None and (outcome.outputs or outcome.requests):
             report = encode(SubWorkflowReport(outputs=outcome.outputs, requests=outcome.requests))
             result = await report_step(StepTask(task.superstep, task.index, x, "message", (report,), task.source_ids))
+        if outcome is not None and outcome.intermediate:
+            _bubble_up(result, [intermediate_event(x, v) for v in outcome.intermediate])
         result.events[:0] = events
         if plan.last and (x, plan.key) in self._touched:
             write = self._write(x, plan.key)

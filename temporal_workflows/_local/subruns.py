@@ -6,7 +6,7 @@ Temporal host; this module supplies what differs in process: a child run is
 the superstep driver over the child's own engine, with the in-process host
 (so a child's own sub-workflows run the same way, nested), and it comes to
 rest before the parent's step ends. The child's events stay with the child,
-as in Agent Framework: the parent sees its outputs and requests.
+as in Agent Framework: the parent sees its outputs, intermediate outputs and requests.
 """
 
 from __future__ import annotations
@@ -65,10 +65,13 @@ async def activate(parent: Graph, act: Activation, *, streaming: bool = False) -
 
     ignored = await deliver_responses(engine, act.responses, now=host.now(), validate=validate)
     known = set(engine.pending_requests)
-    driver = SuperstepDriver(engine, host, checkpoint_every=0, payload_limit=max_payload_bytes)
+    intermediate: list[Envelope] = []
+    driver = SuperstepDriver(
+        engine, host, checkpoint_every=0, payload_limit=max_payload_bytes, intermediate=intermediate
+    )
     async for _ in driver.run():
         pass  # the child's events stay with it; its outputs and requests are in the engine
-    outcome = subrun_outcome(engine, known, run_id=act.run_id, timestamp=datetime.now(UTC))
+    outcome = subrun_outcome(engine, known, run_id=act.run_id, timestamp=datetime.now(UTC), intermediate=intermediate)
     outcome.ignored = ignored
     return outcome
 

@@ -451,6 +451,7 @@ class Compiled:
             signature_hash=digest,
             edges=tuple(g.describe() for g in groups),
             batched=tuple(self.steps),
+            arrival_order=True,  # LlamaIndex hands a step's events on when it returns
         )
         graph = LlamaGraph(
             topology=topology,

@@ -109,11 +109,12 @@ class _RunBackend(DictBackend):
         self.run.wake()
 
 
-async def _first_halt_wins(running: list[asyncio.Future[StepOutcome]]) -> list[StepOutcome]:
+async def _first_halt_wins(running: list[asyncio.Future[StepOutcome]], order: list[int]) -> list[StepOutcome]:
     """Every step's outcome; once one ends the run (a ``StopEvent``) before any failed, the others still
     running are cancelled and count for nothing (``None``), as LlamaIndex cancels them; those that had
     finished by then commit with it. The Temporal host does the same in the order history records
-    (``_supersteps.StepRunner.run``); here it is the order they finished in."""
+    (``_supersteps.StepRunner.run``); here it is the order they finished in, which ``order`` receives
+    (the steps that never finished after them, in task order: they send nothing)."""
     failed: list[int] = []
     halted: list[int] = []
     done: list[int] = []
@@ -142,6 +143,9 @@ async def _first_halt_wins(running: list[asyncio.Future[StepOutcome]]) -> list[S
             for f in running:
                 f.cancel()
             await asyncio.gather(*running, return_exceptions=True)
+    order.extend(done)
+    seen = set(done)
+    order.extend(i for i in range(len(running)) if i not in seen)
     if kept is None:
         return [f.result() for f in running]
     return [running[i].result() if i in kept else None for i in range(len(running))]
@@ -150,6 +154,7 @@ async def _first_halt_wins(running: list[asyncio.Future[StepOutcome]]) -> list[S
 class _Host(DriverHost):
     def __init__(self, run: LocalRun) -> None:
         self.run = run
+        self._finished: list[int] = []
 
     def now(self) -> float:
         return time.time()
@@ -181,12 +186,17 @@ class _Host(DriverHost):
         state = engine.state
         run = self.run
         run.running = [t.executor_id for t in tasks]  # kept if the run times out meanwhile: the error names them
+        self._finished = []
         if len(tasks) == 1:
             outcomes: list[StepOutcome] = [await run.run_one(tasks[0], state)]
         else:
-            outcomes = await _first_halt_wins([asyncio.ensure_future(run.run_one(t, state)) for t in tasks])
+            running: list[asyncio.Future[StepOutcome]] = [asyncio.ensure_future(run.run_one(t, state)) for t in tasks]
+            outcomes = await _first_halt_wins(running, self._finished)
         run.running = []
         return outcomes
+
+    def finish_order(self) -> Sequence[int] | None:
+        return self._finished or None
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:  # pragma: no cover - no reducers
         raise AssertionError("LlamaIndex workflows declare no callable reducers")

@@ -64,7 +64,7 @@ from temporal_workflows._engine.machine import (
     StepResult,
 )
 from temporal_workflows._engine.serde import Envelope, decode, encode, json_schema, register_type, type_key
-from temporal_workflows._errors import NotSerializableError, WorkflowError
+from temporal_workflows._errors import NotSerializableError, WorkflowError, class_path
 from temporal_workflows._events import WorkflowEvent
 from temporal_workflows._live import LiveEvent
 from temporal_workflows._requests import RequestTimedOut
@@ -79,6 +79,7 @@ from temporal_workflows.llama.events import (
     summarize_event,
 )
 from temporal_workflows.llama.retry_policy import RetryInfo, decide_retry
+from temporal_workflows.temporal._protocol import STEP_ERROR_CLASS
 
 if TYPE_CHECKING:
     from temporal_workflows._graph.context import WorkflowContext
@@ -987,7 +988,7 @@ def _fail(error: Exception, attempts: int, elapsed: float) -> None:
     """A step failed for good, after ``attempts`` attempts over ``elapsed`` seconds (what LlamaIndex's
     ``WorkflowFailedEvent`` reports): on Temporal, never retry its activity (the policy has decided)."""
     if activity.in_activity() and not isinstance(error, (ApplicationError, WorkflowError)):
-        details = {"attempts": attempts, "elapsed_seconds": elapsed}
+        details = {"attempts": attempts, "elapsed_seconds": elapsed, STEP_ERROR_CLASS: class_path(type(error))}
         raise ApplicationError(str(error), details, type=type(error).__name__, non_retryable=True) from error
     setattr(error, STEP_ATTEMPTS, attempts)
     setattr(error, STEP_ELAPSED, elapsed)

@@ -24,7 +24,6 @@ Everything else of ``RunHandle`` (status, checkpoints, reset, fork, the
 
 from __future__ import annotations
 
-import builtins
 import uuid
 from collections.abc import AsyncIterator, Generator
 from datetime import timedelta
@@ -36,7 +35,7 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 from temporal_workflows._engine.limits import check_payload
 from temporal_workflows._engine.serde import Envelope, decode, encode
-from temporal_workflows._errors import ExecutorFailedError
+from temporal_workflows._errors import ExecutorFailedError, step_error
 from temporal_workflows._events import WorkflowFailedEvent as GraphFailedEvent
 from temporal_workflows._events import WorkflowOutputEvent
 from temporal_workflows.llama._runtime import LlamaFailedStreamEvent, LlamaStreamEvent
@@ -57,19 +56,6 @@ if TYPE_CHECKING:
     from temporal_workflows.llama.workflow import Workflow
 
 __all__ = ["LlamaRunHandle", "get_run", "start_run"]
-
-
-def _step_error(error: ExecutorFailedError) -> BaseException:
-    """A failed step's error as LlamaIndex raises it: the builtin exception class if it is one, else ours."""
-    cls = getattr(builtins, error.error_type or "", None)
-    if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
-        try:
-            rebuilt = cls(error.detail)
-        except Exception:
-            return error
-        rebuilt.__cause__ = error
-        return rebuilt
-    return error
 
 
 class LlamaRunHandle:
@@ -93,7 +79,7 @@ class LlamaRunHandle:
         try:
             result = await self.run.result()
         except ExecutorFailedError as e:
-            raise _step_error(e) from None
+            raise step_error(e) from None
         except WorkflowFailureError as e:
             cause = e.cause
             if isinstance(cause, TemporalTimeoutError):
@@ -128,8 +114,10 @@ class LlamaRunHandle:
         """The ``StopEvent``'s ``result`` (the event itself for a custom ``StopEvent`` class).
 
         Raises:
-            Exception: a failed step's own exception class for builtin ones
-                (``ValueError``, ...), else ``ExecutorFailedError`` naming the
+            Exception: a failed step's own exception class where it can be
+                made again here (``step_error``: builtin ones, and the
+                program's own imported classes whose constructor takes the
+                message), else ``ExecutorFailedError`` naming the
                 step and its error type; ``WorkflowTimeoutError`` when the run
                 exceeded the workflow's ``timeout``; ``WorkflowCancelledByUser``
                 when it was cancelled; the engine's named errors otherwise
@@ -166,14 +154,14 @@ class LlamaRunHandle:
             yield WorkflowCancelledEvent()
 
     async def _failed_event(self, ev: GraphFailedEvent) -> WorkflowFailedEvent:
-        """LlamaIndex's ``WorkflowFailedEvent``: the step's own exception (a builtin class rebuilt), with the
+        """LlamaIndex's ``WorkflowFailedEvent``: the step's own exception (its class rebuilt), with the
         attempts and time its retry policy spent, read from the run's failure."""
         try:
             await self.run.result()
         except ExecutorFailedError as e:
             return WorkflowFailedEvent(
                 step_name=e.executor_id or "",
-                exception=_step_error(e),
+                exception=step_error(e),
                 attempts=e.attempts,
                 elapsed_seconds=e.elapsed_seconds,
             )

@@ -159,9 +159,17 @@ async def deliver_to_child(
 
 
 def child_result(
-    engine: Engine, known: set[str], ignored: list[str], *, run_id: str, timestamp: datetime, limit: int
+    engine: Engine,
+    known: set[str],
+    ignored: list[str],
+    *,
+    run_id: str,
+    timestamp: datetime,
+    limit: int,
+    intermediate: list[Envelope] | None = None,
 ) -> dict[str, Any]:
-    """A child's result: its outcome (outputs, new requests, the snapshot while it waits), and little else.
+    """A child's result: its outcome (outputs, intermediate outputs, new requests, the snapshot while it
+    waits), and little else.
 
     The parent's history records it, so it does not repeat the outputs
     outside the outcome.
@@ -169,7 +177,7 @@ def child_result(
     Raises:
         RunTooLargeError: the outcome passes the payload limit.
     """
-    outcome = subrun_outcome(engine, known, run_id=run_id, timestamp=timestamp)
+    outcome = subrun_outcome(engine, known, run_id=run_id, timestamp=timestamp, intermediate=intermediate or ())
     outcome.ignored = ignored
     size = json_size(outcome)
     if size > limit:
@@ -181,8 +189,13 @@ def child_result(
     return {"status": "completed", "superstep": engine.superstep, "subrun": outcome}
 
 
-def carry_subrun(subrun: SubrunInput | None, known: set[str]) -> SubrunInput | None:
-    """What an activation that continues as new hands on: who it belongs to, and what it waited for at first."""
+def carry_subrun(
+    subrun: SubrunInput | None, known: set[str], intermediate: list[Envelope] | None = None
+) -> SubrunInput | None:
+    """What an activation that continues as new hands on: who it belongs to, what it waited for at first,
+    and the intermediate outputs it has published so far."""
     if subrun is None:
         return None
-    return dataclasses.replace(subrun, snapshot=None, responses=[], known=sorted(known))
+    return dataclasses.replace(
+        subrun, snapshot=None, responses=[], known=sorted(known), intermediate=list(intermediate or []) or None
+    )

@@ -21,6 +21,7 @@ from temporalio import workflow
 
 __all__ = [
     "PATCHES",
+    "PATCH_ARRIVAL_ORDER",
     "PATCHES_AT_START",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
@@ -110,6 +111,11 @@ PATCH_WAIT_FOR_SIGNATURE = "wait-for-a-worker-of-the-run-signature"
 """Runs recorded before this failed a step whose every attempt met workers of another graph signature
 (a deploy without Worker Versioning); newer ones schedule it again, with backoff, for ``SIGNATURE_WAIT``."""
 
+PATCH_ARRIVAL_ORDER = "arrival-order"
+"""Runs recorded before this queued what a LlamaIndex superstep's steps sent in task order; newer ones queue it
+in the order the steps finished, as history records it (``Topology.arrival_order``), as LlamaIndex delivers a
+step's events when it returns (the in-process host: the order they finished in)."""
+
 PATCHES = (
     PATCH_DEFAULT_HEARTBEAT,
     PATCH_TASK_BUDGET,
@@ -120,6 +126,8 @@ PATCHES = (
     PATCH_RELEASE_OUTPUTS,
     PATCH_STATE_PAGES,
     PATCH_VALIDATE_IN_ACTIVITY,
+
+    PATCH_ARRIVAL_ORDER,
 )
 """The patches a run asks for at its start: those every run reaches, first right after its topology
 activity (a step's options, the task budget, the checkpoint before the first superstep). Each is a marker

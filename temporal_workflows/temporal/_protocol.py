@@ -40,6 +40,7 @@ __all__ = [
     "EVENTS_TOPIC",
     "LIVE_BATCH_TYPE",
     "LEGACY_FAILURE_TYPES",
+    "STEP_ERROR_CLASS",
     "FAILURE_CHECKPOINT_BASE_MISSING",
     "FAILURE_STALE_STATE",
     "FAILURE_SIGNATURE_MISMATCH",
@@ -250,6 +251,9 @@ FAILURE_UNKNOWN_DELIVERY = "UnknownDeliveryError"
 """``confirm_delivery`` refused: no ``deliver`` signal of this id reached the run."""
 FAILURE_DELIVERY_FORGOTTEN = "DeliveryForgottenError"
 """``confirm_delivery`` of a delivery the run took, whose outcome is older than those it keeps."""
+STEP_ERROR_CLASS = "error_class"
+"""Key, in a failed step activity's failure details, of the user's error class by its qualified name
+(``module.QualName``): the failure's type is the class's bare name, as the SDK names it."""
 LEGACY_FAILURE_TYPES = {
     "RunClosed": FAILURE_RUN_CLOSED,
     "InvalidRunInput": FAILURE_INVALID_RUN_INPUT,
@@ -454,6 +458,8 @@ class SubrunInput:
             each is validated against its request (user code: a local activity).
         known: Requests the child waited for when the activation began, set
             when an activation continues as new (else read from ``snapshot``).
+        intermediate: The intermediate outputs the activation published
+            before it continued as new (they go to the parent with the rest).
     """
 
     parent_id: str
@@ -461,6 +467,7 @@ class SubrunInput:
     snapshot: dict[str, Any] | None = None
     responses: list[tuple[str, Envelope]] = field(default_factory=list)
     known: list[str] | None = None
+    intermediate: list[Envelope] | None = None
 
 
 @dataclass

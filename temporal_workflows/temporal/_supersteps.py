@@ -31,11 +31,13 @@ from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.machine import CommitPlan, Engine, Reduction, StepResult, StepTask, Topology
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._engine.subruns import Activation, SubrunOutcome, SubrunSuperstep
+from temporal_workflows._errors import class_path, error_classes
 from temporal_workflows.temporal._children import run_child
 from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._locals import execute_local_activity
 from temporal_workflows.temporal._options import activity_options
 from temporal_workflows.temporal._patches import (
+    PATCH_ARRIVAL_ORDER,
     PATCH_EVERY_FAILED_STEP,
     PATCH_FIRST_COME,
     PATCH_TASK_BUDGET,
@@ -50,6 +52,7 @@ from temporal_workflows.temporal._protocol import (
     SIGNATURE_PREFIX,
     SIGNATURE_RETRY_DELAYS,
     SIGNATURE_WAIT,
+    STEP_ERROR_CLASS,
     TASK_BUDGET_BYTES,
     ReduceInput,
     StepInput,
@@ -131,11 +134,16 @@ def failure_of(e: BaseException) -> StepFailure:
         kind = cause.type or "ApplicationError"
         counted = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
         attempts, elapsed = counted.get("attempts"), counted.get("elapsed_seconds")
+        kind = LEGACY_FAILURE_TYPES.get(kind, kind)
+        # The library's own errors by their class (as in process); a user's, as the step activity named it.
+        library = error_classes().get(kind)
+        error_class = class_path(library) if library is not None else counted.get(STEP_ERROR_CLASS)
         return StepFailure(
-            LEGACY_FAILURE_TYPES.get(kind, kind),
+            kind,
             cause.message,
             attempts=attempts if isinstance(attempts, int) else None,
             elapsed_seconds=float(elapsed) if isinstance(elapsed, (int, float)) else None,
+            error_class=error_class if isinstance(error_class, str) else None,
         )
     if isinstance(cause, TimeoutError):
         return StepFailure("TimeoutError", f"{cause.message} ({cause.type.name if cause.type else 'timeout'})")
@@ -165,6 +173,8 @@ class StepRunner:
     ) -> None:
         self.topology = topology
         self.notice = notice  # says in the run's status what a step waits for
+        self.finished_order: list[int] | None = None
+        """The last superstep's steps in the order they finished (``Topology.arrival_order`` runs only)."""
         self.step_options = step_options
         self.epoch = epoch
         self.budget = budget or TaskBudget()
@@ -210,8 +220,13 @@ class StepRunner:
         finished = [0, 0]  # steps done, steps failed
         halted: list[int] = []  # the first step whose result ended the run (a LlamaIndex StopEvent)
         halt_cancels = patched(PATCH_FIRST_COME)
+        # The order the steps finished in, as history records it (Topology.arrival_order): deterministic on replay.
+        order: list[int] | None = [] if self.topology.arrival_order and patched(PATCH_ARRIVAL_ORDER) else None
+        self.finished_order = order
 
         def count(i: int, f: asyncio.Future[StepResult | None]) -> None:
+            if order is not None and not halted:
+                order.append(i)
             finished[0] += 1
             if not f.cancelled() and f.exception() is not None:
                 finished[1] += 1
@@ -238,6 +253,9 @@ class StepRunner:
                 # are cancelled, as LlamaIndex cancels them, and count for nothing; those that had finished
                 # by then (in this workflow task, as history records it) commit with it, in task order.
                 kept = {i for i, f in enumerate(running) if f.done()}
+                if order is not None:  # those cancelled send nothing: after the others, in task order
+                    seen = set(order)
+                    order.extend(i for i in range(len(running)) if i not in seen)
                 for f in running:
                     # Cancelled without waiting for them to stop: the run ends at this boundary, and a
                     # loser learns of it at its next heartbeat (or when its run is gone).

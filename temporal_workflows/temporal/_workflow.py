@@ -412,6 +412,10 @@ class GraphWorkflow:
         self._subrun = inp.subrun if self._input_error is None else None
         self._subrun_known: set[str] = set(inp.subrun.known or []) if inp.subrun and carried else set()
         self._subrun_ignored: list[str] = []
+        # A child's intermediate outputs go to its parent with its outcome (those before a continue-as-new too).
+        self._subrun_intermediate: list[Envelope] = (
+            list(inp.subrun.intermediate or []) if inp.subrun and carried else []
+        )
         self._payload_limit = DEFAULT_MAX_PAYLOAD_BYTES
         self._max_events = DEFAULT_MAX_HISTORY_EVENTS
         self._segment_start: int | None = None
@@ -1154,6 +1158,7 @@ class GraphWorkflow:
             # Runs recorded before steps read the state in pages kept it within one payload.
             state_limit=None if self.patches.get(PATCH_STATE_PAGES) else (lambda: self._payload_limit),
             release_outputs=lambda: self.patches.get(PATCH_RELEASE_OUTPUTS),
+            intermediate=self._subrun_intermediate if self._subrun is not None else None,
         )
         if carried is None or carried.reason != "history":
             self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
@@ -1181,6 +1186,7 @@ class GraphWorkflow:
                     run_id=workflow.info().workflow_id,
                     timestamp=workflow.now(),
                     limit=self._payload_limit,
+                    intermediate=self._subrun_intermediate,
                 )
             except WorkflowRunError as e:
                 self._board.error = str(e)
@@ -1367,7 +1373,7 @@ class GraphWorkflow:
             max_history_events=self._input.max_history_events,
             max_steps_in_flight=self._input.max_steps_in_flight,
             carried=carried,
-            subrun=carry_subrun(self._subrun, self._subrun_known),
+            subrun=carry_subrun(self._subrun, self._subrun_known, self._subrun_intermediate),
         )
         size = json_size(arg)
         if size > self._payload_limit:
@@ -1492,6 +1498,9 @@ class _Host(DriverHost):
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         return await self.steps.run(tasks, engine, lambda: self.wf._reset is not None)
+
+    def finish_order(self) -> Sequence[int] | None:
+        return self.steps.finished_order
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         return await self.steps.reduce(superstep, reduction)

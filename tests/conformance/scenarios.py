@@ -134,6 +134,18 @@ async def explode(text: str, ctx: WorkflowContext[None, str]) -> None:
 raises = WorkflowBuilder(start_executor=prepare, name="cf_raises").add_edge(prepare, explode).build()
 
 
+class QuotaExceeded(Exception):
+    """A program's own error class."""
+
+
+@executor(id="call_model", options=ONE_ATTEMPT)
+async def call_model(text: str, ctx: WorkflowContext[None, str]) -> None:
+    raise QuotaExceeded(f"quota exceeded for {text!r}")
+
+
+own_error = WorkflowBuilder(start_executor=call_model, name="cf_own_error").build()
+
+
 # -- two steps of one superstep fail ---------------------------------------------------------
 
 SLOW_FAILURE_SECONDS = 0.3
@@ -800,6 +812,7 @@ def all_workflows() -> list[Workflow]:
         chain,
         fan,
         raises,
+        own_error,
         two_fail,
         bad_reducer,
         conflict,
@@ -1021,6 +1034,42 @@ class CflRace(li.Workflow):
         return li.StopEvent(result=ev.name)
 
 
+class LlamaLate(li.Event):
+    name: str
+
+
+class LlamaEarly(li.Event):
+    name: str
+
+
+class LlamaArrived(li.Event):
+    name: str
+
+
+class CflArrival(li.Workflow):
+    """Two steps of one superstep answer; the one started first finishes last: its answer is collected last."""
+
+    @li.step
+    async def scatter(self, ctx: li.Context, ev: li.StartEvent) -> LlamaLate | LlamaEarly | None:
+        ctx.send_event(LlamaLate(name="late"))
+        ctx.send_event(LlamaEarly(name="early"))
+        return None
+
+    @li.step
+    async def late(self, ev: LlamaLate) -> LlamaArrived:
+        await asyncio.sleep(1.5)  # not synchronisation: answers that take different times
+        return LlamaArrived(name=ev.name)
+
+    @li.step
+    async def early(self, ev: LlamaEarly) -> LlamaArrived:
+        return LlamaArrived(name=ev.name)
+
+    @li.step
+    async def join(self, ctx: li.Context, ev: LlamaArrived) -> li.StopEvent | None:
+        got = ctx.collect_events(ev, [LlamaArrived] * 2)
+        return None if got is None else li.StopEvent(result=[a.name for a in got])
+
+
 def llama_workflows() -> list[li.Workflow]:
     """The LlamaIndex-model scenarios' workflows (the test worker hosts them: tests/integration/llama_workflows)."""
     return [
@@ -1034,4 +1083,5 @@ def llama_workflows() -> list[li.Workflow]:
         CflHalt(),
         CflUnhandled(),
         CflRace(),
+        CflArrival(),
     ]

@@ -211,6 +211,8 @@ def normalise(obs: Observed) -> Seen:
             "message": last.text(str(obs.error)),
             "superstep": getattr(obs.error, "superstep", None),
             "executor_id": getattr(obs.error, "executor_id", None),
+            # the step's own error class, named the same on both hosts (a user's class is rebuilt from it)
+            "error_class": getattr(obs.error, "error_class", None),
         }
     outputs = [e["data"] for seg in events for e in seg if e["class"] == "WorkflowOutputEvent"]
     return Seen(events, pending, outputs, last.value(obs.state), error)
@@ -351,6 +353,7 @@ def raises_facts(s: Seen) -> None:
     assert s.error is not None
     assert s.error["message"] == "executor 'explode' failed in superstep 2: ValueError: cannot handle 'boom'"
     assert s.error["executor_id"] == "explode" and s.error["superstep"] == 2
+    assert s.error["error_class"] == "builtins.ValueError"
     assert s.state == {"prepared": "boom"}  # the failed superstep's write is discarded
     assert s.outputs == []
 
@@ -367,6 +370,13 @@ def large_state_facts(s: Seen) -> None:
     # The previous boundary's state, as the state query answers it: cut to one payload, with a note.
     assert list(s.state) == ["a", TRUNCATED_KEY]
     assert str(s.state[TRUNCATED_KEY]).startswith("3 of 4 state keys")
+
+
+def own_error_facts(s: Seen) -> None:
+    """A step's own exception class is named by its qualified name on both hosts (and rebuilt on the client)."""
+    (failed,) = s.of("ExecutorFailedEvent")
+    assert failed["error_type"] == "QuotaExceeded" and failed["error"] == "quota exceeded for 'ann'"
+    assert s.error is not None and s.error["error_class"] == "tests.conformance.scenarios.QuotaExceeded"
 
 
 def two_fail_facts(s: Seen) -> None:
@@ -606,6 +616,20 @@ def sub_out_of_order_facts(s: Seen) -> None:
     assert completed == ["collect"] * 3
 
 
+def sub_intermediate_facts(s: Seen) -> None:
+    """A child's intermediate outputs, its own child's too, are its executor's ``intermediate`` events (MAF)."""
+    assert s.steps() == [["split"], ["progress"] * 2, ["told"] * 2]
+    shown = [(e["executor_id"], e["data"]) for e in s.of("WorkflowIntermediateEvent")]
+    assert shown == [
+        ("progress", {"text": "a b", "words": 2}),
+        ("progress", "planned 'a b'"),
+        ("progress", {"text": "c", "words": 1}),
+        ("progress", "planned 'c'"),
+    ]
+    assert s.of("WorkflowIntermediateEvent")[0]["data_type"] == type_key(sg.Count)
+    assert s.outputs == ["parent got \"solved 'a b'\"", "parent got \"solved 'c'\""]
+
+
 def sub_propagated_facts(s: Seen) -> None:
     (asked,) = s.of("RequestInfoEvent")
     assert asked["source_executor_id"] == "interview" and asked["data"] == {"topic": "bees", "text": "what about bees?"}
@@ -637,6 +661,7 @@ def sub_fails_facts(s: Seen) -> None:
     assert failed["executor_id"] == "broken" and failed["error_type"] == "ExecutorFailedError"
     assert failed["error"] == "executor 'explode' failed in superstep 1: ValueError: cannot handle 'x'"
     assert s.error is not None and s.error["executor_id"] == "broken" and s.error["superstep"] == 2
+    assert s.error["error_class"] == "temporal_workflows._errors.ExecutorFailedError"  # the child's failure
 
 
 def sub_deadline_facts(s: Seen) -> None:
@@ -661,6 +686,7 @@ SCENARIOS = [
     Scenario("example_counter_loop", counter_loop.workflow, counter_loop.SAMPLE_INPUT, facts=counter_loop_facts),
     Scenario("example_approval", approval.workflow, approval.SAMPLE_INPUT, answer=_review, facts=approval_facts),
     Scenario("step_raises", sc.raises, "boom", fails_with=ExecutorFailedError, facts=raises_facts),
+    Scenario("step_raises_own_class", sc.own_error, "ann", fails_with=ExecutorFailedError, facts=own_error_facts),
     Scenario("two_steps_fail", sc.two_fail, "go", fails_with=ExecutorFailedError, facts=two_fail_facts),
     Scenario("state_past_the_limit", rg.large_state, 5, fails_with=ExecutorFailedError, facts=large_state_facts),
     Scenario("reducer_raises", sc.bad_reducer, "go", fails_with=ReducerError, facts=bad_reducer_facts),
@@ -723,6 +749,7 @@ SCENARIOS = [
     Scenario(
         "subworkflow_children_finish_out_of_order", sg.out_of_order, ["a b c", "d e", "f"], facts=sub_out_of_order_facts
     ),
+    Scenario("subworkflow_intermediate_outputs", sg.progress, ["a b", "c"], facts=sub_intermediate_facts),
     Scenario("subworkflow_propagated_request", sg.propagating, "bees", answer=sg.answer, facts=sub_propagated_facts),
     Scenario("subworkflow_nested", sg.nested, "bees", answer=sg.answer, facts=sub_nested_facts),
     Scenario(
@@ -961,4 +988,5 @@ def test_the_normaliser_masks_run_specific_values_only() -> None:
         "message": "request 'req-2' of <run> after checkpoint cp-1",
         "superstep": 3,
         "executor_id": None,
+        "error_class": None,
     }

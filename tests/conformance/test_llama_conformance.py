@@ -139,6 +139,12 @@ def race_facts(s: Seen) -> None:
     assert completed == ["scatter", "ask"]
 
 
+def arrival_facts(s: Seen) -> None:
+    """What two steps of one superstep sent is queued in the order they returned (#25.13), on both hosts."""
+    assert s.steps() == [["scatter"], ["late", "early"], ["join"]]
+    assert s.outputs == [{"result": ["early", "late"]}]
+
+
 def _stray_then_ping(ev: InputRequiredEvent) -> list[Event]:
     return [sc.LlamaStray(n=1), sc.LlamaPing(text="hi")]
 
@@ -162,6 +168,7 @@ SCENARIOS = [
     LlamaScenario("llama_stop_event_halts", sc.CflHalt(), {}, facts=halt_facts),
     LlamaScenario("llama_unhandled_event", sc.CflUnhandled(), {}, _stray_then_ping, facts=unhandled_facts),
     LlamaScenario("llama_first_stop_event_wins_losers_cancelled", sc.CflRace(), {}, facts=race_facts),
+    LlamaScenario("llama_events_queued_in_arrival_order", sc.CflArrival(), {}, facts=arrival_facts),
 ]
 
 

@@ -56,6 +56,28 @@ class FailsAfterRetries(Workflow):
         raise ValueError(f"cannot handle {ev.what!r}")
 
 
+class QuotaExceeded(Exception):
+    """A program's own error class, which its caller catches by name."""
+
+
+class Rejected(Exception):
+    """An error class whose constructor does not take its message: it cannot be made again from one."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"rejected with code {code}")
+        self.code = code
+
+
+class OwnError(Workflow):
+    """A step that raises the program's own exception class (``QuotaExceeded``, or ``Rejected`` if asked)."""
+
+    @step
+    async def call_model(self, ev: StartEvent) -> StopEvent:
+        if ev.get("code") is not None:
+            raise Rejected(int(ev.code))
+        raise QuotaExceeded(f"quota exceeded for {ev.who!r}")
+
+
 class StillRunning(Workflow):
     """A step that outlives the workflow's timeout."""
 
@@ -118,6 +140,45 @@ class CollectInOrder(Workflow):
         return StopEvent(result=[a.name for a in got])
 
 
+class AskSlow(Event):
+    name: str
+    delay: float
+
+
+class AskFast(Event):
+    name: str
+    delay: float
+
+
+class CollectAcrossSteps(Workflow):
+    """Two different steps answer (the first started takes longer); ``collect_events`` gets the answers in the
+    order they came, the fast one first."""
+
+    @step
+    async def scatter(self, ctx: Context, ev: StartEvent) -> AskSlow | AskFast | None:
+        (slow_name, slow_delay), (fast_name, fast_delay) = ev.queries
+        ctx.send_event(AskSlow(name=slow_name, delay=slow_delay))
+        ctx.send_event(AskFast(name=fast_name, delay=fast_delay))
+        return None
+
+    @step
+    async def slow(self, ev: AskSlow) -> Answer:
+        await asyncio.sleep(ev.delay)
+        return Answer(name=ev.name)
+
+    @step
+    async def fast(self, ev: AskFast) -> Answer:
+        await asyncio.sleep(ev.delay)
+        return Answer(name=ev.name)
+
+    @step
+    async def join(self, ctx: Context, ev: Answer) -> StopEvent | None:
+        got = ctx.collect_events(ev, [Answer] * 2)
+        if got is None:
+            return None
+        return StopEvent(result=[a.name for a in got])
+
+
 class Tortoise(Event):
     tag: str
 
@@ -161,9 +222,11 @@ def all_workflows() -> list:  # type: ignore[type-arg]
         for w in (
             UnhandledProbe(),
             FailsAfterRetries(),
+            OwnError(),
             StillRunning(timeout=2),
             FirstToFinish(),
             CollectInOrder(),
+            CollectAcrossSteps(),
             RaceOfSteps(),
         )
     ]

@@ -196,6 +196,58 @@ def build_nested() -> Workflow:
     )
 
 
+# -- intermediate outputs bubble up through every level, as in Agent Framework -------------------
+
+
+@executor(id="plan")
+async def plan(text: str, ctx: WorkflowContext[str, str]) -> None:
+    await ctx.yield_output(f"planned {text!r}")  # an intermediate output of the innermost graph
+    await ctx.send_message(text)
+
+
+@executor(id="solve")
+async def solve(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(f"solved {text!r}")
+
+
+@executor(id="note")
+async def note(text: str, ctx: WorkflowContext[str, Count]) -> None:
+    await ctx.yield_output(Count(text=text, words=len(text.split())))  # a typed one, in the middle graph
+    await ctx.send_message(text)
+
+
+@executor(id="told")
+async def told(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(f"parent got {text!r}")
+
+
+def build_progress() -> Workflow:
+    """split → progress (a child: note → steps, a child of its own: plan → solve) → told.
+
+    ``plan`` and ``note`` yield intermediate outputs; each level's ``WorkflowExecutor`` publishes its
+    child's as ``intermediate`` events of its own, and the innermost's travel out through ``steps``.
+    """
+    steps = WorkflowExecutor(
+        WorkflowBuilder(start_executor=plan, output_from=[solve], intermediate_output_from=[plan])
+        .add_edge(plan, solve)
+        .build(),
+        id="steps",
+        allow_direct_output=True,
+    )
+    middle = (
+        WorkflowBuilder(start_executor=note, output_from=[steps], intermediate_output_from=[note])
+        .add_edge(note, steps)
+        .build()
+    )
+    progress = WorkflowExecutor(middle, id="progress")
+    return (
+        WorkflowBuilder(start_executor=split, name="sw_progress")
+        .add_edge(split, progress)
+        .add_edge(progress, told)
+        .build()
+    )
+
+
 # -- interception: a parent executor answers the child's request itself -------------------------
 
 
@@ -405,6 +457,7 @@ reviewing = build_reviewing()
 failing = build_failing()
 deadline = build_deadline()
 slow = build_slow()
+progress = build_progress()
 race_top = build_race(child=False)
 race_child = build_race(child=True)
 
@@ -424,4 +477,5 @@ def all_workflows() -> list[Workflow]:
         race_top,
         race_child,
         out_of_order,
+        progress,
     ]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from temporal_workflows import ExecutorFailedError
 from temporal_workflows.llama import start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import llama_peer_programs as ours
@@ -136,6 +137,37 @@ async def test_a_step_that_fails_for_good_reports_its_own_error_and_its_attempts
     assert temporal == on_peer
 
 
+async def test_a_step_raising_the_programs_own_exception_class_raises_that_class_as_llamaindex_does(
+    client: Client, workflow_id: str
+) -> None:
+    """``except QuotaExceeded`` catches a failed run on Temporal too: the failure names the class, rebuilt here."""
+    on_peer, in_process, temporal = await _three_ways(client, workflow_id, "OwnError", who="ann")
+    failed = ("WorkflowFailedEvent", "call_model", "QuotaExceeded", "quota exceeded for 'ann'", 1, True)
+    assert on_peer == ([failed], ("raised", "QuotaExceeded", "quota exceeded for 'ann'"))
+    assert in_process == on_peer
+    assert temporal == on_peer
+    run = await start_run(client, ours.OwnError(), id=f"{workflow_id}-2", task_queue=TASK_QUEUE, who="bob")
+    with pytest.raises(ours.QuotaExceeded, match="quota exceeded for 'bob'") as caught:
+        await run.result()
+    assert type(caught.value) is ours.QuotaExceeded
+
+
+async def test_an_own_exception_class_that_cannot_be_made_from_its_message_stays_a_named_error_on_temporal(
+    client: Client, workflow_id: str
+) -> None:
+    """Documented (docs/llama.md): ``Rejected(code)`` cannot be rebuilt from its text; the error names it."""
+    on_peer, in_process, temporal = await _three_ways(client, workflow_id, "OwnError", who="ann", code=7)
+    assert on_peer[1] == in_process[1] == ("raised", "Rejected", "rejected with code 7")
+    assert temporal[1][:2] == ("raised", "ExecutorFailedError")
+    run = await start_run(client, ours.OwnError(), id=f"{workflow_id}-2", task_queue=TASK_QUEUE, who="ann", code=7)
+    with pytest.raises(ExecutorFailedError) as caught:
+        await run.result()
+    error = caught.value
+    assert error.error_type == "Rejected" and error.detail == "rejected with code 7"
+    assert error.error_class == f"{ours.__name__}.Rejected"
+    assert error.executor_id == "call_model"
+
+
 async def test_a_timeout_names_the_steps_still_running_as_llamaindex_does(client: Client, workflow_id: str) -> None:
     on_peer, in_process, temporal = await _three_ways(
         client, workflow_id, "StillRunning", make=lambda cls: cls(timeout=2), seconds=10
@@ -174,6 +206,18 @@ async def test_collect_events_gets_the_events_in_the_order_they_were_emitted_as_
     tag = workflow_id[-8:]
     on_peer, in_process, temporal = await _three_ways(client, workflow_id, "CollectInOrder", queries=_queries(tag))
     assert on_peer == ([("StopEvent",)], ("result", [f"{tag}-fast", f"{tag}-medium", f"{tag}-slow"]))
+    assert in_process == on_peer
+    assert temporal == on_peer
+
+
+async def test_events_of_different_steps_reach_collect_events_in_the_order_the_steps_returned_as_in_llamaindex(
+    client: Client, workflow_id: str
+) -> None:
+    """Across steps of one superstep too (#25.13): the step started first but finishing last comes last."""
+    tag = workflow_id[-8:]
+    queries = [[f"{tag}-slow", 1.5], [f"{tag}-fast", 0.05]]
+    on_peer, in_process, temporal = await _three_ways(client, workflow_id, "CollectAcrossSteps", queries=queries)
+    assert on_peer == ([("StopEvent",)], ("result", [f"{tag}-fast", f"{tag}-slow"]))
     assert in_process == on_peer
     assert temporal == on_peer
 

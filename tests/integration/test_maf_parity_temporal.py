@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
+from temporal_workflows import ExecutorFailedError
+from temporal_workflows._errors import step_error
 from temporal_workflows.temporal import start_run
 from tests.conformance import scenarios as sc
 from tests.conftest import TASK_QUEUE
@@ -48,3 +50,23 @@ async def test_a_runs_events_print_the_same_lines_in_process_and_on_temporal(cli
     remote = [str(ev) async for ev in handle.events()]
     assert remote == local
     assert await handle.outputs() == ["left:HI", "right:HI", "joined:1,2"]
+
+
+async def test_a_steps_own_exception_is_the_failed_runs_original_on_both_hosts(
+    client: Client, workflow_id: str
+) -> None:
+    """``ExecutorFailedError.original`` is the step's ``QuotaExceeded`` in process, and rebuilt from a Temporal run.
+
+    Agent Framework raises the step's exception itself; here the run's error names the executor and the
+    superstep, and the step's own exception is its ``original`` (docs/maf.md, "where we differ").
+    """
+    with pytest.raises(ExecutorFailedError) as in_process:
+        await sc.own_error.run("ann")
+    handle = await start_run(client, sc.own_error, "ann", id=workflow_id, task_queue=TASK_QUEUE)
+    with pytest.raises(ExecutorFailedError) as on_temporal:
+        await handle.result()
+    for caught in (in_process.value, on_temporal.value):
+        assert str(caught) == "executor 'call_model' failed in superstep 1: QuotaExceeded: quota exceeded for 'ann'"
+        assert caught.error_class == "tests.conformance.scenarios.QuotaExceeded"
+        assert type(caught.original) is sc.QuotaExceeded and str(caught.original) == "quota exceeded for 'ann'"
+        assert step_error(caught) is caught.original

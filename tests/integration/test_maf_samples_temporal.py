@@ -83,6 +83,7 @@ SUBSET = [
     ports.agents_in_a_workflow,
     ports.agents_streaming,
     ports.custom_agent_executors,
+    ports.intermediate_vs_terminal_outputs,
 ]
 
 

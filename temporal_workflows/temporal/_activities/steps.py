@@ -25,7 +25,7 @@ from opentelemetry import trace
 from pydantic import ValidationError
 from temporalio import activity
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._checkpoints.base import (
@@ -38,7 +38,7 @@ from temporal_workflows._checkpoints.base import (
 from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.serde import Envelope, decode, validation_message
-from temporal_workflows._errors import NotSerializableError, UnknownGraphError, WorkflowError
+from temporal_workflows._errors import NotSerializableError, UnknownGraphError, WorkflowError, class_path
 from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.shape import MAX_SHAPE_BYTES, bounded_shape
 from temporal_workflows._graph.workflow import Workflow
@@ -56,6 +56,7 @@ from temporal_workflows.temporal._protocol import (
     QUERY_COMMITTED_STATE_PAGE,
     QUERY_OUTSIDE_INPUT,
     STATUS_SEARCH_ATTRIBUTE,
+    STEP_ERROR_CLASS,
     CheckpointSetup,
     Pinned,
     ReduceInput,
@@ -188,6 +189,22 @@ async def _read_state(workflow_id: str, run_id: str) -> StateSnapshot:
     return StateSnapshot(first.version, state_from_text("".join(parts)))
 
 
+def _naming_its_class(e: BaseException) -> BaseException:
+    """A user's exception as the step's failure: what the SDK makes of it, plus its class's qualified name.
+
+    The SDK reports any exception as an ``ApplicationError`` of its message
+    and its class's bare name (``type``, which retry policies'
+    ``non_retryable_error_types`` match); this one says the same and adds
+    ``{"error_class": "module.QualName"}`` as its details, so the client can
+    tell the user's class (``ExecutorFailedError.error_class``) and raise it
+    again where the peer does. Cancellations, Temporal's own failures
+    (an ``ApplicationError`` the step raised names its own type) pass as they are.
+    """
+    if not isinstance(e, Exception) or isinstance(e, FailureError):
+        return e
+    return ApplicationError(str(e), {STEP_ERROR_CLASS: class_path(type(e))}, type=type(e).__name__)
+
+
 def _non_retryable(e: WorkflowError) -> ApplicationError:
     # The type travels as the failure's type; the message does not repeat it.
     return to_failure(e)
@@ -302,7 +319,12 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
         except BaseException as e:
             await live.close()  # a reader sees what the failed attempt streamed, then the retry's marker
             sever_cause_cycles(e)  # the SDK reports this error, not a recursion error, for `raise e from e`
-            raise
+            named = _naming_its_class(e)
+            if named is e:
+                raise
+            # In its place, not on top of it: its stack trace and the chain the SDK would follow, its message once.
+            follows = e.__cause__ if e.__cause__ is not None or e.__suppress_context__ else e.__context__
+            raise named.with_traceback(e.__traceback__) from follows
         await live.close()
         return encode_step_result(result, task, fan_in_groups)
 
