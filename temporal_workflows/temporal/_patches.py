@@ -126,7 +126,6 @@ PATCHES = (
     PATCH_RELEASE_OUTPUTS,
     PATCH_STATE_PAGES,
     PATCH_VALIDATE_IN_ACTIVITY,
-
     PATCH_ARRIVAL_ORDER,
 )
 """The patches a run asks for at its start: those every run reaches, first right after its topology
