@@ -31,7 +31,7 @@ from temporal_workflows._engine.driver import (
     request_event,
 )
 from temporal_workflows._engine.limits import max_payload_bytes
-from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, Engine, PendingRequest, Reduction, StepTask
+from temporal_workflows._engine.machine import Engine, PendingRequest, Reduction, StepTask, shared_part
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._engine.subruns import SubrunSuperstep
 from temporal_workflows._errors import (
@@ -74,7 +74,7 @@ def local_request_event(req: PendingRequest) -> RequestInfoEvent:
 
 def shared_state(state: Mapping[str, Envelope]) -> dict[str, Any]:
     """Decoded committed state, without executor-private keys."""
-    return {k: decode(v) for k, v in state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+    return {k: decode(v) for k, v in shared_part(state).items()}
 
 
 class _LocalHost(DriverHost):

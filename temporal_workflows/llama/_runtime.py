@@ -62,6 +62,8 @@ from temporal_workflows._engine.machine import (
     PendingRequest,
     StateWrite,
     StepResult,
+    is_shared_key,
+    shared_part,
 )
 from temporal_workflows._engine.serde import Envelope, decode, encode, json_schema, register_type, type_key
 from temporal_workflows._errors import NotSerializableError, WorkflowError
@@ -339,10 +341,8 @@ class TaskRun:
         self.overlay[key] = env
 
     def state_keys(self) -> list[str]:
-        keys = [k for k in self.committed if not k.startswith(EXECUTOR_STATE_PREFIX)]
-        for k, v in self.overlay.items():
-            if k.startswith(EXECUTOR_STATE_PREFIX):
-                continue
+        keys = list(shared_part(self.committed))
+        for k, v in shared_part(self.overlay).items():
             if v is None:
                 if k in keys:
                     keys.remove(k)
@@ -1004,7 +1004,7 @@ def waiter_records(state: Mapping[str, Envelope]) -> list[tuple[str, dict[str, A
     """``(request id, record)`` of every waiting invocation in committed state."""
     out: list[tuple[str, dict[str, Any]]] = []
     for key, env in state.items():
-        if key.startswith(EXECUTOR_STATE_PREFIX) and WAIT_PREFIX in key and isinstance(env.data, dict):
+        if not is_shared_key(key) and WAIT_PREFIX in key and isinstance(env.data, dict):
             out.append((key.rsplit(WAIT_PREFIX, 1)[1], env.data))
     return out
 

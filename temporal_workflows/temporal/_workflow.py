@@ -49,7 +49,6 @@ from temporal_workflows._engine.limits import (
     truncated_state,
 )
 from temporal_workflows._engine.machine import (
-    EXECUTOR_STATE_PREFIX,
     CommitPlan,
     Engine,
     EngineSnapshot,
@@ -57,6 +56,7 @@ from temporal_workflows._engine.machine import (
     Reduction,
     StepTask,
     Topology,
+    shared_part,
 )
 from temporal_workflows._engine.registry import resolve as resolve_type
 from temporal_workflows._engine.serde import Envelope, encode, validation_message
@@ -470,7 +470,7 @@ class GraphWorkflow:
         engine = self._engine
         if engine is None:
             return {}
-        shared = {k: v.data for k, v in engine.state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+        shared = {k: v.data for k, v in shared_part(engine.state).items()}
         return truncated_state(shared, self._payload_limit)
 
     # -- outside input -------------------------------------------------------------
