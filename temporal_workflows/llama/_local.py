@@ -458,7 +458,7 @@ def _env_json(env: Envelope, where: str) -> dict[str, Any]:
     if env.type == UNSERIALIZABLE:
         kind = env.data.get("type") if isinstance(env.data, dict) else "?"
         raise ContextSerdeError(f"{where} holds a {kind}, which has no JSON form; the context cannot be serialized")
-    return {"type": env.type, "data": env.data}
+    return env.to_json()
 
 
 def snapshot_dict(workflow: Workflow, snap: EngineSnapshot, *, is_running: bool) -> dict[str, Any]:

@@ -269,8 +269,7 @@ def decode_value(env: Envelope, live: LiveRun | None) -> Any:
 
 
 def event_json(event: Event, live: LiveRun | None, what: str) -> dict[str, Any]:
-    env = encode_value(event, live, what)
-    return {"type": env.type, "data": env.data}
+    return encode_value(event, live, what).to_json()
 
 
 # -- a step task -------------------------------------------------------------------------------------------------
@@ -380,8 +379,8 @@ class Journal:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "reads": {k: (None if v is None else {"type": v.type, "data": v.data}) for k, v in self.reads.items()},
-            "waits": {k: {"type": v.type, "data": v.data} for k, v in self.waits.items()},
+            "reads": {k: (None if v is None else v.to_json()) for k, v in self.reads.items()},
+            "waits": {k: v.to_json() for k, v in self.waits.items()},
             "collects": self.collects,
             "reads_complete": self.reads_complete,
         }
@@ -389,7 +388,7 @@ class Journal:
     @staticmethod
     def from_json(raw: Mapping[str, Any]) -> Journal:
         def env(d: Any) -> Envelope | None:
-            return None if d is None else Envelope(d.get("type"), d.get("data"))
+            return None if d is None else Envelope.from_json(d)
 
         waits = {k: env(v) for k, v in (raw.get("waits") or {}).items()}
         return Journal(
@@ -675,7 +674,7 @@ class Invocation:
         replay = self.replay
         if replay is not None and call < len(replay.collects):
             got = replay.collects[call]
-            return None if got is None else [decode(Envelope(d["type"], d["data"])) for d in got]
+            return None if got is None else [decode(Envelope.from_json(d)) for d in got]
         key = f"{task.private}{COLLECT_PREFIX}{buffer_id or 'default'}"
         env = self.read(key)
         buffered: list[Event] = list(task.value(env)) if env is not None else []
@@ -890,7 +889,7 @@ async def _resume(task: TaskRun, resume: tuple[PendingRequest, Envelope]) -> Non
     if record_env is None or not isinstance(record_env.data, dict):
         raise WorkflowError(f"step {task.info.name!r}: the record of wait {rid!r} is missing from the run's state")
     record = record_env.data
-    trigger = _as_event(task.info, decode(Envelope(record["trigger"]["type"], record["trigger"]["data"])))
+    trigger = _as_event(task.info, decode(Envelope.from_json(record["trigger"])))
     inv = Invocation(task, trigger, 0, str(record["key"]), 0)
     inv.replay = Journal.from_json(record.get("journal") or {})
     inv.resume = (rid, response)

@@ -332,7 +332,7 @@ class StateStore(Generic[MODEL_T]):
         for key in backend.stored_keys():
             env = backend.read(key)
             if env is not None:
-                data[key] = {"type": env.type, "data": env.data} if env.type else env.data
+                data[key] = env.to_json() if env.type else env.data
         return {
             "state_type": self.state_type.__name__,
             "state_module": self.state_type.__module__,
@@ -375,7 +375,7 @@ class _Pre:
         self.snapshot = snapshot
         state: dict[str, Envelope] = {}
         if snapshot is not None:
-            state = {k: Envelope(v.get("type"), v.get("data")) for k, v in (snapshot.get("state") or {}).items()}
+            state = {k: Envelope.from_json(v) for k, v in (snapshot.get("state") or {}).items()}
         self.backend = DictBackend(state)
 
     @property

@@ -139,10 +139,7 @@ def _raw(env: Envelope) -> WorkflowEvent:
 def _events(env: Envelope) -> list[WorkflowEvent]:
     """The events of one stream item: one, or a step's batch of live events (``LIVE_BATCH_TYPE``)."""
     if env.type == LIVE_BATCH_TYPE and isinstance(env.data, list):
-        return [
-            _event(Envelope(d.get("type"), d.get("data"))) if isinstance(d, dict) else _raw(Envelope(None, d))
-            for d in env.data
-        ]
+        return [_event(Envelope.from_json(d)) if isinstance(d, dict) else _raw(Envelope(None, d)) for d in env.data]
     return [_event(env)]
 
 
@@ -639,7 +636,7 @@ def _send_input(executor_id: str, message: Any) -> SendInput:
     what = f"message for executor {executor_id!r}"
     env = encode(message, what=what)
     check_payload(env.data, what=what)
-    return SendInput(executor_id, env.data, env.type)
+    return SendInput(executor_id=executor_id, message=env)
 
 
 async def fork(

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
-from pydantic_core import to_json
+from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
+from pydantic_core import PydanticCustomError, to_json
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
@@ -568,14 +568,39 @@ class RespondAllInput:
     """The call's invocation kwargs (:attr:`RunInput.invocation_kwargs`); ``None``: unchanged."""
 
 
-@dataclass
-class SendInput:
-    """Argument of the ``send`` signal and ``send_message`` update."""
+class SendInput(BaseModel):
+    """Argument of the ``send`` signal and ``send_message`` update: a message for one executor.
 
-    __pydantic_config__ = ConfigDict(extra="forbid")
+    In memory the message is the :class:`Envelope` the engine takes. As JSON
+    it is ``{"executor_id", "message", "message_type"?}``, the form the
+    ``temporal`` CLI writes by hand and every recorded history holds, so the
+    one form is read and written here and nowhere else.
+    """
+
+    # A misspelled field is refused, not ignored (these are outside input).
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     executor_id: str
-    message: Any = None
-    message_type: str | None = None
+    message: Envelope = Envelope(None, None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_json(cls, raw: Any) -> Any:
+        # JSON never holds an ``Envelope``: a ``message`` that is one was given in Python.
+        if not isinstance(raw, dict) or isinstance(raw.get("message"), Envelope):
+            return raw
+        out = {k: v for k, v in raw.items() if k not in ("message", "message_type")}
+        typ = raw.get("message_type")
+        if typ is not None and not isinstance(typ, str):
+            raise PydanticCustomError(
+                "string_type", "message_type: Input should be a valid string (a type name) or null"
+            )
+        out["message"] = Envelope(typ, raw.get("message"))
+        return out
+
+    @model_serializer(mode="plain")
+    def _to_json(self) -> dict[str, Any]:
+        return {"executor_id": self.executor_id, "message": self.message.data, "message_type": self.message.type}
 
 
 @dataclass
