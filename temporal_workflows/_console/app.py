@@ -57,6 +57,7 @@ from temporal_workflows._console.codec import BodyRefused, codec_routes, read_bo
 from temporal_workflows._console.gate import Gate
 from temporal_workflows._console.guard import COOKIE_NAME, Guard
 from temporal_workflows._console.server import Limits
+from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import WorkflowEvent
 from temporal_workflows._graph.viz import mermaid_node_ids, to_mermaid
@@ -69,7 +70,11 @@ from temporal_workflows.temporal._protocol import MAX_ID_CHARS, STATUS_SEARCH_AT
 
 __all__ = ["ConsoleSettings", "make_app"]
 
-STATUSES = ("running", "waiting_for_input", "idle", "completed", "failed")
+STATUSES: tuple[str, ...] = tuple(
+    s.value
+    for s in (RunStatus.RUNNING, RunStatus.WAITING_FOR_INPUT, RunStatus.IDLE, RunStatus.COMPLETED, RunStatus.FAILED)
+)
+"""The statuses the page filters by (``RunStatus``; ``starting`` and ``continued_as_new`` last only a task)."""
 MAX_PAGE_SIZE = 200
 EVENT_BATCH = 500
 """Events sent in one SSE message at most (a run emitting fast is followed in batches, not event by event)."""
@@ -163,11 +168,12 @@ def _query_for(params: Mapping[str, str]) -> str:
     if status:
         if status not in STATUSES:
             raise _Refused(400, f"status: one of {', '.join(STATUSES)}")
-        if status == "completed":
+        if status == RunStatus.COMPLETED:
             clauses.append("ExecutionStatus = 'Completed'")
-        elif status == "failed":
+        elif status == RunStatus.FAILED:
             clauses.append(
-                f"(ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut') OR {STATUS_SEARCH_ATTRIBUTE} = 'failed')"
+                f"(ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut') OR {STATUS_SEARCH_ATTRIBUTE} = "
+                f"'{RunStatus.FAILED.value}')"
             )
         else:
             clauses.append(f"ExecutionStatus = 'Running' AND {STATUS_SEARCH_ATTRIBUTE} = '{status}'")

@@ -25,6 +25,7 @@ in-process caller, as payloads on a Temporal stream).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -99,14 +100,46 @@ DriverEvent = WorkflowEvent | Envelope
 """What the driver emits: a run event (JSON ``data``) or a step's custom event as an envelope."""
 
 
-class RunStatus:
-    """The run status a host shows (Temporal: the ``status`` query and search attribute)."""
+class RunStatus(enum.StrEnum):
+    """Where a run is, as a host shows it: the one status vocabulary.
 
+    Temporal's ``status`` query, the ``GraphRunStatus`` search attribute, the
+    run's result, the console's filter and the CLI all use these values (a
+    ``str``, so they read and compare as the plain strings they are on the
+    wire). The run's events keep Agent Framework's :class:`WorkflowRunState`,
+    which a MAF user knows; :meth:`of` is the one map from it.
+    """
+
+    STARTING = "starting"
+    """Temporal: the run has not reached its first boundary yet (its graph is being pinned)."""
     RUNNING = "running"
     IDLE = "idle"
+    """No work and nothing asked: a keep-alive run waits for a message or ``close``."""
     WAITING_FOR_INPUT = "waiting_for_input"
     COMPLETED = "completed"
     FAILED = "failed"
+    CONTINUED_AS_NEW = "continued_as_new"
+    """Temporal: this segment of the run closed; its successor (same workflow id) says where the run is."""
+
+    @property
+    def closed(self) -> bool:
+        """The run ended here: it takes no more input."""
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED)
+
+    @classmethod
+    def of(cls, state: WorkflowRunState, *, finished: bool = False) -> RunStatus:
+        """The status a run in event state ``state`` shows; ``finished``: it ends at this boundary."""
+        if state in (WorkflowRunState.FAILED, WorkflowRunState.CANCELLED):
+            return cls.FAILED
+        if finished:
+            return cls.COMPLETED
+        if state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS:
+            return cls.WAITING_FOR_INPUT
+        if state is WorkflowRunState.IDLE:
+            return cls.IDLE
+        if state is WorkflowRunState.STARTED:
+            return cls.STARTING
+        return cls.RUNNING
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +226,7 @@ class DriverHost:
         """Idle with nothing to do: return when input may have arrived or a request deadline passed."""
         raise NotImplementedError
 
-    def on_status(self, status: str, details: str) -> None:
+    def on_status(self, status: RunStatus, details: str) -> None:
         """The run's status changed (:class:`RunStatus`), with a line for humans."""
 
     def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
@@ -537,15 +570,13 @@ class SuperstepDriver:
                     yield event
                 continue
             self._show_state()
-            if engine.pending_requests:
+            status = RunStatus.of(engine.run_state())
+            if status is RunStatus.WAITING_FOR_INPUT:
                 who = sorted({r.executor_id for r in engine.pending_requests.values()})
                 n = len(engine.pending_requests)
-                host.on_status(
-                    RunStatus.WAITING_FOR_INPUT,
-                    f"waiting for input: {n} request{'s' * (n != 1)} from {', '.join(who)}",
-                )
+                host.on_status(status, f"waiting for input: {n} request{'s' * (n != 1)} from {', '.join(who)}")
             else:
-                host.on_status(RunStatus.IDLE, f"idle after superstep {engine.superstep}; send a message or close")
+                host.on_status(status, f"idle after superstep {engine.superstep}; send a message or close")
             for event in self._flush():
                 yield event
             await host.wait_for_input(engine)

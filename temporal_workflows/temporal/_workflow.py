@@ -40,7 +40,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import DriverHost, StepOutcome, SuperstepDriver, checkpoint_of
+from temporal_workflows._engine.driver import DriverHost, RunStatus, StepOutcome, SuperstepDriver, checkpoint_of
 from temporal_workflows._engine.limits import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     GUIDANCE,
@@ -968,7 +968,7 @@ class GraphWorkflow:
             "outputs": [o.value.data for o in engine.outputs],
             "output_types": [o.value.type for o in engine.outputs],
             "superstep": engine.superstep,
-            "status": "completed",
+            "status": RunStatus.COMPLETED,
             "unanswered_requests": [_request_json(r) for r in engine.pending_requests.values()],
             **({"outputs_released": engine.outputs_released} if engine.outputs_released else {}),
         }
@@ -1138,7 +1138,7 @@ class GraphWorkflow:
                 raise self._too_large_to_continue(arg, size, engine.superstep)
         if self._board.attribute is not None and self.patches.get(PATCH_STATUS_ON_CONTINUE_AS_NEW):
             # This segment closes: it is no longer running or waiting; its successor says where the run is.
-            self._board.set("continued_as_new", "continued as new")
+            self._board.set(RunStatus.CONTINUED_AS_NEW, "continued as new")
         workflow.continue_as_new(args=[arg])
 
     def _release_outputs(self, arg: RunInput, size: int) -> int:
@@ -1230,7 +1230,7 @@ class _Host(DriverHost):
                 timeout_summary="request deadline",
             )
 
-    def on_status(self, status: str, details: str) -> None:
+    def on_status(self, status: RunStatus, details: str) -> None:
         self.wf._board.set(status, details)
 
     def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
