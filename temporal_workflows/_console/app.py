@@ -348,8 +348,11 @@ def make_app(
             except Exception as e:
                 return {"unavailable": _why(e)}
 
+        async def pending_json() -> list[dict[str, Any]]:
+            return [r.model_dump(mode="json") for r in await h.pending_requests(restore=False)]
+
         status, pending, state, checkpoints = await asyncio.gather(
-            maybe(h.status), maybe(h.pending_requests), maybe(h.state), maybe(h.checkpoints)
+            maybe(h.status), maybe(pending_json), maybe(h.state), maybe(h.checkpoints)
         )
         graph = graph_json.get(desc.workflow_type)
         return JSONResponse(
@@ -417,10 +420,10 @@ def make_app(
         if "approve" in body:
             if not isinstance(body["approve"], bool):
                 raise _Refused(400, "approve: true or false")
-            pending = {r["request_id"]: r for r in await h.pending_requests()}
+            pending = {r.request_id: r for r in await h.pending_requests(restore=False)}
             if request_id not in pending:
                 raise _Refused(409, f"request {request_id!r} is not pending (answered elsewhere?)")
-            response = _approval(pending[request_id]["request"], body["approve"])
+            response = _approval(pending[request_id].data, body["approve"])
         elif "response" in body:
             response = body["response"]
         else:

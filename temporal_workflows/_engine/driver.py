@@ -26,10 +26,10 @@ in-process caller, as payloads on a Temporal stream).
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -93,6 +93,8 @@ __all__ = [
     "checkpoint_due",
     "checkpoint_of",
     "counted_attempts",
+    "pending_request_event",
+    "pending_request_from_json",
     "request_event",
 ]
 
@@ -285,6 +287,47 @@ def request_event(req: PendingRequest) -> RequestInfoEvent:
         response_type=req.response_type,
         response_schema=req.response_schema,
         timeout=req.timeout,
+    )
+
+
+_EARLIER_PENDING_NAMES = {"executor_id": "source_executor_id", "request": "data", "request_type": "data_type"}
+"""How workers before the one form named a pending request's fields in the ``pending_requests`` query."""
+
+
+def pending_request_from_json(raw: Mapping[str, Any], *, restore: bool = True) -> RequestInfoEvent:
+    """A pending request from its JSON (:func:`pending_request_event`'s).
+
+    An answer from a worker of an earlier version (``executor_id``,
+    ``request``, ``request_type``) reads the same.
+
+    Args:
+        restore: Turn ``data`` back into its type where this process can
+            (else it stays JSON, with ``data_type``, as pages and the CLI show it).
+    """
+    fields = {_EARLIER_PENDING_NAMES.get(k, k): v for k, v in raw.items() if k != "type"}
+    event = RequestInfoEvent.model_validate(fields)
+    return event.restored() if restore else event
+
+
+def _utc(epoch: float | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch, UTC) if epoch is not None else None
+
+
+def pending_request_event(req: PendingRequest) -> RequestInfoEvent:
+    """A request still open as every host lists it: its ``request_info`` event, and where it stands.
+
+    The one form of a pending request (``Workflow.pending_requests`` in
+    process, the ``pending_requests`` query and ``RunHandle.pending_requests()``
+    on Temporal, a closed run's ``unanswered_requests``): its ``data`` as JSON
+    here, which each reader restores to its type.
+    """
+    return request_event(req).model_copy(
+        update={
+            "superstep": req.superstep,
+            "created_at": _utc(req.created_at),
+            "deadline": _utc(req.deadline),
+            "on_timeout": req.on_timeout if req.timeout is not None else None,
+        }
     )
 
 

@@ -28,7 +28,7 @@ from temporal_workflows._engine.driver import (
     SuperstepDriver,
     check_signature,
     checkpoint_of,
-    request_event,
+    pending_request_event,
 )
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.machine import Engine, PendingRequest, Reduction, StepTask, shared_part
@@ -67,7 +67,8 @@ def materialize(event: DriverEvent) -> WorkflowEvent:
 
 
 def local_request_event(req: PendingRequest) -> RequestInfoEvent:
-    event = materialize(request_event(req))
+    """A pending request as ``Workflow.pending_requests`` lists it: the one form, its data restored."""
+    event = materialize(pending_request_event(req))
     assert isinstance(event, RequestInfoEvent)
     return event
 

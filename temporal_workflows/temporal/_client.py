@@ -32,10 +32,12 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoint
+from temporal_workflows._engine.driver import pending_request_from_json
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._events import (
     ExecutorFailedEvent,
+    RequestInfoEvent,
     SuperStepCompletedEvent,
     WorkflowEvent,
     WorkflowResetEvent,
@@ -352,10 +354,19 @@ class RunHandle:
         status: dict[str, Any] = await self._latest.query(QUERY_STATUS)
         return status
 
-    async def pending_requests(self) -> list[dict[str, Any]]:
-        """Open requests: id, executor, request JSON, response JSON schema, created time, deadline."""
+    async def pending_requests(self, *, restore: bool = True) -> list[RequestInfoEvent]:
+        """Open requests, oldest first, as ``Workflow.pending_requests`` lists them in process.
+
+        Each is a :class:`RequestInfoEvent` (``request_id``, ``source_executor_id``,
+        ``data``, ``response_type``, ``response_schema``) with where it stands:
+        ``superstep``, ``created_at``, ``deadline``, ``on_timeout``.
+
+        Args:
+            restore: Turn ``data`` back into its type where this process can;
+                ``False`` keeps it JSON (``model_dump(mode="json")`` is then the query's answer).
+        """
         pending: list[dict[str, Any]] = await self._latest.query(QUERY_PENDING_REQUESTS)
-        return pending
+        return [pending_request_from_json(r, restore=restore) for r in pending]
 
     async def state(self) -> dict[str, Any]:
         """Committed shared state (JSON) from the ``state`` query."""

@@ -26,7 +26,7 @@ import contextlib
 import dataclasses
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
 from pydantic import ValidationError
@@ -40,7 +40,14 @@ from temporalio.exceptions import ApplicationError, FailureError
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import DriverHost, RunStatus, StepOutcome, SuperstepDriver, checkpoint_of
+from temporal_workflows._engine.driver import (
+    DriverHost,
+    RunStatus,
+    StepOutcome,
+    SuperstepDriver,
+    checkpoint_of,
+    pending_request_event,
+)
 from temporal_workflows._engine.limits import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     GUIDANCE,
@@ -250,23 +257,10 @@ def _failure_type(e: BaseException) -> str:
     return (e.type if isinstance(e, ApplicationError) else None) or type(e).__name__
 
 
-def _iso(epoch: float | None) -> str | None:
-    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch is not None else None
-
-
 def _request_json(req: PendingRequest) -> dict[str, Any]:
-    return {
-        "request_id": req.request_id,
-        "executor_id": req.executor_id,
-        "request": req.data.data,
-        "request_type": req.data.type,
-        "response_type": req.response_type,
-        "response_schema": req.response_schema,
-        "superstep": req.superstep,
-        "created_at": _iso(req.created_at),
-        "deadline": _iso(req.deadline),
-        "on_timeout": req.on_timeout if req.timeout is not None else None,
-    }
+    """A pending request's JSON: the one form (``pending_request_event``), as the query and the result give it."""
+    out: dict[str, Any] = pending_request_event(req).model_dump(mode="json")
+    return out
 
 
 def _pinned(raw: RawValue) -> Pinned:
@@ -457,7 +451,8 @@ class GraphWorkflow:
 
     @workflow.query(name=QUERY_PENDING_REQUESTS)
     def pending_requests(self) -> list[dict[str, Any]]:
-        """Open requests with the JSON schema a response must match, oldest first; the largest cut if need be."""
+        """Open requests (``RequestInfoEvent`` JSON, with the schema a response must match), oldest first;
+        the largest cut if need be."""
         engine = self._engine
         if engine is None:
             return []

@@ -233,7 +233,7 @@ function runView(runId) {
         st && st.warnings && st.warnings.length ? [el("dt", {}, "Warnings"), el("dd", {}, st.warnings.map((w) => el("div", { class: "error" }, w.message)))] : null,
         st && st.lineage ? [el("dt", {}, "Forked from"), el("dd", {}, el("a", { href: `#/run/${encodeURIComponent(st.lineage.workflow_id)}` }, st.lineage.workflow_id))] : null)));
     if (!graphBox.querySelector("svg") && run.picture) await drawGraph(run.picture);
-    waiting = new Set(run.pending_requests.map((r) => r.executor_id));
+    waiting = new Set(run.pending_requests.map((r) => r.source_executor_id));
     paint();
     renderRequests(run.pending_requests);
     outputsBox.replaceChildren(st && st.outputs && st.outputs.length ? st.outputs.map(pretty) : el("p", { class: "muted" }, "None yet."));
@@ -266,7 +266,7 @@ function runView(runId) {
       } catch (e) { error.textContent = e.message; }
       buttons.forEach((b) => { b.disabled = false; });
     };
-    const data = r.request;
+    const data = r.data;
     if (data && typeof data === "object" && data.type === "function_approval_request") {
       const call = data.function_call || {};
       let args = call.arguments;
@@ -275,7 +275,7 @@ function runView(runId) {
       const deny = el("button", { type: "button", class: "danger", "data-action": "deny" }, "Deny");
       approve.addEventListener("click", () => send({ approve: true }, [approve, deny]));
       deny.addEventListener("click", () => send({ approve: false }, [approve, deny]));
-      box.append(el("div", {}, el("span", { class: "muted" }, `${r.executor_id} asks to call `), el("span", { class: "tool" }, call.name || "a tool")),
+      box.append(el("div", {}, el("span", { class: "muted" }, `${r.source_executor_id} asks to call `), el("span", { class: "tool" }, call.name || "a tool")),
         args !== undefined ? pretty(args) : null, el("div", { class: "actions" }, approve, deny), error);
       return box;
     }
@@ -288,7 +288,7 @@ function runView(runId) {
       if (read.errors) { error.textContent = "Fix the fields marked above."; return; }
       send({ response: read.value }, [submit]);
     });
-    box.append(el("div", {}, el("span", { class: "muted" }, `${r.executor_id} asks`, r.response_type ? ` (answer: ${r.response_type.split(".").pop()})` : "")),
+    box.append(el("div", {}, el("span", { class: "muted" }, `${r.source_executor_id} asks`, r.response_type ? ` (answer: ${r.response_type.split(".").pop()})` : "")),
       pretty(data), f);
     return box;
   }
