@@ -157,7 +157,7 @@ class Inbox:
         if error is not None:
             self._board.warn(f"signal 'send_event' ignored: {error}")
             return
-        self.items.append(_Input("event", inp.step or "", Envelope(inp.event_type, inp.event)))
+        self.items.append(_Input("event", inp.step or "", inp.envelope))
 
     # -- updates: checked, then queued -----------------------------------------------------
 
@@ -266,7 +266,7 @@ class Inbox:
         error = oversized_event(inp)
         if error is not None:
             raise refuse(FAILURE_INPUT_TOO_LONG, error)
-        given = Envelope(inp.event_type, inp.event)
+        given = inp.envelope
         routed = await self._routed(inp.step, given, engine)
         checked = routed.checked.resolved(given)
         if checked.value is None:

@@ -467,6 +467,11 @@ class RunInput:
     passes them to its agent. Carried across continue-as-new; a ``submit_responses`` update may replace them."""
     """Set when a ``WorkflowExecutor`` of a parent run starts this run as its child; never by callers."""
 
+    @property
+    def envelope(self) -> Envelope:
+        """The start message as the engine takes it (its JSON keeps the two plain fields the CLI writes)."""
+        return Envelope(self.message_type, self.message)
+
 
 @dataclass
 class CheckpointSetup:
@@ -524,6 +529,11 @@ class ResetRequest(BaseModel):
     @property
     def has_message(self) -> bool:
         return "message" in self.model_fields_set
+
+    @property
+    def envelope(self) -> Envelope:
+        """The new start message as the engine takes it (its JSON keeps the two plain fields the CLI writes)."""
+        return Envelope(self.message_type, self.message)
 
 
 @dataclass
@@ -618,6 +628,11 @@ class EventInput:
     event: Any = None
     event_type: str | None = None
     step: str | None = None
+
+    @property
+    def envelope(self) -> Envelope:
+        """The event as the engine takes it (its JSON keeps the two plain fields the CLI writes)."""
+        return Envelope(self.event_type, self.event)
 
 
 @dataclass

@@ -903,7 +903,7 @@ class GraphWorkflow:
                 self._lineage = {"workflow_id": fork.workflow_id, "checkpoint_id": fork.checkpoint_id}
                 cps.restored(cp.checkpoint_id, base=False)
             elif not (inp.keep_alive and inp.message is None and inp.message_type is None):
-                self._start_env = Envelope(inp.message_type, inp.message)
+                self._start_env = inp.envelope
                 engine.start(self._start_env)
         except WorkflowError as e:
             error = InvalidRunInputError(f"the run cannot start from its input: {source}: {_short(e, 1000)}")
