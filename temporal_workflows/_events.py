@@ -129,6 +129,8 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
     timestamp: datetime | None = None
 
     _origin: ClassVar[WorkflowEventSource] = WorkflowEventSource.EXECUTOR
+    _omit_if_none: ClassVar[tuple[str, ...]] = ("data", "data_type", "item_types", "data_omitted", "timestamp")
+    """Keys the event's JSON leaves out while they are ``None``."""
     _maf_repr: ClassVar[tuple[str, ...] | None] = None
     """Attributes ``repr()`` shows after ``type`` (MAF's choice per event); ``None``: ``data`` and own fields."""
 
@@ -161,7 +163,7 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
         # Most events carry no data: leave the two empty keys out of every streamed event.
         out = handler(self)
         if isinstance(out, dict):
-            for key in ("data", "data_type", "item_types", "data_omitted", "timestamp"):
+            for key in self._omit_if_none:
                 if key in out and out[key] is None:
                     del out[key]
         return out
@@ -340,7 +342,16 @@ class WorkflowIntermediateEvent(_FrameworkEvent[Any]):
 
 
 class RequestInfoEvent(_FrameworkEvent[Any]):
-    """A step asked for outside input; answer it with ``run(responses={request_id: ...})``."""
+    """A step asked for outside input; answer it with ``run(responses={request_id: ...})``.
+
+    It is also the one form of a request still open, on both hosts
+    (``Workflow.pending_requests``, ``RunHandle.pending_requests()``, the
+    ``pending_requests`` query's JSON): Agent Framework's names
+    (``request_id``, ``source_executor_id``, ``data``, ``request_type``,
+    ``response_type``), and, only in those lists, where the request stands
+    (``superstep``, ``created_at``, ``deadline``, ``on_timeout``). The event
+    in a run's stream leaves those out.
+    """
 
     type: Literal["request_info"] = "request_info"
     request_id: str
@@ -350,6 +361,24 @@ class RequestInfoEvent(_FrameworkEvent[Any]):
     response_schema: dict[str, Any] = {}
     timeout: float | None = None
     """Seconds until the request times out, if it does."""
+    superstep: int | None = None
+    """The superstep whose step asked (pending requests only)."""
+    created_at: datetime | None = None
+    """When the request was committed, by the host's clock (pending requests only)."""
+    deadline: datetime | None = None
+    """When it times out, if it does (pending requests only)."""
+    on_timeout: Literal["respond", "fail"] | None = None
+    """What its timeout does, if it has one (pending requests only)."""
+    request_omitted: str | None = None
+    """Why ``data`` is ``None`` in a ``pending_requests`` answer cut to fit one payload (its size)."""
+    _omit_if_none: ClassVar[tuple[str, ...]] = (
+        *_FrameworkEvent._omit_if_none,
+        "superstep",
+        "created_at",
+        "deadline",
+        "on_timeout",
+        "request_omitted",
+    )
     _maf_repr: ClassVar[tuple[str, ...] | None] = ("request_id", "data")
 
 

@@ -445,3 +445,33 @@ def test_a_response_to_an_idle_run_starts_a_new_activation_of_the_limit() -> Non
     step(engine, StepResult(sent=[send("c", 0, "b")]))
     step(engine, StepResult())
     assert engine.superstep == 4 and not engine.has_work()
+
+
+def test_one_status_vocabulary_maps_every_event_state_and_keeps_its_wire_values() -> None:
+    from pydantic_core import to_json
+
+    from temporal_workflows._engine.driver import RunStatus
+
+    # The values are what the status query, the GraphRunStatus search attribute and run results hold.
+    assert [s.value for s in RunStatus] == [
+        "starting",
+        "running",
+        "idle",
+        "waiting_for_input",
+        "completed",
+        "failed",
+        "continued_as_new",
+    ]
+    assert to_json({"status": RunStatus.WAITING_FOR_INPUT}) == b'{"status":"waiting_for_input"}'
+    assert f"{RunStatus.IDLE}" == "idle" and RunStatus.IDLE == "idle"
+    assert {state: RunStatus.of(state) for state in WorkflowRunState} == {
+        WorkflowRunState.STARTED: RunStatus.STARTING,
+        WorkflowRunState.IN_PROGRESS: RunStatus.RUNNING,
+        WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS: RunStatus.RUNNING,
+        WorkflowRunState.IDLE: RunStatus.IDLE,
+        WorkflowRunState.IDLE_WITH_PENDING_REQUESTS: RunStatus.WAITING_FOR_INPUT,
+        WorkflowRunState.FAILED: RunStatus.FAILED,
+        WorkflowRunState.CANCELLED: RunStatus.FAILED,
+    }
+    assert RunStatus.of(WorkflowRunState.IDLE_WITH_PENDING_REQUESTS, finished=True) is RunStatus.COMPLETED
+    assert [s for s in RunStatus if s.closed] == [RunStatus.COMPLETED, RunStatus.FAILED]

@@ -187,12 +187,12 @@ def test_a_state_query_answer_too_large_is_cut_with_a_note_naming_what_it_leaves
 
 def test_open_requests_too_large_together_keep_every_id_and_lose_the_largest_data_first() -> None:
     requests = [
-        {"request_id": f"r{i}", "request": "x" * size, "response_schema": {"type": "string"}}
+        {"request_id": f"r{i}", "data": "x" * size, "response_schema": {"type": "string"}}
         for i, size in enumerate((900_000, 950_000, 10, 900_000, 900_000))
     ]
     answer = truncated_requests(requests, DEFAULT_MAX_PAYLOAD_BYTES)
     assert [r["request_id"] for r in answer] == ["r0", "r1", "r2", "r3", "r4"]
-    assert [r["request"] is None for r in answer] == [True, True, False, False, False]  # largest, then in order
+    assert [r["data"] is None for r in answer] == [True, True, False, False, False]  # largest, then in order
     assert "950,002 bytes" in answer[1][OMITTED_KEY] and answer[1]["response_schema"] == {"type": "string"}
     assert len(json.dumps(answer)) <= DEFAULT_MAX_PAYLOAD_BYTES
     assert truncated_requests(requests[:2], DEFAULT_MAX_PAYLOAD_BYTES) == requests[:2]

@@ -81,7 +81,7 @@ def _file_id(path: Path) -> _FileId | None:
 
 
 def _dump_env(env: Envelope) -> str:
-    return json.dumps({"type": env.type, "data": env.data}, separators=(",", ":"))
+    return json.dumps(env.to_json(), separators=(",", ":"))
 
 
 def _where(checkpoint_id: str, key: str | None) -> bytes:
@@ -90,8 +90,7 @@ def _where(checkpoint_id: str, key: str | None) -> bytes:
 
 
 def _load_env(text: str) -> Envelope:
-    raw = json.loads(text)
-    return Envelope(raw["type"], raw["data"])
+    return Envelope.from_json(json.loads(text))
 
 
 class SqliteCheckpointStorage(_DerivedQueries):

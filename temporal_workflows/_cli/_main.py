@@ -433,7 +433,7 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
         live = desc.status == WorkflowExecutionStatus.RUNNING
         await _follow_run(args, client, handle, prog, detailed=True, task_queue=desc.task_queue, spec=None, live=live)
     elif args.command == "requests":
-        _print(await handle.pending_requests())
+        _print([r.model_dump(mode="json") for r in await handle.pending_requests(restore=False)])
     elif args.command == "respond":
         response = _load_json(args.response, "the response")
         _print(await handle.respond(args.request_id, response, wait=not args.signal) or {"signalled": True})

@@ -18,6 +18,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from temporal_workflows._cli._render import DetailedView, Retry, _clock, _retry_text, _seconds
+from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._events import (
     ExecutorFailedEvent,
     RequestInfoEvent,
@@ -89,7 +90,7 @@ class RichView(DetailedView):
 
     def done(self, result: dict[str, Any], at: datetime) -> None:
         took = f" in {_seconds((at - self.timing.first).total_seconds())}" if self.timing.first else ""
-        style = "bold green" if result.get("status") == "completed" else "bold"
+        style = "bold green" if result.get("status") == RunStatus.COMPLETED else "bold"
         self.console.print(
             Text(_clock(at), style="dim")
             + Text("  ")

@@ -60,6 +60,7 @@ from temporal_workflows._console.codec import BodyRefused, codec_routes, read_bo
 from temporal_workflows._console.gate import Gate
 from temporal_workflows._console.guard import COOKIE_NAME, Guard
 from temporal_workflows._console.server import Limits
+from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import WorkflowEvent
 from temporal_workflows._graph.shape import GraphShape
@@ -73,7 +74,11 @@ from temporal_workflows.temporal._protocol import MAX_ID_CHARS, STATUS_SEARCH_AT
 
 __all__ = ["ConsoleSettings", "make_app"]
 
-STATUSES = ("running", "waiting_for_input", "idle", "completed", "failed")
+STATUSES: tuple[str, ...] = tuple(
+    s.value
+    for s in (RunStatus.RUNNING, RunStatus.WAITING_FOR_INPUT, RunStatus.IDLE, RunStatus.COMPLETED, RunStatus.FAILED)
+)
+"""The statuses the page filters by (``RunStatus``; ``starting`` and ``continued_as_new`` last only a task)."""
 MAX_PAGE_SIZE = 200
 EVENT_BATCH = 500
 """Events sent in one SSE message at most (a run emitting fast is followed in batches, not event by event)."""
@@ -195,11 +200,12 @@ def _query_for(params: Mapping[str, str]) -> str:
     if status:
         if status not in STATUSES:
             raise _Refused(400, f"status: one of {', '.join(STATUSES)}")
-        if status == "completed":
+        if status == RunStatus.COMPLETED:
             clauses.append("ExecutionStatus = 'Completed'")
-        elif status == "failed":
+        elif status == RunStatus.FAILED:
             clauses.append(
-                f"(ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut') OR {STATUS_SEARCH_ATTRIBUTE} = 'failed')"
+                f"(ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut') OR {STATUS_SEARCH_ATTRIBUTE} = "
+                f"'{RunStatus.FAILED.value}')"
             )
         else:
             clauses.append(f"ExecutionStatus = 'Running' AND {STATUS_SEARCH_ATTRIBUTE} = '{status}'")
@@ -388,8 +394,11 @@ def make_app(
                     pictures.popitem(last=False)
             return drawn or graph_json.get(desc.workflow_type), note
 
+        async def pending_json() -> list[dict[str, Any]]:
+            return [r.model_dump(mode="json") for r in await h.pending_requests(restore=False)]
+
         status, pending, state, checkpoints, (graph, note) = await asyncio.gather(
-            maybe(h.status), maybe(h.pending_requests), maybe(h.state), maybe(h.checkpoints), picture()
+            maybe(h.status), maybe(pending_json), maybe(h.state), maybe(h.checkpoints), picture()
         )
         return JSONResponse(
             {
@@ -457,10 +466,10 @@ def make_app(
         if "approve" in body:
             if not isinstance(body["approve"], bool):
                 raise _Refused(400, "approve: true or false")
-            pending = {r["request_id"]: r for r in await h.pending_requests()}
+            pending = {r.request_id: r for r in await h.pending_requests(restore=False)}
             if request_id not in pending:
                 raise _Refused(409, f"request {request_id!r} is not pending (answered elsewhere?)")
-            response = _approval(pending[request_id]["request"], body["approve"])
+            response = _approval(pending[request_id].data, body["approve"])
         elif "response" in body:
             response = body["response"]
         else:

@@ -25,10 +25,11 @@ in-process caller, as payloads on a Temporal stream).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+import enum
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -94,6 +95,8 @@ __all__ = [
     "checkpoint_due",
     "checkpoint_of",
     "counted_attempts",
+    "pending_request_event",
+    "pending_request_from_json",
     "request_event",
 ]
 
@@ -101,14 +104,46 @@ DriverEvent = WorkflowEvent | Envelope
 """What the driver emits: a run event (JSON ``data``) or a step's custom event as an envelope."""
 
 
-class RunStatus:
-    """The run status a host shows (Temporal: the ``status`` query and search attribute)."""
+class RunStatus(enum.StrEnum):
+    """Where a run is, as a host shows it: the one status vocabulary.
 
+    Temporal's ``status`` query, the ``GraphRunStatus`` search attribute, the
+    run's result, the console's filter and the CLI all use these values (a
+    ``str``, so they read and compare as the plain strings they are on the
+    wire). The run's events keep Agent Framework's :class:`WorkflowRunState`,
+    which a MAF user knows; :meth:`of` is the one map from it.
+    """
+
+    STARTING = "starting"
+    """Temporal: the run has not reached its first boundary yet (its graph is being pinned)."""
     RUNNING = "running"
     IDLE = "idle"
+    """No work and nothing asked: a keep-alive run waits for a message or ``close``."""
     WAITING_FOR_INPUT = "waiting_for_input"
     COMPLETED = "completed"
     FAILED = "failed"
+    CONTINUED_AS_NEW = "continued_as_new"
+    """Temporal: this segment of the run closed; its successor (same workflow id) says where the run is."""
+
+    @property
+    def closed(self) -> bool:
+        """The run ended here: it takes no more input."""
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED)
+
+    @classmethod
+    def of(cls, state: WorkflowRunState, *, finished: bool = False) -> RunStatus:
+        """The status a run in event state ``state`` shows; ``finished``: it ends at this boundary."""
+        if state in (WorkflowRunState.FAILED, WorkflowRunState.CANCELLED):
+            return cls.FAILED
+        if finished:
+            return cls.COMPLETED
+        if state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS:
+            return cls.WAITING_FOR_INPUT
+        if state is WorkflowRunState.IDLE:
+            return cls.IDLE
+        if state is WorkflowRunState.STARTED:
+            return cls.STARTING
+        return cls.RUNNING
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +234,7 @@ class DriverHost:
         """Idle with nothing to do: return when input may have arrived or a request deadline passed."""
         raise NotImplementedError
 
-    def on_status(self, status: str, details: str) -> None:
+    def on_status(self, status: RunStatus, details: str) -> None:
         """The run's status changed (:class:`RunStatus`), with a line for humans."""
 
     def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
@@ -289,6 +324,47 @@ def intermediate_value(event: Envelope) -> Envelope:
     data = event.data if isinstance(event.data, dict) else {}
     data_type = data.get("data_type")
     return Envelope(data_type if isinstance(data_type, str) else None, data.get("data"))
+
+
+_EARLIER_PENDING_NAMES = {"executor_id": "source_executor_id", "request": "data", "request_type": "data_type"}
+"""How workers before the one form named a pending request's fields in the ``pending_requests`` query."""
+
+
+def pending_request_from_json(raw: Mapping[str, Any], *, restore: bool = True) -> RequestInfoEvent:
+    """A pending request from its JSON (:func:`pending_request_event`'s).
+
+    An answer from a worker of an earlier version (``executor_id``,
+    ``request``, ``request_type``) reads the same.
+
+    Args:
+        restore: Turn ``data`` back into its type where this process can
+            (else it stays JSON, with ``data_type``, as pages and the CLI show it).
+    """
+    fields = {_EARLIER_PENDING_NAMES.get(k, k): v for k, v in raw.items() if k != "type"}
+    event = RequestInfoEvent.model_validate(fields)
+    return event.restored() if restore else event
+
+
+def _utc(epoch: float | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch, UTC) if epoch is not None else None
+
+
+def pending_request_event(req: PendingRequest) -> RequestInfoEvent:
+    """A request still open as every host lists it: its ``request_info`` event, and where it stands.
+
+    The one form of a pending request (``Workflow.pending_requests`` in
+    process, the ``pending_requests`` query and ``RunHandle.pending_requests()``
+    on Temporal, a closed run's ``unanswered_requests``): its ``data`` as JSON
+    here, which each reader restores to its type.
+    """
+    return request_event(req).model_copy(
+        update={
+            "superstep": req.superstep,
+            "created_at": _utc(req.created_at),
+            "deadline": _utc(req.deadline),
+            "on_timeout": req.on_timeout if req.timeout is not None else None,
+        }
+    )
 
 
 STEP_EVENT_DATA_LIMIT = 256 * 1024
@@ -622,15 +698,13 @@ class SuperstepDriver:
                     yield batch
                 continue
             self._show_state()
-            if engine.pending_requests:
+            status = RunStatus.of(engine.run_state())
+            if status is RunStatus.WAITING_FOR_INPUT:
                 who = sorted({r.executor_id for r in engine.pending_requests.values()})
                 n = len(engine.pending_requests)
-                host.on_status(
-                    RunStatus.WAITING_FOR_INPUT,
-                    f"waiting for input: {n} request{'s' * (n != 1)} from {', '.join(who)}",
-                )
+                host.on_status(status, f"waiting for input: {n} request{'s' * (n != 1)} from {', '.join(who)}")
             else:
-                host.on_status(RunStatus.IDLE, f"idle after superstep {engine.superstep}; send a message or close")
+                host.on_status(status, f"idle after superstep {engine.superstep}; send a message or close")
             if self._out:
                 yield self._flush()
             await host.wait_for_input(engine)

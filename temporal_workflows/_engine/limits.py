@@ -387,7 +387,7 @@ def truncated_state(state: Mapping[str, Any], limit: int) -> dict[str, Any]:
 
 
 OMITTED_KEY = "request_omitted"
-"""The field that says, in a ``pending_requests`` answer cut to fit, why a request's ``request`` is ``None``."""
+"""The field that says, in a ``pending_requests`` answer cut to fit, why a request's ``data`` is ``None``."""
 
 
 def truncated_requests(requests: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
@@ -396,7 +396,7 @@ def truncated_requests(requests: list[dict[str, Any]], limit: int) -> list[dict[
     Each request fits in one payload (it was a step's result), but several
     together need not. Cut, every request is still listed with its id,
     executor, types and response schema, so it can be answered; the data of
-    the largest is left out (``request`` is ``None``) with an
+    the largest is left out (``data`` is ``None``) with an
     :data:`OMITTED_KEY` note giving its size, until the answer fits.
     """
     sizes = [json_size(r) for r in requests]
@@ -407,10 +407,11 @@ def truncated_requests(requests: list[dict[str, Any]], limit: int) -> list[dict[
     for i in sorted(range(len(out)), key=lambda i: (-sizes[i], i)):
         if total <= limit:
             break
-        data = json_size(out[i].get("request"))
+        data = json_size(out[i].get("data"))
         out[i] = {
             **out[i],
-            "request": None,
+            "data": None,
+            "data_type": None,
             OMITTED_KEY: f"the request's data ({data:,} bytes as JSON) is left out: the open requests together pass "
             f"one query answer ({limit:,} bytes); answer it by its request_id and response_schema",
         }

@@ -24,10 +24,10 @@ A superstep:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import (
@@ -57,12 +57,34 @@ __all__ = [
     "check_snapshot",
     "executor_hook_key",
     "hook_key_executor",
+    "is_shared_key",
+    "shared_part",
 ]
 
 BUILTIN_REDUCERS = ("append", "sum", "merge")
 EXECUTOR_STATE_PREFIX = "@"
 REQUEST_TIMED_OUT_TYPE = "temporal_workflows._requests:RequestTimedOut"
 """Type key of the response a timed-out request's handler receives."""
+
+
+_V = TypeVar("_V")
+
+
+def is_shared_key(key: str) -> bool:
+    """Whether ``key`` is shared state, the part of the state a user reads and writes by name.
+
+    Keys under :data:`EXECUTOR_STATE_PREFIX` are the engine's: executors'
+    private state and checkpoint state, sub-workflow bookkeeping, LlamaIndex
+    waits. Every view of "the state" a user sees (``get_final_state``, the
+    ``state`` query, a LlamaIndex ``Context``'s store) leaves them out through
+    this one rule.
+    """
+    return not key.startswith(EXECUTOR_STATE_PREFIX)
+
+
+def shared_part(state: Mapping[str, _V]) -> dict[str, _V]:
+    """The shared keys of ``state`` (see :func:`is_shared_key`), in their order."""
+    return {k: v for k, v in state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
 
 
 def executor_hook_key(executor_id: str) -> str:

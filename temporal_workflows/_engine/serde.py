@@ -42,7 +42,7 @@ import dataclasses
 import json
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -102,6 +102,23 @@ class Envelope:
 
     type: str | None
     data: Any
+
+    def to_json(self, *, compact: bool = False) -> dict[str, Any]:
+        """The envelope as stored data: ``{"type": ..., "data": ...}``, the form pydantic gives it too.
+
+        ``compact`` leaves out ``"type"`` for plain JSON (``{"data": ...}``),
+        as step payloads carry it. :meth:`from_json` reads both forms. Every
+        place that keeps an envelope as JSON (journals, snapshots, stream
+        items, checkpoint rows) goes through this pair, so there is one form.
+        """
+        if compact and self.type is None:
+            return {"data": self.data}
+        return {"type": self.type, "data": self.data}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Envelope:
+        """An envelope from :meth:`to_json`'s JSON (either form: a missing ``"type"`` is plain JSON)."""
+        return cls(raw.get("type"), raw.get("data"))
 
 
 # -- built-in tags -----------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from temporal_workflows._engine.machine import (
     StepTask,
     apply_builtin_reducer,
     executor_hook_key,
+    is_shared_key,
 )
 from temporal_workflows._engine.serde import Envelope, decode, encode, json_schema
 from temporal_workflows._errors import NotSerializableError, UndeliverableMessageError, WorkflowError, describe
@@ -453,7 +454,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
 
     def _set(self, key: str, value: Any) -> None:
         self._check_key(key)
-        if key.startswith(EXECUTOR_STATE_PREFIX) and not key.startswith(f"{EXECUTOR_STATE_PREFIX}{self.executor_id}/"):
+        if not is_shared_key(key) and not key.startswith(f"{EXECUTOR_STATE_PREFIX}{self.executor_id}/"):
             raise WorkflowError(
                 f"executor {self.executor_id!r}: state keys starting with {EXECUTOR_STATE_PREFIX!r} are reserved "
                 "for executor-private state; use ctx.set_executor_state"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import inspect
-import sys
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -24,7 +23,7 @@ from temporalio.common import RetryPolicy
 from temporal_workflows._engine.machine import StateWrite, StepResult, executor_hook_key
 from temporal_workflows._engine.serde import Envelope, decode, encode, validate_as
 from temporal_workflows._errors import WorkflowError, describe
-from temporal_workflows._graph.typecheck import AcceptsTable, accepts, flatten, type_name
+from temporal_workflows._graph.typecheck import AcceptsTable, accepts, caller_locals, flatten, type_name
 
 __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT",
@@ -121,20 +120,8 @@ class ResponseHandlerSpec:
     workflow_output_types: tuple[Any, ...] = ()
 
 
-def _caller_namespace(depth: int) -> dict[str, Any]:
-    """Locals of the frames defining a handler, so local types in annotations resolve."""
-    ns: dict[str, Any] = {}
-    try:
-        frame = sys._getframe(depth)
-    except ValueError:  # pragma: no cover - shallow stack
-        return ns
-    for _ in range(3):
-        if frame is None:
-            break
-        for k, v in frame.f_locals.items():
-            ns.setdefault(k, v)
-        frame = frame.f_back  # type: ignore[assignment]
-    return ns
+_HANDLER_FRAMES = 3
+"""How many frames around a ``@handler`` lend their locals to its annotations (see ``caller_locals``)."""
 
 
 def _hints(func: Callable[..., Any], localns: dict[str, Any]) -> dict[str, Any]:
@@ -226,7 +213,7 @@ def handler(func: Any = None, /, *, input: Any = None, output: Any = None, workf
     """
 
     def wrap(f: F) -> F:
-        localns = _caller_namespace(2)
+        localns = caller_locals(2, _HANDLER_FRAMES)
         spec = _read_handler(
             f, bound=True, input=input, output=output, workflow_output=workflow_output, localns=localns
         )
@@ -251,7 +238,7 @@ def response_handler(func: F) -> F:
         raise TypeError(
             f"response handler {func.__qualname__!r} must take (original_request, response, ctx) after self"
         )
-    hints = _hints(func, _caller_namespace(2))
+    hints = _hints(func, caller_locals(2, _HANDLER_FRAMES))
     req_t = hints.get(params[0].name, Any)
     resp_t = hints.get(params[1].name, Any)
     outs, wouts = _context_types(hints.get(params[2].name))
@@ -492,7 +479,7 @@ def executor(
             output=output,
             workflow_output=workflow_output,
             options=options,
-            localns=_caller_namespace(2),
+            localns=caller_locals(2, _HANDLER_FRAMES),
         )
 
     if func is not None:

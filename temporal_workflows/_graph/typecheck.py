@@ -9,6 +9,7 @@ generic containers.
 
 from __future__ import annotations
 
+import sys
 import types
 import typing
 from collections.abc import Iterator, Sequence
@@ -16,9 +17,40 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from temporal_workflows._engine.serde import is_structured_type
 
-__all__ = ["AcceptsTable", "accepts", "compatible", "decided_by_type", "flatten", "structured_types_in", "type_name"]
+__all__ = [
+    "AcceptsTable",
+    "accepts",
+    "caller_locals",
+    "compatible",
+    "decided_by_type",
+    "flatten",
+    "structured_types_in",
+    "type_name",
+]
 
 _UNION_ORIGINS: tuple[Any, ...] = (Union, types.UnionType)
+
+
+def caller_locals(depth: int, frames: int) -> dict[str, Any]:
+    """Locals of ``frames`` frames from ``depth`` up (1 is the caller, 2 the caller's caller).
+
+    A decorator (``@handler``, LlamaIndex's ``@step``) resolves its function's
+    annotations with these as ``localns``, so a type defined in a function
+    body (a test, a notebook cell wrapped in a function) resolves as it would
+    at module level. The nearest frame wins a name two frames define.
+    """
+    ns: dict[str, Any] = {}
+    try:
+        frame: Any = sys._getframe(depth)
+    except ValueError:  # pragma: no cover - shallow stack
+        return ns
+    for _ in range(frames):
+        if frame is None:
+            break
+        for k, v in frame.f_locals.items():
+            ns.setdefault(k, v)
+        frame = frame.f_back
+    return ns
 
 
 def flatten(tp: Any) -> list[Any]:

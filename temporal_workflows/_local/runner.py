@@ -28,10 +28,10 @@ from temporal_workflows._engine.driver import (
     SuperstepDriver,
     check_signature,
     checkpoint_of,
-    request_event,
+    pending_request_event,
 )
 from temporal_workflows._engine.limits import max_payload_bytes
-from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, Engine, PendingRequest, Reduction, StepTask
+from temporal_workflows._engine.machine import Engine, PendingRequest, Reduction, StepTask, shared_part
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._engine.subruns import SubrunSuperstep
 from temporal_workflows._errors import (
@@ -67,14 +67,15 @@ def materialize(event: DriverEvent) -> WorkflowEvent:
 
 
 def local_request_event(req: PendingRequest) -> RequestInfoEvent:
-    event = materialize(request_event(req))
+    """A pending request as ``Workflow.pending_requests`` lists it: the one form, its data restored."""
+    event = materialize(pending_request_event(req))
     assert isinstance(event, RequestInfoEvent)
     return event
 
 
 def shared_state(state: Mapping[str, Envelope]) -> dict[str, Any]:
     """Decoded committed state, without executor-private keys."""
-    return {k: decode(v) for k, v in state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+    return {k: decode(v) for k, v in shared_part(state).items()}
 
 
 class _LocalHost(DriverHost):

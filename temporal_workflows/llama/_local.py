@@ -25,13 +25,14 @@ from temporal_workflows._checkpoints.base import WorkflowCheckpoint
 from temporal_workflows._engine.driver import DriverHost, StepFailure, StepOutcome, SuperstepDriver
 from temporal_workflows._engine.limits import check_step_result, max_payload_bytes
 from temporal_workflows._engine.machine import (
-    EXECUTOR_STATE_PREFIX,
     CommitPlan,
     Engine,
     EngineSnapshot,
     Reduction,
     StepResult,
     StepTask,
+    is_shared_key,
+    shared_part,
 )
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import ExecutorFailedError, WorkflowRunError
@@ -92,7 +93,7 @@ class _RunBackend(DictBackend):
         return self.run.engine.state.get(key)
 
     def stored_keys(self) -> list[str]:
-        keys = [k for k in self.run.engine.state if not k.startswith(EXECUTOR_STATE_PREFIX)]
+        keys = list(shared_part(self.run.engine.state))
         for k, v in self.run.outside_writes.items():
             if v is None and k in keys:
                 keys.remove(k)
@@ -272,7 +273,7 @@ class LocalRun:
                 raise ContextStateError(
                     "Cannot start a new run while context is already running. Wait for completion or use a new Context."
                 )
-            state = {k: v for k, v in previous.engine.state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+            state = shared_part(previous.engine.state)
             self.live.values.update(previous.live.values)
         elif ctx._pre is not None:
             pre = ctx._pre
@@ -281,7 +282,7 @@ class LocalRun:
             if pre.snapshot is not None and pre.is_running:
                 cp = WorkflowCheckpoint.model_validate(pre.snapshot["snapshot"])
                 snap = cp.to_snapshot()
-                private = {k: v for k, v in snap.state.items() if k.startswith(EXECUTOR_STATE_PREFIX)}
+                private = {k: v for k, v in snap.state.items() if not is_shared_key(k)}
                 engine = Engine(topology, snap)
                 engine.state = {**private, **state}
                 return engine
@@ -467,16 +468,14 @@ def _env_json(env: Envelope, where: str) -> dict[str, Any]:
     if env.type == UNSERIALIZABLE:
         kind = env.data.get("type") if isinstance(env.data, dict) else "?"
         raise ContextSerdeError(f"{where} holds a {kind}, which has no JSON form; the context cannot be serialized")
-    return {"type": env.type, "data": env.data}
+    return env.to_json()
 
 
 def snapshot_dict(workflow: Workflow, snap: EngineSnapshot, *, is_running: bool) -> dict[str, Any]:
     """A context's JSON: the state, and (mid-run) the engine checkpoint to resume from."""
     compiled = workflow._compiled()
     topology = compiled.graph.topology
-    state = {
-        k: _env_json(v, f"state key {k!r}") for k, v in snap.state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)
-    }
+    state = {k: _env_json(v, f"state key {k!r}") for k, v in shared_part(snap.state).items()}
     data: dict[str, Any] = {
         "format": FORMAT,
         "workflow": topology.name,

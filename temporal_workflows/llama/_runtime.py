@@ -62,6 +62,8 @@ from temporal_workflows._engine.machine import (
     PendingRequest,
     StateWrite,
     StepResult,
+    is_shared_key,
+    shared_part,
 )
 from temporal_workflows._engine.serde import Envelope, decode, encode, json_schema, register_type, type_key
 from temporal_workflows._errors import NotSerializableError, WorkflowError, class_path
@@ -268,8 +270,7 @@ def decode_value(env: Envelope, live: LiveRun | None) -> Any:
 
 
 def event_json(event: Event, live: LiveRun | None, what: str) -> dict[str, Any]:
-    env = encode_value(event, live, what)
-    return {"type": env.type, "data": env.data}
+    return encode_value(event, live, what).to_json()
 
 
 # -- a step task -------------------------------------------------------------------------------------------------
@@ -340,10 +341,8 @@ class TaskRun:
         self.overlay[key] = env
 
     def state_keys(self) -> list[str]:
-        keys = [k for k in self.committed if not k.startswith(EXECUTOR_STATE_PREFIX)]
-        for k, v in self.overlay.items():
-            if k.startswith(EXECUTOR_STATE_PREFIX):
-                continue
+        keys = list(shared_part(self.committed))
+        for k, v in shared_part(self.overlay).items():
             if v is None:
                 if k in keys:
                     keys.remove(k)
@@ -381,8 +380,8 @@ class Journal:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "reads": {k: (None if v is None else {"type": v.type, "data": v.data}) for k, v in self.reads.items()},
-            "waits": {k: {"type": v.type, "data": v.data} for k, v in self.waits.items()},
+            "reads": {k: (None if v is None else v.to_json()) for k, v in self.reads.items()},
+            "waits": {k: v.to_json() for k, v in self.waits.items()},
             "collects": self.collects,
             "reads_complete": self.reads_complete,
         }
@@ -390,7 +389,7 @@ class Journal:
     @staticmethod
     def from_json(raw: Mapping[str, Any]) -> Journal:
         def env(d: Any) -> Envelope | None:
-            return None if d is None else Envelope(d.get("type"), d.get("data"))
+            return None if d is None else Envelope.from_json(d)
 
         waits = {k: env(v) for k, v in (raw.get("waits") or {}).items()}
         return Journal(
@@ -676,7 +675,7 @@ class Invocation:
         replay = self.replay
         if replay is not None and call < len(replay.collects):
             got = replay.collects[call]
-            return None if got is None else [decode(Envelope(d["type"], d["data"])) for d in got]
+            return None if got is None else [decode(Envelope.from_json(d)) for d in got]
         key = f"{task.private}{COLLECT_PREFIX}{buffer_id or 'default'}"
         env = self.read(key)
         buffered: list[Event] = list(task.value(env)) if env is not None else []
@@ -891,7 +890,7 @@ async def _resume(task: TaskRun, resume: tuple[PendingRequest, Envelope]) -> Non
     if record_env is None or not isinstance(record_env.data, dict):
         raise WorkflowError(f"step {task.info.name!r}: the record of wait {rid!r} is missing from the run's state")
     record = record_env.data
-    trigger = _as_event(task.info, decode(Envelope(record["trigger"]["type"], record["trigger"]["data"])))
+    trigger = _as_event(task.info, decode(Envelope.from_json(record["trigger"])))
     inv = Invocation(task, trigger, 0, str(record["key"]), 0)
     inv.replay = Journal.from_json(record.get("journal") or {})
     inv.resume = (rid, response)
@@ -1005,7 +1004,7 @@ def waiter_records(state: Mapping[str, Envelope]) -> list[tuple[str, dict[str, A
     """``(request id, record)`` of every waiting invocation in committed state."""
     out: list[tuple[str, dict[str, Any]]] = []
     for key, env in state.items():
-        if key.startswith(EXECUTOR_STATE_PREFIX) and WAIT_PREFIX in key and isinstance(env.data, dict):
+        if not is_shared_key(key) and WAIT_PREFIX in key and isinstance(env.data, dict):
             out.append((key.rsplit(WAIT_PREFIX, 1)[1], env.data))
     return out
 

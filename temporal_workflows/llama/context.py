@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Generic, cast
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
-from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX
+from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, is_shared_key, shared_part
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows.llama._runtime import LiveRun, current_invocation, decode_value, encode_value
 from temporal_workflows.llama.errors import ContextSerdeError, ContextStateError, WorkflowRuntimeError
@@ -115,7 +115,7 @@ class DictBackend(_Backend):
         return self.state.get(key)
 
     def stored_keys(self) -> list[str]:
-        return [k for k in self.state if not k.startswith(EXECUTOR_STATE_PREFIX)]
+        return list(shared_part(self.state))
 
     def write(self, key: str, value: Any) -> None:
         self.state[key] = encode_value(value, self.live, f"state key {key!r}")
@@ -127,7 +127,7 @@ class DictBackend(_Backend):
 def _check_key(key: str) -> None:
     if not key:
         raise ValueError("Path cannot be empty")
-    if key.startswith(EXECUTOR_STATE_PREFIX):
+    if not is_shared_key(key):
         raise ValueError(f"state keys starting with {EXECUTOR_STATE_PREFIX!r} are reserved by the engine: {key!r}")
 
 
@@ -332,7 +332,7 @@ class StateStore(Generic[MODEL_T]):
         for key in backend.stored_keys():
             env = backend.read(key)
             if env is not None:
-                data[key] = {"type": env.type, "data": env.data} if env.type else env.data
+                data[key] = env.to_json() if env.type else env.data
         return {
             "state_type": self.state_type.__name__,
             "state_module": self.state_type.__module__,
@@ -375,7 +375,7 @@ class _Pre:
         self.snapshot = snapshot
         state: dict[str, Envelope] = {}
         if snapshot is not None:
-            state = {k: Envelope(v.get("type"), v.get("data")) for k, v in (snapshot.get("state") or {}).items()}
+            state = {k: Envelope.from_json(v) for k, v in (snapshot.get("state") or {}).items()}
         self.backend = DictBackend(state)
 
     @property
@@ -582,4 +582,4 @@ class Context(Generic[MODEL_T]):
 
 
 def decode_mapping(state: Mapping[str, Envelope]) -> dict[str, Any]:
-    return {k: decode(v) for k, v in state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+    return {k: decode(v) for k, v in shared_part(state).items()}

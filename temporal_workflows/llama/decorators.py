@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import sys
 from collections.abc import Callable
 from types import UnionType
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints, overload
 
 from pydantic import BaseModel
 
+from temporal_workflows._graph.typecheck import caller_locals
 from temporal_workflows.llama.errors import WorkflowValidationError
 from temporal_workflows.llama.events import Event, StepFailedEvent
 from temporal_workflows.llama.resource import ResourceDefinition, ResourceDescriptor
@@ -67,20 +67,8 @@ class StepConfig:
     is_async: bool = True
 
 
-def _locals_of_callers(depth: int) -> dict[str, Any]:
-    """Locals of the frames around the decorated function: types defined in a function body resolve too."""
-    ns: dict[str, Any] = {}
-    try:
-        frame: Any = sys._getframe(depth)
-    except ValueError:  # pragma: no cover - shallow stack
-        return ns
-    for _ in range(4):
-        if frame is None:
-            break
-        for k, v in frame.f_locals.items():
-            ns.setdefault(k, v)
-        frame = frame.f_back
-    return ns
+_STEP_FRAMES = 4
+"""How many frames around a ``@step`` lend their locals to its annotations (see ``caller_locals``)."""
 
 
 def _hints(func: Callable[..., Any], localns: dict[str, Any]) -> dict[str, Any]:
@@ -275,10 +263,10 @@ def step(
         "accept_event_subclasses": accept_event_subclasses,
     }
     if func is not None:
-        return _apply(func, _locals_of_callers(2), **options)  # type: ignore[arg-type]
+        return _apply(func, caller_locals(2, _STEP_FRAMES), **options)  # type: ignore[arg-type]
 
     def decorate(f: F) -> F:
-        return _apply(f, _locals_of_callers(2), **options)  # type: ignore[arg-type, no-any-return]
+        return _apply(f, caller_locals(2, _STEP_FRAMES), **options)  # type: ignore[arg-type, no-any-return]
 
     return decorate
 
@@ -318,10 +306,10 @@ def catch_error(func: Any = None, /, *, for_steps: list[str] | None = None, max_
         return f
 
     if func is not None:
-        return apply(func, _locals_of_callers(2))
+        return apply(func, caller_locals(2, _STEP_FRAMES))
 
     def decorate(f: F) -> F:
-        return apply(f, _locals_of_callers(2))  # type: ignore[no-any-return]
+        return apply(f, caller_locals(2, _STEP_FRAMES))  # type: ignore[no-any-return]
 
     return decorate
 

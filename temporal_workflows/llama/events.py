@@ -256,15 +256,14 @@ class HumanResponseEvent(Event):
 
 
 def _event_json(event: Event) -> dict[str, Any]:
-    env = encode(event, what="event")
-    return {"type": env.type, "data": env.data}
+    return encode(event, what="event").to_json()
 
 
 def _event_from_json(value: Any) -> Event:
     if isinstance(value, Event):
         return value
     if isinstance(value, dict) and isinstance(value.get("type"), str):
-        event = decode(Envelope(value["type"], value.get("data")))
+        event = decode(Envelope.from_json(value))
         if isinstance(event, Event):
             return event
     raise ValueError("expected an event as {'type': 'module:Class', 'data': {...}}")

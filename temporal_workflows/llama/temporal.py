@@ -135,7 +135,7 @@ class LlamaRunHandle:
         internal events (``UnhandledEvent``) only with ``expose_internal``, as ``stream_events`` in process."""
         async for ev in self.run.events(from_offset=from_offset):
             if isinstance(ev, (LlamaStreamEvent, LlamaFailedStreamEvent)):
-                event = decode(Envelope(ev.event["type"], ev.event["data"]))
+                event = decode(Envelope.from_json(ev.event))
                 if expose_internal or not isinstance(event, InternalDispatchEvent):
                     yield event
             elif isinstance(ev, WorkflowOutputEvent):

@@ -259,7 +259,7 @@ class Checkpoints:
             return ResetPlan(cp, None, req.checkpoint_id)
         if req.has_message:
             start_id = topology.start_executor_id
-            checked = await validate(start_id, Envelope(req.message_type, req.message), None)
+            checked = await validate(start_id, req.envelope, None)
             if checked.value is None:
                 raise refuse(
                     checked.error_type or FAILURE_UNDELIVERABLE,

@@ -35,6 +35,7 @@ from pydantic import TypeAdapter
 from temporalio import workflow
 from temporalio.workflow import ParentClosePolicy
 
+from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.limits import GUIDANCE, json_size
 from temporal_workflows._engine.machine import Engine, PendingRequest, Topology
@@ -186,7 +187,7 @@ def child_result(
             f"{size:,} bytes as JSON, over the payload limit of {limit:,} bytes; {GUIDANCE}",
             superstep=engine.superstep,
         )
-    return {"status": "completed", "superstep": engine.superstep, "subrun": outcome}
+    return {"status": RunStatus.COMPLETED, "superstep": engine.superstep, "subrun": outcome}
 
 
 def carry_subrun(

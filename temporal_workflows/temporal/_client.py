@@ -36,11 +36,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoint
+from temporal_workflows._engine.driver import pending_request_from_json
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._errors import RunBusyError
 from temporal_workflows._events import (
     ExecutorFailedEvent,
+    RequestInfoEvent,
     SuperStepCompletedEvent,
     WorkflowEvent,
     WorkflowResetEvent,
@@ -163,10 +165,7 @@ def _raw(env: Envelope) -> WorkflowEvent:
 def _events(env: Envelope) -> list[WorkflowEvent]:
     """The events of one stream item: one, or a step's batch of live events (``LIVE_BATCH_TYPE``)."""
     if env.type == LIVE_BATCH_TYPE and isinstance(env.data, list):
-        return [
-            _event(Envelope(d.get("type"), d.get("data"))) if isinstance(d, dict) else _raw(Envelope(None, d))
-            for d in env.data
-        ]
+        return [_event(Envelope.from_json(d)) if isinstance(d, dict) else _raw(Envelope(None, d)) for d in env.data]
     return [_event(env)]
 
 
@@ -473,10 +472,19 @@ class RunHandle:
         status: dict[str, Any] = await self._query(QUERY_STATUS)
         return status
 
-    async def pending_requests(self) -> list[dict[str, Any]]:
-        """Open requests: id, executor, request JSON, response JSON schema, created time, deadline."""
+    async def pending_requests(self, *, restore: bool = True) -> list[RequestInfoEvent]:
+        """Open requests, oldest first, as ``Workflow.pending_requests`` lists them in process.
+
+        Each is a :class:`RequestInfoEvent` (``request_id``, ``source_executor_id``,
+        ``data``, ``response_type``, ``response_schema``) with where it stands:
+        ``superstep``, ``created_at``, ``deadline``, ``on_timeout``.
+
+        Args:
+            restore: Turn ``data`` back into its type where this process can;
+                ``False`` keeps it JSON (``model_dump(mode="json")`` is then the query's answer).
+        """
         pending: list[dict[str, Any]] = await self._query(QUERY_PENDING_REQUESTS)
-        return pending
+        return [pending_request_from_json(r, restore=restore) for r in pending]
 
     async def state(self) -> dict[str, Any]:
         """Committed shared state (JSON) from the ``state`` query."""
@@ -765,7 +773,7 @@ def _send_input(executor_id: str, message: Any) -> SendInput:
     what = f"message for executor {executor_id!r}"
     env = encode(message, what=what)
     check_payload(env.data, what=what)
-    return SendInput(executor_id, env.data, env.type)
+    return SendInput(executor_id=executor_id, message=env)
 
 
 async def fork(

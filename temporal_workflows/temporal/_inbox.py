@@ -96,7 +96,7 @@ def oversized_event(inp: EventInput) -> str | None:
 def oversized_send(inp: SendInput) -> str | None:
     """Why a message is refused before it is even queued: its executor id or type name is too long."""
     return too_long("executor id", inp.executor_id, MAX_ID_CHARS) or too_long(
-        "message type", inp.message_type, MAX_TYPE_NAME_CHARS
+        "message type", inp.message.type, MAX_TYPE_NAME_CHARS
     )
 
 
@@ -161,14 +161,14 @@ class Inbox:
         if error is not None:
             self._board.warn(f"signal 'send' ignored: {error}", executor_id=inp.executor_id)
             return
-        self.items.append(_Input("send", inp.executor_id, Envelope(inp.message_type, inp.message)))
+        self.items.append(_Input("send", inp.executor_id, inp.message))
 
     def event_signal(self, inp: EventInput) -> None:
         error = oversized_event(inp)
         if error is not None:
             self._board.warn(f"signal 'send_event' ignored: {error}")
             return
-        self.items.append(_Input("event", inp.step or "", Envelope(inp.event_type, inp.event)))
+        self.items.append(_Input("event", inp.step or "", inp.envelope))
 
     # -- updates: checked, then queued -----------------------------------------------------
 
@@ -265,7 +265,7 @@ class Inbox:
         return {"request_ids": [req.request_id for req, _ in checked], "accepted": True}
 
     async def accept_message(self, inp: SendInput, check_open: Callable[[], None]) -> dict[str, Any]:
-        checked = await self._validate_update(inp.executor_id, Envelope(inp.message_type, inp.message), None)
+        checked = await self._validate_update(inp.executor_id, inp.message, None)
         if checked.value is None:
             raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "undeliverable message")
         check_open()
@@ -277,7 +277,7 @@ class Inbox:
         error = oversized_event(inp)
         if error is not None:
             raise refuse(FAILURE_INPUT_TOO_LONG, error)
-        given = Envelope(inp.event_type, inp.event)
+        given = inp.envelope
         routed = await self._routed(inp.step, given, engine)
         checked = routed.checked.resolved(given)
         if checked.value is None:

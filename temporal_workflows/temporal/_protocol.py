@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
-from pydantic_core import to_json
+from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
+from pydantic_core import PydanticCustomError, to_json
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
@@ -510,6 +510,11 @@ class RunInput:
     passes them to its agent. Carried across continue-as-new; a ``submit_responses`` update may replace them."""
     """Set when a ``WorkflowExecutor`` of a parent run starts this run as its child; never by callers."""
 
+    @property
+    def envelope(self) -> Envelope:
+        """The start message as the engine takes it (its JSON keeps the two plain fields the CLI writes)."""
+        return Envelope(self.message_type, self.message)
+
 
 @dataclass
 class CheckpointSetup:
@@ -574,6 +579,11 @@ class ResetRequest(BaseModel):
     def has_message(self) -> bool:
         return "message" in self.model_fields_set
 
+    @property
+    def envelope(self) -> Envelope:
+        """The new start message as the engine takes it (its JSON keeps the two plain fields the CLI writes)."""
+        return Envelope(self.message_type, self.message)
+
 
 @dataclass
 class SaveCheckpointInput:
@@ -617,14 +627,39 @@ class RespondAllInput:
     """The call's invocation kwargs (:attr:`RunInput.invocation_kwargs`); ``None``: unchanged."""
 
 
-@dataclass
-class SendInput:
-    """Argument of the ``send`` signal and ``send_message`` update."""
+class SendInput(BaseModel):
+    """Argument of the ``send`` signal and ``send_message`` update: a message for one executor.
 
-    __pydantic_config__ = ConfigDict(extra="forbid")
+    In memory the message is the :class:`Envelope` the engine takes. As JSON
+    it is ``{"executor_id", "message", "message_type"?}``, the form the
+    ``temporal`` CLI writes by hand and every recorded history holds, so the
+    one form is read and written here and nowhere else.
+    """
+
+    # A misspelled field is refused, not ignored (these are outside input).
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     executor_id: str
-    message: Any = None
-    message_type: str | None = None
+    message: Envelope = Envelope(None, None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_json(cls, raw: Any) -> Any:
+        # JSON never holds an ``Envelope``: a ``message`` that is one was given in Python.
+        if not isinstance(raw, dict) or isinstance(raw.get("message"), Envelope):
+            return raw
+        out = {k: v for k, v in raw.items() if k not in ("message", "message_type")}
+        typ = raw.get("message_type")
+        if typ is not None and not isinstance(typ, str):
+            raise PydanticCustomError(
+                "string_type", "message_type: Input should be a valid string (a type name) or null"
+            )
+        out["message"] = Envelope(typ, raw.get("message"))
+        return out
+
+    @model_serializer(mode="plain")
+    def _to_json(self) -> dict[str, Any]:
+        return {"executor_id": self.executor_id, "message": self.message.data, "message_type": self.message.type}
 
 
 @dataclass
@@ -642,6 +677,11 @@ class EventInput:
     event: Any = None
     event_type: str | None = None
     step: str | None = None
+
+    @property
+    def envelope(self) -> Envelope:
+        """The event as the engine takes it (its JSON keeps the two plain fields the CLI writes)."""
+        return Envelope(self.event_type, self.event)
 
 
 @dataclass

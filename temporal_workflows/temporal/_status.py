@@ -8,6 +8,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
+from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._events import WorkflowEvent, WorkflowWarningEvent
 from temporal_workflows.temporal._protocol import QUOTE_LIMIT, CarriedStatus, quote
 
@@ -35,17 +36,17 @@ class StatusBoard:
 
     def __init__(self, publish: Callable[[WorkflowEvent], None], carried: CarriedStatus | None) -> None:
         self._publish = publish
-        self.status = "starting"
+        self.status = RunStatus.STARTING
         self.error: str | None = None
         self.warnings: list[dict[str, Any]] = list(carried.warnings) if carried else []
         self.attribute: str | None = None
-        self._upserted: str | None = None
+        self._upserted: RunStatus | None = None
 
     @property
     def closed(self) -> bool:
-        return self.status in ("completed", "failed")
+        return self.status.closed
 
-    def set(self, status: str, details: str) -> None:
+    def set(self, status: RunStatus, details: str) -> None:
         self.status = status
         workflow.set_current_details(details)
         if status == self._upserted:
@@ -53,7 +54,7 @@ class StatusBoard:
         self._upserted = status
         if self.attribute:
             key = SearchAttributeKey.for_keyword(self.attribute)
-            workflow.upsert_search_attributes([key.value_set(status)])
+            workflow.upsert_search_attributes([key.value_set(status.value)])
 
     def fail(self, error: str, *, upsert: bool) -> None:
         """The run failed outside the superstep driver (its input, an activity of its own): ``status`` says so.
@@ -63,9 +64,9 @@ class StatusBoard:
         """
         self.error = error
         if upsert:
-            self.set("failed", f"failed: {_bounded(error, WARNING_LIMIT)}")
+            self.set(RunStatus.FAILED, f"failed: {_bounded(error, WARNING_LIMIT)}")
         else:
-            self.status = "failed"
+            self.status = RunStatus.FAILED
             workflow.set_current_details(f"failed: {_bounded(error, WARNING_LIMIT)}")
 
     def warn(self, message: str, *, request_id: str | None = None, executor_id: str | None = None) -> None:

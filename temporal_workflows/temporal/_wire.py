@@ -31,31 +31,18 @@ from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._protocol import StepInput
 
 __all__ = [
-    "decode_envelope",
     "decode_step_input",
     "decode_step_result",
-    "encode_envelope",
     "encode_step_input",
     "encode_step_result",
 ]
-
-
-def encode_envelope(env: Envelope) -> dict[str, Any]:
-    """``{"data": ...}`` for plain JSON, ``{"type": ..., "data": ...}`` for a typed value."""
-    if env.type is None:
-        return {"data": env.data}
-    return {"type": env.type, "data": env.data}
-
-
-def decode_envelope(raw: Mapping[str, Any]) -> Envelope:
-    return Envelope(raw.get("type"), raw.get("data"))
 
 
 def _encode_request(req: PendingRequest, *, executor_id: str | None, superstep: int | None) -> dict[str, Any]:
     out: dict[str, Any] = {"request_id": req.request_id}
     if req.executor_id != executor_id:
         out["executor_id"] = req.executor_id
-    out["data"] = encode_envelope(req.data)
+    out["data"] = req.data.to_json(compact=True)
     out["response_type"] = req.response_type
     if req.response_schema:
         out["response_schema"] = req.response_schema
@@ -76,7 +63,7 @@ def _decode_request(raw: Mapping[str, Any], *, executor_id: str | None, superste
     return PendingRequest(
         request_id=raw["request_id"],
         executor_id=raw.get("executor_id", executor_id),
-        data=decode_envelope(raw["data"]),
+        data=Envelope.from_json(raw["data"]),
         response_type=raw["response_type"],
         response_schema=raw.get("response_schema") or {},
         superstep=raw.get("superstep", superstep),
@@ -93,7 +80,7 @@ def encode_step_input(inp: StepInput) -> dict[str, Any]:
     out: dict[str, Any] = {"superstep": task.superstep, "index": task.index}
     if task.kind != "message":
         out["kind"] = task.kind
-    out["messages"] = [encode_envelope(m) for m in task.messages]
+    out["messages"] = [m.to_json(compact=True) for m in task.messages]
     if any(s is not None for s in task.source_ids) or len(task.source_ids) != len(task.messages):
         out["source_ids"] = list(task.source_ids)
     if task.request is not None:
@@ -101,7 +88,7 @@ def encode_step_input(inp: StepInput) -> dict[str, Any]:
     if inp.state is None:
         out["state_version"] = inp.state_version
     elif inp.state:
-        out["state"] = {k: encode_envelope(v) for k, v in inp.state.items()}
+        out["state"] = {k: v.to_json(compact=True) for k, v in inp.state.items()}
     if inp.epoch:
         out["epoch"] = inp.epoch
     if inp.signature:
@@ -121,7 +108,7 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
     worker may still carry.
     """
     t: Mapping[str, Any] = raw.get("task", raw)
-    messages = tuple(decode_envelope(m) for m in t["messages"])
+    messages = tuple(Envelope.from_json(m) for m in t["messages"])
     sources = t.get("source_ids")
     request = t.get("request")
     task = StepTask(
@@ -135,11 +122,11 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
     )
     state: dict[str, Envelope] | None
     if "task" in raw:  # the older form: state null means "fetch it"
-        state = None if raw.get("state") is None else {k: decode_envelope(v) for k, v in raw["state"].items()}
+        state = None if raw.get("state") is None else {k: Envelope.from_json(v) for k, v in raw["state"].items()}
     elif "state_version" in raw:
         state = None
     else:
-        state = {k: decode_envelope(v) for k, v in raw.get("state", {}).items()}
+        state = {k: Envelope.from_json(v) for k, v in raw.get("state", {}).items()}
     stream = raw.get("stream")
     return StepInput(
         task,
@@ -163,13 +150,13 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
     out: dict[str, Any] = {}
     if result.writes:
         out["writes"] = [
-            {"key": w.key} if w.value is None else {"key": w.key, "value": encode_envelope(w.value)}
+            {"key": w.key} if w.value is None else {"key": w.key, "value": w.value.to_json(compact=True)}
             for w in result.writes
         ]
     if result.sent:
         sent: list[dict[str, Any]] = []
         for d in result.sent:
-            item: dict[str, Any] = {"target_id": d.target_id, "messages": [encode_envelope(m) for m in d.messages]}
+            item: dict[str, Any] = {"target_id": d.target_id, "messages": [m.to_json(compact=True) for m in d.messages]}
             if d.source_ids != (task.executor_id,) * len(d.messages):
                 item["source_ids"] = list(d.source_ids)
             source = d.source_ids[0] if d.source_ids else None
@@ -178,19 +165,19 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
             sent.append(item)
         out["sent"] = sent
     if result.outputs:
-        out["outputs"] = [encode_envelope(o) for o in result.outputs]
+        out["outputs"] = [o.to_json(compact=True) for o in result.outputs]
     if result.requests:
         out["requests"] = [
             _encode_request(r, executor_id=task.executor_id, superstep=task.superstep) for r in result.requests
         ]
     if result.events:
-        out["events"] = [encode_envelope(e) for e in result.events]
+        out["events"] = [e.to_json(compact=True) for e in result.events]
     if result.halt:
         out["halt"] = True
     if result.answers:
-        out["answers"] = [{"request_id": rid, "response": encode_envelope(env)} for rid, env in result.answers]
+        out["answers"] = [{"request_id": rid, "response": env.to_json(compact=True)} for rid, env in result.answers]
     if result.unrouted:
-        out["unrouted"] = [encode_envelope(m) for m in result.unrouted]
+        out["unrouted"] = [m.to_json(compact=True) for m in result.unrouted]
     if result.emitted and result.emitted != _default_order(result):
         # The order the step did things in (for its events), unless it is the order derived anyway.
         out["emitted"] = list(result.emitted)
@@ -205,7 +192,7 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
     """The inverse of :func:`encode_step_result`; also reads the older, fully spelled-out form."""
     sent: list[Delivery] = []
     for d in raw.get("sent") or ():
-        messages = tuple(decode_envelope(m) for m in d["messages"])
+        messages = tuple(Envelope.from_json(m) for m in d["messages"])
         sources = d.get("source_ids")
         source_ids: tuple[str | None, ...] = (
             tuple(sources) if sources is not None else (task.executor_id,) * len(messages)
@@ -218,18 +205,18 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
         sent.append(Delivery(d["target_id"], messages, source_ids, fan_in))
     return StepResult(
         writes=[
-            StateWrite(w["key"], decode_envelope(w["value"]) if w.get("value") is not None else None)
+            StateWrite(w["key"], Envelope.from_json(w["value"]) if w.get("value") is not None else None)
             for w in raw.get("writes") or ()
         ],
         sent=sent,
-        outputs=[decode_envelope(o) for o in raw.get("outputs") or ()],
+        outputs=[Envelope.from_json(o) for o in raw.get("outputs") or ()],
         requests=[
             _decode_request(r, executor_id=task.executor_id, superstep=task.superstep)
             for r in raw.get("requests") or ()
         ],
-        events=[decode_envelope(e) for e in raw.get("events") or ()],
+        events=[Envelope.from_json(e) for e in raw.get("events") or ()],
         halt=bool(raw.get("halt", False)),
-        answers=[(a["request_id"], decode_envelope(a["response"])) for a in raw.get("answers") or ()],
+        answers=[(a["request_id"], Envelope.from_json(a["response"])) for a in raw.get("answers") or ()],
         emitted=[str(c) for c in raw.get("emitted") or ()],
-        unrouted=[decode_envelope(m) for m in raw.get("unrouted") or ()],
+        unrouted=[Envelope.from_json(m) for m in raw.get("unrouted") or ()],
     )

@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from pydantic import ValidationError
 from pydantic_core import to_json
@@ -40,7 +40,14 @@ from temporalio.exceptions import ApplicationError, FailureError
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import DriverHost, StepOutcome, SuperstepDriver, checkpoint_of
+from temporal_workflows._engine.driver import (
+    DriverHost,
+    RunStatus,
+    StepOutcome,
+    SuperstepDriver,
+    checkpoint_of,
+    pending_request_event,
+)
 from temporal_workflows._engine.limits import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     GUIDANCE,
@@ -49,7 +56,6 @@ from temporal_workflows._engine.limits import (
     truncated_state,
 )
 from temporal_workflows._engine.machine import (
-    EXECUTOR_STATE_PREFIX,
     CommitPlan,
     Engine,
     EngineSnapshot,
@@ -57,6 +63,7 @@ from temporal_workflows._engine.machine import (
     Reduction,
     StepTask,
     Topology,
+    shared_part,
 )
 from temporal_workflows._engine.registry import resolve as resolve_type
 from temporal_workflows._engine.serde import Envelope, encode, validation_message
@@ -265,23 +272,10 @@ def _failure_type(e: BaseException) -> str:
     return (e.type if isinstance(e, ApplicationError) else None) or type(e).__name__
 
 
-def _iso(epoch: float | None) -> str | None:
-    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch is not None else None
-
-
 def _request_json(req: PendingRequest) -> dict[str, Any]:
-    return {
-        "request_id": req.request_id,
-        "executor_id": req.executor_id,
-        "request": req.data.data,
-        "request_type": req.data.type,
-        "response_type": req.response_type,
-        "response_schema": req.response_schema,
-        "superstep": req.superstep,
-        "created_at": _iso(req.created_at),
-        "deadline": _iso(req.deadline),
-        "on_timeout": req.on_timeout if req.timeout is not None else None,
-    }
+    """A pending request's JSON: the one form (``pending_request_event``), as the query and the result give it."""
+    out: dict[str, Any] = pending_request_event(req).model_dump(mode="json")
+    return out
 
 
 def _pinned(raw: RawValue) -> Pinned:
@@ -512,7 +506,8 @@ class GraphWorkflow:
 
     @workflow.query(name=QUERY_PENDING_REQUESTS)
     def pending_requests(self) -> list[dict[str, Any]]:
-        """Open requests with the JSON schema a response must match, oldest first; the largest cut if need be."""
+        """Open requests (``RequestInfoEvent`` JSON, with the schema a response must match), oldest first;
+        the largest cut if need be."""
         engine = self._engine
         if engine is None:
             return []
@@ -525,7 +520,7 @@ class GraphWorkflow:
         engine = self._engine
         if engine is None:
             return {}
-        shared = {k: v.data for k, v in engine.state.items() if not k.startswith(EXECUTOR_STATE_PREFIX)}
+        shared = {k: v.data for k, v in shared_part(engine.state).items()}
         return truncated_state(shared, self._payload_limit)
 
     # -- outside input -------------------------------------------------------------
@@ -1133,7 +1128,7 @@ class GraphWorkflow:
                 self._lineage = {"workflow_id": fork.workflow_id, "checkpoint_id": fork.checkpoint_id}
                 cps.restored(cp.checkpoint_id, base=False)
             elif not (inp.keep_alive and inp.message is None and inp.message_type is None):
-                self._start_env = Envelope(inp.message_type, inp.message)
+                self._start_env = inp.envelope
                 engine.start(self._start_env)
         except WorkflowError as e:
             error = InvalidRunInputError(f"the run cannot start from its input: {source}: {_short(e, 1000)}")
@@ -1195,7 +1190,7 @@ class GraphWorkflow:
             "outputs": [o.value.data for o in engine.outputs],
             "output_types": [o.value.type for o in engine.outputs],
             "superstep": engine.superstep,
-            "status": "completed",
+            "status": RunStatus.COMPLETED,
             "unanswered_requests": [_request_json(r) for r in engine.pending_requests.values()],
             **({"outputs_released": engine.outputs_released} if engine.outputs_released else {}),
         }
@@ -1387,7 +1382,7 @@ class GraphWorkflow:
                 raise self._too_large_to_continue(arg, size, engine.superstep)
         if self._board.attribute is not None and self.patches.get(PATCH_STATUS_ON_CONTINUE_AS_NEW):
             # This segment closes: it is no longer running or waiting; its successor says where the run is.
-            self._board.set("continued_as_new", "continued as new")
+            self._board.set(RunStatus.CONTINUED_AS_NEW, "continued as new")
         workflow.continue_as_new(args=[arg])
         raise AssertionError("unreachable")  # continue_as_new raises
 
@@ -1481,7 +1476,7 @@ class _Host(DriverHost):
                 timeout_summary="request deadline",
             )
 
-    def on_status(self, status: str, details: str) -> None:
+    def on_status(self, status: RunStatus, details: str) -> None:
         self.wf._board.set(status, details)
 
     def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:

@@ -77,8 +77,8 @@ class Segment:
     """The events of a run up to a resume (or the end), and the pending requests at each pause in it."""
 
     events: list[WorkflowEvent] = field(default_factory=list)
-    pending: list[list[tuple[str, str, Json]]] = field(default_factory=list)
-    """At each pause with requests: ``(request_id, executor_id, request JSON)`` per pending request."""
+    pending: list[list[dict[str, Json]]] = field(default_factory=list)
+    """At each pause with requests, each pending request in its one form (``RequestInfoEvent`` JSON, data as stored)."""
 
 
 @dataclass
@@ -167,7 +167,9 @@ class Seen:
     events: list[list[dict[str, Json]]]
     """Per segment (the run, then what follows each resume), every event in order."""
     pending: list[list[list[dict[str, Json]]]]
-    """Per segment, at each pause with requests, the pending requests in order."""
+    """Per segment, at each pause with requests, the pending requests in order (id, executor, data)."""
+    requests: list[list[list[dict[str, Json]]]]
+    """The same pending requests whole: every field of the one form both hosts list them in."""
     outputs: list[Json]
     state: dict[str, Json]
     error: dict[str, Json] | None
@@ -176,6 +178,7 @@ class Seen:
         return {
             "events": self.events,
             "pending": self.pending,
+            "requests": self.requests,
             "outputs": self.outputs,
             "state": self.state,
             "error": self.error,
@@ -198,10 +201,20 @@ def normalise(obs: Observed) -> Seen:
     events = [[m.event(ev) for ev in seg.events] for m, seg in zip(maskers, obs.segments, strict=True)]
     pending = [
         [
-            [{"request_id": m.request(rid), "executor_id": ex, "data": m.value(data)} for rid, ex, data in pause]
+            [
+                {
+                    "request_id": m.request(p["request_id"]),
+                    "executor_id": p["source_executor_id"],
+                    "data": m.value(p["data"]),
+                }
+                for p in pause
+            ]
             for pause in seg.pending
         ]
         for m, seg in zip(maskers, obs.segments, strict=True)
+    ]
+    requests = [
+        [[m.value(p) for p in pause] for pause in seg.pending] for m, seg in zip(maskers, obs.segments, strict=True)
     ]
     last = maskers[-1]
     error = None
@@ -215,7 +228,7 @@ def normalise(obs: Observed) -> Seen:
             "error_class": getattr(obs.error, "error_class", None),
         }
     outputs = [e["data"] for seg in events for e in seg if e["class"] == "WorkflowOutputEvent"]
-    return Seen(events, pending, outputs, last.value(obs.state), error)
+    return Seen(events, pending, requests, outputs, last.value(obs.state), error)
 
 
 def wf_run_id(obs: Observed) -> str:
@@ -226,6 +239,16 @@ def wf_run_id(obs: Observed) -> str:
 def _jsonable(value: Any) -> Json:
     """A value as a Temporal run shows it (state query, pending requests): its stored JSON, tagged where needed."""
     return encode(value).data
+
+
+def _pending_json_local(request: RequestInfoEvent) -> dict[str, Json]:
+    """A pending request as ``Workflow.pending_requests`` lists it, its (restored) data as stored JSON again."""
+    return {**request.model_dump(mode="json", exclude={"data"}), "data": _jsonable(request.data)}
+
+
+def _pending_json_remote(request: RequestInfoEvent) -> dict[str, Json]:
+    """A pending request as ``RunHandle.pending_requests(restore=False)`` lists it: the same type, data as stored."""
+    return {**request.model_dump(mode="json", exclude={"data"}), "data": request.data}
 
 
 def _checkpoint_after(events: list[WorkflowEvent], superstep: int) -> str:
@@ -802,7 +825,7 @@ async def run_in_process(s: Scenario) -> Observed:
         pending = wf.pending_requests
         if not pending:
             break
-        obs.segment.pending.append([(r.request_id, r.source_executor_id, _jsonable(r.data)) for r in pending])
+        obs.segment.pending.append([_pending_json_local(r) for r in pending])
         if s.resume_from is not None and not resumed:
             resumed = True
             if s.resume_from == 0:
@@ -866,8 +889,8 @@ async def _follow(s: Scenario, handle: RunHandle, obs: Observed) -> bool:
             obs.run_ids.add(ev.run_id)
         if not (isinstance(ev, WorkflowStatusEvent) and ev.state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS):
             continue
-        pending = await handle.pending_requests()
-        obs.segment.pending.append([(p["request_id"], p["executor_id"], p["request"]) for p in pending])
+        pending = await handle.pending_requests(restore=False)  # data as the run stores it, as compared
+        obs.segment.pending.append([_pending_json_remote(p) for p in pending])
         if s.resume_from is not None and not resumed:
             resumed = True
             if s.resume_from == 0:
@@ -880,7 +903,7 @@ async def _follow(s: Scenario, handle: RunHandle, obs: Observed) -> bool:
         if s.answer is None:
             return True
         # Given together, as in process (``run(responses=...)``): applied at one boundary.
-        answers = {p["request_id"]: s.answer(p["executor_id"], p["request"]) for p in pending}
+        answers = {p.request_id: s.answer(p.source_executor_id, p.data) for p in pending}
         await handle.respond_all({rid: value for rid, value in answers.items() if value is not TIME_OUT})
     return False
 
@@ -976,13 +999,18 @@ def test_the_normaliser_masks_run_specific_values_only() -> None:
         RequestInfoEvent(request_id=rid, source_executor_id="a", data="about run-1", response_type="int"),
         SuperStepCompletedEvent(superstep=1, checkpoint_id="c" * 32),
     ]
-    obs.segment.pending = [[(rid, "a", {"n": 2, "created_at": "2024-01-01T00:00:00"})]]
+    obs.segment.pending = [
+        [{"request_id": rid, "source_executor_id": "a", "data": {"n": 2, "created_at": "2024-01-01T00:00:00"}}]
+    ]
     obs.error = WorkflowRunError(f"request {rid!r} of run-1 after checkpoint {'c' * 32}", superstep=3)
     seen = normalise(obs)
     assert [e.get("request_id") for e in seen.events[0]] == [None, "req-1", "req-2", None]
     assert seen.events[0][0]["run_id"] == "<run>" and seen.events[0][2]["data"] == "about <run>"
     assert seen.events[0][3]["checkpoint_id"] == "cp-1" and seen.events[0][3]["superstep"] == 1
     assert seen.pending == [[[{"request_id": "req-2", "executor_id": "a", "data": {"n": 2, "created_at": "<time>"}}]]]
+    assert seen.requests == [
+        [[{"request_id": "req-2", "source_executor_id": "a", "data": {"n": 2, "created_at": "<time>"}}]]
+    ]
     assert seen.error == {
         "class": "WorkflowRunError",
         "message": "request 'req-2' of <run> after checkpoint cp-1",

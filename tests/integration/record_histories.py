@@ -89,7 +89,7 @@ async def drive_subworkflow(client: Client, workflow_id: str, queue: str) -> Run
     async for ev in handle.events():
         if isinstance(ev, WorkflowStatusEvent) and ev.state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS:
             (asked,) = await handle.pending_requests()
-            await handle.respond(asked["request_id"], {"text": "hum"})
+            await handle.respond(asked.request_id, {"text": "hum"})
     await handle.result()
     return handle
 

@@ -84,9 +84,9 @@ async def asked(handle: RunHandle, requests_seen: int) -> dict[str, str]:
     """Once the run's ``requests_seen``-th request was announced: the open request ids by asker."""
     await events_until(handle, nth(RequestInfoEvent, requests_seen))
     pending = await handle.pending_requests()
-    assert {p["request"]["text"].split(":")[0] for p in pending} == {"alice", "bob"}
-    assert all(p["request"]["text"].endswith("what about tea?") for p in pending)
-    return {p["request"]["asker"]: p["request_id"] for p in pending}
+    assert {p.data.text.split(":")[0] for p in pending} == {"alice", "bob"}
+    assert all(p.data.text.endswith("what about tea?") for p in pending)
+    return {p.data.asker: p.request_id for p in pending}
 
 
 async def answer_two_questions(handle: RunHandle, pending: dict[str, str], *, wait: bool = True) -> None:
@@ -526,7 +526,7 @@ async def test_a_consistent_carried_snapshot_still_restores(client: Client, work
     handle = RunHandle(started, client)
     try:
         await events_until(handle, nth(RequestInfoEvent, 1))  # r2 is announced again
-        assert [p["request_id"] for p in await handle.pending_requests()] == ["r2"]
+        assert [p.request_id for p in await handle.pending_requests()] == ["r2"]
         await handle.respond("r2", graphs.Answer(text="no"))
         result = await asyncio.wait_for(handle.result(), 30)
         assert result["outputs"] == [["alice=yes", "bob=no"]]

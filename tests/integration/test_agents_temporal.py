@@ -19,6 +19,7 @@ from temporal_workflows import WorkflowEvent
 from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES, TRUNCATED_KEY
 from temporal_workflows.agents import AgentRunUpdateEvent, conversation_key
 from temporal_workflows.errors import ExecutorFailedError
+from temporal_workflows.events import RequestInfoEvent
 from temporal_workflows.temporal import RunHandle, start_run
 from tests.agent_support import MODEL_CALLS, TOOL_CALLS
 from tests.conftest import TASK_QUEUE
@@ -48,12 +49,12 @@ async def _started(handle: RunHandle, timeout: float = 30) -> None:
     await asyncio.wait_for(scan(), timeout)
 
 
-async def _requests(handle: RunHandle, n: int, timeout: float = 30) -> list[dict[str, Any]]:
+async def _requests(handle: RunHandle, n: int, timeout: float = 30) -> list[RequestInfoEvent]:
     """The run's open requests, once there are ``n`` (polled, with a bound)."""
     await _started(handle)
     async with asyncio.timeout(timeout):
         while True:
-            pending = await handle.pending_requests()
+            pending = await handle.pending_requests(restore=False)
             if len(pending) == n:
                 return pending
             await asyncio.sleep(0.05)
@@ -69,8 +70,8 @@ async def _waiting_again(handle: RunHandle, after: int, timeout: float = 30) -> 
             await asyncio.sleep(0.05)
 
 
-def _approve(request: dict[str, Any], approved: bool = True) -> Content:
-    return Content.from_dict(request["request"]).to_function_approval_response(approved=approved)
+def _approve(request: RequestInfoEvent, approved: bool = True) -> Content:
+    return Content.from_dict(request.data).to_function_approval_response(approved=approved)
 
 
 async def _events(handle: RunHandle) -> list[WorkflowEvent]:
@@ -101,16 +102,16 @@ async def test_approvals_are_requests_answered_by_respond_and_nothing_completed_
     ticket = _ticket()
     handle = await start_run(client, GRAPHS["approval"], f"{ticket} email bob", id=workflow_id, task_queue=TASK_QUEUE)
     first, second = await _requests(handle, 2)
-    assert {Content.from_dict(r["request"]).function_call.name for r in (first, second)} == {"send_email", "archive"}
+    assert {Content.from_dict(r.data).function_call.name for r in (first, second)} == {"send_email", "archive"}
     assert (await handle.status())["status"] == "waiting_for_input"
     assert [t for t, _ in TOOL_CALLS[ticket]] == ["lookup"]
     # Independent: one answer now, the other once the run has taken the first.
     superstep = (await handle.status())["superstep"]
-    await handle.respond(first["request_id"], _approve(first))
+    await handle.respond(first.request_id, _approve(first))
     await _waiting_again(handle, superstep)
     assert [t for t, _ in TOOL_CALLS[ticket]] == ["lookup"]
     assert len(MODEL_CALLS[ticket]) == 2
-    await handle.respond(second["request_id"], _approve(second))
+    await handle.respond(second.request_id, _approve(second))
     result = await asyncio.wait_for(handle.result(), 60)
     assert result["outputs"][-1] == "mailer: Emailed bob (3 tool results)."
     assert sorted(t for t, _ in TOOL_CALLS[ticket]) == ["archive", "lookup", "send_email"]
@@ -121,7 +122,7 @@ async def test_approvals_answered_together_resume_once(client: Client, workflow_
     ticket = _ticket()
     handle = await start_run(client, GRAPHS["approval"], f"{ticket} email bob", id=workflow_id, task_queue=TASK_QUEUE)
     requests = await _requests(handle, 2)
-    await asyncio.gather(*(handle.respond(r["request_id"], _approve(r)) for r in requests))
+    await asyncio.gather(*(handle.respond(r.request_id, _approve(r)) for r in requests))
     result = await asyncio.wait_for(handle.result(), 60)
     assert result["outputs"][-1] == "mailer: Emailed bob (3 tool results)."
     assert sorted(t for t, _ in TOOL_CALLS[ticket]) == ["archive", "lookup", "send_email"]
@@ -131,13 +132,13 @@ async def test_approvals_answered_together_resume_once(client: Client, workflow_
 async def test_sibling_agents_approvals_are_independent_on_temporal(client: Client, workflow_id: str) -> None:
     ticket = _ticket()
     handle = await start_run(client, GRAPHS["siblings"], f"{ticket} tidy", id=workflow_id, task_queue=TASK_QUEUE)
-    requests = {r["executor_id"]: r for r in await _requests(handle, 2)}
+    requests = {r.source_executor_id: r for r in await _requests(handle, 2)}
     superstep = (await handle.status())["superstep"]
-    await handle.respond(requests["left"]["request_id"], _approve(requests["left"]))
+    await handle.respond(requests["left"].request_id, _approve(requests["left"]))
     await _waiting_again(handle, superstep)
     assert [a["folder"] for _, a in TOOL_CALLS[ticket]] == ["left"]
     assert [o.text for o in [AgentResponse.from_dict(x) for x in (await handle.status())["outputs"]]] == ["left done"]
-    await handle.respond(requests["right"]["request_id"], _approve(requests["right"], approved=False))
+    await handle.respond(requests["right"].request_id, _approve(requests["right"], approved=False))
     outputs = await asyncio.wait_for(handle.outputs(), 60)
     assert sorted(o.text for o in outputs) == ["left done", "right done"]
     assert [a["folder"] for _, a in TOOL_CALLS[ticket]] == ["left"]  # the denied call never ran
@@ -185,8 +186,8 @@ async def test_a_pydantic_ai_agents_deferred_tool_is_approved_by_respond(client:
     ticket = _ticket()
     handle = await start_run(client, GRAPHS["pydantic"], f"{ticket} trip", id=workflow_id, task_queue=TASK_QUEUE)
     (request,) = await _requests(handle, 1)
-    assert Content.from_dict(request["request"]).function_call.name == "book"
-    await handle.respond(request["request_id"], _approve(request))
+    assert Content.from_dict(request.data).function_call.name == "book"
+    await handle.respond(request.request_id, _approve(request))
     (response,) = await asyncio.wait_for(handle.outputs(), 60)
     assert response.text == "Booked Oslo; it is sunny."
     assert [t for t, _ in TOOL_CALLS[ticket]] == ["model", "weather", "book", "model"]

@@ -89,7 +89,7 @@ async def two_questions(client: Client, workflow_id: str) -> tuple[RunHandle, di
     """``it_two_questions`` waiting for alice's and bob's answers; returns the request ids by asker."""
     handle = await start_run(client, graphs.two_questions, "tea", id=workflow_id, task_queue=TASK_QUEUE)
     await events_until(handle, nth(RequestInfoEvent, 2))
-    return handle, {p["request"]["asker"]: p["request_id"] for p in await handle.pending_requests()}
+    return handle, {p.data.asker: p.request_id for p in await handle.pending_requests()}
 
 
 async def answer_two_questions(handle: RunHandle, pending: dict[str, str], *, wait: bool) -> None:
@@ -137,7 +137,7 @@ async def test_malformed_signals_to_a_waiting_run_are_ignored_with_a_warning_and
     if signal == "reset":
         await handle.reset(wait=False)  # a clean reset: the questions are asked again, with new ids
         await events_until(handle, nth(RequestInfoEvent, 4))
-        pending = {p["request"]["asker"]: p["request_id"] for p in await handle.pending_requests()}
+        pending = {p.data.asker: p.request_id for p in await handle.pending_requests()}
     await answer_two_questions(handle, pending, wait=signal != "respond")
     status = await handle.status()
     assert status["resets"] == (1 if signal == "reset" else 0)
@@ -222,7 +222,7 @@ async def test_malformed_updates_are_rejected_naming_the_input_and_leave_no_trac
     if update == "reset_run":
         assert (await handle.reset())["accepted"] is True  # type: ignore[index]
         await events_until(handle, nth(RequestInfoEvent, 4))
-        pending = {p["request"]["asker"]: p["request_id"] for p in await handle.pending_requests()}
+        pending = {p.data.asker: p.request_id for p in await handle.pending_requests()}
     if update == STREAM_POLL:
         await events_until(handle, nth(RequestInfoEvent, 2))  # events() polls with the same update
     await answer_two_questions(handle, pending, wait=True)
@@ -338,7 +338,7 @@ async def test_the_client_refuses_input_over_the_limit_before_sending_it(client:
     for wait in (True, False):
         with pytest.raises(PayloadTooLargeError, match=f"response to request {pending['bob']!r}"):
             await questions.respond(pending["bob"], {"text": big}, wait=wait)
-    assert sorted(p["request_id"] for p in await questions.pending_requests()) == sorted(pending.values())
+    assert sorted(p.request_id for p in await questions.pending_requests()) == sorted(pending.values())
     await answer_two_questions(questions, pending, wait=True)
 
 

@@ -171,9 +171,9 @@ async def test_fork_two_runs_from_one_checkpoint_and_answer_differently(client: 
     # The forks start with the source's pending request, under the same id.
     req_a = (await a.pending_requests())[0]
     req_b = (await b.pending_requests())[0]
-    assert req_a["request_id"] == req_b["request_id"]
-    await a.respond(req_a["request_id"], approval.ReviewDecision(approved=True))
-    await b.respond(req_b["request_id"], approval.ReviewDecision(approved=False, feedback="add sources"))
+    assert req_a.request_id == req_b.request_id
+    await a.respond(req_a.request_id, approval.ReviewDecision(approved=True))
+    await b.respond(req_b.request_id, approval.ReviewDecision(approved=False, feedback="add sources"))
     out_a = (await a.result())["outputs"]
     assert out_a[0]["status"] == "published"
     req_b2 = await _request(b, 2)  # the fork's stream: the restored request, then the second review
@@ -307,7 +307,7 @@ async def test_cli_checkpoint_checkpoints_reset_and_fork(client: Client, tempora
     code, out, _ = await run_cli(temporal_address, "fork", cp_id, "--from", wid, "--id", f"{wid}-fork")
     assert code == 0 and json.loads(out)["started"] == f"{wid}-fork"
     forked = get_run(client, f"{wid}-fork")
-    assert [r["request_id"] for r in await forked.pending_requests()] == [first.request_id]
+    assert [r.request_id for r in await forked.pending_requests()] == [first.request_id]
     await forked.handle.terminate("test done")
 
     code, out, _ = await run_cli(temporal_address, "reset", wid, "--to", "no-such-checkpoint")

@@ -163,7 +163,9 @@ async def test_a_run_its_answer_refused_then_accepted(console: Console) -> None:
         run = (await http.get(f"/api/runs/{handle.id}")).json()
         assert run["graph"] == "console_review" and run["status"]["status"] == "waiting_for_input"
         (request,) = run["pending_requests"]
-        assert request["executor_id"] == "writer" and request["response_schema"]["properties"]["score"]["maximum"] == 5
+        # The page gets a pending request in its one form: the request_info event's JSON, where it stands.
+        assert request["source_executor_id"] == "writer" and request["type"] == "request_info"
+        assert request["response_schema"]["properties"]["score"]["maximum"] == 5 and request["superstep"] >= 1
         assert run["picture"]["node_ids"]["writer"] and run["state"]["topic"] == "refusals"
         path = f"/api/runs/{handle.id}/requests/{request['request_id']}"
         refused = await http.post(path, json={"response": {"approved": False, "score": 2}}, headers=ACTION)
@@ -234,7 +236,7 @@ def test_a_picture_the_console_cannot_read_is_a_note_never_an_error() -> None:
 async def test_events_stream_over_sse_until_the_run_closes(console: Console) -> None:
     handle = await _review(console.client, "sse")
     (request,) = await handle.pending_requests()
-    await handle.respond(request["request_id"], {"approved": True, "score": 4})
+    await handle.respond(request.request_id, {"approved": True, "score": 4})
     await handle.result()
     events: list[dict[str, Any]] = []
     async with (
@@ -298,7 +300,7 @@ async def test_a_locked_console_needs_its_token_or_its_session(locked: Console) 
         )
         assert (await http.get(f"/api/runs/{handle.id}")).json()["state"]["topic"] == "locked"
         (request,) = await handle.pending_requests()
-        path = f"/api/runs/{handle.id}/requests/{request['request_id']}"
+        path = f"/api/runs/{handle.id}/requests/{request.request_id}"
         assert (await http.post(path, json={"response": {"approved": True, "score": 3}})).status_code == 403
         assert (
             await http.post(path, json={"response": {"approved": True, "score": 3}}, headers=ACTION)
@@ -442,7 +444,7 @@ async def test_browser_a_request_answered_elsewhere_disappears(console: Console,
     await page.goto(f"{console.url}/#/run/{handle.id}")
     await page.locator("[data-request]").wait_for()
     (request,) = await handle.pending_requests()
-    await handle.respond(request["request_id"], {"approved": True, "score": 5})
+    await handle.respond(request.request_id, {"approved": True, "score": 5})
     await page.locator("[data-request]").wait_for(state="detached", timeout=10_000)
     await page.locator("h1 .badge[data-status=completed]").wait_for()
 

@@ -110,7 +110,7 @@ async def test_a_bad_response_is_refused_before_any_is_delivered(client: Client)
     with pytest.raises(UnknownRequestError, match="no pending request with id 'nope'"):
         await twin.run(responses={request.request_id: answer, "nope": answer})
     assert twin.handle is not None
-    assert [r["request_id"] for r in await twin.handle.pending_requests()] == [request.request_id]
+    assert [r.request_id for r in await twin.handle.pending_requests()] == [request.request_id]
     assert twin.run_state == WorkflowRunState.IDLE_WITH_PENDING_REQUESTS
     await twin.cancel()
 

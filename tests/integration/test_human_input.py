@@ -89,14 +89,18 @@ async def test_waiting_run_reports_status_and_pending_requests(client: Client, w
     assert status["status"] == "waiting_for_input"
     assert status["pending_requests"] == 1 and status["in_flight"] == []
     [pending] = await handle.pending_requests()
-    assert pending["request_id"] == request.request_id
-    assert pending["executor_id"] == "reviewer"
-    assert pending["request"]["draft"]["round"] == 1
-    assert pending["response_schema"]["properties"]["approved"]["type"] == "boolean"
-    assert pending["created_at"] is not None and pending["deadline"] is None
+    assert pending.request_id == request.request_id
+    assert pending.source_executor_id == "reviewer"
+    assert pending.data.draft.round == 1
+    # The one form of a pending request: the event that announced it, with where it stands.
+    assert pending.model_dump(exclude={"superstep", "created_at", "deadline", "on_timeout"}) == request.model_dump(
+        exclude={"timestamp"}
+    )
+    assert pending.response_schema["properties"]["approved"]["type"] == "boolean"
+    assert pending.created_at is not None and pending.deadline is None and pending.superstep == 2
     # The streamed request carries the typed request and the same schema.
     assert isinstance(request.data, approval.ReviewRequest)
-    assert request.response_schema == pending["response_schema"]
+    assert request.response_schema == pending.response_schema
     # The Web UI's summary line, and the status search attribute.
     metadata = await handle.handle.query("__temporal_workflow_metadata")
     assert metadata.current_details == "waiting for input: 1 request from reviewer"
@@ -174,7 +178,7 @@ async def test_bad_responses_by_signal_become_warnings_and_the_run_goes_on(clien
     status = await handle.status()
     assert status["status"] == "waiting_for_input"
     assert [w["request_id"] for w in status["warnings"]] == ["no-such-request", request.request_id]
-    assert [p["request_id"] for p in await handle.pending_requests()] == [request.request_id]
+    assert [p.request_id for p in await handle.pending_requests()] == [request.request_id]
 
     # A good answer, then the same answer again: the second is only a warning.
     await handle.respond(request.request_id, approval.auto_answer(request), wait=False)
@@ -214,10 +218,10 @@ async def test_responding_with_the_temporal_cli(client: Client, temporal_address
 async def test_two_pending_requests_answered_in_reverse_order(client: Client, workflow_id: str) -> None:
     handle = await start_run(client, graphs.two_questions, "tea", id=workflow_id, task_queue=TASK_QUEUE)
     await events_until(handle, waiting)
-    pending = {p["request"]["asker"]: p["request_id"] for p in await handle.pending_requests()}
+    pending = {p.data.asker: p.request_id for p in await handle.pending_requests()}
     assert sorted(pending) == ["alice", "bob"]
     await handle.respond(pending["bob"], graphs.Answer(text="no"))
-    assert [p["request"]["asker"] for p in await handle.pending_requests()] == ["alice"]
+    assert [p.data.asker for p in await handle.pending_requests()] == ["alice"]
     await handle.respond(pending["alice"], {"text": "yes"}, wait=False)
     assert (await handle.result())["outputs"] == [["alice=yes", "bob=no"]]
 
@@ -226,8 +230,8 @@ async def test_request_answered_before_its_deadline(client: Client, workflow_id:
     handle = await start_run(client, graphs.timed, graphs.Deadline(seconds=3600), id=workflow_id, task_queue=TASK_QUEUE)
     await events_until(handle, waiting)
     [pending] = await handle.pending_requests()
-    assert pending["deadline"] is not None and pending["on_timeout"] == "respond"
-    await handle.respond(pending["request_id"], graphs.Approval(approved=True))
+    assert pending.deadline is not None and pending.on_timeout == "respond"
+    await handle.respond(pending.request_id, graphs.Approval(approved=True))
     assert (await handle.result())["outputs"] == ["approved"]
 
 
@@ -365,7 +369,8 @@ async def test_cli_run_follow_requests_and_respond(client: Client, temporal_addr
     code, out, _ = await _cli(temporal_address, "requests", workflow_id)
     assert code == 0
     [pending] = json.loads(out)
-    assert pending["executor_id"] == "reviewer" and "approved" in pending["response_schema"]["properties"]
+    assert pending["source_executor_id"] == "reviewer" and "approved" in pending["response_schema"]["properties"]
+    assert pending["type"] == "request_info" and pending["data"]["draft"]["round"] == 1
 
     code, _, err = await _cli(temporal_address, "respond", workflow_id, pending["request_id"], '{"approved": "maybe"}')
     assert code == 1 and "refused" in err and "ReviewDecision" in err

@@ -123,9 +123,9 @@ async def test_wait_for_event_waits_durably_and_the_re_run_repeats_no_effect_but
     async def answer(ev: InputRequiredEvent) -> None:
         status = await run.run.status()
         assert status["status"] in ("waiting_for_input", "running")
-        (pending,) = await run.run.pending_requests()
-        assert pending["executor_id"] == "ask" and pending["request"]["requirements"] == {"kind": "name"}
-        assert pending["request"]["waiter_event"]["data"] == {"prefix": "name?"}
+        (pending,) = await run.run.pending_requests(restore=False)
+        assert pending.source_executor_id == "ask" and pending.data["requirements"] == {"kind": "name"}
+        assert pending.data["waiter_event"]["data"] == {"prefix": "name?"}
         # An event that does not meet the requirements answers nothing; the matching one does.
         await run.send_event(HumanResponseEvent(response="wrong", kind="other"))
         await run.send_event(HumanResponseEvent(response="Ann", kind="name"))
@@ -149,7 +149,7 @@ async def test_the_temporal_cli_answers_a_wait_by_the_respond_signal_with_plain_
     async def answer(ev: InputRequiredEvent) -> None:
         (pending,) = await run.run.pending_requests()
         await run.run.handle.signal(
-            "respond", {"request_id": pending["request_id"], "response": {"response": "Bo", "kind": "name"}}
+            "respond", {"request_id": pending.request_id, "response": {"response": "Bo", "kind": "name"}}
         )
 
     await _events(run, answer)

@@ -221,7 +221,7 @@ async def test_waiting_children_with_large_state_past_one_payload_fit_and_their_
             await asyncio.sleep(0.1)  # polling the run's state, with a bound
     assert await handle.state() == {}
     for i, request in enumerate(pending):
-        await handle.respond(request["request_id"], f"enough {i}")
+        await handle.respond(request.request_id, f"enough {i}")
     result = await asyncio.wait_for(handle.result(), 120)
     assert sorted(result["outputs"]) == ["enough 0", "enough 1", "enough 2"]
 
@@ -234,10 +234,10 @@ async def test_open_requests_too_large_together_are_listed_with_the_largest_data
         while (await handle.status())["pending_requests"] < 3:
             await asyncio.sleep(0.1)  # polling the run's state, with a bound
     pending = await handle.pending_requests()  # never "Blob data size exceeds limit"
-    assert len(pending) == 3 and all(r["response_schema"] for r in pending)
-    cut = [r for r in pending if r["request"] is None]
-    assert 1 <= len(cut) < 3 and all("900,0" in r[OMITTED_KEY] for r in cut)
+    assert len(pending) == 3 and all(r.response_schema for r in pending)
+    cut = [r for r in pending if r.data is None]
+    assert 1 <= len(cut) < 3 and all("900,0" in (r.model_dump()[OMITTED_KEY] or "") for r in cut)
     for r in pending:
-        await handle.respond(r["request_id"], "ok")
+        await handle.respond(r.request_id, "ok")
     result = await asyncio.wait_for(handle.result(), 60)
     assert sorted(result["outputs"]) == ["0: ok", "1: ok", "2: ok"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
@@ -20,7 +19,7 @@ from temporalio.service import RPCError
 
 from temporal_workflows import WorkflowEvent, WorkflowRunState
 from temporal_workflows.errors import ExecutorFailedError, RunClosedError
-from temporal_workflows.events import WorkflowStatusEvent
+from temporal_workflows.events import RequestInfoEvent, WorkflowStatusEvent
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, get_run, start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import subgraphs as g
@@ -30,7 +29,7 @@ from tests.integration.streams import events_until
 pytestmark = pytest.mark.usefixtures("worker")
 
 
-async def pause(handle: RunHandle, nth: int = 1) -> list[dict[str, Any]]:
+async def pause(handle: RunHandle, nth: int = 1) -> list[RequestInfoEvent]:
     """The run's pending requests at its ``nth`` pause for input, as its event stream reports it.
 
     The stream, not the ``status`` query: a query that reaches a run while its
@@ -47,7 +46,7 @@ async def pause(handle: RunHandle, nth: int = 1) -> list[dict[str, Any]]:
         return waiting == nth
 
     await events_until(handle, paused)
-    return await handle.pending_requests()
+    return await handle.pending_requests(restore=False)
 
 
 async def until_history_has(client: Client, workflow_id: str, activity_type: str, timeout: float = 30) -> None:
@@ -94,13 +93,13 @@ async def test_a_propagated_request_waits_with_no_child_running_and_its_answer_r
 ) -> None:
     handle = await start_run(client, g.propagating, "bees", id=workflow_id, task_queue=TASK_QUEUE)
     (asked,) = await pause(handle)
-    assert asked["executor_id"] == "interview"
-    assert asked["request"] == {"topic": "bees", "text": "what about bees?"}
-    assert asked["response_type"] == "Answer" and asked["response_schema"]["required"] == ["text"]
+    assert asked.source_executor_id == "interview"
+    assert asked.data == {"topic": "bees", "text": "what about bees?"}
+    assert asked.response_type == "Answer" and asked.response_schema["required"] == ["text"]
     child = f"{workflow_id}/interview/2.0"
     # the child came to rest and completed; the parent holds it while it waits
     assert (await status_of(client, child))[0] == WorkflowExecutionStatus.COMPLETED
-    await handle.respond(asked["request_id"], g.answer("interview", asked["request"]))
+    await handle.respond(asked.request_id, g.answer("interview", asked.data))
     result = await handle.result()
     assert result["outputs"] == ["parent got \"bees: interview heard 'what about bees?'\""]
     # the answer resumed the same child: a second activation, under the same id, after the first
@@ -116,8 +115,8 @@ async def test_nested_children_on_temporal_pass_the_request_out_and_the_answer_i
 ) -> None:
     handle = await start_run(client, g.nested, "bees", id=workflow_id, task_queue=TASK_QUEUE)
     (asked,) = await pause(handle)
-    assert asked["executor_id"] == "middle" and asked["request"]["topic"] == "BEES"
-    await handle.respond(asked["request_id"], {"text": "hum"})
+    assert asked.source_executor_id == "middle" and asked.data["topic"] == "BEES"
+    await handle.respond(asked.request_id, {"text": "hum"})
     assert (await handle.result())["outputs"] == ["parent got '[BEES: hum]'"]
     grandchild = f"{workflow_id}/middle/2.0/inner/2.0"
     assert await status_of(client, grandchild) == (
@@ -149,19 +148,19 @@ async def test_a_reset_to_a_checkpoint_brings_the_waiting_child_back_and_its_req
     client: Client, workflow_id: str
 ) -> None:
     handle = await start_run(client, g.reviewing, ["owls", "bats"], id=workflow_id, task_queue=TASK_QUEUE)
-    asked = {p["request"]["topic"]: p["request_id"] for p in await pause(handle)}
+    asked = {p.data["topic"]: p.request_id for p in await pause(handle)}
     both_waiting = await handle.latest_checkpoint_id()
     assert both_waiting is not None
     await handle.respond(asked["owls"], {"text": "hoot"})
     (left,) = await pause(handle, 2)
-    assert left["request_id"] == asked["bats"]
+    assert left.request_id == asked["bats"]
     after_owls = await handle.latest_checkpoint_id()
     assert after_owls is not None and after_owls != both_waiting
 
     # Back to when both children waited: both requests are pending again, and answering works.
     await handle.reset(checkpoint_id=both_waiting)
     again = await pause(handle, 3)
-    assert {p["request_id"] for p in again} == set(asked.values())
+    assert {p.request_id for p in again} == set(asked.values())
     await handle.respond(asked["owls"], {"text": "hoot again"})
     await handle.respond(asked["bats"], {"text": "squeak"})
     result = await handle.result()
@@ -176,9 +175,9 @@ async def test_a_fork_restores_its_children_apart_from_the_original(client: Clie
     fork = await handle.fork(checkpoint_id, f"{workflow_id}-fork", task_queue=TASK_QUEUE)
     try:
         (forked,) = await pause(fork)
-        assert forked["request_id"] == asked["request_id"]
-        await fork.respond(forked["request_id"], {"text": "in the fork"})
-        await handle.respond(asked["request_id"], {"text": "in the original"})
+        assert forked.request_id == asked.request_id
+        await fork.respond(forked.request_id, {"text": "in the fork"})
+        await handle.respond(asked.request_id, {"text": "in the original"})
         assert (await fork.result())["outputs"] == ["parent got 'bees: in the fork'"]
         assert (await handle.result())["outputs"] == ["parent got 'bees: in the original'"]
         # the fork's child ran under the fork
@@ -216,7 +215,6 @@ async def test_a_running_child_refuses_outside_input_and_is_cancelled_with_its_p
 async def test_an_answer_given_before_its_deadline_wins_though_the_boundary_that_takes_it_is_after(
     client: Client, workflow_id: str, child: bool
 ) -> None:
-    from temporal_workflows.events import RequestInfoEvent
 
     wf = g.race_child if child else g.race_top
     handle = await start_run(client, wf, "busy", id=workflow_id, task_queue=TASK_QUEUE)

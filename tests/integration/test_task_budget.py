@@ -303,7 +303,7 @@ async def test_large_input_waited_for_and_delivered_in_one_workflow_task_never_t
         async with Worker(client, task_queue=queue):
             await events_until(handle, nth(RequestInfoEvent, 3))
             pending = await handle.pending_requests()
-        calls = [handle.respond(p["request_id"], t) for p, t in zip(pending, sent, strict=False)]
+        calls = [handle.respond(p.request_id, t) for p, t in zip(pending, sent, strict=False)]
         expected = [len(t) for t in sent[:3]]
     waiting = [asyncio.ensure_future(c) for c in calls]
     for _ in range(200):  # every input is with the server (signalled) before a worker polls
@@ -326,7 +326,7 @@ async def test_large_input_waited_for_is_refused_as_its_update_would_be(client: 
 
     handle = await start_run(client, graphs.big_answers, "tea", id=workflow_id, task_queue=TASK_QUEUE)
     await events_until(handle, nth(RequestInfoEvent, 3))
-    pending = [p["request_id"] for p in await handle.pending_requests()]
+    pending = [p.request_id for p in await handle.pending_requests()]
     big = texts(1)[0]
     with pytest.raises(UndeliverableMessageError, match="no executor 'nobody'"):
         await handle.send("nobody", big)
@@ -349,7 +349,7 @@ async def test_answers_that_reach_a_run_before_it_has_its_engine_wait_for_it(cli
     assert checkpoint is not None
     queue = f"{TASK_QUEUE}-{workflow_id}"
     forked = await fork(client, workflow_id, checkpoint["checkpoint_id"], f"{workflow_id}-fork", task_queue=queue)
-    pending = [p["request_id"] for p in await source.pending_requests()]
+    pending = [p.request_id for p in await source.pending_requests()]
     sent = texts(3)
     answers = [asyncio.ensure_future(forked.respond(r, t)) for r, t in zip(pending, sent, strict=True)]
     for _ in range(200):  # all three with the server before any worker polls the fork's queue
@@ -426,10 +426,10 @@ async def test_large_responses_to_pending_requests_answered_at_once_are_all_proc
     answers = texts(3)
     # n answered at once, large; the others after them, small.
     await asyncio.gather(
-        *(handle.respond(p["request_id"], t, wait=wait) for p, t in zip(pending[:n], answers, strict=False))
+        *(handle.respond(p.request_id, t, wait=wait) for p, t in zip(pending[:n], answers, strict=False))
     )
     for p in pending[n:]:
-        await handle.respond(p["request_id"], "short")
+        await handle.respond(p.request_id, "short")
     result = await asyncio.wait_for(handle.result(), 120)
     assert sorted(result["outputs"]) == sorted([len(t) for t in answers[:n]] + [len("short")] * (3 - n))
     await never_terminated(handle, updates=wait)

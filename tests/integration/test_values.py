@@ -38,7 +38,11 @@ async def test_a_client_reads_ordinary_values_back_with_their_types(client: Clie
     assert type(asked.data) is tuple and type(coin) is sc.Coin and (coin.cents, coin.currency) == (300, "EUR")
     assert tone is sc.Tone.COOL
     (pending,) = await handle.pending_requests()
-    assert pending["request"] == [
+    # Restored, as in process and as the streamed request.
+    (p_coin, p_tone) = pending.data
+    assert type(pending.data) is tuple and type(p_coin) is sc.Coin and p_coin.cents == 300 and p_tone is sc.Tone.COOL
+    (pending,) = await handle.pending_requests(restore=False)
+    assert pending.data == [
         {"$tests.conformance.scenarios:Coin": {"cents": 300, "currency": "EUR"}},
         {"$tests.conformance.scenarios:Tone": "cool"},
     ]

@@ -84,7 +84,7 @@ async def until(what: str, check: Callable[[], object], timeout: float = 30.0) -
 async def pending_id(run: RunHandle) -> str:
     async def one() -> str | None:
         pending = await run.pending_requests()
-        return pending[0]["request_id"] if pending else None
+        return pending[0].request_id if pending else None
 
     found: list[str] = []
 

@@ -277,7 +277,6 @@ async def on_temporal(address: str) -> None:
     from temporalio.worker import Worker
 
     from temporal_workflows import WorkflowRunState
-    from temporal_workflows._engine.serde import Envelope, decode
     from temporal_workflows.events import WorkflowStatusEvent
     from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
 
@@ -294,7 +293,7 @@ async def on_temporal(address: str) -> None:
         asked = await handle.pending_requests()
         print(f"\nHandling {len(asked)} request info events...\n")
         for p in asked:
-            await handle.respond(p["request_id"], external_answer(decode(Envelope(p["request_type"], p["request"]))))
+            await handle.respond(p.request_id, external_answer(p.data))
         show(await handle.outputs())
 
 

@@ -236,7 +236,7 @@ function runView(runId) {
       if (run.picture) await drawGraph(run.picture);
       else graphBox.replaceChildren(el("p", { class: "muted", id: "no-picture" }, `No picture: ${run.picture_note || "the run keeps none"}.`));
     }
-    waiting = new Set(run.pending_requests.map((r) => r.executor_id));
+    waiting = new Set(run.pending_requests.map((r) => r.source_executor_id));
     paint();
     renderRequests(run.pending_requests);
     outputsBox.replaceChildren(st && st.outputs && st.outputs.length ? st.outputs.map(pretty) : el("p", { class: "muted" }, "None yet."));
@@ -269,7 +269,7 @@ function runView(runId) {
       } catch (e) { error.textContent = e.message; }
       buttons.forEach((b) => { b.disabled = false; });
     };
-    const data = r.request;
+    const data = r.data;
     if (data && typeof data === "object" && data.type === "function_approval_request") {
       const call = data.function_call || {};
       let args = call.arguments;
@@ -278,7 +278,7 @@ function runView(runId) {
       const deny = el("button", { type: "button", class: "danger", "data-action": "deny" }, "Deny");
       approve.addEventListener("click", () => send({ approve: true }, [approve, deny]));
       deny.addEventListener("click", () => send({ approve: false }, [approve, deny]));
-      box.append(el("div", {}, el("span", { class: "muted" }, `${r.executor_id} asks to call `), el("span", { class: "tool" }, call.name || "a tool")),
+      box.append(el("div", {}, el("span", { class: "muted" }, `${r.source_executor_id} asks to call `), el("span", { class: "tool" }, call.name || "a tool")),
         args !== undefined ? pretty(args) : null, el("div", { class: "actions" }, approve, deny), error);
       return box;
     }
@@ -291,7 +291,7 @@ function runView(runId) {
       if (read.errors) { error.textContent = "Fix the fields marked above."; return; }
       send({ response: read.value }, [submit]);
     });
-    box.append(el("div", {}, el("span", { class: "muted" }, `${r.executor_id} asks`, r.response_type ? ` (answer: ${r.response_type.split(".").pop()})` : "")),
+    box.append(el("div", {}, el("span", { class: "muted" }, `${r.source_executor_id} asks`, r.response_type ? ` (answer: ${r.response_type.split(".").pop()})` : "")),
       pretty(data), f);
     return box;
   }
