@@ -26,8 +26,8 @@ import contextlib
 import dataclasses
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn, TypeVar
+from datetime import timedelta
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from pydantic_core import to_json
