@@ -409,7 +409,7 @@ async def test_browser_draws_a_run_of_a_graph_it_was_not_given_lit_per_executor(
         assert await page.locator(f'#graph g.node[data-executor="{idle}"]').get_attribute("data-state") == "idle"
     await _shot(page, "run-not-given")
     (request,) = await handle.pending_requests()
-    await handle.respond(request["request_id"], {"approved": True, "score": 5})
+    await handle.respond(request.request_id, {"approved": True, "score": 5})
     await page.locator('#graph g.node[data-executor="publish"][data-state="done"]').wait_for()  # live
     await page.locator("h1 .badge[data-status=completed]").wait_for()
 
