@@ -36,6 +36,8 @@ BUILD: dict[str, Callable[[TemporalRuntime], Workflow]] = {
     # Recorded with step batches (patch llama-runtime-step-batches); the ones above predate them.
     "fan_out_batched": lambda rt: lw.FanOut(timeout=45, runtime=rt),
     "first_wins_batched": lambda rt: lw.FirstWins(timeout=60, runtime=rt),
+    # Recorded with collect_events reruns run ahead in their batch (patch llama-runtime-collect-speculation).
+    "fan_out_speculated": lambda rt: lw.FanOut(timeout=45, runtime=rt),
 }
 
 
@@ -50,6 +52,7 @@ async def _drive(name: str, wf: Workflow) -> str:
         "chain": {"x": 1},
         "fan_out": {"n": 10},
         "fan_out_batched": {"n": 10},
+        "fan_out_speculated": {"n": 16},
         "human_in_loop": {"topic": "t"},
     }
     if name == "flaky":

@@ -8,6 +8,8 @@ workflow signal``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from typing import Any
 
@@ -20,6 +22,7 @@ __all__ = [
     "DEFAULT_TASK_QUEUE",
     "EVENTS_TOPIC",
     "MAX_JOURNAL_CHARS",
+    "PATCH_COLLECT_SPECULATION",
     "PATCH_STEP_BATCHES",
     "MAX_STEP_INPUT_CHARS",
     "MAX_TICK_CHARS",
@@ -35,6 +38,8 @@ __all__ = [
     "StepBatchOutput",
     "StepInput",
     "StepOutput",
+    "SpeculatedStep",
+    "speculation_key",
 ]
 
 WORKFLOW_TYPE = "LlamaIndexRun"
@@ -137,6 +142,15 @@ PATCH_STEP_BATCHES = "llama-runtime-step-batches"
 of one step made ready in the same workflow activation in one activity (:class:`StepBatchInput`)."""
 
 
+PATCH_COLLECT_SPECULATION = "llama-runtime-collect-speculation"
+"""Runs recorded before this ran each rerun of a ``collect_events`` step (its buffer stale) as an activity of
+its own; newer ones ask a batch to also run the reruns the loop is about to ask for (``StepBatchInput.speculate``)
+and answer those reruns from the batch's result, with no activity."""
+
+MAX_SPECULATED_RUNS = 64
+"""At most this many speculative reruns per batch (a batch of n collect invocations needs n(n-1)/2)."""
+
+
 class StepBatchInput(_Frozen):
     """Invocations of one step made ready together, run in one activity, results in the same order.
 
@@ -148,6 +162,23 @@ class StepBatchInput(_Frozen):
     batch: list[StepInput]
     store: dict[str, Any] | None = None
     buffers: list[dict[str, Any]] = Field(default_factory=list)
+    lists: list[list[str]] = Field(default_factory=list)
+    """Fan-in buffers shared by prefix: ``state["collected_events_prefixes"]`` maps a buffer id to
+    ``[index into lists, length]`` (runs with ``PATCH_COLLECT_SPECULATION``)."""
+    speculate: bool = False
+    """Also run the reruns of the batch's stale ``collect_events`` invocations (``PATCH_COLLECT_SPECULATION``)."""
+
+
+class SpeculatedStep(_Frozen):
+    """The result of a rerun the loop will probably ask for, run ahead in the batch's activity.
+
+    ``key`` is :func:`speculation_key` of the rerun's exact input; the run uses ``output`` only for an
+    invocation whose input has that key (so it is the step's result for that very input: at-least-once,
+    as a retry is), and schedules an activity for any other.
+    """
+
+    key: str
+    output: StepOutput
 
 
 class StepBatchOutput(_Frozen):
@@ -156,3 +187,17 @@ class StepBatchOutput(_Frozen):
     results: list[StepOutput | None]
     """``None``: the invocation was still running when the batch returned (see ``_activity._run_batch``);
     the run runs it alone."""
+    speculated: list[SpeculatedStep] = Field(default_factory=list)
+    """Reruns run ahead (``StepBatchInput.speculate``), in the order they ran."""
+
+
+def speculation_key(inp: StepInput) -> str:
+    """What identifies a step invocation's input within its run, apart from its invocation id (a rerun
+    gets a new one, which only keys its sends, and the run, not the step, turns sends into ticks).
+
+    The run id is left out: it is the run's own (the keys never leave it), and a history replayed under
+    another workflow id must decide the same."""
+    data = inp.model_dump(mode="json", exclude={"run_id"})
+    data["state"] = {k: v for k, v in data["state"].items() if k != "invocation_id"}
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -76,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_JOURNAL_CHARS,
         MAX_STEP_INPUT_CHARS,
         MAX_TICK_CHARS,
+        PATCH_COLLECT_SPECULATION,
         PATCH_STEP_BATCHES,
         RESULT_ERROR_TYPE,
         STATE_QUERY,
@@ -88,8 +89,12 @@ with workflow.unsafe.imports_passed_through():
         StepBatchOutput,
         StepInput,
         StepOutput,
+        speculation_key,
     )
     from temporal_workflows.llama._runtime_temporal._server import run_view
+
+MAX_SPECULATED_KEPT = 256
+"""Run-ahead results a run keeps for reruns not yet asked for (the oldest go first)."""
 
 __all__ = ["LlamaIndexRun", "WorkflowRunAdapter", "decode_tick", "error_details"]
 
@@ -129,6 +134,10 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self.batches = False
         """Run a step's invocations made ready in one activation in one activity (``PATCH_STEP_BATCHES``)."""
         self._ready: dict[str, list[tuple[StepInput, asyncio.Future[StepOutput]]]] = {}
+        self.speculation = False
+        """Ask batches to run ahead the reruns of stale ``collect_events`` calls (``PATCH_COLLECT_SPECULATION``)."""
+        self._speculated: dict[str, StepOutput] = {}
+        """Run-ahead results by :func:`speculation_key`, oldest first; each answers one invocation."""
         self.releasing = False
         self.completion_order: list[str] = []
         """Keys of the tasks in the order the loop was handed them (workers and pulls), for tests and queries."""
@@ -306,7 +315,12 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 f"step {step_name!r}: its input (event, fan-in buffers and ctx.store) is {size:,} bytes, over "
                 f"the {MAX_STEP_INPUT_CHARS:,} a Temporal payload allows here; keep large values out of the store"
             )
-        if self.batches:
+        ahead = self._speculated.pop(speculation_key(inp), None) if self._speculated else None
+        if ahead is not None:
+            # A batch already ran this very input (a rerun of a collect_events call whose buffer was stale,
+            # the one the loop now asks for): its result, with no activity of its own.
+            out = ahead
+        elif self.batches:
             out = await self._batched(inp)
         else:
             out = await self._single(inp)
@@ -394,7 +408,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
 
     async def _run_batch(self, step_name: str, items: list[tuple[StepInput, asyncio.Future[StepOutput]]]) -> None:
         try:
-            arg = self._batch_input(items) if len(items) > 1 else None
+            arg = self._batch_input(items, self.speculation) if len(items) > 1 else None
             if arg is None:
                 # One invocation, or a batch over the payload limit: each alone (each was checked).
                 results: list[StepOutput | None] = list(await asyncio.gather(*(self._single(inp) for inp, _ in items)))
@@ -404,6 +418,10 @@ class WorkflowRunAdapter(InternalRunAdapter):
                         self._start(step_name, arg, f"{step_name} x{len(items)}")
                     )
                     results = out.results
+                    for ahead in out.speculated:
+                        self._speculated[ahead.key] = ahead.output
+                    while len(self._speculated) > MAX_SPECULATED_KEPT:
+                        del self._speculated[next(iter(self._speculated))]
                 except ActivityError as e:
                     if not (isinstance(e.cause, ApplicationError) and e.cause.type == BATCH_TOO_LARGE):
                         raise
@@ -434,10 +452,18 @@ class WorkflowRunAdapter(InternalRunAdapter):
             fut.set_result(out)
 
     @staticmethod
-    def _batch_input(items: list[tuple[StepInput, asyncio.Future[StepOutput]]]) -> StepBatchInput | None:
-        """The batch's activity input, each store and fan-in buffer once; ``None`` if over the limit."""
+    def _batch_input(
+        items: list[tuple[StepInput, asyncio.Future[StepOutput]]], speculate: bool = False
+    ) -> StepBatchInput | None:
+        """The batch's activity input, each store and fan-in buffer once; ``None`` if over the limit.
+
+        With ``speculate`` (``PATCH_COLLECT_SPECULATION``) a buffer goes once even when the invocations
+        hold different lengths of it (a join's invocations start one event apart): each refers to a
+        prefix of one shared list (``state["collected_events_prefixes"]``).
+        """
         base = items[0][0].store
         buffers: list[dict[str, Any]] = []
+        lists: list[list[str]] = []
         known: dict[str, int] = {}
         batch: list[StepInput] = []
         for inp, _ in items:
@@ -445,7 +471,11 @@ class WorkflowRunAdapter(InternalRunAdapter):
             if inp.store is base or inp.store == base:
                 update["store"] = None  # the batch's store (each invocation's store as it was queued)
             collected = inp.state.get("collected_events") or {}
-            if collected:
+            if collected and speculate:
+                state = {k: v for k, v in inp.state.items() if k != "collected_events"}
+                state["collected_events_prefixes"] = {k: _share_prefix(lists, v) for k, v in collected.items()}
+                update["state"] = state
+            elif collected:
                 key = json.dumps(collected, sort_keys=True)
                 if key not in known:
                     known[key] = len(buffers)
@@ -454,8 +484,21 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 state["collected_events_ref"] = known[key]
                 update["state"] = state
             batch.append(inp.model_copy(update=update))
-        arg = StepBatchInput(batch=batch, store=base, buffers=buffers)
+        # Run-ahead costs the activity nothing unless the batch's results are collect_events calls.
+        arg = StepBatchInput(batch=batch, store=base, buffers=buffers, lists=lists, speculate=speculate)
         return arg if len(arg.model_dump_json()) <= MAX_STEP_INPUT_CHARS else None
+
+
+def _share_prefix(lists: list[list[str]], events: list[str]) -> list[int]:
+    """``[index, length]`` of ``events`` as a prefix of one of ``lists``, extending or adding one as needed."""
+    for i, known in enumerate(lists):
+        n = min(len(known), len(events))
+        if known[:n] == events[:n]:
+            if len(events) > len(known):
+                lists[i] = list(events)
+            return [i, len(events)]
+    lists.append(list(events))
+    return [len(lists) - 1, len(events)]
 
 
 class _QuietOnReplay(BaseInternalRunAdapterDecorator):
@@ -540,6 +583,7 @@ class LlamaIndexRun:
         raw = WorkflowRunAdapter(self, llama_workflow, serializer, inp, options)
         # Asked first, before any command, so a run's replay always finds its marker where it was made.
         raw.batches = workflow.patched(PATCH_STEP_BATCHES)
+        raw.speculation = workflow.patched(PATCH_COLLECT_SPECULATION)
         self._adapter = raw
         token = _registry.current_adapter.set(raw)
         try:
