@@ -280,7 +280,7 @@ async def _run_one(inp: StepInput) -> StepOutput:
         _registry.current_adapter.reset(token)
     patch = store.checkpoint().diff(before) if inp.store is not None else []
     out = StepOutput(
-        outputs=_wire.encode_outputs(outputs),
+        outputs=_wire.encode_outputs(outputs, serializer),
         stream=adapter.stream,
         late_sends=adapter.late_sends,
         store_patch=patch,

@@ -23,6 +23,7 @@ __all__ = [
     "EVENTS_TOPIC",
     "MAX_JOURNAL_CHARS",
     "PATCH_COLLECT_SPECULATION",
+    "PATCH_TYPED_STOP_RESULT",
     "PATCH_STEP_BATCHES",
     "MAX_STEP_INPUT_CHARS",
     "MAX_TICK_CHARS",
@@ -105,6 +106,10 @@ class RunOutput(_Frozen):
     ticks: list[str] = Field(default_factory=list)
     init_state: dict[str, Any] | None = None
     """The broker state ``ticks`` start from: the run's final state when ``ticks`` is empty."""
+    stop_result: Any = None
+    """``StopEvent.result`` through the serializer's ``serialize_value`` (events and models in it keep
+    their classes), when ``stop_result_typed`` (``PATCH_TYPED_STOP_RESULT``)."""
+    stop_result_typed: bool = False
 
 
 class StepInput(_Frozen):
@@ -141,6 +146,10 @@ PATCH_STEP_BATCHES = "llama-runtime-step-batches"
 """Runs recorded before this scheduled one activity per step invocation; newer ones run the invocations
 of one step made ready in the same workflow activation in one activity (:class:`StepBatchInput`)."""
 
+
+PATCH_TYPED_STOP_RESULT = "llama-runtime-typed-stop-result"
+"""Runs recorded before this returned ``StopEvent.result`` only as the stop event's JSON, so events and
+models inside it came back as dicts; newer ones return it typed too (``RunOutput.stop_result``)."""
 
 PATCH_COLLECT_SPECULATION = "llama-runtime-collect-speculation"
 """Runs recorded before this ran each rerun of a ``collect_events`` step (its buffer stale) as an activity of

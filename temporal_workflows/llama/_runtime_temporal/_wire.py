@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel
-from workflows.context.serializers import BaseSerializer
+from workflows.context.serializers import BaseSerializer, JsonSerializer
 from workflows.context.utils import import_module_from_qualified_name
-from workflows.events import Event, _deserialize_exception, _serialize_exception
+from workflows.events import Event, StopEvent, _deserialize_exception, _serialize_exception
 from workflows.runtime.types.results import (
     AddCollectedEvent,
     AddWaiter,
@@ -163,12 +163,25 @@ def decode_retry(serializer: BaseSerializer, d: dict[str, Any]) -> RetryAttempt:
     )
 
 
-def encode_outputs(outputs: list[StepWorkerOutput]) -> list[dict[str, Any]]:
-    """A step's results and recorded sends, each LlamaIndex's own model dumped to JSON."""
+def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer | None = None) -> list[dict[str, Any]]:
+    """A step's results and recorded sends, each LlamaIndex's own model dumped to JSON.
+
+    A plain ``StopEvent``'s ``result`` also goes through the serializer's ``serialize_value``
+    (``stop_result``): the model dump turns events and models inside it into dicts, and the default
+    runtime hands the caller the objects themselves.
+    """
     encoded = []
     for item in outputs:
         kind = "sent" if isinstance(item, SentEvent) else item.type
-        encoded.append({"kind": kind, "data": item.model_dump(mode="json")})
+        entry: dict[str, Any] = {"kind": kind, "data": item.model_dump(mode="json")}
+        if (
+            isinstance(item, StepWorkerResult)
+            and type(item.result) is StopEvent
+            and isinstance(serializer, JsonSerializer)
+            and item.result.result is not None
+        ):
+            entry["stop_result"] = serializer.serialize_value(item.result.result)
+        encoded.append(entry)
     return encoded
 
 
@@ -177,5 +190,9 @@ def decode_outputs(serializer: BaseSerializer, data: list[dict[str, Any]]) -> li
     with serializer.validation_context():
         for item in data:
             model = _OUTPUT_KINDS[item["kind"]]
-            out.append(model.model_validate(item["data"]))  # type: ignore[arg-type]
+            decoded = model.model_validate(item["data"])
+            if "stop_result" in item and isinstance(serializer, JsonSerializer):
+                typed = StopEvent(result=serializer.deserialize_value(item["stop_result"]))
+                decoded = decoded.model_copy(update={"result": typed})
+            out.append(decoded)  # type: ignore[arg-type]
     return out

@@ -40,10 +40,10 @@ from temporalio.workflow import ActivityCancellationType, ActivityHandle
 with workflow.unsafe.imports_passed_through():
     from workflows.context.context import Context
     from workflows.context.context_types import SerializedContext
-    from workflows.context.serializers import BaseSerializer
+    from workflows.context.serializers import BaseSerializer, JsonSerializer
     from workflows.context.state_store import apply_state_patch
     from workflows.errors import WorkflowCancelledByUser, WorkflowRuntimeError
-    from workflows.events import Event, IdleReleasedEvent, StartEvent
+    from workflows.events import Event, IdleReleasedEvent, StartEvent, StopEvent
     from workflows.runtime.control_loop import control_loop
     from workflows.runtime.control_loop.reduce import _reduce_tick
     from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
@@ -78,6 +78,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_TICK_CHARS,
         PATCH_COLLECT_SPECULATION,
         PATCH_STEP_BATCHES,
+        PATCH_TYPED_STOP_RESULT,
         RESULT_ERROR_TYPE,
         STATE_QUERY,
         STORE_PATCH_SIGNAL,
@@ -584,6 +585,7 @@ class LlamaIndexRun:
         # Asked first, before any command, so a run's replay always finds its marker where it was made.
         raw.batches = workflow.patched(PATCH_STEP_BATCHES)
         raw.speculation = workflow.patched(PATCH_COLLECT_SPECULATION)
+        typed_result = workflow.patched(PATCH_TYPED_STOP_RESULT)
         self._adapter = raw
         token = _registry.current_adapter.set(raw)
         try:
@@ -634,15 +636,26 @@ class LlamaIndexRun:
                 final = self._fold(inp, llama_workflow, serializer).to_serialized(serializer)
             except Exception:
                 final = None  # e.g. child brokers, which to_serialized refuses: the journal goes instead
+            typed: dict[str, Any] = {}
+            if typed_result and type(stop) is StopEvent and isinstance(serializer, JsonSerializer):
+                # Its result as the default runtime hands it over: events and models in it keep their classes.
+                typed = {"stop_result": serializer.serialize_value(stop.result), "stop_result_typed": True}
             if final is not None:
                 return RunOutput(
-                    stop_event=serializer.serialize(stop), store=self.store, init_state=final.model_dump(mode="json")
+                    stop_event=serializer.serialize(stop),
+                    store=self.store,
+                    init_state=final.model_dump(mode="json"),
+                    **typed,
                 )
             # The journal rides along only while it is small: a result over Temporal's payload limit would
             # fail the workflow task for ever. Without it the handler's ctx.to_dict() shows the start state.
             ticks = self.ticks if sum(len(t) for t in self.ticks) <= MAX_JOURNAL_CHARS else []
             return RunOutput(
-                stop_event=serializer.serialize(stop), store=self.store, ticks=ticks, init_state=inp.init_state
+                stop_event=serializer.serialize(stop),
+                store=self.store,
+                ticks=ticks,
+                init_state=inp.init_state,
+                **typed,
             )
         finally:
             _registry.current_adapter.reset(token)
