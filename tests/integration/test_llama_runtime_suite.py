@@ -22,11 +22,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
         "concurrent workers of one step increment one ctx.store key: each starts from the store as it was "
         "when it started, and the last to complete wins (LlamaIndex's in-process lock cannot span workers)"
     ),
-    "wait_for_two_waiters": (
-        "a step waiting in wait_for_event runs once more than under the default runtime, writing its "
-        "InputRequiredEvent again; a client that answers every prompt then sends a second answer, which "
-        "the still-registered waiter takes, so its step returns twice"
-    ),
 }
 """Program -> why TemporalRuntime's observation differs (docs/llama-runtime.md)."""
 

@@ -8,6 +8,7 @@ the same in the Web UI and the ``temporal`` CLI as in ``ctx.to_dict()``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel
@@ -181,6 +182,16 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
             and item.result.result is not None
         ):
             entry["stop_result"] = serializer.serialize_value(item.result.result)
+        if isinstance(item, AddWaiter) and item.requirements and isinstance(serializer, JsonSerializer):
+            # AddWaiter's own dump writes its requirements as {} (has_requirements=True), and a waiter with
+            # no requirements takes any event of its type: they go beside it, as JSON, when they can.
+            try:
+                requirements = serializer.serialize_value(item.requirements)
+                json.dumps(requirements)
+            except Exception:
+                pass
+            else:
+                entry["requirements"] = requirements
         encoded.append(entry)
     return encoded
 
@@ -194,5 +205,9 @@ def decode_outputs(serializer: BaseSerializer, data: list[dict[str, Any]]) -> li
             if "stop_result" in item and isinstance(serializer, JsonSerializer):
                 typed = StopEvent(result=serializer.deserialize_value(item["stop_result"]))
                 decoded = decoded.model_copy(update={"result": typed})
+            if "requirements" in item and isinstance(serializer, JsonSerializer):
+                decoded = decoded.model_copy(
+                    update={"requirements": serializer.deserialize_value(item["requirements"])}
+                )
             out.append(decoded)  # type: ignore[arg-type]
     return out
