@@ -18,6 +18,7 @@ the default runtime; only its adapter differs:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -40,6 +41,8 @@ from temporal_workflows.llama._runtime_temporal._protocol import (
     BATCH_TOO_LARGE,
     MAX_SPECULATED_RUNS,
     MAX_STEP_INPUT_CHARS,
+    MAX_TICK_CHARS,
+    STEP_STREAM_SIGNAL,
     SpeculatedStep,
     StepBatchInput,
     StepBatchOutput,
@@ -55,12 +58,21 @@ __all__ = ["StepActivityAdapter", "llama_step"]
 class StepActivityAdapter(InternalRunAdapter):
     """A step's view of its run, inside the activity."""
 
-    def __init__(self, run_id: str, serializer: BaseSerializer, store: StateStore[Any] | None) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        serializer: BaseSerializer,
+        store: StateStore[Any] | None,
+        live_invocation: str | None = None,
+    ) -> None:
         self._run_id = run_id
         self._serializer = serializer
         self._store = store
         self.stream: list[str] = []
         self.late_sends: list[str] = []
+        self._live_invocation = live_invocation
+        self._live: asyncio.Queue[tuple[int, str] | None] | None = None
+        self._sender: asyncio.Task[None] | None = None
 
     @property
     def run_id(self) -> str:
@@ -68,7 +80,38 @@ class StepActivityAdapter(InternalRunAdapter):
 
     async def write_to_event_stream(self, event: Event) -> None:
         _registry.note_type(event)
-        self.stream.append(self._serializer.serialize(event))
+        data = self._serializer.serialize(event)
+        self.stream.append(data)
+        if self._live_invocation is not None:
+            if self._live is None:
+                self._live = asyncio.Queue()
+                self._sender = asyncio.create_task(self._send_live())
+            self._live.put_nowait((len(self.stream) - 1, data))
+
+    async def _send_live(self) -> None:
+        """Signal the run each stream write, in order; a failure only means the run publishes the rest
+        when the step completes (the result carries every write)."""
+        assert self._live is not None
+        handle = activity.client().get_workflow_handle(self._run_id)
+        while (item := await self._live.get()) is not None:
+            index, data = item
+            if len(data) > MAX_TICK_CHARS:
+                continue  # too large for a signal: it goes with the step's result
+            try:
+                await handle.signal(
+                    STEP_STREAM_SIGNAL, {"invocation": self._live_invocation, "index": index, "event": data}
+                )
+            except Exception as e:
+                activity.logger.warning("stream write not sent live (it goes with the step's result): %s", e)
+                return
+
+    async def flush_live(self) -> None:
+        """Wait for the live writes to be signalled (before the step's result goes)."""
+        if self._live is None or self._sender is None:
+            return
+        self._live.put_nowait(None)
+        with contextlib.suppress(Exception):
+            await self._sender
 
     async def get_now(self) -> float:
         return time.time()
@@ -227,7 +270,9 @@ async def _speculate(invocations: list[StepInput], results: list[StepOutput | No
                         live.setdefault(item.event_id, []).append(_wire.encode_event(serializer, item.event))
             else:  # stale: rerun with the buffer as it is now
                 now = {k: list(v) for k, v in live.items()}
-                reruns.append((inp.model_copy(update={"state": {**inp.state, "collected_events": now}}), now))
+                # Run ahead, not asked for yet: nothing of it goes live (its result carries its writes).
+                rerun = inp.model_copy(update={"state": {**inp.state, "collected_events": now}, "live_stream": False})
+                reruns.append((rerun, now))
         reruns = reruns[:budget]
         budget -= len(reruns)
         ran = await asyncio.gather(*(_run_one(r) for r, _ in reruns), return_exceptions=True)
@@ -263,7 +308,8 @@ async def _run_one(inp: StepInput) -> StepOutput:
     else:
         store = InMemoryStateStore(infer_state_type(llama_workflow)())
     before = store.checkpoint()
-    adapter = StepActivityAdapter(inp.run_id, serializer, store)
+    live = inp.state.get("invocation_id") if inp.live_stream else None
+    adapter = StepActivityAdapter(inp.run_id, serializer, store, live)
     token = _registry.current_adapter.set(adapter)
     try:
         outputs = await _step_worker(llama_workflow, inp.step_name)(
@@ -278,6 +324,7 @@ async def _run_one(inp: StepInput) -> StepOutput:
         )
     finally:
         _registry.current_adapter.reset(token)
+        await adapter.flush_live()
     patch = store.checkpoint().diff(before) if inp.store is not None else []
     out = StepOutput(
         outputs=_wire.encode_outputs(outputs, serializer),

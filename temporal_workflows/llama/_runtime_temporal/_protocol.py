@@ -23,6 +23,7 @@ __all__ = [
     "EVENTS_TOPIC",
     "MAX_JOURNAL_CHARS",
     "PATCH_COLLECT_SPECULATION",
+    "PATCH_LIVE_STREAM",
     "PATCH_TYPED_STOP_RESULT",
     "PATCH_STEP_BATCHES",
     "MAX_STEP_INPUT_CHARS",
@@ -30,6 +31,7 @@ __all__ = [
     "PROCESS_NONCE",
     "RESULT_ERROR_TYPE",
     "STATE_QUERY",
+    "STEP_STREAM_SIGNAL",
     "STORE_PATCH_SIGNAL",
     "TICK_SIGNAL",
     "WORKFLOW_TYPE",
@@ -55,6 +57,11 @@ workflow serializer's JSON string: ``temporal workflow signal --name llama_tick 
 
 STORE_PATCH_SIGNAL = "llama_store_patch"
 """Signal with a JSON patch (``StateCheckpoint.diff``) of ``ctx.store``, written from the handler."""
+
+STEP_STREAM_SIGNAL = "llama_step_stream"
+"""Signal a step activity sends for each ``ctx.write_event_to_stream`` while it runs
+(``{"invocation": id, "index": n, "event": serialized}``), so the run publishes it at once
+(``PATCH_LIVE_STREAM``); the step's result carries the same events, and each index is published once."""
 
 STATE_QUERY = "llama_state"
 """Query returning the run's ``ctx.store`` as ``InMemoryStateStore.to_dict`` writes it."""
@@ -124,6 +131,8 @@ class StepInput(_Frozen):
     bound_events: dict[str, str] | None = None
     retry: dict[str, Any]
     store: dict[str, Any] | None = None
+    live_stream: bool = False
+    """Signal each stream write to the run as it happens (``STEP_STREAM_SIGNAL``)."""
 
 
 class StepOutput(_Frozen):
@@ -146,6 +155,10 @@ PATCH_STEP_BATCHES = "llama-runtime-step-batches"
 """Runs recorded before this scheduled one activity per step invocation; newer ones run the invocations
 of one step made ready in the same workflow activation in one activity (:class:`StepBatchInput`)."""
 
+
+PATCH_LIVE_STREAM = "llama-runtime-live-stream"
+"""Runs recorded before this published a step's ``write_event_to_stream`` events when the step ended;
+newer ones publish each as the step writes it (``STEP_STREAM_SIGNAL``)."""
 
 PATCH_TYPED_STOP_RESULT = "llama-runtime-typed-stop-result"
 """Runs recorded before this returned ``StopEvent.result`` only as the stop event's JSON, so events and
@@ -206,7 +219,7 @@ def speculation_key(inp: StepInput) -> str:
 
     The run id is left out: it is the run's own (the keys never leave it), and a history replayed under
     another workflow id must decide the same."""
-    data = inp.model_dump(mode="json", exclude={"run_id"})
+    data = inp.model_dump(mode="json", exclude={"run_id", "live_stream"})
     data["state"] = {k: v for k, v in data["state"].items() if k != "invocation_id"}
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()

@@ -77,10 +77,12 @@ with workflow.unsafe.imports_passed_through():
         MAX_STEP_INPUT_CHARS,
         MAX_TICK_CHARS,
         PATCH_COLLECT_SPECULATION,
+        PATCH_LIVE_STREAM,
         PATCH_STEP_BATCHES,
         PATCH_TYPED_STOP_RESULT,
         RESULT_ERROR_TYPE,
         STATE_QUERY,
+        STEP_STREAM_SIGNAL,
         STORE_PATCH_SIGNAL,
         TICK_SIGNAL,
         WORKFLOW_TYPE,
@@ -136,6 +138,8 @@ class WorkflowRunAdapter(InternalRunAdapter):
         """Run a step's invocations made ready in one activation in one activity (``PATCH_STEP_BATCHES``)."""
         self._ready: dict[str, list[tuple[StepInput, asyncio.Future[StepOutput]]]] = {}
         self.speculation = False
+        self.live_stream = False
+        """Steps signal their stream writes as they make them (``PATCH_LIVE_STREAM``)."""
         """Ask batches to run ahead the reruns of stale ``collect_events`` calls (``PATCH_COLLECT_SPECULATION``)."""
         self._speculated: dict[str, StepOutput] = {}
         """Run-ahead results by :func:`speculation_key`, oldest first; each answers one invocation."""
@@ -307,6 +311,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
             else {k: _wire.encode_event(s, v) for k, v in bound_events.items()},
             retry=_wire.encode_retry(retry),
             store=self._run.store,
+            live_stream=self.live_stream and state.invocation_id is not None,
         )
         size = len(inp.model_dump_json())
         if size > MAX_STEP_INPUT_CHARS:
@@ -317,19 +322,26 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 f"the {MAX_STEP_INPUT_CHARS:,} a Temporal payload allows here; keep large values out of the store"
             )
         ahead = self._speculated.pop(speculation_key(inp), None) if self._speculated else None
+        live = state.invocation_id if inp.live_stream else None
         if ahead is not None:
             # A batch already ran this very input (a rerun of a collect_events call whose buffer was stale,
             # the one the loop now asks for): its result, with no activity of its own.
             out = ahead
-        elif self.batches:
-            out = await self._batched(inp)
         else:
-            out = await self._single(inp)
+            if live is not None:
+                self._run.live[live] = 0  # the step's stream writes published so far (signalled live)
+            try:
+                out = await (self._batched(inp) if self.batches else self._single(inp))
+            finally:
+                published = self._run.live.pop(live, 0) if live is not None else 0
         # What the step did, applied in the order steps completed (deterministic): its store writes,
-        # its stream writes (before its result is reduced, so before a StopEvent), sends after return.
+        # its stream writes not yet published live (before its result is reduced, so before a StopEvent),
+        # sends after return.
+        if ahead is not None:
+            published = 0
         if out.store_patch and self._run.store is not None:
             self._run.store = apply_state_patch(self._run.store, out.store_patch)
-        for written in out.stream:
+        for written in out.stream[published:]:
             self._run.publish(written)
         outputs = _wire.decode_outputs(s, out.outputs)
         # The step's ctx.send_event calls, delivered as the default runtime delivers them live: a
@@ -533,9 +545,33 @@ class LlamaIndexRun:
         self._stream = WorkflowStream(prior_state=inp.stream)
         self._events = self._stream.topic(EVENTS_TOPIC, type=str)
         self._adapter: WorkflowRunAdapter | None = None
+        self.live: dict[str, int] = {}
+        """Running step invocations that signal their stream writes: how many were published so far."""
 
     def publish(self, data: str) -> None:
         self._events.publish(data)
+
+    @workflow.signal(name=STEP_STREAM_SIGNAL)
+    def step_stream(self, data: Any) -> None:
+        """A running step's ``write_event_to_stream``, published at once (``PATCH_LIVE_STREAM``).
+
+        Each index of an invocation is published once, in order: a retried attempt's repeats, and writes
+        of an invocation that has completed (its result published the rest), are dropped quietly. Anything
+        that is not such a write is dropped with a warning, and the run goes on.
+        """
+        if not (
+            isinstance(data, dict)
+            and isinstance(data.get("invocation"), str)
+            and isinstance(data.get("index"), int)
+            and isinstance(data.get("event"), str)
+            and len(data["event"]) <= MAX_TICK_CHARS
+        ):
+            workflow.logger.warning("dropped a %s signal that is not a step's stream write", STEP_STREAM_SIGNAL)
+            return
+        invocation, index = data["invocation"], data["index"]
+        if self.live.get(invocation) == index:
+            self.publish(data["event"])
+            self.live[invocation] = index + 1
 
     @workflow.signal(name=TICK_SIGNAL)
     def tick(self, data: Any) -> None:
@@ -585,6 +621,7 @@ class LlamaIndexRun:
         # Asked first, before any command, so a run's replay always finds its marker where it was made.
         raw.batches = workflow.patched(PATCH_STEP_BATCHES)
         raw.speculation = workflow.patched(PATCH_COLLECT_SPECULATION)
+        raw.live_stream = workflow.patched(PATCH_LIVE_STREAM)
         typed_result = workflow.patched(PATCH_TYPED_STOP_RESULT)
         self._adapter = raw
         token = _registry.current_adapter.set(raw)
