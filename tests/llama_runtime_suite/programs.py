@@ -33,6 +33,7 @@ Module level on purpose: a separate worker could import every class (events incl
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -481,10 +482,14 @@ async def observe(
     store_keys: tuple[str, ...] = (),
     typed_state: bool = False,
     sort_result: bool = False,
+    unordered: bool = False,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """Run ``wf`` as the ported test did: its stream (answering what ``answer`` answers), its result or
-    error, and the store values the test read afterwards."""
+    error, and the store values the test read afterwards.
+
+    ``unordered``: concurrent steps write to the stream, so only which events came is compared, not their
+    order (the final ``StopEvent`` is left to ``sort_result``), as the original test did."""
     handler = wf.run(**kwargs)
     stream: list[Any] = []
     try:
@@ -496,6 +501,8 @@ async def observe(
                 handler.ctx.send_event(reply)
     except Exception as e:
         stream.append(["stream ended with", describe(e)])
+    if unordered:
+        stream = sorted(json.dumps(x, sort_keys=True) for x in stream if not (x and x[0] == "StopEvent"))
     out: dict[str, Any] = {"stream": stream}
     try:
         result = await handler
@@ -555,7 +562,9 @@ PROGRAMS: dict[str, Program] = {
     ),
     "wait_for_event": Program(WaitForEventWorkflow, options={"answer": _answer_foo}, source="context/test_context.py"),
     "wait_for_two_waiters": Program(
-        WaitingWorkflow, options={"answer": _answer_waiters, "sort_result": True}, source="context/test_context.py"
+        WaitingWorkflow,
+        options={"answer": _answer_waiters, "sort_result": True, "unordered": True},
+        source="context/test_context.py",
     ),
     "send_event_step_none": Program(StepSendEventToNoneWorkflow, source="test_workflow.py"),
     "step_returns_bogus": Program(ReturnsBogusWorkflow, source="test_workflow.py"),
