@@ -49,6 +49,7 @@ from temporal_workflows._cli._errors import (
     connection_failure,
     load_graph,
 )
+from temporal_workflows._cli._llama import load_llama, run_llama
 from temporal_workflows._cli._render import _LLAMA_STOP, CompactView, DetailedView, JsonView, View, watch
 from temporal_workflows._cli._worker import add_dev_arguments, add_worker_arguments, serve
 from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, WorkflowError
@@ -358,6 +359,21 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
         )
     config = ConnectionConfig.from_args(args)
     target: Workflow | str | None = None
+    if args.command == "run" and (llama := load_llama(args.workflow)) is not None:
+        # A plain LlamaIndex `workflows.Workflow`: one run on TemporalRuntime (workflow type LlamaIndexRun).
+        if args.keep_alive:
+            raise CliError("--keep-alive is for graphs; a LlamaIndex run waits for events by itself", code=EXIT_USAGE)
+        return await run_llama(
+            llama,
+            args.workflow,
+            _load_json(args.input or "{}", "--input"),
+            connection=config,
+            task_queue=args.task_queue,
+            run_id=args.id,
+            no_wait=args.no_wait,
+            as_json=args.json,
+            out=_stdout(),
+        )
     if args.command == "run":
         # Loaded before connecting: a wrong module:attr is said at once, and the start message is checked.
         spec = args.workflow

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import Sequence
@@ -38,10 +39,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from temporal_workflows._cli._errors import EXIT_USAGE, CliError, connection_failure, load_graph
+from temporal_workflows._cli._llama import host, llama_task_queue, load_llama
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._connect import ConnectionConfig, ConnectionConfigError
 from temporal_workflows.temporal._devserver import DevServerError, free_port, port_free, start_dev_server
@@ -224,7 +227,10 @@ async def serve(
 ) -> int:
     """Host ``args.workflow``'s graphs (if any) until SIGTERM/SIGINT, on a dev server this starts when ``dev``."""
     specs: Sequence[str] = args.workflow or []
-    workflows: list[Workflow] = [load_graph(spec) for spec in specs]
+    # A plain LlamaIndex `workflows.Workflow` is hosted under TemporalRuntime (_llama.py); anything else is a graph.
+    llama_targets = {spec: load_llama(spec) for spec in specs}
+    workflows: list[Workflow] = [load_graph(spec) for spec in specs if llama_targets[spec] is None]
+    llama_specs = [spec for spec in specs if llama_targets[spec] is not None]
     connection = ConnectionConfig.from_args(args)
     versioning = _versioning(args)  # bad keys or flags fail here, before anything starts
     plugin = TemporalWorkflowsPlugin(workflows, versioning=versioning) if workflows else None
@@ -243,33 +249,39 @@ async def serve(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        if plugin is None:
+        if plugin is None and not llama_specs:
             print("no --workflow given: serving the dev server only; Ctrl-C stops it", flush=True, file=out)
             await stop.wait()
             return 0
-        try:
-            client = await connection.connect(plugins=[plugin])
-        except RuntimeError as e:
-            failure = connection_failure(e, connection.describe(), prog)
-            if failure is None:
-                raise
-            failure.hint = (failure.hint or "") + "; or pass --dev to start a dev server here"
-            raise failure from None
-        worker = Worker(
-            client, task_queue=args.task_queue, graceful_shutdown_timeout=timedelta(seconds=args.graceful_shutdown)
-        )
-        names = ", ".join(w.name or "?" for w in workflows)
-        keys = f"; payloads encrypted with key {plugin.codec.key_ring.current!r}" if plugin.codec else ""
-        if versioning is not None:
-            keys += f"; version {versioning.version(workflows).build_id!r} of deployment {versioning.deployment_name!r}"
-        print(
-            f"worker on task queue {args.task_queue!r} at {connection.address} hosting: {names}{keys}",
-            flush=True,
-            file=out,
-        )
-        async with worker:
+        workers: list[Worker] = []
+        client: Client | None = None
+        if plugin is not None:
+            client = await _connect(connection, prog, plugins=[plugin])
+            workers.append(
+                Worker(
+                    client,
+                    task_queue=args.task_queue,
+                    graceful_shutdown_timeout=timedelta(seconds=args.graceful_shutdown),
+                )
+            )
+            names = ", ".join(w.name or "?" for w in workflows)
+            keys = f"; payloads encrypted with key {plugin.codec.key_ring.current!r}" if plugin.codec else ""
+            if versioning is not None:
+                keys += (
+                    f"; version {versioning.version(workflows).build_id!r} of deployment {versioning.deployment_name!r}"
+                )
+            print(
+                f"worker on task queue {args.task_queue!r} at {connection.address} hosting: {names}{keys}",
+                flush=True,
+                file=out,
+            )
+        if llama_specs:
+            workers.append(await _llama_worker(args, connection, llama_specs, llama_targets, prog, out))
+        async with contextlib.AsyncExitStack() as running:
+            for worker in workers:
+                await running.enter_async_context(worker)
             checking: asyncio.Task[int] | None = None
-            if versioning is None:
+            if versioning is None and client is not None:
                 # Said once this worker answers queries; never holds the worker up.
                 checking = asyncio.create_task(check_open_runs(client, workflows, out))
             await stop.wait()
@@ -282,6 +294,53 @@ async def serve(
             await server.env.shutdown()
             if server.lock is not None:
                 server.lock.close()
+
+
+async def _connect(connection: ConnectionConfig, prog: str, **kwargs: Any) -> Client:
+    try:
+        return await connection.connect(**kwargs)
+    except RuntimeError as e:
+        failure = connection_failure(e, connection.describe(), prog)
+        if failure is None:
+            raise
+        failure.hint = (failure.hint or "") + "; or pass --dev to start a dev server here"
+        raise failure from None
+
+
+async def _llama_worker(
+    args: argparse.Namespace,
+    connection: ConnectionConfig,
+    specs: list[str],
+    targets: dict[str, Any],
+    prog: str,
+    out: IO[str],
+) -> Worker:
+    """The worker of the plain LlamaIndex workflows among ``--workflow``: ``TemporalRuntime.worker``, on the
+    queue a client's ``TemporalRuntime()`` uses unless ``--task-queue`` names another."""
+    from temporal_workflows.llama import TemporalRuntime
+    from temporal_workflows.temporal._codec import EncryptionCodec
+    from temporal_workflows.temporal._plugin import data_converter
+
+    runtime = TemporalRuntime(task_queue=llama_task_queue(args.task_queue), connection=connection)
+    hosted = [host(targets[spec], runtime, spec) for spec in specs]
+    codec = EncryptionCodec.from_env()
+    client = await _connect(connection, prog, data_converter=data_converter(codec))
+    worker = runtime.worker(
+        client,
+        deployment_name=args.deployment_name,
+        graceful_shutdown_timeout=timedelta(seconds=args.graceful_shutdown),
+    )
+    names = ", ".join(w.workflow_name for w in hosted)
+    keys = f"; payloads encrypted with key {codec.key_ring.current!r}" if codec else ""
+    if args.deployment_name is not None:
+        keys += f"; version {runtime.build_id()!r} of deployment {args.deployment_name!r}"
+    print(
+        f"worker on task queue {runtime.task_queue!r} at {connection.address} hosting LlamaIndex workflows "
+        f"(TemporalRuntime, workflow type LlamaIndexRun): {names}{keys}",
+        flush=True,
+        file=out,
+    )
+    return worker
 
 
 def worker_parser(prog: str) -> argparse.ArgumentParser:

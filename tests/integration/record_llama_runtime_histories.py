@@ -36,6 +36,11 @@ BUILD: dict[str, Callable[[TemporalRuntime], Workflow]] = {
     # Recorded with step batches (patch llama-runtime-step-batches); the ones above predate them.
     "fan_out_batched": lambda rt: lw.FanOut(timeout=45, runtime=rt),
     "first_wins_batched": lambda rt: lw.FirstWins(timeout=60, runtime=rt),
+    # Recorded with collect_events reruns run ahead in their batch (patch llama-runtime-collect-speculation).
+    "fan_out_speculated": lambda rt: lw.FanOut(timeout=45, runtime=rt),
+    # Recorded with stream writes signalled live and typed StopEvent results (patches
+    # llama-runtime-live-stream, llama-runtime-typed-stop-result).
+    "chain_live_stream": lambda rt: lw.Chain(timeout=30, runtime=rt),
 }
 
 
@@ -48,8 +53,10 @@ async def _answer(handler: Any, answer: Any) -> None:
 async def _drive(name: str, wf: Workflow) -> str:
     kwargs: dict[str, dict[str, Any]] = {
         "chain": {"x": 1},
+        "chain_live_stream": {"x": 1},
         "fan_out": {"n": 10},
         "fan_out_batched": {"n": 10},
+        "fan_out_speculated": {"n": 16},
         "human_in_loop": {"topic": "t"},
     }
     if name == "flaky":

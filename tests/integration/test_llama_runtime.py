@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -16,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import workflows as llama
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from workflows import Workflow
+from workflows import events as llama_events
 from workflows.errors import WorkflowCancelledByUser, WorkflowTimeoutError
 
 from temporal_workflows.llama import TemporalRuntime
@@ -158,8 +161,9 @@ async def test_bad_signal_is_dropped_and_the_run_goes_on(runtime: TemporalRuntim
 async def test_bad_tick_and_store_patch_signals_are_dropped_with_a_warning(
     runtime: TemporalRuntime, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """docs/bad-input.md: ``llama_tick`` and ``llama_store_patch`` signals the run cannot use are dropped
-    with a warning; the run's store is unchanged and the run takes the next good input."""
+    """docs/bad-input.md: ``llama_tick``, ``llama_store_patch`` and ``llama_step_stream`` signals the run
+    cannot use are dropped with a warning; the run's store and stream are unchanged and the run takes the
+    next good input."""
     handler = lw.AskWithStore(timeout=None, runtime=runtime).run(topic="cats")
     client = await runtime.client()
     caplog.set_level(logging.WARNING)
@@ -171,6 +175,10 @@ async def test_bad_tick_and_store_patch_signals_are_dropped_with_a_warning(
             missing = [{"op": "replace", "path": "/state_data/_data/nope/x", "value": 1}]
             for bad_patch in ("not a list", [1, 2], [{"op": "bogus", "path": "/x"}], {"op": "add"}, missing):
                 await wf.signal("llama_store_patch", bad_patch)
+            for bad_write in ("not a write", {"invocation": 1, "index": 0, "event": "x"}):
+                await wf.signal("llama_step_stream", bad_write)
+            # A well-formed write of no running step (a late or forged one) is dropped quietly.
+            await wf.signal("llama_step_stream", {"invocation": "nope", "index": 0, "event": "{}"})
             # A good patch after the bad ones still applies: the run read every signal.
             await wf.signal("llama_store_patch", [{"op": "add", "path": "/state_data/_data/late", "value": "ok"}])
             store = await wf.query("llama_state")
@@ -181,6 +189,7 @@ async def test_bad_tick_and_store_patch_signals_are_dropped_with_a_warning(
     dropped = [r.getMessage() for r in caplog.records if "dropped a" in r.getMessage()]
     assert sum("llama_tick" in m for m in dropped) == 4, dropped
     assert sum("llama_store_patch" in m for m in dropped) == 5, dropped
+    assert sum("llama_step_stream" in m for m in dropped) == 2, dropped
 
 
 async def test_fan_out_histories_replay(runtime: TemporalRuntime) -> None:
@@ -262,6 +271,70 @@ async def test_invocations_made_ready_together_run_in_one_activity(runtime: Temp
     ]
     assert any('"work x' in s for s in summaries), summaries
     assert len(summaries) < 1 + 12 + 12
+
+
+async def test_stale_collect_events_reruns_are_run_ahead_in_their_batch(runtime: TemporalRuntime) -> None:
+    """A ``collect_events`` join's invocations start one event apart, so LlamaIndex's reducer reruns all
+    but one of each batch with the grown buffer. The batch runs those reruns ahead, and the run answers
+    them from its result: same result and stream as the default runtime, in far fewer join activities
+    than the join's invocations (about one per event without it), and the history replays."""
+    default, temporal = await _run_both(lw.FanOut, runtime, n=24)
+    assert temporal == default
+    handler = lw.FanOut(timeout=30, runtime=runtime).run(n=24)
+    assert await handler == [i * i for i in range(24)]
+    events = await _history_events(runtime, handler.run_id)
+    joins = [
+        e
+        for e in events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.user_metadata.summary.data.decode().startswith('"join')
+    ]
+    assert len(joins) <= 24 // 2, [e.user_metadata.summary.data.decode() for e in joins]
+    client = await runtime.client()
+    history = await client.get_workflow_handle(handler.run_id).fetch_history()
+    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
+    await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
+
+
+class LiveProgress(llama_events.Event):
+    n: int
+
+
+_release_live = threading.Event()
+
+
+class WritesThenWaits(Workflow):
+    """A step that writes to the stream, then waits for the test to have read that write."""
+
+    @llama.step
+    async def work(self, ctx: llama.Context, ev: llama_events.StartEvent) -> llama_events.StopEvent:
+        ctx.write_event_to_stream(LiveProgress(n=1))
+        released = await asyncio.to_thread(_release_live.wait, 60)
+        ctx.write_event_to_stream(LiveProgress(n=2))
+        return llama_events.StopEvent(result=f"released {released}")
+
+
+async def test_a_steps_stream_writes_arrive_while_it_runs(runtime: TemporalRuntime) -> None:
+    """``ctx.write_event_to_stream`` reaches ``stream_events()`` while the step is still running (as under
+    the default runtime), each write once, and the history replays."""
+    _release_live.clear()
+    handler = WritesThenWaits(timeout=90, runtime=runtime).run()
+    seen: list[Any] = []
+    async for ev in handler.stream_events():
+        seen.append(lw.describe([ev])[0])
+        if isinstance(ev, LiveProgress) and ev.n == 1:
+            assert not _release_live.is_set()  # the step is still waiting for this very read
+            _release_live.set()
+    assert await handler == "released True"
+    assert seen == [
+        ("LiveProgress", {"n": 1}),
+        ("LiveProgress", {"n": 2}),
+        ("StopEvent", {"result": "released True"}),
+    ]
+    client = await runtime.client()
+    history = await client.get_workflow_handle(handler.run_id).fetch_history()
+    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
+    await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
 
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories" / "llama_runtime").glob("*.json"))

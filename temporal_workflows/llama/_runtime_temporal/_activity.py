@@ -18,6 +18,7 @@ the default runtime; only its adapter differs:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -30,7 +31,7 @@ from workflows.context.state_store import InMemoryStateStore, StateStore, infer_
 from workflows.errors import WorkflowRuntimeError
 from workflows.events import Event
 from workflows.runtime.types.plugin import InternalRunAdapter, WaitResult
-from workflows.runtime.types.results import StepWorkerFailed
+from workflows.runtime.types.results import AddCollectedEvent, StepWorkerFailed
 from workflows.runtime.types.step_function import StepWorkerFunction, as_step_worker_function
 from workflows.runtime.types.ticks import TickAddEvent, WorkflowTick
 
@@ -38,11 +39,16 @@ from temporal_workflows.llama._runtime_temporal import _registry, _wire
 from temporal_workflows.llama._runtime_temporal._protocol import (
     BATCH_GRACE_MIN_SECONDS,
     BATCH_TOO_LARGE,
+    MAX_SPECULATED_RUNS,
     MAX_STEP_INPUT_CHARS,
+    MAX_TICK_CHARS,
+    STEP_STREAM_SIGNAL,
+    SpeculatedStep,
     StepBatchInput,
     StepBatchOutput,
     StepInput,
     StepOutput,
+    speculation_key,
 )
 from temporal_workflows.llama._runtime_temporal._server import run_view
 
@@ -52,12 +58,21 @@ __all__ = ["StepActivityAdapter", "llama_step"]
 class StepActivityAdapter(InternalRunAdapter):
     """A step's view of its run, inside the activity."""
 
-    def __init__(self, run_id: str, serializer: BaseSerializer, store: StateStore[Any] | None) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        serializer: BaseSerializer,
+        store: StateStore[Any] | None,
+        live_invocation: str | None = None,
+    ) -> None:
         self._run_id = run_id
         self._serializer = serializer
         self._store = store
         self.stream: list[str] = []
         self.late_sends: list[str] = []
+        self._live_invocation = live_invocation
+        self._live: asyncio.Queue[tuple[int, str] | None] | None = None
+        self._sender: asyncio.Task[None] | None = None
 
     @property
     def run_id(self) -> str:
@@ -65,7 +80,38 @@ class StepActivityAdapter(InternalRunAdapter):
 
     async def write_to_event_stream(self, event: Event) -> None:
         _registry.note_type(event)
-        self.stream.append(self._serializer.serialize(event))
+        data = self._serializer.serialize(event)
+        self.stream.append(data)
+        if self._live_invocation is not None:
+            if self._live is None:
+                self._live = asyncio.Queue()
+                self._sender = asyncio.create_task(self._send_live())
+            self._live.put_nowait((len(self.stream) - 1, data))
+
+    async def _send_live(self) -> None:
+        """Signal the run each stream write, in order; a failure only means the run publishes the rest
+        when the step completes (the result carries every write)."""
+        assert self._live is not None
+        handle = activity.client().get_workflow_handle(self._run_id)
+        while (item := await self._live.get()) is not None:
+            index, data = item
+            if len(data) > MAX_TICK_CHARS:
+                continue  # too large for a signal: it goes with the step's result
+            try:
+                await handle.signal(
+                    STEP_STREAM_SIGNAL, {"invocation": self._live_invocation, "index": index, "event": data}
+                )
+            except Exception as e:
+                activity.logger.warning("stream write not sent live (it goes with the step's result): %s", e)
+                return
+
+    async def flush_live(self) -> None:
+        """Wait for the live writes to be signalled (before the step's result goes)."""
+        if self._live is None or self._sender is None:
+            return
+        self._live.put_nowait(None)
+        with contextlib.suppress(Exception):
+            await self._sender
 
     async def get_now(self) -> float:
         return time.time()
@@ -132,7 +178,8 @@ async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
     """
     loop = asyncio.get_running_loop()
     began = loop.time()
-    tasks = [asyncio.ensure_future(_run_one(_unbatched(inp, batch))) for inp in batch.batch]
+    invocations = [_unbatched(inp, batch) for inp in batch.batch]
+    tasks = [asyncio.ensure_future(_run_one(inp)) for inp in invocations]
     try:
         _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         if pending:
@@ -149,12 +196,93 @@ async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
             results.append(None)
         else:
             results.append(t.result())  # an error here is the activity's own (a step's is in its outputs)
-    out = StepBatchOutput(results=results)
+    speculated = await _speculate(invocations, results) if batch.speculate else []
+    out = StepBatchOutput(results=results, speculated=speculated)
+    if speculated and len(out.model_dump_json()) > MAX_STEP_INPUT_CHARS:
+        out = StepBatchOutput(results=results)  # what was run ahead is dropped: the run asks for it again
     if len(out.model_dump_json()) > MAX_STEP_INPUT_CHARS:
         # Refused by Temporal, it would be retried for ever: the run runs each invocation alone.
         raise ApplicationError(
             "the batch's results are over the payload limit", type=BATCH_TOO_LARGE, non_retryable=True
         )
+    return out
+
+
+_SPECULATION_SAFE_KINDS = frozenset({"result", "failed", "add_collected", "delete_collected"})
+"""Output kinds a run-ahead result may hold: none of them carries the invocation's id (sends and waiters
+are keyed by it, so a result with those is not kept)."""
+
+
+def _added(out: StepOutput | None) -> tuple[str, dict[str, Any]] | None:
+    """The one ``AddCollectedEvent`` of a ``collect_events`` invocation that only buffered its event.
+
+    Anything else (it fired, it sent, it wrote the store or the stream, it failed) makes the loop's
+    next moves unpredictable here, so the run-ahead stops.
+    """
+    if out is None or out.stream or out.late_sends or out.store_patch:
+        return None
+    adds = [o["data"] for o in out.outputs if o["kind"] == "add_collected"]
+    others_idle = all(
+        o["kind"] == "add_collected" or (o["kind"] == "result" and o["data"].get("result") is None) for o in out.outputs
+    )
+    if len(adds) != 1 or not others_idle:
+        return None
+    return adds[0]["event_id"], adds[0]["event"]
+
+
+async def _speculate(invocations: list[StepInput], results: list[StepOutput | None]) -> list[SpeculatedStep]:
+    """Run ahead the reruns LlamaIndex's reducer will ask for after this batch of ``collect_events`` calls.
+
+    The loop hands each ``collect_events`` invocation a snapshot of the fan-in buffer. Reduced in the
+    batch's order, the first one to buffer its event appends it; every later one finds the buffer
+    changed since its snapshot and is rerun with the buffer as it then is, one at a time, each rerun
+    an activity round trip of its own: a 50-way fan-in took ~50 rounds in sequence. This simulates that
+    reduction (append if the snapshot is current, else rerun with the current buffer) and runs each
+    rerun here, round after round, while every result only buffers an event. The run uses a result
+    only for an invocation whose input is exactly the one it ran with (:func:`speculation_key`), so
+    anything else that happened in between (another event buffered, a store write) just means an
+    activity as before.
+    """
+    if len(invocations) < 2 or any(r is None for r in results) or _added(results[0]) is None:
+        return []
+    snapshots: list[dict[str, list[str]]] = [inp.state.get("collected_events") or {} for inp in invocations]
+    # The loop starts a join's invocations with the buffer as it is when each starts, so they are prefixes
+    # of one another, and the longest is the buffer as the batch went out (a freed worker starts the next
+    # event at once); the run keeps only what matches, so a wrong guess costs nothing but the run-ahead.
+    live = {k: list(v) for k, v in max(snapshots, key=lambda b: sum(len(v) for v in b.values())).items()}
+    if not all(all(live.get(k, [])[: len(v)] == v for k, v in snap.items()) for snap in snapshots):
+        return []
+    llama_workflow = run_view(_registry.lookup(invocations[0].workflow_name, invocations[0].instance_key))
+    serializer = llama_workflow.runtime.get_serializer(llama_workflow)
+    pending: list[tuple[StepInput, dict[str, list[str]], StepOutput | None]] = list(
+        zip(invocations, snapshots, results, strict=True)
+    )
+    out: list[SpeculatedStep] = []
+    budget = MAX_SPECULATED_RUNS
+    while pending and budget > 0:
+        reruns: list[tuple[StepInput, dict[str, list[str]]]] = []
+        for inp, seen, result in pending:
+            if result is None or _added(result) is None:
+                return out  # it fired, failed or did more: what the loop asks next is not predictable
+            if seen == live:  # its snapshot is current: the reducer buffers its event
+                for item in _wire.decode_outputs(serializer, result.outputs):
+                    if isinstance(item, AddCollectedEvent):
+                        live.setdefault(item.event_id, []).append(_wire.encode_event(serializer, item.event))
+            else:  # stale: rerun with the buffer as it is now
+                now = {k: list(v) for k, v in live.items()}
+                # Run ahead, not asked for yet: nothing of it goes live (its result carries its writes).
+                rerun = inp.model_copy(update={"state": {**inp.state, "collected_events": now}, "live_stream": False})
+                reruns.append((rerun, now))
+        reruns = reruns[:budget]
+        budget -= len(reruns)
+        ran = await asyncio.gather(*(_run_one(r) for r, _ in reruns), return_exceptions=True)
+        pending = []
+        for (rerun, seen), ran_one in zip(reruns, ran, strict=True):
+            if isinstance(ran_one, BaseException):
+                return out
+            if all(o["kind"] in _SPECULATION_SAFE_KINDS for o in ran_one.outputs):
+                out.append(SpeculatedStep(key=speculation_key(rerun), output=ran_one))
+            pending.append((rerun, seen, ran_one))
     return out
 
 
@@ -165,6 +293,10 @@ def _unbatched(inp: StepInput, batch: StepBatchInput) -> StepInput:
     if ref is not None:
         state = {k: v for k, v in state.items() if k != "collected_events_ref"}
         state["collected_events"] = batch.buffers[ref]
+    prefixes = state.get("collected_events_prefixes")
+    if prefixes is not None:
+        state = {k: v for k, v in state.items() if k != "collected_events_prefixes"}
+        state["collected_events"] = {k: batch.lists[i][:n] for k, (i, n) in prefixes.items()}
     return inp.model_copy(update={"store": batch.store if inp.store is None else inp.store, "state": state})
 
 
@@ -176,7 +308,8 @@ async def _run_one(inp: StepInput) -> StepOutput:
     else:
         store = InMemoryStateStore(infer_state_type(llama_workflow)())
     before = store.checkpoint()
-    adapter = StepActivityAdapter(inp.run_id, serializer, store)
+    live = inp.state.get("invocation_id") if inp.live_stream else None
+    adapter = StepActivityAdapter(inp.run_id, serializer, store, live)
     token = _registry.current_adapter.set(adapter)
     try:
         outputs = await _step_worker(llama_workflow, inp.step_name)(
@@ -191,9 +324,10 @@ async def _run_one(inp: StepInput) -> StepOutput:
         )
     finally:
         _registry.current_adapter.reset(token)
+        await adapter.flush_live()
     patch = store.checkpoint().diff(before) if inp.store is not None else []
     out = StepOutput(
-        outputs=_wire.encode_outputs(outputs),
+        outputs=_wire.encode_outputs(outputs, serializer),
         stream=adapter.stream,
         late_sends=adapter.late_sends,
         store_patch=patch,

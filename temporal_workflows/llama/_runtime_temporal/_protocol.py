@@ -8,6 +8,8 @@ workflow signal``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from typing import Any
 
@@ -20,12 +22,16 @@ __all__ = [
     "DEFAULT_TASK_QUEUE",
     "EVENTS_TOPIC",
     "MAX_JOURNAL_CHARS",
+    "PATCH_COLLECT_SPECULATION",
+    "PATCH_LIVE_STREAM",
+    "PATCH_TYPED_STOP_RESULT",
     "PATCH_STEP_BATCHES",
     "MAX_STEP_INPUT_CHARS",
     "MAX_TICK_CHARS",
     "PROCESS_NONCE",
     "RESULT_ERROR_TYPE",
     "STATE_QUERY",
+    "STEP_STREAM_SIGNAL",
     "STORE_PATCH_SIGNAL",
     "TICK_SIGNAL",
     "WORKFLOW_TYPE",
@@ -35,6 +41,8 @@ __all__ = [
     "StepBatchOutput",
     "StepInput",
     "StepOutput",
+    "SpeculatedStep",
+    "speculation_key",
 ]
 
 WORKFLOW_TYPE = "LlamaIndexRun"
@@ -49,6 +57,11 @@ workflow serializer's JSON string: ``temporal workflow signal --name llama_tick 
 
 STORE_PATCH_SIGNAL = "llama_store_patch"
 """Signal with a JSON patch (``StateCheckpoint.diff``) of ``ctx.store``, written from the handler."""
+
+STEP_STREAM_SIGNAL = "llama_step_stream"
+"""Signal a step activity sends for each ``ctx.write_event_to_stream`` while it runs
+(``{"invocation": id, "index": n, "event": serialized}``), so the run publishes it at once
+(``PATCH_LIVE_STREAM``); the step's result carries the same events, and each index is published once."""
 
 STATE_QUERY = "llama_state"
 """Query returning the run's ``ctx.store`` as ``InMemoryStateStore.to_dict`` writes it."""
@@ -100,6 +113,10 @@ class RunOutput(_Frozen):
     ticks: list[str] = Field(default_factory=list)
     init_state: dict[str, Any] | None = None
     """The broker state ``ticks`` start from: the run's final state when ``ticks`` is empty."""
+    stop_result: Any = None
+    """``StopEvent.result`` through the serializer's ``serialize_value`` (events and models in it keep
+    their classes), when ``stop_result_typed`` (``PATCH_TYPED_STOP_RESULT``)."""
+    stop_result_typed: bool = False
 
 
 class StepInput(_Frozen):
@@ -114,6 +131,8 @@ class StepInput(_Frozen):
     bound_events: dict[str, str] | None = None
     retry: dict[str, Any]
     store: dict[str, Any] | None = None
+    live_stream: bool = False
+    """Signal each stream write to the run as it happens (``STEP_STREAM_SIGNAL``)."""
 
 
 class StepOutput(_Frozen):
@@ -137,6 +156,23 @@ PATCH_STEP_BATCHES = "llama-runtime-step-batches"
 of one step made ready in the same workflow activation in one activity (:class:`StepBatchInput`)."""
 
 
+PATCH_LIVE_STREAM = "llama-runtime-live-stream"
+"""Runs recorded before this published a step's ``write_event_to_stream`` events when the step ended;
+newer ones publish each as the step writes it (``STEP_STREAM_SIGNAL``)."""
+
+PATCH_TYPED_STOP_RESULT = "llama-runtime-typed-stop-result"
+"""Runs recorded before this returned ``StopEvent.result`` only as the stop event's JSON, so events and
+models inside it came back as dicts; newer ones return it typed too (``RunOutput.stop_result``)."""
+
+PATCH_COLLECT_SPECULATION = "llama-runtime-collect-speculation"
+"""Runs recorded before this ran each rerun of a ``collect_events`` step (its buffer stale) as an activity of
+its own; newer ones ask a batch to also run the reruns the loop is about to ask for (``StepBatchInput.speculate``)
+and answer those reruns from the batch's result, with no activity."""
+
+MAX_SPECULATED_RUNS = 64
+"""At most this many speculative reruns per batch (a batch of n collect invocations needs n(n-1)/2)."""
+
+
 class StepBatchInput(_Frozen):
     """Invocations of one step made ready together, run in one activity, results in the same order.
 
@@ -148,6 +184,23 @@ class StepBatchInput(_Frozen):
     batch: list[StepInput]
     store: dict[str, Any] | None = None
     buffers: list[dict[str, Any]] = Field(default_factory=list)
+    lists: list[list[str]] = Field(default_factory=list)
+    """Fan-in buffers shared by prefix: ``state["collected_events_prefixes"]`` maps a buffer id to
+    ``[index into lists, length]`` (runs with ``PATCH_COLLECT_SPECULATION``)."""
+    speculate: bool = False
+    """Also run the reruns of the batch's stale ``collect_events`` invocations (``PATCH_COLLECT_SPECULATION``)."""
+
+
+class SpeculatedStep(_Frozen):
+    """The result of a rerun the loop will probably ask for, run ahead in the batch's activity.
+
+    ``key`` is :func:`speculation_key` of the rerun's exact input; the run uses ``output`` only for an
+    invocation whose input has that key (so it is the step's result for that very input: at-least-once,
+    as a retry is), and schedules an activity for any other.
+    """
+
+    key: str
+    output: StepOutput
 
 
 class StepBatchOutput(_Frozen):
@@ -156,3 +209,17 @@ class StepBatchOutput(_Frozen):
     results: list[StepOutput | None]
     """``None``: the invocation was still running when the batch returned (see ``_activity._run_batch``);
     the run runs it alone."""
+    speculated: list[SpeculatedStep] = Field(default_factory=list)
+    """Reruns run ahead (``StepBatchInput.speculate``), in the order they ran."""
+
+
+def speculation_key(inp: StepInput) -> str:
+    """What identifies a step invocation's input within its run, apart from its invocation id (a rerun
+    gets a new one, which only keys its sends, and the run, not the step, turns sends into ticks).
+
+    The run id is left out: it is the run's own (the keys never leave it), and a history replayed under
+    another workflow id must decide the same."""
+    data = inp.model_dump(mode="json", exclude={"run_id", "live_stream"})
+    data["state"] = {k: v for k, v in data["state"].items() if k != "invocation_id"}
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -557,6 +557,9 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
             )
         stop = _wire.decode_event(self._serializer, out.stop_event)
         assert isinstance(stop, StopEvent)
+        if out.stop_result_typed and type(stop) is StopEvent and isinstance(self._serializer, JsonSerializer):
+            with self._serializer.validation_context():
+                stop = StopEvent(result=self._serializer.deserialize_value(out.stop_result))
         self._result, self._done = stop, True
         return stop
 

@@ -8,12 +8,13 @@ the same in the Web UI and the ``temporal`` CLI as in ``ctx.to_dict()``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel
-from workflows.context.serializers import BaseSerializer
+from workflows.context.serializers import BaseSerializer, JsonSerializer
 from workflows.context.utils import import_module_from_qualified_name
-from workflows.events import Event, _deserialize_exception, _serialize_exception
+from workflows.events import Event, StopEvent, _deserialize_exception, _serialize_exception
 from workflows.runtime.types.results import (
     AddCollectedEvent,
     AddWaiter,
@@ -163,12 +164,35 @@ def decode_retry(serializer: BaseSerializer, d: dict[str, Any]) -> RetryAttempt:
     )
 
 
-def encode_outputs(outputs: list[StepWorkerOutput]) -> list[dict[str, Any]]:
-    """A step's results and recorded sends, each LlamaIndex's own model dumped to JSON."""
+def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer | None = None) -> list[dict[str, Any]]:
+    """A step's results and recorded sends, each LlamaIndex's own model dumped to JSON.
+
+    A plain ``StopEvent``'s ``result`` also goes through the serializer's ``serialize_value``
+    (``stop_result``): the model dump turns events and models inside it into dicts, and the default
+    runtime hands the caller the objects themselves.
+    """
     encoded = []
     for item in outputs:
         kind = "sent" if isinstance(item, SentEvent) else item.type
-        encoded.append({"kind": kind, "data": item.model_dump(mode="json")})
+        entry: dict[str, Any] = {"kind": kind, "data": item.model_dump(mode="json")}
+        if (
+            isinstance(item, StepWorkerResult)
+            and type(item.result) is StopEvent
+            and isinstance(serializer, JsonSerializer)
+            and item.result.result is not None
+        ):
+            entry["stop_result"] = serializer.serialize_value(item.result.result)
+        if isinstance(item, AddWaiter) and item.requirements and isinstance(serializer, JsonSerializer):
+            # AddWaiter's own dump writes its requirements as {} (has_requirements=True), and a waiter with
+            # no requirements takes any event of its type: they go beside it, as JSON, when they can.
+            try:
+                requirements = serializer.serialize_value(item.requirements)
+                json.dumps(requirements)
+            except Exception:
+                pass
+            else:
+                entry["requirements"] = requirements
+        encoded.append(entry)
     return encoded
 
 
@@ -177,5 +201,13 @@ def decode_outputs(serializer: BaseSerializer, data: list[dict[str, Any]]) -> li
     with serializer.validation_context():
         for item in data:
             model = _OUTPUT_KINDS[item["kind"]]
-            out.append(model.model_validate(item["data"]))  # type: ignore[arg-type]
+            decoded = model.model_validate(item["data"])
+            if "stop_result" in item and isinstance(serializer, JsonSerializer):
+                typed = StopEvent(result=serializer.deserialize_value(item["stop_result"]))
+                decoded = decoded.model_copy(update={"result": typed})
+            if "requirements" in item and isinstance(serializer, JsonSerializer):
+                decoded = decoded.model_copy(
+                    update={"requirements": serializer.deserialize_value(item["requirements"])}
+                )
+            out.append(decoded)  # type: ignore[arg-type]
     return out

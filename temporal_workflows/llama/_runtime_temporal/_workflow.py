@@ -40,10 +40,10 @@ from temporalio.workflow import ActivityCancellationType, ActivityHandle
 with workflow.unsafe.imports_passed_through():
     from workflows.context.context import Context
     from workflows.context.context_types import SerializedContext
-    from workflows.context.serializers import BaseSerializer
+    from workflows.context.serializers import BaseSerializer, JsonSerializer
     from workflows.context.state_store import apply_state_patch
     from workflows.errors import WorkflowCancelledByUser, WorkflowRuntimeError
-    from workflows.events import Event, IdleReleasedEvent, StartEvent
+    from workflows.events import Event, IdleReleasedEvent, StartEvent, StopEvent
     from workflows.runtime.control_loop import control_loop
     from workflows.runtime.control_loop.reduce import _reduce_tick
     from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
@@ -76,9 +76,13 @@ with workflow.unsafe.imports_passed_through():
         MAX_JOURNAL_CHARS,
         MAX_STEP_INPUT_CHARS,
         MAX_TICK_CHARS,
+        PATCH_COLLECT_SPECULATION,
+        PATCH_LIVE_STREAM,
         PATCH_STEP_BATCHES,
+        PATCH_TYPED_STOP_RESULT,
         RESULT_ERROR_TYPE,
         STATE_QUERY,
+        STEP_STREAM_SIGNAL,
         STORE_PATCH_SIGNAL,
         TICK_SIGNAL,
         WORKFLOW_TYPE,
@@ -88,8 +92,12 @@ with workflow.unsafe.imports_passed_through():
         StepBatchOutput,
         StepInput,
         StepOutput,
+        speculation_key,
     )
     from temporal_workflows.llama._runtime_temporal._server import run_view
+
+MAX_SPECULATED_KEPT = 256
+"""Run-ahead results a run keeps for reruns not yet asked for (the oldest go first)."""
 
 __all__ = ["LlamaIndexRun", "WorkflowRunAdapter", "decode_tick", "error_details"]
 
@@ -129,6 +137,12 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self.batches = False
         """Run a step's invocations made ready in one activation in one activity (``PATCH_STEP_BATCHES``)."""
         self._ready: dict[str, list[tuple[StepInput, asyncio.Future[StepOutput]]]] = {}
+        self.speculation = False
+        self.live_stream = False
+        """Steps signal their stream writes as they make them (``PATCH_LIVE_STREAM``)."""
+        """Ask batches to run ahead the reruns of stale ``collect_events`` calls (``PATCH_COLLECT_SPECULATION``)."""
+        self._speculated: dict[str, StepOutput] = {}
+        """Run-ahead results by :func:`speculation_key`, oldest first; each answers one invocation."""
         self.releasing = False
         self.completion_order: list[str] = []
         """Keys of the tasks in the order the loop was handed them (workers and pulls), for tests and queries."""
@@ -297,6 +311,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
             else {k: _wire.encode_event(s, v) for k, v in bound_events.items()},
             retry=_wire.encode_retry(retry),
             store=self._run.store,
+            live_stream=self.live_stream and state.invocation_id is not None,
         )
         size = len(inp.model_dump_json())
         if size > MAX_STEP_INPUT_CHARS:
@@ -306,15 +321,27 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 f"step {step_name!r}: its input (event, fan-in buffers and ctx.store) is {size:,} bytes, over "
                 f"the {MAX_STEP_INPUT_CHARS:,} a Temporal payload allows here; keep large values out of the store"
             )
-        if self.batches:
-            out = await self._batched(inp)
+        ahead = self._speculated.pop(speculation_key(inp), None) if self._speculated else None
+        live = state.invocation_id if inp.live_stream else None
+        if ahead is not None:
+            # A batch already ran this very input (a rerun of a collect_events call whose buffer was stale,
+            # the one the loop now asks for): its result, with no activity of its own.
+            out = ahead
         else:
-            out = await self._single(inp)
+            if live is not None:
+                self._run.live[live] = 0  # the step's stream writes published so far (signalled live)
+            try:
+                out = await (self._batched(inp) if self.batches else self._single(inp))
+            finally:
+                published = self._run.live.pop(live, 0) if live is not None else 0
         # What the step did, applied in the order steps completed (deterministic): its store writes,
-        # its stream writes (before its result is reduced, so before a StopEvent), sends after return.
+        # its stream writes not yet published live (before its result is reduced, so before a StopEvent),
+        # sends after return.
+        if ahead is not None:
+            published = 0
         if out.store_patch and self._run.store is not None:
             self._run.store = apply_state_patch(self._run.store, out.store_patch)
-        for written in out.stream:
+        for written in out.stream[published:]:
             self._run.publish(written)
         outputs = _wire.decode_outputs(s, out.outputs)
         # The step's ctx.send_event calls, delivered as the default runtime delivers them live: a
@@ -394,7 +421,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
 
     async def _run_batch(self, step_name: str, items: list[tuple[StepInput, asyncio.Future[StepOutput]]]) -> None:
         try:
-            arg = self._batch_input(items) if len(items) > 1 else None
+            arg = self._batch_input(items, self.speculation) if len(items) > 1 else None
             if arg is None:
                 # One invocation, or a batch over the payload limit: each alone (each was checked).
                 results: list[StepOutput | None] = list(await asyncio.gather(*(self._single(inp) for inp, _ in items)))
@@ -404,6 +431,10 @@ class WorkflowRunAdapter(InternalRunAdapter):
                         self._start(step_name, arg, f"{step_name} x{len(items)}")
                     )
                     results = out.results
+                    for ahead in out.speculated:
+                        self._speculated[ahead.key] = ahead.output
+                    while len(self._speculated) > MAX_SPECULATED_KEPT:
+                        del self._speculated[next(iter(self._speculated))]
                 except ActivityError as e:
                     if not (isinstance(e.cause, ApplicationError) and e.cause.type == BATCH_TOO_LARGE):
                         raise
@@ -434,10 +465,18 @@ class WorkflowRunAdapter(InternalRunAdapter):
             fut.set_result(out)
 
     @staticmethod
-    def _batch_input(items: list[tuple[StepInput, asyncio.Future[StepOutput]]]) -> StepBatchInput | None:
-        """The batch's activity input, each store and fan-in buffer once; ``None`` if over the limit."""
+    def _batch_input(
+        items: list[tuple[StepInput, asyncio.Future[StepOutput]]], speculate: bool = False
+    ) -> StepBatchInput | None:
+        """The batch's activity input, each store and fan-in buffer once; ``None`` if over the limit.
+
+        With ``speculate`` (``PATCH_COLLECT_SPECULATION``) a buffer goes once even when the invocations
+        hold different lengths of it (a join's invocations start one event apart): each refers to a
+        prefix of one shared list (``state["collected_events_prefixes"]``).
+        """
         base = items[0][0].store
         buffers: list[dict[str, Any]] = []
+        lists: list[list[str]] = []
         known: dict[str, int] = {}
         batch: list[StepInput] = []
         for inp, _ in items:
@@ -445,7 +484,11 @@ class WorkflowRunAdapter(InternalRunAdapter):
             if inp.store is base or inp.store == base:
                 update["store"] = None  # the batch's store (each invocation's store as it was queued)
             collected = inp.state.get("collected_events") or {}
-            if collected:
+            if collected and speculate:
+                state = {k: v for k, v in inp.state.items() if k != "collected_events"}
+                state["collected_events_prefixes"] = {k: _share_prefix(lists, v) for k, v in collected.items()}
+                update["state"] = state
+            elif collected:
                 key = json.dumps(collected, sort_keys=True)
                 if key not in known:
                     known[key] = len(buffers)
@@ -454,8 +497,21 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 state["collected_events_ref"] = known[key]
                 update["state"] = state
             batch.append(inp.model_copy(update=update))
-        arg = StepBatchInput(batch=batch, store=base, buffers=buffers)
+        # Run-ahead costs the activity nothing unless the batch's results are collect_events calls.
+        arg = StepBatchInput(batch=batch, store=base, buffers=buffers, lists=lists, speculate=speculate)
         return arg if len(arg.model_dump_json()) <= MAX_STEP_INPUT_CHARS else None
+
+
+def _share_prefix(lists: list[list[str]], events: list[str]) -> list[int]:
+    """``[index, length]`` of ``events`` as a prefix of one of ``lists``, extending or adding one as needed."""
+    for i, known in enumerate(lists):
+        n = min(len(known), len(events))
+        if known[:n] == events[:n]:
+            if len(events) > len(known):
+                lists[i] = list(events)
+            return [i, len(events)]
+    lists.append(list(events))
+    return [len(lists) - 1, len(events)]
 
 
 class _QuietOnReplay(BaseInternalRunAdapterDecorator):
@@ -489,9 +545,33 @@ class LlamaIndexRun:
         self._stream = WorkflowStream(prior_state=inp.stream)
         self._events = self._stream.topic(EVENTS_TOPIC, type=str)
         self._adapter: WorkflowRunAdapter | None = None
+        self.live: dict[str, int] = {}
+        """Running step invocations that signal their stream writes: how many were published so far."""
 
     def publish(self, data: str) -> None:
         self._events.publish(data)
+
+    @workflow.signal(name=STEP_STREAM_SIGNAL)
+    def step_stream(self, data: Any) -> None:
+        """A running step's ``write_event_to_stream``, published at once (``PATCH_LIVE_STREAM``).
+
+        Each index of an invocation is published once, in order: a retried attempt's repeats, and writes
+        of an invocation that has completed (its result published the rest), are dropped quietly. Anything
+        that is not such a write is dropped with a warning, and the run goes on.
+        """
+        if not (
+            isinstance(data, dict)
+            and isinstance(data.get("invocation"), str)
+            and isinstance(data.get("index"), int)
+            and isinstance(data.get("event"), str)
+            and len(data["event"]) <= MAX_TICK_CHARS
+        ):
+            workflow.logger.warning("dropped a %s signal that is not a step's stream write", STEP_STREAM_SIGNAL)
+            return
+        invocation, index = data["invocation"], data["index"]
+        if self.live.get(invocation) == index:
+            self.publish(data["event"])
+            self.live[invocation] = index + 1
 
     @workflow.signal(name=TICK_SIGNAL)
     def tick(self, data: Any) -> None:
@@ -540,6 +620,9 @@ class LlamaIndexRun:
         raw = WorkflowRunAdapter(self, llama_workflow, serializer, inp, options)
         # Asked first, before any command, so a run's replay always finds its marker where it was made.
         raw.batches = workflow.patched(PATCH_STEP_BATCHES)
+        raw.speculation = workflow.patched(PATCH_COLLECT_SPECULATION)
+        raw.live_stream = workflow.patched(PATCH_LIVE_STREAM)
+        typed_result = workflow.patched(PATCH_TYPED_STOP_RESULT)
         self._adapter = raw
         token = _registry.current_adapter.set(raw)
         try:
@@ -590,15 +673,26 @@ class LlamaIndexRun:
                 final = self._fold(inp, llama_workflow, serializer).to_serialized(serializer)
             except Exception:
                 final = None  # e.g. child brokers, which to_serialized refuses: the journal goes instead
+            typed: dict[str, Any] = {}
+            if typed_result and type(stop) is StopEvent and isinstance(serializer, JsonSerializer):
+                # Its result as the default runtime hands it over: events and models in it keep their classes.
+                typed = {"stop_result": serializer.serialize_value(stop.result), "stop_result_typed": True}
             if final is not None:
                 return RunOutput(
-                    stop_event=serializer.serialize(stop), store=self.store, init_state=final.model_dump(mode="json")
+                    stop_event=serializer.serialize(stop),
+                    store=self.store,
+                    init_state=final.model_dump(mode="json"),
+                    **typed,
                 )
             # The journal rides along only while it is small: a result over Temporal's payload limit would
             # fail the workflow task for ever. Without it the handler's ctx.to_dict() shows the start state.
             ticks = self.ticks if sum(len(t) for t in self.ticks) <= MAX_JOURNAL_CHARS else []
             return RunOutput(
-                stop_event=serializer.serialize(stop), store=self.store, ticks=ticks, init_state=inp.init_state
+                stop_event=serializer.serialize(stop),
+                store=self.store,
+                ticks=ticks,
+                init_state=inp.init_state,
+                **typed,
             )
         finally:
             _registry.current_adapter.reset(token)

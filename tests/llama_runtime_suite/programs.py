@@ -1,0 +1,589 @@
+# Workflows ported from LlamaIndex's own test suite: run-llama/workflows-py,
+# packages/llama-index-workflows/tests/ (conftest.py, test_streaming.py, test_workflow.py,
+# test_workflow_typed_state.py, test_catch_error.py, context/test_context.py), at commit 0b2098b7.
+# The workflows are kept as written there; only what the tests asserted on is now an observation
+# (programs.observe) that the two runtimes must share, and closures over test-local dicts became results.
+#
+# The MIT License
+#
+# Copyright (c) 2026 LlamaIndex Inc.
+#
+# Permission is hereby granted, free of charge, to any person obtaining a copy
+# of this software and associated documentation files (the "Software"), to deal
+# in the Software without restriction, including without limitation the rights
+# to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+# copies of the Software, and to permit persons to whom the Software is
+# furnished to do so, subject to the following conditions:
+#
+# The above copyright notice and this permission notice shall be included in
+# all copies or substantial portions of the Software.
+#
+# THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+# IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+# FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+# AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+# LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+# OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN
+# THE SOFTWARE.
+"""LlamaIndex's test-suite workflows, each with how a test drives it and what it observes.
+
+Module level on purpose: a separate worker could import every class (events included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+from workflows import Context, Workflow, catch_error, step
+from workflows.events import (
+    Event,
+    HumanResponseEvent,
+    InputRequiredEvent,
+    StartEvent,
+    StepFailedEvent,
+    StopEvent,
+)
+from workflows.retry_policy import retry_always, retry_policy, stop_after_attempt, wait_fixed
+
+VOLATILE = frozenset({"failed_at", "elapsed_seconds", "last_failed_at", "first_attempt_at", "timestamp"})
+"""Fields that carry wall-clock times: left out of what the two runtimes must agree on."""
+
+
+def _retry(attempts: int) -> Any:
+    return retry_policy(retry=retry_always(), wait=wait_fixed(0), stop=stop_after_attempt(attempts))
+
+
+# -- conftest.py --------------------------------------------------------------------------------------
+class OneTestEvent(Event):
+    test_param: str = Field(default="test")
+
+
+class AnotherTestEvent(Event):
+    another_test_param: str = Field(default="another_test")
+
+
+class LastEvent(Event):
+    pass
+
+
+class DummyWorkflow(Workflow):
+    @step
+    async def start_step(self, ev: StartEvent) -> OneTestEvent:
+        return OneTestEvent()
+
+    @step
+    async def middle_step(self, ev: OneTestEvent) -> LastEvent:
+        return LastEvent()
+
+    @step
+    async def end_step(self, ev: LastEvent) -> StopEvent:
+        return StopEvent(result="Workflow completed")
+
+
+# -- test_streaming.py --------------------------------------------------------------------------------
+class StreamingWorkflow(Workflow):
+    @step
+    async def chat(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        async def stream_messages() -> Any:
+            resp = "Paul Graham is a British-American computer scientist, entrepreneur, vc, and writer."
+            for word in resp.split():
+                yield word
+
+        async for w in stream_messages():
+            ctx.write_event_to_stream(Event(msg=w))
+
+        return StopEvent(result=None)
+
+
+# -- test_workflow_typed_state.py ---------------------------------------------------------------------
+class MyState(BaseModel):
+    name: str = Field(default="Jane")
+    age: int = Field(default=25)
+
+
+class TypedStateWorkflow(Workflow):
+    @step
+    async def step(self, ctx: Context[MyState], ev: StartEvent) -> StopEvent:
+        await ctx.store.set("name", "John")
+        await ctx.store.set("age", 30)
+        state = await ctx.store.get_state()
+        state.age += 1
+        await ctx.store.set_state(state)
+        return StopEvent()
+
+
+class SomeState(BaseModel):
+    val: int = Field(default=0)
+
+
+class WorkerEvent(Event):
+    pass
+
+
+class ResultEvent(Event):
+    pass
+
+
+class GatherEvent(Event):
+    pass
+
+
+class ParallelWorkflow(Workflow):
+    @step
+    async def init(self, ctx: Context[SomeState], ev: StartEvent) -> WorkerEvent | GatherEvent:
+        for _ in range(10):
+            ctx.send_event(WorkerEvent())
+        return GatherEvent()
+
+    @step
+    async def worker(self, ctx: Context[SomeState], ev: WorkerEvent) -> ResultEvent:
+        async with ctx.store.edit_state() as state:
+            state.val += 1
+            await asyncio.sleep(0.01)
+            if state.val % 2 == 0:
+                state.val -= 1
+        return ResultEvent()
+
+    @step
+    async def gather(self, ctx: Context[SomeState], ev: GatherEvent | ResultEvent) -> StopEvent | None:
+        results = ctx.collect_events(ev, [ResultEvent] * 10)
+        if not results:
+            return None
+        state = await ctx.store.get_state()
+        return StopEvent(result=state.val)
+
+
+# -- context/test_context.py --------------------------------------------------------------------------
+class CollectTwoWorkflow(Workflow):
+    @step
+    async def step1(self, _: StartEvent) -> OneTestEvent:
+        return OneTestEvent()
+
+    @step
+    async def step2(self, _: StartEvent) -> AnotherTestEvent:
+        return AnotherTestEvent()
+
+    @step
+    async def step3(self, ctx: Context, ev: OneTestEvent | AnotherTestEvent) -> StopEvent | None:
+        events = ctx.collect_events(ev, [OneTestEvent, AnotherTestEvent])
+        if events is None:
+            return None
+        return StopEvent(result=events)
+
+
+class CollectNothingWorkflow(Workflow):
+    @step
+    async def start_step(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        events = ctx.collect_events(ev, [])
+        return StopEvent(result=events)
+
+
+class CollectWithExtraTypeWorkflow(Workflow):
+    @step
+    async def start_step(self, ctx: Context, ev: StartEvent) -> OneTestEvent | AnotherTestEvent | LastEvent:
+        await ctx.store.set("num_to_collect", 2)
+        await ctx.store.set("calls", 0)
+        ctx.send_event(LastEvent())
+        ctx.send_event(OneTestEvent(test_param="first"))
+        ctx.send_event(AnotherTestEvent(another_test_param="second"))
+        return None  # type: ignore[return-value]
+
+    @step
+    async def collector(self, ctx: Context, ev: OneTestEvent | AnotherTestEvent | LastEvent) -> StopEvent | None:
+        calls = await ctx.store.get("calls")
+        await ctx.store.set("calls", calls + 1)
+        events = ctx.collect_events(ev, [OneTestEvent, AnotherTestEvent])
+        if events is None:
+            return None
+        assert len(events) == 2
+        assert isinstance(events[0], OneTestEvent)
+        assert isinstance(events[1], AnotherTestEvent)
+        return StopEvent(result="collected")
+
+
+class WaitForEventWorkflow(Workflow):
+    @step
+    async def step1(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        result = await ctx.wait_for_event(Event, waiter_event=Event(msg="foo"), waiter_id="test_id")
+        return StopEvent(result=result.msg)
+
+
+class Waiter1(Event):
+    msg: str
+
+
+class Waiter2(Event):
+    msg: str
+
+
+class WaiterResult(Event):
+    result: str
+
+
+class WaitingWorkflow(Workflow):
+    @step
+    async def spawn_waiters(self, ctx: Context, ev: StartEvent) -> Waiter1 | Waiter2:
+        ctx.send_event(Waiter1(msg="foo"))
+        ctx.send_event(Waiter2(msg="bar"))
+        return None  # type: ignore[return-value]
+
+    @step
+    async def waiter_one(self, ctx: Context, ev: Waiter1) -> WaiterResult:
+        ctx.write_event_to_stream(InputRequiredEvent(prefix="waiter_one"))  # type: ignore[call-arg]
+        new_ev: HumanResponseEvent = await ctx.wait_for_event(
+            HumanResponseEvent, requirements={"waiter_id": "waiter_one"}
+        )
+        return WaiterResult(result=new_ev.response)
+
+    @step
+    async def waiter_two(self, ctx: Context, ev: Waiter2) -> WaiterResult:
+        ctx.write_event_to_stream(InputRequiredEvent(prefix="waiter_two"))  # type: ignore[call-arg]
+        new_ev: HumanResponseEvent = await ctx.wait_for_event(
+            HumanResponseEvent, requirements={"waiter_id": "waiter_two"}
+        )
+        return WaiterResult(result=new_ev.response)
+
+    @step
+    async def collect_waiters(self, ctx: Context, ev: WaiterResult) -> StopEvent:
+        events: list[WaiterResult] | None = ctx.collect_events(ev, [WaiterResult, WaiterResult])  # type: ignore[assignment]
+        if events is None:
+            return None  # type: ignore[return-value]
+        return StopEvent(result=[e.result for e in events])
+
+
+# -- test_workflow.py ---------------------------------------------------------------------------------
+class StepSendEventToNoneWorkflow(Workflow):
+    @step
+    async def step1(self, ctx: Context, ev: StartEvent) -> OneTestEvent:
+        ctx.send_event(OneTestEvent(), step=None)
+        return  # type: ignore[return-value]
+
+    @step
+    async def step2(self, ev: OneTestEvent) -> StopEvent:
+        return StopEvent(result="step2")
+
+
+class ReturnsBogusWorkflow(Workflow):
+    @step
+    async def step1(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        return "foo"  # type: ignore[return-value]
+
+
+class HumanInTheLoopWorkflow(Workflow):
+    @step
+    async def step1(self, ctx: Context, ev: StartEvent) -> InputRequiredEvent:
+        cur_runs = await ctx.store.get("step1_runs", default=0)
+        await ctx.store.set("step1_runs", cur_runs + 1)
+        return InputRequiredEvent(prefix="Enter a number: ")  # type: ignore[call-arg]
+
+    @step
+    async def step2(self, ctx: Context, ev: HumanResponseEvent) -> StopEvent:
+        cur_runs = await ctx.store.get("step2_runs", default=0)
+        await ctx.store.set("step2_runs", cur_runs + 1)
+        return StopEvent(result=ev.response)
+
+
+# -- test_catch_error.py ------------------------------------------------------------------------------
+class InputStart(StartEvent):
+    query: str = "hello"
+
+
+class CatchReturnsStop(Workflow):
+    @step(retry_policy=_retry(1))
+    async def flaky(self, ev: StartEvent) -> StopEvent:
+        raise RuntimeError("transient")
+
+    @catch_error
+    async def handler(self, ctx: Context, ev: StepFailedEvent) -> StopEvent:
+        return StopEvent(result={"recovered_from": ev.step_name})
+
+
+class CatchRaises(Workflow):
+    @step(retry_policy=_retry(1))
+    async def flaky(self, ev: StartEvent) -> StopEvent:
+        raise RuntimeError("primary")
+
+    @catch_error
+    async def handler(self, ctx: Context, ev: StepFailedEvent) -> StopEvent:
+        raise ValueError("handler-failed")
+
+
+class CatchNotOnRecoverableRetry(Workflow):
+    attempts = 0
+
+    @step(retry_policy=_retry(3))
+    async def flaky(self, ev: StartEvent) -> StopEvent:
+        self.attempts += 1
+        if self.attempts < 2:
+            raise ValueError("transient")
+        return StopEvent(result="recovered")
+
+    @catch_error
+    async def handler(self, ctx: Context, ev: StepFailedEvent) -> StopEvent:
+        return StopEvent(result="caught")
+
+
+class StepFailedEventFields(Workflow):
+    @step(retry_policy=_retry(2))
+    async def flaky(self, ev: InputStart) -> StopEvent:
+        raise RuntimeError(f"bad:{ev.query}")
+
+    @catch_error
+    async def handler(self, ctx: Context, ev: StepFailedEvent) -> StopEvent:
+        return StopEvent(
+            result={
+                "step_name": ev.step_name,
+                "input": [type(ev.input_event).__name__, getattr(ev.input_event, "query", None)],
+                "exception": [type(ev.exception).__name__, str(ev.exception)],
+                "attempts": ev.attempts,
+                "aware": ev.failed_at.tzinfo is not None,
+            }
+        )
+
+
+class CatchNotOnTimeout(Workflow):
+    @step
+    async def slow(self, ev: StartEvent) -> StopEvent:
+        await asyncio.sleep(5)
+        return StopEvent(result="unreachable")
+
+    @catch_error
+    async def handler(self, ctx: Context, ev: StepFailedEvent) -> StopEvent:
+        return StopEvent(result="caught")
+
+
+class NoCatchFails(Workflow):
+    @step(retry_policy=_retry(1))
+    async def flaky(self, ev: StartEvent) -> StopEvent:
+        raise ValueError("boom")
+
+
+class CatchReadsState(Workflow):
+    @step(retry_policy=_retry(1))
+    async def flaky(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        await ctx.store.set("progress", "halfway")
+        raise RuntimeError("boom")
+
+    @catch_error
+    async def handler(self, ctx: Context, ev: StepFailedEvent) -> StopEvent:
+        progress = await ctx.store.get("progress", default="unset")
+        return StopEvent(result={"progress": progress, "step": ev.step_name})
+
+
+class BEvent(Event):
+    pass
+
+
+class ScopedCatchesListed(Workflow):
+    @step(retry_policy=_retry(1))
+    async def a(self, ev: StartEvent) -> BEvent:
+        raise RuntimeError("a failed")
+
+    @step
+    async def b(self, ev: BEvent) -> StopEvent:
+        return StopEvent(result="b-ran")
+
+    @catch_error(for_steps=["a"])
+    async def handle_a(self, ctx: Context, ev: StepFailedEvent) -> StopEvent:
+        return StopEvent(result={"caught": ev.step_name})
+
+
+class ScopedSkipsOther(Workflow):
+    @step(retry_policy=_retry(1))
+    async def a(self, ev: StartEvent) -> BEvent:
+        return BEvent()
+
+    @step(retry_policy=_retry(1))
+    async def b(self, ev: BEvent) -> StopEvent:
+        raise ValueError("b failed")
+
+    @catch_error(for_steps=["a"])
+    async def handle_a(self, ctx: Context, ev: StepFailedEvent) -> StopEvent:
+        return StopEvent(result="caught")
+
+
+class AFailedMarker(Event):
+    pass
+
+
+class MultipleScopedHandlers(Workflow):
+    @step(retry_policy=_retry(1))
+    async def a(self, ev: StartEvent) -> BEvent:
+        raise RuntimeError("a")
+
+    @step(retry_policy=_retry(1))
+    async def b(self, ev: BEvent) -> StopEvent:
+        raise RuntimeError("b")
+
+    @catch_error(for_steps=["a"])
+    async def handle_a(self, ctx: Context, ev: StepFailedEvent) -> AFailedMarker:
+        return AFailedMarker()
+
+    @catch_error(for_steps=["b"])
+    async def handle_b(self, ctx: Context, ev: StepFailedEvent) -> StopEvent:
+        return StopEvent(result={"recovered": ev.step_name})
+
+    @step
+    async def finish_a(self, ev: AFailedMarker) -> BEvent:
+        return BEvent()
+
+
+class ScopedAndWildcard(Workflow):
+    @step(retry_policy=_retry(1))
+    async def a(self, ev: StartEvent) -> BEvent:
+        raise RuntimeError("a-fail")
+
+    @step(retry_policy=_retry(1))
+    async def b(self, ev: BEvent) -> StopEvent:
+        raise RuntimeError("b-fail")
+
+    @catch_error(for_steps=["a"])
+    async def handle_a(self, ctx: Context, ev: StepFailedEvent) -> StopEvent:
+        return StopEvent(result={"via": "scoped", "step": ev.step_name})
+
+    @catch_error
+    async def wildcard(self, ctx: Context, ev: StepFailedEvent) -> StopEvent:
+        return StopEvent(result={"via": "wildcard", "step": ev.step_name})
+
+
+# -- how each is driven, and what is compared -----------------------------------------------------------
+def describe(value: Any) -> Any:
+    """A value as plain data: events as (type name, fields without wall-clock times), exceptions by class
+    and message."""
+    if isinstance(value, BaseException):
+        return ["exception", type(value).__name__, str(value)]
+    if isinstance(value, BaseModel):
+        try:
+            data: Any = value.model_dump(mode="json")
+        except Exception:
+            data = str(value)
+        if isinstance(value, BaseModel) and isinstance(data, dict):
+            data = {k: describe(v) for k, v in data.items() if k not in VOLATILE}
+        return [type(value).__name__, data]
+    if isinstance(value, dict):
+        return {k: describe(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list | tuple):
+        return [describe(v) for v in value]
+    return value
+
+
+Answer = Callable[[Event], Event | None]
+
+
+async def observe(
+    wf: Workflow,
+    *,
+    answer: Answer | None = None,
+    store_keys: tuple[str, ...] = (),
+    typed_state: bool = False,
+    sort_result: bool = False,
+    unordered: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Run ``wf`` as the ported test did: its stream (answering what ``answer`` answers), its result or
+    error, and the store values the test read afterwards.
+
+    ``unordered``: concurrent steps write to the stream, so only which events came is compared, not their
+    order (the final ``StopEvent`` is left to ``sort_result``), as the original test did."""
+    handler = wf.run(**kwargs)
+    stream: list[Any] = []
+    try:
+        async for ev in handler.stream_events():
+            stream.append(describe(ev))
+            reply = answer(ev) if answer is not None else None
+            if reply is not None:
+                assert handler.ctx is not None
+                handler.ctx.send_event(reply)
+    except Exception as e:
+        stream.append(["stream ended with", describe(e)])
+    if unordered:
+        stream = sorted(json.dumps(x, sort_keys=True) for x in stream if not (x and x[0] == "StopEvent"))
+    out: dict[str, Any] = {"stream": stream}
+    try:
+        result = await handler
+        out["result"] = describe(sorted(result) if sort_result else result)
+    except Exception as e:
+        out["error"] = describe(e)
+    if handler.ctx is not None:
+        for key in store_keys:
+            out[f"store.{key}"] = await handler.ctx.store.get(key, default=None)
+        if typed_state:
+            out["state"] = describe(await handler.ctx.store.get_state())
+    return out
+
+
+@dataclass(frozen=True)
+class Program:
+    """One ported test: the workflow, the ``run`` arguments, and what the test looked at."""
+
+    cls: type[Workflow]
+    timeout: float = 30.0
+    options: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+    def build(self, runtime: Any | None) -> Workflow:
+        return self.cls(timeout=self.timeout) if runtime is None else self.cls(timeout=self.timeout, runtime=runtime)
+
+    def run(self, runtime: Any | None) -> Awaitable[dict[str, Any]]:
+        return observe(self.build(runtime), **self.options)
+
+
+def _answer_foo(ev: Event) -> Event | None:
+    return Event(msg="bar") if type(ev) is Event and getattr(ev, "msg", None) == "foo" else None
+
+
+def _answer_waiters(ev: Event) -> Event | None:
+    if isinstance(ev, InputRequiredEvent) and ev.get("prefix") in ("waiter_one", "waiter_two"):
+        response = "foo" if ev.get("prefix") == "waiter_one" else "bar"
+        return HumanResponseEvent(response=response, waiter_id=ev.get("prefix"))  # type: ignore[call-arg]
+    return None
+
+
+def _answer_number(ev: Event) -> Event | None:
+    return HumanResponseEvent(response="42") if isinstance(ev, InputRequiredEvent) else None  # type: ignore[call-arg]
+
+
+PROGRAMS: dict[str, Program] = {
+    "dummy_chain": Program(DummyWorkflow, source="conftest.py"),
+    "streaming": Program(StreamingWorkflow, source="test_streaming.py"),
+    "typed_state": Program(TypedStateWorkflow, options={"typed_state": True}, source="test_workflow_typed_state.py"),
+    "typed_state_parallel_edit_state": Program(
+        ParallelWorkflow, options={"typed_state": True}, source="test_workflow_typed_state.py"
+    ),
+    "collect_events": Program(CollectTwoWorkflow, source="context/test_context.py"),
+    "collect_events_empty": Program(CollectNothingWorkflow, source="context/test_context.py"),
+    "collect_events_extra_type": Program(
+        CollectWithExtraTypeWorkflow, options={"store_keys": ("calls",)}, source="context/test_context.py"
+    ),
+    "wait_for_event": Program(WaitForEventWorkflow, options={"answer": _answer_foo}, source="context/test_context.py"),
+    "wait_for_two_waiters": Program(
+        WaitingWorkflow,
+        options={"answer": _answer_waiters, "sort_result": True, "unordered": True},
+        source="context/test_context.py",
+    ),
+    "send_event_step_none": Program(StepSendEventToNoneWorkflow, source="test_workflow.py"),
+    "step_returns_bogus": Program(ReturnsBogusWorkflow, source="test_workflow.py"),
+    "human_in_the_loop": Program(
+        HumanInTheLoopWorkflow,
+        options={"answer": _answer_number, "store_keys": ("step1_runs", "step2_runs")},
+        source="test_workflow.py",
+    ),
+    "catch_error_returns_stop": Program(CatchReturnsStop, source="test_catch_error.py"),
+    "catch_error_raises": Program(CatchRaises, source="test_catch_error.py"),
+    "catch_error_not_on_recoverable_retry": Program(CatchNotOnRecoverableRetry, source="test_catch_error.py"),
+    "step_failed_event_fields": Program(
+        StepFailedEventFields, options={"start_event": InputStart(query="hello")}, source="test_catch_error.py"
+    ),
+    "catch_error_not_on_timeout": Program(CatchNotOnTimeout, timeout=1.0, source="test_catch_error.py"),
+    "no_catch_error_fails": Program(NoCatchFails, source="test_catch_error.py"),
+    "catch_error_reads_state": Program(CatchReadsState, source="test_catch_error.py"),
+    "scoped_catches_listed_step": Program(ScopedCatchesListed, source="test_catch_error.py"),
+    "scoped_skips_other_step": Program(ScopedSkipsOther, source="test_catch_error.py"),
+    "multiple_scoped_handlers": Program(MultipleScopedHandlers, source="test_catch_error.py"),
+    "scoped_and_wildcard": Program(ScopedAndWildcard, source="test_catch_error.py"),
+}
