@@ -33,7 +33,7 @@ from temporal_workflows._engine.machine import (
     StepResult,
     StepTask,
 )
-from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._engine.serde import Envelope, type_key
 from temporal_workflows._errors import ExecutorFailedError, WorkflowRunError
 from temporal_workflows._events import WorkflowEvent, WorkflowStartedEvent
 from temporal_workflows._graph.context import WorkflowContext
@@ -42,6 +42,7 @@ from temporal_workflows.llama._routing import route_event, unhandled, waits_of_r
 from temporal_workflows.llama._runtime import (
     UNSERIALIZABLE,
     LiveRun,
+    LlamaFailedStreamEvent,
     LlamaStreamEvent,
     decode_value,
     encode_value,
@@ -77,6 +78,7 @@ FORMAT = "temporal_workflows.llama/1"
 """``Context.to_dict()`` format tag: the engine's checkpoint of the run, plus the store as JSON."""
 
 _END: Any = object()
+_FAILED_STREAM = type_key(LlamaFailedStreamEvent)
 
 
 class _RunBackend(DictBackend):
@@ -368,6 +370,9 @@ class LocalRun:
                     await run_task(self.compiled, info, wctx, state, triggers, None, self.live)
             return check_step_result(wctx._result, executor_id=task.executor_id)
         except Exception as e:
+            for env in wctx._result.events:  # what the failed step wrote, as a Temporal run streams it live
+                if env.type == _FAILED_STREAM:
+                    self._on_driver_event(env)
             return StepFailure.of(e)
 
     # -- outside input -------------------------------------------------------------------------------------------------

@@ -75,6 +75,8 @@ from temporal_workflows.llama.events import (
     HumanResponseEvent,
     InputRequiredEvent,
     StepFailedEvent,
+    StepState,
+    StepStateChanged,
     StopEvent,
     summarize_event,
 )
@@ -515,15 +517,16 @@ class Invocation:
         if route.targets:
             self.sends.append((env, route.targets, event))
 
-    def stream(self, event: Event, *, waiter_of: str | None = None) -> None:
+    def stream(self, event: Event, *, waiter_of: str | None = None, even_replaying: bool = False) -> None:
         """``write_event_to_stream``: a custom event of the task (at once; a failed attempt's stay).
 
         A waiter event (``waiter_of``: its request id) reaches an in-process
         caller only once the wait is committed (the host publishes it then), so
         that a ``to_dict()`` taken when the caller sees it already holds the
-        wait, and an answer sent at once finds it.
+        wait, and an answer sent at once finds it. A re-run's own events
+        (``even_replaying``: its ``StepStateChanged`` running) are new, not replayed.
         """
-        if self.replay is not None:
+        if self.replay is not None and not even_replaying:
             return
         task = self.task
         try:
@@ -620,6 +623,8 @@ class Invocation:
         register_type(event_type)
         live = task.live
         ask = None
+        # LlamaIndex ends the step's attempt at a wait (it runs again when the event comes): not_running first.
+        self.stream(_step_state(self, StepState.NOT_RUNNING))
         if waiter_event is not None:
             ask = event_json(waiter_event, live, "waiter_event")
             self.stream(waiter_event, waiter_of=rid)
@@ -749,9 +754,10 @@ async def run_task(
             invocations = [Invocation(task, ev, i, keys[i], 0) for i, ev in enumerate(events)]
             await _run_all(task, invocations)
     except Exception:
-        if live is None and task.written:
-            # No reader in this process has seen the writes (in process, ``live`` gave each to the caller
-            # at once): the failed step has no result to carry them, so they go out live, before the failure.
+        if task.written:
+            # The failed step has no result to carry its writes, so they go out live, before the failure: on
+            # Temporal to every reader; in process (``live`` gave each to the caller at once) to the run's
+            # record only (``LocalRun.run_one``), so both hosts' records show them alike.
             if task.stream_tasks:
                 await asyncio.gather(*task.stream_tasks, return_exceptions=True)
             for wrapped in task.written:
@@ -799,6 +805,8 @@ async def _run_all(task: TaskRun, invocations: list[Invocation]) -> None:
     runs: dict[int, asyncio.Task[None]] = {}
 
     async def run(inv: Invocation) -> None:
+        if slots.locked():  # every worker is busy: LlamaIndex queues the event (``preparing``)
+            inv.stream(_step_state(inv, StepState.PREPARING))
         async with slots:
             inv.worker = free.pop(0)
             try:
@@ -822,17 +830,12 @@ async def _run_all(task: TaskRun, invocations: list[Invocation]) -> None:
 
 
 async def _run_one(inv: Invocation) -> None:
-    """Run an invocation; in process one that waits stays suspended (parked) and this returns."""
-    live = inv.task.live
-    if live is None:
-        token = _current.set(inv)
-        try:
-            with contextlib.suppress(_Park):
-                await _attempts(inv)
-        finally:
-            _current.reset(token)
-        _print_done(inv)
-        return
+    """Run an invocation; in process one that waits stays suspended (parked) and this returns.
+
+    On both hosts the invocation runs in a task of its own, so a task's
+    invocations interleave alike in process and in the step's activity (the
+    order their ``StepStateChanged`` events, sends and results come in).
+    """
     done = asyncio.ensure_future(_in_context(inv))
     await _until_done_or_parked(inv, done)
     _print_done(inv)
@@ -841,7 +844,11 @@ async def _run_one(inv: Invocation) -> None:
 async def _in_context(inv: Invocation) -> None:
     token = _current.set(inv)
     try:
-        await _attempts(inv)
+        if inv.task.live is None:  # on Temporal a wait ends the attempt (the step runs again when answered)
+            with contextlib.suppress(_Park):
+                await _attempts(inv)
+        else:
+            await _attempts(inv)
     finally:
         _current.reset(token)
 
@@ -882,6 +889,7 @@ async def _resume(task: TaskRun, resume: tuple[PendingRequest, Envelope]) -> Non
         inv = parked.invocation
         inv.task = task
         inv.waiting = None
+        inv.stream(_step_state(inv, StepState.RUNNING))  # it runs again, as LlamaIndex re-runs a waiting step
         parked.future.set_result(response)
         await _until_done_or_parked(inv, parked.task)
         _print_done(inv)
@@ -906,11 +914,13 @@ async def _attempts(inv: Invocation) -> None:
     policy = info.config.retry_policy
     while True:
         compiled.verbose_line(f"[{info.name}:{inv.worker}] started from {type(inv.trigger).__name__}")
+        inv.stream(_step_state(inv, StepState.RUNNING), even_replaying=True)
         try:
             result = await compiled.call_step(info, inv)
         except (_Park, asyncio.CancelledError):
             raise
         except Exception as e:
+            inv.stream(_step_state(inv, StepState.NOT_RUNNING))
             failed_at = time.time()
             delay = None
             if policy is not None and not isinstance(e, WorkflowRuntimeError):
@@ -931,8 +941,32 @@ async def _attempts(inv: Invocation) -> None:
         return
 
 
+def _step_state(inv: Invocation, state: StepState, output: Any = None, *, returned: bool = False) -> StepStateChanged:
+    """LlamaIndex's ``StepStateChanged`` for an attempt of ``inv`` (``stream_events(expose_internal=True)``).
+
+    Written to the step's stream like ``write_event_to_stream``, so both hosts
+    carry it the same way: live to an in-process caller, and in the step's
+    result (its custom events, in the order the step made them) on Temporal.
+    The names are LlamaIndex's own, quirks included: ``running`` and
+    ``preparing`` (no worker free: ``<enqueued>``) name the input event's
+    class, ``not_running`` gives ``str()`` of the input and output classes
+    (``"<class 'NoneType'>"`` for a step that returned ``None``; no output
+    for a failed attempt).
+    """
+    named = state is not StepState.NOT_RUNNING
+    return StepStateChanged(
+        name=inv.task.info.name,
+        step_state=state,
+        worker_id="<enqueued>" if state is StepState.PREPARING else str(inv.worker),
+        input_event_name=type(inv.trigger).__name__ if named else str(type(inv.trigger)),
+        output_event_name=str(type(output)) if returned else None,
+    )
+
+
 def _handle_result(inv: Invocation, result: Any) -> None:
     info = inv.task.info
+    if result is None or isinstance(result, Event):
+        inv.stream(_step_state(inv, StepState.NOT_RUNNING, result, returned=True))
     if result is None:
         inv.done_lines.append(f"[{info.name}:{inv.worker}] complete with no result")
         return
