@@ -8,9 +8,18 @@ LlamaIndex writes ``not_running``'s names). Temporal gives the same records
 """
 
 import asyncio
+import json
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from temporal_workflows._engine.machine import Delivery, StepResult, StepTask
+from temporal_workflows._engine.serde import Envelope, encode, type_key
+from temporal_workflows.llama import HumanResponseEvent, StepState, StepStateChanged, StopEvent
+from temporal_workflows.llama._runtime import LlamaStreamEvent
+from temporal_workflows.temporal import _compact as compact
+from temporal_workflows.temporal._wire import decode_step_result, encode_step_result
 from tests import llama_sample_ports as ports
 
 PEER = ports.namespace("workflows")
@@ -84,3 +93,89 @@ async def test_no_step_state_without_expose_internal() -> None:
     seen = [type(ev).__name__ async for ev in handler.stream_events()]
     assert seen == ["StopEvent"]
     assert await handler == "ok"
+
+
+# -- on Temporal: a step's StepStateChanged travel as a few bytes and come back the same (temporal/_compact.py) --
+
+
+class Tick(OURS.Event):  # type: ignore[misc,name-defined]
+    n: int
+
+
+def _state(name: str, state: str, worker: str, input_name: str, output: str | None = None) -> Envelope:
+    event = StepStateChanged(
+        name=name,
+        step_state=StepState(state),
+        worker_id=worker,
+        input_event_name=input_name,
+        output_event_name=output,
+    )
+    return encode(LlamaStreamEvent(event={"type": type_key(StepStateChanged), "data": event.model_dump(mode="json")}))
+
+
+def _tick_task(*types: type) -> StepTask:
+    messages = tuple(encode(t(n=i)) if t is Tick else encode(t()) for i, t in enumerate(types))
+    kind = "batch" if len(messages) > 1 else "message"
+    return StepTask(1, 0, "tick", kind, messages, ("start",) * len(messages))  # type: ignore[arg-type]
+
+
+def test_the_type_keys_the_wire_spells_are_the_llama_classes() -> None:
+    assert type_key(LlamaStreamEvent) == compact.LLAMA_STREAM_EVENT
+    assert type_key(StepStateChanged) == compact.STEP_STATE_CHANGED
+
+
+def test_a_chain_steps_states_travel_as_a_few_bytes_and_decode_to_the_very_events() -> None:
+    task = _tick_task(Tick)
+    tick, stop = str(Tick), str(StopEvent)
+    result = StepResult(
+        sent=[Delivery.one("tick", encode(Tick(n=2)), "tick")],
+        events=[_state("tick", "running", "0", "Tick"), _state("tick", "not_running", "0", tick, tick)],
+        emitted=["e", "e", "s1"],  # the sends' place among the events publishes nothing: left out
+    )
+    raw = encode_step_result(result, task, {})
+    assert raw["events"] == [["r"], ["n", 0, 0, 0]] and "emitted" not in raw
+    assert len(json.dumps(raw["events"], separators=(",", ":"))) < 25  # spelled out: ~650 bytes
+    back = decode_step_result(json.loads(json.dumps(raw)), task, {})
+    assert back.events == result.events
+    # The last step: its StopEvent is an output, which the states must still precede.
+    last = StepResult(
+        outputs=[encode(StopEvent(result=1))],
+        events=[_state("tick", "running", "0", "Tick"), _state("tick", "not_running", "0", tick, stop)],
+        halt=True,
+        emitted=["e", "e", "o"],
+    )
+    raw = encode_step_result(last, task, {})
+    assert raw["events"] == [["r"], ["n", 0, 0, 1]] and raw["emitted"] == ["e", "e", "o"]
+    assert decode_step_result(raw, task, {}).events == last.events
+
+
+def test_every_state_of_a_fan_out_and_what_the_tuple_cannot_say_come_back_the_same() -> None:
+    task = _tick_task(Tick, Tick, Tick)
+    tick, none = str(Tick), "<class 'NoneType'>"
+    events = [
+        _state("tick", "preparing", "<enqueued>", "Tick"),
+        _state("tick", "running", "1", "Tick"),
+        _state("tick", "not_running", "1", tick, none),  # returned None
+        _state("tick", "not_running", "12", tick),  # a failed attempt or a wait: no output
+        _state("tick", "not_running", "0", tick, str(HumanResponseEvent)),  # a class nothing here names
+        _state("other", "running", "0", "Tick"),  # not this step's name: spelled out
+        _state("tick", "running", "07", "Tick"),  # a worker id no number spells: spelled out
+        _state("tick", "running", "0", "Elsewhere"),  # a class name no message has: spelled out
+        encode(LlamaStreamEvent(event={"type": type_key(StopEvent), "data": {"result": 1}})),  # not a state
+    ]
+    result = StepResult(events=events)
+    raw = encode_step_result(result, task, {})
+    assert raw["events"][:5] == [
+        ["p"],
+        ["r", 1],
+        ["n", 1, 0, "-"],
+        ["n", 12],
+        ["n", 0, 0, type_key(HumanResponseEvent)],
+    ]
+    assert all(isinstance(e, dict) for e in raw["events"][5:])
+    assert decode_step_result(json.loads(json.dumps(raw)), task, {}).events == events
+
+
+def test_a_corrupted_compact_state_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="not a compact step state"):
+        decode_step_result({"events": [["x"]]}, _tick_task(Tick), {})

@@ -14,7 +14,11 @@ already knows:
 * what the pinned topology derives: a sent message's source is the step's
   executor, and its fan-in group is the one group joining that source to
   that target (spelled out only when that is ambiguous or not the case);
-* a request's executor and superstep, which are the step's.
+* a request's executor and superstep, which are the step's;
+* what a LlamaIndex ``StepStateChanged`` says that the step's messages say
+  (``_compact.py``: a tuple of a few bytes in place of ~320);
+* the order the step did things in, when it differs from the default only in
+  where its sends are (they publish no event of their own).
 
 Committed state rides inline only while it is small (see ``StepInput``);
 otherwise the input names the state version and the activity reads it from
@@ -28,6 +32,7 @@ from typing import Any, Literal, cast
 
 from temporal_workflows._engine.machine import Delivery, FanInGroup, PendingRequest, StateWrite, StepResult, StepTask
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.temporal._compact import compact_event, expand_event
 from temporal_workflows.temporal._protocol import StepInput
 
 __all__ = [
@@ -184,14 +189,15 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
             _encode_request(r, executor_id=task.executor_id, superstep=task.superstep) for r in result.requests
         ]
     if result.events:
-        out["events"] = [encode_envelope(e) for e in result.events]
+        kinds = _candidates(task, result)
+        out["events"] = [compact_event(e, task.executor_id, kinds) or encode_envelope(e) for e in result.events]
     if result.halt:
         out["halt"] = True
     if result.answers:
         out["answers"] = [{"request_id": rid, "response": encode_envelope(env)} for rid, env in result.answers]
     if result.unrouted:
         out["unrouted"] = [encode_envelope(m) for m in result.unrouted]
-    if result.emitted and result.emitted != _default_order(result):
+    if result.emitted and not _same_events(result.emitted, _default_order(result)):
         # The order the step did things in (for its events), unless it is the order derived anyway.
         out["emitted"] = list(result.emitted)
     return out
@@ -199,6 +205,29 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
 
 def _default_order(result: StepResult) -> list[str]:
     return StepResult(result.writes, result.sent, result.outputs, result.requests, result.events).production_order()
+
+
+def _same_events(emitted: list[str], default: list[str]) -> bool:
+    """Whether ``emitted`` publishes what ``default`` does, in the same order.
+
+    A send publishes no event (the driver lists sent messages in the step's
+    ``executor_completed``, in the order of the sends), so where the sends
+    sit among the outputs, events and requests does not matter; their own
+    order and counts do.
+    """
+    sends = [c for c in emitted if c.startswith("s")]
+    return sends == [c for c in default if c.startswith("s")] and [c for c in emitted if not c.startswith("s")] == [
+        c for c in default if not c.startswith("s")
+    ]
+
+
+def _candidates(task: StepTask, result: StepResult) -> list[str | None]:
+    """The classes a compact ``StepStateChanged`` names by index: the step's input, sent messages, outputs."""
+    return [
+        *(m.type for m in task.messages),
+        *(m.type for d in result.sent for m in d.messages),
+        *(o.type for o in result.outputs),
+    ]
 
 
 def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Mapping[str, FanInGroup]) -> StepResult:
@@ -216,7 +245,7 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
             else _derived_fan_in(fan_in_groups, source_ids[0] if source_ids else None, d["target_id"])
         )
         sent.append(Delivery(d["target_id"], messages, source_ids, fan_in))
-    return StepResult(
+    result = StepResult(
         writes=[
             StateWrite(w["key"], decode_envelope(w["value"]) if w.get("value") is not None else None)
             for w in raw.get("writes") or ()
@@ -227,9 +256,14 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
             _decode_request(r, executor_id=task.executor_id, superstep=task.superstep)
             for r in raw.get("requests") or ()
         ],
-        events=[decode_envelope(e) for e in raw.get("events") or ()],
         halt=bool(raw.get("halt", False)),
         answers=[(a["request_id"], decode_envelope(a["response"])) for a in raw.get("answers") or ()],
         emitted=[str(c) for c in raw.get("emitted") or ()],
         unrouted=[decode_envelope(m) for m in raw.get("unrouted") or ()],
     )
+    kinds = _candidates(task, result)
+    result.events = [
+        expand_event(e, task.executor_id, kinds) if isinstance(e, list) else decode_envelope(e)
+        for e in raw.get("events") or ()
+    ]
+    return result
