@@ -11,6 +11,8 @@ already knows:
   ``"type": null``, ``"on_timeout": "respond"``);
 * what the activity's own identity says: the graph (the activity type), the
   executor (the activity type), the run id (the workflow id);
+* a sent message's or an output's type when the step's input has it (its
+  index there: a loop sends on what it got), and a task's index when it is 0;
 * what the pinned topology derives: a sent message's source is the step's
   executor, and its fan-in group is the one group joining that source to
   that target (spelled out only when that is ambiguous or not the case);
@@ -95,7 +97,9 @@ def _decode_request(raw: Mapping[str, Any], *, executor_id: str | None, superste
 def encode_step_input(inp: StepInput) -> dict[str, Any]:
     """The activity input of one step (``inp.state`` ``None``: fetch ``inp.state_version``)."""
     task = inp.task
-    out: dict[str, Any] = {"superstep": task.superstep, "index": task.index}
+    out: dict[str, Any] = {"superstep": task.superstep}
+    if task.index:
+        out["index"] = task.index
     if task.kind != "message":
         out["kind"] = task.kind
     out["messages"] = [encode_envelope(m) for m in task.messages]
@@ -131,7 +135,7 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
     request = t.get("request")
     task = StepTask(
         superstep=t["superstep"],
-        index=t["index"],
+        index=t.get("index", 0),
         executor_id=t.get("executor_id", executor_id),
         kind=cast(Literal["message", "fan_in", "batch", "response"], t.get("kind", "message")),
         messages=messages,
@@ -157,6 +161,23 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
     )
 
 
+def _by_input(env: Envelope, task: StepTask) -> dict[str, Any]:
+    """``encode_envelope``, but a type the step's input has is its index there (a loop sends what it got)."""
+    if env.type is not None:
+        for i, m in enumerate(task.messages):
+            if m.type == env.type:
+                return {"type": i, "data": env.data}
+    return encode_envelope(env)
+
+
+def _from_input(raw: Mapping[str, Any], task: StepTask) -> Envelope:
+    """The inverse of :func:`_by_input`."""
+    kind = raw.get("type")
+    if isinstance(kind, int) and not isinstance(kind, bool):
+        return Envelope(task.messages[kind].type, raw.get("data"))
+    return decode_envelope(raw)
+
+
 def _derived_fan_in(groups: Mapping[str, FanInGroup], source_id: str | None, target_id: str) -> str | None:
     """The one fan-in group joining ``source_id`` to ``target_id``, if exactly one does."""
     found = [g.id for g in groups.values() if g.target == target_id and source_id in g.sources]
@@ -174,7 +195,7 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
     if result.sent:
         sent: list[dict[str, Any]] = []
         for d in result.sent:
-            item: dict[str, Any] = {"target_id": d.target_id, "messages": [encode_envelope(m) for m in d.messages]}
+            item: dict[str, Any] = {"target_id": d.target_id, "messages": [_by_input(m, task) for m in d.messages]}
             if d.source_ids != (task.executor_id,) * len(d.messages):
                 item["source_ids"] = list(d.source_ids)
             source = d.source_ids[0] if d.source_ids else None
@@ -183,7 +204,7 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
             sent.append(item)
         out["sent"] = sent
     if result.outputs:
-        out["outputs"] = [encode_envelope(o) for o in result.outputs]
+        out["outputs"] = [_by_input(o, task) for o in result.outputs]
     if result.requests:
         out["requests"] = [
             _encode_request(r, executor_id=task.executor_id, superstep=task.superstep) for r in result.requests
@@ -234,7 +255,7 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
     """The inverse of :func:`encode_step_result`; also reads the older, fully spelled-out form."""
     sent: list[Delivery] = []
     for d in raw.get("sent") or ():
-        messages = tuple(decode_envelope(m) for m in d["messages"])
+        messages = tuple(_from_input(m, task) for m in d["messages"])
         sources = d.get("source_ids")
         source_ids: tuple[str | None, ...] = (
             tuple(sources) if sources is not None else (task.executor_id,) * len(messages)
@@ -251,7 +272,7 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
             for w in raw.get("writes") or ()
         ],
         sent=sent,
-        outputs=[decode_envelope(o) for o in raw.get("outputs") or ()],
+        outputs=[_from_input(o, task) for o in raw.get("outputs") or ()],
         requests=[
             _decode_request(r, executor_id=task.executor_id, superstep=task.superstep)
             for r in raw.get("requests") or ()
