@@ -106,3 +106,15 @@ async def test_the_example_with_files_prints_on_temporal_what_it_prints_in_proce
         remote = await printed(example, on_temporal(temporal_address, stack, started), capsys, tmp_path)
     assert local and started, started
     assert remote == local
+
+
+async def test_a_retried_steps_states_on_temporal_are_llamaindexs(temporal_address: str) -> None:
+    """Each attempt's ``running``/``not_running`` travel compactly in the step's result and read as LlamaIndex's."""
+    from tests import test_llama_step_state as step_state
+
+    peer = await step_state.states(step_state.retried, step_state.PEER)
+    started: list[str] = []
+    async with AsyncExitStack() as stack:
+        ours = await step_state.states(step_state.retried, on_temporal(temporal_address, stack, started))
+    assert started and ours == peer
+    assert [s[1] for s in peer[:-1]] == ["running", "not_running"] * 3
