@@ -179,3 +179,18 @@ def test_every_state_of_a_fan_out_and_what_the_tuple_cannot_say_come_back_the_sa
 def test_a_corrupted_compact_state_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="not a compact step state"):
         decode_step_result({"events": [["x"]]}, _tick_task(Tick), {})
+
+
+def test_the_runtimes_ready_made_json_of_a_state_is_what_encoding_the_event_gives() -> None:
+    # The runtime writes a StepStateChanged's JSON itself (no pydantic round per state): it must be the event's.
+    from temporal_workflows.llama._runtime import _STEP_STATE_KEY, event_json
+
+    for output in (None, "<class 'NoneType'>"):
+        data = {
+            "name": "go",
+            "step_state": "not_running",
+            "worker_id": "0",
+            "input_event_name": "<class 'm.A'>",
+            "output_event_name": output,
+        }
+        assert event_json(StepStateChanged(**data), None, "state") == {"type": _STEP_STATE_KEY, "data": data}

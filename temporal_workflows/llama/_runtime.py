@@ -517,7 +517,9 @@ class Invocation:
         if route.targets:
             self.sends.append((env, route.targets, event))
 
-    def stream(self, event: Event, *, waiter_of: str | None = None, even_replaying: bool = False) -> None:
+    def stream(
+        self, event: Event | _StepStateJSON, *, waiter_of: str | None = None, even_replaying: bool = False
+    ) -> None:
         """``write_event_to_stream``: a custom event of the task (at once; a failed attempt's stay).
 
         A waiter event (``waiter_of``: its request id) reaches an in-process
@@ -537,6 +539,13 @@ class Invocation:
             task.loop.call_soon_threadsafe(self.stream, event)
             return
         live = task.live
+        if isinstance(event, _StepStateJSON):  # made by this runtime: its JSON is known, no need to encode it
+            wrapped = LlamaStreamEvent.model_construct(event={"type": _STEP_STATE_KEY, "data": event.data})
+            if live is not None and live.publish is not None:
+                live.publish(StepStateChanged(**event.data))
+            task.written.append(wrapped)
+            task.stream_tasks.append(asyncio.ensure_future(task.wctx.add_event(wrapped)))
+            return
         wrapped = LlamaStreamEvent(event=event_json(event, live, f"event {type(event).__name__} written to the stream"))
         task.written.append(wrapped)
         if live is not None and waiter_of is not None:
@@ -941,7 +950,17 @@ async def _attempts(inv: Invocation) -> None:
         return
 
 
-def _step_state(inv: Invocation, state: StepState, output: Any = None, *, returned: bool = False) -> StepStateChanged:
+_STEP_STATE_KEY = type_key(StepStateChanged)
+
+
+@dataclass(frozen=True, slots=True)
+class _StepStateJSON:
+    """A ``StepStateChanged`` as the JSON of its fields (what ``event_json`` would make of it, without pydantic)."""
+
+    data: dict[str, Any]
+
+
+def _step_state(inv: Invocation, state: StepState, output: Any = None, *, returned: bool = False) -> _StepStateJSON:
     """LlamaIndex's ``StepStateChanged`` for an attempt of ``inv`` (``stream_events(expose_internal=True)``).
 
     Written to the step's stream like ``write_event_to_stream``, so both hosts
@@ -954,12 +973,14 @@ def _step_state(inv: Invocation, state: StepState, output: Any = None, *, return
     for a failed attempt).
     """
     named = state is not StepState.NOT_RUNNING
-    return StepStateChanged(
-        name=inv.task.info.name,
-        step_state=state,
-        worker_id="<enqueued>" if state is StepState.PREPARING else str(inv.worker),
-        input_event_name=type(inv.trigger).__name__ if named else str(type(inv.trigger)),
-        output_event_name=str(type(output)) if returned else None,
+    return _StepStateJSON(
+        {
+            "name": inv.task.info.name,
+            "step_state": state.value,
+            "worker_id": "<enqueued>" if state is StepState.PREPARING else str(inv.worker),
+            "input_event_name": type(inv.trigger).__name__ if named else str(type(inv.trigger)),
+            "output_event_name": str(type(output)) if returned else None,
+        }
     )
 
 
