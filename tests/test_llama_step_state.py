@@ -194,3 +194,14 @@ def test_the_runtimes_ready_made_json_of_a_state_is_what_encoding_the_event_give
             "output_event_name": output,
         }
         assert event_json(StepStateChanged(**data), None, "state") == {"type": _STEP_STATE_KEY, "data": data}
+
+
+def test_the_runtimes_ready_made_envelope_of_a_streamed_state_is_what_encoding_the_wrapper_gives() -> None:
+    from temporal_workflows.llama._runtime import _STEP_STATE_KEY, _STREAM_KEY
+
+    data = {"name": "go", "step_state": "running", "worker_id": "1", "input_event_name": "A", "output_event_name": None}
+    inner = {"type": _STEP_STATE_KEY, "data": data}
+    assert encode(LlamaStreamEvent.model_construct(event=inner)) == Envelope(
+        _STREAM_KEY, {"type": "llama", "event": inner}
+    )
+    assert encode(LlamaStreamEvent(event=inner)) == Envelope(_STREAM_KEY, {"type": "llama", "event": inner})

@@ -540,11 +540,14 @@ class Invocation:
             return
         live = task.live
         if isinstance(event, _StepStateJSON):  # made by this runtime: its JSON is known, no need to encode it
-            wrapped = LlamaStreamEvent.model_construct(event={"type": _STEP_STATE_KEY, "data": event.data})
+            inner = {"type": _STEP_STATE_KEY, "data": event.data}
+            wrapped = LlamaStreamEvent.model_construct(event=inner)
             if live is not None and live.publish is not None:
                 live.publish(StepStateChanged(**event.data))
             task.written.append(wrapped)
-            task.stream_tasks.append(asyncio.ensure_future(task.wctx.add_event(wrapped)))
+            # What encode(wrapped) gives (tests/test_llama_step_state.py), in the order of the step's other writes.
+            env = Envelope(_STREAM_KEY, {"type": "llama", "event": inner})
+            task.stream_tasks.append(asyncio.ensure_future(task.wctx._add_encoded_event(env)))
             return
         wrapped = LlamaStreamEvent(event=event_json(event, live, f"event {type(event).__name__} written to the stream"))
         task.written.append(wrapped)
@@ -951,6 +954,7 @@ async def _attempts(inv: Invocation) -> None:
 
 
 _STEP_STATE_KEY = type_key(StepStateChanged)
+_STREAM_KEY = type_key(LlamaStreamEvent)
 
 
 @dataclass(frozen=True, slots=True)
