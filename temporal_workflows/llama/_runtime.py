@@ -545,9 +545,13 @@ class Invocation:
             if live is not None and live.publish is not None:
                 live.publish(StepStateChanged(**event.data))
             task.written.append(wrapped)
-            # What encode(wrapped) gives (tests/test_llama_step_state.py), in the order of the step's other writes.
+            # What encode(wrapped) gives (tests/test_llama_step_state.py), in the order of the step's other writes:
+            # at once when they have all joined the result (their tasks run in order), else after them.
             env = Envelope(_STREAM_KEY, {"type": "llama", "event": inner})
-            task.stream_tasks.append(asyncio.ensure_future(task.wctx._add_encoded_event(env)))
+            if not task.stream_tasks or task.stream_tasks[-1].done():
+                task.wctx._add_encoded_event(env)
+            else:
+                task.stream_tasks.append(asyncio.ensure_future(_add_later(task.wctx, env)))
             return
         wrapped = LlamaStreamEvent(event=event_json(event, live, f"event {type(event).__name__} written to the stream"))
         task.written.append(wrapped)
@@ -955,6 +959,10 @@ async def _attempts(inv: Invocation) -> None:
 
 _STEP_STATE_KEY = type_key(StepStateChanged)
 _STREAM_KEY = type_key(LlamaStreamEvent)
+
+
+async def _add_later(wctx: WorkflowContext[Any, Any], env: Envelope) -> None:
+    wctx._add_encoded_event(env)
 
 
 @dataclass(frozen=True, slots=True)

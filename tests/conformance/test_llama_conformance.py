@@ -76,6 +76,11 @@ def _step_states(s: Seen) -> list[tuple[str, str, str, str | None, str]]:
 
 def chain_facts(s: Seen) -> None:
     assert s.steps() == [["a"], ["b"]]
+    # A step's stream write sits between its running and not_running, as it was made, on both hosts.
+    order = [
+        (_inner(e)["name"], _inner(e)["step_state"]) if _is_step_state(e) else "write" for e in s.of("LlamaStreamEvent")
+    ]
+    assert order == [("a", "running"), "write", ("a", "not_running"), ("b", "running"), ("b", "not_running")]
     (streamed,) = _streamed(s)
     assert _inner(streamed) == {"text": "writing about bees"}
     assert s.outputs == [{"result": {"shout": "BEES!", "topic": "bees"}}]
