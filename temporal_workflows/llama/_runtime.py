@@ -320,8 +320,9 @@ class TaskRun:
         self.lock = asyncio.Lock()
         self.private = f"{EXECUTOR_STATE_PREFIX}{info.name}/"
         self.stream_tasks: list[asyncio.Task[None]] = []
-        self.written: list[LlamaStreamEvent] = []
-        """Every stream write of this task, in order (published live if the task fails: ``run_task``)."""
+        self.written: list[dict[str, Any]] = []
+        """Every stream write of this task (its ``{"type", "data"}``), in order (published live if the task fails:
+        ``run_task``)."""
         self.loop = asyncio.get_running_loop()
         self._waits: list[Wait] | None = None
 
@@ -541,10 +542,9 @@ class Invocation:
         live = task.live
         if isinstance(event, _StepStateJSON):  # made by this runtime: its JSON is known, no need to encode it
             inner = {"type": _STEP_STATE_KEY, "data": event.data}
-            wrapped = LlamaStreamEvent.model_construct(event=inner)
             if live is not None and live.publish is not None:
                 live.publish(StepStateChanged(**event.data))
-            task.written.append(wrapped)
+            task.written.append(inner)
             # What encode(wrapped) gives (tests/test_llama_step_state.py), in the order of the step's other writes:
             # at once when they have all joined the result (their tasks run in order), else after them.
             env = Envelope(_STREAM_KEY, {"type": "llama", "event": inner})
@@ -554,7 +554,7 @@ class Invocation:
                 task.stream_tasks.append(asyncio.ensure_future(_add_later(task.wctx, env)))
             return
         wrapped = LlamaStreamEvent(event=event_json(event, live, f"event {type(event).__name__} written to the stream"))
-        task.written.append(wrapped)
+        task.written.append(wrapped.event)
         if live is not None and waiter_of is not None:
             live.waiter_events[waiter_of] = event
         elif live is not None and live.publish is not None:
@@ -776,8 +776,8 @@ async def run_task(
             # record only (``LocalRun.run_one``), so both hosts' records show them alike.
             if task.stream_tasks:
                 await asyncio.gather(*task.stream_tasks, return_exceptions=True)
-            for wrapped in task.written:
-                wctx._publish_live(LlamaFailedStreamEvent(event=wrapped.event))
+            for event in task.written:
+                wctx._publish_live(LlamaFailedStreamEvent(event=event))
         raise
     finally:
         if task.stream_tasks:
