@@ -69,25 +69,6 @@ async def test_the_first_query_to_finish_is_the_result_as_in_llamaindex(capsys: 
     assert ours[-1] == peer[-1]
 
 
-STEP_STATE_LINES = ("Name of current step:", "State of current step:", "Input event for", "Output event of")
-
-
-async def test_streaming_internal_events_prints_the_same_but_the_step_state_lines(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Documented (docs/llama.md, "Not supported"): no ``StepStateChanged`` under ``expose_internal=True``."""
-    peer = await printed(ports.streaming_internal_events, PEER, capsys)
-    ours = await printed(ports.streaming_internal_events, OURS, capsys)
-    assert len(peer) == 18
-    assert ours == [line for line in peer if not line.startswith(STEP_STATE_LINES)]
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: stream_events(expose_internal=True) shows no StepStateChanged (running / not_running per "
-    "step, with input and output event names); the local run's stream (llama/_local.py) and the runtime "
-    "(llama/_runtime.py) would publish them",
-)
 async def test_streaming_internal_events_shows_each_steps_state_as_llamaindex_does(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

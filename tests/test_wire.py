@@ -164,6 +164,32 @@ def test_a_plain_step_spells_out_nothing_the_other_side_knows() -> None:
     assert encode_step_result(StepResult(), task, groups) == {}
 
 
+def test_a_loop_step_names_the_type_it_sends_on_by_its_inputs_and_its_index_0_not_at_all() -> None:
+    task = StepTask(5, 0, "tick", "message", (Envelope("m:Tick", {"n": 1}),), ("tick",))
+    assert encode_step_input(StepInput(task, "", {}, 0)) == {
+        "superstep": 5,
+        "messages": [{"type": "m:Tick", "data": {"n": 1}}],
+        "source_ids": ["tick"],
+    }
+    result = StepResult(
+        sent=[Delivery.one("tick", Envelope("m:Tick", {"n": 2}), "tick")], outputs=[Envelope("m:Stop", 1)]
+    )
+    raw = encode_step_result(result, task, {})
+    assert raw["sent"] == [{"target_id": "tick", "messages": [{"type": 0, "data": {"n": 2}}]}]
+    assert raw["outputs"] == [{"type": "m:Stop", "data": 1}]
+    assert decode_step_result(_through_json(raw), task, {}) == result
+    assert decode_step_input(_through_json(encode_step_input(StepInput(task, "", {}, 0))), "tick").task == task
+
+
+def test_only_where_the_sends_sit_among_the_events_goes_unrecorded() -> None:
+    # A send publishes no event of its own, so the order is recorded only when events, outputs or requests move.
+    task = StepTask(5, 0, "tick", "message", (Envelope(None, 1),), ("tick",))
+    sent, events = [Delivery.one("tick", Envelope(None, 2), "tick")], [Envelope("m:E", 1), Envelope("m:E", 2)]
+    assert "emitted" not in encode_step_result(StepResult(sent=sent, events=events, emitted=["e", "s1", "e"]), task, {})
+    moved = StepResult(sent=sent, outputs=[Envelope(None, 3)], events=events, emitted=["e", "o", "s1", "e"])
+    assert encode_step_result(moved, task, {})["emitted"] == ["e", "o", "s1", "e"]
+
+
 class _Echo(Executor):
     @handler
     async def run(self, text: str, ctx: WorkflowContext[str]) -> None:

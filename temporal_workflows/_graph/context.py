@@ -285,6 +285,11 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         self._result.events.append(encode(event, what=f"event from executor {self.executor_id!r}"))
         self._result.emitted.append("e")
 
+    def _add_encoded_event(self, env: Envelope) -> None:
+        """:meth:`add_event` for an event a front end encoded itself (its JSON known: no pydantic round)."""
+        self._result.events.append(env)
+        self._result.emitted.append("e")
+
     def _publish_live(self, event: LiveEvent, *, counted: bool = True) -> None:
         what = f"live event from executor {self.executor_id!r}"
         tags = {

@@ -34,7 +34,7 @@ from temporal_workflows._engine.machine import (
     is_shared_key,
     shared_part,
 )
-from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._engine.serde import Envelope, type_key
 from temporal_workflows._errors import ExecutorFailedError, WorkflowRunError
 from temporal_workflows._events import WorkflowEvent, WorkflowStartedEvent
 from temporal_workflows._graph.context import WorkflowContext
@@ -43,6 +43,7 @@ from temporal_workflows.llama._routing import route_event, unhandled, waits_of_r
 from temporal_workflows.llama._runtime import (
     UNSERIALIZABLE,
     LiveRun,
+    LlamaFailedStreamEvent,
     LlamaStreamEvent,
     decode_value,
     encode_value,
@@ -78,6 +79,7 @@ FORMAT = "temporal_workflows.llama/1"
 """``Context.to_dict()`` format tag: the engine's checkpoint of the run, plus the store as JSON."""
 
 _END: Any = object()
+_FAILED_STREAM = type_key(LlamaFailedStreamEvent)
 
 
 class _RunBackend(DictBackend):
@@ -379,6 +381,9 @@ class LocalRun:
                     await run_task(self.compiled, info, wctx, state, triggers, None, self.live)
             return check_step_result(wctx._result, executor_id=task.executor_id)
         except Exception as e:
+            for env in wctx._result.events:  # what the failed step wrote, as a Temporal run streams it live
+                if env.type == _FAILED_STREAM:
+                    self._on_driver_event(env)
             return StepFailure.of(e)
 
     # -- outside input -------------------------------------------------------------------------------------------------

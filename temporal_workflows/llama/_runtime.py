@@ -77,6 +77,8 @@ from temporal_workflows.llama.events import (
     HumanResponseEvent,
     InputRequiredEvent,
     StepFailedEvent,
+    StepState,
+    StepStateChanged,
     StopEvent,
     summarize_event,
 )
@@ -320,8 +322,9 @@ class TaskRun:
         self.lock = asyncio.Lock()
         self.private = f"{EXECUTOR_STATE_PREFIX}{info.name}/"
         self.stream_tasks: list[asyncio.Task[None]] = []
-        self.written: list[LlamaStreamEvent] = []
-        """Every stream write of this task, in order (published live if the task fails: ``run_task``)."""
+        self.written: list[dict[str, Any]] = []
+        """Every stream write of this task (its ``{"type", "data"}``), in order (published live if the task fails:
+        ``run_task``)."""
         self.loop = asyncio.get_running_loop()
         self._waits: list[Wait] | None = None
 
@@ -515,15 +518,18 @@ class Invocation:
         if route.targets:
             self.sends.append((env, route.targets, event))
 
-    def stream(self, event: Event, *, waiter_of: str | None = None) -> None:
+    def stream(
+        self, event: Event | _StepStateJSON, *, waiter_of: str | None = None, even_replaying: bool = False
+    ) -> None:
         """``write_event_to_stream``: a custom event of the task (at once; a failed attempt's stay).
 
         A waiter event (``waiter_of``: its request id) reaches an in-process
         caller only once the wait is committed (the host publishes it then), so
         that a ``to_dict()`` taken when the caller sees it already holds the
-        wait, and an answer sent at once finds it.
+        wait, and an answer sent at once finds it. A re-run's own events
+        (``even_replaying``: its ``StepStateChanged`` running) are new, not replayed.
         """
-        if self.replay is not None:
+        if self.replay is not None and not even_replaying:
             return
         task = self.task
         try:
@@ -534,8 +540,21 @@ class Invocation:
             task.loop.call_soon_threadsafe(self.stream, event)
             return
         live = task.live
+        if isinstance(event, _StepStateJSON):  # made by this runtime: its JSON is known, no need to encode it
+            inner = {"type": _STEP_STATE_KEY, "data": event.data}
+            if live is not None and live.publish is not None:
+                live.publish(StepStateChanged(**event.data))
+            task.written.append(inner)
+            # What encode(wrapped) gives (tests/test_llama_step_state.py), in the order of the step's other writes:
+            # at once when they have all joined the result (their tasks run in order), else after them.
+            env = Envelope(_STREAM_KEY, {"type": "llama", "event": inner})
+            if not task.stream_tasks or task.stream_tasks[-1].done():
+                task.wctx._add_encoded_event(env)
+            else:
+                task.stream_tasks.append(asyncio.ensure_future(_add_later(task.wctx, env)))
+            return
         wrapped = LlamaStreamEvent(event=event_json(event, live, f"event {type(event).__name__} written to the stream"))
-        task.written.append(wrapped)
+        task.written.append(wrapped.event)
         if live is not None and waiter_of is not None:
             live.waiter_events[waiter_of] = event
         elif live is not None and live.publish is not None:
@@ -620,6 +639,8 @@ class Invocation:
         register_type(event_type)
         live = task.live
         ask = None
+        # LlamaIndex ends the step's attempt at a wait (it runs again when the event comes): not_running first.
+        self.stream(_step_state(self, StepState.NOT_RUNNING))
         if waiter_event is not None:
             ask = event_json(waiter_event, live, "waiter_event")
             self.stream(waiter_event, waiter_of=rid)
@@ -749,13 +770,14 @@ async def run_task(
             invocations = [Invocation(task, ev, i, keys[i], 0) for i, ev in enumerate(events)]
             await _run_all(task, invocations)
     except Exception:
-        if live is None and task.written:
-            # No reader in this process has seen the writes (in process, ``live`` gave each to the caller
-            # at once): the failed step has no result to carry them, so they go out live, before the failure.
+        if task.written:
+            # The failed step has no result to carry its writes, so they go out live, before the failure: on
+            # Temporal to every reader; in process (``live`` gave each to the caller at once) to the run's
+            # record only (``LocalRun.run_one``), so both hosts' records show them alike.
             if task.stream_tasks:
                 await asyncio.gather(*task.stream_tasks, return_exceptions=True)
-            for wrapped in task.written:
-                wctx._publish_live(LlamaFailedStreamEvent(event=wrapped.event))
+            for event in task.written:
+                wctx._publish_live(LlamaFailedStreamEvent(event=event))
         raise
     finally:
         if task.stream_tasks:
@@ -799,6 +821,8 @@ async def _run_all(task: TaskRun, invocations: list[Invocation]) -> None:
     runs: dict[int, asyncio.Task[None]] = {}
 
     async def run(inv: Invocation) -> None:
+        if slots.locked():  # every worker is busy: LlamaIndex queues the event (``preparing``)
+            inv.stream(_step_state(inv, StepState.PREPARING))
         async with slots:
             inv.worker = free.pop(0)
             try:
@@ -822,17 +846,12 @@ async def _run_all(task: TaskRun, invocations: list[Invocation]) -> None:
 
 
 async def _run_one(inv: Invocation) -> None:
-    """Run an invocation; in process one that waits stays suspended (parked) and this returns."""
-    live = inv.task.live
-    if live is None:
-        token = _current.set(inv)
-        try:
-            with contextlib.suppress(_Park):
-                await _attempts(inv)
-        finally:
-            _current.reset(token)
-        _print_done(inv)
-        return
+    """Run an invocation; in process one that waits stays suspended (parked) and this returns.
+
+    On both hosts the invocation runs in a task of its own, so a task's
+    invocations interleave alike in process and in the step's activity (the
+    order their ``StepStateChanged`` events, sends and results come in).
+    """
     done = asyncio.ensure_future(_in_context(inv))
     await _until_done_or_parked(inv, done)
     _print_done(inv)
@@ -841,7 +860,11 @@ async def _run_one(inv: Invocation) -> None:
 async def _in_context(inv: Invocation) -> None:
     token = _current.set(inv)
     try:
-        await _attempts(inv)
+        if inv.task.live is None:  # on Temporal a wait ends the attempt (the step runs again when answered)
+            with contextlib.suppress(_Park):
+                await _attempts(inv)
+        else:
+            await _attempts(inv)
     finally:
         _current.reset(token)
 
@@ -882,6 +905,7 @@ async def _resume(task: TaskRun, resume: tuple[PendingRequest, Envelope]) -> Non
         inv = parked.invocation
         inv.task = task
         inv.waiting = None
+        inv.stream(_step_state(inv, StepState.RUNNING))  # it runs again, as LlamaIndex re-runs a waiting step
         parked.future.set_result(response)
         await _until_done_or_parked(inv, parked.task)
         _print_done(inv)
@@ -906,11 +930,13 @@ async def _attempts(inv: Invocation) -> None:
     policy = info.config.retry_policy
     while True:
         compiled.verbose_line(f"[{info.name}:{inv.worker}] started from {type(inv.trigger).__name__}")
+        inv.stream(_step_state(inv, StepState.RUNNING), even_replaying=True)
         try:
             result = await compiled.call_step(info, inv)
         except (_Park, asyncio.CancelledError):
             raise
         except Exception as e:
+            inv.stream(_step_state(inv, StepState.NOT_RUNNING))
             failed_at = time.time()
             delay = None
             if policy is not None and not isinstance(e, WorkflowRuntimeError):
@@ -931,8 +957,49 @@ async def _attempts(inv: Invocation) -> None:
         return
 
 
+_STEP_STATE_KEY = type_key(StepStateChanged)
+_STREAM_KEY = type_key(LlamaStreamEvent)
+
+
+async def _add_later(wctx: WorkflowContext[Any, Any], env: Envelope) -> None:
+    wctx._add_encoded_event(env)
+
+
+@dataclass(frozen=True, slots=True)
+class _StepStateJSON:
+    """A ``StepStateChanged`` as the JSON of its fields (what ``event_json`` would make of it, without pydantic)."""
+
+    data: dict[str, Any]
+
+
+def _step_state(inv: Invocation, state: StepState, output: Any = None, *, returned: bool = False) -> _StepStateJSON:
+    """LlamaIndex's ``StepStateChanged`` for an attempt of ``inv`` (``stream_events(expose_internal=True)``).
+
+    Written to the step's stream like ``write_event_to_stream``, so both hosts
+    carry it the same way: live to an in-process caller, and in the step's
+    result (its custom events, in the order the step made them) on Temporal.
+    The names are LlamaIndex's own, quirks included: ``running`` and
+    ``preparing`` (no worker free: ``<enqueued>``) name the input event's
+    class, ``not_running`` gives ``str()`` of the input and output classes
+    (``"<class 'NoneType'>"`` for a step that returned ``None``; no output
+    for a failed attempt).
+    """
+    named = state is not StepState.NOT_RUNNING
+    return _StepStateJSON(
+        {
+            "name": inv.task.info.name,
+            "step_state": state.value,
+            "worker_id": "<enqueued>" if state is StepState.PREPARING else str(inv.worker),
+            "input_event_name": type(inv.trigger).__name__ if named else str(type(inv.trigger)),
+            "output_event_name": str(type(output)) if returned else None,
+        }
+    )
+
+
 def _handle_result(inv: Invocation, result: Any) -> None:
     info = inv.task.info
+    if result is None or isinstance(result, Event):
+        inv.stream(_step_state(inv, StepState.NOT_RUNNING, result, returned=True))
     if result is None:
         inv.done_lines.append(f"[{info.name}:{inv.worker}] complete with no result")
         return

@@ -13,6 +13,16 @@ So a run asks for the patches every run reaches (:data:`PATCHES`) in its first
 activation, before any activity, behind one patch of its own
 (:data:`PATCHES_AT_START`). A run recorded before that one asks for each patch
 where it always did, as it was recorded.
+
+Each patch a run asks for costs it a marker and an upsert of Temporal's
+``TemporalChangeVersion`` search attribute listing every patch so far (about
+3.4 KB of history for the nine markers a run used to record at its start: a
+sixth of a short LlamaIndex run's history). So a run started now records one
+marker, :data:`PATCHES_BUNDLE`, which stands for every patch of this module:
+each behaviour they gate is on, asked at the start or not. A run recorded
+before the bundle asks as it was recorded (the bundle's marker is not in its
+history, so ``patched`` says no to it). A patch added later is asked after the
+bundle, and the bundle's list never changes.
 """
 
 from __future__ import annotations
@@ -20,9 +30,11 @@ from __future__ import annotations
 from temporalio import workflow
 
 __all__ = [
+    "BUNDLED",
     "PATCHES",
     "PATCH_ARRIVAL_ORDER",
     "PATCHES_AT_START",
+    "PATCHES_BUNDLE",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_CHILD_START",
@@ -135,6 +147,23 @@ asked where their behaviour starts. A new patch every run reaches is appended he
 its marker then says no, as ``patched`` does anywhere)."""
 
 
+PATCHES_BUNDLE = "patches-1"
+"""One marker for every patch above (:data:`BUNDLED`): a run that records it has all their behaviours."""
+
+BUNDLED = (
+    PATCHES_AT_START,
+    *PATCHES,
+    PATCH_EVERY_FAILED_STEP,
+    PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
+    PATCH_STATUS_ON_EVERY_FAILURE,
+    PATCH_CARRY_LATER,
+    PATCH_STATUS_ON_CONTINUE_AS_NEW,
+    PATCH_WAIT_FOR_SIGNATURE,
+)
+"""What :data:`PATCHES_BUNDLE` stands for: every patch of this module when it was made. Never changes (a run
+recorded with the bundle replays with exactly these on); a new patch is asked on its own, after the bundle."""
+
+
 class RunPatches:
     """One run's answers, asked for once, first thing (see the module)."""
 
@@ -143,7 +172,9 @@ class RunPatches:
 
     def ask_at_start(self) -> None:
         """Call first in the run, before any activity or timer."""
-        if workflow.patched(PATCHES_AT_START):
+        if workflow.patched(PATCHES_BUNDLE):
+            self._answers = dict.fromkeys(BUNDLED, True)
+        elif workflow.patched(PATCHES_AT_START):
             self._answers = {patch: workflow.patched(patch) for patch in PATCHES}
 
     def get(self, patch: str) -> bool:

@@ -11,10 +11,16 @@ already knows:
   ``"type": null``, ``"on_timeout": "respond"``);
 * what the activity's own identity says: the graph (the activity type), the
   executor (the activity type), the run id (the workflow id);
+* a sent message's or an output's type when the step's input has it (its
+  index there: a loop sends on what it got), and a task's index when it is 0;
 * what the pinned topology derives: a sent message's source is the step's
   executor, and its fan-in group is the one group joining that source to
   that target (spelled out only when that is ambiguous or not the case);
-* a request's executor and superstep, which are the step's.
+* a request's executor and superstep, which are the step's;
+* what a LlamaIndex ``StepStateChanged`` says that the step's messages say
+  (``_compact.py``: a tuple of a few bytes in place of ~320);
+* the order the step did things in, when it differs from the default only in
+  where its sends are (they publish no event of their own).
 
 Committed state rides inline only while it is small (see ``StepInput``);
 otherwise the input names the state version and the activity reads it from
@@ -28,6 +34,7 @@ from typing import Any, Literal, cast
 
 from temporal_workflows._engine.machine import Delivery, FanInGroup, PendingRequest, StateWrite, StepResult, StepTask
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.temporal._compact import compact_event, expand_event
 from temporal_workflows.temporal._protocol import StepInput
 
 __all__ = [
@@ -77,7 +84,9 @@ def _decode_request(raw: Mapping[str, Any], *, executor_id: str | None, superste
 def encode_step_input(inp: StepInput) -> dict[str, Any]:
     """The activity input of one step (``inp.state`` ``None``: fetch ``inp.state_version``)."""
     task = inp.task
-    out: dict[str, Any] = {"superstep": task.superstep, "index": task.index}
+    out: dict[str, Any] = {"superstep": task.superstep}
+    if task.index:
+        out["index"] = task.index
     if task.kind != "message":
         out["kind"] = task.kind
     out["messages"] = [m.to_json(compact=True) for m in task.messages]
@@ -113,7 +122,7 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
     request = t.get("request")
     task = StepTask(
         superstep=t["superstep"],
-        index=t["index"],
+        index=t.get("index", 0),
         executor_id=t.get("executor_id", executor_id),
         kind=cast(Literal["message", "fan_in", "batch", "response"], t.get("kind", "message")),
         messages=messages,
@@ -139,6 +148,23 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
     )
 
 
+def _by_input(env: Envelope, task: StepTask) -> dict[str, Any]:
+    """``Envelope.to_json``, but a type the step's input has is its index there (a loop sends what it got)."""
+    if env.type is not None:
+        for i, m in enumerate(task.messages):
+            if m.type == env.type:
+                return {"type": i, "data": env.data}
+    return env.to_json(compact=True)
+
+
+def _from_input(raw: Mapping[str, Any], task: StepTask) -> Envelope:
+    """The inverse of :func:`_by_input`."""
+    kind = raw.get("type")
+    if isinstance(kind, int) and not isinstance(kind, bool):
+        return Envelope(task.messages[kind].type, raw.get("data"))
+    return Envelope.from_json(raw)
+
+
 def _derived_fan_in(groups: Mapping[str, FanInGroup], source_id: str | None, target_id: str) -> str | None:
     """The one fan-in group joining ``source_id`` to ``target_id``, if exactly one does."""
     found = [g.id for g in groups.values() if g.target == target_id and source_id in g.sources]
@@ -156,7 +182,7 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
     if result.sent:
         sent: list[dict[str, Any]] = []
         for d in result.sent:
-            item: dict[str, Any] = {"target_id": d.target_id, "messages": [m.to_json(compact=True) for m in d.messages]}
+            item: dict[str, Any] = {"target_id": d.target_id, "messages": [_by_input(m, task) for m in d.messages]}
             if d.source_ids != (task.executor_id,) * len(d.messages):
                 item["source_ids"] = list(d.source_ids)
             source = d.source_ids[0] if d.source_ids else None
@@ -165,20 +191,21 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
             sent.append(item)
         out["sent"] = sent
     if result.outputs:
-        out["outputs"] = [o.to_json(compact=True) for o in result.outputs]
+        out["outputs"] = [_by_input(o, task) for o in result.outputs]
     if result.requests:
         out["requests"] = [
             _encode_request(r, executor_id=task.executor_id, superstep=task.superstep) for r in result.requests
         ]
     if result.events:
-        out["events"] = [e.to_json(compact=True) for e in result.events]
+        kinds = _candidates(task, result)
+        out["events"] = [compact_event(e, task.executor_id, kinds) or e.to_json(compact=True) for e in result.events]
     if result.halt:
         out["halt"] = True
     if result.answers:
         out["answers"] = [{"request_id": rid, "response": env.to_json(compact=True)} for rid, env in result.answers]
     if result.unrouted:
         out["unrouted"] = [m.to_json(compact=True) for m in result.unrouted]
-    if result.emitted and result.emitted != _default_order(result):
+    if result.emitted and not _same_events(result.emitted, _default_order(result)):
         # The order the step did things in (for its events), unless it is the order derived anyway.
         out["emitted"] = list(result.emitted)
     return out
@@ -188,11 +215,34 @@ def _default_order(result: StepResult) -> list[str]:
     return StepResult(result.writes, result.sent, result.outputs, result.requests, result.events).production_order()
 
 
+def _same_events(emitted: list[str], default: list[str]) -> bool:
+    """Whether ``emitted`` publishes what ``default`` does, in the same order.
+
+    A send publishes no event (the driver lists sent messages in the step's
+    ``executor_completed``, in the order of the sends), so where the sends
+    sit among the outputs, events and requests does not matter; their own
+    order and counts do.
+    """
+    sends = [c for c in emitted if c.startswith("s")]
+    return sends == [c for c in default if c.startswith("s")] and [c for c in emitted if not c.startswith("s")] == [
+        c for c in default if not c.startswith("s")
+    ]
+
+
+def _candidates(task: StepTask, result: StepResult) -> list[str | None]:
+    """The classes a compact ``StepStateChanged`` names by index: the step's input, sent messages, outputs."""
+    return [
+        *(m.type for m in task.messages),
+        *(m.type for d in result.sent for m in d.messages),
+        *(o.type for o in result.outputs),
+    ]
+
+
 def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Mapping[str, FanInGroup]) -> StepResult:
     """The inverse of :func:`encode_step_result`; also reads the older, fully spelled-out form."""
     sent: list[Delivery] = []
     for d in raw.get("sent") or ():
-        messages = tuple(Envelope.from_json(m) for m in d["messages"])
+        messages = tuple(_from_input(m, task) for m in d["messages"])
         sources = d.get("source_ids")
         source_ids: tuple[str | None, ...] = (
             tuple(sources) if sources is not None else (task.executor_id,) * len(messages)
@@ -203,20 +253,25 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
             else _derived_fan_in(fan_in_groups, source_ids[0] if source_ids else None, d["target_id"])
         )
         sent.append(Delivery(d["target_id"], messages, source_ids, fan_in))
-    return StepResult(
+    result = StepResult(
         writes=[
             StateWrite(w["key"], Envelope.from_json(w["value"]) if w.get("value") is not None else None)
             for w in raw.get("writes") or ()
         ],
         sent=sent,
-        outputs=[Envelope.from_json(o) for o in raw.get("outputs") or ()],
+        outputs=[_from_input(o, task) for o in raw.get("outputs") or ()],
         requests=[
             _decode_request(r, executor_id=task.executor_id, superstep=task.superstep)
             for r in raw.get("requests") or ()
         ],
-        events=[Envelope.from_json(e) for e in raw.get("events") or ()],
         halt=bool(raw.get("halt", False)),
         answers=[(a["request_id"], Envelope.from_json(a["response"])) for a in raw.get("answers") or ()],
         emitted=[str(c) for c in raw.get("emitted") or ()],
         unrouted=[Envelope.from_json(m) for m in raw.get("unrouted") or ()],
     )
+    kinds = _candidates(task, result)
+    result.events = [
+        expand_event(e, task.executor_id, kinds) if isinstance(e, list) else Envelope.from_json(e)
+        for e in raw.get("events") or ()
+    ]
+    return result

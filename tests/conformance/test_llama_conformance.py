@@ -61,9 +61,28 @@ def _inner(ev: dict[str, Any]) -> dict[str, Any]:
     return ev["event"]["data"]  # type: ignore[no-any-return]
 
 
+def _is_step_state(ev: dict[str, Any]) -> bool:
+    return str(ev["event"]["type"]).endswith(":StepStateChanged")
+
+
+def _streamed(s: Seen) -> list[dict[str, Any]]:
+    """What the steps streamed themselves (``write_event_to_stream``, waiter events, notices)."""
+    return [e for e in s.of("LlamaStreamEvent") if not _is_step_state(e)]
+
+
+def _step_states(s: Seen) -> list[tuple[str, str, str, str | None, str]]:
+    states = [_inner(e) for e in s.of("LlamaStreamEvent") if _is_step_state(e)]
+    return [(d["name"], d["step_state"], d["input_event_name"], d["output_event_name"], d["worker_id"]) for d in states]
+
+
 def chain_facts(s: Seen) -> None:
     assert s.steps() == [["a"], ["b"]]
-    (streamed,) = s.of("LlamaStreamEvent")
+    # A step's stream write sits between its running and not_running, as it was made, on both hosts.
+    order = [
+        (_inner(e)["name"], _inner(e)["step_state"]) if _is_step_state(e) else "write" for e in s.of("LlamaStreamEvent")
+    ]
+    assert order == [("a", "running"), "write", ("a", "not_running"), ("b", "running"), ("b", "not_running")]
+    (streamed,) = _streamed(s)
     assert _inner(streamed) == {"text": "writing about bees"}
     assert s.outputs == [{"result": {"shout": "BEES!", "topic": "bees"}}]
     assert s.state == {"topic": "bees", "shout": "BEES!"}
@@ -82,7 +101,7 @@ def loop_facts(s: Seen) -> None:
 
 
 def human_facts(s: Seen) -> None:
-    (asked,) = s.of("LlamaStreamEvent")
+    (asked,) = _streamed(s)
     assert asked["event"]["type"].endswith(":InputRequiredEvent") and _inner(asked) == {"prefix": "what about bees?"}
     assert s.steps() == [["ask"], ["hear"]]
     assert s.outputs == [{"result": "heard 'yes'"}]
@@ -91,9 +110,16 @@ def human_facts(s: Seen) -> None:
 
 
 def wait_facts(s: Seen) -> None:
-    streamed = [_inner(e) for e in s.of("LlamaStreamEvent")]
+    streamed = [_inner(e) for e in _streamed(s)]
     assert streamed == [{"text": "before the wait"}, {"prefix": "name?"}]  # each once, on both hosts
     assert s.steps() == [["ask"], ["note"], ["ask"]]
+    # As in LlamaIndex, the wait ends the attempt (not_running, no output) and the answer runs the step again.
+    assert [(n, st, out) for n, st, _, out, _ in _step_states(s) if n == "ask"] == [
+        ("ask", "running", None),
+        ("ask", "not_running", None),
+        ("ask", "running", None),
+        ("ask", "not_running", "<class 'temporal_workflows.llama.events.StopEvent'>"),
+    ]
     assert s.outputs == [{"result": {"reply": "Ann", "n": 1}}]
     assert s.state == {"n": 1, "noted": "sent before the wait", "reply": "Ann"}
     states = [e["state"] for e in s.of("WorkflowStatusEvent")]
@@ -120,7 +146,7 @@ def halt_facts(s: Seen) -> None:
 
 
 def unhandled_facts(s: Seen) -> None:
-    streamed = [e["event"] for e in s.of("LlamaStreamEvent")]
+    streamed = [e["event"] for e in _streamed(s)]
     assert [e["type"].rsplit(":", 1)[1] for e in streamed] == ["InputRequiredEvent", "UnhandledEvent"]
     assert streamed[1]["data"] == {
         "event_type": "LlamaStray",
@@ -145,6 +171,27 @@ def arrival_facts(s: Seen) -> None:
     assert s.outputs == [{"result": ["early", "late"]}]
 
 
+def step_state_facts(s: Seen) -> None:
+    # LlamaIndex's StepStateChanged (stream_events(expose_internal=True)): each handled event's running, then
+    # not_running with str() of the input and output classes. `square` (num_workers=2) gets its four events as one
+    # task: two start on workers 0 and 1, the other two wait (preparing, "<enqueued>") for a free worker.
+    note, part = "<class 'tests.conformance.scenarios.LlamaNote'>", "<class 'tests.conformance.scenarios.LlamaPart'>"
+    start, none = "<class 'temporal_workflows.llama.events.StartEvent'>", "<class 'NoneType'>"
+    stop = "<class 'temporal_workflows.llama.events.StopEvent'>"
+    square = [("square", "running", "LlamaPart", None, w) for w in "0101"]
+    squared = [("square", "not_running", part, note, w) for w in "0101"]
+    joins = [("join", "running", "LlamaNote", None, w) for w in "0123"]
+    joined = [("join", "not_running", note, none if w != "3" else stop, w) for w in "0123"]
+    assert _step_states(s) == [
+        ("scatter", "running", "StartEvent", None, "0"),
+        ("scatter", "not_running", start, none, "0"),
+        *[("square", "preparing", "LlamaPart", None, "<enqueued>")] * 2,
+        *[pair[i] for pair in zip(square, squared, strict=True) for i in (0, 1)],
+        *[pair[i] for pair in zip(joins, joined, strict=True) for i in (0, 1)],
+    ]
+    fan_facts(s)
+
+
 def _stray_then_ping(ev: InputRequiredEvent) -> list[Event]:
     return [sc.LlamaStray(n=1), sc.LlamaPing(text="hi")]
 
@@ -160,6 +207,7 @@ def _yes(ev: InputRequiredEvent) -> HumanResponseEvent:
 SCENARIOS = [
     LlamaScenario("llama_chain", sc.CflChain(), {"topic": "bees"}, facts=chain_facts),
     LlamaScenario("llama_fan_out_collect", sc.CflFanOut(), {"width": 4}, facts=fan_facts),
+    LlamaScenario("llama_step_state_changed", sc.CflFanOut(), {"width": 4}, facts=step_state_facts),
     LlamaScenario("llama_loop_typed_state", sc.CflLoop(), {}, facts=loop_facts),
     LlamaScenario("llama_input_required", sc.CflHuman(timeout=None), {"topic": "bees"}, _yes, facts=human_facts),
     LlamaScenario("llama_wait_for_event", sc.CflWait(timeout=None), {}, _name_answer, facts=wait_facts),

@@ -5,11 +5,14 @@ types, resources, config-backed and chained resources, an unbound step, sync ste
 thread pools, a typed ``StopEvent``, composed retry policies and ``catch_error``) runs with
 a namespace whose ``Workflow.run`` starts the run on the real dev server
 (``temporal_workflows.llama.start_run``), hosted by a worker of its own in this process,
-and awaits its result. ``tests/test_llama_samples.py`` shows the in-process lines are
+streams its events (``stream_events(expose_internal=True)`` shows each step's
+``StepStateChanged``) and awaits its result. ``tests/test_llama_samples.py`` shows the in-process lines are
 LlamaIndex's.
 """
 
+import asyncio
 import uuid
+from collections.abc import AsyncIterator, Generator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,6 +27,24 @@ from temporal_workflows.temporal import TemporalWorkflowsPlugin
 from tests import llama_sample_ports as ports
 
 
+class _Handler:
+    """What ``Workflow.run`` returns in process, over a Temporal run: awaitable, and its events streamed."""
+
+    def __init__(self, started: "asyncio.Future[llama.LlamaRunHandle]") -> None:
+        self.started = started
+
+    async def stream_events(self, expose_internal: bool = False) -> AsyncIterator[Any]:
+        run = await self.started
+        async for ev in run.stream_events(expose_internal=expose_internal):
+            yield ev
+
+    async def result(self) -> Any:
+        return await (await self.started).result()
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return self.result().__await__()
+
+
 def on_temporal(address: str, stack: AsyncExitStack, started: list[str]) -> SimpleNamespace:
     """``temporal_workflows.llama``, but ``await SomeWorkflow().run(...)`` runs on Temporal (ids in ``started``)."""
 
@@ -31,23 +52,30 @@ def on_temporal(address: str, stack: AsyncExitStack, started: list[str]) -> Simp
         def run(self, ctx: Any = None, start_event: Any = None, **kwargs: Any) -> Any:
             assert ctx is None, "these examples start fresh runs"
 
-            async def result() -> Any:
+            async def start() -> llama.LlamaRunHandle:
                 plugin = TemporalWorkflowsPlugin([self], tracing=False)
                 client = await Client.connect(address, plugins=[plugin])
                 queue = f"llama-sample-{uuid.uuid4().hex[:8]}"
                 await stack.enter_async_context(Worker(client, task_queue=queue))
                 run = await llama.start_run(client, self, start_event, task_queue=queue, **kwargs)
                 started.append(run.id)
-                return await run.result()
+                return run
 
-            return result()
+            return _Handler(asyncio.ensure_future(start()))
 
     names = vars(ports.namespace("temporal_workflows.llama")).copy()
     names["Workflow"] = Workflow
     return SimpleNamespace(**names)
 
 
-SUBSET = [ports.collect_several_types, ports.resources, ports.unbound_functions, ports.joke_flow, ports.retry_steps]
+SUBSET = [
+    ports.collect_several_types,
+    ports.resources,
+    ports.unbound_functions,
+    ports.joke_flow,
+    ports.retry_steps,
+    ports.streaming_internal_events,  # StepStateChanged under expose_internal=True, as in process (and LlamaIndex)
+]
 
 
 async def printed(example: Any, m: Any, capsys: pytest.CaptureFixture[str], *args: Any) -> list[str]:
@@ -78,3 +106,15 @@ async def test_the_example_with_files_prints_on_temporal_what_it_prints_in_proce
         remote = await printed(example, on_temporal(temporal_address, stack, started), capsys, tmp_path)
     assert local and started, started
     assert remote == local
+
+
+async def test_a_retried_steps_states_on_temporal_are_llamaindexs(temporal_address: str) -> None:
+    """Each attempt's ``running``/``not_running`` travel compactly in the step's result and read as LlamaIndex's."""
+    from tests import test_llama_step_state as step_state
+
+    peer = await step_state.states(step_state.retried, step_state.PEER)
+    started: list[str] = []
+    async with AsyncExitStack() as stack:
+        ours = await step_state.states(step_state.retried, on_temporal(temporal_address, stack, started))
+    assert started and ours == peer
+    assert [s[1] for s in peer[:-1]] == ["running", "not_running"] * 3

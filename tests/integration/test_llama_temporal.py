@@ -20,6 +20,7 @@ from temporal_workflows.llama import (
     HumanResponseEvent,
     InputRequiredEvent,
     LlamaRunHandle,
+    StepStateChanged,
     StopEvent,
     start_run,
 )
@@ -434,9 +435,26 @@ async def test_stream_writes_before_a_step_fails_reach_the_reader_then_the_failu
     assert [e.msg async for e in handler.stream_events() if isinstance(e, lw.Progress)] == ["first", "second"]
     with pytest.raises(ValueError, match="broke after writing"):
         await handler
-    # The writes travelled live, tagged with the step and the attempt that wrote them.
+    # The writes travelled live, tagged with the step and the attempt that wrote them, between the step's
+    # StepStateChanged running and not_running (shown with expose_internal=True, as LlamaIndex shows them).
     raw = [e for e in await asyncio.wait_for(_collect_raw(run), LIMIT) if isinstance(e, LlamaFailedStreamEvent)]
-    assert [(e.executor_id, e.superstep, e.attempt, e.seq) for e in raw] == [("go", 1, 1, 1), ("go", 1, 1, 2)]
+    assert [(e.executor_id, e.superstep, e.attempt, e.seq) for e in raw] == [("go", 1, 1, n) for n in (1, 2, 3, 4)]
+    assert [e.event["type"].rsplit(":", 1)[1] for e in raw] == [
+        "StepStateChanged",
+        "Progress",
+        "Progress",
+        "StepStateChanged",
+    ]
+    assert not [e for e in events if isinstance(e, StepStateChanged)]  # internal: only when asked for
+    internal = [e for e in await asyncio.wait_for(_internal(run), LIMIT) if isinstance(e, StepStateChanged)]
+    assert [(e.name, e.step_state.value, e.output_event_name) for e in internal] == [
+        ("go", "running", None),
+        ("go", "not_running", None),  # a failed attempt has no output, as in LlamaIndex
+    ]
+
+
+async def _internal(run: LlamaRunHandle) -> list[Event]:
+    return [e async for e in run.events(expose_internal=True)]
 
 
 async def _collect_raw(run: LlamaRunHandle) -> list[Any]:

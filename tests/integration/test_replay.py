@@ -24,6 +24,7 @@ from examples import research
 from temporal_workflows.llama._runtime_temporal._protocol import WORKFLOW_TYPE as LLAMA_RUNTIME_WORKFLOW_TYPE
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
 from temporal_workflows.temporal.integration import ENCRYPTED_ENCODING
+from temporal_workflows.temporal._patches import BUNDLED, PATCHES, PATCHES_AT_START, PATCHES_BUNDLE
 from tests.conftest import TASK_QUEUE, hosted_workflows
 from tests.integration.record_histories import FLOWS
 
@@ -127,6 +128,26 @@ async def test_runs_queried_from_their_first_moment_replay(client: Client, worke
         history = await handle.handle.fetch_history()
         result = await _replayer("unsandboxed").replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, (i, str(result.replay_failure)[:300])
+
+
+async def test_a_new_run_records_one_patch_marker_for_every_patch(client: Client, worker: object) -> None:
+    # Each patch asked costs a marker and an upsert of TemporalChangeVersion (a sixth of a short run's history for
+    # the nine a run used to ask at its start): a new run records the bundle alone, and behaves as with every patch.
+    handle = await start_run(
+        client, research.workflow, research.SAMPLE_INPUT, id=f"bundle-{uuid.uuid4().hex}", task_queue=TASK_QUEUE
+    )
+    await handle.result()
+    history = await handle.handle.fetch_history()
+    markers = [
+        e.marker_recorded_event_attributes for e in history.events if e.HasField("marker_recorded_event_attributes")
+    ]
+    patches = [
+        json.loads(m.details["patch-data"].payloads[0].data)["id"] for m in markers if m.marker_name == "core_patch"
+    ]
+    assert patches == [PATCHES_BUNDLE]
+    assert set(BUNDLED) >= {PATCHES_AT_START, *PATCHES}
+    # A run recorded before the bundle (its nine markers) still replays: approval_patches_at_start.json.
+    assert "approval_patches_at_start" in HISTORIES_BY_NAME
 
 
 @pytest.mark.after_all_runs
