@@ -23,8 +23,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from examples import research
 from temporal_workflows.llama._runtime_temporal._protocol import WORKFLOW_TYPE as LLAMA_RUNTIME_WORKFLOW_TYPE
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
-from temporal_workflows.temporal.integration import ENCRYPTED_ENCODING
 from temporal_workflows.temporal._patches import BUNDLED, PATCHES, PATCHES_AT_START, PATCHES_BUNDLE
+from temporal_workflows.temporal.integration import ENCRYPTED_ENCODING
 from tests.conftest import TASK_QUEUE, hosted_workflows
 from tests.integration.record_histories import FLOWS
 
