@@ -16,8 +16,8 @@ import pytest
 
 from temporal_workflows._engine.machine import Delivery, StepResult, StepTask
 from temporal_workflows._engine.serde import Envelope, encode, type_key
-from temporal_workflows.llama import HumanResponseEvent, StepState, StepStateChanged, StopEvent
 from temporal_workflows.llama._runtime import LlamaStreamEvent
+from temporal_workflows.llama.events import HumanResponseEvent, StepState, StepStateChanged, StopEvent
 from temporal_workflows.temporal import _compact as compact
 from temporal_workflows.temporal._wire import decode_step_result, encode_step_result
 from tests import llama_sample_ports as ports

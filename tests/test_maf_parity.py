@@ -712,8 +712,8 @@ def test_a_step_error_class_named_by_a_failure_is_looked_up_never_imported() -> 
     """``step_error`` makes a failure's class again only from modules already imported, and only when it can."""
     import sys
 
-    from temporal_workflows import ExecutorFailedError
     from temporal_workflows._errors import rebuild_error, step_error
+    from temporal_workflows.errors import ExecutorFailedError
 
     def failure(error_class: str, detail: str, error_type: str = "X") -> ExecutorFailedError:
         details = {"error_type": error_type, "detail": detail, "error_class": error_class, "executor_id": "s"}

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from temporal_workflows import ExecutorFailedError
+from temporal_workflows.errors import ExecutorFailedError
 from temporal_workflows.llama import start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import llama_peer_programs as ours

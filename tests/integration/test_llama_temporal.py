@@ -15,17 +15,10 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from temporal_workflows.llama import (
-    Event,
-    HumanResponseEvent,
-    InputRequiredEvent,
-    LlamaRunHandle,
-    StepStateChanged,
-    StopEvent,
-    start_run,
-)
+from temporal_workflows.llama import Event, HumanResponseEvent, InputRequiredEvent, LlamaRunHandle, StopEvent, start_run
 from temporal_workflows.llama._runtime import LlamaFailedStreamEvent
 from temporal_workflows.llama.errors import WorkflowTimeoutError
+from temporal_workflows.llama.events import StepStateChanged
 from tests import test_llama_docs as docs
 from tests.conftest import TASK_QUEUE
 from tests.integration import llama_workflows as lw

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-from temporal_workflows import ExecutorFailedError
 from temporal_workflows._errors import step_error
+from temporal_workflows.errors import ExecutorFailedError
 from temporal_workflows.temporal import start_run
 from tests.conformance import scenarios as sc
 from tests.conftest import TASK_QUEUE
