@@ -6,14 +6,9 @@ process for tests and notebooks, and host the same graph durably on Temporal.
 
 from typing import TYPE_CHECKING, Any
 
-from temporal_workflows._checkpoints.base import (
-    CheckpointId,
-    CheckpointStorage,
-    FileCheckpointStorage,
-    HistoryCheckpointStorage,
-    InMemoryCheckpointStorage,
-    WorkflowCheckpoint,
-)
+from temporal_workflows._checkpoints.base import CheckpointId, CheckpointStorage, WorkflowCheckpoint
+from temporal_workflows._checkpoints.file import FileCheckpointStorage
+from temporal_workflows._checkpoints.memory import HistoryCheckpointStorage, InMemoryCheckpointStorage
 from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
 from temporal_workflows._engine.registry import register_checkpoint_type
 from temporal_workflows._engine.serde import register_type

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import builtins
 import enum
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer, model_validator
 from typing_extensions import TypeVar
+
+from temporal_workflows._engine.registry import library_types
 
 __all__ = [
     "ExecutorCompletedEvent",
@@ -441,3 +444,6 @@ class WorkflowRunResult(list[WorkflowEvent]):
     def get_state(self) -> dict[str, Any]:
         """The committed shared state (executor-private keys excluded)."""
         return self.state
+
+
+library_types(sys.modules[__name__])  # decodable in a process that never encoded one

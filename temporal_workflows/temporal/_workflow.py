@@ -39,8 +39,8 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
-from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import DriverHost, StepOutcome, SuperstepDriver, checkpoint_of
+from temporal_workflows._checkpoints.base import WorkflowCheckpoint, checkpoint_of
+from temporal_workflows._engine.driver import DriverHost, StepOutcome, SuperstepDriver
 from temporal_workflows._engine.limits import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     GUIDANCE,
