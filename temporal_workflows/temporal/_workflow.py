@@ -75,6 +75,7 @@ from temporal_workflows._events import (
     WorkflowStartedEvent,
     WorkflowStatusEvent,
 )
+from temporal_workflows.temporal._budget import TaskBudget
 from temporal_workflows.temporal._checkpointing import CheckpointAsk, Checkpoints, ResetPlan
 from temporal_workflows.temporal._children import (
     carry_subrun,
@@ -174,7 +175,7 @@ from temporal_workflows.temporal._protocol import (
     too_long,
 )
 from temporal_workflows.temporal._status import StatusBoard
-from temporal_workflows.temporal._supersteps import StepRunner, TaskBudget
+from temporal_workflows.temporal._supersteps import StepRunner
 from temporal_workflows.temporal._tracing import workflow_span
 
 __all__ = [
