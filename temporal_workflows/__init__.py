@@ -18,13 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from temporal_workflows import errors as _errors
 from temporal_workflows import events as _events
-from temporal_workflows._checkpoints.base import (
-    CheckpointStorage,
-    FileCheckpointStorage,
-    HistoryCheckpointStorage,
-    InMemoryCheckpointStorage,
-    WorkflowCheckpoint,
-)
+from temporal_workflows._checkpoints.base import CheckpointStorage, WorkflowCheckpoint
+from temporal_workflows._checkpoints.file import FileCheckpointStorage
+from temporal_workflows._checkpoints.memory import HistoryCheckpointStorage, InMemoryCheckpointStorage
 from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
 from temporal_workflows._engine.registry import register_checkpoint_type
 from temporal_workflows._engine.serde import register_type

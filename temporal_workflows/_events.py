@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import builtins
 import enum
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer, model_validator
 from typing_extensions import TypeVar
+
+from temporal_workflows._engine.registry import library_types
 
 __all__ = [
     "ExecutorCompletedEvent",
@@ -589,3 +592,6 @@ def built_event(cls: type[_E], /, **fields: Any) -> _E:
         return cls(**fields)
     event = _construct(cls, template, fields)
     return event if event is not None else cls(**fields)
+
+
+library_types(sys.modules[__name__])  # decodable in a process that never encoded one

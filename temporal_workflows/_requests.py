@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
+
+from temporal_workflows._engine.registry import library_types
 
 __all__ = ["RequestTimedOut"]
 
@@ -28,3 +31,6 @@ class RequestTimedOut(BaseModel):
     request_id: str
     timeout: float
     deadline: datetime
+
+
+library_types(sys.modules[__name__])  # decodable in a process that never encoded one

@@ -54,7 +54,8 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from temporal_workflows._checkpoints.base import CheckpointStorage, InMemoryCheckpointStorage
+from temporal_workflows._checkpoints.base import CheckpointStorage
+from temporal_workflows._checkpoints.memory import InMemoryCheckpointStorage
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._client import RunHandle, get_run, start_run

@@ -7,10 +7,12 @@ the CLI of every such application ("No module named 'activities.steps'").
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -155,3 +157,194 @@ def test_agent_framework_event_and_checkpoint_names_are_public() -> None:
     for name in ("WorkflowErrorDetails", "WorkflowEventSource"):
         assert name in temporal_workflows.__all__ and getattr(temporal_workflows, name)
     assert "WorkflowIntermediateEvent" in events.__all__ and events.WorkflowIntermediateEvent
+
+
+# -- the import graph: no cycles, no upward imports, an engine without I/O -------------------------------
+
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # Lowest first; a module may import its own layer and the ones before it, never a later one.
+    # An entry names a top-level module or folder of the package, or a module inside one ("_console.server").
+    (
+        "engine",
+        ("_engine", "_checkpoints", "_errors", "_events", "_requests", "_subworkflow", "_live", "_version"),
+    ),
+    ("graph", ("_graph",)),
+    (
+        "hosts",
+        # The console's HTTP pieces serve the console and temporal's codec server alike.
+        ("_local", "temporal", "testing", "_console.server", "_console.guard", "_console.gate", "_console.codec"),
+    ),
+    # "": the package's __init__, Agent Framework's public API; errors, events: its named errors and events
+    ("front ends", ("llama", "agents", "", "errors", "events")),
+    ("CLI", ("_cli", "_console", "__main__")),
+]
+"""engine ← graph ← hosts ← front ends ← CLI (docs/architecture.md, "Layers")."""
+
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {
+    # (importer, imported): why; each only inside the function that needs it, never at import time.
+    ("_graph.workflow", "_local.runner"): "a Workflow runs in process (Agent Framework's contract): its runner",
+    ("_graph.workflow", "temporal._durable"): "Workflow.on_temporal, the one-line durable twin",
+    ("_graph.workflow", "temporal._plugin"): "Workflow.on_temporal's default task queue",
+    ("_graph.builder", "agents"): "WorkflowBuilder takes an Agent Framework agent where an executor goes, as there",
+}
+
+IO_MODULES = frozenset(
+    {"io", "os", "pathlib", "tempfile", "shutil", "glob", "socket", "ssl", "select", "selectors", "subprocess"}
+    | {"sqlite3", "urllib", "http", "asyncio", "threading", "multiprocessing", "mmap", "fcntl", "time", "random"}
+)
+
+
+@dataclass(frozen=True)
+class _Import:
+    target: str  # a module of the package (relative name, "" for __init__), or a top-level module outside it
+    line: int
+    local: bool  # inside a function: runs when called, not when the module is imported
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _inside(name: str) -> str | None:
+    """``temporal_workflows.x.y`` as ``x.y`` (the nearest module of the package), or ``None`` if outside it."""
+    if name != "temporal_workflows" and not name.startswith("temporal_workflows."):
+        return None
+    rel = name.removeprefix("temporal_workflows").removeprefix(".")
+    while rel not in MODULES and rel:
+        rel = rel.rpartition(".")[0]
+    return rel
+
+
+def _graph_imports(module: str) -> list[_Import]:
+    """Every import a module makes, also inside functions, except under ``if TYPE_CHECKING:`` (never run)."""
+    path = MODULES[module]
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found: list[_Import] = []
+
+    def visit(node: ast.AST, local: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    visit_one(other, local)
+            else:
+                visit_one(child, local)
+
+    def visit_one(node: ast.AST, local: bool) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                inner = _inside(alias.name)
+                found.append(_Import(alias.name.split(".")[0] if inner is None else inner, node.lineno, local))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = [p for p in package[: len(package) - node.level + 1] if p]
+                name = ".".join(["temporal_workflows", *base, *([node.module] if node.module else [])])
+            else:
+                name = node.module or ""
+            for alias in node.names:
+                inner = _inside(f"{name}.{alias.name}")  # "from pkg import module" imports the module
+                found.append(_Import(name.split(".")[0] if inner is None else inner, node.lineno, local))
+        else:
+            visit(node, local or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(path.read_text()), False)
+    return found
+
+
+GRAPH = {m: [i for i in _graph_imports(m) if i.target in MODULES and i.target != m] for m in MODULES}
+
+
+def _layer(module: str) -> int:
+    best: tuple[int, int] | None = None  # (length of the entry that matched, layer)
+    for index, (_, entries) in enumerate(LAYERS):
+        for entry in entries:
+            matches = module == entry or module.startswith(entry + ".") or (entry == "" and module == "")
+            if matches and (best is None or len(entry) > best[0]):
+                best = (len(entry), index)
+    assert best is not None, f"{module!r} is in no layer: add it to LAYERS (and to docs/architecture.md)"
+    return best[1]
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    """Not even through imports inside functions, which only hide a cycle until the call that closes it."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted({i.target for i in GRAPH[v]}):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(MODULES):
+        if module not in index:
+            connect(module)
+    assert not cycles, "import cycles: " + "; ".join(" ↔ ".join(c) for c in cycles)
+
+
+def test_no_module_imports_a_later_layer() -> None:
+    upward = []
+    for module, imports in GRAPH.items():
+        for i in imports:
+            if _layer(i.target) > _layer(module):
+                if i.local and (module, i.target) in ALLOWED_UPWARD:
+                    continue
+                where = "inside a function" if i.local else "at import time"
+                upward.append(f"{module}:{i.line} imports {i.target or 'temporal_workflows'} ({where})")
+    assert not upward, "imports of a later layer: " + "; ".join(upward)
+    for importer, imported in ALLOWED_UPWARD:
+        assert any(i.target == imported for i in GRAPH[importer]), f"stale allowance {importer} -> {imported}"
+
+
+def test_the_engine_and_what_it_imports_do_no_io() -> None:
+    """``_engine`` is workflow code on Temporal: no files, sockets, threads, clock or randomness; nor what it imports.
+
+    ``os`` is read for one thing: ``_engine/limits.py``'s payload limit comes from the environment.
+    """
+    reached: set[str] = set()
+    todo = [m for m in MODULES if m.startswith("_engine.")]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo.extend(i.target for i in GRAPH[module])
+    assert "_checkpoints.file" not in reached and "_checkpoints.sqlite" not in reached
+    offenders = []
+    for module in sorted(reached):
+        for i in _graph_imports(module):
+            if i.target in IO_MODULES and not (module == "_engine.limits" and i.target == "os"):
+                offenders.append(f"{module}:{i.line} imports {i.target}")
+    assert not offenders, offenders
+    tree = ast.parse(MODULES["_engine.limits"].read_text())
+    uses = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and getattr(n.value, "id", None) == "os"}
+    assert uses == {"environ"}

@@ -1,4 +1,4 @@
-"""Checkpoints: the engine snapshot at a superstep boundary, and where it is kept.
+"""Checkpoints: the engine snapshot at a superstep boundary, and the contract of a store that keeps it.
 
 A checkpoint is JSON (a pydantic model), never a pickle, so it can be read by
 other tools and loaded without running code from the file. Every checkpoint
@@ -6,36 +6,35 @@ carries its run id, and storage lookups take one, so runs that share a store
 stay isolated. The file and SQLite stores take an optional
 :class:`CheckpointCipher` that encrypts what they write (a ``KeyRing`` of
 ``temporal_workflows.temporal`` is one).
+
+This module does no I/O, so the driver imports it: the stores live beside it
+(``memory.py``, ``file.py``, ``sqlite.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import tempfile
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, Delivery, EngineSnapshot, Output, PendingRequest
 from temporal_workflows._engine.serde import Envelope, decode
-from temporal_workflows._errors import CheckpointNotFoundError, CheckpointStorageError
-from temporal_workflows._events import constructed
+from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError
+from temporal_workflows._events import RequestInfoEvent, constructed
 
 __all__ = [
     "CheckpointCipher",
     "CheckpointId",
     "CheckpointStorage",
-    "FileCheckpointStorage",
-    "HistoryCheckpointStorage",
-    "InMemoryCheckpointStorage",
     "WorkflowCheckpoint",
+    "check_signature",
+    "checkpoint_of",
+    "request_event",
 ]
 
 if TYPE_CHECKING:
-    from temporal_workflows._events import RequestInfoEvent
+    from temporal_workflows._engine.machine import Engine, Topology
 
 CheckpointId: TypeAlias = str
 """Opaque checkpoint id; compare and store it, never parse it."""
@@ -112,8 +111,6 @@ class WorkflowCheckpoint(BaseModel):
     @property
     def pending_request_info_events(self) -> dict[str, RequestInfoEvent]:
         """Agent Framework's name: the open requests, as the events that announced them."""
-        from temporal_workflows._engine.driver import request_event
-
         out: dict[str, RequestInfoEvent] = {}
         answered = {rid for rid, _ in self.responses}
         for rid, req in self.pending_requests.items():
@@ -252,149 +249,51 @@ class _DerivedQueries:
         return cps[-1] if cps else None
 
 
-class InMemoryCheckpointStorage(_DerivedQueries):
-    """Checkpoints in a dict: for tests and notebooks. Saving is O(1)."""
-
-    def __init__(self) -> None:
-        self._items: dict[str, WorkflowCheckpoint] = {}
-
-    async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointId:
-        self._items[checkpoint.checkpoint_id] = checkpoint
-        return checkpoint.checkpoint_id
-
-    async def load(self, checkpoint_id: CheckpointId) -> WorkflowCheckpoint:
-        try:
-            return self._items[checkpoint_id]
-        except KeyError:
-            raise CheckpointNotFoundError(checkpoint_id) from None
-
-    async def list_checkpoints(
-        self, *, workflow_name: str | None, run_id: str | None = None
-    ) -> list[WorkflowCheckpoint]:
-        return _order([c for c in self._items.values() if _matches(c, workflow_name, run_id)])
-
-    async def delete(self, checkpoint_id: CheckpointId) -> bool:
-        return self._items.pop(checkpoint_id, None) is not None
+def request_event(req: PendingRequest) -> RequestInfoEvent:
+    """The event that announces a pending request (its ``data`` as JSON)."""
+    return RequestInfoEvent(
+        request_id=req.request_id,
+        source_executor_id=req.executor_id,
+        data=req.data.data,
+        data_type=req.data.type,
+        response_type=req.response_type,
+        response_schema=req.response_schema,
+        timeout=req.timeout,
+    )
 
 
-class HistoryCheckpointStorage(InMemoryCheckpointStorage):
-    """Checkpoints kept in the run itself: no external store to run or back up.
+def checkpoint_of(
+    engine: Engine,
+    *,
+    checkpoint_id: str,
+    run_id: str,
+    previous_checkpoint_id: str | None,
+    timestamp: datetime,
+    metadata: dict[str, Any] | None = None,
+) -> WorkflowCheckpoint:
+    """The engine at this boundary as a checkpoint (both hosts, and continue-as-new)."""
+    return WorkflowCheckpoint.from_snapshot(
+        engine.snapshot(),
+        checkpoint_id=checkpoint_id,
+        workflow_name=engine.topology.name or "",
+        run_id=run_id,
+        graph_signature_hash=engine.topology.signature_hash,
+        previous_checkpoint_id=previous_checkpoint_id,
+        timestamp=timestamp,
+        metadata=metadata or {},
+    )
 
-    On Temporal a checkpoint is then just a marker in the workflow: its body
-    is rebuilt from history on replay and served by the ``get_checkpoint``
-    query, so it costs no history bytes at all. Across continue-as-new the
-    run carries the ``keep`` most recent ones (their bodies then ride in the
-    next run's input); older ones can no longer be restored. Forks read the
-    source run's checkpoint by query, so they work from any worker. In
-    process it behaves like :class:`InMemoryCheckpointStorage`.
+
+def check_signature(cp: WorkflowCheckpoint, topology: Topology, *, allow_mismatch: bool = False) -> None:
+    """Refuse to restore a checkpoint taken under another graph.
+
+    Raises:
+        GraphSignatureMismatchError: naming both signatures.
     """
-
-    def __init__(self, keep: int = 3) -> None:
-        super().__init__()
-        self.keep = keep
-
-
-class FileCheckpointStorage(_DerivedQueries):
-    """One JSON file per checkpoint in a directory, written atomically.
-
-    A crash mid-write leaves either the old file or the new one, never a torn
-    one: each file is written to a temporary name, fsynced and renamed.
-
-    Args:
-        directory: Created if missing (``storage_path`` is Agent Framework's
-            name for it; give one of the two).
-        cipher: Encrypts each file whole (bound to its checkpoint id); files
-            written without one still load. Without a cipher, an encrypted file
-            fails to load with an error saying so.
-        allowed_checkpoint_types: Agent Framework's list of ``"module:qualname"``
-            types its pickled checkpoints may unpickle, accepted so its programs
-            port unchanged and kept as :attr:`allowed_checkpoint_types`. It is not
-            needed here: files are JSON, and decoding builds only the classes the
-            process knows (declared by the graph, registered, or encoded in this
-            process; docs/values.md), with or without the list.
-    """
-
-    def __init__(
-        self,
-        directory: str | os.PathLike[str] | None = None,
-        *,
-        storage_path: str | os.PathLike[str] | None = None,
-        cipher: CheckpointCipher | None = None,
-        allowed_checkpoint_types: list[str] | None = None,
-    ) -> None:
-        if (directory is None) == (storage_path is None):
-            raise TypeError("FileCheckpointStorage takes a directory: pass directory (or storage_path), once")
-        self.directory = Path(directory if directory is not None else storage_path)  # type: ignore[arg-type]
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.cipher = cipher
-        self.allowed_checkpoint_types: tuple[str, ...] = tuple(allowed_checkpoint_types or ())
-
-    @property
-    def storage_path(self) -> Path:
-        """Agent Framework's name for :attr:`directory`."""
-        return self.directory
-
-    def _path(self, checkpoint_id: str) -> Path:
-        if not checkpoint_id or "/" in checkpoint_id or "\\" in checkpoint_id or checkpoint_id.startswith("."):
-            raise CheckpointNotFoundError(checkpoint_id)
-        return self.directory / f"{checkpoint_id}.json"
-
-    def _write(self, checkpoint: WorkflowCheckpoint) -> None:
-        data = checkpoint.model_dump_json().encode()
-        if self.cipher is not None:
-            data = self.cipher.encrypt(data, checkpoint.checkpoint_id.encode())
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self._path(checkpoint.checkpoint_id))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointId:
-        try:
-            await asyncio.to_thread(self._write, checkpoint)
-        except OSError as e:
-            raise CheckpointStorageError(
-                f"could not save checkpoint {checkpoint.checkpoint_id!r} to {self.directory}: {e}"
-            ) from e
-        return checkpoint.checkpoint_id
-
-    def _read(self, path: Path) -> WorkflowCheckpoint:
-        return WorkflowCheckpoint.model_validate_json(
-            _unseal(self.cipher, path.read_bytes(), path.name.removesuffix(".json").encode(), str(path))
-        )
-
-    async def load(self, checkpoint_id: CheckpointId) -> WorkflowCheckpoint:
-        path = self._path(checkpoint_id)
-        try:
-            return await asyncio.to_thread(self._read, path)
-        except FileNotFoundError:
-            raise CheckpointNotFoundError(checkpoint_id) from None
-
-    def _all(self) -> list[WorkflowCheckpoint]:
-        out = []
-        for p in self.directory.glob("*.json"):
-            if p.name.startswith("."):
-                continue
-            try:
-                out.append(self._read(p))
-            except FileNotFoundError:  # deleted concurrently
-                continue
-        return out
-
-    async def list_checkpoints(
-        self, *, workflow_name: str | None, run_id: str | None = None
-    ) -> list[WorkflowCheckpoint]:
-        cps = await asyncio.to_thread(self._all)
-        return _order([c for c in cps if _matches(c, workflow_name, run_id)])
-
-    async def delete(self, checkpoint_id: CheckpointId) -> bool:
-        try:
-            self._path(checkpoint_id).unlink()
-            return True
-        except (FileNotFoundError, CheckpointNotFoundError):
-            return False
+    if cp.graph_signature_hash == topology.signature_hash or allow_mismatch:
+        return
+    raise GraphSignatureMismatchError(
+        f"checkpoint {cp.checkpoint_id!r} was taken under graph signature {cp.graph_signature_hash[:12]}…, "
+        f"but graph {topology.name!r} has signature {topology.signature_hash[:12]}…; the graph changed "
+        "(pass allow_signature_mismatch=True to restore it anyway)"
+    )

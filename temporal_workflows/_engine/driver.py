@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from temporal_workflows._checkpoints.base import WorkflowCheckpoint
+from temporal_workflows._checkpoints.base import request_event
 from temporal_workflows._engine.limits import (
     GUIDANCE,
     MIN_MAX_PAYLOAD_BYTES,
@@ -52,13 +52,11 @@ from temporal_workflows._engine.machine import (
     Reduction,
     StepResult,
     StepTask,
-    Topology,
 )
 from temporal_workflows._engine.serde import Envelope, encode, type_key, validation_message
 from temporal_workflows._errors import (
     CheckpointStorageError,
     ExecutorFailedError,
-    GraphSignatureMismatchError,
     ReducerError,
     RunTooLargeError,
     WorkflowError,
@@ -91,13 +89,10 @@ __all__ = [
     "STEP_ELAPSED",
     "StepsInterrupted",
     "SuperstepDriver",
-    "check_signature",
     "checkpoint_due",
-    "checkpoint_of",
     "counted_attempts",
     "pending_request_event",
     "pending_request_from_json",
-    "request_event",
 ]
 
 DriverEvent = WorkflowEvent | Envelope
@@ -293,19 +288,6 @@ class ReducerFailed(Exception):
         self.message = message
 
 
-def request_event(req: PendingRequest) -> RequestInfoEvent:
-    """The event that announces a pending request (its ``data`` as JSON)."""
-    return RequestInfoEvent(
-        request_id=req.request_id,
-        source_executor_id=req.executor_id,
-        data=req.data.data,
-        data_type=req.data.type,
-        response_type=req.response_type,
-        response_schema=req.response_schema,
-        timeout=req.timeout,
-    )
-
-
 INTERMEDIATE_EVENT_TYPE = type_key(WorkflowIntermediateEvent)
 
 
@@ -472,43 +454,6 @@ def _production_order(result: StepResult) -> list[str]:
 def checkpoint_due(superstep: int, every: int) -> bool:
     """The automatic checkpoint policy: after every ``every``-th superstep (0: never)."""
     return every > 0 and superstep % every == 0
-
-
-def checkpoint_of(
-    engine: Engine,
-    *,
-    checkpoint_id: str,
-    run_id: str,
-    previous_checkpoint_id: str | None,
-    timestamp: datetime,
-    metadata: dict[str, Any] | None = None,
-) -> WorkflowCheckpoint:
-    """The engine at this boundary as a checkpoint (both hosts, and continue-as-new)."""
-    return WorkflowCheckpoint.from_snapshot(
-        engine.snapshot(),
-        checkpoint_id=checkpoint_id,
-        workflow_name=engine.topology.name or "",
-        run_id=run_id,
-        graph_signature_hash=engine.topology.signature_hash,
-        previous_checkpoint_id=previous_checkpoint_id,
-        timestamp=timestamp,
-        metadata=metadata or {},
-    )
-
-
-def check_signature(cp: WorkflowCheckpoint, topology: Topology, *, allow_mismatch: bool = False) -> None:
-    """Refuse to restore a checkpoint taken under another graph.
-
-    Raises:
-        GraphSignatureMismatchError: naming both signatures.
-    """
-    if cp.graph_signature_hash == topology.signature_hash or allow_mismatch:
-        return
-    raise GraphSignatureMismatchError(
-        f"checkpoint {cp.checkpoint_id!r} was taken under graph signature {cp.graph_signature_hash[:12]}…, "
-        f"but graph {topology.name!r} has signature {topology.signature_hash[:12]}…; the graph changed "
-        "(pass allow_signature_mismatch=True to restore it anyway)"
-    )
 
 
 class SuperstepDriver:

@@ -41,6 +41,7 @@ __all__ = [
     "Kind",
     "PlainSignature",
     "class_kind",
+    "library_types",
     "declare",
     "is_structured_type",
     "plain_signature",
@@ -274,17 +275,28 @@ def declare(annotations: Iterable[Any], *, explicit: bool = False) -> None:
         todo.extend(_field_annotations(tp, kind))
 
 
+_LIBRARY_MODULES: list[types.ModuleType] = []
+
+
+def library_types(module: types.ModuleType) -> None:
+    """Name a module of the library's own types that travel in envelopes (events, ``RequestTimedOut``).
+
+    ``_events.py`` and ``_requests.py`` name themselves when imported (the
+    package's ``__init__`` imports both, so every process that decodes has
+    them); the engine never imports them, which would make it depend on the
+    vocabulary built on it.
+    """
+    _LIBRARY_MODULES.append(module)
+
+
 def _register_library_types() -> None:
-    """Register the library's own types that travel in envelopes (events, ``RequestTimedOut``).
+    """Register the library's own types that travel in envelopes (see :func:`library_types`).
 
     They are registered when encoded, but a process that only decodes them (a
-    client reading a run's event stream) may never have encoded one. Imported
-    statically and lazily (the modules are the package's own, already loaded by
-    ``temporal_workflows``), never by a name taken from a payload.
+    client reading a run's event stream) may never have encoded one. Never by
+    a name taken from a payload.
     """
-    from temporal_workflows import _events, _requests
-
-    for module in (_events, _requests):
+    for module in _LIBRARY_MODULES:
         for obj in list(vars(module).values()):
             if isinstance(obj, type) and obj.__module__ == module.__name__ and class_kind(obj) in _SIBLING_KINDS:
                 registered(obj)

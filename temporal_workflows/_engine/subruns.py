@@ -31,8 +31,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
-from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import check_signature, checkpoint_of, intermediate_event
+from temporal_workflows._checkpoints.base import WorkflowCheckpoint, check_signature, checkpoint_of
+from temporal_workflows._engine.driver import intermediate_event
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
     REQUEST_TIMED_OUT_TYPE,

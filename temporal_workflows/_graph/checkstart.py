@@ -15,14 +15,16 @@ input type), so what passes here starts on either host.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from temporal_workflows._engine.serde import encode, validate_as
 from temporal_workflows._errors import InvalidRunInputError, describe
 from temporal_workflows._graph.typecheck import type_name
-from temporal_workflows._graph.workflow import Workflow
+
+if TYPE_CHECKING:
+    from temporal_workflows._graph.workflow import Workflow
 
 __all__ = ["check_start_message"]
 

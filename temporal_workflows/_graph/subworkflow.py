@@ -22,12 +22,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from temporal_workflows._engine.driver import request_event
+from temporal_workflows._checkpoints.base import request_event
 from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.machine import PendingRequest
 from temporal_workflows._engine.serde import decode, encode
 from temporal_workflows._errors import UndeliverableMessageError, WorkflowError
 from temporal_workflows._graph.executor import Executor, ExecutorOptions, HandlerSpec, ResponseHandlerSpec
+from temporal_workflows._graph.hosting import is_graph_workflow
 from temporal_workflows._graph.typecheck import accepts, type_name
 from temporal_workflows._subworkflow import SubWorkflowReport, SubWorkflowRequestMessage, SubWorkflowResponseMessage
 
@@ -91,9 +92,7 @@ class WorkflowExecutor(Executor):
         *,
         options: ExecutorOptions | None = None,
     ) -> None:
-        from temporal_workflows._graph.workflow import Workflow
-
-        if not isinstance(workflow, Workflow):
+        if not is_graph_workflow(workflow):
             raise TypeError(f"WorkflowExecutor wraps a built Workflow (WorkflowBuilder.build()), not {workflow!r}")
         super().__init__(id, options=options)
         self.workflow = workflow

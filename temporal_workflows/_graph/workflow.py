@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Collection, Generator, Ite
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from temporal_workflows._engine.registry import declare
-from temporal_workflows._engine.serde import encode
-from temporal_workflows._errors import NotSerializableError, WorkflowRunError
+from temporal_workflows._errors import WorkflowRunError
 from temporal_workflows._events import RequestInfoEvent, WorkflowEvent, WorkflowRunResult, WorkflowRunState
-from temporal_workflows._local.runner import MISSING, LocalRunner, RunStream, local_request_event, shared_state
+from temporal_workflows._graph.hosting import GRAPH_HOOK, as_graph_workflow
+from temporal_workflows._graph.runs import MISSING, RunStream, invocation_kwargs, local_request_event, shared_state
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -24,10 +24,6 @@ if TYPE_CHECKING:
     from temporal_workflows.temporal._durable import DurableWorkflow
 
 __all__ = ["GRAPH_HOOK", "ResetCall", "Workflow", "as_graph_workflow", "import_user_module", "load_workflow"]
-
-GRAPH_HOOK = "__temporal_workflows_graph__"
-"""Name of the method another front end's workflow object (LlamaIndex's ``temporal_workflows.llama.Workflow``)
-has to return the graph :class:`Workflow` it compiles to, so the plugin, worker and CLI host it as they host graphs."""
 
 
 class ResetCall:
@@ -68,26 +64,6 @@ def _base_reset() -> Any:
     return Executor.reset
 
 
-def invocation_kwargs(
-    function_invocation_kwargs: Mapping[str, Any] | None, client_kwargs: Mapping[str, Any] | None
-) -> dict[str, Any] | None:
-    """A ``run()`` call's invocation kwargs as the run keeps them (``None``: the call gives none).
-
-    Raises:
-        NotSerializableError: a value is not plain JSON (they travel to steps on Temporal).
-    """
-    if function_invocation_kwargs is None and client_kwargs is None:
-        return None
-    given: dict[str, Any] = {}
-    for name, value in (("function_invocation_kwargs", function_invocation_kwargs), ("client_kwargs", client_kwargs)):
-        if value is not None:
-            env = encode(dict(value), what=name)
-            if env.type is not None:
-                raise NotSerializableError(f"{name} must be plain JSON (str keys; str, number, bool, null, list, dict)")
-            given[name] = env.data
-    return given
-
-
 class Workflow:
     """A validated graph. Made by :meth:`WorkflowBuilder.build`.
 
@@ -107,6 +83,10 @@ class Workflow:
         self._graph = graph
         self._storage = checkpoint_storage
         self._checkpoint_every = checkpoint_every
+        # A Workflow runs in process (Agent Framework's contract), so it owns the
+        # in-process host; imported here, the graph layer imports no host at import time.
+        from temporal_workflows._local.runner import LocalRunner
+
         self._runner = LocalRunner(graph, checkpoint_every=checkpoint_every)
         self.id = str(uuid.uuid4())
         declare(_declared_types(graph))  # what decoding may build: every class the handlers name, and their fields'
@@ -400,6 +380,10 @@ class Workflow:
             self, client, id=id, task_queue=task_queue or DEFAULT_TASK_QUEUE, checkpoint_every=checkpoint_every
         )
 
+    def __temporal_workflows_graph__(self) -> Workflow:
+        """A graph workflow is its own graph (:data:`GRAPH_HOOK`): how hosts tell one apart without importing it."""
+        return self
+
     # -- export ----------------------------------------------------------------
 
     def to_mermaid(self) -> str:
@@ -443,25 +427,6 @@ def _declared_types(graph: Graph) -> Iterator[Any]:
             yield from (r.request_type, r.response_type, *r.output_types, *r.workflow_output_types)
 
 
-def as_graph_workflow(obj: Any) -> Workflow:
-    """The graph :class:`Workflow` for ``obj``: itself, or what its front end compiles it to (:data:`GRAPH_HOOK`).
-
-    Raises:
-        TypeError: ``obj`` is neither.
-    """
-    if isinstance(obj, Workflow):
-        return obj
-    hook = getattr(type(obj), GRAPH_HOOK, None)
-    if hook is not None:
-        graph = hook(obj)
-        if isinstance(graph, Workflow):
-            return graph
-    raise TypeError(
-        f"{type(obj).__name__} is not a workflow: expected a built graph (WorkflowBuilder.build()) or a "
-        "temporal_workflows.llama.Workflow"
-    )
-
-
 def _kind(obj: Any) -> str:
     if isinstance(obj, type):
         return f"the class {obj.__name__}"
@@ -489,7 +454,7 @@ def load_workflow(spec: str) -> Workflow:
     obj: Any = import_user_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
-    if isinstance(obj, type) and hasattr(obj, GRAPH_HOOK):
+    if isinstance(obj, type) and hasattr(obj, GRAPH_HOOK) and not issubclass(obj, Workflow):
         obj = obj()  # a LlamaIndex workflow class: its instance is the workflow
     elif isinstance(obj, Executor):
         raise TypeError(

@@ -1,6 +1,6 @@
 """The in-process host: the superstep driver with asyncio, for tests and notebooks.
 
-Everything that decides what a run does is in ``_driver``; this adapter
+Everything that decides what a run does is in ``_engine/driver.py``; this adapter
 supplies only what differs in process: steps are coroutines run
 concurrently with ``asyncio.gather``, callable reducers are plain calls, the
 clock is ``time.time()``, checkpoints go to the ``CheckpointStorage`` given,
@@ -13,12 +13,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from temporal_workflows._checkpoints.base import CheckpointStorage, WorkflowCheckpoint
+from temporal_workflows._checkpoints.base import CheckpointStorage, WorkflowCheckpoint, check_signature, checkpoint_of
 from temporal_workflows._engine.driver import (
     DriverEvent,
     DriverHost,
@@ -26,13 +25,10 @@ from temporal_workflows._engine.driver import (
     StepFailure,
     StepOutcome,
     SuperstepDriver,
-    check_signature,
-    checkpoint_of,
-    pending_request_event,
 )
 from temporal_workflows._engine.limits import max_payload_bytes
-from temporal_workflows._engine.machine import Engine, PendingRequest, Reduction, StepTask, shared_part
-from temporal_workflows._engine.serde import Envelope, decode, encode
+from temporal_workflows._engine.machine import Engine, Reduction, StepTask
+from temporal_workflows._engine.serde import Envelope, encode
 from temporal_workflows._engine.subruns import SubrunSuperstep
 from temporal_workflows._errors import (
     RequestTimeoutError,
@@ -44,38 +40,17 @@ from temporal_workflows._errors import (
     storage_failure,
 )
 from temporal_workflows._events import (
-    RequestInfoEvent,
     WorkflowEvent,
     WorkflowRunState,
     WorkflowStartedEvent,
 )
 from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.graph import Graph
+from temporal_workflows._graph.runs import MISSING, Reservation, RunStream, check_run_arguments, materialize
 from temporal_workflows._local.live import LiveQueue, with_live
+from temporal_workflows._local.subruns import run_with_children
 
-__all__ = ["LocalRunner", "Reservation", "RunStream", "check_run_arguments", "local_request_event", "shared_state"]
-
-MISSING: Any = object()
-
-
-def materialize(event: DriverEvent) -> WorkflowEvent:
-    """An event as an in-process caller sees it: ``data`` decoded to its type (a custom event's too)."""
-    if isinstance(event, Envelope):
-        decoded: WorkflowEvent = decode(event)
-        event = decoded
-    return event.restored()
-
-
-def local_request_event(req: PendingRequest) -> RequestInfoEvent:
-    """A pending request as ``Workflow.pending_requests`` lists it: the one form, its data restored."""
-    event = materialize(pending_request_event(req))
-    assert isinstance(event, RequestInfoEvent)
-    return event
-
-
-def shared_state(state: Mapping[str, Envelope]) -> dict[str, Any]:
-    """Decoded committed state, without executor-private keys."""
-    return {k: decode(v) for k, v in shared_part(state).items()}
+__all__ = ["LocalRunner"]
 
 
 class _LocalHost(DriverHost):
@@ -92,6 +67,12 @@ class _LocalHost(DriverHost):
         self.streaming = streaming
         self.invocation_kwargs = invocation_kwargs
         self.live: LiveQueue[DriverEvent] = LiveQueue()
+
+    def for_child(self, graph: Graph, run_id: str) -> _LocalHost:
+        """The host of a sub-workflow's child run: no checkpoints, read as its parent is (streamed or not)."""
+        runner = LocalRunner(graph, checkpoint_every=0)
+        runner.run_id = run_id
+        return _LocalHost(runner, None, streaming=self.streaming)
 
     def now(self) -> float:
         return time.time()
@@ -112,8 +93,6 @@ class _LocalHost(DriverHost):
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         if SubrunSuperstep.any_in(engine.topology, tasks):
-            from temporal_workflows._local.subruns import run_with_children
-
             return await run_with_children(self, tasks, engine)
         state = engine.state
         if len(tasks) == 1:
@@ -142,101 +121,6 @@ class _LocalHost(DriverHost):
             raise storage_failure(e) from e
         runner.last_checkpoint_id = cp_id
         return cp_id
-
-
-class RunStream:
-    """The events of one ``run()`` call; while it is held and not finished, the workflow is reserved.
-
-    The reservation is taken when ``run()`` is called, synchronously, so two
-    calls made back to back cannot both start; it ends when the stream ends
-    (or fails, or is closed), and also when the stream is dropped before it
-    was read to the end: the workflow holds it only through a weak reference,
-    as Agent Framework does, so a stream (or an un-awaited ``run()``) thrown
-    away never leaves the workflow reserved.
-    """
-
-    def __init__(self, reservation: Reservation, events: AsyncIterator[WorkflowEvent]) -> None:
-        self._reservation = reservation
-        self._events = events
-        self.done = False
-
-    def __aiter__(self) -> RunStream:
-        return self
-
-    async def __anext__(self) -> WorkflowEvent:
-        if self.done:
-            raise StopAsyncIteration
-        try:
-            return await anext(self._events)
-        except BaseException:
-            self._finish()
-            raise
-
-    async def close(self) -> None:
-        """Agent Framework's name for :meth:`aclose` (its stream's ``close()``)."""
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Stop reading: the run stops at the point it reached, and the workflow is free again.
-
-        In process, the run reaches no further boundary: nothing more is
-        committed and no more checkpoints are saved (breaking out of
-        ``async for`` does the same at once; this also frees the workflow at
-        once). A run on Temporal (``on_temporal``) goes on there.
-        """
-        try:
-            aclose = getattr(self._events, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        finally:
-            self._finish()
-
-    def _finish(self) -> None:
-        if not self.done:
-            self.done = True
-            self._reservation.release(self)
-
-
-class Reservation:
-    """The one ``run()`` a workflow runs at a time (in process, and its Temporal twin ``on_temporal``)."""
-
-    def __init__(self) -> None:
-        self._active: weakref.ref[RunStream] | None = None
-
-    @property
-    def running(self) -> bool:
-        """Whether a ``run()`` holds the workflow (its stream is alive and not finished)."""
-        stream = self._active() if self._active is not None else None
-        return stream is not None and not stream.done
-
-    def check(self, what: str) -> None:
-        """Refuse ``what`` while a ``run()`` holds the workflow."""
-        if self.running:
-            raise WorkflowError(
-                f"this workflow is already running; cannot {what} until the current run() is finished "
-                "(await it, read its stream to the end, or close the stream)"
-            )
-
-    def take(self, events: AsyncIterator[WorkflowEvent]) -> RunStream:
-        """Reserve the workflow now, for the ``run()`` whose events are ``events``."""
-        self.check("start another run")
-        stream = RunStream(self, events)
-        self._active = weakref.ref(stream)
-        return stream
-
-    def release(self, stream: RunStream) -> None:
-        # Only the stream that holds the reservation releases it: a stream dropped
-        # earlier, finalized late, must not free a newer run's.
-        if self._active is not None and self._active() is stream:
-            self._active = None
-
-
-def check_run_arguments(message: Any, responses: Mapping[str, Any] | None, checkpoint_id: str | None) -> None:
-    """Refuse a ``run()`` call that cannot start anything (the same words in process and on Temporal)."""
-    if message is not MISSING and checkpoint_id is not None:
-        raise WorkflowError("pass either a start message or checkpoint_id, not both")
-    if message is MISSING and checkpoint_id is None and responses is None:
-        raise WorkflowError("run() needs a start message, responses=, or checkpoint_id=")
 
 
 class LocalRunner:

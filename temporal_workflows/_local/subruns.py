@@ -12,7 +12,7 @@ as in Agent Framework: the parent sees its outputs, intermediate outputs and req
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -37,15 +37,18 @@ if TYPE_CHECKING:
 __all__ = ["activate", "run_with_children"]
 
 
-async def activate(parent: Graph, act: Activation, *, streaming: bool = False) -> SubrunOutcome:
+async def activate(parent: Graph, act: Activation, host_for: Callable[[Graph, str], _LocalHost]) -> SubrunOutcome:
     """Run one child of ``parent`` to rest: a new one from its start message, or a waiting one with its answers.
+
+    ``host_for(graph, run_id)`` is the child's host: the parent's kind, read as
+    the parent is (it is given, not imported, so the in-process host and this
+    module do not import each other).
 
     Raises:
         WorkflowRunError: the child's run failed (the parent's step fails with it).
         InvalidResponseError: a response does not validate against its request.
     """
     from temporal_workflows._graph.subworkflow import WorkflowExecutor
-    from temporal_workflows._local.runner import LocalRunner, _LocalHost
 
     ex = parent.executors[act.executor_id]
     assert isinstance(ex, WorkflowExecutor)
@@ -56,9 +59,7 @@ async def activate(parent: Graph, act: Activation, *, streaming: bool = False) -
         engine.start(act.start)
     else:
         engine = resume_engine(child.topology, act.snapshot)
-    runner = LocalRunner(child, checkpoint_every=0)
-    runner.run_id = act.run_id
-    host = _LocalHost(runner, None, streaming=streaming)  # a child is read as its parent is
+    host = host_for(child, act.run_id)
 
     async def validate(request: PendingRequest, response: Envelope) -> Envelope:
         return child.validate_response(request, decode(response))
@@ -86,7 +87,7 @@ async def run_with_children(host: _LocalHost, tasks: Sequence[StepTask], engine:
     )
 
     async def run_child(act: Activation) -> SubrunOutcome:
-        return await activate(graph, act, streaming=host.streaming)
+        return await activate(graph, act, host.for_child)
 
     async def report(task: StepTask) -> StepResult:
         return await run_step(graph, task, state, run_id=run_id, streaming=host.streaming)

@@ -18,7 +18,6 @@ import contextlib
 import functools
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
@@ -39,9 +38,8 @@ from temporal_workflows._errors import ExecutorFailedError, WorkflowRunError
 from temporal_workflows._events import WorkflowEvent, WorkflowStartedEvent
 from temporal_workflows._graph.context import WorkflowContext
 from temporal_workflows.llama._compile import StartDispatcher
-from temporal_workflows.llama._routing import route_event, unhandled, waits_of_requests
+from temporal_workflows.llama._routing import route_event, unhandled
 from temporal_workflows.llama._runtime import (
-    UNSERIALIZABLE,
     LiveRun,
     LlamaFailedStreamEvent,
     LlamaStreamEvent,
@@ -51,10 +49,11 @@ from temporal_workflows.llama._runtime import (
     register_live,
     run_task,
     unregister_live,
+    waits_of_requests,
 )
-from temporal_workflows.llama.context import DictBackend, _Pre
+from temporal_workflows.llama._snapshots import snapshot_dict
+from temporal_workflows.llama.context import DictBackend
 from temporal_workflows.llama.errors import (
-    ContextSerdeError,
     WorkflowCancelledByUser,
     WorkflowRuntimeError,
     WorkflowTimeoutError,
@@ -73,9 +72,8 @@ if TYPE_CHECKING:
     from temporal_workflows.llama.context import Context
     from temporal_workflows.llama.workflow import Workflow
 
-__all__ = ["FORMAT", "LocalRun", "pre_snapshot", "read_snapshot"]
+__all__ = ["LocalRun"]
 
-FORMAT = "temporal_workflows.llama/1"
 """``Context.to_dict()`` format tag: the engine's checkpoint of the run, plus the store as JSON."""
 
 _END: Any = object()
@@ -467,76 +465,3 @@ class LocalRun:
         else:
             snap = self.boundary if self.boundary is not None else self.engine.snapshot()
         return snapshot_dict(self.workflow, snap, is_running=not self.finished)
-
-
-def _env_json(env: Envelope, where: str) -> dict[str, Any]:
-    if env.type == UNSERIALIZABLE:
-        kind = env.data.get("type") if isinstance(env.data, dict) else "?"
-        raise ContextSerdeError(f"{where} holds a {kind}, which has no JSON form; the context cannot be serialized")
-    return env.to_json()
-
-
-def snapshot_dict(workflow: Workflow, snap: EngineSnapshot, *, is_running: bool) -> dict[str, Any]:
-    """A context's JSON: the state, and (mid-run) the engine checkpoint to resume from."""
-    compiled = workflow._compiled()
-    topology = compiled.graph.topology
-    state = {k: _env_json(v, f"state key {k!r}") for k, v in shared_part(snap.state).items()}
-    data: dict[str, Any] = {
-        "format": FORMAT,
-        "workflow": topology.name,
-        "graph_signature_hash": topology.signature_hash,
-        "is_running": is_running,
-        "state": state,
-    }
-    if is_running:
-        cp = WorkflowCheckpoint.from_snapshot(
-            snap,
-            checkpoint_id="context",
-            workflow_name=topology.name,
-            run_id="",
-            graph_signature_hash=topology.signature_hash,
-            previous_checkpoint_id=None,
-            timestamp=datetime.now(UTC),
-        )
-        raw = cp.model_dump(mode="json")
-        if UNSERIALIZABLE in str(raw):
-            raise ContextSerdeError(
-                "the run holds an event or value with no JSON form (kept only as a live object in this process); "
-                "the context cannot be serialized mid-run"
-            )
-        data["snapshot"] = raw
-    return data
-
-
-def pre_snapshot(workflow: Workflow, pre: _Pre) -> dict[str, Any]:
-    compiled = workflow._compiled()
-    topology = compiled.graph.topology
-    data: dict[str, Any] = dict(pre.snapshot) if pre.snapshot is not None else {"is_running": False}
-    data.update(
-        format=FORMAT,
-        workflow=topology.name,
-        graph_signature_hash=topology.signature_hash,
-        state={k: _env_json(v, f"state key {k!r}") for k, v in pre.backend.state.items()},
-    )
-    return data
-
-
-def read_snapshot(workflow: Workflow, data: dict[str, Any]) -> dict[str, Any]:
-    """Check a ``to_dict()`` payload against ``workflow`` (the same steps) before a run resumes from it."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ContextSerdeError(
-            "Error creating a Context instance: the payload is not a Context.to_dict() of temporal_workflows.llama "
-            f"(format {FORMAT!r})"
-        )
-    topology = workflow._compiled().graph.topology
-    if data.get("is_running") and data.get("graph_signature_hash") != topology.signature_hash:
-        raise ContextSerdeError(
-            f"the context was saved by a run of another version of the workflow (signature "
-            f"{str(data.get('graph_signature_hash'))[:12]}…, this one {topology.signature_hash[:12]}…): "
-            "its steps changed"
-        )
-    if data.get("is_running") and not isinstance(data.get("snapshot"), dict):
-        raise ContextSerdeError("a running context's payload has no 'snapshot'")
-    if not isinstance(data.get("state", {}), dict):
-        raise ContextSerdeError("the payload's 'state' is not an object")
-    return data

@@ -22,14 +22,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from temporal_workflows._engine.machine import PendingRequest
-from temporal_workflows._engine.serde import decode
 from temporal_workflows.llama.events import Event, InputRequiredEvent, UnhandledEvent
 
 if TYPE_CHECKING:
     from temporal_workflows.llama._compile import Compiled
 
-__all__ = ["Route", "Wait", "matching_waits", "route_event", "unhandled", "waits_of_records", "waits_of_requests"]
+__all__ = ["Route", "Wait", "matching_waits", "route_event", "unhandled", "waits_of_records"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,21 +45,6 @@ class Wait:
     step: str
     event_type: str
     requirements: Mapping[str, Any]
-
-
-def waits_of_requests(pending: Iterable[PendingRequest]) -> list[Wait]:
-    """The waits among a run's pending requests (what a host sees at a boundary)."""
-    from temporal_workflows.llama._runtime import WaitRequest
-
-    out: list[Wait] = []
-    for req in pending:
-        try:
-            wait = decode(req.data)
-        except Exception:
-            continue
-        if isinstance(wait, WaitRequest):
-            out.append(Wait(req.request_id, req.executor_id, wait.event_type, wait.requirements))
-    return out
 
 
 def waits_of_records(records: Iterable[tuple[str, Mapping[str, Any]]]) -> list[Wait]:

@@ -44,7 +44,7 @@ import contextvars
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -96,6 +96,7 @@ __all__ = [
     "LlamaStreamEvent",
     "TaskRun",
     "WaitRequest",
+    "waits_of_requests",
     "live_run",
     "run_task",
 ]
@@ -184,6 +185,19 @@ class LlamaFailedStreamEvent(LiveEvent):
 register_type(LlamaStreamEvent)
 register_type(LlamaFailedStreamEvent)
 register_type(WaitRequest)
+
+
+def waits_of_requests(pending: Iterable[PendingRequest]) -> list[Wait]:
+    """The waits among a run's pending requests (what a host sees at a boundary)."""
+    out: list[Wait] = []
+    for req in pending:
+        try:
+            wait = decode(req.data)
+        except Exception:
+            continue
+        if isinstance(wait, WaitRequest):
+            out.append(Wait(req.request_id, req.executor_id, wait.event_type, wait.requirements))
+    return out
 
 
 # -- live values (in process) -----------------------------------------------------------------------------------

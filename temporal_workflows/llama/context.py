@@ -30,6 +30,7 @@ from typing_extensions import TypeVar
 from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, is_shared_key, shared_part
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows.llama._runtime import LiveRun, current_invocation, decode_value, encode_value
+from temporal_workflows.llama._snapshots import pre_snapshot, read_snapshot
 from temporal_workflows.llama.errors import ContextSerdeError, ContextStateError, WorkflowRuntimeError
 from temporal_workflows.llama.events import DictLikeModel, Event
 from temporal_workflows.llama.retry_policy import RetryInfo
@@ -395,8 +396,6 @@ class Context(Generic[MODEL_T]):
     def __init__(
         self, workflow: Workflow, previous_context: dict[str, Any] | None = None, serializer: Any = None
     ) -> None:
-        from temporal_workflows.llama._local import read_snapshot
-
         self._workflow = workflow
         self._pre: _Pre | None = _Pre(workflow, read_snapshot(workflow, previous_context) if previous_context else None)
         self._run: LocalRun | None = None
@@ -481,8 +480,6 @@ class Context(Generic[MODEL_T]):
         """
         if self._inv is not None:
             raise ContextStateError("to_dict is only available from handler code, not from within steps.")
-        from temporal_workflows.llama._local import pre_snapshot
-
         if self._run is not None:
             data = self._run.to_dict()
         else:

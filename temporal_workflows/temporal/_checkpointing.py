@@ -19,8 +19,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import check_signature, checkpoint_of
+from temporal_workflows._checkpoints.base import WorkflowCheckpoint, check_signature, checkpoint_of
 from temporal_workflows._engine.machine import Engine, Topology, check_snapshot
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError, WorkflowError

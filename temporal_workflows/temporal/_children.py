@@ -53,7 +53,7 @@ from temporal_workflows.temporal._patches import PATCH_CHILD_START, PATCH_FIRST_
 from temporal_workflows.temporal._protocol import FAILURE_INVALID_RESPONSE, RunInput, SubrunInput, Validated, quote
 
 if TYPE_CHECKING:
-    from temporal_workflows.temporal._supersteps import TaskBudget
+    from temporal_workflows.temporal._budget import TaskBudget
 
 __all__ = ["carry_subrun", "child_result", "deliver_to_child", "resume_child", "run_child", "subrun_refusal"]
 

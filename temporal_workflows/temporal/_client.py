@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from temporalio.client import (
     Client,
@@ -49,7 +49,7 @@ from temporal_workflows._events import (
     WorkflowStartedEvent,
 )
 from temporal_workflows._graph.checkstart import check_start_message
-from temporal_workflows._graph.workflow import Workflow, invocation_kwargs
+from temporal_workflows._graph.runs import invocation_kwargs
 from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
 from temporal_workflows.temporal._failures import innermost, library_error
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
@@ -93,6 +93,9 @@ from temporal_workflows.temporal._protocol import (
     SendInput,
     too_long,
 )
+
+if TYPE_CHECKING:
+    from temporal_workflows._graph.workflow import Workflow
 
 __all__ = [
     "LINEAGE_MEMO",
@@ -864,7 +867,7 @@ async def start_run(
             handler of its start executor, naming the fields that failed.
     """
     name = _graph_name(workflow)
-    if isinstance(workflow, Workflow) and message is not None:
+    if not isinstance(workflow, str) and message is not None:
         check_start_message(workflow, message)  # a misspelled field is named here, before the run starts
     env = encode(message, what="start message")
     check_payload(env.data, what="start message")

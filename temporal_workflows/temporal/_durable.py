@@ -38,8 +38,7 @@ from temporal_workflows._events import (
     WorkflowStartedEvent,
     WorkflowStatusEvent,
 )
-from temporal_workflows._graph.workflow import invocation_kwargs
-from temporal_workflows._local.runner import MISSING, Reservation, RunStream, check_run_arguments
+from temporal_workflows._graph.runs import MISSING, Reservation, RunStream, check_run_arguments, invocation_kwargs
 from temporal_workflows.temporal._client import RunHandle, fork, get_run, start_run
 from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
 

@@ -26,6 +26,7 @@ from temporalio.exceptions import ApplicationError
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.temporal._budget import TaskBudget
 from temporal_workflows.temporal._failures import refuse
 from temporal_workflows.temporal._protocol import (
     FAILURE_ALREADY_ANSWERED,
@@ -47,7 +48,6 @@ from temporal_workflows.temporal._protocol import (
     too_long,
 )
 from temporal_workflows.temporal._status import StatusBoard, quote
-from temporal_workflows.temporal._supersteps import TaskBudget
 
 __all__ = [
     "DELIVERED_CARRIED",

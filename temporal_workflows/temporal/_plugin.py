@@ -21,8 +21,8 @@ from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from temporal_workflows._errors import WorkflowError
+from temporal_workflows._graph.hosting import as_graph_workflow
 from temporal_workflows._graph.subworkflow import subworkflow_graphs
-from temporal_workflows._graph.workflow import as_graph_workflow
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._converter import json_data_converter
 from temporal_workflows.temporal._eviction import evict_cached_runs

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
-from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._protocol import QUERY_STATUS, SIGNATURE_PREFIX, SIGNATURE_WAIT
+
+if TYPE_CHECKING:
+    from temporal_workflows._graph.workflow import Workflow
 
 __all__ = ["check_open_runs"]
 

@@ -27,6 +27,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentRequest, SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client
@@ -34,7 +35,9 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
-from temporal_workflows._graph.workflow import Workflow
+if TYPE_CHECKING:
+    from temporal_workflows._graph.workflow import Workflow
+
 
 __all__ = ["ENV_BUILD_ID", "ENV_DEPLOYMENT_NAME", "WorkerVersioning", "build_id_for", "current_build_id"]
 

@@ -39,15 +39,8 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
-from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import (
-    DriverHost,
-    RunStatus,
-    StepOutcome,
-    SuperstepDriver,
-    checkpoint_of,
-    pending_request_event,
-)
+from temporal_workflows._checkpoints.base import WorkflowCheckpoint, checkpoint_of
+from temporal_workflows._engine.driver import DriverHost, RunStatus, StepOutcome, SuperstepDriver, pending_request_event
 from temporal_workflows._engine.limits import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     GUIDANCE,
@@ -83,6 +76,7 @@ from temporal_workflows._events import (
     WorkflowStatusEvent,
 )
 from temporal_workflows._graph.shape import GraphShape
+from temporal_workflows.temporal._budget import TaskBudget
 from temporal_workflows.temporal._checkpointing import CheckpointAsk, Checkpoints, ResetPlan
 from temporal_workflows.temporal._children import (
     carry_subrun,
@@ -183,7 +177,7 @@ from temporal_workflows.temporal._protocol import (
     too_long,
 )
 from temporal_workflows.temporal._status import StatusBoard
-from temporal_workflows.temporal._supersteps import StepRunner, TaskBudget
+from temporal_workflows.temporal._supersteps import StepRunner
 from temporal_workflows.temporal._tracing import workflow_span
 
 __all__ = [

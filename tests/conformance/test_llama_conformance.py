@@ -27,7 +27,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporal_workflows import WorkflowEvent
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._events import WorkflowStartedEvent
-from temporal_workflows._local.runner import materialize
+from temporal_workflows._graph.runs import materialize
 from temporal_workflows.errors import StateConflictError
 from temporal_workflows.llama import (
     Event,

@@ -215,7 +215,7 @@ class RaceOfSteps(Workflow):
 
 def all_workflows() -> list:  # type: ignore[type-arg]
     """The graphs the test worker hosts for these programs."""
-    from temporal_workflows._graph.workflow import as_graph_workflow
+    from temporal_workflows._graph.hosting import as_graph_workflow
 
     return [
         as_graph_workflow(w)

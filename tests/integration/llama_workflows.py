@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from temporal_workflows._graph.hosting import as_graph_workflow
 from temporal_workflows._graph.workflow import Workflow as GraphWorkflow
-from temporal_workflows._graph.workflow import as_graph_workflow
 from temporal_workflows.llama import (
     Context,
     Event,

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from temporal_workflows._checkpoints.base import CheckpointStorage, HistoryCheckpointStorage, WorkflowCheckpoint
+from temporal_workflows._checkpoints.base import CheckpointStorage, WorkflowCheckpoint
+from temporal_workflows._checkpoints.memory import HistoryCheckpointStorage
 from temporal_workflows._engine.limits import json_size, max_payload_bytes
 from temporal_workflows._errors import CheckpointNotFoundError, storage_failure
-from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_LOAD_CHECKPOINT,
     ACTIVITY_SAVE_CHECKPOINT,
@@ -34,6 +34,9 @@ from temporal_workflows.temporal._protocol import (
     LoadCheckpointInput,
     SaveCheckpointInput,
 )
+
+if TYPE_CHECKING:
+    from temporal_workflows._graph.workflow import Workflow
 
 __all__ = ["build_checkpoint_activities"]
 

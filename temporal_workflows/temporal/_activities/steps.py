@@ -19,7 +19,7 @@ import logging
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from pydantic import ValidationError
@@ -28,20 +28,15 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from temporal_workflows._checkpoints.base import (
-    CheckpointCipher,
-    CheckpointStorage,
-    FileCheckpointStorage,
-    HistoryCheckpointStorage,
-    InMemoryCheckpointStorage,
-)
+from temporal_workflows._checkpoints.base import CheckpointCipher, CheckpointStorage
+from temporal_workflows._checkpoints.file import FileCheckpointStorage
+from temporal_workflows._checkpoints.memory import HistoryCheckpointStorage, InMemoryCheckpointStorage
 from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.serde import Envelope, decode, validation_message
 from temporal_workflows._errors import NotSerializableError, UnknownGraphError, WorkflowError, class_path
 from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.shape import MAX_SHAPE_BYTES, bounded_shape
-from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._activities.checkpoints import build_checkpoint_activities
 from temporal_workflows.temporal._failures import sever_cause_cycles, to_failure
 from temporal_workflows.temporal._live_publisher import LivePublisher
@@ -70,6 +65,9 @@ from temporal_workflows.temporal._protocol import (
     step_activity_name,
 )
 from temporal_workflows.temporal._wire import decode_step_input, encode_step_result
+
+if TYPE_CHECKING:
+    from temporal_workflows._graph.workflow import Workflow
 
 __all__ = ["StateCache", "build_activities"]
 

@@ -1,0 +1,68 @@
+"""What one workflow task may record: steps, children, inbox drains and updates share one budget.
+
+Its own module because every part of the workflow that records a large value
+(``_supersteps``, ``_children``, ``_inbox``) asks it for room, and none of them
+should import another to reach it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+
+from temporal_workflows.temporal._patches import PATCH_TASK_BUDGET, patched
+from temporal_workflows.temporal._protocol import TASK_BUDGET_BYTES
+
+__all__ = ["TaskBudget"]
+
+
+class TaskBudget:
+    """What the current workflow task has recorded so far, in bytes, and room for more.
+
+    A workflow task's completion carries its commands: the input of every
+    activity it schedules, the result of every local activity it ran (a
+    marker), update results, a continue-as-new input. gRPC refuses a
+    completion over 4 MiB, and the server then terminates the run
+    (``GrpcMessageTooLarge``): nothing a run does must put more than
+    :data:`TASK_BUDGET_BYTES` into one task. Whatever records a large value
+    asks for :meth:`room` first, and what would not fit waits for the next
+    workflow task: a 1 ms timer ends this one. One value always fits (it is
+    under the payload limit, well under the budget), so nothing waits for ever.
+
+    The current task is told by the history length, which changes with every
+    workflow task and only then (also on replay). Callers that record across
+    an ``await`` (a local activity's result) hold :attr:`lock` meanwhile, so
+    no one else spends the room they checked.
+    """
+
+    def __init__(self, limit: int = TASK_BUDGET_BYTES) -> None:
+        self.limit = limit
+        self.lock = asyncio.Lock()
+        self._task = -1
+        self._used = 0
+
+    @property
+    def used(self) -> int:
+        """Bytes the current workflow task has recorded so far (that went through this budget)."""
+        task = workflow.info().get_current_history_length()
+        if task != self._task:
+            self._task, self._used = task, 0
+        return self._used
+
+    def charge(self, size: int) -> None:
+        """Count ``size`` bytes the current workflow task records."""
+        self._used = self.used + size
+
+    def fits(self, size: int) -> bool:
+        """Whether ``size`` more bytes fit in the current workflow task (anything fits in an empty one)."""
+        used = self.used
+        return used == 0 or used + size <= self.limit
+
+    async def room(self, size: int) -> bool:
+        """Return once ``size`` more bytes fit: at once, or (``True``) in the next workflow task."""
+        if self.fits(size) or not patched(PATCH_TASK_BUDGET):
+            return False
+        await workflow.sleep(timedelta(milliseconds=1), summary="task budget: the rest in the next workflow task")
+        return True
