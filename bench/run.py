@@ -53,7 +53,7 @@ from temporal_workflows.temporal import (
     start_dev_server,
     start_run,
 )
-from temporal_workflows.temporal._devserver import temporal_cli_path
+from temporal_workflows.temporal._client.devserver import temporal_cli_path
 
 from . import agents, baseline, local, recovery, shapes
 from . import llama as llama_bench

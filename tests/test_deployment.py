@@ -30,7 +30,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from temporal_workflows import Workflow, load_workflow
 from temporal_workflows.temporal import STATUS_SEARCH_ATTRIBUTE
-from temporal_workflows.temporal._devserver import free_port, temporal_cli_path
+from temporal_workflows.temporal._client.devserver import free_port, temporal_cli_path
 
 ROOT = Path(__file__).parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"

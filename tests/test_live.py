@@ -26,7 +26,7 @@ from temporal_workflows import (
 from temporal_workflows._engine.machine import StepTask
 from temporal_workflows._engine.serde import Envelope, decode
 from temporal_workflows._graph.context import run_step
-from temporal_workflows.temporal._client import _CommittedView, _LiveView
+from temporal_workflows.temporal._client.client import _CommittedView, _LiveView
 
 
 class Delta(LiveEvent):
@@ -219,7 +219,7 @@ def test_the_committed_view_drops_a_steps_items_when_its_superstep_ends_without_
 
 def test_a_live_event_of_a_class_this_process_lacks_keeps_its_tags() -> None:
     from temporal_workflows.temporal import RawLiveEvent
-    from temporal_workflows.temporal._client import RawEvent, _event
+    from temporal_workflows.temporal._client.client import RawEvent, _event
 
     tags = {"executor_id": "x", "superstep": 2, "index": 1, "attempt": 3, "seq": 4}
     event = _event(Envelope("elsewhere.module:Update", {"type": "update", **tags, "text": "hi"}))

@@ -124,7 +124,7 @@ async def test_intermediate_and_terminal_outputs_of_a_graph_print_as_in_agent_fr
     strict=True,
     reason="gap: a sub-workflow's intermediate outputs do not bubble up as the WorkflowExecutor's "
     "intermediate events (SubWorkflowReport carries outputs and requests only; the hosts that run the child, "
-    "_local and temporal/_workflow.py, and the engine's output kinds would need them)",
+    "_local and temporal/_workflow/workflow.py, and the engine's output kinds would need them)",
 )
 async def test_a_sub_workflows_intermediate_outputs_bubble_up_as_in_agent_framework(
     capsys: pytest.CaptureFixture[str],

@@ -52,7 +52,7 @@ from temporal_workflows.temporal import (
     TemporalWorkflowsPlugin,
     start_run,
 )
-from temporal_workflows.temporal._devserver import temporal_cli_path
+from temporal_workflows.temporal._client.devserver import temporal_cli_path
 
 MARKER = "tw-plaintext-marker-9c41e7d2"
 ROOT = Path(__file__).parents[2]

@@ -31,7 +31,7 @@ from temporal_workflows import (
     WorkflowWarningEvent,
 )
 from temporal_workflows.temporal import STATUS_SEARCH_ATTRIBUTE, RunHandle, get_run, send_or_start, start_run
-from temporal_workflows.temporal._devserver import temporal_cli_path
+from temporal_workflows.temporal._client.devserver import temporal_cli_path
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
 from tests.integration.cli import run_cli

@@ -110,7 +110,7 @@ async def test_runs_queried_from_their_first_moment_replay(client: Client, worke
     # A status query polled right after start reached runs while their first workflow task ran the
     # topology activity; the SDK then completed that task with the activity's result alone, and the
     # run's patch marker, asked for after it, no longer replayed (nor did the queries that followed).
-    # Runs now ask for every patch at their start (temporal/_patches.py). It happened to about one run
+    # Runs now ask for every patch at their start (temporal/_workflow/patches.py). It happened to about one run
     # in eight here, so several runs are made.
     for i in range(8):
         handle = await start_run(

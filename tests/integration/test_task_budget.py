@@ -35,8 +35,8 @@ from temporal_workflows import (
 from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal import RunHandle, fork, start_run
-from temporal_workflows.temporal._inbox import DELIVERED_CARRIED, MAX_OUTCOME_CHARS, Deliveries
 from temporal_workflows.temporal._protocol import ACTIVITY_VALIDATE, TASK_BUDGET_BYTES, DeliveryOutcome, Validated
+from temporal_workflows.temporal._workflow.inbox import DELIVERED_CARRIED, MAX_OUTCOME_CHARS, Deliveries
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
 from tests.integration.streams import events_until, nth
