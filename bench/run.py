@@ -47,7 +47,7 @@ from temporalio.workflow import _Definition
 
 from temporal_workflows import Workflow
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_server, start_run
-from temporal_workflows.temporal._devserver import temporal_cli_path
+from temporal_workflows.temporal._client.devserver import temporal_cli_path
 from temporal_workflows.temporal.integration import GraphWorkflow, flush_tracing
 
 from . import agents, baseline, local, maf_shapes, recovery, shapes

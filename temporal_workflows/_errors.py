@@ -141,7 +141,7 @@ class RunBusyError(WorkflowError):
 
     On Temporal: the server's limit of updates in flight per run, its query
     buffer, or the run's own local activity in flight (see
-    ``temporal_workflows.temporal._locals``). The client retries these with
+    ``temporal_workflows.temporal._workflow.locals``). The client retries these with
     backoff and raises this only when they last longer than its retry budget.
     """
 

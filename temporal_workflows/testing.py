@@ -58,10 +58,10 @@ from temporal_workflows._checkpoints.base import CheckpointStorage
 from temporal_workflows._checkpoints.memory import InMemoryCheckpointStorage
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._graph.workflow import Workflow
-from temporal_workflows.temporal._client import RunHandle, get_run, start_run
+from temporal_workflows.temporal._client.client import RunHandle, get_run, start_run
+from temporal_workflows.temporal._client.devserver import start_dev_server
 from temporal_workflows.temporal._codec import EncryptionCodec
-from temporal_workflows.temporal._devserver import start_dev_server
-from temporal_workflows.temporal._plugin import TemporalWorkflowsPlugin
+from temporal_workflows.temporal._worker.plugin import TemporalWorkflowsPlugin
 
 __all__ = ["GraphTestEnvironment", "find_test_server", "graph_test_environment"]
 

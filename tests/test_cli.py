@@ -44,7 +44,7 @@ from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows.errors import InvalidRunInputError
 from temporal_workflows.events import WorkflowStatusEvent
 from temporal_workflows.temporal import start_run
-from temporal_workflows.temporal._devserver import DevServerError, port_free, start_dev_server, temporal_cli_path
+from temporal_workflows.temporal._client.devserver import DevServerError, port_free, start_dev_server, temporal_cli_path
 from tests.integration.cli import ROOT, cli_env
 
 UNNAMED = """

@@ -40,7 +40,7 @@ from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.errors import CheckpointStorageError
 from temporal_workflows.temporal import EncryptionCodec, EncryptionError, KeyRing, TemporalWorkflowsPlugin
 from temporal_workflows.temporal._activities.steps import build_activities
-from temporal_workflows.temporal._codec_server import (
+from temporal_workflows.temporal._client.codec_server import (
     DEFAULT_MAX_BODY,
     ENV_CODEC_TOKEN,
     CodecServer,
@@ -204,7 +204,7 @@ def test_the_plugin_encrypts_when_the_environment_has_a_key(monkeypatch: pytest.
 def test_the_plugins_converter_is_pydantic_with_the_codec(codec: EncryptionCodec) -> None:
     from temporal_workflows.temporal._converter import json_data_converter
     from temporal_workflows.temporal._failures import CycleSafeFailureConverter
-    from temporal_workflows.temporal._plugin import data_converter
+    from temporal_workflows.temporal._worker.plugin import data_converter
 
     assert data_converter(None) is json_data_converter
     converter = data_converter(codec)

@@ -29,7 +29,7 @@ import yaml
 from temporalio.testing import WorkflowEnvironment
 
 from temporal_workflows import Workflow, load_workflow
-from temporal_workflows.temporal._devserver import free_port, temporal_cli_path
+from temporal_workflows.temporal._client.devserver import free_port, temporal_cli_path
 from temporal_workflows.temporal.integration import STATUS_SEARCH_ATTRIBUTE
 
 ROOT = Path(__file__).parents[1]

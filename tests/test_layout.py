@@ -97,9 +97,10 @@ def test_public_import_paths_keep_working_and_internals_left_the_public_surface(
 
 def test_importing_the_workflow_module_pulls_in_no_client_code() -> None:
     code = (
-        "import sys; import temporal_workflows.temporal._workflow; "
-        "print([m for m in ('temporal_workflows.temporal._client', 'temporal_workflows.temporal._codec_server', "
-        "'temporal_workflows.temporal._devserver') if m in sys.modules])"
+        "import sys; import temporal_workflows.temporal._workflow.workflow; "
+        "print([m for m in ('temporal_workflows.temporal._client.client', "
+        "'temporal_workflows.temporal._client.codec_server', 'temporal_workflows.temporal._client.devserver') "
+        "if m in sys.modules])"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert run.returncode == 0, run.stderr
@@ -144,8 +145,9 @@ def test_the_engine_reads_no_clock_draws_no_random_number_and_does_no_io(path: P
         # max_payload_bytes() reads the environment for hosts and clients; the workflow never calls it
         # (it uses the limit pinned with the topology), which the next assertion keeps true.
         forbidden.discard("os")
-        parts = ("_workflow", "_inbox", "_checkpointing", "_status", "_supersteps", "_options", "_failures", "_wire")
-        workflow_code = "\n".join((PACKAGE / "temporal" / f"{name}.py").read_text() for name in parts)
+        temporal = PACKAGE / "temporal"
+        parts = [*sorted((temporal / "_workflow").glob("*.py")), temporal / "_failures.py", temporal / "_wire.py"]
+        workflow_code = "\n".join(path.read_text() for path in parts)
         assert "max_payload_bytes(" not in workflow_code.replace("pinned.max_payload_bytes", "")
     assert not {m for m in _imports(path) if m.split(".")[0] in forbidden}
 
@@ -183,8 +185,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     # (importer, imported): why; each only inside the function that needs it, never at import time.
     ("_graph.workflow", "_local.runner"): "a Workflow runs in process (Agent Framework's contract): its runner",
-    ("_graph.workflow", "temporal._durable"): "Workflow.on_temporal, the one-line durable twin",
-    ("_graph.workflow", "temporal._plugin"): "Workflow.on_temporal's default task queue",
+    ("_graph.workflow", "temporal._client.durable"): "Workflow.on_temporal, the one-line durable twin",
+    ("_graph.workflow", "temporal._worker.plugin"): "Workflow.on_temporal's default task queue",
     ("_graph.builder", "agents"): "WorkflowBuilder takes an Agent Framework agent where an executor goes, as there",
 }
 

@@ -23,7 +23,7 @@ from temporal_workflows.events import (
     SuperStepStartedEvent,
     WorkflowStartedEvent,
 )
-from temporal_workflows.temporal._client import _CommittedView, _LiveView
+from temporal_workflows.temporal._client.client import _CommittedView, _LiveView
 
 
 class Delta(LiveEvent):
@@ -215,7 +215,7 @@ def test_the_committed_view_drops_a_steps_items_when_its_superstep_ends_without_
 
 
 def test_a_live_event_of_a_class_this_process_lacks_keeps_its_tags() -> None:
-    from temporal_workflows.temporal._client import RawEvent, _event
+    from temporal_workflows.temporal._client.client import RawEvent, _event
     from temporal_workflows.temporal.integration import RawLiveEvent
 
     tags = {"executor_id": "x", "superstep": 2, "index": 1, "attempt": 3, "seq": 4}

@@ -18,19 +18,19 @@ from temporal_workflows import Executor, ExecutorOptions, WorkflowBuilder, Workf
 from temporal_workflows._engine.machine import Delivery, FanInGroup, PendingRequest, StateWrite, StepResult, StepTask
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._converter import PayloadConverter, _adapter
-from temporal_workflows.temporal._options import (
-    DEFAULT_HEARTBEAT_TIMEOUT,
-    DEFAULT_RETRY_POLICY,
-    DEFAULT_START_TO_CLOSE_TIMEOUT,
-    activity_options,
-    step_options,
-)
 from temporal_workflows.temporal._protocol import RunInput, StepInput
 from temporal_workflows.temporal._wire import (
     decode_step_input,
     decode_step_result,
     encode_step_input,
     encode_step_result,
+)
+from temporal_workflows.temporal._workflow.options import (
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    DEFAULT_RETRY_POLICY,
+    DEFAULT_START_TO_CLOSE_TIMEOUT,
+    activity_options,
+    step_options,
 )
 
 GROUPS = {

@@ -64,10 +64,10 @@ def run_console(args: argparse.Namespace, out: IO[str]) -> int:
         ) from None
     from temporalio.client import Client
 
+    from temporal_workflows.temporal._client.codec_server import DEFAULT_CODEC_ORIGINS
+    from temporal_workflows.temporal._client.connect import ConnectionConfig
     from temporal_workflows.temporal._codec import EncryptionCodec
-    from temporal_workflows.temporal._codec_server import DEFAULT_CODEC_ORIGINS
-    from temporal_workflows.temporal._connect import ConnectionConfig
-    from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
+    from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
 
     token = None
     if args.token_file:

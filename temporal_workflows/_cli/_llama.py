@@ -21,8 +21,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from temporal_workflows._cli._errors import EXIT_USAGE, CliError
 from temporal_workflows._graph.workflow import import_user_module
-from temporal_workflows.temporal._connect import ConnectionConfig
-from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
+from temporal_workflows.temporal._client.connect import ConnectionConfig
+from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
 
 if TYPE_CHECKING:
     from workflows import Workflow as LlamaWorkflow

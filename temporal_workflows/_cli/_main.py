@@ -56,12 +56,12 @@ from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, 
 from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._version import __version__
-from temporal_workflows.temporal._client import RunHandle, fork, get_run, start_run
+from temporal_workflows.temporal._client.client import RunHandle, fork, get_run, start_run
+from temporal_workflows.temporal._client.connect import ConnectionConfig, ConnectionConfigError
+from temporal_workflows.temporal._client.devserver import DevServerError
 from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError
-from temporal_workflows.temporal._connect import ConnectionConfig, ConnectionConfigError
-from temporal_workflows.temporal._devserver import DevServerError
-from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
 from temporal_workflows.temporal._tracing import flush_tracing
+from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
 
 __all__ = ["hard_exit", "main", "parser", "program_name"]
 
@@ -529,7 +529,7 @@ def _graph(args: argparse.Namespace) -> int:
 def _codec_server(args: argparse.Namespace) -> int:
     try:
         from temporal_workflows._console.guard import GuardConfigError, read_token_file
-        from temporal_workflows.temporal._codec_server import DEFAULT_CODEC_ORIGINS, make_codec_server
+        from temporal_workflows.temporal._client.codec_server import DEFAULT_CODEC_ORIGINS, make_codec_server
     except ImportError as e:
         raise CliError(str(e), hint="pip install 'temporal-workflows[console]'", code=EXIT_USAGE) from None
     codec = EncryptionCodec.from_env()

@@ -48,7 +48,7 @@ from temporal_workflows._events import (
     WorkflowStatusEvent,
     WorkflowWarningEvent,
 )
-from temporal_workflows.temporal._client import RawEvent, RunHandle
+from temporal_workflows.temporal._client.client import RawEvent, RunHandle
 
 __all__ = [
     "CompactView",

@@ -46,11 +46,11 @@ from temporalio.worker import Worker
 from temporal_workflows._cli._errors import EXIT_USAGE, CliError, connection_failure, load_graph
 from temporal_workflows._cli._llama import host, llama_task_queue, load_llama
 from temporal_workflows._graph.workflow import Workflow
-from temporal_workflows.temporal._connect import ConnectionConfig, ConnectionConfigError
-from temporal_workflows.temporal._devserver import DevServerError, free_port, port_free, start_dev_server
-from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
-from temporal_workflows.temporal._unversioned import check_open_runs
-from temporal_workflows.temporal._versioning import ENV_BUILD_ID, ENV_DEPLOYMENT_NAME, WorkerVersioning
+from temporal_workflows.temporal._client.connect import ConnectionConfig, ConnectionConfigError
+from temporal_workflows.temporal._client.devserver import DevServerError, free_port, port_free, start_dev_server
+from temporal_workflows.temporal._client.unversioned import check_open_runs
+from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
+from temporal_workflows.temporal._worker.versioning import ENV_BUILD_ID, ENV_DEPLOYMENT_NAME, WorkerVersioning
 
 __all__ = ["DEFAULT_DEV_PORT", "DEFAULT_UI_PORT", "DevServer", "add_dev_arguments", "add_worker_arguments", "serve"]
 
@@ -319,7 +319,7 @@ async def _llama_worker(
     queue a client's ``TemporalRuntime()`` uses unless ``--task-queue`` names another."""
     from temporal_workflows.llama import TemporalRuntime
     from temporal_workflows.temporal._codec import EncryptionCodec
-    from temporal_workflows.temporal._plugin import data_converter
+    from temporal_workflows.temporal._worker.plugin import data_converter
 
     runtime = TemporalRuntime(task_queue=llama_task_queue(args.task_queue), connection=connection)
     hosted = [host(targets[spec], runtime, spec) for spec in specs]

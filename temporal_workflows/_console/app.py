@@ -67,10 +67,10 @@ from temporal_workflows._graph.shape import GraphShape
 from temporal_workflows._graph.viz import mermaid_node_ids, to_mermaid
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._live import LiveEvent
-from temporal_workflows.temporal._client import RunHandle, get_run, start_run
+from temporal_workflows.temporal._client.client import RunHandle, get_run, start_run
 from temporal_workflows.temporal._codec import EncryptionCodec
-from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
 from temporal_workflows.temporal._protocol import MAX_ID_CHARS, STATUS_SEARCH_ATTRIBUTE
+from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
 
 __all__ = ["ConsoleSettings", "make_app"]
 

@@ -63,7 +63,7 @@ class ExecutorOptions:
 
     In process they are ignored: a failing handler fails the run at once. On
     Temporal each step is an activity and these become its options (in one
-    place, ``temporal_workflows.temporal._options``), so a flaky model call
+    place, ``temporal_workflows.temporal._workflow.options``), so a flaky model call
     retries per its policy and a slow step gets its own worker pool.
 
     Attributes:

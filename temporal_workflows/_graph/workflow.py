@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from temporal_workflows._engine.machine import Topology
     from temporal_workflows._graph.executor import Executor
     from temporal_workflows._graph.graph import Graph
-    from temporal_workflows.temporal._durable import DurableWorkflow
+    from temporal_workflows.temporal._client.durable import DurableWorkflow
 
 __all__ = ["GRAPH_HOOK", "ResetCall", "Workflow", "as_graph_workflow", "import_user_module", "load_workflow"]
 
@@ -373,8 +373,8 @@ class Workflow:
         program durable. A worker hosting this workflow must poll ``task_queue``.
         See :class:`~temporal_workflows.temporal.DurableWorkflow`.
         """
-        from temporal_workflows.temporal._durable import DurableWorkflow
-        from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
+        from temporal_workflows.temporal._client.durable import DurableWorkflow
+        from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
 
         return DurableWorkflow(
             self, client, id=id, task_queue=task_queue or DEFAULT_TASK_QUEUE, checkpoint_every=checkpoint_every

@@ -49,8 +49,8 @@ from temporal_workflows.llama.events import (
     WorkflowFailedEvent,
     WorkflowTimedOutEvent,
 )
-from temporal_workflows.temporal._client import RunHandle
-from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
+from temporal_workflows.temporal._client.client import RunHandle
+from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
 
 if TYPE_CHECKING:
     from temporal_workflows.llama.workflow import Workflow

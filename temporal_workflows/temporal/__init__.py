@@ -21,26 +21,26 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from temporal_workflows.temporal._client import RunHandle, fork, get_run, send_or_start, start_run
+    from temporal_workflows.temporal._client.client import RunHandle, fork, get_run, send_or_start, start_run
+    from temporal_workflows.temporal._client.connect import ConnectionConfig, ConnectionConfigError
+    from temporal_workflows.temporal._client.devserver import start_dev_server
+    from temporal_workflows.temporal._client.durable import DurableWorkflow
     from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError, KeyRing
-    from temporal_workflows.temporal._connect import ConnectionConfig, ConnectionConfigError
-    from temporal_workflows.temporal._devserver import start_dev_server
-    from temporal_workflows.temporal._durable import DurableWorkflow
-    from temporal_workflows.temporal._plugin import TemporalWorkflowsPlugin
     from temporal_workflows.temporal._tracing import configure_tracing
-    from temporal_workflows.temporal._versioning import WorkerVersioning
+    from temporal_workflows.temporal._worker.plugin import TemporalWorkflowsPlugin
+    from temporal_workflows.temporal._worker.versioning import WorkerVersioning
 
 _LAZY = {
     "CheckpointCipher": "temporal_workflows._checkpoints.base",
-    "LINEAGE_MEMO": "temporal_workflows.temporal._client",
-    "RawEvent": "temporal_workflows.temporal._client",
-    "RawLiveEvent": "temporal_workflows.temporal._client",
-    "EventView": "temporal_workflows.temporal._client",
-    "RunHandle": "temporal_workflows.temporal._client",
-    "fork": "temporal_workflows.temporal._client",
-    "get_run": "temporal_workflows.temporal._client",
-    "send_or_start": "temporal_workflows.temporal._client",
-    "start_run": "temporal_workflows.temporal._client",
+    "LINEAGE_MEMO": "temporal_workflows.temporal._client.client",
+    "RawEvent": "temporal_workflows.temporal._client.client",
+    "RawLiveEvent": "temporal_workflows.temporal._client.client",
+    "EventView": "temporal_workflows.temporal._client.client",
+    "RunHandle": "temporal_workflows.temporal._client.client",
+    "fork": "temporal_workflows.temporal._client.client",
+    "get_run": "temporal_workflows.temporal._client.client",
+    "send_or_start": "temporal_workflows.temporal._client.client",
+    "start_run": "temporal_workflows.temporal._client.client",
     "ENCRYPTED_ENCODING": "temporal_workflows.temporal._codec",
     "ENV_ENCRYPTION_KEY": "temporal_workflows.temporal._codec",
     "ENV_ENCRYPTION_KEY_ID": "temporal_workflows.temporal._codec",
@@ -49,23 +49,23 @@ _LAZY = {
     "EncryptionCodec": "temporal_workflows.temporal._codec",
     "EncryptionError": "temporal_workflows.temporal._codec",
     "KeyRing": "temporal_workflows.temporal._codec",
-    "CodecServer": "temporal_workflows.temporal._codec_server",
-    "make_codec_server": "temporal_workflows.temporal._codec_server",
-    "ConnectionConfig": "temporal_workflows.temporal._connect",
-    "ConnectionConfigError": "temporal_workflows.temporal._connect",
-    "start_dev_server": "temporal_workflows.temporal._devserver",
-    "DurableWorkflow": "temporal_workflows.temporal._durable",
-    "DEFAULT_TASK_QUEUE": "temporal_workflows.temporal._plugin",
-    "PASSTHROUGH_MODULES": "temporal_workflows.temporal._plugin",
-    "TemporalWorkflowsPlugin": "temporal_workflows.temporal._plugin",
+    "CodecServer": "temporal_workflows.temporal._client.codec_server",
+    "make_codec_server": "temporal_workflows.temporal._client.codec_server",
+    "ConnectionConfig": "temporal_workflows.temporal._client.connect",
+    "ConnectionConfigError": "temporal_workflows.temporal._client.connect",
+    "start_dev_server": "temporal_workflows.temporal._client.devserver",
+    "DurableWorkflow": "temporal_workflows.temporal._client.durable",
+    "DEFAULT_TASK_QUEUE": "temporal_workflows.temporal._worker.plugin",
+    "PASSTHROUGH_MODULES": "temporal_workflows.temporal._worker.plugin",
+    "TemporalWorkflowsPlugin": "temporal_workflows.temporal._worker.plugin",
     "STATUS_SEARCH_ATTRIBUTE": "temporal_workflows.temporal._protocol",
     "RunInput": "temporal_workflows.temporal._protocol",
     "step_activity_name": "temporal_workflows.temporal._protocol",
     "configure_tracing": "temporal_workflows.temporal._tracing",
-    "WorkerVersioning": "temporal_workflows.temporal._versioning",
-    "build_id_for": "temporal_workflows.temporal._versioning",
+    "WorkerVersioning": "temporal_workflows.temporal._worker.versioning",
+    "build_id_for": "temporal_workflows.temporal._worker.versioning",
     "flush_tracing": "temporal_workflows.temporal._tracing",
-    "GraphWorkflow": "temporal_workflows.temporal._workflow",
+    "GraphWorkflow": "temporal_workflows.temporal._workflow.workflow",
 }
 
 
@@ -99,34 +99,34 @@ def _module(name: str) -> ModuleType:
         from temporal_workflows._checkpoints import base
 
         return base
-    if name == "temporal_workflows.temporal._client":
-        from temporal_workflows.temporal import _client
+    if name == "temporal_workflows.temporal._client.client":
+        from temporal_workflows.temporal._client import client
 
-        return _client
+        return client
     if name == "temporal_workflows.temporal._codec":
         from temporal_workflows.temporal import _codec
 
         return _codec
-    if name == "temporal_workflows.temporal._codec_server":
-        from temporal_workflows.temporal import _codec_server
+    if name == "temporal_workflows.temporal._client.codec_server":
+        from temporal_workflows.temporal._client import codec_server
 
-        return _codec_server
-    if name == "temporal_workflows.temporal._connect":
-        from temporal_workflows.temporal import _connect
+        return codec_server
+    if name == "temporal_workflows.temporal._client.connect":
+        from temporal_workflows.temporal._client import connect
 
-        return _connect
-    if name == "temporal_workflows.temporal._devserver":
-        from temporal_workflows.temporal import _devserver
+        return connect
+    if name == "temporal_workflows.temporal._client.devserver":
+        from temporal_workflows.temporal._client import devserver
 
-        return _devserver
-    if name == "temporal_workflows.temporal._durable":
-        from temporal_workflows.temporal import _durable
+        return devserver
+    if name == "temporal_workflows.temporal._client.durable":
+        from temporal_workflows.temporal._client import durable
 
-        return _durable
-    if name == "temporal_workflows.temporal._plugin":
-        from temporal_workflows.temporal import _plugin
+        return durable
+    if name == "temporal_workflows.temporal._worker.plugin":
+        from temporal_workflows.temporal._worker import plugin
 
-        return _plugin
+        return plugin
     if name == "temporal_workflows.temporal._protocol":
         from temporal_workflows.temporal import _protocol
 
@@ -135,14 +135,14 @@ def _module(name: str) -> ModuleType:
         from temporal_workflows.temporal import _tracing
 
         return _tracing
-    if name == "temporal_workflows.temporal._versioning":
-        from temporal_workflows.temporal import _versioning
+    if name == "temporal_workflows.temporal._worker.versioning":
+        from temporal_workflows.temporal._worker import versioning
 
-        return _versioning
-    if name == "temporal_workflows.temporal._workflow":
-        from temporal_workflows.temporal import _workflow
+        return versioning
+    if name == "temporal_workflows.temporal._workflow.workflow":
+        from temporal_workflows.temporal._workflow import workflow
 
-        return _workflow
+        return workflow
     raise AssertionError(name)
 
 

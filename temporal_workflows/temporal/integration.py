@@ -19,7 +19,8 @@ apart from the user's surface.
 from __future__ import annotations
 
 from temporal_workflows._checkpoints.base import CheckpointCipher
-from temporal_workflows.temporal._client import LINEAGE_MEMO, EventView, RawEvent, RawLiveEvent
+from temporal_workflows.temporal._client.client import LINEAGE_MEMO, EventView, RawEvent, RawLiveEvent
+from temporal_workflows.temporal._client.codec_server import CodecServer, make_codec_server
 from temporal_workflows.temporal._codec import (
     ENCRYPTED_ENCODING,
     ENV_ENCRYPTION_KEY,
@@ -27,12 +28,11 @@ from temporal_workflows.temporal._codec import (
     ENV_ENCRYPTION_KEYS,
     KEY_ID_METADATA,
 )
-from temporal_workflows.temporal._codec_server import CodecServer, make_codec_server
-from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES
 from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE, RunInput, step_activity_name
 from temporal_workflows.temporal._tracing import flush_tracing
-from temporal_workflows.temporal._versioning import build_id_for
-from temporal_workflows.temporal._workflow import GraphWorkflow
+from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES
+from temporal_workflows.temporal._worker.versioning import build_id_for
+from temporal_workflows.temporal._workflow.workflow import GraphWorkflow
 
 __all__ = [
     # the workflow and its start input

@@ -13,7 +13,7 @@ a replay resolves the activity inside its own task and fails:
 The live run then fails the same way on its next workflow task after a worker
 restart, and every update and query is refused ("Workflow Task in failed state").
 Measured: 3 of 3 histories unreplayable; without the query loops, 0 of 4. The
-project's workaround is temporal_workflows/temporal/_locals.py. Not a test (it
+project's workaround is temporal_workflows/temporal/_workflow/locals.py. Not a test (it
 shows an SDK bug, so it fails by design); run it by hand:
 
     .venv/bin/python -m tests.integration.sdk_update_local_activity_repro

@@ -53,8 +53,8 @@ from temporal_workflows.temporal._protocol import (
     CarriedStatus,
     RunInput,
 )
-from temporal_workflows.temporal._status import WARNING_LIMIT
-from temporal_workflows.temporal._workflow import SIGNALS, UPDATES, GraphWorkflow
+from temporal_workflows.temporal._workflow.status import WARNING_LIMIT
+from temporal_workflows.temporal._workflow.workflow import SIGNALS, UPDATES, GraphWorkflow
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
 from tests.integration.runs import outcome as settled

@@ -6,7 +6,7 @@ failed (``UpdateMachine in state CompletedCommandCreated says the transition
 is invalid during event ... WorkflowExecutionUpdateAccepted``) and every send
 and query was refused. The cause is an SDK behaviour (a query reaching a run
 while a local activity of its task runs moves that activity's result to the
-next activation, after new updates), worked around in ``temporal/_locals.py``.
+next activation, after new updates), worked around in ``temporal/_workflow/locals.py``.
 The senders also met the server's own limits (``in-flight updates``), which
 the client now retries with backoff. docs/bad-input.md has the row.
 """
@@ -22,7 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from temporal_workflows.temporal import RunHandle, start_run
-from temporal_workflows.temporal._client import _busy
+from temporal_workflows.temporal._client.client import _busy
 from tests.integration import graphs
 from tests.integration.test_replay import RUNNERS, _replayer
 

@@ -20,7 +20,7 @@ from temporal_workflows.errors import DeliveryForgottenError
 from temporal_workflows.events import WorkflowWarningEvent
 from temporal_workflows.temporal import RunHandle
 from temporal_workflows.temporal._failures import library_error
-from temporal_workflows.temporal._inbox import DELIVERED_CARRIED, FORGOTTEN_KEPT, Deliveries
+from temporal_workflows.temporal._workflow.inbox import DELIVERED_CARRIED, FORGOTTEN_KEPT, Deliveries
 from tests.integration.streams import events_until
 from tests.integration.test_task_budget import finish, keep_alive
 

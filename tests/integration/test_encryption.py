@@ -50,7 +50,7 @@ from temporal_workflows.temporal import (
     TemporalWorkflowsPlugin,
     start_run,
 )
-from temporal_workflows.temporal._devserver import temporal_cli_path
+from temporal_workflows.temporal._client.devserver import temporal_cli_path
 from temporal_workflows.temporal.integration import ENCRYPTED_ENCODING
 
 MARKER = "tw-plaintext-marker-9c41e7d2"

@@ -49,7 +49,7 @@ from temporal_workflows._engine.serde import encode
 from temporal_workflows._graph.executor import DEFAULT_HEARTBEAT_TIMEOUT
 from temporal_workflows.errors import ExecutorFailedError
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, start_dev_server, start_run
-from temporal_workflows.temporal._devserver import free_port
+from temporal_workflows.temporal._client.devserver import free_port
 from tests.integration import fault_graphs
 from tests.integration.fault_graphs import ENV_HOLD, ENV_LOG, EffectLog, Job
 

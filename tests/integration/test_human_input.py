@@ -32,7 +32,7 @@ from temporal_workflows.events import (
     WorkflowWarningEvent,
 )
 from temporal_workflows.temporal import RunHandle, get_run, send_or_start, start_run
-from temporal_workflows.temporal._devserver import temporal_cli_path
+from temporal_workflows.temporal._client.devserver import temporal_cli_path
 from temporal_workflows.temporal.integration import STATUS_SEARCH_ATTRIBUTE
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs

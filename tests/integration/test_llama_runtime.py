@@ -28,7 +28,7 @@ from workflows.errors import WorkflowCancelledByUser, WorkflowTimeoutError
 from temporal_workflows.llama import TemporalRuntime
 from temporal_workflows.llama._runtime_temporal import LlamaIndexRun
 from temporal_workflows.temporal import ConnectionConfig
-from temporal_workflows.temporal._plugin import data_converter
+from temporal_workflows.temporal._worker.plugin import data_converter
 from tests.integration import llama_runtime_workflows as lw
 from tests.integration import record_llama_runtime_histories
 

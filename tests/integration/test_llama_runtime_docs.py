@@ -25,7 +25,7 @@ from temporalio.worker import Replayer
 from temporal_workflows.llama import TemporalRuntime
 from temporal_workflows.llama._runtime_temporal import LlamaIndexRun
 from temporal_workflows.temporal import ConnectionConfig
-from temporal_workflows.temporal._plugin import data_converter
+from temporal_workflows.temporal._worker.plugin import data_converter
 
 _SOURCE = Path(__file__).parents[1] / "test_llama_docs.py"
 _UNCHANGED_IMPORTS = """from workflows import Context, Workflow, step

@@ -69,7 +69,7 @@ async def test_a_new_object_given_only_a_checkpoint_id_finds_the_run_that_took_i
 async def test_a_run_that_closes_between_the_check_and_the_reset_is_started_again_from_the_checkpoint(
     client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from temporal_workflows.temporal import _durable
+    from temporal_workflows.temporal._client import durable as _durable
 
     durable = twin(client, checkpoint_every=1, id=f"race-{uuid.uuid4().hex[:8]}")
     first = await durable.run("moths")

@@ -24,7 +24,7 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from temporal_workflows.temporal import get_run, start_run
-from temporal_workflows.temporal._devserver import temporal_cli_path
+from temporal_workflows.temporal._client.devserver import temporal_cli_path
 from tests.conftest import TASK_QUEUE
 from tests.integration.cli import ROOT, cli_env, run_cli
 from tests.integration.runs import terminate_if_running

@@ -23,7 +23,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from examples import research
 from temporal_workflows.llama._runtime_temporal._protocol import WORKFLOW_TYPE as LLAMA_RUNTIME_WORKFLOW_TYPE
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
-from temporal_workflows.temporal._patches import BUNDLED, PATCHES, PATCHES_AT_START, PATCHES_BUNDLE
+from temporal_workflows.temporal._workflow.patches import BUNDLED, PATCHES, PATCHES_AT_START, PATCHES_BUNDLE
 from temporal_workflows.temporal.integration import ENCRYPTED_ENCODING
 from tests.conftest import TASK_QUEUE, hosted_workflows
 from tests.integration.record_histories import FLOWS
@@ -112,7 +112,7 @@ async def test_runs_queried_from_their_first_moment_replay(client: Client, worke
     # A status query polled right after start reached runs while their first workflow task ran the
     # topology activity; the SDK then completed that task with the activity's result alone, and the
     # run's patch marker, asked for after it, no longer replayed (nor did the queries that followed).
-    # Runs now ask for every patch at their start (temporal/_patches.py). It happened to about one run
+    # Runs now ask for every patch at their start (temporal/_workflow/patches.py). It happened to about one run
     # in eight here, so several runs are made.
     for i in range(8):
         handle = await start_run(

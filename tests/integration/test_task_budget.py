@@ -35,7 +35,6 @@ from temporal_workflows.events import (
     WorkflowWarningEvent,
 )
 from temporal_workflows.temporal import RunHandle, fork, start_run
-from temporal_workflows.temporal._inbox import DELIVERED_CARRIED, MAX_OUTCOME_CHARS, Deliveries
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_VALIDATE,
     FAILURE_RUN_BUSY,
@@ -43,6 +42,7 @@ from temporal_workflows.temporal._protocol import (
     DeliveryOutcome,
     Validated,
 )
+from temporal_workflows.temporal._workflow.inbox import DELIVERED_CARRIED, MAX_OUTCOME_CHARS, Deliveries
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
 from tests.integration.streams import events_until, nth

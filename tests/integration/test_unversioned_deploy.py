@@ -19,8 +19,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, start_run
+from temporal_workflows.temporal._client.unversioned import check_open_runs
 from temporal_workflows.temporal._protocol import SIGNATURE_PREFIX
-from temporal_workflows.temporal._unversioned import check_open_runs
 from tests.integration.test_versioning import NAME, pending_id, until, version
 
 

@@ -28,8 +28,8 @@ from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, WorkerVersioning, start_run
 from temporal_workflows.temporal._activities.steps import build_activities
 from temporal_workflows.temporal._protocol import SIGNATURE_PREFIX, StepInput
-from temporal_workflows.temporal._versioning import current_build_id
 from temporal_workflows.temporal._wire import encode_step_input
+from temporal_workflows.temporal._worker.versioning import current_build_id
 from temporal_workflows.temporal.integration import build_id_for
 
 NAME = "it_versioned"

@@ -75,7 +75,7 @@ from temporal_workflows.llama._runtime_temporal._protocol import (
 from temporal_workflows.llama._runtime_temporal._server import is_server_runtime, mirror_into_server
 from temporal_workflows.llama._runtime_temporal._versioning import build_id_for
 from temporal_workflows.llama._runtime_temporal._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
-from temporal_workflows.temporal._connect import ConnectionConfig
+from temporal_workflows.temporal._client.connect import ConnectionConfig
 
 __all__ = ["TemporalRuntime"]
 
@@ -335,7 +335,7 @@ class TemporalRuntime(Runtime):
         if self._client is not None:
             return self._client
         from temporal_workflows.temporal._codec import EncryptionCodec
-        from temporal_workflows.temporal._plugin import data_converter
+        from temporal_workflows.temporal._worker.plugin import data_converter
 
         config = self._connection if self._connection is not None else ConnectionConfig.from_env()
         return await config.connect(data_converter=data_converter(EncryptionCodec.from_env()))

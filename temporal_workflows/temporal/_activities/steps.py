@@ -39,8 +39,6 @@ from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.shape import MAX_SHAPE_BYTES, bounded_shape
 from temporal_workflows.temporal._activities.checkpoints import build_checkpoint_activities
 from temporal_workflows.temporal._failures import sever_cause_cycles, to_failure
-from temporal_workflows.temporal._live_publisher import LivePublisher
-from temporal_workflows.temporal._options import step_options
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_REDUCE,
     ACTIVITY_ROUTE,
@@ -65,6 +63,8 @@ from temporal_workflows.temporal._protocol import (
     step_activity_name,
 )
 from temporal_workflows.temporal._wire import decode_step_input, encode_step_result
+from temporal_workflows.temporal._worker.live_publisher import LivePublisher
+from temporal_workflows.temporal._workflow.options import step_options
 
 if TYPE_CHECKING:
     from temporal_workflows._graph.workflow import Workflow

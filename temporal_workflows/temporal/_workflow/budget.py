@@ -12,8 +12,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from temporal_workflows.temporal._patches import PATCH_TASK_BUDGET, patched
 from temporal_workflows.temporal._protocol import TASK_BUDGET_BYTES
+from temporal_workflows.temporal._workflow.patches import PATCH_TASK_BUDGET, patched
 
 __all__ = ["TaskBudget"]
 

@@ -21,7 +21,7 @@ from temporal_workflows._graph.executor import (
     DEFAULT_START_TO_CLOSE_TIMEOUT,
     ExecutorOptions,
 )
-from temporal_workflows.temporal._patches import PATCH_DEFAULT_HEARTBEAT, patched
+from temporal_workflows.temporal._workflow.patches import PATCH_DEFAULT_HEARTBEAT, patched
 
 __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT",

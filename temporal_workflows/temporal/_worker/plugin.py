@@ -25,11 +25,11 @@ from temporal_workflows._graph.hosting import as_graph_workflow
 from temporal_workflows._graph.subworkflow import subworkflow_graphs
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._converter import json_data_converter
-from temporal_workflows.temporal._eviction import evict_cached_runs
 from temporal_workflows.temporal._failures import CycleSafeFailureConverterWithEncodedAttributes
 from temporal_workflows.temporal._tracing import configure_tracing, replay_safe_provider
-from temporal_workflows.temporal._versioning import WorkerVersioning
-from temporal_workflows.temporal._workflow import GraphWorkflow
+from temporal_workflows.temporal._worker.eviction import evict_cached_runs
+from temporal_workflows.temporal._worker.versioning import WorkerVersioning
+from temporal_workflows.temporal._workflow.workflow import GraphWorkflow
 
 if TYPE_CHECKING:
     from temporal_workflows._checkpoints.base import CheckpointStorage

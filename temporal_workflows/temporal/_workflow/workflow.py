@@ -76,37 +76,7 @@ from temporal_workflows._events import (
     WorkflowStatusEvent,
 )
 from temporal_workflows._graph.shape import GraphShape
-from temporal_workflows.temporal._budget import TaskBudget
-from temporal_workflows.temporal._checkpointing import CheckpointAsk, Checkpoints, ResetPlan
-from temporal_workflows.temporal._children import (
-    carry_subrun,
-    child_result,
-    deliver_to_child,
-    resume_child,
-    subrun_refusal,
-)
 from temporal_workflows.temporal._failures import refuse, to_failure
-from temporal_workflows.temporal._inbox import (
-    DELIVERED_CARRIED,
-    Inbox,
-    delivery_digest,
-    oversized_event,
-    oversized_send,
-)
-from temporal_workflows.temporal._locals import LocalActivities, execute_local_activity
-from temporal_workflows.temporal._patches import (
-    PATCH_CARRY_LATER,
-    PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
-    PATCH_ENTRY_CHECKPOINT,
-    PATCH_RELEASE_OUTPUTS,
-    PATCH_STATE_LIMIT,
-    PATCH_STATE_PAGES,
-    PATCH_STATUS_ON_CONTINUE_AS_NEW,
-    PATCH_STATUS_ON_EVERY_FAILURE,
-    PATCH_TASK_BUDGET,
-    PATCH_VALIDATE_IN_ACTIVITY,
-    RunPatches,
-)
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_ROUTE,
     ACTIVITY_TOPOLOGY,
@@ -176,9 +146,39 @@ from temporal_workflows.temporal._protocol import (
     state_page_text,
     too_long,
 )
-from temporal_workflows.temporal._status import StatusBoard
-from temporal_workflows.temporal._supersteps import StepRunner
 from temporal_workflows.temporal._tracing import workflow_span
+from temporal_workflows.temporal._workflow.budget import TaskBudget
+from temporal_workflows.temporal._workflow.checkpointing import CheckpointAsk, Checkpoints, ResetPlan
+from temporal_workflows.temporal._workflow.children import (
+    carry_subrun,
+    child_result,
+    deliver_to_child,
+    resume_child,
+    subrun_refusal,
+)
+from temporal_workflows.temporal._workflow.inbox import (
+    DELIVERED_CARRIED,
+    Inbox,
+    delivery_digest,
+    oversized_event,
+    oversized_send,
+)
+from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity
+from temporal_workflows.temporal._workflow.patches import (
+    PATCH_CARRY_LATER,
+    PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
+    PATCH_ENTRY_CHECKPOINT,
+    PATCH_RELEASE_OUTPUTS,
+    PATCH_STATE_LIMIT,
+    PATCH_STATE_PAGES,
+    PATCH_STATUS_ON_CONTINUE_AS_NEW,
+    PATCH_STATUS_ON_EVERY_FAILURE,
+    PATCH_TASK_BUDGET,
+    PATCH_VALIDATE_IN_ACTIVITY,
+    RunPatches,
+)
+from temporal_workflows.temporal._workflow.status import StatusBoard
+from temporal_workflows.temporal._workflow.supersteps import StepRunner
 
 __all__ = [
     "GraphWorkflow",

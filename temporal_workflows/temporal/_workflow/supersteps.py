@@ -32,19 +32,7 @@ from temporal_workflows._engine.machine import CommitPlan, Engine, Reduction, St
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._engine.subruns import Activation, SubrunOutcome, SubrunSuperstep
 from temporal_workflows._errors import class_path, error_classes
-from temporal_workflows.temporal._budget import TaskBudget
-from temporal_workflows.temporal._children import run_child
 from temporal_workflows.temporal._failures import innermost
-from temporal_workflows.temporal._locals import execute_local_activity
-from temporal_workflows.temporal._options import activity_options
-from temporal_workflows.temporal._patches import (
-    PATCH_ARRIVAL_ORDER,
-    PATCH_EVERY_FAILED_STEP,
-    PATCH_FIRST_COME,
-    PATCH_TASK_BUDGET,
-    PATCH_WAIT_FOR_SIGNATURE,
-    patched,
-)
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_REDUCE,
     FAILURE_SIGNATURE_MISMATCH,
@@ -59,6 +47,18 @@ from temporal_workflows.temporal._protocol import (
     step_activity_name,
 )
 from temporal_workflows.temporal._wire import decode_step_result, encode_step_input
+from temporal_workflows.temporal._workflow.budget import TaskBudget
+from temporal_workflows.temporal._workflow.children import run_child
+from temporal_workflows.temporal._workflow.locals import execute_local_activity
+from temporal_workflows.temporal._workflow.options import activity_options
+from temporal_workflows.temporal._workflow.patches import (
+    PATCH_ARRIVAL_ORDER,
+    PATCH_EVERY_FAILED_STEP,
+    PATCH_FIRST_COME,
+    PATCH_TASK_BUDGET,
+    PATCH_WAIT_FOR_SIGNATURE,
+    patched,
+)
 
 __all__ = ["INLINE_STATE_LIMIT", "PATCH_EVERY_FAILED_STEP", "PATCH_TASK_BUDGET", "StepRunner", "TaskBudget"]
 

@@ -49,11 +49,11 @@ from temporal_workflows._engine.subruns import (
 )
 from temporal_workflows._errors import RunTooLargeError
 from temporal_workflows.temporal._failures import refuse
-from temporal_workflows.temporal._patches import PATCH_CHILD_START, PATCH_FIRST_COME, patched
 from temporal_workflows.temporal._protocol import FAILURE_INVALID_RESPONSE, RunInput, SubrunInput, Validated, quote
+from temporal_workflows.temporal._workflow.patches import PATCH_CHILD_START, PATCH_FIRST_COME, patched
 
 if TYPE_CHECKING:
-    from temporal_workflows.temporal._budget import TaskBudget
+    from temporal_workflows.temporal._workflow.budget import TaskBudget
 
 __all__ = ["carry_subrun", "child_result", "deliver_to_child", "resume_child", "run_child", "subrun_refusal"]
 

@@ -26,7 +26,6 @@ from temporalio.exceptions import ApplicationError
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows.temporal._budget import TaskBudget
 from temporal_workflows.temporal._failures import refuse
 from temporal_workflows.temporal._protocol import (
     FAILURE_ALREADY_ANSWERED,
@@ -47,7 +46,8 @@ from temporal_workflows.temporal._protocol import (
     Validated,
     too_long,
 )
-from temporal_workflows.temporal._status import StatusBoard, quote
+from temporal_workflows.temporal._workflow.budget import TaskBudget
+from temporal_workflows.temporal._workflow.status import StatusBoard, quote
 
 __all__ = [
     "DELIVERED_CARRIED",

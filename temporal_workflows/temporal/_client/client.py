@@ -52,7 +52,6 @@ from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.runs import invocation_kwargs
 from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
 from temporal_workflows.temporal._failures import innermost, library_error
-from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
 from temporal_workflows.temporal._protocol import (
     EVENTS_TOPIC,
     FAILURE_RUN_BUSY,
@@ -93,6 +92,7 @@ from temporal_workflows.temporal._protocol import (
     SendInput,
     too_long,
 )
+from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
 
 if TYPE_CHECKING:
     from temporal_workflows._graph.workflow import Workflow

@@ -39,8 +39,8 @@ from temporal_workflows._events import (
     WorkflowStatusEvent,
 )
 from temporal_workflows._graph.runs import MISSING, Reservation, RunStream, check_run_arguments, invocation_kwargs
-from temporal_workflows.temporal._client import RunHandle, fork, get_run, start_run
-from temporal_workflows.temporal._plugin import DEFAULT_TASK_QUEUE
+from temporal_workflows.temporal._client.client import RunHandle, fork, get_run, start_run
+from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
 
 if TYPE_CHECKING:
     from temporal_workflows._checkpoints.base import CheckpointStorage

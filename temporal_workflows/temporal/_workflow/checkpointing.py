@@ -24,8 +24,6 @@ from temporal_workflows._engine.machine import Engine, Topology, check_snapshot
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError, WorkflowError
 from temporal_workflows.temporal._failures import innermost, refuse, to_failure
-from temporal_workflows.temporal._inbox import Validate
-from temporal_workflows.temporal._locals import execute_local_activity
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_LOAD_CHECKPOINT,
     ACTIVITY_SAVE_CHECKPOINT,
@@ -41,6 +39,8 @@ from temporal_workflows.temporal._protocol import (
     SaveCheckpointInput,
     quote,
 )
+from temporal_workflows.temporal._workflow.inbox import Validate
+from temporal_workflows.temporal._workflow.locals import execute_local_activity
 
 __all__ = ["CHECKPOINTS_LISTED", "CheckpointAsk", "Checkpoints", "ResetPlan"]
 
