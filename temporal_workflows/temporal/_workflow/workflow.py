@@ -7,7 +7,7 @@ so deploying a changed graph never changes a running execution.
 
 This module runs no user code: steps, callable reducers, routing and the
 validation of outside input all run in activities. The loop is
-``_driver.SuperstepDriver``, the same one the in-process runner drives; this
+``_engine.driver.SuperstepDriver``, the same one the in-process runner drives; this
 class is its host on Temporal. Its state lives in parts that each carry
 themselves across continue-as-new:
 
