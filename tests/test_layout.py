@@ -341,3 +341,16 @@ def test_the_engine_and_what_it_imports_do_no_io() -> None:
     tree = ast.parse(MODULES["_engine.limits"].read_text())
     uses = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and getattr(n.value, "id", None) == "os"}
     assert uses == {"environ"}
+
+
+def test_workflow_side_code_imports_nothing_of_the_client_or_worker_side() -> None:
+    """``temporal/_workflow/`` runs in the workflow: it reaches activities by name, never by import."""
+    sides = ("temporal._client", "temporal._worker", "temporal._activities")
+    crossing = [
+        f"{module}:{i.line} imports {i.target}"
+        for module, imports in GRAPH.items()
+        if module.startswith("temporal._workflow")
+        for i in imports
+        if i.target.startswith(sides)
+    ]
+    assert not crossing, crossing
