@@ -29,7 +29,6 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
 from pydantic_core import to_json
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
@@ -59,7 +58,7 @@ from temporal_workflows._engine.machine import (
     Topology,
 )
 from temporal_workflows._engine.registry import resolve as resolve_type
-from temporal_workflows._engine.serde import Envelope, encode, validation_message
+from temporal_workflows._engine.serde import Envelope, encode
 from temporal_workflows._errors import (
     CheckpointStorageError,
     InvalidRunInputError,
@@ -75,7 +74,7 @@ from temporal_workflows._events import (
     WorkflowStartedEvent,
     WorkflowStatusEvent,
 )
-from temporal_workflows.temporal._failures import refuse, to_failure
+from temporal_workflows.temporal._failures import refuse, short_message, to_failure
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_ROUTE,
     ACTIVITY_TOPOLOGY,
@@ -151,7 +150,6 @@ from temporal_workflows.temporal._workflow.children import (
     carry_subrun,
     child_result,
     deliver_to_child,
-    resume_child,
     subrun_refusal,
 )
 from temporal_workflows.temporal._workflow.inbox import (
@@ -175,6 +173,7 @@ from temporal_workflows.temporal._workflow.patches import (
     PATCH_VALIDATE_IN_ACTIVITY,
     RunPatches,
 )
+from temporal_workflows.temporal._workflow.startup import start_engine
 from temporal_workflows.temporal._workflow.status import StatusBoard
 from temporal_workflows.temporal._workflow.supersteps import StepRunner
 
@@ -244,17 +243,11 @@ def _is_null(raw: RawValue) -> bool:
     return encoding == b"binary/null" or (encoding == b"json/plain" and raw.payload.data.strip() == b"null")
 
 
-def _short(e: BaseException, limit: int = 300) -> str:
-    """An error message fit for a warning or a failure: one line, bounded, quoting no input values."""
-    text = " ".join((validation_message(e) if isinstance(e, ValidationError) else str(e)).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _failure_message(e: BaseException) -> str:
     """What failed the run, for ``status``: the activity's own error rather than "Activity task failed"."""
     while isinstance(e, FailureError) and not isinstance(e, ApplicationError) and e.cause is not None:
         e = e.cause
-    return _short(e, 1000) if not isinstance(e, FailureError) else " ".join(e.message.split())[:1000]
+    return short_message(e, 1000) if not isinstance(e, FailureError) else " ".join(e.message.split())[:1000]
 
 
 def _failure_type(e: BaseException) -> str:
@@ -318,23 +311,6 @@ def _check_input(inp: RunInput) -> None:
         raise InvalidRunInputError(error)
 
 
-def _check_carried(carried: Carried, topology: Topology) -> None:
-    """Refuse a ``carried`` start input no run of this graph could have handed over (the snapshot: the engine's)."""
-    for i, item in enumerate(carried.inbox.items if carried.inbox else ()):
-        where = f"carried.inbox.items[{i}]"
-        if item.kind not in ("respond", "send", "event"):
-            raise InvalidRunInputError(
-                f"{where}.kind must be 'respond', 'send' or 'event', not {quote(str(item.kind))}"
-            )
-        error = too_long(f"{where}.key", item.key, MAX_ID_CHARS)
-        if error is not None:
-            raise InvalidRunInputError(error)
-        if (item.kind == "send" or (item.kind == "event" and item.key)) and item.key not in topology.executor_ids:
-            raise InvalidRunInputError(
-                f"{where} is a message for {quote(item.key)}, not an executor of graph {topology.name!r}"
-            )
-
-
 def _reset_error(req: ResetRequest) -> str | None:
     """Why a reset request is refused before anything is looked up: an id or type name over its limit."""
     return too_long("checkpoint id", req.checkpoint_id, MAX_ID_CHARS) or too_long(
@@ -370,7 +346,7 @@ class GraphWorkflow:
                     raise TypeError(f"got {type(decoded).__name__}")
                 inp = decoded
             except Exception as e:
-                self._input_error = f'the start input is not {{"message": ...}} (a RunInput): {_short(e)}'
+                self._input_error = f'the start input is not {{"message": ...}} (a RunInput): {short_message(e)}'
         self._input = inp
         carried = inp.carried if self._input_error is None else None
         self._carried = carried
@@ -511,7 +487,7 @@ class GraphWorkflow:
         try:
             value: _T = workflow.payload_converter().from_payload(raw.payload, typ)
         except Exception as e:
-            self._board.warn(f"signal {name!r} ignored: its argument is not a valid {typ.__name__}: {_short(e)}")
+            self._board.warn(f"signal {name!r} ignored: its argument is not a valid {typ.__name__}: {short_message(e)}")
             return None, False
         return value, True
 
@@ -1040,40 +1016,11 @@ class GraphWorkflow:
         steps.streaming = inp.stream
         steps.invocation_kwargs = inp.invocation_kwargs
         engine = Engine(topology)
-        carried = self._carried
-        # What the engine starts from, named in the error if it cannot (a forged or corrupt snapshot).
-        source = "message"
-        if carried is not None:
-            try:
-                _check_carried(carried, topology)
-            except InvalidRunInputError as e:
-                raise to_failure(e) from None
-        try:
-            if carried is not None:
-                if carried.snapshot is not None:
-                    source = "carried.snapshot"
-                    engine.restore(carried.snapshot.to_snapshot())
-                elif carried.start is not None:
-                    source = "carried.start"
-                    engine.start(carried.start)
-            elif self._subrun is not None and self._subrun.snapshot is not None:
-                source = "subrun.snapshot"
-                resume_child(engine, self._subrun, topology)
-            elif inp.fork_from is not None:
-                fork = inp.fork_from
-                cp = await cps.load(fork.workflow_id, fork.checkpoint_id)
-                self._budget.charge(json_size(cp))  # its local activity's marker records it in this task
-                cps.check_signature(cp, topology, fork.allow_signature_mismatch)
-                source = f"fork_from: checkpoint {quote(fork.checkpoint_id)} of workflow {quote(fork.workflow_id)}"
-                engine.restore(cp.to_snapshot())
-                self._lineage = {"workflow_id": fork.workflow_id, "checkpoint_id": fork.checkpoint_id}
-                cps.restored(cp.checkpoint_id, base=False)
-            elif not (inp.keep_alive and inp.message is None and inp.message_type is None):
-                self._start_env = Envelope(inp.message_type, inp.message)
-                engine.start(self._start_env)
-        except WorkflowError as e:
-            error = InvalidRunInputError(f"the run cannot start from its input: {source}: {_short(e, 1000)}")
-            raise to_failure(error) from None
+        point = await start_engine(engine, inp, self._carried, self._subrun, checkpoints=cps, budget=self._budget)
+        if point.start is not None:
+            self._start_env = point.start
+        if point.lineage is not None:
+            self._lineage = point.lineage
         self._engine = engine
         steps.restored(engine)
         if self._epoch:
@@ -1089,12 +1036,13 @@ class GraphWorkflow:
             checkpoint_every=every,
             payload_limit=lambda: self._payload_limit,
             # New input (not a restored snapshot) is checkpointed before its first superstep.
-            entry_checkpoint=source in ("message", "carried.start"),
+            entry_checkpoint=point.new_input,
             limit_state=self.patches.get(PATCH_STATE_LIMIT),
             # Runs recorded before steps read the state in pages kept it within one payload.
             state_limit=None if self.patches.get(PATCH_STATE_PAGES) else (lambda: self._payload_limit),
             release_outputs=lambda: self.patches.get(PATCH_RELEASE_OUTPUTS),
         )
+        carried = self._carried
         if carried is None or carried.reason != "history":
             self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
             # A run restored from a checkpoint says again what it is waiting for.
