@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -33,16 +34,15 @@ from pydantic_core import to_json
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue, RetryPolicy
-from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError, FailureError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
-from temporal_workflows._checkpoints.base import WorkflowCheckpoint, checkpoint_of
+from temporal_workflows._checkpoints.base import WorkflowCheckpoint
 from temporal_workflows._engine.driver import DriverHost, StepOutcome, SuperstepDriver
 from temporal_workflows._engine.limits import (
     DEFAULT_MAX_PAYLOAD_BYTES,
-    GUIDANCE,
     json_size,
     truncated_requests,
     truncated_state,
@@ -51,7 +51,6 @@ from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
     CommitPlan,
     Engine,
-    EngineSnapshot,
     PendingRequest,
     Reduction,
     StepTask,
@@ -62,14 +61,12 @@ from temporal_workflows._engine.serde import Envelope, encode
 from temporal_workflows._errors import (
     CheckpointStorageError,
     InvalidRunInputError,
-    RunTooLargeError,
     WorkflowError,
     WorkflowRunError,
 )
 from temporal_workflows._events import (
     WorkflowEvent,
     WorkflowFailedEvent,
-    WorkflowResetEvent,
     WorkflowRunState,
     WorkflowStartedEvent,
     WorkflowStatusEvent,
@@ -94,8 +91,6 @@ from temporal_workflows.temporal._protocol import (
     MAX_RESPONSES_PER_UPDATE,
     MAX_STEPS_IN_FLIGHT,
     MAX_TYPE_NAME_CHARS,
-    POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES,
-    POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS,
     QUERY_CHECKPOINT,
     QUERY_CHECKPOINTS,
     QUERY_COMMITTED_STATE,
@@ -120,8 +115,6 @@ from temporal_workflows.temporal._protocol import (
     UPDATE_SEND,
     UPDATE_SEND_EVENT,
     VALIDATE_INLINE_BYTES,
-    Carried,
-    CarriedCheckpoints,
     CheckpointRequest,
     CheckpointSetup,
     ConfirmInput,
@@ -152,6 +145,7 @@ from temporal_workflows.temporal._workflow.children import (
     deliver_to_child,
     subrun_refusal,
 )
+from temporal_workflows.temporal._workflow.continuation import Continuation, RunCarry
 from temporal_workflows.temporal._workflow.inbox import (
     DELIVERED_CARRIED,
     Inbox,
@@ -179,23 +173,12 @@ from temporal_workflows.temporal._workflow.supersteps import StepRunner
 
 __all__ = [
     "GraphWorkflow",
-    "MIN_SEGMENT_EVENTS",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_STATUS_ON_EVERY_FAILURE",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
-    "STREAM_EVENTS_CARRIED",
 ]
-
-STREAM_EVENTS_CARRIED = 1000
-"""Most recent events a run carries across continue-as-new (older offsets are then gone)."""
-
-MIN_SEGMENT_EVENTS = 20
-"""History events a run adds before it may continue as new again."""
-_CARRIED_BESIDE_STATE = 64 * 1024
-"""Room a continue-as-new input keeps beside the engine snapshot (checkpoint list, warnings, start message)."""
-
 
 SIGNALS = (
     SIGNAL_RESPOND,
@@ -385,10 +368,17 @@ class GraphWorkflow:
         self._subrun_known: set[str] = set(inp.subrun.known or []) if inp.subrun and carried else set()
         self._subrun_ignored: list[str] = []
         self._payload_limit = DEFAULT_MAX_PAYLOAD_BYTES
-        self._max_events = DEFAULT_MAX_HISTORY_EVENTS
-        self._segment_start: int | None = None
-        self._updates_since_task = False
-        self._told_state_too_large = False
+        self._continuation = Continuation(
+            stream=self._stream,
+            board=self._board,
+            inbox=self._inbox,
+            checkpoints=self._checkpoints,
+            budget=self._budget,
+            patches=self.patches,
+            publish=self._publish,
+            payload_limit=lambda: self._payload_limit,
+            max_events=DEFAULT_MAX_HISTORY_EVENTS,
+        )
         self._state_text: tuple[str, str] | None = None  # committed_state_page's text, and its version
 
     @workflow.dynamic_config
@@ -534,7 +524,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_CHECKPOINT)
     async def take_checkpoint(self, req: CheckpointRequest | None = None) -> dict[str, Any]:
         """Take a checkpoint at the next boundary (now, if idle); returns its id once saved."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         ask = CheckpointAsk(req.label if req else None, via_update=True)
         self._checkpoints.asks.append(ask)
         await workflow.wait_condition(lambda: ask.done)
@@ -569,7 +559,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_RESET)
     async def reset_run(self, req: ResetRequest | None = None) -> dict[str, Any]:
         """Reset at the next boundary (now, if idle); returns once the reset is accepted."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         self._budget.charge(json_size(req))  # the SDK repeats the accepted update's input in this task
         plan = await self._plan_reset(req or ResetRequest())
         self._reset = plan
@@ -606,7 +596,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_RESPOND)
     async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
         """Answer a request; returns once accepted (delivered at the next boundary)."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         self._check_open()
         self._inbox.charge_update(inp)
         return await self._inbox.accept_response(await self._started_engine(), inp)
@@ -624,7 +614,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_RESPOND_ALL)
     async def submit_responses(self, inp: RespondAllInput) -> dict[str, Any]:
         """Answer several requests together (all or none); returns once all are accepted, applied at one boundary."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         self._check_open()
         self._inbox.charge_update(inp)
         accepted = await self._inbox.accept_responses(await self._started_engine(), inp)
@@ -648,7 +638,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_SEND)
     async def send_message(self, inp: SendInput) -> dict[str, Any]:
         """Queue a message for an executor; returns once it is accepted."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         self._inbox.charge_update(inp)
         return await self._inbox.accept_message(inp, self._check_open)
 
@@ -673,7 +663,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_SEND_EVENT)
     async def submit_event(self, inp: EventInput) -> dict[str, Any]:
         """An event for the run to route at its next boundary; returns once the run can read it."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         self._check_open()
         self._inbox.charge_update(inp)
         return await self._inbox.accept_event(await self._started_engine(), inp, self._check_open)
@@ -1008,7 +998,7 @@ class GraphWorkflow:
         cps = self._checkpoints
         cps.setup = pinned.checkpoints or CheckpointSetup()
         self._payload_limit = pinned.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
-        self._max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
+        self._continuation.max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
         steps = self._steps = StepRunner(
             topology, pinned.step_options or {}, epoch=self._epoch, budget=self._budget, notice=self._board.warn
         )
@@ -1032,7 +1022,22 @@ class GraphWorkflow:
             every = 0  # a child's checkpoints are its parent's: they hold it
         driver = SuperstepDriver(
             engine,
-            _Host(self, engine),
+            _Host(
+                steps=steps,
+                inbox=self._inbox,
+                checkpoints=cps,
+                board=self._board,
+                continuation=self._continuation,
+                patches=self.patches,
+                run=RunControls(
+                    resetting=lambda: self._reset is not None,
+                    closing=lambda: self._closing,
+                    may_finish=self._may_finish,
+                    continue_as_new=lambda engine, may_postpone: self._continue_as_new(
+                        engine, may_postpone=may_postpone
+                    ),
+                ),
+            ),
             checkpoint_every=every,
             payload_limit=lambda: self._payload_limit,
             # New input (not a restored snapshot) is checkpointed before its first superstep.
@@ -1059,7 +1064,7 @@ class GraphWorkflow:
             self._board.error = str(e)
             raise to_failure(e) from None
         # Let in-flight handlers finish (and stream pollers see the end) before closing.
-        await self._settle(engine)
+        await self._continuation.settle(engine)
         if self._subrun is not None:
             try:
                 return child_result(
@@ -1082,289 +1087,107 @@ class GraphWorkflow:
             **({"outputs_released": engine.outputs_released} if engine.outputs_released else {}),
         }
 
-    # -- continue-as-new -----------------------------------------------------------
+    def _may_finish(self, engine: Engine) -> bool:
+        """Whether the run ends when it has no work (otherwise it waits for input)."""
+        # A sub-workflow's child ends each activation at rest; its parent keeps it while it waits.
+        return self._subrun is not None or self._closing or (not self._keep_alive and not engine.pending_requests)
 
-    def _history_is_long(self) -> bool:
-        info = workflow.info()
-        length = info.get_current_history_length()
-        if self._segment_start is None:
-            self._segment_start = length
-        # A new run must make some progress first, or a tiny limit would continue as new for ever.
-        if length < self._segment_start + MIN_SEGMENT_EVENTS:
-            return False
-        return info.is_continue_as_new_suggested() or length >= self._max_events
+    # -- continue-as-new (continuation.py) --------------------------------------------
 
-    def _carry_later(self, engine: Engine) -> bool:
-        """Whether a long history continues as new at a later boundary: the engine holds outside input that
-        arrived since the last one (large messages or responses), too large to carry, and this superstep
-        takes it. History still has room, so the run processes it first rather than fail."""
-        snap = engine.snapshot()
-        size = json_size(snap)
-        if size <= self._payload_limit:
-            return False
-        unprocessed = json_size(snap.pending) + json_size(snap.responses)
-        info = workflow.info()
-        room = (
-            info.get_current_history_size() < POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES
-            and info.get_current_history_length() < POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS
-        )
-        if not room:
-            return False
-        if size - unprocessed <= self._payload_limit and self.patches.get(PATCH_CARRY_LATER):
-            return True
-        return self.patches.get(PATCH_STATE_PAGES) and self._state_too_large_to_carry(snap, size)
-
-    def _state_too_large_to_carry(self, snap: EngineSnapshot, size: int) -> bool:
-        """Whether the committed state alone keeps the run from continuing as new (it may take up to
-        ``STATE_PAYLOADS`` payloads, a continue-as-new carries one): the run then goes on in this execution
-        while history has room, and the status says so once per execution."""
-        if size - json_size(snap.outputs) <= self._payload_limit - _CARRIED_BESIDE_STATE:
-            return False  # outputs, not state: the oldest are released when the run continues as new
-        state = json_size(snap.state)
-        if not self._told_state_too_large:
-            self._told_state_too_large = True
-            self._board.note(
-                f"the committed state ({state:,} bytes as JSON) is too large for a continue-as-new to carry "
-                f"(one payload: {self._payload_limit:,} bytes); the run goes on in this execution while its "
-                f"history has room (up to {POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES:,} bytes, "
-                f"{POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS:,} events), then fails with RunTooLargeError unless "
-                f"the state shrinks; {GUIDANCE}"
-            )
-        return True
-
-    def _inbox_takes_first(self) -> bool:
-        """Whether a long history continues as new only after the next boundary takes the inbox's input.
-
-        Validated in regular activities (``PATCH_VALIDATE_IN_ACTIVITY``), an
-        update's input reaches the inbox when its activity returns, also while
-        the run settles its handlers to continue as new. Too large to carry, it
-        is taken into the engine first, while history has room; runs recorded
-        before decided without it.
-        """
-        if not self._inbox or not self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
-            return False
-        info = workflow.info()
-        return (
-            json_size([i.value.data for i in self._inbox.items]) > self._payload_limit // 2
-            and info.get_current_history_size() < POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES
-            and info.get_current_history_length() < POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS
-        )
-
-    async def _settle(self, engine: Engine, *, continuing: bool = False) -> None:
-        """Let every handler finish before the run closes or continues as new.
-
-        Checkpoint requests that arrive meanwhile are served here (this is a
-        boundary), or their updates would wait for ever. Before continuing as
-        new, the updates' completions are first sent in a workflow task of
-        their own: completed in the same task as the continue-as-new, an
-        update is sometimes delivered again to the new run
-        (temporalio/temporal#6375), which would apply a message twice.
-        """
-        self._stream.detach_pollers()
-        cps = self._checkpoints
-        while True:
-            await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(cps.asks))
-            if cps.asks:
-                await cps.serve(engine, self._board.warn)
-                continue
-            if not continuing or not self._updates_since_task:
-                return
-            self._updates_since_task = False
-            await workflow.sleep(timedelta(milliseconds=1), summary="flush update completions")
-
-    def _stream_state(self, keep: int = STREAM_EVENTS_CARRIED) -> WorkflowStreamState:
-        state = self._stream.get_state()
-        extra = len(state.log) - keep
-        if extra > 0:
-            state = dataclasses.replace(state, log=state.log[extra:], base_offset=state.base_offset + extra)
-        return state
-
-    async def _continue_as_new(self, engine: Engine, *, may_postpone: bool = False) -> None:
-        """Continue as new at this boundary, for a reset or because history is long.
-
-        The engine snapshot (or the reset's starting point) is the new run's
-        input; each part carries itself. Nothing is lost: handlers finish first.
-        Returns (``may_postpone``) when the handlers that finished left input
-        too large to carry in the inbox: the next boundary takes it first.
-        """
-        if self._steps is not None:
-            self._steps.in_flight = []
-        await self._settle(engine, continuing=True)
-        # Its input (up to a payload) waits for the next workflow task if this one has recorded much.
-        while await self._budget.room(self._payload_limit):
-            await self._settle(engine, continuing=True)
-        if may_postpone and self._inbox_takes_first():
-            return
-        info = workflow.info()
-        cps = self._checkpoints
-        plan = self._reset  # a reset accepted while settling wins
-        if plan is None:
-            carried = Carried(
-                reason="history",
-                snapshot=checkpoint_of(
-                    engine,
-                    checkpoint_id="",
-                    run_id=info.workflow_id,
-                    previous_checkpoint_id=cps.last_id,
-                    timestamp=workflow.now(),
-                ),
-                start=self._start_env,
-                epoch=self._epoch,
-                inbox=self._inbox.carry(),
-                checkpoints=cps.carry(),
-                status=self._board.carry(),
-                closing=self._closing,
-            )
-            workflow.logger.info("continuing as new after %s history events", info.get_current_history_length())
-        else:
-            cp = plan.checkpoint
-            own = cp is not None and cp.run_id == info.workflow_id
-            chain = cps.carry()
-            carried = Carried(
-                reason="reset",
-                snapshot=cp,
-                # A clean reset later starts again from the run's start message, however many resets came
-                # before; a reset with a new message makes that the start message.
-                start=plan.start if cp is None else self._start_env,
-                epoch=self._epoch + 1,
-                checkpoints=CarriedCheckpoints(
-                    last_id=cp.checkpoint_id if cp is not None else None,
-                    base_id=cp.checkpoint_id if cp is not None and own and not cps.history_only else None,
-                    listed=chain.listed,
-                    kept=chain.kept,
-                ),
-            )
-            # Results of steps still running, queued input, requests and outputs go with the old run.
-            self._publish(
-                WorkflowResetEvent(
-                    checkpoint_id=plan.requested_checkpoint_id,
-                    superstep=cp.superstep if cp is not None else 0,
-                    resets=self._epoch + 1,
-                )
-            )
-        carried.segment = self._segment + 1
-        carried.lineage = self._lineage
-        carried.stream = self._stream_state()
-        arg = RunInput(
+    def _run_carry(self) -> RunCarry:
+        """What the run is now, for a continue-as-new (its parts carry themselves)."""
+        steps = self._steps
+        return RunCarry(
+            reset=self._reset,
+            start=self._start_env,
+            epoch=self._epoch,
+            closing=self._closing,
+            segment=self._segment,
+            lineage=self._lineage,
+            input=self._input,
             keep_alive=self._keep_alive,
-            stream=self._steps.streaming if self._steps is not None else self._input.stream,
-            invocation_kwargs=(
-                self._steps.invocation_kwargs if self._steps is not None else self._input.invocation_kwargs
-            ),
-            checkpoint_every=self._input.checkpoint_every,
-            max_history_events=self._input.max_history_events,
-            max_steps_in_flight=self._input.max_steps_in_flight,
-            carried=carried,
+            stream=steps.streaming if steps is not None else self._input.stream,
+            invocation_kwargs=steps.invocation_kwargs if steps is not None else self._input.invocation_kwargs,
             subrun=carry_subrun(self._subrun, self._subrun_known),
         )
-        size = json_size(arg)
-        if size > self._payload_limit:
-            # The stream's recent events are a convenience for late subscribers: shed them first.
-            carried.stream = self._stream_state(keep=0)
-            size = json_size(arg)
-            if size > self._payload_limit and self.patches.get(PATCH_RELEASE_OUTPUTS):
-                # Then the oldest outputs: each was an ``output`` event when committed (Engine.release_outputs).
-                size = self._release_outputs(arg, size)
-            if size > self._payload_limit:
-                raise self._too_large_to_continue(arg, size, engine.superstep)
-        if self._board.attribute is not None and self.patches.get(PATCH_STATUS_ON_CONTINUE_AS_NEW):
-            # This segment closes: it is no longer running or waiting; its successor says where the run is.
-            self._board.set("continued_as_new", "continued as new")
-        workflow.continue_as_new(args=[arg])
-        raise AssertionError("unreachable")  # continue_as_new raises
 
-    def _release_outputs(self, arg: RunInput, size: int) -> int:
-        """Release the oldest outputs the continue-as-new input carries until it fits; its size then."""
-        carried = arg.carried
-        assert carried is not None and carried.snapshot is not None
-        snap = carried.snapshot
-        over, release = size - self._payload_limit, 0
-        while over > 0 and release < len(snap.outputs):
-            over -= json_size(snap.outputs[release].value.data) + 1
-            release += 1
-        if release:
-            carried.snapshot = snap.model_copy(
-                update={"outputs": snap.outputs[release:], "outputs_released": snap.outputs_released + release}
-            )
-        return json_size(arg)
+    async def _continue_as_new(self, engine: Engine, *, may_postpone: bool = False) -> None:
+        """Continue as new at this boundary (a reset, or a long history): steps in flight go with this run."""
+        if self._steps is not None:
+            self._steps.in_flight = []
+        await self._continuation.continue_as_new(engine, self._run_carry, may_postpone=may_postpone)
 
-    def _too_large_to_continue(self, arg: RunInput, size: int, superstep: int) -> RunTooLargeError:
-        """Name what really makes the continue-as-new input large: parts and state keys, largest first."""
-        carried = arg.carried
-        assert carried is not None
-        parts: list[tuple[int, str]] = []
-        snapshot = carried.snapshot
-        if snapshot is not None:
-            parts += [(json_size(v.data), f"state key {quote(k)}") for k, v in snapshot.state.items()]
-            parts.append((json_size([o.value.data for o in snapshot.outputs]), "outputs"))
-            parts.append((json_size(snapshot.messages), "pending messages"))
-            parts.append((json_size(list(snapshot.pending_requests.values())), "pending requests"))
-        checkpoints = carried.checkpoints
-        for label, part in (
-            ("outside input not yet delivered", carried.inbox),
-            ("checkpoint list", checkpoints.listed if checkpoints else None),
-            ("checkpoints kept in the run (history-only storage)", checkpoints.kept if checkpoints else None),
-            ("warnings", carried.status),
-            ("start message", carried.start),
-            ("lineage", carried.lineage),
-            ("event stream", carried.stream),
-        ):
-            if part:
-                parts.append((json_size(part), label))
-        largest = sorted(parts, reverse=True)[:3]
-        return RunTooLargeError(
-            f"the run cannot continue as new: what it carries is {size:,} bytes as JSON, over the payload limit of "
-            f"{self._payload_limit:,} bytes; largest: {', '.join(f'{what} ({n:,} bytes)' for n, what in largest)}; "
-            f"{GUIDANCE}",
-            superstep=superstep,
-        )
+
+@dataclass(frozen=True)
+class RunControls:
+    """What the driver's host asks of the run itself, beyond its parts: whether a reset or close is pending,
+    whether it may finish when idle, and continuing as new (``GraphWorkflow`` supplies them)."""
+
+    resetting: Callable[[], bool]
+    closing: Callable[[], bool]
+    may_finish: Callable[[Engine], bool]
+    continue_as_new: Callable[[Engine, bool], Awaitable[None]]
 
 
 class _Host(DriverHost):
-    """The driver's host on Temporal: the workflow's parts, at boundaries and in supersteps."""
+    """The driver's host on Temporal: the workflow's parts, at boundaries and in supersteps.
 
-    def __init__(self, wf: GraphWorkflow, engine: Engine) -> None:
-        self.wf = wf
-        self.engine = engine
-        assert wf._steps is not None
-        self.steps: StepRunner = wf._steps
+    It is given each collaborator it uses (no reaching into the workflow): the
+    parts that carry themselves, and the run's :class:`RunControls`.
+    """
+
+    def __init__(
+        self,
+        *,
+        steps: StepRunner,
+        inbox: Inbox,
+        checkpoints: Checkpoints,
+        board: StatusBoard,
+        continuation: Continuation,
+        patches: RunPatches,
+        run: RunControls,
+    ) -> None:
+        self.steps = steps
+        self.inbox = inbox
+        self.checkpoints = checkpoints
+        self.board = board
+        self.continuation = continuation
+        self.patches = patches
+        self.run = run
 
     def now(self) -> float:
         return workflow.now().timestamp()
 
     async def take_input(self, engine: Engine) -> None:
-        if self.wf._reset is not None:
-            await self.wf._continue_as_new(engine)
-        await self.wf._inbox.drain(engine)
+        if self.run.resetting():
+            await self.run.continue_as_new(engine, False)
+        await self.inbox.drain(engine)
 
     async def serve_checkpoints(self, engine: Engine) -> None:
-        await self.wf._checkpoints.serve(engine, self.wf._board.warn)
+        await self.checkpoints.serve(engine, self.board.warn)
 
     def may_finish(self, engine: Engine) -> bool:
-        # A sub-workflow's child ends each activation at rest; its parent keeps it while it waits.
-        return (
-            self.wf._subrun is not None or self.wf._closing or (not self.wf._keep_alive and not engine.pending_requests)
-        )
+        return self.run.may_finish(engine)
 
     async def before_superstep(self, engine: Engine) -> None:
-        wf = self.wf
-        if wf._history_is_long() and not wf._carry_later(engine) and not wf._inbox_takes_first():
-            await wf._continue_as_new(engine, may_postpone=True)
+        later = self.continuation
+        if later.history_is_long() and not later.carry_later(engine) and not later.inbox_takes_first():
+            await self.run.continue_as_new(engine, True)
 
     async def wait_for_input(self, engine: Engine) -> None:
-        wf = self.wf
+        inbox, checkpoints, run = self.inbox, self.checkpoints, self.run
         deadline = engine.next_deadline()
         timeout = max(0.0, deadline - workflow.now().timestamp()) if deadline is not None else None
         # On timeout a request's deadline has come: the driver expires it at the next boundary.
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
-                lambda: bool(wf._inbox or wf._checkpoints.asks) or wf._closing or wf._reset is not None,
+                lambda: bool(inbox or checkpoints.asks) or run.closing() or run.resetting(),
                 timeout=timeout,
                 timeout_summary="request deadline",
             )
 
     def on_status(self, status: str, details: str) -> None:
-        self.wf._board.set(status, details)
+        self.board.set(status, details)
 
     def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
         # Steps started inside this span are its children (the context rides in
@@ -1379,23 +1202,22 @@ class _Host(DriverHost):
         return workflow_span(f"superstep {superstep}", attributes)
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
-        return await self.steps.run(tasks, engine, lambda: self.wf._reset is not None)
+        return await self.steps.run(tasks, engine, self.run.resetting)
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         return await self.steps.reduce(superstep, reduction)
 
     def committed(self, plan: CommitPlan, engine: Engine) -> None:
         self.steps.committed(plan, engine)
-        self.wf._checkpoints.written(plan.keys_written)
+        self.checkpoints.written(plan.keys_written)
 
     async def save_checkpoint(self, engine: Engine, trigger: str) -> str | None:
-        wf = self.wf
-        if trigger == "entry" and not self.wf.patches.get(PATCH_ENTRY_CHECKPOINT):
+        if trigger == "entry" and not self.patches.get(PATCH_ENTRY_CHECKPOINT):
             return None
         try:
-            return await wf._checkpoints.take(engine, None, trigger)
+            return await self.checkpoints.take(engine, None, trigger)
         except CheckpointStorageError as e:
-            if wf.patches.get(PATCH_CHECKPOINT_FAILURE_FAILS_RUN):
+            if self.patches.get(PATCH_CHECKPOINT_FAILURE_FAILS_RUN):
                 raise
-            wf._board.warn(str(e))
+            self.board.warn(str(e))
             return None
