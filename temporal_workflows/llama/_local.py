@@ -37,18 +37,17 @@ from temporal_workflows._errors import ExecutorFailedError, WorkflowRunError
 from temporal_workflows._events import WorkflowEvent, WorkflowStartedEvent
 from temporal_workflows._graph.context import WorkflowContext
 from temporal_workflows.llama._compile import StartDispatcher
-from temporal_workflows.llama._routing import route_event, unhandled
-from temporal_workflows.llama._runtime import (
+from temporal_workflows.llama._live_objects import (
     LiveRun,
-    LlamaStreamEvent,
     decode_value,
     encode_value,
     event_json,
     register_live,
-    run_task,
     unregister_live,
-    waits_of_requests,
 )
+from temporal_workflows.llama._routing import route_event, unhandled
+from temporal_workflows.llama._runtime import LlamaStreamEvent, waits_of_requests
+from temporal_workflows.llama._scheduling import run_task
 from temporal_workflows.llama._snapshots import snapshot_dict
 from temporal_workflows.llama.context import DictBackend
 from temporal_workflows.llama.errors import (
