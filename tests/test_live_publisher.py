@@ -12,8 +12,8 @@ from pydantic_core import to_json
 
 from temporal_workflows import StepProgressEvent
 from temporal_workflows._engine.serde import encode
-from temporal_workflows.temporal._worker import live_publisher as lp
 from temporal_workflows.temporal._protocol import LIVE_BATCH_TYPE
+from temporal_workflows.temporal._worker import live_publisher as lp
 
 
 class FakeStream:
