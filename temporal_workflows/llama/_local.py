@@ -110,7 +110,7 @@ async def _first_halt_wins(running: list[asyncio.Future[StepOutcome]]) -> list[S
     """Every step's outcome; once one ends the run (a ``StopEvent``) before any failed, the others still
     running are cancelled and count for nothing (``None``), as LlamaIndex cancels them; those that had
     finished by then commit with it. The Temporal host does the same in the order history records
-    (``_supersteps.StepRunner.run``); here it is the order they finished in."""
+    (``temporal/_workflow/supersteps.StepRunner.run``); here it is the order they finished in."""
     failed: list[int] = []
     halted: list[int] = []
     done: list[int] = []

@@ -525,7 +525,7 @@ class Pinned:
     may not read from the environment; absent in older runs (then the default)."""
     step_options: dict[str, dict[str, Any]] | None = None
     """Per executor, how its steps run as activities (only what differs from the
-    defaults, see ``temporal._options``); in older runs it was part of the topology."""
+    defaults, see ``temporal/_workflow/options.py``); in older runs it was part of the topology."""
 
 
 class CheckpointRequest(BaseModel):

@@ -11,10 +11,14 @@ validation of outside input all run in activities. The loop is
 class is its host on Temporal. Its state lives in parts that each carry
 themselves across continue-as-new:
 
-* ``_inbox.Inbox``: outside input (responses, messages, events) until a boundary;
-* ``_checkpointing.Checkpoints``: checkpoints, resets and forks;
-* ``_status.StatusBoard``: the status query, search attribute and warnings;
-* ``_supersteps.StepRunner``: steps and reducers as activities.
+* ``inbox.Inbox``: outside input (responses, messages, events) until a boundary;
+* ``checkpointing.Checkpoints``: checkpoints, resets and forks;
+* ``status.StatusBoard``: the status query, search attribute and warnings;
+* ``supersteps.StepRunner``: steps and reducers as activities;
+* ``continuation.Continuation``: continue-as-new, when history is long or a reset asks.
+
+Where a run starts (five starting points) is ``startup.start_engine``. The
+driver's host (``_Host``) is given these parts and the run's ``RunControls``.
 
 Every signal, update and query is declared here, so the wire contract is read
 in one file (the names and argument types are in ``_protocol``).
@@ -340,7 +344,7 @@ class GraphWorkflow:
         self._board = StatusBoard(self._publish, carried.status if carried else None)
         self.patches = RunPatches()
         self._budget = TaskBudget()
-        self.locals = LocalActivities()  # read by _locals.execute_local_activity
+        self.locals = LocalActivities()  # read by locals.execute_local_activity
         self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
         self._held_count = 0
         self._inbox = Inbox(
@@ -363,7 +367,7 @@ class GraphWorkflow:
         self._segment = carried.segment if carried else 0
         self._start_env: Envelope | None = carried.start if carried else None
         self._lineage: dict[str, Any] | None = carried.lineage if carried else None
-        # A sub-workflow's child: runs to rest, refuses outside input (_children.py).
+        # A sub-workflow's child: runs to rest, refuses outside input (children.py).
         self._subrun = inp.subrun if self._input_error is None else None
         self._subrun_known: set[str] = set(inp.subrun.known or []) if inp.subrun and carried else set()
         self._subrun_ignored: list[str] = []
@@ -800,7 +804,7 @@ class GraphWorkflow:
         return True
 
     def _check_not_busy(self) -> None:
-        """Refuse an update while one of the run's local activities is in flight (see ``_locals``).
+        """Refuse an update while one of the run's local activities is in flight (see ``locals.py``).
 
         Accepted now, the update could be ordered before that activity's result
         in history and after it on replay. Refused, it leaves no trace; the
@@ -817,7 +821,7 @@ class GraphWorkflow:
         """Wait until none of the run's local activities is in flight, before issuing a command from a handler.
 
         A handler's command then follows the result of any such activity in
-        history and on replay alike (see ``_locals``). Runs recorded before
+        history and on replay alike (see ``locals.py``). Runs recorded before
         ``PATCH_VALIDATE_IN_ACTIVITY`` did not wait.
         """
         if self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
@@ -827,7 +831,7 @@ class GraphWorkflow:
     async def _validate_update(self, executor_id: str, value: Envelope, request: PendingRequest | None) -> Validated:
         """Type-check input an update (or a ``deliver`` signal) brought, in a regular activity.
 
-        A local activity here made concurrent input unreplayable (``_locals``):
+        A local activity here made concurrent input unreplayable (``locals.py``):
         its result can reach the run an activation late. A regular activity's
         result is a history event, delivered where it is recorded.
         """
@@ -908,7 +912,7 @@ class GraphWorkflow:
         arg = RouteInput(name, event, step, pending, busy)
         if self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
             # A regular activity, as for validation (``_validate_update``): a local activity in an update
-            # handler made concurrent input unreplayable (``_locals``).
+            # handler made concurrent input unreplayable (``locals.py``).
             await self._quiet()
             async with self._budget.lock:
                 size = json_size(arg)
@@ -970,7 +974,7 @@ class GraphWorkflow:
             raise
 
     async def _run(self) -> dict[str, Any]:
-        self.patches.ask_at_start()  # first, before any activity (see _patches)
+        self.patches.ask_at_start()  # first, before any activity (see patches.py)
         name = workflow.info().workflow_type
         inp = self._input
         if self._input_error is not None:
