@@ -350,3 +350,46 @@ def test_the_engine_and_what_it_imports_do_no_io() -> None:
     tree = ast.parse(MODULES["_engine.limits"].read_text())
     uses = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and getattr(n.value, "id", None) == "os"}
     assert uses == {"environ"}
+
+
+def test_workflow_side_code_imports_nothing_of_the_client_or_worker_side() -> None:
+    """``temporal/_workflow/`` runs in the workflow: it reaches activities by name, never by import."""
+    sides = ("temporal._client", "temporal._worker", "temporal._activities")
+    crossing = [
+        f"{module}:{i.line} imports {i.target}"
+        for module, imports in GRAPH.items()
+        if module.startswith("temporal._workflow")
+        for i in imports
+        if i.target.startswith(sides)
+    ]
+    assert not crossing, crossing
+
+
+def test_hosts_tell_a_graph_workflow_apart_through_its_hook_as_they_did_by_isinstance() -> None:
+    """``_graph/hosting.py`` replaced ``isinstance(obj, Workflow)`` in the hosts: the same objects pass and fail."""
+    from temporal_workflows import WorkflowBuilder, WorkflowContext, WorkflowExecutor, executor
+    from temporal_workflows._graph.hosting import as_graph_workflow, is_graph_workflow
+    from temporal_workflows.llama import StartEvent, StopEvent, step
+    from temporal_workflows.llama import Workflow as LlamaWorkflow
+
+    @executor(id="echo")
+    async def echo(text: str, ctx: WorkflowContext[str, str]) -> None:
+        await ctx.yield_output(text)
+
+    class Echo(LlamaWorkflow):
+        @step
+        async def run(self, ev: StartEvent) -> StopEvent:
+            return StopEvent(result=ev.get("text"))
+
+    graph = WorkflowBuilder(start_executor=echo, name="hook_echo").build()
+    llama = Echo()
+    assert is_graph_workflow(graph) and as_graph_workflow(graph) is graph
+    assert not is_graph_workflow(llama) and is_graph_workflow(as_graph_workflow(llama))
+    for other in (object(), "hook_echo", echo, WorkflowBuilder):
+        assert not is_graph_workflow(other)
+        with pytest.raises(TypeError, match="is not a workflow"):
+            as_graph_workflow(other)
+    for not_built in (llama, object()):
+        with pytest.raises(TypeError, match="WorkflowExecutor wraps a built Workflow"):
+            WorkflowExecutor(not_built, id="sub")  # type: ignore[arg-type]
+    assert WorkflowExecutor(graph, id="sub").workflow is graph

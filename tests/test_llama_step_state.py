@@ -183,7 +183,8 @@ def test_a_corrupted_compact_state_is_refused_by_name() -> None:
 
 def test_the_runtimes_ready_made_json_of_a_state_is_what_encoding_the_event_gives() -> None:
     # The runtime writes a StepStateChanged's JSON itself (no pydantic round per state): it must be the event's.
-    from temporal_workflows.llama._runtime import _STEP_STATE_KEY, event_json
+    from temporal_workflows.llama._invocations import _STEP_STATE_KEY
+    from temporal_workflows.llama._live_objects import event_json
 
     for output in (None, "<class 'NoneType'>"):
         data = {
@@ -197,7 +198,7 @@ def test_the_runtimes_ready_made_json_of_a_state_is_what_encoding_the_event_give
 
 
 def test_the_runtimes_ready_made_envelope_of_a_streamed_state_is_what_encoding_the_wrapper_gives() -> None:
-    from temporal_workflows.llama._runtime import _STEP_STATE_KEY, _STREAM_KEY
+    from temporal_workflows.llama._invocations import _STEP_STATE_KEY, _STREAM_KEY
 
     data = {"name": "go", "step_state": "running", "worker_id": "1", "input_event_name": "A", "output_event_name": None}
     inner = {"type": _STEP_STATE_KEY, "data": data}

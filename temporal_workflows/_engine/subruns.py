@@ -81,7 +81,7 @@ class Activation:
         key: The child's key in the parent's state.
         run_id: The child's run id: its steps' idempotency keys and request ids
             derive from it; on Temporal, the child workflow's id (bounded to
-            Temporal's id limit there: ``_engine/ids.py``, ``_children.run_child``).
+            Temporal's id limit there: ``_engine/ids.py``, ``temporal/_workflow/children.run_child``).
         start: The start message of a new child.
         snapshot: The waiting child to resume (a ``WorkflowCheckpoint`` as JSON).
         responses: ``(request_id, response)`` to deliver to the resumed child.

@@ -30,16 +30,11 @@ from temporal_workflows._graph.executor import Executor, ExecutorOptions, Handle
 from temporal_workflows._graph.graph import EventRoute, Graph
 from temporal_workflows._graph.workflow import Workflow as GraphWorkflow
 from temporal_workflows._requests import RequestTimedOut
+from temporal_workflows.llama._invocations import Invocation
+from temporal_workflows.llama._live_objects import event_json, live_run
 from temporal_workflows.llama._routing import Wait, route_event, unhandled
-from temporal_workflows.llama._runtime import (
-    Invocation,
-    LlamaStreamEvent,
-    WaitRequest,
-    event_json,
-    live_run,
-    run_task,
-    waits_of_requests,
-)
+from temporal_workflows.llama._runtime import LlamaStreamEvent, WaitRequest, waits_of_requests
+from temporal_workflows.llama._scheduling import run_task
 from temporal_workflows.llama.decorators import StepConfig
 from temporal_workflows.llama.errors import WorkflowRuntimeError
 from temporal_workflows.llama.events import Event, StartEvent, StopEvent

@@ -38,19 +38,17 @@ from temporal_workflows._errors import ExecutorFailedError, WorkflowRunError
 from temporal_workflows._events import WorkflowEvent, WorkflowStartedEvent
 from temporal_workflows._graph.context import WorkflowContext
 from temporal_workflows.llama._compile import StartDispatcher
-from temporal_workflows.llama._routing import route_event, unhandled
-from temporal_workflows.llama._runtime import (
+from temporal_workflows.llama._live_objects import (
     LiveRun,
-    LlamaFailedStreamEvent,
-    LlamaStreamEvent,
     decode_value,
     encode_value,
     event_json,
     register_live,
-    run_task,
     unregister_live,
-    waits_of_requests,
 )
+from temporal_workflows.llama._routing import route_event, unhandled
+from temporal_workflows.llama._runtime import LlamaFailedStreamEvent, LlamaStreamEvent, waits_of_requests
+from temporal_workflows.llama._scheduling import run_task
 from temporal_workflows.llama._snapshots import snapshot_dict
 from temporal_workflows.llama.context import DictBackend
 from temporal_workflows.llama.errors import (
@@ -114,7 +112,7 @@ async def _first_halt_wins(running: list[asyncio.Future[StepOutcome]], order: li
     """Every step's outcome; once one ends the run (a ``StopEvent``) before any failed, the others still
     running are cancelled and count for nothing (``None``), as LlamaIndex cancels them; those that had
     finished by then commit with it. The Temporal host does the same in the order history records
-    (``_supersteps.StepRunner.run``); here it is the order they finished in, which ``order`` receives
+    (``temporal/_workflow/supersteps.StepRunner.run``); here it is the order they finished in, which ``order`` receives
     (the steps that never finished after them, in task order: they send nothing)."""
     failed: list[int] = []
     halted: list[int] = []

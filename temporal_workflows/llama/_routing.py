@@ -9,7 +9,7 @@ nothing took is published as an ``UnhandledEvent`` (not for an
 ``InputRequiredEvent``, which is meant for a human).
 
 This module is that rule, used by every caller: a step's sends
-(``_runtime.Invocation.emit``, matching the waits committed in state), outside
+(``_invocations.Invocation.emit``, matching the waits committed in state), outside
 events in process (``_local.LocalRun.drain``) and on Temporal (the ``route``
 activity the workflow calls at a boundary, matching the run's pending
 requests). A wait is seen the same way from both sources (:class:`Wait`), so

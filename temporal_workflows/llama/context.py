@@ -29,7 +29,8 @@ from typing_extensions import TypeVar
 
 from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, is_shared_key, shared_part
 from temporal_workflows._engine.serde import Envelope, decode, encode
-from temporal_workflows.llama._runtime import LiveRun, current_invocation, decode_value, encode_value
+from temporal_workflows.llama._invocations import current_invocation
+from temporal_workflows.llama._live_objects import LiveRun, decode_value, encode_value
 from temporal_workflows.llama._snapshots import pre_snapshot, read_snapshot
 from temporal_workflows.llama.errors import ContextSerdeError, ContextStateError, WorkflowRuntimeError
 from temporal_workflows.llama.events import DictLikeModel, Event
@@ -38,8 +39,8 @@ from temporal_workflows.llama.retry_policy import RetryInfo
 if TYPE_CHECKING:
     import asyncio
 
+    from temporal_workflows.llama._invocations import Invocation
     from temporal_workflows.llama._local import LocalRun
-    from temporal_workflows.llama._runtime import Invocation
     from temporal_workflows.llama.workflow import Workflow
 
 __all__ = ["Context", "DictState", "InMemoryStateStore", "StateStore"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio.api.failure.v1 import Failure
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.converter import (
@@ -22,10 +23,12 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
+from temporal_workflows._engine.serde import validation_message
 from temporal_workflows._errors import WorkflowError, failure_details, rebuild_error
 from temporal_workflows.temporal._protocol import LEGACY_FAILURE_TYPES
 
 __all__ = [
+    "short_message",
     "MAX_CAUSE_CHAIN",
     "CycleSafeFailureConverter",
     "CycleSafeFailureConverterWithEncodedAttributes",
@@ -87,6 +90,12 @@ class CycleSafeFailureConverterWithEncodedAttributes(
     CycleSafeFailureConverter, DefaultFailureConverterWithEncodedAttributes
 ):
     """:class:`CycleSafeFailureConverter` moving messages and stack traces into encoded (encrypted) attributes."""
+
+
+def short_message(e: BaseException, limit: int = 300) -> str:
+    """An error message fit for a warning or a failure: one line, bounded, quoting no input values."""
+    text = " ".join((validation_message(e) if isinstance(e, ValidationError) else str(e)).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def to_failure(error: WorkflowError, *, non_retryable: bool = True) -> ApplicationError:

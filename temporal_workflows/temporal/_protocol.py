@@ -542,7 +542,7 @@ class Pinned:
     may not read from the environment; absent in older runs (then the default)."""
     step_options: dict[str, dict[str, Any]] | None = None
     """Per executor, how its steps run as activities (only what differs from the
-    defaults, see ``temporal._options``); in older runs it was part of the topology."""
+    defaults, see ``temporal/_workflow/options.py``); in older runs it was part of the topology."""
     shape: GraphShape | None = None
     """The graph's picture as data (``_graph.shape``), made by the worker from the built graph, answered by the
     ``topology`` query so any reader (the console) can draw the run; absent in runs recorded before it was kept,

@@ -1,7 +1,7 @@
 """What one workflow task may record: steps, children, inbox drains and updates share one budget.
 
 Its own module because every part of the workflow that records a large value
-(``_supersteps``, ``_children``, ``_inbox``) asks it for room, and none of them
+(``supersteps``, ``children``, ``inbox``) asks it for room, and none of them
 should import another to reach it.
 """
 

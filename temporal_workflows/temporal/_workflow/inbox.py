@@ -106,7 +106,7 @@ class Inbox:
     Args:
         validate: Type-checks a value in a local activity (the types are user code), at a boundary.
         validate_update: Type-checks what an update or ``deliver`` signal brought, in its handler
-            (a regular activity: see ``_locals``); ``validate`` if not given.
+            (a regular activity: see ``locals.py``); ``validate`` if not given.
         board: Where warnings about unusable signal input go.
         carried: What the previous execution handed over when it continued as new.
     """

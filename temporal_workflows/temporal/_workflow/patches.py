@@ -116,7 +116,7 @@ state is too large to carry, saying so in the status's warnings."""
 
 PATCH_VALIDATE_IN_ACTIVITY = "validate-outside-input-in-activity"
 """Runs recorded before this type-checked an update's (or a ``deliver`` signal's) input in a local activity
-inside its handler, which concurrent updates and a query could make unreplayable (``_locals``); newer
+inside its handler, which concurrent updates and a query could make unreplayable (``locals.py``); newer
 ones check it in a regular activity, issued only while none of the run's local activities is in flight."""
 
 PATCH_WAIT_FOR_SIGNATURE = "wait-for-a-worker-of-the-run-signature"

@@ -161,7 +161,7 @@ class StepRunner:
         window = asyncio.Semaphore(self.max_in_flight)
         subruns = None
         if SubrunSuperstep.any_in(self.topology, tasks):
-            # Sub-workflow executors' steps run their children as child workflows first (_children).
+            # Sub-workflow executors' steps run their children as child workflows first (children.py).
             run_key = workflow.info().workflow_id + (f"@{self.epoch}" if self.epoch else "")
             loop = asyncio.get_running_loop()
             subruns = SubrunSuperstep(self.topology, tasks, engine.state, run_key=run_key, future=loop.create_future)

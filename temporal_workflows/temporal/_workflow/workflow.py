@@ -7,14 +7,18 @@ so deploying a changed graph never changes a running execution.
 
 This module runs no user code: steps, callable reducers, routing and the
 validation of outside input all run in activities. The loop is
-``_driver.SuperstepDriver``, the same one the in-process runner drives; this
+``_engine.driver.SuperstepDriver``, the same one the in-process runner drives; this
 class is its host on Temporal. Its state lives in parts that each carry
 themselves across continue-as-new:
 
-* ``_inbox.Inbox``: outside input (responses, messages, events) until a boundary;
-* ``_checkpointing.Checkpoints``: checkpoints, resets and forks;
-* ``_status.StatusBoard``: the status query, search attribute and warnings;
-* ``_supersteps.StepRunner``: steps and reducers as activities.
+* ``inbox.Inbox``: outside input (responses, messages, events) until a boundary;
+* ``checkpointing.Checkpoints``: checkpoints, resets and forks;
+* ``status.StatusBoard``: the status query, search attribute and warnings;
+* ``supersteps.StepRunner``: steps and reducers as activities;
+* ``continuation.Continuation``: continue-as-new, when history is long or a reset asks.
+
+Where a run starts (five starting points) is ``startup.start_engine``. The
+driver's host (``_Host``) is given these parts and the run's ``RunControls``.
 
 Every signal, update and query is declared here, so the wire contract is read
 in one file (the names and argument types are in ``_protocol``).
@@ -24,26 +28,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
 from pydantic_core import to_json
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue, RetryPolicy
-from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError, FailureError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
-from temporal_workflows._checkpoints.base import WorkflowCheckpoint, checkpoint_of
+from temporal_workflows._checkpoints.base import WorkflowCheckpoint
 from temporal_workflows._engine.driver import DriverHost, RunStatus, StepOutcome, SuperstepDriver, pending_request_event
 from temporal_workflows._engine.limits import (
     DEFAULT_MAX_PAYLOAD_BYTES,
-    GUIDANCE,
     json_size,
     truncated_requests,
     truncated_state,
@@ -51,7 +54,6 @@ from temporal_workflows._engine.limits import (
 from temporal_workflows._engine.machine import (
     CommitPlan,
     Engine,
-    EngineSnapshot,
     PendingRequest,
     Reduction,
     StepTask,
@@ -59,24 +61,22 @@ from temporal_workflows._engine.machine import (
     shared_part,
 )
 from temporal_workflows._engine.registry import resolve as resolve_type
-from temporal_workflows._engine.serde import Envelope, encode, validation_message
+from temporal_workflows._engine.serde import Envelope, encode
 from temporal_workflows._errors import (
     CheckpointStorageError,
     InvalidRunInputError,
-    RunTooLargeError,
     WorkflowError,
     WorkflowRunError,
 )
 from temporal_workflows._events import (
     WorkflowEvent,
     WorkflowFailedEvent,
-    WorkflowResetEvent,
     WorkflowRunState,
     WorkflowStartedEvent,
     WorkflowStatusEvent,
 )
 from temporal_workflows._graph.shape import GraphShape
-from temporal_workflows.temporal._failures import refuse, to_failure
+from temporal_workflows.temporal._failures import refuse, short_message, to_failure
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_ROUTE,
     ACTIVITY_TOPOLOGY,
@@ -96,8 +96,6 @@ from temporal_workflows.temporal._protocol import (
     MAX_RESPONSES_PER_UPDATE,
     MAX_STEPS_IN_FLIGHT,
     MAX_TYPE_NAME_CHARS,
-    POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES,
-    POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS,
     QUERY_CHECKPOINT,
     QUERY_CHECKPOINTS,
     QUERY_COMMITTED_STATE,
@@ -123,8 +121,6 @@ from temporal_workflows.temporal._protocol import (
     UPDATE_SEND,
     UPDATE_SEND_EVENT,
     VALIDATE_INLINE_BYTES,
-    Carried,
-    CarriedCheckpoints,
     CheckpointRequest,
     CheckpointSetup,
     ConfirmInput,
@@ -153,9 +149,9 @@ from temporal_workflows.temporal._workflow.children import (
     carry_subrun,
     child_result,
     deliver_to_child,
-    resume_child,
     subrun_refusal,
 )
+from temporal_workflows.temporal._workflow.continuation import Continuation, RunCarry
 from temporal_workflows.temporal._workflow.inbox import (
     DELIVERED_CARRIED,
     Inbox,
@@ -177,28 +173,18 @@ from temporal_workflows.temporal._workflow.patches import (
     PATCH_VALIDATE_IN_ACTIVITY,
     RunPatches,
 )
+from temporal_workflows.temporal._workflow.startup import start_engine
 from temporal_workflows.temporal._workflow.status import StatusBoard
 from temporal_workflows.temporal._workflow.supersteps import StepRunner
 
 __all__ = [
     "GraphWorkflow",
-    "MIN_SEGMENT_EVENTS",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_STATUS_ON_EVERY_FAILURE",
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
-    "STREAM_EVENTS_CARRIED",
 ]
-
-STREAM_EVENTS_CARRIED = 1000
-"""Most recent events a run carries across continue-as-new (older offsets are then gone)."""
-
-MIN_SEGMENT_EVENTS = 20
-"""History events a run adds before it may continue as new again."""
-_CARRIED_BESIDE_STATE = 64 * 1024
-"""Room a continue-as-new input keeps beside the engine snapshot (checkpoint list, warnings, start message)."""
-
 
 SIGNALS = (
     SIGNAL_RESPOND,
@@ -246,17 +232,11 @@ def _is_null(raw: RawValue) -> bool:
     return encoding == b"binary/null" or (encoding == b"json/plain" and raw.payload.data.strip() == b"null")
 
 
-def _short(e: BaseException, limit: int = 300) -> str:
-    """An error message fit for a warning or a failure: one line, bounded, quoting no input values."""
-    text = " ".join((validation_message(e) if isinstance(e, ValidationError) else str(e)).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _failure_message(e: BaseException) -> str:
     """What failed the run, for ``status``: the activity's own error rather than "Activity task failed"."""
     while isinstance(e, FailureError) and not isinstance(e, ApplicationError) and e.cause is not None:
         e = e.cause
-    return _short(e, 1000) if not isinstance(e, FailureError) else " ".join(e.message.split())[:1000]
+    return short_message(e, 1000) if not isinstance(e, FailureError) else " ".join(e.message.split())[:1000]
 
 
 def _failure_type(e: BaseException) -> str:
@@ -307,23 +287,6 @@ def _check_input(inp: RunInput) -> None:
         raise InvalidRunInputError(error)
 
 
-def _check_carried(carried: Carried, topology: Topology) -> None:
-    """Refuse a ``carried`` start input no run of this graph could have handed over (the snapshot: the engine's)."""
-    for i, item in enumerate(carried.inbox.items if carried.inbox else ()):
-        where = f"carried.inbox.items[{i}]"
-        if item.kind not in ("respond", "send", "event"):
-            raise InvalidRunInputError(
-                f"{where}.kind must be 'respond', 'send' or 'event', not {quote(str(item.kind))}"
-            )
-        error = too_long(f"{where}.key", item.key, MAX_ID_CHARS)
-        if error is not None:
-            raise InvalidRunInputError(error)
-        if (item.kind == "send" or (item.kind == "event" and item.key)) and item.key not in topology.executor_ids:
-            raise InvalidRunInputError(
-                f"{where} is a message for {quote(item.key)}, not an executor of graph {topology.name!r}"
-            )
-
-
 def _reset_error(req: ResetRequest) -> str | None:
     """Why a reset request is refused before anything is looked up: an id or type name over its limit."""
     return too_long("checkpoint id", req.checkpoint_id, MAX_ID_CHARS) or too_long(
@@ -359,7 +322,7 @@ class GraphWorkflow:
                     raise TypeError(f"got {type(decoded).__name__}")
                 inp = decoded
             except Exception as e:
-                self._input_error = f'the start input is not {{"message": ...}} (a RunInput): {_short(e)}'
+                self._input_error = f'the start input is not {{"message": ...}} (a RunInput): {short_message(e)}'
         self._input = inp
         carried = inp.carried if self._input_error is None else None
         self._carried = carried
@@ -370,7 +333,7 @@ class GraphWorkflow:
         self._board = StatusBoard(self._publish, carried.status if carried else None)
         self.patches = RunPatches()
         self._budget = TaskBudget()
-        self.locals = LocalActivities()  # read by _locals.execute_local_activity
+        self.locals = LocalActivities()  # read by locals.execute_local_activity
         self._input_taken = (-1, 0)  # (workflow task, bytes of update input its validators let in)
         self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
         self._held_count = 0
@@ -396,7 +359,7 @@ class GraphWorkflow:
         self._segment = carried.segment if carried else 0
         self._start_env: Envelope | None = carried.start if carried else None
         self._lineage: dict[str, Any] | None = carried.lineage if carried else None
-        # A sub-workflow's child: runs to rest, refuses outside input (_children.py).
+        # A sub-workflow's child: runs to rest, refuses outside input (children.py).
         self._subrun = inp.subrun if self._input_error is None else None
         self._subrun_known: set[str] = set(inp.subrun.known or []) if inp.subrun and carried else set()
         self._subrun_ignored: list[str] = []
@@ -405,10 +368,17 @@ class GraphWorkflow:
             list(inp.subrun.intermediate or []) if inp.subrun and carried else []
         )
         self._payload_limit = DEFAULT_MAX_PAYLOAD_BYTES
-        self._max_events = DEFAULT_MAX_HISTORY_EVENTS
-        self._segment_start: int | None = None
-        self._updates_since_task = False
-        self._told_state_too_large = False
+        self._continuation = Continuation(
+            stream=self._stream,
+            board=self._board,
+            inbox=self._inbox,
+            checkpoints=self._checkpoints,
+            budget=self._budget,
+            patches=self.patches,
+            publish=self._publish,
+            payload_limit=lambda: self._payload_limit,
+            max_events=DEFAULT_MAX_HISTORY_EVENTS,
+        )
         self._state_text: tuple[str, str] | None = None  # committed_state_page's text, and its version
 
     @workflow.dynamic_config
@@ -530,7 +500,7 @@ class GraphWorkflow:
         try:
             value: _T = workflow.payload_converter().from_payload(raw.payload, typ)
         except Exception as e:
-            self._board.warn(f"signal {name!r} ignored: its argument is not a valid {typ.__name__}: {_short(e)}")
+            self._board.warn(f"signal {name!r} ignored: its argument is not a valid {typ.__name__}: {short_message(e)}")
             return None, False
         return value, True
 
@@ -577,7 +547,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_CHECKPOINT)
     async def take_checkpoint(self, req: CheckpointRequest | None = None) -> dict[str, Any]:
         """Take a checkpoint at the next boundary (now, if idle); returns its id once saved."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         ask = CheckpointAsk(req.label if req else None, via_update=True)
         self._checkpoints.asks.append(ask)
         await workflow.wait_condition(lambda: ask.done)
@@ -612,7 +582,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_RESET)
     async def reset_run(self, req: ResetRequest | None = None) -> dict[str, Any]:
         """Reset at the next boundary (now, if idle); returns once the reset is accepted."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         self._budget.charge(json_size(req))  # the SDK repeats the accepted update's input in this task
         plan = await self._plan_reset(req or ResetRequest())
         self._reset = plan
@@ -650,7 +620,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_RESPOND)
     async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
         """Answer a request; returns once accepted (delivered at the next boundary)."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         self._check_open()
         self._inbox.charge_update(inp)
         return await self._inbox.accept_response(await self._started_engine(), inp)
@@ -669,7 +639,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_RESPOND_ALL)
     async def submit_responses(self, inp: RespondAllInput) -> dict[str, Any]:
         """Answer several requests together (all or none); returns once all are accepted, applied at one boundary."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         self._check_open()
         self._inbox.charge_update(inp)
         accepted = await self._inbox.accept_responses(await self._started_engine(), inp)
@@ -694,7 +664,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_SEND)
     async def send_message(self, inp: SendInput) -> dict[str, Any]:
         """Queue a message for an executor; returns once it is accepted."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         self._inbox.charge_update(inp)
         return await self._inbox.accept_message(inp, self._check_open)
 
@@ -720,7 +690,7 @@ class GraphWorkflow:
     @workflow.update(name=UPDATE_SEND_EVENT)
     async def submit_event(self, inp: EventInput) -> dict[str, Any]:
         """An event for the run to route at its next boundary; returns once the run can read it."""
-        self._updates_since_task = True
+        self._continuation.updates_since_task = True
         self._check_open()
         self._inbox.charge_update(inp)
         return await self._inbox.accept_event(await self._started_engine(), inp, self._check_open)
@@ -885,7 +855,7 @@ class GraphWorkflow:
         self._input_taken = (task, taken + size)
 
     def _check_not_busy(self) -> None:
-        """Refuse an update while one of the run's local activities is in flight (see ``_locals``).
+        """Refuse an update while one of the run's local activities is in flight (see ``locals.py``).
 
         Accepted now, the update could be ordered before that activity's result
         in history and after it on replay. Refused, it leaves no trace; the
@@ -902,7 +872,7 @@ class GraphWorkflow:
         """Wait until none of the run's local activities is in flight, before issuing a command from a handler.
 
         A handler's command then follows the result of any such activity in
-        history and on replay alike (see ``_locals``). Runs recorded before
+        history and on replay alike (see ``locals.py``). Runs recorded before
         ``PATCH_VALIDATE_IN_ACTIVITY`` did not wait.
         """
         if self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
@@ -912,7 +882,7 @@ class GraphWorkflow:
     async def _validate_update(self, executor_id: str, value: Envelope, request: PendingRequest | None) -> Validated:
         """Type-check input an update (or a ``deliver`` signal) brought, in a regular activity.
 
-        A local activity here made concurrent input unreplayable (``_locals``):
+        A local activity here made concurrent input unreplayable (``locals.py``):
         its result can reach the run an activation late. A regular activity's
         result is a history event, delivered where it is recorded.
         """
@@ -993,7 +963,7 @@ class GraphWorkflow:
         arg = RouteInput(name, event, step, pending, busy)
         if self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
             # A regular activity, as for validation (``_validate_update``): a local activity in an update
-            # handler made concurrent input unreplayable (``_locals``).
+            # handler made concurrent input unreplayable (``locals.py``).
             await self._quiet()
             async with self._budget.lock:
                 size = json_size(arg)
@@ -1055,7 +1025,7 @@ class GraphWorkflow:
             raise
 
     async def _run(self) -> dict[str, Any]:
-        self.patches.ask_at_start()  # first, before any activity (see _patches)
+        self.patches.ask_at_start()  # first, before any activity (see patches.py)
         name = workflow.info().workflow_type
         inp = self._input
         if self._input_error is not None:
@@ -1085,7 +1055,7 @@ class GraphWorkflow:
         cps = self._checkpoints
         cps.setup = pinned.checkpoints or CheckpointSetup()
         self._payload_limit = pinned.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
-        self._max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
+        self._continuation.max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
         steps = self._steps = StepRunner(
             topology, pinned.step_options or {}, epoch=self._epoch, budget=self._budget, notice=self._board.warn
         )
@@ -1093,40 +1063,11 @@ class GraphWorkflow:
         steps.streaming = inp.stream
         steps.invocation_kwargs = inp.invocation_kwargs
         engine = Engine(topology)
-        carried = self._carried
-        # What the engine starts from, named in the error if it cannot (a forged or corrupt snapshot).
-        source = "message"
-        if carried is not None:
-            try:
-                _check_carried(carried, topology)
-            except InvalidRunInputError as e:
-                raise to_failure(e) from None
-        try:
-            if carried is not None:
-                if carried.snapshot is not None:
-                    source = "carried.snapshot"
-                    engine.restore(carried.snapshot.to_snapshot())
-                elif carried.start is not None:
-                    source = "carried.start"
-                    engine.start(carried.start)
-            elif self._subrun is not None and self._subrun.snapshot is not None:
-                source = "subrun.snapshot"
-                resume_child(engine, self._subrun, topology)
-            elif inp.fork_from is not None:
-                fork = inp.fork_from
-                cp = await cps.load(fork.workflow_id, fork.checkpoint_id)
-                self._budget.charge(json_size(cp))  # its local activity's marker records it in this task
-                cps.check_signature(cp, topology, fork.allow_signature_mismatch)
-                source = f"fork_from: checkpoint {quote(fork.checkpoint_id)} of workflow {quote(fork.workflow_id)}"
-                engine.restore(cp.to_snapshot())
-                self._lineage = {"workflow_id": fork.workflow_id, "checkpoint_id": fork.checkpoint_id}
-                cps.restored(cp.checkpoint_id, base=False)
-            elif not (inp.keep_alive and inp.message is None and inp.message_type is None):
-                self._start_env = inp.envelope
-                engine.start(self._start_env)
-        except WorkflowError as e:
-            error = InvalidRunInputError(f"the run cannot start from its input: {source}: {_short(e, 1000)}")
-            raise to_failure(error) from None
+        point = await start_engine(engine, inp, self._carried, self._subrun, checkpoints=cps, budget=self._budget)
+        if point.start is not None:
+            self._start_env = point.start
+        if point.lineage is not None:
+            self._lineage = point.lineage
         self._engine = engine
         steps.restored(engine)
         if self._epoch:
@@ -1138,17 +1079,33 @@ class GraphWorkflow:
             every = 0  # a child's checkpoints are its parent's: they hold it
         driver = SuperstepDriver(
             engine,
-            _Host(self, engine),
+            _Host(
+                steps=steps,
+                inbox=self._inbox,
+                checkpoints=cps,
+                board=self._board,
+                continuation=self._continuation,
+                patches=self.patches,
+                run=RunControls(
+                    resetting=lambda: self._reset is not None,
+                    closing=lambda: self._closing,
+                    may_finish=self._may_finish,
+                    continue_as_new=lambda engine, may_postpone: self._continue_as_new(
+                        engine, may_postpone=may_postpone
+                    ),
+                ),
+            ),
             checkpoint_every=every,
             payload_limit=lambda: self._payload_limit,
             # New input (not a restored snapshot) is checkpointed before its first superstep.
-            entry_checkpoint=source in ("message", "carried.start"),
+            entry_checkpoint=point.new_input,
             limit_state=self.patches.get(PATCH_STATE_LIMIT),
             # Runs recorded before steps read the state in pages kept it within one payload.
             state_limit=None if self.patches.get(PATCH_STATE_PAGES) else (lambda: self._payload_limit),
             release_outputs=lambda: self.patches.get(PATCH_RELEASE_OUTPUTS),
             intermediate=self._subrun_intermediate if self._subrun is not None else None,
         )
+        carried = self._carried
         if carried is None or carried.reason != "history":
             self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
             # A run restored from a checkpoint says again what it is waiting for.
@@ -1165,7 +1122,7 @@ class GraphWorkflow:
             self._board.error = str(e)
             raise to_failure(e) from None
         # Let in-flight handlers finish (and stream pollers see the end) before closing.
-        await self._settle(engine)
+        await self._continuation.settle(engine)
         if self._subrun is not None:
             try:
                 return child_result(
@@ -1189,289 +1146,107 @@ class GraphWorkflow:
             **({"outputs_released": engine.outputs_released} if engine.outputs_released else {}),
         }
 
-    # -- continue-as-new -----------------------------------------------------------
+    def _may_finish(self, engine: Engine) -> bool:
+        """Whether the run ends when it has no work (otherwise it waits for input)."""
+        # A sub-workflow's child ends each activation at rest; its parent keeps it while it waits.
+        return self._subrun is not None or self._closing or (not self._keep_alive and not engine.pending_requests)
 
-    def _history_is_long(self) -> bool:
-        info = workflow.info()
-        length = info.get_current_history_length()
-        if self._segment_start is None:
-            self._segment_start = length
-        # A new run must make some progress first, or a tiny limit would continue as new for ever.
-        if length < self._segment_start + MIN_SEGMENT_EVENTS:
-            return False
-        return info.is_continue_as_new_suggested() or length >= self._max_events
+    # -- continue-as-new (continuation.py) --------------------------------------------
 
-    def _carry_later(self, engine: Engine) -> bool:
-        """Whether a long history continues as new at a later boundary: the engine holds outside input that
-        arrived since the last one (large messages or responses), too large to carry, and this superstep
-        takes it. History still has room, so the run processes it first rather than fail."""
-        snap = engine.snapshot()
-        size = json_size(snap)
-        if size <= self._payload_limit:
-            return False
-        unprocessed = json_size(snap.pending) + json_size(snap.responses)
-        info = workflow.info()
-        room = (
-            info.get_current_history_size() < POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES
-            and info.get_current_history_length() < POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS
-        )
-        if not room:
-            return False
-        if size - unprocessed <= self._payload_limit and self.patches.get(PATCH_CARRY_LATER):
-            return True
-        return self.patches.get(PATCH_STATE_PAGES) and self._state_too_large_to_carry(snap, size)
-
-    def _state_too_large_to_carry(self, snap: EngineSnapshot, size: int) -> bool:
-        """Whether the committed state alone keeps the run from continuing as new (it may take up to
-        ``STATE_PAYLOADS`` payloads, a continue-as-new carries one): the run then goes on in this execution
-        while history has room, and the status says so once per execution."""
-        if size - json_size(snap.outputs) <= self._payload_limit - _CARRIED_BESIDE_STATE:
-            return False  # outputs, not state: the oldest are released when the run continues as new
-        state = json_size(snap.state)
-        if not self._told_state_too_large:
-            self._told_state_too_large = True
-            self._board.note(
-                f"the committed state ({state:,} bytes as JSON) is too large for a continue-as-new to carry "
-                f"(one payload: {self._payload_limit:,} bytes); the run goes on in this execution while its "
-                f"history has room (up to {POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES:,} bytes, "
-                f"{POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS:,} events), then fails with RunTooLargeError unless "
-                f"the state shrinks; {GUIDANCE}"
-            )
-        return True
-
-    def _inbox_takes_first(self) -> bool:
-        """Whether a long history continues as new only after the next boundary takes the inbox's input.
-
-        Validated in regular activities (``PATCH_VALIDATE_IN_ACTIVITY``), an
-        update's input reaches the inbox when its activity returns, also while
-        the run settles its handlers to continue as new. Too large to carry, it
-        is taken into the engine first, while history has room; runs recorded
-        before decided without it.
-        """
-        if not self._inbox or not self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
-            return False
-        info = workflow.info()
-        return (
-            json_size([i.value.data for i in self._inbox.items]) > self._payload_limit // 2
-            and info.get_current_history_size() < POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES
-            and info.get_current_history_length() < POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS
-        )
-
-    async def _settle(self, engine: Engine, *, continuing: bool = False) -> None:
-        """Let every handler finish before the run closes or continues as new.
-
-        Checkpoint requests that arrive meanwhile are served here (this is a
-        boundary), or their updates would wait for ever. Before continuing as
-        new, the updates' completions are first sent in a workflow task of
-        their own: completed in the same task as the continue-as-new, an
-        update is sometimes delivered again to the new run
-        (temporalio/temporal#6375), which would apply a message twice.
-        """
-        self._stream.detach_pollers()
-        cps = self._checkpoints
-        while True:
-            await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(cps.asks))
-            if cps.asks:
-                await cps.serve(engine, self._board.warn)
-                continue
-            if not continuing or not self._updates_since_task:
-                return
-            self._updates_since_task = False
-            await workflow.sleep(timedelta(milliseconds=1), summary="flush update completions")
-
-    def _stream_state(self, keep: int = STREAM_EVENTS_CARRIED) -> WorkflowStreamState:
-        state = self._stream.get_state()
-        extra = len(state.log) - keep
-        if extra > 0:
-            state = dataclasses.replace(state, log=state.log[extra:], base_offset=state.base_offset + extra)
-        return state
-
-    async def _continue_as_new(self, engine: Engine, *, may_postpone: bool = False) -> None:
-        """Continue as new at this boundary, for a reset or because history is long.
-
-        The engine snapshot (or the reset's starting point) is the new run's
-        input; each part carries itself. Nothing is lost: handlers finish first.
-        Returns (``may_postpone``) when the handlers that finished left input
-        too large to carry in the inbox: the next boundary takes it first.
-        """
-        if self._steps is not None:
-            self._steps.in_flight = []
-        await self._settle(engine, continuing=True)
-        # Its input (up to a payload) waits for the next workflow task if this one has recorded much.
-        while await self._budget.room(self._payload_limit):
-            await self._settle(engine, continuing=True)
-        if may_postpone and self._inbox_takes_first():
-            return
-        info = workflow.info()
-        cps = self._checkpoints
-        plan = self._reset  # a reset accepted while settling wins
-        if plan is None:
-            carried = Carried(
-                reason="history",
-                snapshot=checkpoint_of(
-                    engine,
-                    checkpoint_id="",
-                    run_id=info.workflow_id,
-                    previous_checkpoint_id=cps.last_id,
-                    timestamp=workflow.now(),
-                ),
-                start=self._start_env,
-                epoch=self._epoch,
-                inbox=self._inbox.carry(),
-                checkpoints=cps.carry(),
-                status=self._board.carry(),
-                closing=self._closing,
-            )
-            workflow.logger.info("continuing as new after %s history events", info.get_current_history_length())
-        else:
-            cp = plan.checkpoint
-            own = cp is not None and cp.run_id == info.workflow_id
-            chain = cps.carry()
-            carried = Carried(
-                reason="reset",
-                snapshot=cp,
-                # A clean reset later starts again from the run's start message, however many resets came
-                # before; a reset with a new message makes that the start message.
-                start=plan.start if cp is None else self._start_env,
-                epoch=self._epoch + 1,
-                checkpoints=CarriedCheckpoints(
-                    last_id=cp.checkpoint_id if cp is not None else None,
-                    base_id=cp.checkpoint_id if cp is not None and own and not cps.history_only else None,
-                    listed=chain.listed,
-                    kept=chain.kept,
-                ),
-            )
-            # Results of steps still running, queued input, requests and outputs go with the old run.
-            self._publish(
-                WorkflowResetEvent(
-                    checkpoint_id=plan.requested_checkpoint_id,
-                    superstep=cp.superstep if cp is not None else 0,
-                    resets=self._epoch + 1,
-                )
-            )
-        carried.segment = self._segment + 1
-        carried.lineage = self._lineage
-        carried.stream = self._stream_state()
-        arg = RunInput(
+    def _run_carry(self) -> RunCarry:
+        """What the run is now, for a continue-as-new (its parts carry themselves)."""
+        steps = self._steps
+        return RunCarry(
+            reset=self._reset,
+            start=self._start_env,
+            epoch=self._epoch,
+            closing=self._closing,
+            segment=self._segment,
+            lineage=self._lineage,
+            input=self._input,
             keep_alive=self._keep_alive,
-            stream=self._steps.streaming if self._steps is not None else self._input.stream,
-            invocation_kwargs=(
-                self._steps.invocation_kwargs if self._steps is not None else self._input.invocation_kwargs
-            ),
-            checkpoint_every=self._input.checkpoint_every,
-            max_history_events=self._input.max_history_events,
-            max_steps_in_flight=self._input.max_steps_in_flight,
-            carried=carried,
+            stream=steps.streaming if steps is not None else self._input.stream,
+            invocation_kwargs=steps.invocation_kwargs if steps is not None else self._input.invocation_kwargs,
             subrun=carry_subrun(self._subrun, self._subrun_known, self._subrun_intermediate),
         )
-        size = json_size(arg)
-        if size > self._payload_limit:
-            # The stream's recent events are a convenience for late subscribers: shed them first.
-            carried.stream = self._stream_state(keep=0)
-            size = json_size(arg)
-            if size > self._payload_limit and self.patches.get(PATCH_RELEASE_OUTPUTS):
-                # Then the oldest outputs: each was an ``output`` event when committed (Engine.release_outputs).
-                size = self._release_outputs(arg, size)
-            if size > self._payload_limit:
-                raise self._too_large_to_continue(arg, size, engine.superstep)
-        if self._board.attribute is not None and self.patches.get(PATCH_STATUS_ON_CONTINUE_AS_NEW):
-            # This segment closes: it is no longer running or waiting; its successor says where the run is.
-            self._board.set(RunStatus.CONTINUED_AS_NEW, "continued as new")
-        workflow.continue_as_new(args=[arg])
-        raise AssertionError("unreachable")  # continue_as_new raises
 
-    def _release_outputs(self, arg: RunInput, size: int) -> int:
-        """Release the oldest outputs the continue-as-new input carries until it fits; its size then."""
-        carried = arg.carried
-        assert carried is not None and carried.snapshot is not None
-        snap = carried.snapshot
-        over, release = size - self._payload_limit, 0
-        while over > 0 and release < len(snap.outputs):
-            over -= json_size(snap.outputs[release].value.data) + 1
-            release += 1
-        if release:
-            carried.snapshot = snap.model_copy(
-                update={"outputs": snap.outputs[release:], "outputs_released": snap.outputs_released + release}
-            )
-        return json_size(arg)
+    async def _continue_as_new(self, engine: Engine, *, may_postpone: bool = False) -> None:
+        """Continue as new at this boundary (a reset, or a long history): steps in flight go with this run."""
+        if self._steps is not None:
+            self._steps.in_flight = []
+        await self._continuation.continue_as_new(engine, self._run_carry, may_postpone=may_postpone)
 
-    def _too_large_to_continue(self, arg: RunInput, size: int, superstep: int) -> RunTooLargeError:
-        """Name what really makes the continue-as-new input large: parts and state keys, largest first."""
-        carried = arg.carried
-        assert carried is not None
-        parts: list[tuple[int, str]] = []
-        snapshot = carried.snapshot
-        if snapshot is not None:
-            parts += [(json_size(v.data), f"state key {quote(k)}") for k, v in snapshot.state.items()]
-            parts.append((json_size([o.value.data for o in snapshot.outputs]), "outputs"))
-            parts.append((json_size(snapshot.messages), "pending messages"))
-            parts.append((json_size(list(snapshot.pending_requests.values())), "pending requests"))
-        checkpoints = carried.checkpoints
-        for label, part in (
-            ("outside input not yet delivered", carried.inbox),
-            ("checkpoint list", checkpoints.listed if checkpoints else None),
-            ("checkpoints kept in the run (history-only storage)", checkpoints.kept if checkpoints else None),
-            ("warnings", carried.status),
-            ("start message", carried.start),
-            ("lineage", carried.lineage),
-            ("event stream", carried.stream),
-        ):
-            if part:
-                parts.append((json_size(part), label))
-        largest = sorted(parts, reverse=True)[:3]
-        return RunTooLargeError(
-            f"the run cannot continue as new: what it carries is {size:,} bytes as JSON, over the payload limit of "
-            f"{self._payload_limit:,} bytes; largest: {', '.join(f'{what} ({n:,} bytes)' for n, what in largest)}; "
-            f"{GUIDANCE}",
-            superstep=superstep,
-        )
+
+@dataclass(frozen=True)
+class RunControls:
+    """What the driver's host asks of the run itself, beyond its parts: whether a reset or close is pending,
+    whether it may finish when idle, and continuing as new (``GraphWorkflow`` supplies them)."""
+
+    resetting: Callable[[], bool]
+    closing: Callable[[], bool]
+    may_finish: Callable[[Engine], bool]
+    continue_as_new: Callable[[Engine, bool], Awaitable[None]]
 
 
 class _Host(DriverHost):
-    """The driver's host on Temporal: the workflow's parts, at boundaries and in supersteps."""
+    """The driver's host on Temporal: the workflow's parts, at boundaries and in supersteps.
 
-    def __init__(self, wf: GraphWorkflow, engine: Engine) -> None:
-        self.wf = wf
-        self.engine = engine
-        assert wf._steps is not None
-        self.steps: StepRunner = wf._steps
+    It is given each collaborator it uses (no reaching into the workflow): the
+    parts that carry themselves, and the run's :class:`RunControls`.
+    """
+
+    def __init__(
+        self,
+        *,
+        steps: StepRunner,
+        inbox: Inbox,
+        checkpoints: Checkpoints,
+        board: StatusBoard,
+        continuation: Continuation,
+        patches: RunPatches,
+        run: RunControls,
+    ) -> None:
+        self.steps = steps
+        self.inbox = inbox
+        self.checkpoints = checkpoints
+        self.board = board
+        self.continuation = continuation
+        self.patches = patches
+        self.run = run
 
     def now(self) -> float:
         return workflow.now().timestamp()
 
     async def take_input(self, engine: Engine) -> None:
-        if self.wf._reset is not None:
-            await self.wf._continue_as_new(engine)
-        await self.wf._inbox.drain(engine)
+        if self.run.resetting():
+            await self.run.continue_as_new(engine, False)
+        await self.inbox.drain(engine)
 
     async def serve_checkpoints(self, engine: Engine) -> None:
-        await self.wf._checkpoints.serve(engine, self.wf._board.warn)
+        await self.checkpoints.serve(engine, self.board.warn)
 
     def may_finish(self, engine: Engine) -> bool:
-        # A sub-workflow's child ends each activation at rest; its parent keeps it while it waits.
-        return (
-            self.wf._subrun is not None or self.wf._closing or (not self.wf._keep_alive and not engine.pending_requests)
-        )
+        return self.run.may_finish(engine)
 
     async def before_superstep(self, engine: Engine) -> None:
-        wf = self.wf
-        if wf._history_is_long() and not wf._carry_later(engine) and not wf._inbox_takes_first():
-            await wf._continue_as_new(engine, may_postpone=True)
+        later = self.continuation
+        if later.history_is_long() and not later.carry_later(engine) and not later.inbox_takes_first():
+            await self.run.continue_as_new(engine, True)
 
     async def wait_for_input(self, engine: Engine) -> None:
-        wf = self.wf
+        inbox, checkpoints, run = self.inbox, self.checkpoints, self.run
         deadline = engine.next_deadline()
         timeout = max(0.0, deadline - workflow.now().timestamp()) if deadline is not None else None
         # On timeout a request's deadline has come: the driver expires it at the next boundary.
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
-                lambda: bool(wf._inbox or wf._checkpoints.asks) or wf._closing or wf._reset is not None,
+                lambda: bool(inbox or checkpoints.asks) or run.closing() or run.resetting(),
                 timeout=timeout,
                 timeout_summary="request deadline",
             )
 
     def on_status(self, status: RunStatus, details: str) -> None:
-        self.wf._board.set(status, details)
+        self.board.set(status, details)
 
     def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
         # Steps started inside this span are its children (the context rides in
@@ -1486,7 +1261,7 @@ class _Host(DriverHost):
         return workflow_span(f"superstep {superstep}", attributes)
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
-        return await self.steps.run(tasks, engine, lambda: self.wf._reset is not None)
+        return await self.steps.run(tasks, engine, self.run.resetting)
 
     def finish_order(self) -> Sequence[int] | None:
         return self.steps.finished_order
@@ -1496,16 +1271,15 @@ class _Host(DriverHost):
 
     def committed(self, plan: CommitPlan, engine: Engine) -> None:
         self.steps.committed(plan, engine)
-        self.wf._checkpoints.written(plan.keys_written)
+        self.checkpoints.written(plan.keys_written)
 
     async def save_checkpoint(self, engine: Engine, trigger: str) -> str | None:
-        wf = self.wf
-        if trigger == "entry" and not self.wf.patches.get(PATCH_ENTRY_CHECKPOINT):
+        if trigger == "entry" and not self.patches.get(PATCH_ENTRY_CHECKPOINT):
             return None
         try:
-            return await wf._checkpoints.take(engine, None, trigger)
+            return await self.checkpoints.take(engine, None, trigger)
         except CheckpointStorageError as e:
-            if wf.patches.get(PATCH_CHECKPOINT_FAILURE_FAILS_RUN):
+            if self.patches.get(PATCH_CHECKPOINT_FAILURE_FAILS_RUN):
                 raise
-            wf._board.warn(str(e))
+            self.board.warn(str(e))
             return None
