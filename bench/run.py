@@ -1020,7 +1020,7 @@ def render_table(report: dict[str, Any]) -> str:
         "  fan-out loop beside Agent Framework 1.23's runner, µs / step",
         report["local_fanloop_us_per_step"],
         maf.get("fanloop_us_per_step", ""),
-        f"{report['local_fanloop_maf_ratio']:.3g}",
+        _ratio(report["local_fanloop_maf_ratio"]),
         "local_fanloop_maf_ratio",
         1,
     )
@@ -1028,7 +1028,7 @@ def render_table(report: dict[str, Any]) -> str:
         "  checkpointed chain beside Agent Framework 1.23's runner, ms",
         report["local_chain200_checkpointed_ms"],
         maf.get("chain200_checkpointed_ms", ""),
-        f"{report['local_chain200_maf_ratio']:.3g}",
+        _ratio(report["local_chain200_maf_ratio"]),
         "local_chain200_maf_ratio",
         1,
     )
@@ -1069,6 +1069,11 @@ def render_table(report: dict[str, Any]) -> str:
     if "agents" in report:
         table += "\n\n" + agents.render(report["agents"])
     return table
+
+
+def _ratio(value: float | None) -> str:
+    """A ratio for the table; one not measured (``--quick`` leaves out Agent Framework's chain) reads so."""
+    return "not measured" if value is None or math.isnan(value) else f"{value:.3g}"
 
 
 def _json_safe(value: Any) -> Any:
