@@ -53,8 +53,9 @@ from temporal_workflows.temporal._protocol import (
     CarriedStatus,
     RunInput,
 )
+from temporal_workflows.temporal._workflow.continuation import Continuation
 from temporal_workflows.temporal._workflow.status import WARNING_LIMIT
-from temporal_workflows.temporal._workflow.workflow import SIGNALS, UPDATES, GraphWorkflow
+from temporal_workflows.temporal._workflow.workflow import SIGNALS, UPDATES
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
 from tests.integration.runs import outcome as settled
@@ -348,8 +349,8 @@ def test_a_run_too_large_to_continue_names_the_parts_that_are() -> None:
         start=Envelope(None, "m" * 400_000),
     )
     arg = RunInput(carried=carried)
-    fake = SimpleNamespace(_payload_limit=DEFAULT_MAX_PAYLOAD_BYTES)
-    error = GraphWorkflow._too_large_to_continue(fake, arg, 2_300_000, 7)  # type: ignore[arg-type]
+    fake = SimpleNamespace(_payload_limit=lambda: DEFAULT_MAX_PAYLOAD_BYTES)
+    error = Continuation._too_large_to_continue(fake, arg, 2_300_000, 7)  # type: ignore[arg-type]
     assert isinstance(error, RunTooLargeError) and error.superstep == 7
     message = str(error)
     assert "checkpoint list (1,800," in message and "start message (400,0" in message
