@@ -317,8 +317,12 @@ class StateSizes:
 
     def after(self, updates: Mapping[str, Envelope | None]) -> tuple[int, dict[str, int]]:
         """The total once ``updates`` are committed, and each updated key's new size (0: deleted)."""
-        new = {k: 0 if v is None else state_entry_size(k, v) for k, v in updates.items()}
-        return self.total + sum(size - self._sizes.get(k, 0) for k, size in new.items()), new
+        new: dict[str, int] = {}
+        total, sizes = self.total, self._sizes
+        for k, v in updates.items():
+            size = new[k] = 0 if v is None else state_entry_size(k, v)
+            total += size - sizes.get(k, 0)
+        return total, new
 
     def commit(self, new: Mapping[str, int], state: Mapping[str, Envelope]) -> None:
         """Record a commit's sizes (from :meth:`after`); ``state`` is the committed state now."""
