@@ -763,11 +763,22 @@ class SuperstepDriver:
             except StepsInterrupted:
                 engine.abort_superstep()
                 return
-            failed = [(t, o) for t, o in zip(tasks, outcomes, strict=True) if isinstance(o, StepFailure)]
+            # One look at each outcome: failed steps, a halt, unfinished steps (most supersteps: none of them).
+            failed: list[tuple[StepTask, StepFailure]] = []
+            halted = unfinished = False
+            for t, o in zip(tasks, outcomes, strict=True):
+                if type(o) is StepResult:
+                    halted = halted or o.halt
+                elif o is None:
+                    unfinished = True
+                elif isinstance(o, StepFailure):
+                    failed.append((t, o))
+                elif isinstance(o, StepResult):
+                    halted = halted or o.halt
             # A step that ended the run (a LlamaIndex StopEvent) before the others finished: the host
             # cancelled them (``run_steps``), and they commit nothing; the rest of the superstep commits.
-            halted = not failed and any(isinstance(o, StepResult) and o.halt for o in outcomes)
-            if failed or (not halted and any(o is None for o in outcomes)):
+            halted = halted and not failed
+            if failed or (not halted and unfinished):
                 engine.abort_superstep()
                 for t, o in zip(tasks, outcomes, strict=True):
                     self._step_events(t, o, committed=False)
