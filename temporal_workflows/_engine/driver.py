@@ -284,6 +284,11 @@ class DriverHost:
         raise NotImplementedError
 
 
+def _overrides(host: DriverHost, hook: str) -> bool:
+    """Whether ``host`` has its own ``hook`` (its class's, or set on it), not :class:`DriverHost`'s default."""
+    return hook in getattr(host, "__dict__", {}) or getattr(type(host), hook) is not getattr(DriverHost, hook)
+
+
 class ReducerFailed(Exception):
     """A host's report that a callable reducer raised (type and message of the user's error)."""
 
@@ -587,6 +592,12 @@ class SuperstepDriver:
         self._out: list[DriverEvent] = []
         self._shown: WorkflowRunState | None = None
         self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
+        # Hooks the host left at DriverHost's defaults do nothing: not called at every boundary (in process,
+        # a run with no outside input). Asked once: a host does not change its methods during a run.
+        self._takes_input = _overrides(host, "take_input")
+        self._serves_checkpoints = _overrides(host, "serve_checkpoints")
+        self._looks_before = _overrides(host, "before_superstep")
+        self._shows_status = _overrides(host, "on_status")
 
     # -- events ----------------------------------------------------------------------
 
@@ -692,7 +703,8 @@ class SuperstepDriver:
         while True:
             had_work = engine.has_work()
             idle = None if had_work else engine.run_state()
-            await host.take_input(engine)
+            if self._takes_input:
+                await host.take_input(engine)
             self.expire()
             if idle is not None and engine.has_work():
                 self._entry_due = True  # outside input (or a timeout) woke an idle run
@@ -700,7 +712,8 @@ class SuperstepDriver:
                     # The run was idle at this boundary whether the input came before it or after (a
                     # client answering at once, or a minute later): say so either way, on every host.
                     self._show_state(idle)
-            await host.serve_checkpoints(engine)
+            if self._serves_checkpoints:
+                await host.serve_checkpoints(engine)
             if self._out:
                 yield self._flush()
             if engine.halted or (not engine.has_work() and host.may_finish(engine)):
@@ -711,9 +724,11 @@ class SuperstepDriver:
                 return
             if engine.has_work() and self._entry_due:
                 await self._entry_checkpoint()
-            await host.before_superstep(engine)
+            if self._looks_before:
+                await host.before_superstep(engine)
             if engine.has_work():
-                host.on_status(RunStatus.RUNNING, f"superstep {engine.superstep + 1}")
+                if self._shows_status:
+                    host.on_status(RunStatus.RUNNING, f"superstep {engine.superstep + 1}")
                 self._activate()
                 async for batch in self._superstep():
                     yield batch
