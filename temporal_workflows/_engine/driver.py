@@ -206,6 +206,10 @@ StepOutcome = StepResult | StepFailure | None
 """``None``: the step had not finished when the host gave up waiting (see ``run_steps``)."""
 
 
+_NO_SCOPE: AbstractContextManager[Any] = nullcontext()
+"""The default superstep scope (one, reused: a ``nullcontext`` holds nothing)."""
+
+
 class DriverHost:
     """What a host supplies to :class:`SuperstepDriver`; the defaults suit a host with no outside input.
 
@@ -239,7 +243,7 @@ class DriverHost:
 
     def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
         """Context around a superstep's steps and commit (Temporal: its tracing span)."""
-        return nullcontext()
+        return _NO_SCOPE
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         """Run every task against ``engine.state``; one outcome per task, in task order.
@@ -592,12 +596,13 @@ class SuperstepDriver:
         self._out: list[DriverEvent] = []
         self._shown: WorkflowRunState | None = None
         self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
-        # Hooks the host left at DriverHost's defaults do nothing: not called at every boundary (in process,
-        # a run with no outside input). Asked once: a host does not change its methods during a run.
+        # Hooks the host left at DriverHost's defaults do nothing: not called at every boundary or commit
+        # (in process, a run with no outside input). Asked once: a host does not change its methods during a run.
         self._takes_input = _overrides(host, "take_input")
         self._serves_checkpoints = _overrides(host, "serve_checkpoints")
         self._looks_before = _overrides(host, "before_superstep")
         self._shows_status = _overrides(host, "on_status")
+        self._tracks_commits = _overrides(host, "committed")
 
     # -- events ----------------------------------------------------------------------
 
@@ -828,10 +833,12 @@ class SuperstepDriver:
                     raise ReducerError(reduction.key, step, e.error_type, e.message) from None
             updates = {**plan.state_updates, **reduced} if self.limit_state else {}
             new_sizes = self._measure_commit(tasks, results, updates, step) if updates else {}
-            engine.apply_commit(plan, reduced, now=host.now())
+            # The clock stamps new requests only (a superstep that made none reads none).
+            engine.apply_commit(plan, reduced, now=host.now() if plan.requests else None)
             if updates:
                 self._state_sizes.commit(new_sizes, engine.state)
-            host.committed(plan, engine)
+            if self._tracks_commits:
+                host.committed(plan, engine)
             for t, o in zip(tasks, outcomes, strict=True):
                 self._step_events(t, o, committed=True)  # a cancelled step: invoked, nothing more
             self._check_outputs(plan.outputs, step)
