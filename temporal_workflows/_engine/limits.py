@@ -199,13 +199,19 @@ def check_step_result(result: StepResult, *, executor_id: str) -> StepResult:
             when no single value is, the result's total and its largest
             parts), the size, the limit and the fix.
     """
-    values: list[Any] = [w.value.data for w in result.writes if w.value is not None]
+    values: list[Any] = [w.value.data for w in result.writes if w.value is not None] if result.writes else []
     for d in result.sent:
-        values.extend(m.data for m in d.messages)
-    values.extend(o.data for o in result.outputs)
-    values.extend((r.data.data, r.response_schema) for r in result.requests)
-    values.extend(e.data for e in result.events)
-    values.extend(m.data for m in result.unrouted)
+        for m in d.messages:
+            values.append(m.data)
+    # (Parts a step did not make are skipped: most steps make one or two kinds.)
+    if result.outputs:
+        values.extend(o.data for o in result.outputs)
+    if result.requests:
+        values.extend((r.data.data, r.response_schema) for r in result.requests)
+    if result.events:
+        values.extend(e.data for e in result.events)
+    if result.unrouted:
+        values.extend(m.data for m in result.unrouted)
     estimate = len(to_json(values)) + _FRAMING_PER_PART * len(values)
     if estimate <= MIN_MAX_PAYLOAD_BYTES:
         return result
