@@ -484,13 +484,14 @@ _E = TypeVar("_E", bound=WorkflowEvent)
 _M = TypeVar("_M", bound=BaseModel)
 _UNSET: Any = object()
 _set_attr = object.__setattr__
+_new = object.__new__
 
 
 @dataclass(frozen=True, slots=True)
 class _Template:
     values: dict[str, Any]
     """Every field, in declaration order: its default, or ``_UNSET`` for a required one."""
-    required: tuple[str, ...]
+    required: frozenset[str]
     mutable: tuple[str, ...]
     """Fields whose default is a list or dict (each model gets its own copy, as pydantic gives it)."""
     validated: bool
@@ -510,6 +511,7 @@ def _template(cls: type[BaseModel]) -> _Template | None:
         cls.__private_attributes__
         or cls.model_config.get("extra") is not None
         or cls.__pydantic_post_init__ is not None
+        or cls.__new__ is not object.__new__
     ):
         return None
     values: dict[str, Any] = {}
@@ -530,7 +532,7 @@ def _template(cls: type[BaseModel]) -> _Template | None:
             mutable.append(name)
     decorators = cls.__pydantic_decorators__
     validated = bool(decorators.model_validators or decorators.field_validators)
-    return _Template(values, tuple(required), tuple(mutable), validated)
+    return _Template(values, frozenset(required), tuple(mutable), validated)
 
 
 def _kept_template(cls: type[BaseModel]) -> _Template | None:
@@ -543,17 +545,15 @@ def _kept_template(cls: type[BaseModel]) -> _Template | None:
 def _construct(cls: type[_M], template: _Template, fields: dict[str, Any]) -> _M | None:
     """The model with ``fields`` and defaults (pydantic's ``model_construct``); ``None``: a field is unknown
     or missing."""
-    for name in template.required:
-        if name not in fields:
-            return None
-    values = template.values.copy()
-    values.update(fields)
+    if not template.required <= fields.keys():
+        return None
+    values = template.values | fields  # declaration order; an unknown field adds a key
     if len(values) != len(template.values):
         return None
     for name in template.mutable:
         if name not in fields:
             values[name] = values[name].copy()
-    model = cls.__new__(cls)
+    model = _new(cls)  # (no class here defines __new__: ``_template``)
     _set_attr(model, "__dict__", values)
     _set_attr(model, "__pydantic_fields_set__", set(fields))
     _set_attr(model, "__pydantic_extra__", None)
@@ -587,7 +587,9 @@ def built_event(cls: type[_E], /, **fields: Any) -> _E:
     validators of its own, and a call with a missing or unknown field, are
     built the validated way (which refuses them as it always does).
     """
-    template = _kept_template(cls)
+    template = _TEMPLATES.get(cls, _UNSET)
+    if template is _UNSET:
+        template = _kept_template(cls)
     if template is None or template.validated:
         return cls(**fields)
     event = _construct(cls, template, fields)

@@ -47,6 +47,8 @@ def iso_timestamp(value: datetime | str) -> str:
     time order, which the stores rely on.
     """
     when = datetime.fromisoformat(value) if isinstance(value, str) else value
+    if when.tzinfo is UTC:  # a host's clock (``datetime.now(UTC)``, workflow time): already in the one form
+        return when.isoformat(timespec="microseconds")
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.astimezone(UTC).isoformat(timespec="microseconds")

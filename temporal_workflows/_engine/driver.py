@@ -201,6 +201,10 @@ StepOutcome = StepResult | StepFailure | None
 """``None``: the step had not finished when the host gave up waiting (see ``run_steps``)."""
 
 
+_NO_SCOPE: AbstractContextManager[Any] = nullcontext()
+"""The default superstep scope (one, reused: a ``nullcontext`` holds nothing)."""
+
+
 class DriverHost:
     """What a host supplies to :class:`SuperstepDriver`; the defaults suit a host with no outside input.
 
@@ -234,7 +238,7 @@ class DriverHost:
 
     def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
         """Context around a superstep's steps and commit (Temporal: its tracing span)."""
-        return nullcontext()
+        return _NO_SCOPE
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         """Run every task against ``engine.state``; one outcome per task, in task order.
@@ -277,6 +281,11 @@ class DriverHost:
             CheckpointStorageError: it was not saved.
         """
         raise NotImplementedError
+
+
+def _overrides(host: DriverHost, hook: str) -> bool:
+    """Whether ``host`` has its own ``hook`` (its class's, or set on it), not :class:`DriverHost`'s default."""
+    return hook in getattr(host, "__dict__", {}) or getattr(type(host), hook) is not getattr(DriverHost, hook)
 
 
 class ReducerFailed(Exception):
@@ -360,11 +369,18 @@ same events. The messages themselves are delivered whatever their size."""
 
 
 def _step_data(fields: dict[str, Any], items: Sequence[Envelope]) -> dict[str, Any]:
-    """``fields`` (data and its types), or only the size they would take when that is over the limit."""
+    """``fields`` (data and its types among them), or, when the data is over the limit, ``fields`` without the
+    data and its types and with the size they would take (``data_omitted``)."""
     if fields.get("data") is None or _surely_small(items):
         return fields
     size = sum(json_size(e.data) for e in items) + len(items)
-    return fields if size <= STEP_EVENT_DATA_LIMIT else {"data_omitted": size}
+    if size <= STEP_EVENT_DATA_LIMIT:
+        return fields
+    return {k: v for k, v in fields.items() if k not in _DATA_FIELDS} | {"data_omitted": size}
+
+
+_DATA_FIELDS = frozenset(("data", "data_type", "item_types"))
+"""What :func:`_step_data` leaves out of an event whose data is too large to carry."""
 
 
 _SCALAR_JSON_BYTES = 32
@@ -401,6 +417,8 @@ def _listed(items: Sequence[Envelope]) -> dict[str, Any]:
     """
     if not items:
         return {"data": None}
+    if len(items) == 1 and items[0].type is None:  # most steps: one message of a JSON type
+        return {"data": [items[0].data]}
     data = [e.data for e in items]
     types = [e.type for e in items]
     if all(t is None for t in types):
@@ -416,9 +434,11 @@ def _invoked(task: StepTask) -> ExecutorInvokedEvent:
     if task.kind == "fan_in":
         fields = _listed(task.messages)
     else:
-        fields = {"data": task.messages[0].data, "data_type": task.messages[0].type}
-    data = _step_data(fields, task.messages)
-    return built_event(ExecutorInvokedEvent, executor_id=task.executor_id, superstep=task.superstep, **data)
+        first = task.messages[0]
+        fields = {"data": first.data, "data_type": first.type}
+    fields["executor_id"] = task.executor_id
+    fields["superstep"] = task.superstep
+    return built_event(ExecutorInvokedEvent, **_step_data(fields, task.messages))
 
 
 def _production_order(result: StepResult) -> list[str]:
@@ -428,6 +448,16 @@ def _production_order(result: StepResult) -> list[str]:
     one that does not add up must not fail the workflow's code.
     """
     order = result.production_order()
+    # Nearly every step sends each message to one target (or none): the record then holds only the four
+    # one-character codes, and counting them (in C) says whether it adds up.
+    sends, outs, events, reqs = order.count("s1"), order.count("o"), order.count("e"), order.count("r")
+    if (
+        sends + outs + events + reqs == len(order)
+        and not result.unrouted
+        and (sends, outs, events, reqs)
+        == (len(result.sent), len(result.outputs), len(result.events), len(result.requests))
+    ):
+        return order
     counts = {"o": 0, "e": 0, "r": 0}
     delivered = unrouted = 0
     for code in order:
@@ -511,6 +541,13 @@ class SuperstepDriver:
         self._out: list[DriverEvent] = []
         self._shown: WorkflowRunState | None = None
         self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
+        # Hooks the host left at DriverHost's defaults do nothing: not called at every boundary or commit
+        # (in process, a run with no outside input). Asked once: a host does not change its methods during a run.
+        self._takes_input = _overrides(host, "take_input")
+        self._serves_checkpoints = _overrides(host, "serve_checkpoints")
+        self._looks_before = _overrides(host, "before_superstep")
+        self._shows_status = _overrides(host, "on_status")
+        self._tracks_commits = _overrides(host, "committed")
 
     # -- events ----------------------------------------------------------------------
 
@@ -616,7 +653,8 @@ class SuperstepDriver:
         while True:
             had_work = engine.has_work()
             idle = None if had_work else engine.run_state()
-            await host.take_input(engine)
+            if self._takes_input:
+                await host.take_input(engine)
             self.expire()
             if idle is not None and engine.has_work():
                 self._entry_due = True  # outside input (or a timeout) woke an idle run
@@ -624,7 +662,8 @@ class SuperstepDriver:
                     # The run was idle at this boundary whether the input came before it or after (a
                     # client answering at once, or a minute later): say so either way, on every host.
                     self._show_state(idle)
-            await host.serve_checkpoints(engine)
+            if self._serves_checkpoints:
+                await host.serve_checkpoints(engine)
             if self._out:
                 yield self._flush()
             if engine.halted or (not engine.has_work() and host.may_finish(engine)):
@@ -635,9 +674,11 @@ class SuperstepDriver:
                 return
             if engine.has_work() and self._entry_due:
                 await self._entry_checkpoint()
-            await host.before_superstep(engine)
+            if self._looks_before:
+                await host.before_superstep(engine)
             if engine.has_work():
-                host.on_status(RunStatus.RUNNING, f"superstep {engine.superstep + 1}")
+                if self._shows_status:
+                    host.on_status(RunStatus.RUNNING, f"superstep {engine.superstep + 1}")
                 self._activate()
                 async for batch in self._superstep():
                     yield batch
@@ -687,11 +728,22 @@ class SuperstepDriver:
             except StepsInterrupted:
                 engine.abort_superstep()
                 return
-            failed = [(t, o) for t, o in zip(tasks, outcomes, strict=True) if isinstance(o, StepFailure)]
+            # One look at each outcome: failed steps, a halt, unfinished steps (most supersteps: none of them).
+            failed: list[tuple[StepTask, StepFailure]] = []
+            halted = unfinished = False
+            for t, o in zip(tasks, outcomes, strict=True):
+                if type(o) is StepResult:
+                    halted = halted or o.halt
+                elif o is None:
+                    unfinished = True
+                elif isinstance(o, StepFailure):
+                    failed.append((t, o))
+                elif isinstance(o, StepResult):
+                    halted = halted or o.halt
             # A step that ended the run (a LlamaIndex StopEvent) before the others finished: the host
             # cancelled them (``run_steps``), and they commit nothing; the rest of the superstep commits.
-            halted = not failed and any(isinstance(o, StepResult) and o.halt for o in outcomes)
-            if failed or (not halted and any(o is None for o in outcomes)):
+            halted = halted and not failed
+            if failed or (not halted and unfinished):
                 engine.abort_superstep()
                 for t, o in zip(tasks, outcomes, strict=True):
                     self._step_events(t, o, committed=False)
@@ -726,10 +778,12 @@ class SuperstepDriver:
                     raise ReducerError(reduction.key, step, e.error_type, e.message) from None
             updates = {**plan.state_updates, **reduced} if self.limit_state else {}
             new_sizes = self._measure_commit(tasks, results, updates, step) if updates else {}
-            engine.apply_commit(plan, reduced, now=host.now())
+            # The clock stamps new requests only (a superstep that made none reads none).
+            engine.apply_commit(plan, reduced, now=host.now() if plan.requests else None)
             if updates:
                 self._state_sizes.commit(new_sizes, engine.state)
-            host.committed(plan, engine)
+            if self._tracks_commits:
+                host.committed(plan, engine)
             for t, o in zip(tasks, outcomes, strict=True):
                 self._step_events(t, o, committed=True)  # a cancelled step: invoked, nothing more
             self._check_outputs(plan.outputs, step)
@@ -840,14 +894,10 @@ class SuperstepDriver:
                         self._shown = WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS
                         self._emit(built_event(WorkflowStatusEvent, state=self._shown))
         done = messages + yielded
-        self._emit(
-            built_event(
-                ExecutorCompletedEvent,
-                executor_id=task.executor_id,
-                superstep=task.superstep,
-                **_step_data(_listed(done), done),
-            )
-        )
+        fields = _listed(done)
+        fields["executor_id"] = task.executor_id
+        fields["superstep"] = task.superstep
+        self._emit(built_event(ExecutorCompletedEvent, **_step_data(fields, done)))
 
     def _check_step_inputs(self, tasks: Sequence[StepTask], step: int) -> None:
         """Fail the run, naming the executor, if a step's input cannot be one payload.

@@ -199,13 +199,19 @@ def check_step_result(result: StepResult, *, executor_id: str) -> StepResult:
             when no single value is, the result's total and its largest
             parts), the size, the limit and the fix.
     """
-    values: list[Any] = [w.value.data for w in result.writes if w.value is not None]
+    values: list[Any] = [w.value.data for w in result.writes if w.value is not None] if result.writes else []
     for d in result.sent:
-        values.extend(m.data for m in d.messages)
-    values.extend(o.data for o in result.outputs)
-    values.extend((r.data.data, r.response_schema) for r in result.requests)
-    values.extend(e.data for e in result.events)
-    values.extend(m.data for m in result.unrouted)
+        for m in d.messages:
+            values.append(m.data)
+    # (Parts a step did not make are skipped: most steps make one or two kinds.)
+    if result.outputs:
+        values.extend(o.data for o in result.outputs)
+    if result.requests:
+        values.extend((r.data.data, r.response_schema) for r in result.requests)
+    if result.events:
+        values.extend(e.data for e in result.events)
+    if result.unrouted:
+        values.extend(m.data for m in result.unrouted)
     estimate = len(to_json(values)) + _FRAMING_PER_PART * len(values)
     if estimate <= MIN_MAX_PAYLOAD_BYTES:
         return result
@@ -317,8 +323,12 @@ class StateSizes:
 
     def after(self, updates: Mapping[str, Envelope | None]) -> tuple[int, dict[str, int]]:
         """The total once ``updates`` are committed, and each updated key's new size (0: deleted)."""
-        new = {k: 0 if v is None else state_entry_size(k, v) for k, v in updates.items()}
-        return self.total + sum(size - self._sizes.get(k, 0) for k, size in new.items()), new
+        new: dict[str, int] = {}
+        total, sizes = self.total, self._sizes
+        for k, v in updates.items():
+            size = new[k] = 0 if v is None else state_entry_size(k, v)
+            total += size - sizes.get(k, 0)
+        return total, new
 
     def commit(self, new: Mapping[str, int], state: Mapping[str, Envelope]) -> None:
         """Record a commit's sizes (from :meth:`after`); ``state`` is the committed state now."""

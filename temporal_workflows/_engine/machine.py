@@ -643,24 +643,28 @@ class Engine:
             for i in finished:
                 sent.extend(results[i].sent)
         for task, result in zip(tasks, results, strict=True):
+            # (Each part is looked at only when the step made some: most steps make one or two kinds.)
             halt = halt or result.halt
-            answers.extend(result.answers)
-            own: dict[str, list[StateWrite]] = {}
-            for w in result.writes:
-                own.setdefault(w.key, []).append(w)
-            for key, ws in own.items():
-                if key in writers and key not in reducers:
-                    raise self._conflict(key, (writers[key], task.executor_id), task.superstep)
-                writers.setdefault(key, task.executor_id)
-                if key in reducers:
-                    writes_by_key.setdefault(key, []).extend(ws)
-                else:
-                    writes_by_key[key] = ws[-1:]  # a step's own later write wins over its earlier ones
-            if not arrival:
+            if result.answers:
+                answers.extend(result.answers)
+            if result.writes:
+                own: dict[str, list[StateWrite]] = {}
+                for w in result.writes:
+                    own.setdefault(w.key, []).append(w)
+                for key, ws in own.items():
+                    if key in writers and key not in reducers:
+                        raise self._conflict(key, (writers[key], task.executor_id), task.superstep)
+                    writers.setdefault(key, task.executor_id)
+                    if key in reducers:
+                        writes_by_key.setdefault(key, []).extend(ws)
+                    else:
+                        writes_by_key[key] = ws[-1:]  # a step's own later write wins over its earlier ones
+            if not arrival and result.sent:
                 sent.extend(result.sent)
-            if self.topology.output_kind(task.executor_id) == "output":
+            if result.outputs and self.topology.output_kind(task.executor_id) == "output":
                 outputs.extend(Output(task.executor_id, o) for o in result.outputs)
-            requests.extend(result.requests)
+            if result.requests:
+                requests.extend(result.requests)
         updates: dict[str, Envelope | None] = {}
         reductions: list[Reduction] = []
         for key, ws in writes_by_key.items():
@@ -724,20 +728,25 @@ class Engine:
         if self._running is None:
             raise WorkflowError("no superstep is running")
         reduced = reduced or {}
-        missing = [r.key for r in plan.reductions if r.key not in reduced]
-        if missing:
-            raise WorkflowError(f"callable reducers were not run for state keys {missing}")
-        state = dict(self.state)
-        for key, value in (*plan.state_updates.items(), *reduced.items()):
-            if value is None:
-                state.pop(key, None)
-            else:
-                state[key] = value
-        self.state = state
-        self.outputs.extend(plan.outputs)
-        answered_now = {req.request_id for req in (t.request for t in self._running) if req is not None}
-        for rid in answered_now:
-            self._answered.pop(rid, None)
+        if plan.reductions:
+            missing = [r.key for r in plan.reductions if r.key not in reduced]
+            if missing:
+                raise WorkflowError(f"callable reducers were not run for state keys {missing}")
+        if plan.state_updates or reduced:
+            # A new dict: the state a superstep's steps read, and a snapshot taken before, stay as they were.
+            state = dict(self.state)
+            for key, value in (*plan.state_updates.items(), *reduced.items()):
+                if value is None:
+                    state.pop(key, None)
+                else:
+                    state[key] = value
+            self.state = state
+        if plan.outputs:
+            self.outputs.extend(plan.outputs)
+        if self._answered:  # only a superstep that delivered responses answered requests
+            answered_now = {req.request_id for req in (t.request for t in self._running) if req is not None}
+            for rid in answered_now:
+                self._answered.pop(rid, None)
         for req in plan.requests:
             if now is not None:
                 deadline = now + req.timeout if req.timeout is not None else None

@@ -38,6 +38,9 @@ def materialize(event: DriverEvent) -> WorkflowEvent:
     if isinstance(event, Envelope):
         decoded: WorkflowEvent = decode(event)
         event = decoded
+    fields = event.__dict__
+    if fields.get("data_type") is None and fields.get("item_types") is None:
+        return event  # nothing to restore (most events; ``restored`` says the same, one call later)
     return event.restored()
 
 

@@ -39,6 +39,10 @@ T = TypeVar("T")
 _END = object()
 
 
+_NONE: list[LiveEvent] = []
+"""What :meth:`LiveQueue._published` returns when nothing was published (never appended to)."""
+
+
 class LiveQueue(Generic[T]):
     """The events of one ``run()`` call, driver's and steps' live ones, in the order they happen."""
 
@@ -57,6 +61,8 @@ class LiveQueue(Generic[T]):
 
     def _published(self) -> list[LiveEvent]:
         """The live events published since the last call, when no task puts the driver's events here."""
+        if self._queue.empty():  # (between most batches: no step published any)
+            return _NONE
         out: list[LiveEvent] = []
         while not self._queue.empty():
             item = self._queue.get_nowait()
