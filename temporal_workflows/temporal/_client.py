@@ -39,7 +39,7 @@ from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoin
 from temporal_workflows._engine.driver import pending_request_from_json
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
-from temporal_workflows._errors import RunBusyError
+from temporal_workflows._errors import RunBusyError, WorkflowRunError, peer_error
 from temporal_workflows._events import (
     ExecutorFailedEvent,
     RequestInfoEvent,
@@ -457,8 +457,11 @@ class RunHandle:
         try:
             result: dict[str, Any] = await self.handle.result()
         except WorkflowFailureError as e:
-            _raise_library_error(e)
-            raise
+            error = library_error(e)
+            if error is None:
+                raise
+            # A step's own exception where its class can be made again here, as in process (``peer_error``).
+            raise peer_error(error) if isinstance(error, WorkflowRunError) else error from e
         return result
 
     async def outputs(self) -> list[Any]:
