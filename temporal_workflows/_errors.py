@@ -485,7 +485,7 @@ def peer_error(error: WorkflowRunError) -> WorkflowRunError:
     ``error`` itself when there is no such exception to combine: a failure
     that is not a step's, a step failing with one of the library's errors
     (an undeliverable message, a payload past the limit, a failed
-    sub-workflow), a Temporal run whose step class is not imported here or
+    sub-workflow) or with Temporal's ``ApplicationError``, a Temporal run whose step class is not imported here or
     cannot be made again from its message (:func:`step_error`), or a class
     that cannot be combined (``type(e) is MyError`` is never true: it is a
     subclass).
@@ -493,7 +493,7 @@ def peer_error(error: WorkflowRunError) -> WorkflowRunError:
     if type(error) is not ExecutorFailedError:
         return error
     own = error.original
-    if not isinstance(own, Exception) or isinstance(own, WorkflowError):
+    if not isinstance(own, Exception) or isinstance(own, WorkflowError) or _temporal_failure(own):
         return error
     cls = _peer_class(type(own))
     if cls is None:
@@ -519,11 +519,30 @@ def peer_error(error: WorkflowRunError) -> WorkflowRunError:
     return combined
 
 
+def library_account(error: BaseException) -> tuple[str, str]:
+    """The library's class name and message for ``error``, as the run's ``WorkflowFailedEvent`` gives them.
+
+    For a step's own exception raised by :func:`peer_error`,
+    ``("ExecutorFailedError", summary)`` naming the executor and superstep
+    (what the CLI and logs print); otherwise ``error``'s own class name and message.
+    """
+    if isinstance(error, ExecutorFailedError) and getattr(type(error), "_peer_of", None) is not None:
+        return ExecutorFailedError.__name__, error.summary
+    return type(error).__name__, str(error)
+
+
 def _set_unless_own(error: BaseException, name: str, value: Any) -> None:
     if hasattr(type(error)._peer_of, name):  # type: ignore[attr-defined]
         return  # the step's class defines it (a property, a class attribute): its own wins
     with contextlib.suppress(AttributeError, TypeError):  # a read-only attribute of its own
         setattr(error, name, value)
+
+
+def _temporal_failure(error: Exception) -> bool:
+    """A step raised one of Temporal's failures (``ApplicationError`` naming its type, non-retryable): on
+    Temporal that is the step's failure itself, with no class to make again, so it stays ExecutorFailedError
+    on both hosts."""
+    return type(error).__module__.split(".")[0] == "temporalio"
 
 
 def _peer_class(cls: type[Exception]) -> type[ExecutorFailedError] | None:
