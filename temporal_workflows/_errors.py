@@ -250,7 +250,7 @@ class ExecutorFailedError(WorkflowRunError):
         """
         if getattr(type(self), "_peer_of", None) is None:
             return str(self)
-        return f"executor {self.executor_id!r} failed in superstep {self.superstep}: {self.error_type}: {self.detail}"
+        return str(self.__dict__.get("_summary", ""))  # kept apart: the step's class may have a ``detail`` of its own
 
 
 class ReducerError(WorkflowRunError):
@@ -503,6 +503,7 @@ def peer_error(error: WorkflowRunError) -> WorkflowRunError:
     except Exception:
         return error
     combined.args = own.args
+    combined.__dict__["_summary"] = str(error)
     for name in _OWN_ATTRIBUTES:
         _set_unless_own(combined, name, getattr(error, name, None))
     _set_unless_own(combined, "elapsed_seconds", error.elapsed_seconds)
