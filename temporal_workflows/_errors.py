@@ -365,6 +365,8 @@ def error_classes() -> dict[str, type[WorkflowError]]:
     todo: list[type[WorkflowError]] = [WorkflowError]
     while todo:
         cls = todo.pop()
+        if "_peer_of" in vars(cls):
+            continue  # a step's class combined with ExecutorFailedError (``peer_error``): named like the step's class
         found[cls.__name__] = cls
         todo.extend(cls.__subclasses__())
     return found

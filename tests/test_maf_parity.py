@@ -811,3 +811,11 @@ def test_a_step_failing_with_the_librarys_or_temporals_error_stays_executor_fail
     ):
         plain = ExecutorFailedError("s", 1, own)
         assert peer_error(plain) is plain and str(plain) == plain.summary
+
+
+def test_a_combined_class_is_never_read_back_as_one_of_the_librarys_failure_types() -> None:
+    """A failure of type ``"Refused"`` (a step's bare class name) is not the library's error, whatever was raised."""
+    from temporal_workflows._errors import error_classes, rebuild_error
+
+    _combined(Refused("no way"))
+    assert "Refused" not in error_classes() and rebuild_error("Refused", "no way") is None
