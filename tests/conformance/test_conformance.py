@@ -417,6 +417,16 @@ def own_error_facts(s: Seen) -> None:
     assert s.error["library_class"] == "ExecutorFailedError"
 
 
+def answer_fails_facts(s: Seen) -> None:
+    """A response handler's own exception: raised as itself by the call that answered, on both hosts."""
+    (failed,) = s.of("ExecutorFailedEvent")
+    assert (failed["executor_id"], failed["superstep"], failed["error_type"]) == ("gatekeeper", 2, "QuotaExceeded")
+    assert s.error is not None
+    assert (s.error["class"], s.error["message"]) == ("QuotaExceeded", "quota exceeded for 'yes'")
+    assert s.error["library_class"] == "ExecutorFailedError" and s.error["superstep"] == 2
+    assert s.error["summary"] == "executor 'gatekeeper' failed in superstep 2: QuotaExceeded: quota exceeded for 'yes'"
+
+
 def two_fail_facts(s: Seen) -> None:
     failed = s.of("ExecutorFailedEvent")
     assert [(f["executor_id"], f["superstep"], f["error_type"]) for f in failed] == [
@@ -727,6 +737,14 @@ SCENARIOS = [
     Scenario("step_raises", sc.raises, "boom", fails_with=ExecutorFailedError, facts=raises_facts),
     Scenario("step_raises_own_class", sc.own_error, "ann", fails_with=ExecutorFailedError, facts=own_error_facts),
     Scenario("two_steps_fail", sc.two_fail, "go", fails_with=ExecutorFailedError, facts=two_fail_facts),
+    Scenario(
+        "answer_fails_own_class",
+        sc.answer_fails,
+        "ann",
+        answer=lambda executor_id, request: "yes",
+        fails_with=sc.QuotaExceeded,
+        facts=answer_fails_facts,
+    ),
     Scenario("state_past_the_limit", rg.large_state, 5, fails_with=ExecutorFailedError, facts=large_state_facts),
     Scenario("reducer_raises", sc.bad_reducer, "go", fails_with=ReducerError, facts=bad_reducer_facts),
     Scenario("state_conflict", sc.conflict, "go", fails_with=StateConflictError, facts=conflict_facts),
