@@ -253,7 +253,10 @@ class Workflow:
         Raises:
             WorkflowRunError: the run failed (``ExecutorFailedError``,
                 ``StateConflictError``, ``SuperstepLimitError``); its ``result``
-                holds the events up to the failure.
+                holds the events up to the failure. A step's failure is raised
+                as Agent Framework raises it, the step's own exception, which is
+                also an ``ExecutorFailedError`` (``except MyError`` and
+                ``except ExecutorFailedError`` both catch it; docs/maf.md).
             UnknownRequestError / InvalidResponseError: a bad response; the run is unchanged.
             WorkflowError: the workflow is already running (raised by this call itself).
         """

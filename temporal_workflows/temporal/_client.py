@@ -450,7 +450,10 @@ class RunHandle:
                 same failure in process (``ExecutorFailedError``,
                 ``StateConflictError``, ``SuperstepLimitError``, ``ReducerError``,
                 ``RequestTimeoutError``, ``CheckpointStorageError``, ...), with the
-                SDK's ``WorkflowFailureError`` as its ``__cause__``.
+                SDK's ``WorkflowFailureError`` as its ``__cause__``. A step's
+                failure is the step's own exception, also an ``ExecutorFailedError``,
+                where its class is imported here and made again from its message
+                (``_errors.peer_error``), as in process.
             WorkflowError: the run could not start (``InvalidRunInputError``,
                 ``UnknownGraphError``, ``CheckpointNotFoundError``, ...).
         """
