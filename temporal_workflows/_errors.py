@@ -534,6 +534,17 @@ def library_account(error: BaseException) -> tuple[str, str]:
     return type(error).__name__, str(error)
 
 
+def attach_result(error: WorkflowRunError, result: WorkflowRunResult) -> None:
+    """Give a failed ``run()`` call's events to its error (``error.result``).
+
+    Unless the step's own class has a ``result`` (:func:`peer_error`): its own wins.
+    """
+    if getattr(type(error), "_peer_of", None) is not None:
+        _set_unless_own(error, "result", result)
+    else:
+        error.result = result
+
+
 def _set_unless_own(error: BaseException, name: str, value: Any) -> None:
     if hasattr(type(error)._peer_of, name):  # type: ignore[attr-defined]
         return  # the step's class defines it (a property, a class attribute): its own wins

@@ -694,3 +694,22 @@ async def test_the_steps_own_exception_is_also_executor_failed_error_naming_the_
     assert "raise QuotaError" in printed  # the step's own frames
     again = pickle.loads(pickle.dumps(error))
     assert type(again) is type(error) and again.args == error.args and again.summary == error.summary
+
+
+class Answered(Exception):
+    """A program's class with a read-only ``result`` of its own."""
+
+    @property
+    def result(self) -> str:
+        return "the program's own result"
+
+
+async def test_a_steps_class_with_a_read_only_attribute_named_like_ours_keeps_its_own() -> None:
+    @temporal_workflows.executor(id="answer")
+    async def answer(text: str, ctx: temporal_workflows.WorkflowContext[str]) -> None:
+        raise Answered(text)
+
+    workflow = temporal_workflows.WorkflowBuilder(start_executor=answer).build()
+    with pytest.raises(Answered) as info:
+        await workflow.run("x")
+    assert info.value.result == "the program's own result" and str(info.value) == "x"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from temporal_workflows._engine.registry import declare
 from temporal_workflows._engine.serde import encode
-from temporal_workflows._errors import NotSerializableError, WorkflowRunError
+from temporal_workflows._errors import NotSerializableError, WorkflowRunError, attach_result
 from temporal_workflows._events import RequestInfoEvent, WorkflowEvent, WorkflowRunResult, WorkflowRunState
 from temporal_workflows._local.runner import MISSING, LocalRunner, RunStream, local_request_event, shared_state
 
@@ -295,7 +295,7 @@ class Workflow:
             async for ev in events:
                 collected.append(ev)
         except WorkflowRunError as e:
-            e.result = self._result(collected, include_status_events)
+            attach_result(e, self._result(collected, include_status_events))
             raise
         return self._result(collected, include_status_events)
 
