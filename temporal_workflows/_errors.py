@@ -8,6 +8,7 @@ log line or the Temporal Web UI, not from a debugger.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -239,6 +240,18 @@ class ExecutorFailedError(WorkflowRunError):
         self.original = original
         self.__cause__ = original
 
+    @property
+    def summary(self) -> str:
+        """The failure in one line, naming the executor, superstep and the step's error.
+
+        ``str()`` of a plain ``ExecutorFailedError``; also what the
+        ``WorkflowFailedEvent`` says. Kept here for the error a graph-API run
+        raises, whose ``str()`` is the step's own message (:func:`peer_error`).
+        """
+        if getattr(type(self), "_peer_of", None) is None:
+            return str(self)
+        return str(self.__dict__.get("_summary", ""))  # kept apart: the step's class may have a ``detail`` of its own
+
 
 class ReducerError(WorkflowRunError):
     """A callable state reducer raised while a superstep was committed; nothing of the superstep was committed.
@@ -352,6 +365,8 @@ def error_classes() -> dict[str, type[WorkflowError]]:
     todo: list[type[WorkflowError]] = [WorkflowError]
     while todo:
         cls = todo.pop()
+        if "_peer_of" in vars(cls):
+            continue  # a step's class combined with ExecutorFailedError (``peer_error``): named like the step's class
         found[cls.__name__] = cls
         todo.extend(cls.__subclasses__())
     return found
@@ -445,6 +460,142 @@ def step_error(error: ExecutorFailedError) -> BaseException:
         return error  # its constructor does not take the message as it is: not one we can make again
     rebuilt.__cause__ = error
     return rebuilt
+
+
+_PEER_CLASSES: dict[type, type] = {}
+"""One derived class per step error class, so ``type(e)`` is the same for every run that raises it."""
+
+_OWN_ATTRIBUTES = ("executor_id", "superstep", "result", "error_type", "detail", "error_class", "attempts")
+
+
+def peer_error(error: WorkflowRunError) -> WorkflowRunError:
+    """The error a graph-API (Agent Framework) run raises for ``error``: the step's own exception, as MAF raises it.
+
+    Agent Framework's ``workflow.run()`` raises the exception the executor
+    raised (``except MyError`` catches it, ``str(e)`` is its message). This
+    library's callers catch ``ExecutorFailedError`` too, so a step's failure
+    is raised as one exception that is both: an instance of a class derived
+    from the step's class and :class:`ExecutorFailedError`, named like the
+    step's class (tracebacks and ``repr`` read ``MyError('boom x')``), with
+    the step's ``args``, attributes, traceback and notes, plus
+    ``executor_id``, ``superstep``, ``error_type``, ``detail``,
+    ``error_class``, ``original`` (the step's exception itself) and a note
+    naming the executor and superstep; :attr:`ExecutorFailedError.summary`
+    is the library's one-line message. Where the step's exception has an
+    attribute of one of those names, its own is kept.
+
+    ``error`` itself when there is no such exception to combine: a failure
+    that is not a step's, a step failing with one of the library's errors
+    (an undeliverable message, a payload past the limit, a failed
+    sub-workflow) or with Temporal's ``ApplicationError``, a Temporal run whose step class is not imported here or
+    cannot be made again from its message (:func:`step_error`), or a class
+    that cannot be combined (``type(e) is MyError`` is never true: it is a
+    subclass).
+    """
+    if type(error) is not ExecutorFailedError:
+        return error
+    own = error.original
+    if not isinstance(own, Exception) or isinstance(own, WorkflowError) or _temporal_failure(own):
+        return error
+    cls = _peer_class(type(own))
+    if cls is None:
+        return error
+    try:
+        combined: ExecutorFailedError = cls.__new__(cls, *own.args)
+    except Exception:
+        return error
+    combined.args = own.args
+    combined.__dict__["_summary"] = str(error)
+    for name in _OWN_ATTRIBUTES:
+        _set_unless_own(combined, name, getattr(error, name, None))
+    _set_unless_own(combined, "elapsed_seconds", error.elapsed_seconds)
+    _set_unless_own(combined, "original", own)
+    combined.__dict__.update({k: v for k, v in vars(own).items() if k != "__notes__"})
+    combined.__traceback__ = own.__traceback__
+    combined.__cause__ = own.__cause__ if own.__cause__ is not error else None
+    combined.__context__ = own.__context__ if own.__context__ is not error else None
+    combined.__suppress_context__ = own.__suppress_context__
+    combined.__notes__ = [
+        *getattr(own, "__notes__", ()),
+        f"executor {error.executor_id!r} failed in superstep {error.superstep}",
+    ]
+    return combined
+
+
+def library_account(error: BaseException) -> tuple[str, str]:
+    """The library's class name and message for ``error``, as the run's ``WorkflowFailedEvent`` gives them.
+
+    For a step's own exception raised by :func:`peer_error`,
+    ``("ExecutorFailedError", summary)`` naming the executor and superstep
+    (what the CLI and logs print); otherwise ``error``'s own class name and message.
+    """
+    if isinstance(error, ExecutorFailedError) and getattr(type(error), "_peer_of", None) is not None:
+        return ExecutorFailedError.__name__, error.summary
+    return type(error).__name__, str(error)
+
+
+def attach_result(error: WorkflowRunError, result: WorkflowRunResult) -> None:
+    """Give a failed ``run()`` call's events to its error (``error.result``).
+
+    Unless the step's own class has a ``result`` (:func:`peer_error`): its own wins.
+    """
+    if getattr(type(error), "_peer_of", None) is not None:
+        _set_unless_own(error, "result", result)
+    else:
+        error.result = result
+
+
+def _set_unless_own(error: BaseException, name: str, value: Any) -> None:
+    if hasattr(type(error)._peer_of, name):  # type: ignore[attr-defined]
+        return  # the step's class defines it (a property, a class attribute): its own wins
+    with contextlib.suppress(AttributeError, TypeError):  # a read-only attribute of its own
+        setattr(error, name, value)
+
+
+def _temporal_failure(error: Exception) -> bool:
+    """A step raised one of Temporal's failures (``ApplicationError`` naming its type, non-retryable): on
+    Temporal that is the step's failure itself, with no class to make again, so it stays ExecutorFailedError
+    on both hosts."""
+    return type(error).__module__.split(".")[0] == "temporalio"
+
+
+def _peer_class(cls: type[Exception]) -> type[ExecutorFailedError] | None:
+    """The class of both ``cls`` and :class:`ExecutorFailedError`, named like ``cls``; ``None`` if they cannot mix."""
+    found = _PEER_CLASSES.get(cls)
+    if found is None:
+        try:
+            metaclass: Any = type(cls)
+            found = metaclass(
+                cls.__name__,
+                (cls, ExecutorFailedError),
+                {
+                    "__module__": cls.__module__,
+                    "__qualname__": cls.__qualname__,
+                    "__doc__": cls.__doc__,
+                    "__reduce__": _reduce_peer,
+                    "_peer_of": cls,
+                },
+            )
+        except Exception:  # a layout or metaclass conflict, a class that cannot be subclassed
+            return None
+        _PEER_CLASSES[cls] = found
+    return found if issubclass(found, ExecutorFailedError) else None
+
+
+def _reduce_peer(self: ExecutorFailedError) -> tuple[Any, ...]:
+    """Pickled as the step's class and the failure's attributes (the class itself is made, not importable)."""
+    state = {k: v for k, v in vars(self).items() if k != "result"}
+    return (_unpickle_peer, (type(self)._peer_of, self.args, state))  # type: ignore[attr-defined]
+
+
+def _unpickle_peer(cls: type[Exception], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    peer = _peer_class(cls)
+    error: BaseException = (peer or cls).__new__(peer or cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    if peer is not None:
+        error.__dict__.setdefault("result", None)
+    return error
 
 
 def _builtin_exception(name: str) -> type | None:

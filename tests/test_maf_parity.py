@@ -735,3 +735,87 @@ def test_a_step_error_class_named_by_a_failure_is_looked_up_never_imported() -> 
 
 class Refused(Exception):
     pass
+
+
+# -- a step's own exception, combined with ExecutorFailedError ---------------------------------------------
+
+
+class DiskFull(OSError):
+    pass
+
+
+class Coded(Exception):
+    """A class whose constructor takes other arguments, with attributes and a property named like ours."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"code {code}")
+        self.code = code
+
+    @property
+    def detail(self) -> str:
+        return f"the program's own detail {self.code}"
+
+
+class Slotted(Exception):
+    __slots__ = ("where",)
+
+
+def _combined(own: Exception) -> ExecutorFailedError:
+    from temporal_workflows._errors import peer_error
+
+    plain = ExecutorFailedError("s", 3, own, error_class=f"{type(own).__module__}.{type(own).__qualname__}")
+    combined = peer_error(plain)
+    assert isinstance(combined, ExecutorFailedError)
+    return combined
+
+
+@pytest.mark.parametrize(
+    "own",
+    [
+        ValueError("bad"),
+        KeyError("k"),
+        DiskFull(28, "No space left on device"),
+        Coded(7),
+        Slotted("slotted"),
+        Refused("no way"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_a_steps_exception_of_any_class_is_raised_as_itself_and_as_executor_failed_error(own: Exception) -> None:
+    import pickle
+    import traceback
+
+    error = _combined(own)
+    assert isinstance(error, type(own)) and type(error).__name__ == type(own).__name__
+    assert str(error) == str(own) and repr(error) == repr(own) and error.args == own.args
+    assert error.original is own and (error.executor_id, error.superstep) == ("s", 3)
+    assert error.summary == f"executor 's' failed in superstep 3: {type(own).__name__}: {own}"
+    assert traceback.format_exception_only(error)[-1] == "executor 's' failed in superstep 3\n"
+    if isinstance(own, OSError):
+        assert (error.errno, error.strerror) == (28, "No space left on device")  # type: ignore[attr-defined]
+    if isinstance(own, Coded):
+        assert error.code == 7 and error.detail == "the program's own detail 7"  # type: ignore[attr-defined]
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error) and str(again) == str(own) and again.summary == error.summary
+    assert _combined(type(own)(*own.args) if not isinstance(own, Coded) else Coded(7)).__class__ is type(error)
+
+
+def test_a_step_failing_with_the_librarys_or_temporals_error_stays_executor_failed_error() -> None:
+    from temporalio.exceptions import ApplicationError
+
+    from temporal_workflows._errors import UndeliverableMessageError, peer_error
+
+    for own in (
+        UndeliverableMessageError("nowhere", source_id="a", type_name="str", targets=[]),
+        ApplicationError("refused", type="Refused", non_retryable=True),
+    ):
+        plain = ExecutorFailedError("s", 1, own)
+        assert peer_error(plain) is plain and str(plain) == plain.summary
+
+
+def test_a_combined_class_is_never_read_back_as_one_of_the_librarys_failure_types() -> None:
+    """A failure of type ``"Refused"`` (a step's bare class name) is not the library's error, whatever was raised."""
+    from temporal_workflows._errors import error_classes, rebuild_error
+
+    _combined(Refused("no way"))
+    assert "Refused" not in error_classes() and rebuild_error("Refused", "no way") is None

@@ -614,3 +614,102 @@ async def test_a_step_reads_whether_the_run_is_streamed_as_in_agent_framework(mo
     workflow = mod.WorkflowBuilder(start_executor=mode).build()
     assert (await workflow.run("awaited")).get_outputs() == ["awaited: False"]
     assert [e.data async for e in workflow.run("streamed", stream=True) if e.type == "output"] == ["streamed: True"]
+
+
+# -- a step's own exception -----------------------------------------------------------------------------
+
+
+class QuotaError(Exception):
+    """A program's own error class, raised by a step."""
+
+
+def failing_program(mod: Any) -> tuple[Any, Any]:
+    class Ask(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler
+        async def go(self, text: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+            if text == "ask":
+                await ctx.request_info("more?", str)
+            else:
+                raise QuotaError("quota exceeded for " + text)
+
+        @mod.response_handler
+        async def on(self, asked: str, answer: str, ctx: mod.WorkflowContext[str]) -> None:  # type: ignore[name-defined]
+            raise QuotaError("quota exceeded for " + answer)
+
+    storage = mod.InMemoryCheckpointStorage()
+    return mod.WorkflowBuilder(start_executor=Ask(id="ask"), checkpoint_storage=storage).build(), storage
+
+
+@pytest.mark.parametrize("mod", MODULES, ids=ids)
+async def test_a_steps_own_exception_is_what_the_run_raises_awaited_streamed_answered_and_resumed(mod: Any) -> None:
+    workflow, storage = failing_program(mod)
+    with pytest.raises(QuotaError) as awaited:
+        await workflow.run("ann")
+    assert str(awaited.value) == "quota exceeded for ann" and awaited.value.__cause__ is None
+
+    workflow, storage = failing_program(mod)
+    seen: list[str] = []
+    with pytest.raises(QuotaError) as streamed:
+        async for event in workflow.run("bob", stream=True):
+            seen.append(event.type)
+    assert str(streamed.value) == "quota exceeded for bob"
+    assert seen[-5:] == ["superstep_started", "executor_invoked", "executor_failed", "failed", "status"]
+
+    workflow, storage = failing_program(mod)
+    (asked,) = (await workflow.run("ask")).get_request_info_events()
+    with pytest.raises(QuotaError) as answered:
+        async for _ in workflow.run(stream=True, responses={asked.request_id: "cid"}):
+            pass
+    assert str(answered.value) == "quota exceeded for cid"
+    waiting = [c for c in await storage.list_checkpoints(workflow_name=workflow.name) if c.pending_request_info_events]
+    resumed, _ = failing_program(mod)
+    again = await resumed.run(checkpoint_id=waiting[-1].checkpoint_id, checkpoint_storage=storage)
+    (asked,) = again.get_request_info_events()
+    with pytest.raises(QuotaError) as after_resume:
+        await resumed.run(responses={asked.request_id: "dee"})
+    assert str(after_resume.value) == "quota exceeded for dee"
+
+
+async def test_the_steps_own_exception_is_also_executor_failed_error_naming_the_executor_and_superstep() -> None:
+    import pickle
+    import traceback
+
+    from temporal_workflows.errors import ExecutorFailedError
+
+    workflow, _ = failing_program(temporal_workflows)
+    with pytest.raises(ExecutorFailedError) as info:  # what callers of this library caught before: still caught
+        await workflow.run("ann")
+    error = info.value
+    assert isinstance(error, QuotaError) and type(error).__name__ == "QuotaError" and type(error) is not QuotaError
+    assert repr(error) == "QuotaError('quota exceeded for ann')"
+    assert (error.executor_id, error.superstep, error.error_type) == ("ask", 1, "QuotaError")
+    assert error.error_class == f"{__name__}.QuotaError" and type(error.original) is QuotaError
+    assert error.summary == "executor 'ask' failed in superstep 1: QuotaError: quota exceeded for ann"
+    assert error.result is not None and error.result[-1].type == "failed"
+    assert (
+        error.result[-1].details is not None and error.result[-1].details.message == error.summary
+    )  # the events say what they said before
+    printed = "".join(traceback.format_exception(error))
+    assert "QuotaError: quota exceeded for ann\nexecutor 'ask' failed in superstep 1\n" in printed
+    assert "raise QuotaError" in printed  # the step's own frames
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error) and again.args == error.args and again.summary == error.summary
+
+
+class Answered(Exception):
+    """A program's class with a read-only ``result`` of its own."""
+
+    @property
+    def result(self) -> str:
+        return "the program's own result"
+
+
+async def test_a_steps_class_with_a_read_only_attribute_named_like_ours_keeps_its_own() -> None:
+    @temporal_workflows.executor(id="answer")
+    async def answer(text: str, ctx: temporal_workflows.WorkflowContext[str]) -> None:
+        raise Answered(text)
+
+    workflow = temporal_workflows.WorkflowBuilder(start_executor=answer).build()
+    with pytest.raises(Answered) as info:
+        await workflow.run("x")
+    assert info.value.result == "the program's own result" and str(info.value) == "x"

@@ -572,7 +572,9 @@ async def test_a_failing_handler_fails_the_run_and_discards_the_supersteps_write
         await wf.run("order-7")
     err = info.value
     assert err.executor_id == "bad" and err.superstep == 2
-    assert isinstance(err.__cause__, Boom) and err.original is err.__cause__ and "order-7" in str(err)
+    # The step's own exception, as Agent Framework raises it, that is also the library's ExecutorFailedError.
+    assert isinstance(err, Boom) and isinstance(err.original, Boom) and str(err) == "cannot handle order-7"
+    assert err.summary == "executor 'bad' failed in superstep 2: Boom: cannot handle order-7"
     assert wf.run_state is WorkflowRunState.FAILED
     assert wf.state == {"seeded": True}  # "ok" succeeded in the failed superstep; its write is gone too
     assert err.result is not None

@@ -52,7 +52,7 @@ from temporal_workflows._cli._errors import (
 from temporal_workflows._cli._llama import load_llama, run_llama
 from temporal_workflows._cli._render import _LLAMA_STOP, CompactView, DetailedView, JsonView, View, watch
 from temporal_workflows._cli._worker import add_dev_arguments, add_worker_arguments, serve
-from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, WorkflowError
+from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, WorkflowError, library_account
 from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._version import __version__
@@ -240,7 +240,8 @@ async def _failure_of(handle: RunHandle) -> dict[str, Any]:
     try:
         await handle.result()
     except WorkflowError as e:
-        failure: dict[str, Any] = {"error": type(e).__name__, "message": str(e)}
+        name, message = library_account(e)  # a step's own exception: ExecutorFailedError, naming the executor
+        failure: dict[str, Any] = {"error": name, "message": message}
         for name in ("executor_id", "superstep", "error_type", "detail"):
             value = getattr(e, name, None)
             if value is not None:
@@ -306,7 +307,8 @@ def _run_failed(run_id: str, e: BaseException, task_queue: str | None) -> CliErr
         )
     if isinstance(e, WorkflowFailureError):
         return CliError(f"run {run_id} failed: {e.cause or e}")
-    return CliError(f"run {run_id} failed: {type(e).__name__}: {e}")
+    name, message = library_account(e)
+    return CliError(f"run {run_id} failed: {name}: {message}")
 
 
 async def _follow_run(

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Collection, Generator, Ite
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from temporal_workflows._engine.registry import declare
-from temporal_workflows._errors import WorkflowRunError
+from temporal_workflows._errors import WorkflowRunError, attach_result
 from temporal_workflows._events import RequestInfoEvent, WorkflowEvent, WorkflowRunResult, WorkflowRunState
 from temporal_workflows._graph.hosting import GRAPH_HOOK, as_graph_workflow
 from temporal_workflows._graph.runs import MISSING, RunStream, invocation_kwargs, local_request_event, shared_state
@@ -233,7 +233,10 @@ class Workflow:
         Raises:
             WorkflowRunError: the run failed (``ExecutorFailedError``,
                 ``StateConflictError``, ``SuperstepLimitError``); its ``result``
-                holds the events up to the failure.
+                holds the events up to the failure. A step's failure is raised
+                as Agent Framework raises it, the step's own exception, which is
+                also an ``ExecutorFailedError`` (``except MyError`` and
+                ``except ExecutorFailedError`` both catch it; docs/maf.md).
             UnknownRequestError / InvalidResponseError: a bad response; the run is unchanged.
             WorkflowError: the workflow is already running (raised by this call itself).
         """
@@ -272,7 +275,7 @@ class Workflow:
             async for ev in events:
                 collected.append(ev)
         except WorkflowRunError as e:
-            e.result = self._result(collected, include_status_events)
+            attach_result(e, self._result(collected, include_status_events))
             raise
         return self._result(collected, include_status_events)
 

@@ -38,6 +38,7 @@ from temporal_workflows._errors import (
     WorkflowError,
     WorkflowRunError,
     describe,
+    peer_error,
     storage_failure,
 )
 from temporal_workflows._events import (
@@ -355,9 +356,16 @@ class LocalRunner:
         if restored:
             for event in driver.announce_pending():
                 yield materialize(event)
+        failure: WorkflowRunError | None = None
         try:
             async for event in with_live(driver.batches(), host.live, materialize, live_while_running=stream):
                 yield event
         except WorkflowRunError as e:
             self.failed = e
-            raise
+            failure = peer_error(e)
+            if failure is e:
+                raise
+        if failure is not None:
+            # A step's own exception, as Agent Framework raises it (also an ExecutorFailedError), raised
+            # outside the handler so that its context is the step's, not the library's failure.
+            raise failure

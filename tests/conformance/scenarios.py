@@ -146,6 +146,24 @@ async def call_model(text: str, ctx: WorkflowContext[None, str]) -> None:
 own_error = WorkflowBuilder(start_executor=call_model, name="cf_own_error").build()
 
 
+class Gatekeeper(Executor):
+    """Asks, then fails with the program's own class when answered: the failure follows a response."""
+
+    def __init__(self, id: str) -> None:
+        super().__init__(id=id, options=ONE_ATTEMPT)
+
+    @handler
+    async def ask(self, text: str, ctx: WorkflowContext[str]) -> None:
+        await ctx.request_info(f"may {text} pass?", str)
+
+    @response_handler
+    async def answered(self, asked: str, answer: str, ctx: WorkflowContext[str]) -> None:
+        raise QuotaExceeded(f"quota exceeded for {answer!r}")
+
+
+answer_fails = WorkflowBuilder(start_executor=Gatekeeper("gatekeeper"), name="cf_answer_fails").build()
+
+
 # -- two steps of one superstep fail ---------------------------------------------------------
 
 SLOW_FAILURE_SECONDS = 0.3
@@ -813,6 +831,7 @@ def all_workflows() -> list[Workflow]:
         fan,
         raises,
         own_error,
+        answer_fails,
         two_fail,
         bad_reducer,
         conflict,

@@ -196,6 +196,9 @@ class Seen:
         return [e["executor_ids"] for e in self.of("SuperStepStartedEvent", segment)]
 
 
+_LIBRARY = "temporal_workflows."
+
+
 def normalise(obs: Observed) -> Seen:
     maskers = [Masker(obs.run_ids) for _ in obs.segments]
     events = [[m.event(ev) for ev in seg.events] for m, seg in zip(maskers, obs.segments, strict=True)]
@@ -220,8 +223,14 @@ def normalise(obs: Observed) -> Seen:
     error = None
     if obs.error is not None:
         error = {
+            # what the caller catches and prints: a step's own exception (also ExecutorFailedError), or the library's
             "class": type(obs.error).__name__,
             "message": last.text(str(obs.error)),
+            # the library's account of it, which the WorkflowFailedEvent gives
+            "library_class": next(
+                (c.__name__ for c in type(obs.error).__mro__ if c.__module__.startswith(_LIBRARY)), None
+            ),
+            "summary": last.text(getattr(obs.error, "summary", str(obs.error))),
             "superstep": getattr(obs.error, "superstep", None),
             "executor_id": getattr(obs.error, "executor_id", None),
             # the step's own error class, named the same on both hosts (a user's class is rebuilt from it)
@@ -374,7 +383,10 @@ def raises_facts(s: Seen) -> None:
     assert failed["executor_id"] == "explode" and failed["superstep"] == 2
     assert failed["error_type"] == "ValueError" and failed["error"] == "cannot handle 'boom'"
     assert s.error is not None
-    assert s.error["message"] == "executor 'explode' failed in superstep 2: ValueError: cannot handle 'boom'"
+    # The step's own exception, as Agent Framework raises it, that is also the library's ExecutorFailedError.
+    assert (s.error["class"], s.error["message"]) == ("ValueError", "cannot handle 'boom'")
+    assert s.error["library_class"] == "ExecutorFailedError"
+    assert s.error["summary"] == "executor 'explode' failed in superstep 2: ValueError: cannot handle 'boom'"
     assert s.error["executor_id"] == "explode" and s.error["superstep"] == 2
     assert s.error["error_class"] == "builtins.ValueError"
     assert s.state == {"prepared": "boom"}  # the failed superstep's write is discarded
@@ -400,6 +412,19 @@ def own_error_facts(s: Seen) -> None:
     (failed,) = s.of("ExecutorFailedEvent")
     assert failed["error_type"] == "QuotaExceeded" and failed["error"] == "quota exceeded for 'ann'"
     assert s.error is not None and s.error["error_class"] == "tests.conformance.scenarios.QuotaExceeded"
+    # Rebuilt on the client (the class is imported there and takes its message): the same as in process.
+    assert (s.error["class"], s.error["message"]) == ("QuotaExceeded", "quota exceeded for 'ann'")
+    assert s.error["library_class"] == "ExecutorFailedError"
+
+
+def answer_fails_facts(s: Seen) -> None:
+    """A response handler's own exception: raised as itself by the call that answered, on both hosts."""
+    (failed,) = s.of("ExecutorFailedEvent")
+    assert (failed["executor_id"], failed["superstep"], failed["error_type"]) == ("gatekeeper", 2, "QuotaExceeded")
+    assert s.error is not None
+    assert (s.error["class"], s.error["message"]) == ("QuotaExceeded", "quota exceeded for 'yes'")
+    assert s.error["library_class"] == "ExecutorFailedError" and s.error["superstep"] == 2
+    assert s.error["summary"] == "executor 'gatekeeper' failed in superstep 2: QuotaExceeded: quota exceeded for 'yes'"
 
 
 def two_fail_facts(s: Seen) -> None:
@@ -423,7 +448,8 @@ def two_fail_facts(s: Seen) -> None:
     (steady,) = s.of("ExecutorCompletedEvent", 0)[1:]
     assert steady["data"] == ["go"]
     assert s.error is not None and s.error["executor_id"] == "first"  # the first in task order, not in time
-    assert s.error["message"] == "executor 'first' failed in superstep 2: ValueError: first refuses 'go'"
+    assert (s.error["class"], s.error["message"]) == ("ValueError", "first refuses 'go'")
+    assert s.error["summary"] == "executor 'first' failed in superstep 2: ValueError: first refuses 'go'"
     assert s.state == {}  # nothing of the failed superstep is committed, not even the steady step's write
 
 
@@ -711,6 +737,14 @@ SCENARIOS = [
     Scenario("step_raises", sc.raises, "boom", fails_with=ExecutorFailedError, facts=raises_facts),
     Scenario("step_raises_own_class", sc.own_error, "ann", fails_with=ExecutorFailedError, facts=own_error_facts),
     Scenario("two_steps_fail", sc.two_fail, "go", fails_with=ExecutorFailedError, facts=two_fail_facts),
+    Scenario(
+        "answer_fails_own_class",
+        sc.answer_fails,
+        "ann",
+        answer=lambda executor_id, request: "yes",
+        fails_with=sc.QuotaExceeded,
+        facts=answer_fails_facts,
+    ),
     Scenario("state_past_the_limit", rg.large_state, 5, fails_with=ExecutorFailedError, facts=large_state_facts),
     Scenario("reducer_raises", sc.bad_reducer, "go", fails_with=ReducerError, facts=bad_reducer_facts),
     Scenario("state_conflict", sc.conflict, "go", fails_with=StateConflictError, facts=conflict_facts),
@@ -958,7 +992,7 @@ def host_facts(s: Scenario, host: str, seen: Seen, obs: Observed) -> list[str]:
             problems.append(f"{host}: expected one WorkflowFailedEvent, got {len(failed)}")
         elif seen.error is not None:
             told = (failed[0]["error_type"], failed[0]["error"], failed[0]["superstep"])
-            if told != (seen.error["class"], seen.error["message"], seen.error["superstep"]):
+            if told != (seen.error["library_class"], seen.error["summary"], seen.error["superstep"]):
                 problems.append(f"{host}: the WorkflowFailedEvent {told} does not say what the run raised {seen.error}")
     if s.facts is not None:
         try:
@@ -1017,4 +1051,6 @@ def test_the_normaliser_masks_run_specific_values_only() -> None:
         "superstep": 3,
         "executor_id": None,
         "error_class": None,
+        "library_class": "WorkflowRunError",
+        "summary": "request 'req-2' of <run> after checkpoint cp-1",
     }

@@ -426,7 +426,7 @@ async def test_a_step_that_keeps_failing_fails_the_run_naming_its_executor(local
     failed = info.value
     allowed = fault_graphs.FAST_RETRY_3.maximum_attempts
     assert failed.executor_id == "doomed" and failed.superstep == 2
-    assert "'doomed'" in str(failed) and "superstep 2" in str(failed)
+    assert "'doomed'" in failed.summary and "superstep 2" in failed.summary
     assert f"backend down (attempt {allowed})" in str(failed)
     assert [e.attempt for e in local.events(handle.id)] == list(range(1, allowed + 1))
     status = await handle.status()

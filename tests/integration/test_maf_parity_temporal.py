@@ -52,21 +52,27 @@ async def test_a_runs_events_print_the_same_lines_in_process_and_on_temporal(cli
     assert await handle.outputs() == ["left:HI", "right:HI", "joined:1,2"]
 
 
-async def test_a_steps_own_exception_is_the_failed_runs_original_on_both_hosts(
-    client: Client, workflow_id: str
-) -> None:
-    """``ExecutorFailedError.original`` is the step's ``QuotaExceeded`` in process, and rebuilt from a Temporal run.
-
-    Agent Framework raises the step's exception itself; here the run's error names the executor and the
-    superstep, and the step's own exception is its ``original`` (docs/maf.md, "where we differ").
-    """
-    with pytest.raises(ExecutorFailedError) as in_process:
+async def test_a_steps_own_exception_is_what_the_run_raises_on_both_hosts(client: Client, workflow_id: str) -> None:
+    """``except QuotaExceeded`` catches a failed run as in Agent Framework: in process, from the durable twin
+    (awaited and streamed) and from ``RunHandle.result()``; it is also the library's ``ExecutorFailedError``
+    (docs/maf.md, "where we differ")."""
+    with pytest.raises(sc.QuotaExceeded) as in_process:
         await sc.own_error.run("ann")
     handle = await start_run(client, sc.own_error, "ann", id=workflow_id, task_queue=TASK_QUEUE)
-    with pytest.raises(ExecutorFailedError) as on_temporal:
+    with pytest.raises(sc.QuotaExceeded) as on_temporal:
         await handle.result()
-    for caught in (in_process.value, on_temporal.value):
-        assert str(caught) == "executor 'call_model' failed in superstep 1: QuotaExceeded: quota exceeded for 'ann'"
+    twin = sc.own_error.on_temporal(client, task_queue=TASK_QUEUE)
+    with pytest.raises(sc.QuotaExceeded) as awaited:
+        await twin.run("ann")
+    with pytest.raises(sc.QuotaExceeded) as streamed:
+        async for _ in twin.run("ann", stream=True):
+            pass
+    for caught in (in_process.value, on_temporal.value, awaited.value, streamed.value):
+        assert isinstance(caught, ExecutorFailedError) and type(caught).__name__ == "QuotaExceeded"
+        assert str(caught) == "quota exceeded for 'ann'"
+        assert caught.summary == "executor 'call_model' failed in superstep 1: QuotaExceeded: quota exceeded for 'ann'"
         assert caught.error_class == "tests.conformance.scenarios.QuotaExceeded"
+        assert (caught.executor_id, caught.superstep) == ("call_model", 1)
         assert type(caught.original) is sc.QuotaExceeded and str(caught.original) == "quota exceeded for 'ann'"
         assert step_error(caught) is caught.original
+    assert awaited.value.result is not None and awaited.value.result[-1].type == "failed"

@@ -39,7 +39,7 @@ from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoin
 from temporal_workflows._engine.driver import pending_request_from_json
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
-from temporal_workflows._errors import RunBusyError
+from temporal_workflows._errors import RunBusyError, WorkflowRunError, peer_error
 from temporal_workflows._events import (
     ExecutorFailedEvent,
     RequestInfoEvent,
@@ -453,15 +453,21 @@ class RunHandle:
                 same failure in process (``ExecutorFailedError``,
                 ``StateConflictError``, ``SuperstepLimitError``, ``ReducerError``,
                 ``RequestTimeoutError``, ``CheckpointStorageError``, ...), with the
-                SDK's ``WorkflowFailureError`` as its ``__cause__``.
+                SDK's ``WorkflowFailureError`` as its ``__cause__``. A step's
+                failure is the step's own exception, also an ``ExecutorFailedError``,
+                where its class is imported here and made again from its message
+                (``_errors.peer_error``), as in process.
             WorkflowError: the run could not start (``InvalidRunInputError``,
                 ``UnknownGraphError``, ``CheckpointNotFoundError``, ...).
         """
         try:
             result: dict[str, Any] = await self.handle.result()
         except WorkflowFailureError as e:
-            _raise_library_error(e)
-            raise
+            error = library_error(e)
+            if error is None:
+                raise
+            # A step's own exception where its class can be made again here, as in process (``peer_error``).
+            raise peer_error(error) if isinstance(error, WorkflowRunError) else error from e
         return result
 
     async def outputs(self) -> list[Any]:

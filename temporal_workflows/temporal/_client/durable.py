@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from temporal_workflows._errors import WorkflowError, WorkflowRunError
+from temporal_workflows._errors import WorkflowError, WorkflowRunError, attach_result
 from temporal_workflows._events import (
     RequestInfoEvent,
     WorkflowEvent,
@@ -216,7 +216,7 @@ class DurableWorkflow:
             async for ev in events:
                 collected.append(ev)
         except WorkflowRunError as e:
-            e.result = await self._result(collected)
+            attach_result(e, await self._result(collected))
             raise
         return await self._result(collected)
 
