@@ -121,6 +121,8 @@ def event_time(ev: WorkflowEvent) -> datetime | None:
 
 
 _LLAMA_STOP = "temporal_workflows.llama.events:StopEvent"
+_LLAMA_INTERNAL = frozenset({"StepStateChanged"})
+"""LlamaIndex events a person following a run does not see (``stream_events()`` without ``expose_internal``)."""
 
 
 def _llama_event(value: Any) -> tuple[str, Any] | None:
@@ -371,6 +373,8 @@ class DetailedView:
         if isinstance(ev, RawEvent):
             return [f"  event {ev.event_type or ev.type}: {short(ev.data)}"]
         llama = _llama_event(getattr(ev, "event", None)) if ev.type == "llama" else None
+        if llama is not None and llama[0] in _LLAMA_INTERNAL:
+            return []  # LlamaIndex's internal events, which its stream_events() shows only with expose_internal
         if llama is not None:  # a LlamaIndex step's write_event_to_stream (or waiter event), as it wrote it
             return [f"  event {llama[0]}: {short(llama[1])}"]
         data = ev.model_dump(mode="json", exclude={"type", "timestamp"})
