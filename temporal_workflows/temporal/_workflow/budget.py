@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 
@@ -66,3 +67,16 @@ class TaskBudget:
             return False
         await workflow.sleep(timedelta(milliseconds=1), summary="task budget: the rest in the next workflow task")
         return True
+
+    async def start_activity(self, size: int, activity: str, arg: Any, **options: Any) -> workflow.ActivityHandle[Any]:
+        """``workflow.start_activity`` for an input of ``size`` bytes, in a workflow task with room for it.
+
+        The input is recorded in the task's ``ScheduleActivityTask`` command,
+        so the room is asked for and spent under :attr:`lock`: no one else
+        spends it between the check and the command.
+        """
+        async with self.lock:
+            await self.room(size)
+            handle = workflow.start_activity(activity, arg, **options)
+            self.charge(size)
+        return handle

@@ -210,11 +210,10 @@ class Inbox:
             )
         return req
 
-    async def accept_response(self, engine: Engine, inp: RespondInput) -> dict[str, Any]:
-        req = self.pending_request(engine, inp.request_id)
-        checked = await self._validate_update(req.executor_id, Envelope(None, inp.response), req)
-        # Another answer may have been accepted while this one was validated.
-        req = self.pending_request(engine, inp.request_id)
+    async def _validated_response(self, engine: Engine, request_id: str, response: Any) -> Envelope:
+        """An answer type-checked against its request (in an activity); refused, naming both, if it does not fit."""
+        req = self.pending_request(engine, request_id)
+        checked = await self._validate_update(req.executor_id, Envelope(None, response), req)
         if checked.value is None:
             raise refuse(
                 checked.error_type or FAILURE_INVALID_RESPONSE,
@@ -222,8 +221,14 @@ class Inbox:
                 request_id=req.request_id,
                 executor_id=req.executor_id,
             )
+        return checked.value
+
+    async def accept_response(self, engine: Engine, inp: RespondInput) -> dict[str, Any]:
+        value = await self._validated_response(engine, inp.request_id, inp.response)
+        # Another answer may have been accepted while this one was validated.
+        req = self.pending_request(engine, inp.request_id)
         self._answered.add(req.request_id)
-        self.items.append(_Input("respond", req.request_id, checked.value, validated=True))
+        self.items.append(_Input("respond", req.request_id, value, validated=True))
         return {"request_id": req.request_id, "executor_id": req.executor_id, "accepted": True}
 
     def check_requests(self, engine: Engine | None, inp: RespondAllInput) -> None:
@@ -246,16 +251,8 @@ class Inbox:
         self.check_requests(engine, inp)
         checked: list[tuple[PendingRequest, Envelope]] = []
         for r in inp.responses:
-            req = self.pending_request(engine, r.request_id)
-            result = await self._validate_update(req.executor_id, Envelope(None, r.response), req)
-            if result.value is None:
-                raise refuse(
-                    result.error_type or FAILURE_INVALID_RESPONSE,
-                    result.error or "invalid response",
-                    request_id=req.request_id,
-                    executor_id=req.executor_id,
-                )
-            checked.append((req, result.value))
+            value = await self._validated_response(engine, r.request_id, r.response)
+            checked.append((self.pending_request(engine, r.request_id), value))
         # Another answer may have been accepted while these were validated: check again, then queue (no await).
         for req, _ in checked:
             self.pending_request(engine, req.request_id)

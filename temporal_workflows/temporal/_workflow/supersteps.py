@@ -284,17 +284,15 @@ class StepRunner:
                 size = len(to_json(arg))
                 rounds = 0
                 while True:
-                    async with budget.lock:
-                        # Steps whose inputs would pass the budget together start in the next workflow task.
-                        await budget.room(size)
-                        handle = workflow.start_activity(
-                            activity_type,
-                            arg,
-                            result_type=dict,
-                            activity_id=activity_id if rounds == 0 else f"{activity_id}.{rounds}",
-                            **options,
-                        )
-                        budget.charge(size)
+                    # Steps whose inputs would pass the budget together start in the next workflow task.
+                    handle = await budget.start_activity(
+                        size,
+                        activity_type,
+                        arg,
+                        result_type=dict,
+                        activity_id=activity_id if rounds == 0 else f"{activity_id}.{rounds}",
+                        **options,
+                    )
                     try:
                         raw = await handle
                         break
@@ -349,17 +347,15 @@ class StepRunner:
         size = len(to_json(inp))
         budget = self.budget
         try:
-            async with budget.lock:
-                await budget.room(size)
-                handle = workflow.start_activity(
-                    ACTIVITY_REDUCE,
-                    inp,
-                    result_type=Envelope,
-                    start_to_close_timeout=timedelta(minutes=1),
-                    retry_policy=RetryPolicy(maximum_attempts=3),
-                    summary=f"reduce {reduction.key!r} · superstep {superstep}",
-                )
-                budget.charge(size)
+            handle = await budget.start_activity(
+                size,
+                ACTIVITY_REDUCE,
+                inp,
+                result_type=Envelope,
+                start_to_close_timeout=timedelta(minutes=1),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"reduce {reduction.key!r} · superstep {superstep}",
+            )
             result: Envelope = await handle
         except ActivityError as e:
             failure = failure_of(e)

@@ -901,19 +901,15 @@ class GraphWorkflow:
         else:
             arg = ValidateInput(name, executor_id, value, request)
         try:
-            budget = self._budget
-            async with budget.lock:
-                size = json_size(arg)
-                await budget.room(size)  # its input is recorded in this workflow task's command
-                handle = workflow.start_activity(
-                    ACTIVITY_VALIDATE,
-                    arg,
-                    result_type=Validated,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=5)),
-                    summary=f"validate {what}",
-                )
-                budget.charge(size)
+            handle = await self._budget.start_activity(
+                json_size(arg),
+                ACTIVITY_VALIDATE,
+                arg,
+                result_type=Validated,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=5)),
+                summary=f"validate {what}",
+            )
             result: Validated = await handle
         finally:
             if ref is not None:
@@ -965,18 +961,15 @@ class GraphWorkflow:
             # A regular activity, as for validation (``_validate_update``): a local activity in an update
             # handler made concurrent input unreplayable (``locals.py``).
             await self._quiet()
-            async with self._budget.lock:
-                size = json_size(arg)
-                await self._budget.room(size)  # its input is recorded in this workflow task's command
-                handle = workflow.start_activity(
-                    ACTIVITY_ROUTE,
-                    arg,
-                    result_type=Routed,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=5)),
-                    summary=summary,
-                )
-                self._budget.charge(size)
+            handle = await self._budget.start_activity(
+                json_size(arg),
+                ACTIVITY_ROUTE,
+                arg,
+                result_type=Routed,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=5)),
+                summary=summary,
+            )
             result: Routed = await handle
             await self._quiet()
             return result
