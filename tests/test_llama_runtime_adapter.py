@@ -4,6 +4,9 @@ the order the adapter started the tasks (workers before the mailbox pull), never
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from workflows.runtime.types.named_task import PendingPull, PendingWorker, PullTask, WorkerTask
@@ -82,6 +85,40 @@ def test_an_in_process_worker_gets_a_queue_of_its_own_and_a_client_the_shared_on
 
     hosted = TemporalRuntime(worker=True)
     assert hosted.task_queue.startswith("llama-index-workflows-")
-    assert hosted.task_queue == TemporalRuntime(worker=True).task_queue  # one process, one queue
+    assert hosted.task_queue == TemporalRuntime(worker=True).task_queue  # one program, one queue
     assert TemporalRuntime().task_queue == "llama-index-workflows"  # where production workers poll
     assert TemporalRuntime(worker=True, task_queue="q").task_queue == "q"
+
+
+_QUEUE_PROGRAM = """
+import sys
+from workflows import Context, Workflow, step
+from workflows.events import StartEvent, StopEvent
+from temporal_workflows.llama import TemporalRuntime
+
+class {name}(Workflow):
+    @step
+    async def go(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        return StopEvent(result=1)
+
+with TemporalRuntime(worker=True).registering():
+    {name}()
+print(TemporalRuntime(worker=True).task_queue)
+"""
+
+
+def test_an_in_process_worker_queue_is_the_programs_so_a_restarted_program_polls_it_again(tmp_path: Path) -> None:
+    """A run stays on its queue: the same program started again gets the same queue (and so resumes its runs);
+    another program, or the same file hosting other workflows, gets another."""
+
+    def queue_of(name: str, file: str) -> str:
+        script = tmp_path / file
+        script.write_text(_QUEUE_PROGRAM.format(name=name))
+        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True)
+        return out.stdout.strip()
+
+    first = queue_of("Counter", "a.py")
+    assert first.startswith("llama-index-workflows-")
+    assert queue_of("Counter", "a.py") == first  # restarted: the same queue
+    assert queue_of("Counter", "b.py") != first  # another program
+    assert queue_of("Other", "a.py") != first  # the same file, other workflows

@@ -531,3 +531,100 @@ async def test_recorded_histories_replay_in_the_restricted_sandbox(path: Path) -
     history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None
+
+
+_RESUMABLE_PROGRAM = '''
+"""LlamaIndex's DBOS counter example (examples/dbos/durable_workflow.py), on TemporalRuntime."""
+import asyncio
+import sys
+from datetime import timedelta
+
+from workflows import Context, Workflow, step
+from workflows.events import Event, StartEvent, StopEvent
+from workflows.handler import WorkflowHandler
+
+from temporal_workflows.llama import TemporalRuntime
+from temporal_workflows.llama._runtime_temporal import StepOptions
+
+
+class Tick(Event):
+    count: int
+
+
+class CounterResult(StopEvent):
+    final_count: int
+
+
+class CounterWorkflow(Workflow):
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> Tick:
+        await ctx.store.set("count", 0)
+        return Tick(count=0)
+
+    @step
+    async def increment(self, ctx: Context, ev: Tick) -> Tick | CounterResult:
+        count = ev.count + 1
+        await ctx.store.set("count", count)
+        print(f"tick {count}", flush=True)
+        if count >= 8:
+            return CounterResult(final_count=count)
+        await asyncio.sleep(0.3)
+        return Tick(count=count)
+
+
+runtime = TemporalRuntime(worker=True, step_options=StepOptions(heartbeat_timeout=timedelta(seconds=2)))
+workflow = CounterWorkflow(runtime=runtime, timeout=None)
+
+
+async def main(run_id: str, resume: bool) -> None:
+    if resume:
+        handler = WorkflowHandler(workflow, runtime.get_external_adapter(run_id))
+    else:
+        handler = workflow.run(start_event=StartEvent(), run_id=run_id)
+    result = await handler
+    print(f"final {result.final_count} store {await handler.ctx.store.get('count')}", flush=True)
+
+
+asyncio.run(main(sys.argv[1], len(sys.argv) > 2))
+'''
+
+
+async def test_a_program_killed_mid_run_resumes_its_run_when_started_again(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """``worker=True`` puts runs on a queue named after the program, so the same program started again
+    polls it: ``WorkflowHandler(workflow, runtime.get_external_adapter(run_id))`` (how LlamaIndex's DBOS
+    example resumes) finds the run by its id and this process's worker takes it over. The step that was
+    running at the kill runs again (at least once), after its heartbeat timeout."""
+    script = tmp_path / "counter.py"
+    script.write_text(_RESUMABLE_PROGRAM)
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address, "PYTHONPATH": os.getcwd()}
+    run_id = f"counter-{uuid.uuid4().hex[:8]}"
+    first = subprocess.Popen(
+        [sys.executable, str(script), run_id], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    seen: list[str] = []
+    try:
+        assert first.stdout is not None
+        while True:
+            line = await asyncio.to_thread(first.stdout.readline)
+            assert line, first.stderr.read() if first.stderr else "the first process ended"
+            seen.append(line.strip())
+            if line.strip() == "tick 3":
+                break
+    finally:
+        first.kill()  # SIGKILL: no shutdown, the step in flight is abandoned
+        first.wait(30)
+    second = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, str(script), run_id, "--resume"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert second.returncode == 0, second.stderr
+    lines = second.stdout.split("\n")
+    assert "final 8 store 8" in lines, second.stdout
+    ticks = [int(x.split()[1]) for x in lines if x.startswith("tick ")]
+    assert ticks == list(range(ticks[0], 9)) and ticks[0] in (3, 4), (seen, ticks)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "UnknownWorkflowError",
     "current_adapter",
+    "hosted",
     "instance_key",
     "lookup",
     "note_type",
@@ -53,6 +54,12 @@ def remember(workflow: Workflow, options: StepOptions) -> None:
         _by_key[instance_key(workflow)] = workflow
         _by_name[workflow.workflow_name] = workflow
         _options[instance_key(workflow)] = options
+
+
+def hosted() -> list[Workflow]:
+    """Every LlamaIndex workflow this process hosts (the last built of each ``workflow_name``)."""
+    with _lock:
+        return list(_by_name.values())
 
 
 def options_for(workflow: Workflow) -> StepOptions:

@@ -60,10 +60,10 @@ from workflows.workflow import Workflow
 from temporal_workflows.llama._runtime_temporal import _registry, _wire
 from temporal_workflows.llama._runtime_temporal._activity import llama_step
 from temporal_workflows.llama._runtime_temporal._options import StepOptions
+from temporal_workflows.llama._runtime_temporal._program import program_task_queue
 from temporal_workflows.llama._runtime_temporal._protocol import (
     DEFAULT_TASK_QUEUE,
     EVENTS_TOPIC,
-    PROCESS_NONCE,
     RESULT_ERROR_TYPE,
     STATE_QUERY,
     STORE_PATCH_SIGNAL,
@@ -231,9 +231,10 @@ class TemporalRuntime(Runtime):
             :class:`~temporal_workflows.temporal.ConnectionConfig`), with the
             project's JSON data converter.
         task_queue: The queue runs and steps go to. Default: ``llama-index-workflows``, the queue
-            production workers poll; with ``worker=True``, a queue of this process's own
-            (``llama-index-workflows-<process id>``), so two programs or test processes sharing a
-            server never pick up each other's runs.
+            production workers poll; with ``worker=True``, a queue of this program's own
+            (``llama-index-workflows-<digest of the main file and the workflows built>``, see
+            ``_program.py``): a program killed mid-run and started again picks its runs up, and two
+            programs sharing a server never pick up each other's runs.
         worker: Host every workflow built with this runtime in this process
             (development, notebooks, tests). Production workers run
             ``TemporalRuntime.worker(client)`` (or the CLI) in their own processes.
@@ -258,9 +259,9 @@ class TemporalRuntime(Runtime):
     ) -> None:
         super().__init__(default_serializer=default_serializer)
         self._client = client
-        if task_queue is None:
-            task_queue = f"{DEFAULT_TASK_QUEUE}-{PROCESS_NONCE}" if worker else DEFAULT_TASK_QUEUE
-        self.task_queue = task_queue
+        if task_queue is None and not worker:
+            task_queue = DEFAULT_TASK_QUEUE
+        self._task_queue = task_queue
         self.hosts_worker = worker
         self._connection = connection
         self.step_options = step_options if step_options is not None else StepOptions()
@@ -272,6 +273,17 @@ class TemporalRuntime(Runtime):
         self._worker_lock = threading.Lock()
         self._registered: WeakIdentityKeyDictionary[Workflow, RegisteredWorkflow] = WeakIdentityKeyDictionary()
         self._adapters: weakref.WeakValueDictionary[str, TemporalExternalAdapter] = weakref.WeakValueDictionary()
+
+    @property
+    def task_queue(self) -> str:
+        """The queue this runtime's runs and steps go to (an in-process worker's: named on first use)."""
+        if self._task_queue is None:
+            self._task_queue = program_task_queue(_registry.hosted())
+        return self._task_queue
+
+    @task_queue.setter
+    def task_queue(self, value: str) -> None:
+        self._task_queue = value
 
     @property
     def is_launched(self) -> bool:
@@ -432,9 +444,17 @@ class TemporalRuntime(Runtime):
         return adapter
 
     def get_external_adapter(self, run_id: str) -> ExternalRunAdapter:
+        """The adapter of run ``run_id``: the one this runtime started, or any run on the server.
+
+        A run started by another process (or by this program before it was killed) is found by its
+        workflow id, as ``WorkflowHandler(workflow, runtime.get_external_adapter(run_id))`` expects to
+        resume it; which workflow it runs is read from its history, and (``worker=True``) this
+        process's worker takes it over.
+        """
         adapter = self._adapters.get(run_id)
         if adapter is None:
-            raise RuntimeError(f"No workflow run with run_id {run_id!r} was started from this runtime")
+            adapter = TemporalExternalAdapter.attach(self, run_id)
+            self._adapters[run_id] = adapter
         return adapter
 
 
@@ -465,6 +485,46 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         self._result: StopEvent | None = None
         self._error: BaseException | None = None
         self._done = False
+
+    @classmethod
+    def attach(cls, runtime: TemporalRuntime, run_id: str) -> TemporalExternalAdapter:
+        """The adapter of a run this runtime did not start (another process, or this program before a crash).
+
+        Which workflow it runs, its serializer, first state and store are read from the start of the
+        run's current execution before anything else is done with it (``started``).
+        """
+        self = cls.__new__(cls)
+        self._runtime = runtime
+        self._run_id = run_id
+        self._ticks = []
+        self._result = None
+        self._error = None
+        self._done = False
+        self._store = {}  # the run's own, once read; queried from the run while it goes
+        self.started = asyncio.get_running_loop().create_task(self._attach())
+        return self
+
+    async def _attach(self) -> WorkflowHandle[Any, RunOutput]:
+        client = await self._runtime.client()
+        handle = client.get_workflow_handle(self._run_id, result_type=RunOutput)
+        inp: RunInput | None = None
+        try:
+            async for event in handle.fetch_history_events(page_size=1):
+                payloads = event.workflow_execution_started_event_attributes.input.payloads
+                [inp] = await client.data_converter.decode(payloads, [RunInput])
+                break
+        except RPCError as e:
+            raise RuntimeError(f"No workflow run with run_id {self._run_id!r} on the Temporal server: {e}") from None
+        if not isinstance(inp, RunInput):
+            raise RuntimeError(f"Workflow {self._run_id!r} is not a LlamaIndex run of TemporalRuntime")
+        workflow = _registry.lookup(inp.workflow_name, inp.instance_key)
+        serializer = workflow.runtime.get_serializer(workflow)
+        self._workflow, self._serializer = workflow, serializer
+        self._init_state = BrokerState.from_serialized(
+            SerializedContext.model_validate(inp.init_state), workflow, serializer
+        )
+        self._store = inp.store
+        return handle
 
     @property
     def run_id(self) -> str:
