@@ -156,3 +156,39 @@ async def test_a_failing_step_marks_the_handler_failed_with_its_error(http: http
     body = r.json()
     assert body["status"] == "failed"
     assert "step exploded" in body["error"]
+
+
+async def test_a_server_wired_as_for_the_dbos_runtime_serves_runs_unchanged(temporal_address: str) -> None:
+    """LlamaIndex's DBOS examples build their server with ``rt.create_workflow_store()`` and
+    ``rt.build_server_runtime()``: the same two calls on a ``TemporalRuntime`` serve runs."""
+    runtime = TemporalRuntime(
+        worker=True,
+        task_queue=f"llama-srv-{uuid.uuid4().hex[:8]}",
+        connection=ConnectionConfig(address=temporal_address),
+    )
+    assert runtime.create_workflow_store() is runtime.create_workflow_store()
+    server = WorkflowServer(
+        workflow_store=runtime.create_workflow_store(), runtime=runtime.build_server_runtime(idle_timeout=5.0)
+    )
+    server.add_workflow("chain", lw.Chain(timeout=30, runtime=runtime))
+    port = _free_port()
+    http = uvicorn.Server(uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="warning"))
+    try:
+        async with server.contextmanager():
+            task = asyncio.create_task(http.serve())
+            while not http.started:
+                await asyncio.sleep(0.01)  # uvicorn has no readiness event; this only waits for the bind
+            try:
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
+                    r = await c.post("/workflows/chain/run", json={"start_event": {"x": 41}})
+                    assert r.status_code == 200, r.text
+                    assert r.json()["status"] == "completed"
+                    assert r.json()["result"]["value"]["result"] == "done 42"
+                    client = await runtime.client()
+                    description = await client.get_workflow_handle(r.json()["run_id"]).describe()
+                    assert description.task_queue == runtime.task_queue  # a Temporal run
+            finally:
+                http.should_exit = True
+                await task
+    finally:
+        await runtime.destroy()

@@ -273,6 +273,7 @@ class TemporalRuntime(Runtime):
         self._worker_lock = threading.Lock()
         self._registered: WeakIdentityKeyDictionary[Workflow, RegisteredWorkflow] = WeakIdentityKeyDictionary()
         self._adapters: weakref.WeakValueDictionary[str, TemporalExternalAdapter] = weakref.WeakValueDictionary()
+        self._server_store: Any = None
 
     @property
     def task_queue(self) -> str:
@@ -376,6 +377,29 @@ class TemporalRuntime(Runtime):
             activities=[llama_step],
             **kwargs,
         )
+
+    # -- llama-agents-server, as the DBOS runtime wires it ----------------------------------------
+    def create_workflow_store(self) -> Any:
+        """The store a ``WorkflowServer`` keeps its handlers in (``llama_agents.server.MemoryWorkflowStore``).
+
+        So a server written for ``llama-agents-dbos``
+        (``WorkflowServer(workflow_store=rt.create_workflow_store(), runtime=rt.build_server_runtime())``)
+        runs unchanged with this runtime. The runs themselves, their events and results live in Temporal.
+        """
+        from llama_agents.server import MemoryWorkflowStore
+
+        if self._server_store is None:
+            self._server_store = MemoryWorkflowStore()
+        return self._server_store
+
+    def build_server_runtime(self, *, idle_timeout: float = 600.0) -> Runtime:
+        """The runtime to give ``WorkflowServer``: this one (the server's bridge is built in, see ``_server.py``).
+
+        ``idle_timeout`` is accepted for ``llama-agents-dbos`` programs: an idle run here costs no worker
+        resources (it waits in Temporal), and it continues as new when its history grows long.
+        """
+        del idle_timeout
+        return self
 
     async def launch(self) -> None:
         await super().launch()
