@@ -295,3 +295,12 @@ class StoreFromOutside(Workflow):
     @step
     async def answered(self, ctx: Context, ev: Answer) -> StopEvent:
         return StopEvent(result=f"{await ctx.store.get('topic')} {await ctx.store.get('extra')} {ev.text}")
+
+
+class PythonResult(Workflow):
+    """A result JSON would change: a tuple, a set, bytes, int keys, an event inside (the default runtime
+    hands the object itself to the caller)."""
+
+    @step
+    async def go(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        return StopEvent(result=((1, ["a"]), {1: "one", 2: (2,)}, {3}, b"x", Progress(msg="in")))

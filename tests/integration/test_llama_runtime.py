@@ -65,6 +65,14 @@ async def test_chain_result_stream_and_store_match_the_default_runtime(runtime: 
     assert await handler.ctx.store.get("seen") == ["a", "b"]
 
 
+async def test_a_result_json_would_change_comes_back_as_the_default_runtime_returns_it(
+    runtime: TemporalRuntime,
+) -> None:
+    default, temporal = await _run_both(lw.PythonResult, runtime)
+    assert temporal[0] == default[0] == ((1, ["a"]), {1: "one", 2: (2,)}, {3}, b"x", lw.Progress(msg="in"))
+    assert repr(temporal[0]) == repr(default[0])  # what print() shows
+
+
 async def test_each_run_is_a_temporal_workflow_and_each_step_an_activity(runtime: TemporalRuntime) -> None:
     handler = lw.Chain(timeout=30, runtime=runtime).run(x=1)
     await handler

@@ -117,6 +117,9 @@ class RunOutput(_Frozen):
     """``StopEvent.result`` through the serializer's ``serialize_value`` (events and models in it keep
     their classes), when ``stop_result_typed`` (``PATCH_TYPED_STOP_RESULT``)."""
     stop_result_typed: bool = False
+    stop_result_tagged: dict[str, Any] | None = None
+    """Instead of ``stop_result``: a result plain JSON would change (a tuple, a set, bytes, non-str
+    keys), as the engine's tagged envelope (``_wire.encode_result``)."""
 
 
 class StepInput(_Frozen):

@@ -643,7 +643,7 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         assert isinstance(stop, StopEvent)
         if out.stop_result_typed and type(stop) is StopEvent and isinstance(self._serializer, JsonSerializer):
             with self._serializer.validation_context():
-                stop = StopEvent(result=self._serializer.deserialize_value(out.stop_result))
+                stop = StopEvent(result=_wire.decode_result(self._serializer, out.model_dump()))
         self._result, self._done = stop, True
         return stop
 

@@ -31,13 +31,17 @@ from workflows.runtime.types.results import (
     _serialize_release_payload_value,
 )
 
+from temporal_workflows._engine.serde import Envelope, decode, encode
+
 __all__ = [
     "decode_event",
     "decode_outputs",
+    "decode_result",
     "decode_retry",
     "decode_state",
     "encode_event",
     "encode_outputs",
+    "encode_result",
     "encode_retry",
     "encode_state",
 ]
@@ -164,6 +168,31 @@ def decode_retry(serializer: BaseSerializer, d: dict[str, Any]) -> RetryAttempt:
     )
 
 
+def encode_result(serializer: JsonSerializer, value: Any) -> dict[str, Any]:
+    """A ``StopEvent``'s result for the wire, as the default runtime hands it over.
+
+    The serializer's ``serialize_value`` keeps events and models (as tagged dicts) but leaves tuples,
+    sets, bytes and dicts with non-str keys as they are, which JSON would turn into lists and str
+    keys. What plain JSON keeps goes as ``stop_result`` (as before); anything else as
+    ``stop_result_tagged``, the engine's tagged envelope (``docs/values.md``), read back exactly.
+    """
+    data = serializer.serialize_value(value)
+    try:
+        envelope = encode(data, what="the StopEvent's result")
+    except Exception:
+        return {"stop_result": data}
+    if envelope.type is None:
+        return {"stop_result": data}
+    return {"stop_result_tagged": envelope.to_json()}
+
+
+def decode_result(serializer: JsonSerializer, entry: dict[str, Any]) -> Any:
+    """:func:`encode_result`'s value back (either key; results recorded before carry ``stop_result``)."""
+    tagged = entry.get("stop_result_tagged")
+    data = decode(Envelope.from_json(tagged)) if isinstance(tagged, dict) else entry.get("stop_result")
+    return serializer.deserialize_value(data)
+
+
 def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer | None = None) -> list[dict[str, Any]]:
     """A step's results and recorded sends, each LlamaIndex's own model dumped to JSON.
 
@@ -181,7 +210,7 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
             and isinstance(serializer, JsonSerializer)
             and item.result.result is not None
         ):
-            entry["stop_result"] = serializer.serialize_value(item.result.result)
+            entry.update(encode_result(serializer, item.result.result))
         if isinstance(item, AddWaiter) and item.requirements and isinstance(serializer, JsonSerializer):
             # AddWaiter's own dump writes its requirements as {} (has_requirements=True), and a waiter with
             # no requirements takes any event of its type: they go beside it, as JSON, when they can.
@@ -202,8 +231,8 @@ def decode_outputs(serializer: BaseSerializer, data: list[dict[str, Any]]) -> li
         for item in data:
             model = _OUTPUT_KINDS[item["kind"]]
             decoded = model.model_validate(item["data"])
-            if "stop_result" in item and isinstance(serializer, JsonSerializer):
-                typed = StopEvent(result=serializer.deserialize_value(item["stop_result"]))
+            if ("stop_result" in item or "stop_result_tagged" in item) and isinstance(serializer, JsonSerializer):
+                typed = StopEvent(result=decode_result(serializer, item))
                 decoded = decoded.model_copy(update={"result": typed})
             if "requirements" in item and isinstance(serializer, JsonSerializer):
                 decoded = decoded.model_copy(

@@ -676,7 +676,7 @@ class LlamaIndexRun:
             typed: dict[str, Any] = {}
             if typed_result and type(stop) is StopEvent and isinstance(serializer, JsonSerializer):
                 # Its result as the default runtime hands it over: events and models in it keep their classes.
-                typed = {"stop_result": serializer.serialize_value(stop.result), "stop_result_typed": True}
+                typed = {**_wire.encode_result(serializer, stop.result), "stop_result_typed": True}
             if final is not None:
                 return RunOutput(
                     stop_event=serializer.serialize(stop),
