@@ -304,3 +304,24 @@ class PythonResult(Workflow):
     @step
     async def go(self, ctx: Context, ev: StartEvent) -> StopEvent:
         return StopEvent(result=((1, ["a"]), {1: "one", 2: (2,)}, {3}, b"x", Progress(msg="in")))
+
+
+class PairSeen(Event):
+    pair: tuple[int, ...]
+    anything: Any = None
+
+
+class PythonValues(Workflow):
+    """Tuples, sets, bytes and int keys in a StartEvent's keyword arguments, an ``Any`` field and the store:
+    the default runtime never serializes them, so each step sees them as they were."""
+
+    @step
+    async def a(self, ctx: Context, ev: StartEvent) -> PairSeen:
+        await ctx.store.set("kept", ((1, 2), {3}, b"x", {4: "four"}))
+        ctx.write_event_to_stream(Progress(msg=f"start sees {ev.pair!r} {ev.get('keys')!r}"))
+        return PairSeen(pair=ev.pair, anything={1: (2,), "s": frozenset({5})})
+
+    @step
+    async def b(self, ctx: Context, ev: PairSeen) -> StopEvent:
+        kept = await ctx.store.get("kept")
+        return StopEvent(result=f"b sees {ev.pair!r} {ev.anything!r} {kept!r}")

@@ -73,6 +73,17 @@ async def test_a_result_json_would_change_comes_back_as_the_default_runtime_retu
     assert repr(temporal[0]) == repr(default[0])  # what print() shows
 
 
+async def test_tuples_sets_bytes_and_int_keys_reach_steps_and_the_store_as_they_were(
+    runtime: TemporalRuntime,
+) -> None:
+    default, temporal = await _run_both(lw.PythonValues, runtime, pair=(1, 2), keys={1: "x"})
+    assert temporal == default
+    assert default[0] == ("b sees (1, 2) {1: (2,), 's': frozenset({5})} ((1, 2), {3}, b'x', {4: 'four'})")
+    handler = lw.PythonValues(timeout=30, runtime=runtime).run(pair=(1, 2), keys={1: "x"})
+    await handler
+    assert await handler.ctx.store.get("kept") == ((1, 2), {3}, b"x", {4: "four"})
+
+
 async def test_each_run_is_a_temporal_workflow_and_each_step_an_activity(runtime: TemporalRuntime) -> None:
     handler = lw.Chain(timeout=30, runtime=runtime).run(x=1)
     await handler

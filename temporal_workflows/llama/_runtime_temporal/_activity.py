@@ -27,7 +27,7 @@ from temporalio import activity
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from workflows.context.serializers import BaseSerializer
-from workflows.context.state_store import InMemoryStateStore, StateStore, infer_state_type
+from workflows.context.state_store import StateStore, infer_state_type
 from workflows.errors import WorkflowRuntimeError
 from workflows.events import Event
 from workflows.runtime.types.plugin import InternalRunAdapter, WaitResult
@@ -303,10 +303,7 @@ def _unbatched(inp: StepInput, batch: StepBatchInput) -> StepInput:
 async def _run_one(inp: StepInput) -> StepOutput:
     llama_workflow = run_view(_registry.lookup(inp.workflow_name, inp.instance_key))
     serializer = llama_workflow.runtime.get_serializer(llama_workflow)
-    if inp.store is not None:
-        store: InMemoryStateStore[Any] = InMemoryStateStore.from_dict(inp.store, serializer)
-    else:
-        store = InMemoryStateStore(infer_state_type(llama_workflow)())
+    store = _wire.run_store(serializer, inp.store, infer_state_type(llama_workflow))
     before = store.checkpoint()
     live = inp.state.get("invocation_id") if inp.live_stream else None
     adapter = StepActivityAdapter(inp.run_id, serializer, store, live)

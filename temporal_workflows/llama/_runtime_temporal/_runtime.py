@@ -28,6 +28,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel
 from temporalio import workflow as temporal_workflow
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
@@ -115,6 +116,9 @@ class _DeclaredTypesSerializer(JsonSerializer):
     events and state type first, by the names records carry, then imports as LlamaIndex does.
     """
 
+    reads_exact_form = True
+    """Its records may carry exact field values (``_wire.EXACT_KEY``), and it reads them."""
+
     def __init__(self, types: list[type[Any]]) -> None:
         super().__init__()
         self._declared: dict[str, type[Any]] = {}
@@ -125,6 +129,37 @@ class _DeclaredTypesSerializer(JsonSerializer):
     def resolve_class(self, qualified_name: str) -> type[Any]:
         declared = self._declared.get(qualified_name) or _registry.seen_type(qualified_name)
         return declared if declared is not None else super().resolve_class(qualified_name)
+
+    # Under the default runtime an event or the store never leaves the process, so a tuple, a set,
+    # bytes or an int key reaches the next step as it was, in a field JSON cannot restore (``Any``,
+    # a ``StartEvent``'s keyword arguments) or as a ``ctx.store`` value. Such a value is recorded in
+    # the engine's tagged form (``_wire.tagged_form``). LlamaIndex's record of a model is its JSON
+    # dump; when that would not give the model back, the record also carries the exact field values
+    # (``_wire.exact_form``), read first.
+
+    def serialize_value(self, value: Any) -> Any:
+        tagged = _wire.tagged_form(self, value)
+        if tagged is not None:
+            return tagged
+        out = super().serialize_value(value)
+        if isinstance(value, BaseModel) and isinstance(out, dict) and out.get("__is_pydantic"):
+            exact = _wire.exact_form(value, out["value"], self)
+            if exact is not None:
+                out[_wire.EXACT_KEY] = exact
+            else:
+                _wire.add_exact_forms(value, out["value"], self)  # a tick carrying an event
+        return out
+
+    def deserialize_value(self, data: Any) -> Any:
+        if isinstance(data, dict) and _wire.TAGGED_KEY in data:
+            found, value = _wire.from_tagged_form(self, data)
+            if found:
+                return value
+        if isinstance(data, dict) and _wire.EXACT_KEY in data:
+            model = _wire.from_exact_form(self, data)
+            if model is not None:
+                return model
+        return super().deserialize_value(data)
 
 
 class _RunStore:
@@ -430,9 +465,9 @@ class TemporalRuntime(Runtime):
                 raise WorkflowRuntimeError(
                     f"TemporalRuntime cannot restore the durable state store {serialized_state.get('store_type')!r}"
                 )
-            store: InMemoryStateStore[Any] = InMemoryStateStore.from_dict(serialized_state, active)
+            store = _wire.run_store(active, serialized_state, infer_state_type(workflow))
         else:
-            store = InMemoryStateStore(infer_state_type(workflow)())  # type: ignore[arg-type]
+            store = _wire.run_store(active, None, infer_state_type(workflow))
         inp = RunInput(
             workflow_name=workflow.workflow_name,
             instance_key=_registry.instance_key(workflow),

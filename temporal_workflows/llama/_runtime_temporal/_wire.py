@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from workflows.context.serializers import BaseSerializer, JsonSerializer
+from workflows.context.state_store import InMemoryStateStore
 from workflows.context.utils import import_module_from_qualified_name
 from workflows.events import Event, StopEvent, _deserialize_exception, _serialize_exception
 from workflows.runtime.types.results import (
@@ -36,12 +37,20 @@ from temporal_workflows._engine.serde import Envelope, decode, encode
 __all__ = [
     "decode_event",
     "decode_outputs",
+    "EXACT_KEY",
+    "TAGGED_KEY",
+    "add_exact_forms",
     "decode_result",
     "decode_retry",
     "decode_state",
     "encode_event",
     "encode_outputs",
     "encode_result",
+    "exact_form",
+    "from_exact_form",
+    "from_tagged_form",
+    "run_store",
+    "tagged_form",
     "encode_retry",
     "encode_state",
 ]
@@ -168,6 +177,118 @@ def decode_retry(serializer: BaseSerializer, d: dict[str, Any]) -> RetryAttempt:
     )
 
 
+EXACT_KEY = "__exact"
+"""Beside LlamaIndex's ``__is_pydantic`` record: the model's field values, tagged (see :func:`exact_form`)."""
+
+
+def exact_form(model: BaseModel, dumped: Any, serializer: JsonSerializer) -> dict[str, Any] | None:
+    """The exact field values of ``model`` when its JSON dump ``dumped`` would not give it back, else ``None``.
+
+    A field JSON cannot restore (a tuple or int-keyed dict under ``Any``, a ``StartEvent``'s keyword
+    arguments) is read back from this; a model that cannot be compared or encoded keeps LlamaIndex's
+    record alone, as before.
+    """
+    try:
+        with serializer.validation_context():
+            if type(model).model_validate(dumped) == model:
+                return None
+        envelope = encode(model.model_dump(), what=f"a {type(model).__name__}")
+    except Exception:
+        return None
+    return None if envelope.type is None else envelope.to_json()
+
+
+def add_exact_forms(model: BaseModel, dumped: Any, serializer: JsonSerializer) -> None:
+    """Put :func:`exact_form` beside each model-valued field's record in ``dumped`` (``model``'s JSON dump).
+
+    LlamaIndex's tick and step-output models dump the events they carry with its own module-level
+    serializer, which this runtime's cannot reach: their records get the exact form here.
+    """
+    if not isinstance(dumped, dict):
+        return
+    for name in type(model).model_fields:
+        value = getattr(model, name, None)
+        record = dumped.get(name)
+        if isinstance(value, BaseModel) and isinstance(record, dict) and record.get("__is_pydantic"):
+            exact = exact_form(value, record.get("value"), serializer)
+            if exact is not None:
+                record[EXACT_KEY] = exact
+
+
+def from_exact_form(serializer: JsonSerializer, data: dict[str, Any]) -> BaseModel | None:
+    """The model a record with :data:`EXACT_KEY` holds, or ``None`` to read the record as LlamaIndex does."""
+    name = data.get("qualified_name")
+    exact = data.get(EXACT_KEY)
+    if not data.get("__is_pydantic") or not isinstance(name, str) or not isinstance(exact, dict):
+        return None
+    try:
+        cls = serializer.resolve_class(name)
+        values = decode(Envelope.from_json(exact))
+        with serializer.validation_context():
+            model = cls.model_validate(values)
+    except Exception:
+        return None
+    return model if isinstance(model, BaseModel) else None
+
+
+TAGGED_KEY = "__tagged"
+"""A one-key record holding a value plain JSON would change, in the engine's tagged form."""
+
+
+def tagged_form(serializer: JsonSerializer, value: Any) -> dict[str, Any] | None:
+    """``value`` (a tuple, set, bytes, or a dict with non-str keys) as a :data:`TAGGED_KEY` record, else ``None``.
+
+    LlamaIndex's serializer leaves these to ``json.dumps``, which makes lists and str keys of them
+    (or refuses sets and bytes). Their items go through ``serializer`` first (events and models keep
+    LlamaIndex's records), then the container is tagged (``docs/values.md``).
+    """
+    t = type(value)
+    inner: Any
+    if t is tuple:
+        inner = tuple(serializer.serialize_value(x) for x in value)
+    elif t is set or t is frozenset or t is bytes or t is bytearray:
+        inner = value
+    elif t is dict and any(type(k) is not str for k in value):
+        inner = {k: serializer.serialize_value(v) for k, v in value.items()}
+    else:
+        return None
+    try:
+        return {TAGGED_KEY: encode(inner, what=f"a {t.__name__}").to_json()}
+    except Exception:
+        return None
+
+
+def from_tagged_form(serializer: JsonSerializer, data: dict[str, Any]) -> tuple[bool, Any]:
+    """``(True, value)`` for a :func:`tagged_form` record, ``(False, None)`` for anything else."""
+    if len(data) != 1 or not isinstance(data.get(TAGGED_KEY), dict):
+        return False, None
+    try:
+        value = decode(Envelope.from_json(data[TAGGED_KEY]))
+    except Exception:
+        return False, None
+    if type(value) is tuple:
+        return True, tuple(serializer.deserialize_value(x) for x in value)
+    if type(value) is dict:
+        return True, {k: serializer.deserialize_value(v) for k, v in value.items()}
+    return True, value
+
+
+def run_store(
+    serializer: BaseSerializer, data: dict[str, Any] | None, state_type: type[Any]
+) -> InMemoryStateStore[Any]:
+    """A run's ``ctx.store`` from its JSON (``None``: a fresh ``state_type``), recording with ``serializer``.
+
+    ``InMemoryStateStore`` records its checkpoints and diffs with a plain ``JsonSerializer`` of its
+    own; this runtime's serializer keeps tuples, sets, bytes and int keys (``tagged_form``).
+    """
+    store: InMemoryStateStore[Any] = (
+        InMemoryStateStore.from_dict(data, serializer) if data is not None else InMemoryStateStore(state_type())
+    )
+    if getattr(serializer, "reads_exact_form", False):
+        store._serializer = serializer
+    return store
+
+
 def encode_result(serializer: JsonSerializer, value: Any) -> dict[str, Any]:
     """A ``StopEvent``'s result for the wire, as the default runtime hands it over.
 
@@ -204,6 +325,8 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
     for item in outputs:
         kind = "sent" if isinstance(item, SentEvent) else item.type
         entry: dict[str, Any] = {"kind": kind, "data": item.model_dump(mode="json")}
+        if getattr(serializer, "reads_exact_form", False):
+            add_exact_forms(item, entry["data"], serializer)  # type: ignore[arg-type]
         if (
             isinstance(item, StepWorkerResult)
             and type(item.result) is StopEvent
