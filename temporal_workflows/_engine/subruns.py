@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint, check_signature, checkpoint_of
 from temporal_workflows._engine.driver import intermediate_event
+from temporal_workflows._engine.inbound import Inbound, Unanswerable, apply, open_request
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
     REQUEST_TIMED_OUT_TYPE,
@@ -191,14 +192,13 @@ async def deliver_responses(
         engine.expire_due(now)
     ignored: list[str] = []
     for rid, env in responses:
-        request = engine.pending_requests.get(rid)
-        if env.type == REQUEST_TIMED_OUT_TYPE:
-            if request is not None:
-                engine.respond(rid, env)
-        elif request is None:
-            ignored.append(rid)
-        else:
-            engine.respond(rid, await validate(request, env))
+        request = open_request(engine, rid)
+        if isinstance(request, Unanswerable):
+            if env.type != REQUEST_TIMED_OUT_TYPE:  # the parent's timeout of a request the child's timed out
+                ignored.append(rid)
+            continue
+        checked = env if env.type == REQUEST_TIMED_OUT_TYPE else await validate(request, env)
+        apply(engine, Inbound("respond", rid, checked, checked=True))
     engine.expire_due(now)
     return ignored
 

@@ -27,6 +27,7 @@ from temporal_workflows._engine.driver import (
     StepOutcome,
     SuperstepDriver,
 )
+from temporal_workflows._engine.inbound import Inbound, Unanswerable, apply, open_request
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.machine import Engine, Reduction, StepTask
 from temporal_workflows._engine.serde import Envelope, encode
@@ -231,9 +232,9 @@ class LocalRunner:
         """Check every response before accepting any, so a bad one changes nothing."""
         accepted: dict[str, Envelope] = {}
         for rid, value in responses.items():
-            req = engine.pending_requests.get(rid)
-            if req is None:
-                raise UnknownRequestError(rid, list(engine.pending_requests))
+            req = open_request(engine, rid)
+            if isinstance(req, Unanswerable):
+                raise UnknownRequestError(rid, list(req.pending))
             accepted[rid] = self.graph.validate_response(req, value)
         return accepted
 
@@ -346,7 +347,7 @@ class LocalRunner:
                 raise
         if responses:
             for rid, env in self._validate_responses(engine, responses).items():
-                engine.respond(rid, env)
+                apply(engine, Inbound("respond", rid, env, checked=True))
         self.failed = None  # (a failed run took no responses above)
         self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
         self.invocation_kwargs = kwargs

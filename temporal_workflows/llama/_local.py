@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
 from temporal_workflows._engine.driver import DriverHost, StepFailure, StepOutcome, SuperstepDriver
+from temporal_workflows._engine.inbound import Inbound, Route, apply
 from temporal_workflows._engine.limits import check_step_result, max_payload_bytes
 from temporal_workflows._engine.machine import (
     CommitPlan,
@@ -413,11 +414,10 @@ class LocalRun:
             if verbose:
                 print(f"[tick] add: {summarize_event(event)}{f' -> {step}' if step else ''}")
             route = route_event(self.compiled, event, waits_of_requests(engine.pending_requests.values()), step)
-            for rid in route.answers:
-                engine.respond(rid, env)
-            for target in route.targets:
-                engine.send(target, env)
-            if not route.handled:
+            applied = apply(
+                engine, Inbound("event", step or "", env, checked=True), Route(route.answers, route.targets)
+            )
+            if applied.unhandled:
                 notice = unhandled(event, step, idle=not engine.has_work())
                 if notice is not None:
                     self.notice(notice)

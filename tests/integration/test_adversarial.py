@@ -54,8 +54,8 @@ from temporal_workflows.temporal._protocol import (
     RunInput,
 )
 from temporal_workflows.temporal._workflow.continuation import Continuation
+from temporal_workflows.temporal._workflow.handlers import SIGNALS, UPDATES
 from temporal_workflows.temporal._workflow.status import WARNING_LIMIT
-from temporal_workflows.temporal._workflow.workflow import SIGNALS, UPDATES
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
 from tests.integration.runs import outcome as settled

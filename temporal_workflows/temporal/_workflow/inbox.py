@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, cast
 
 from pydantic_core import to_json
 from temporalio.exceptions import ApplicationError
 
+from temporal_workflows._engine.inbound import Inbound, InboundKind, Route, Unanswerable, apply, open_request
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
@@ -72,15 +73,7 @@ MAX_OUTCOME_CHARS = 2000
 """Characters of a refusal's message a delivery outcome keeps (it is carried across continue-as-new)."""
 
 Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]]
-Route = Callable[[str | None, Envelope, list[PendingRequest], bool], Awaitable[Routed]]
-
-
-@dataclass
-class _Input:
-    kind: str  # "respond" | "send" | "event"
-    key: str  # request id, executor id, or the step an event is addressed to ("" for none)
-    value: Envelope
-    validated: bool = False
+RouteEvent = Callable[[str | None, Envelope, list[PendingRequest], bool], Awaitable[Routed]]
 
 
 def oversized_respond(inp: RespondInput) -> str | None:
@@ -118,7 +111,7 @@ class Inbox:
         carried: CarriedInbox | None,
         *,
         budget: TaskBudget | None = None,
-        route: Route | None = None,
+        route: RouteEvent | None = None,
         publish: Callable[[Envelope], None] | None = None,
         validate_update: Validate | None = None,
     ) -> None:
@@ -129,9 +122,13 @@ class Inbox:
         self._publish = publish
         self._board = board
         self._budget = budget or TaskBudget()
-        self.items: list[_Input] = [_Input(i.kind, i.key, i.value, i.validated) for i in carried.items]
+        self.items: list[Inbound] = [
+            # (a carried item's kind was checked when the run started: ``startup._check_carried``)
+            Inbound(cast(InboundKind, i.kind), i.key, i.value, i.validated)
+            for i in carried.items
+        ]
         # Request ids answered (by a response taken into the inbox or the engine): a second answer is refused.
-        self._answered: set[str] = {i.key for i in self.items if i.kind == "respond" and i.validated}
+        self._answered: set[str] = {i.key for i in self.items if i.kind == "respond" and i.checked}
         # Request ids whose response reached the engine.
         self._delivered: set[str] = set(carried.delivered)
         self._delivered_order: list[str] = list(carried.delivered)
@@ -154,21 +151,21 @@ class Inbox:
         if error is not None:
             self._board.warn(f"signal 'respond' ignored: {error}", request_id=inp.request_id)
             return
-        self.items.append(_Input("respond", inp.request_id, Envelope(None, inp.response)))
+        self.items.append(Inbound("respond", inp.request_id, Envelope(None, inp.response)))
 
     def send_signal(self, inp: SendInput) -> None:
         error = oversized_send(inp)
         if error is not None:
             self._board.warn(f"signal 'send' ignored: {error}", executor_id=inp.executor_id)
             return
-        self.items.append(_Input("send", inp.executor_id, inp.message))
+        self.items.append(Inbound("send", inp.executor_id, inp.message))
 
     def event_signal(self, inp: EventInput) -> None:
         error = oversized_event(inp)
         if error is not None:
             self._board.warn(f"signal 'send_event' ignored: {error}")
             return
-        self.items.append(_Input("event", inp.step or "", inp.envelope))
+        self.items.append(Inbound("event", inp.step or "", inp.envelope))
 
     # -- updates: checked, then queued -----------------------------------------------------
 
@@ -228,7 +225,7 @@ class Inbox:
         # Another answer may have been accepted while this one was validated.
         req = self.pending_request(engine, inp.request_id)
         self._answered.add(req.request_id)
-        self.items.append(_Input("respond", req.request_id, value, validated=True))
+        self.items.append(Inbound("respond", req.request_id, value, checked=True))
         return {"request_id": req.request_id, "executor_id": req.executor_id, "accepted": True}
 
     def check_requests(self, engine: Engine | None, inp: RespondAllInput) -> None:
@@ -258,7 +255,7 @@ class Inbox:
             self.pending_request(engine, req.request_id)
         for req, value in checked:
             self._answered.add(req.request_id)
-            self.items.append(_Input("respond", req.request_id, value, validated=True))
+            self.items.append(Inbound("respond", req.request_id, value, checked=True))
         return {"request_ids": [req.request_id for req, _ in checked], "accepted": True}
 
     async def accept_message(self, inp: SendInput, check_open: Callable[[], None]) -> dict[str, Any]:
@@ -266,7 +263,7 @@ class Inbox:
         if checked.value is None:
             raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "undeliverable message")
         check_open()
-        self.items.append(_Input("send", inp.executor_id, checked.value, validated=True))
+        self.items.append(Inbound("send", inp.executor_id, checked.value, checked=True))
         return {"executor_id": inp.executor_id, "accepted": True}
 
     async def accept_event(self, engine: Engine, inp: EventInput, check_open: Callable[[], None]) -> dict[str, Any]:
@@ -280,7 +277,7 @@ class Inbox:
         if checked.value is None:
             raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "the event cannot be used")
         check_open()
-        self.items.append(_Input("event", inp.step or "", checked.value, validated=True))
+        self.items.append(Inbound("event", inp.step or "", checked.value, checked=True))
         return {"accepted": True, "event_type": checked.value.type, "step": inp.step}
 
     async def _routed(self, step: str | None, event: Envelope, engine: Engine) -> Routed:
@@ -306,53 +303,52 @@ class Inbox:
     # -- at a boundary -------------------------------------------------------------------
 
     async def drain(self, engine: Engine) -> None:
-        """Hand queued input to the engine, in arrival order."""
-        warn = self._board.warn
+        """Hand queued input to the engine, in arrival order: each item checked (signals' input, at this
+        boundary; a warning if unusable), then applied by the engine's one rule (``_engine/inbound``)."""
         while self.items:
             item = self.items.pop(0)
             if item.kind == "respond":
-                if not item.validated and item.key in self._answered:
-                    # An update's answer was accepted (and its caller told so) while
-                    # this signal waited: the update wins, whatever the order.
-                    warn(f"request {quote(item.key)} was already answered; response ignored", request_id=item.key)
-                    continue
-                req = engine.pending_requests.get(item.key)
-                if req is None:
-                    if item.key in self._delivered:
-                        warn(f"request {quote(item.key)} was already answered; response ignored", request_id=item.key)
-                    else:
-                        pending = sorted(engine.pending_requests)
-                        warn(
-                            f"no pending request with id {quote(item.key)}; pending request ids: {pending or 'none'}",
-                            request_id=item.key,
-                        )
-                    continue
-                value = item.value
-                if not item.validated:
-                    checked = await self._validate(req.executor_id, value, req)
-                    if checked.value is None:
-                        warn(
-                            checked.error or "invalid response", request_id=req.request_id, executor_id=req.executor_id
-                        )
-                        continue
-                    value = checked.value
-                engine.respond(req.request_id, value)
-                self._answered.discard(req.request_id)
-                self._delivered.add(req.request_id)
-                self._delivered_order.append(req.request_id)
+                await self._take_response(engine, item)
             elif item.kind == "event":
-                await self._deliver_event(engine, item)
+                await self._take_event(engine, item)
             else:
-                value = item.value
-                if not item.validated:
-                    checked = await self._validate(item.key, value, None)
-                    if checked.value is None:
-                        warn(checked.error or "undeliverable message", executor_id=item.key)
-                        continue
-                    value = checked.value
-                engine.send(item.key, value)
+                await self._take_message(engine, item)
 
-    async def _deliver_event(self, engine: Engine, item: _Input) -> None:
+    async def _take_response(self, engine: Engine, item: Inbound) -> None:
+        warn = self._board.warn
+        # An update's answer accepted (and its caller told so) while this signal waited wins, whatever the order.
+        found = open_request(
+            engine, item.key, answered=() if item.checked else self._answered, delivered=self._delivered
+        )
+        if isinstance(found, Unanswerable):
+            if found.answered:
+                warn(f"request {quote(item.key)} was already answered; response ignored", request_id=item.key)
+            else:
+                pending = list(found.pending)
+                warn(
+                    f"no pending request with id {quote(item.key)}; pending request ids: {pending or 'none'}",
+                    request_id=item.key,
+                )
+            return
+        if not item.checked:
+            checked = await self._validate(found.executor_id, item.value, found)
+            if checked.value is None:
+                warn(checked.error or "invalid response", request_id=found.request_id, executor_id=found.executor_id)
+                return
+            item = Inbound("respond", found.request_id, checked.value, checked=True)
+        self._answered.discard(found.request_id)
+        self._remember(apply(engine, item).answered)
+
+    async def _take_message(self, engine: Engine, item: Inbound) -> None:
+        if not item.checked:
+            checked = await self._validate(item.key, item.value, None)
+            if checked.value is None:
+                self._board.warn(checked.error or "undeliverable message", executor_id=item.key)
+                return
+            item = Inbound("send", item.key, checked.value, checked=True)
+        apply(engine, item)
+
+    async def _take_event(self, engine: Engine, item: Inbound) -> None:
         """Route an event by the front end's rule over the requests pending at this boundary, and deliver it."""
         step = item.key or None
         routed = await self._routed(step, item.value, engine)
@@ -360,20 +356,21 @@ class Inbox:
         if checked.value is None:
             self._board.warn(checked.error or "the event cannot be used", executor_id=step)
             return
-        value = checked.value
-        for rid in routed.answers:
-            if rid in engine.pending_requests:
-                engine.respond(rid, value)
-                self._delivered.add(rid)
-                self._delivered_order.append(rid)
-        for target in routed.targets:
-            engine.send(target, value)
-        if routed.notice is not None and self._publish is not None:
+        applied = apply(
+            engine, Inbound("event", item.key, checked.value, checked=True), Route(routed.answers, routed.targets)
+        )
+        self._remember(applied.answered)
+        if routed.notice is not None and self._publish is not None:  # the policy's notice: nothing took it
             self._publish(routed.notice)
+
+    def _remember(self, answered: tuple[str, ...]) -> None:
+        for rid in answered:
+            self._delivered.add(rid)
+            self._delivered_order.append(rid)
 
     def carry(self) -> CarriedInbox:
         return CarriedInbox(
-            items=[CarriedInput(i.kind, i.key, i.value, i.validated) for i in self.items],
+            items=[CarriedInput(i.kind, i.key, i.value, i.checked) for i in self.items],
             delivered=self._delivered_order[-DELIVERED_CARRIED:],
             outcomes=self.deliveries.carry(),
             forgotten=self.deliveries.carry_forgotten(),

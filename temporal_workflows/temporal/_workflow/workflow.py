@@ -20,8 +20,12 @@ themselves across continue-as-new:
 Where a run starts (five starting points) is ``startup.start_engine``. The
 driver's host (``_Host``) is given these parts and the run's ``RunControls``.
 
-Every signal, update and query is declared here, so the wire contract is read
-in one file (the names and argument types are in ``_protocol``).
+This module is the run loop. The signal, update and query handlers are
+declared in mixins the SDK collects from ``GraphWorkflow``'s bases, one file
+per subject: ``queries.py`` (what a client reads), ``handlers.py`` (outside
+input: responses, messages, events, deliveries), ``controls.py`` (close,
+checkpoint, reset), over ``handler_base.py`` (the parts they read and the
+checks they share). The names and argument types are in ``_protocol``.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic_core import to_json
 from temporalio import workflow
@@ -43,22 +47,14 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
-from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import DriverHost, RunStatus, StepOutcome, SuperstepDriver, pending_request_event
-from temporal_workflows._engine.limits import (
-    DEFAULT_MAX_PAYLOAD_BYTES,
-    json_size,
-    truncated_requests,
-    truncated_state,
-)
+from temporal_workflows._engine.driver import DriverHost, RunStatus, StepOutcome, SuperstepDriver
+from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
 from temporal_workflows._engine.machine import (
     CommitPlan,
     Engine,
-    PendingRequest,
     Reduction,
     StepTask,
     Topology,
-    shared_part,
 )
 from temporal_workflows._engine.registry import resolve as resolve_type
 from temporal_workflows._engine.serde import Envelope, encode
@@ -76,89 +72,33 @@ from temporal_workflows._events import (
     WorkflowStatusEvent,
 )
 from temporal_workflows._graph.shape import GraphShape
-from temporal_workflows.temporal._failures import refuse, short_message, to_failure
+from temporal_workflows.temporal._failures import short_message, to_failure
 from temporal_workflows.temporal._protocol import (
-    ACTIVITY_ROUTE,
     ACTIVITY_TOPOLOGY,
-    ACTIVITY_VALIDATE,
     DEFAULT_MAX_HISTORY_EVENTS,
     EVENTS_TOPIC,
-    FAILURE_DELIVERY_FORGOTTEN,
-    FAILURE_INPUT_TOO_LONG,
-    FAILURE_RUN_BUSY,
-    FAILURE_RUN_CLOSED,
-    FAILURE_UNDELIVERABLE,
-    FAILURE_UNKNOWN_DELIVERY,
     FAILURE_UNKNOWN_GRAPH,
     LEGACY_FAILURE_TYPES,
     MAX_ID_CHARS,
-    MAX_LABEL_CHARS,
-    MAX_RESPONSES_PER_UPDATE,
     MAX_STEPS_IN_FLIGHT,
     MAX_TYPE_NAME_CHARS,
-    QUERY_CHECKPOINT,
-    QUERY_CHECKPOINTS,
-    QUERY_COMMITTED_STATE,
-    QUERY_COMMITTED_STATE_PAGE,
-    QUERY_OUTSIDE_INPUT,
-    QUERY_PENDING_REQUESTS,
-    QUERY_STATE,
-    QUERY_STATUS,
-    QUERY_TOPOLOGY,
-    SIGNAL_CHECKPOINT,
-    SIGNAL_CLOSE,
-    SIGNAL_DELIVER,
-    SIGNAL_RESET,
-    SIGNAL_RESPOND,
-    SIGNAL_SEND,
-    SIGNAL_SEND_EVENT,
-    SIGNATURE_PREFIX,
-    UPDATE_CHECKPOINT,
-    UPDATE_CONFIRM,
-    UPDATE_RESET,
-    UPDATE_RESPOND,
-    UPDATE_RESPOND_ALL,
-    UPDATE_SEND,
-    UPDATE_SEND_EVENT,
-    VALIDATE_INLINE_BYTES,
-    CheckpointRequest,
     CheckpointSetup,
-    ConfirmInput,
-    Delivery,
-    EventInput,
     Pinned,
-    ResetRequest,
-    RespondAllInput,
-    RespondInput,
-    Routed,
-    RouteInput,
     RunInput,
-    SendInput,
-    StatePage,
-    StateSnapshot,
-    Validated,
-    ValidateInput,
-    quote,
-    state_page_text,
     too_long,
 )
 from temporal_workflows.temporal._tracing import workflow_span
 from temporal_workflows.temporal._workflow.budget import TaskBudget
-from temporal_workflows.temporal._workflow.checkpointing import CheckpointAsk, Checkpoints, ResetPlan
+from temporal_workflows.temporal._workflow.checkpointing import Checkpoints, ResetPlan
 from temporal_workflows.temporal._workflow.children import (
     carry_subrun,
     child_result,
     deliver_to_child,
-    subrun_refusal,
 )
 from temporal_workflows.temporal._workflow.continuation import Continuation, RunCarry
-from temporal_workflows.temporal._workflow.inbox import (
-    DELIVERED_CARRIED,
-    Inbox,
-    delivery_digest,
-    oversized_event,
-    oversized_send,
-)
+from temporal_workflows.temporal._workflow.controls import ControlHandlers
+from temporal_workflows.temporal._workflow.handlers import InputHandlers
+from temporal_workflows.temporal._workflow.inbox import Inbox
 from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity
 from temporal_workflows.temporal._workflow.patches import (
     PATCH_CARRY_LATER,
@@ -169,10 +109,9 @@ from temporal_workflows.temporal._workflow.patches import (
     PATCH_STATE_PAGES,
     PATCH_STATUS_ON_CONTINUE_AS_NEW,
     PATCH_STATUS_ON_EVERY_FAILURE,
-    PATCH_TASK_BUDGET,
-    PATCH_VALIDATE_IN_ACTIVITY,
     RunPatches,
 )
+from temporal_workflows.temporal._workflow.queries import QueryHandlers, _request_json
 from temporal_workflows.temporal._workflow.startup import start_engine
 from temporal_workflows.temporal._workflow.status import StatusBoard
 from temporal_workflows.temporal._workflow.supersteps import StepRunner
@@ -186,31 +125,8 @@ __all__ = [
     "PATCH_STATUS_ON_CONTINUE_AS_NEW",
 ]
 
-SIGNALS = (
-    SIGNAL_RESPOND,
-    SIGNAL_SEND,
-    SIGNAL_SEND_EVENT,
-    SIGNAL_CLOSE,
-    SIGNAL_CHECKPOINT,
-    SIGNAL_RESET,
-    SIGNAL_DELIVER,
-)
-UPDATES = (
-    UPDATE_RESPOND,
-    UPDATE_RESPOND_ALL,
-    UPDATE_SEND,
-    UPDATE_SEND_EVENT,
-    UPDATE_CHECKPOINT,
-    UPDATE_RESET,
-    UPDATE_CONFIRM,
-)
-
-_T = TypeVar("_T")
 
 _JSON_PLAIN = {"encoding": b"json/plain"}
-
-_NO_ARGUMENT = RawValue(Payload(metadata={"encoding": b"binary/null"}))
-"""Default of signals whose argument is optional (``checkpoint``, ``reset``)."""
 
 
 def _is_event_type(key: str | None) -> bool:
@@ -227,11 +143,6 @@ def _payload(env: Envelope) -> Payload:
     return Payload(metadata=_JSON_PLAIN, data=to_json(env))
 
 
-def _is_null(raw: RawValue) -> bool:
-    encoding = raw.payload.metadata.get("encoding")
-    return encoding == b"binary/null" or (encoding == b"json/plain" and raw.payload.data.strip() == b"null")
-
-
 def _failure_message(e: BaseException) -> str:
     """What failed the run, for ``status``: the activity's own error rather than "Activity task failed"."""
     while isinstance(e, FailureError) and not isinstance(e, ApplicationError) and e.cause is not None:
@@ -244,12 +155,6 @@ def _failure_type(e: BaseException) -> str:
     while isinstance(e, FailureError) and not isinstance(e, ApplicationError) and e.cause is not None:
         e = e.cause
     return (e.type if isinstance(e, ApplicationError) else None) or type(e).__name__
-
-
-def _request_json(req: PendingRequest) -> dict[str, Any]:
-    """A pending request's JSON: the one form (``pending_request_event``), as the query and the result give it."""
-    out: dict[str, Any] = pending_request_event(req).model_dump(mode="json")
-    return out
 
 
 def _pinned(raw: RawValue) -> Pinned:
@@ -287,19 +192,8 @@ def _check_input(inp: RunInput) -> None:
         raise InvalidRunInputError(error)
 
 
-def _reset_error(req: ResetRequest) -> str | None:
-    """Why a reset request is refused before anything is looked up: an id or type name over its limit."""
-    return too_long("checkpoint id", req.checkpoint_id, MAX_ID_CHARS) or too_long(
-        "message type", req.message_type, MAX_TYPE_NAME_CHARS
-    )
-
-
-def _label_error(req: CheckpointRequest | None) -> str | None:
-    return too_long("label", req.label if req else None, MAX_LABEL_CHARS)
-
-
 @workflow.defn(dynamic=True, sandboxed=False)
-class GraphWorkflow:
+class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
     """Runs one graph execution: pins the topology, then drives supersteps, waiting durably when idle.
 
     Runs outside Temporal's sandbox: it calls no user code (handlers run in
@@ -385,606 +279,6 @@ class GraphWorkflow:
     def dynamic_config(self) -> workflow.DynamicWorkflowConfig:
         # An engine error is a bug in the graph: fail the run, never retry the task for ever.
         return workflow.DynamicWorkflowConfig(failure_exception_types=[WorkflowError])
-
-    # -- queries -----------------------------------------------------------------
-
-    @workflow.query(name=QUERY_COMMITTED_STATE)
-    def committed_state(self) -> StateSnapshot:
-        engine = self._engine
-        version = self._steps.state_version if self._steps else "0"
-        return StateSnapshot(version, dict(engine.state) if engine else {})
-
-    @workflow.query(name=QUERY_COMMITTED_STATE_PAGE)
-    def committed_state_page(self, offset: int) -> StatePage:
-        """The committed state's JSON text from ``offset``, at most half a payload of it (escaped again in the
-        answer, it still fits in one): a state of several payloads reaches a step in several queries."""
-        engine = self._engine
-        version = self._steps.state_version if self._steps else "0"
-        if self._state_text is None or self._state_text[0] != version:
-            # Made once per version, kept for the other pages (and the other steps) of that version.
-            self._state_text = (version, state_page_text(engine.state if engine else {}))
-        text = self._state_text[1]
-        page = max(4096, self._payload_limit // 2 - 4096)
-        start = max(0, offset)
-        return StatePage(version, len(text), text[start : start + page])
-
-    @workflow.query(name=QUERY_OUTSIDE_INPUT)
-    def outside_input(self, ref: str) -> Envelope | None:
-        """Large outside input the ``validate`` activity checks by reference (``ValidateInput.ref``)."""
-        return self._held.get(ref)
-
-    @workflow.query(name=QUERY_STATUS)
-    def status(self) -> dict[str, Any]:
-        """Where the run is: status, superstep, in-flight executors, requests, outputs so far, warnings."""
-        engine, board, cps = self._engine, self._board, self._checkpoints
-        return {
-            "status": board.status,
-            "superstep": engine.superstep if engine else 0,
-            "in_flight": list(self._steps.in_flight) if self._steps else [],
-            "pending_requests": len(engine.pending_requests) if engine else 0,
-            "outputs": [o.value.data for o in engine.outputs] if engine else [],
-            "outputs_released": engine.outputs_released if engine else 0,
-            "keep_alive": self._keep_alive,
-            "warnings": list(board.warnings),
-            "error": board.error,
-            "last_checkpoint_id": cps.last_id,
-            "checkpoints": len(cps.listed),
-            "resets": self._epoch,
-            "continued_as_new": self._segment,
-            "lineage": self._lineage,
-            # The run's graph version: a worker without Worker Versioning compares its own at start-up.
-            "graph_signature": self._topology.signature_hash[:SIGNATURE_PREFIX] if self._topology else None,
-        }
-
-    @workflow.query(name=QUERY_TOPOLOGY)
-    def topology(self) -> dict[str, Any]:
-        """The run's graph as pinned, and its picture as data (``shape``) or a ``note`` saying why there is none.
-
-        Answered from what the run recorded when it started (the topology activity's result), never from the
-        worker's current graph, so it is the graph this run runs; kept once per run, not per query.
-        """
-        topology, shape = self._topology, self._shape
-        note = self._shape_note
-        if topology is None:
-            note = "the run has not pinned its graph yet"
-        elif shape is None and note is None:
-            note = "this run was started by a worker that kept no picture of its graph (an earlier version)"
-        return {
-            "graph": topology.name if topology else workflow.info().workflow_type,
-            "start_executor": topology.start_executor_id if topology else None,
-            "executor_ids": list(topology.executor_ids) if topology else [],
-            "subworkflows": dict(topology.subworkflows) if topology else {},
-            "shape": dataclasses.asdict(shape) if shape is not None else None,
-            "note": note,
-        }
-
-    @workflow.query(name=QUERY_CHECKPOINTS)
-    def checkpoints(self) -> list[dict[str, Any]]:
-        """This workflow's checkpoints, oldest first: id, superstep, label, created time, parent id."""
-        return [dict(c) for c in self._checkpoints.listed]
-
-    @workflow.query(name=QUERY_CHECKPOINT)
-    def get_checkpoint(self, checkpoint_id: str) -> WorkflowCheckpoint | None:
-        """A history-only checkpoint whole (``None`` if this run does not hold it)."""
-        return self._checkpoints.kept.get(checkpoint_id)
-
-    @workflow.query(name=QUERY_PENDING_REQUESTS)
-    def pending_requests(self) -> list[dict[str, Any]]:
-        """Open requests (``RequestInfoEvent`` JSON, with the schema a response must match), oldest first;
-        the largest cut if need be."""
-        engine = self._engine
-        if engine is None:
-            return []
-        pending = [_request_json(r) for r in engine.pending_requests.values() if self._inbox.is_open(r.request_id)]
-        return truncated_requests(pending, self._payload_limit)
-
-    @workflow.query(name=QUERY_STATE)
-    def state(self) -> dict[str, Any]:
-        """Committed shared state as JSON; cut, with a note, where it would not fit in one payload."""
-        engine = self._engine
-        if engine is None:
-            return {}
-        shared = {k: v.data for k, v in shared_part(engine.state).items()}
-        return truncated_state(shared, self._payload_limit)
-
-    # -- outside input -------------------------------------------------------------
-
-    # Signals take their argument raw and decode it here: a signal whose argument
-    # does not decode would otherwise be dropped by the SDK with a worker log line
-    # only; this way it becomes a warning in ``status`` and the event stream.
-
-    def _signal_arg(self, name: str, raw: RawValue, typ: type[_T]) -> tuple[_T | None, bool]:
-        """``(value, ok)``; ``(None, True)`` for an omitted or null argument of an optional one."""
-        if raw is _NO_ARGUMENT or _is_null(raw):
-            return None, True
-        try:
-            value: _T = workflow.payload_converter().from_payload(raw.payload, typ)
-        except Exception as e:
-            self._board.warn(f"signal {name!r} ignored: its argument is not a valid {typ.__name__}: {short_message(e)}")
-            return None, False
-        return value, True
-
-    @workflow.signal(name=SIGNAL_RESPOND)
-    def respond_signal(self, raw: RawValue) -> None:
-        """Answer a request; bad input becomes a warning, never a failure."""
-        inp, _ = self._signal_arg(SIGNAL_RESPOND, raw, RespondInput)
-        if inp is not None and not self._subrun_ignores(SIGNAL_RESPOND):
-            self._inbox.respond_signal(inp)
-
-    @workflow.signal(name=SIGNAL_SEND)
-    def send_signal(self, raw: RawValue) -> None:
-        """Queue a message for an executor; bad input becomes a warning."""
-        inp, _ = self._signal_arg(SIGNAL_SEND, raw, SendInput)
-        if inp is not None and not self._subrun_ignores(SIGNAL_SEND):
-            self._inbox.send_signal(inp)
-
-    @workflow.signal(name=SIGNAL_SEND_EVENT)
-    def send_event_signal(self, raw: RawValue) -> None:
-        """An event for the run to route at its next boundary (a front end's ``send_event``); bad input warns."""
-        inp, _ = self._signal_arg(SIGNAL_SEND_EVENT, raw, EventInput)
-        if inp is not None and not self._subrun_ignores(SIGNAL_SEND_EVENT):
-            self._inbox.event_signal(inp)
-
-    @workflow.signal(name=SIGNAL_CLOSE)
-    def close(self) -> None:
-        """Let a keep-alive run complete once it is idle."""
-        self._closing = True
-
-    @workflow.signal(name=SIGNAL_CHECKPOINT)
-    def checkpoint_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
-        """Take a checkpoint at the next boundary; a failure becomes a warning."""
-        req, ok = self._signal_arg(SIGNAL_CHECKPOINT, raw, CheckpointRequest)
-        if not ok or self._subrun_ignores(SIGNAL_CHECKPOINT):
-            return
-        error = _label_error(req)
-        if error is not None:
-            # Never stored: the checkpoint list is carried across continue-as-new and served by query.
-            self._board.warn(f"signal 'checkpoint' ignored: {error}")
-            return
-        if not self._board.closed:
-            self._checkpoints.asks.append(CheckpointAsk(req.label if req else None, via_update=False))
-
-    @workflow.update(name=UPDATE_CHECKPOINT)
-    async def take_checkpoint(self, req: CheckpointRequest | None = None) -> dict[str, Any]:
-        """Take a checkpoint at the next boundary (now, if idle); returns its id once saved."""
-        self._continuation.updates_since_task = True
-        ask = CheckpointAsk(req.label if req else None, via_update=True)
-        self._checkpoints.asks.append(ask)
-        await workflow.wait_condition(lambda: ask.done)
-        if ask.error is not None or ask.result is None:
-            raise to_failure(CheckpointStorageError(ask.error or "checkpoint failed"))
-        return ask.result
-
-    @take_checkpoint.validator
-    def _validate_take_checkpoint(self, req: CheckpointRequest | None = None) -> None:
-        self._check_open()
-        self._check_not_busy()
-        error = _label_error(req)
-        if error is not None:
-            raise refuse(FAILURE_INPUT_TOO_LONG, error)
-
-    @workflow.signal(name=SIGNAL_RESET)
-    async def reset_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
-        """Reset at the next boundary; an unusable request becomes a warning."""
-        req, ok = self._signal_arg(SIGNAL_RESET, raw, ResetRequest)
-        if not ok:
-            return
-        error = _reset_error(req) if req is not None else None
-        if error is not None:
-            self._board.warn(f"reset refused: {error}")
-            return
-        await self._quiet()
-        try:
-            self._reset = await self._plan_reset(req or ResetRequest())
-        except ApplicationError as e:
-            self._board.warn(f"reset refused: {e.message}")
-
-    @workflow.update(name=UPDATE_RESET)
-    async def reset_run(self, req: ResetRequest | None = None) -> dict[str, Any]:
-        """Reset at the next boundary (now, if idle); returns once the reset is accepted."""
-        self._continuation.updates_since_task = True
-        self._budget.charge(json_size(req))  # the SDK repeats the accepted update's input in this task
-        plan = await self._plan_reset(req or ResetRequest())
-        self._reset = plan
-        return {
-            "accepted": True,
-            "checkpoint_id": plan.requested_checkpoint_id,
-            "superstep": plan.checkpoint.superstep if plan.checkpoint is not None else 0,
-        }
-
-    @reset_run.validator
-    def _validate_reset_run(self, req: ResetRequest | None = None) -> None:
-        self._check_open()
-        self._check_not_busy()
-        error = _reset_error(req) if req is not None else None
-        if error is not None:
-            raise refuse(FAILURE_INPUT_TOO_LONG, error)
-        cid = req.checkpoint_id if req else None
-        cps = self._checkpoints
-        if cid is not None and cps.history_only and cid not in cps.kept:
-            raise cps.unknown(cid)
-        self._check_room_for(req)
-
-    async def _plan_reset(self, req: ResetRequest) -> ResetPlan:
-        self._check_open()
-        await workflow.wait_condition(lambda: self._topology is not None)
-        assert self._topology is not None
-        plan = await self._checkpoints.plan_reset(
-            req, self._topology, self._validate, start=self._start_env, lineage=self._lineage
-        )
-        if plan.checkpoint is not None:
-            # Loaded by a local activity, whose marker records it in this workflow task.
-            self._budget.charge(json_size(plan.checkpoint))
-        return plan
-
-    @workflow.update(name=UPDATE_RESPOND)
-    async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
-        """Answer a request; returns once accepted (delivered at the next boundary)."""
-        self._continuation.updates_since_task = True
-        self._check_open()
-        self._inbox.charge_update(inp)
-        return await self._inbox.accept_response(await self._started_engine(), inp)
-
-    @submit_response.validator
-    def _validate_submit_response(self, inp: RespondInput) -> None:
-        # Rejected here, an update leaves no trace in history.
-        self._check_not_busy()
-        self._check_respond(inp)
-        self._check_room_for(inp)
-
-    def _check_respond(self, inp: RespondInput) -> None:
-        self._check_open()
-        self._inbox.check_request(self._engine, inp.request_id)
-
-    @workflow.update(name=UPDATE_RESPOND_ALL)
-    async def submit_responses(self, inp: RespondAllInput) -> dict[str, Any]:
-        """Answer several requests together (all or none); returns once all are accepted, applied at one boundary."""
-        self._continuation.updates_since_task = True
-        self._check_open()
-        self._inbox.charge_update(inp)
-        accepted = await self._inbox.accept_responses(await self._started_engine(), inp)
-        if inp.stream is not None and self._steps is not None:
-            self._steps.streaming = inp.stream  # how the caller reads the supersteps these answers start
-        if inp.invocation_kwargs is not None and self._steps is not None:
-            self._steps.invocation_kwargs = inp.invocation_kwargs
-        return accepted
-
-    @submit_responses.validator
-    def _validate_submit_responses(self, inp: RespondAllInput) -> None:
-        self._check_not_busy()
-        self._check_open()
-        if not inp.responses or len(inp.responses) > MAX_RESPONSES_PER_UPDATE:
-            raise refuse(
-                FAILURE_INPUT_TOO_LONG,
-                f"submit_responses takes 1 to {MAX_RESPONSES_PER_UPDATE} responses, not {len(inp.responses)}",
-            )
-        self._inbox.check_requests(self._engine, inp)
-        self._check_room_for(inp)
-
-    @workflow.update(name=UPDATE_SEND)
-    async def send_message(self, inp: SendInput) -> dict[str, Any]:
-        """Queue a message for an executor; returns once it is accepted."""
-        self._continuation.updates_since_task = True
-        self._inbox.charge_update(inp)
-        return await self._inbox.accept_message(inp, self._check_open)
-
-    @send_message.validator
-    def _validate_send_message(self, inp: SendInput) -> None:
-        self._check_not_busy()
-        self._check_send(inp)
-        self._check_room_for(inp)
-
-    def _check_send(self, inp: SendInput) -> None:
-        self._check_open()
-        error = oversized_send(inp)
-        if error is not None:
-            raise refuse(FAILURE_INPUT_TOO_LONG, error)
-        topology = self._topology
-        if topology is not None and inp.executor_id not in topology.executor_ids:
-            raise refuse(
-                FAILURE_UNDELIVERABLE,
-                f"no executor {quote(inp.executor_id)} in graph {workflow.info().workflow_type!r}; "
-                f"executors: {sorted(topology.executor_ids)}",
-            )
-
-    @workflow.update(name=UPDATE_SEND_EVENT)
-    async def submit_event(self, inp: EventInput) -> dict[str, Any]:
-        """An event for the run to route at its next boundary; returns once the run can read it."""
-        self._continuation.updates_since_task = True
-        self._check_open()
-        self._inbox.charge_update(inp)
-        return await self._inbox.accept_event(await self._started_engine(), inp, self._check_open)
-
-    @submit_event.validator
-    def _validate_submit_event(self, inp: EventInput) -> None:
-        # Rejected here, an update leaves no trace in history.
-        self._check_not_busy()
-        self._check_open()
-        error = oversized_event(inp)
-        if error is not None:
-            raise refuse(FAILURE_INPUT_TOO_LONG, error)
-        topology = self._topology
-        if topology is not None and inp.step is not None and inp.step not in topology.executor_ids:
-            raise refuse(
-                FAILURE_UNDELIVERABLE,
-                f"no step {quote(inp.step)} in workflow {workflow.info().workflow_type!r}; "
-                f"steps: {sorted(topology.executor_ids)}",
-            )
-        self._check_room_for(inp)
-
-    @workflow.signal(name=SIGNAL_DELIVER)
-    async def deliver(self, raw: RawValue) -> None:
-        """Large input a client waits for: checked as its update would be, the outcome kept to confirm."""
-        d, ok = self._signal_arg(SIGNAL_DELIVER, raw, Delivery)
-        if d is None:
-            if ok:  # (a malformed argument was warned about already)
-                self._board.warn("signal 'deliver' ignored: it needs a delivery (id, and send or respond), not null")
-            return
-        error = too_long("delivery id", d.id, MAX_ID_CHARS)
-        if error is not None or [d.send, d.respond, d.event].count(None) != 2:
-            self._board.warn(f"signal 'deliver' ignored: {error or 'it needs exactly one of send, respond or event'}")
-            return
-        deliveries = self._inbox.deliveries
-        digest = delivery_digest(d.send if d.send is not None else d.respond)
-        if deliveries.known(d.id):
-            known = deliveries.digest_of(d.id)
-            if known and known != digest:
-                # The same id with other content: not delivered, and confirm_delivery answers for the first.
-                self._board.warn(
-                    f"signal 'deliver' ignored: delivery id {quote(d.id)} was already used for other input; "
-                    "give each delivery its own id"
-                )
-            return  # the same delivery again: its outcome stands
-        if deliveries.forgotten(d.id):
-            self._board.warn(
-                f"signal 'deliver' ignored: delivery {quote(d.id)} reached this run before "
-                "(its outcome is too old to be kept); give each delivery its own id"
-            )
-            return
-        deliveries.begin(d.id, digest)
-        outcome: dict[str, Any] | ApplicationError
-        try:
-            # As the update would, less charging the task for its input: the server records a signal's.
-            if d.send is not None:
-                self._check_send(d.send)
-                outcome = await self._inbox.accept_message(d.send, self._check_open)
-            elif d.event is not None:
-                self._validate_submit_event(d.event)
-                outcome = await self._inbox.accept_event(await self._started_engine(), d.event, self._check_open)
-            else:
-                assert d.respond is not None
-                self._check_respond(d.respond)
-                outcome = await self._inbox.accept_response(await self._started_engine(), d.respond)
-        except ApplicationError as e:
-            outcome = e
-        deliveries.settle(d.id, outcome)
-
-    @workflow.update(name=UPDATE_CONFIRM)
-    async def confirm_delivery(self, inp: ConfirmInput) -> dict[str, Any]:
-        """What became of a ``deliver`` signal: its update's result, or the same refusal."""
-        deliveries = self._inbox.deliveries
-        await workflow.wait_condition(lambda: deliveries.outcome(inp.id) is not None)
-        outcome = deliveries.outcome(inp.id)
-        assert outcome is not None
-        if outcome.result is None:
-            raise refuse(outcome.error_type or FAILURE_UNDELIVERABLE, outcome.error or "refused", **outcome.details)
-        return outcome.result
-
-    @confirm_delivery.validator
-    def _validate_confirm_delivery(self, inp: ConfirmInput) -> None:
-        self._check_not_busy()
-        deliveries = self._inbox.deliveries
-        if deliveries.known(inp.id):
-            return
-        if deliveries.forgotten(inp.id):
-            # Not "never arrived": sending it again would deliver it twice.
-            raise refuse(
-                FAILURE_DELIVERY_FORGOTTEN,
-                f"delivery {quote(inp.id)} reached this run and was processed (accepted or refused), but its "
-                f"outcome is too old to be kept (the run keeps the last {DELIVERED_CARRIED}); do not send it again",
-                delivery_id=inp.id,
-            )
-        hint = (
-            f" (this run no longer remembers {deliveries.forgotten_count} older deliveries: if this one is that "
-            "old, it may have been processed)"
-            if deliveries.lost_track
-            else ""
-        )
-        raise refuse(
-            FAILURE_UNKNOWN_DELIVERY,
-            f"no delivery {quote(inp.id)} reached this run: send it by the 'deliver' signal first{hint}",
-        )
-
-    @workflow.signal(dynamic=True)
-    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
-        """A signal this workflow has no handler for (a misspelled name): a warning, never silence."""
-        self._board.warn(f"unknown signal {quote(name)} ignored; signals: {', '.join(SIGNALS)}")
-
-    @workflow.update(dynamic=True)
-    async def unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
-        raise AssertionError("refused by the validator")  # pragma: no cover
-
-    @unknown_update.validator
-    def _validate_unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
-        raise refuse("UnknownUpdateError", f"no update named {quote(name)} on this run; updates: {', '.join(UPDATES)}")
-
-    async def _started_engine(self) -> Engine:
-        """The engine, once this execution has one (the first task pins the topology and builds it).
-
-        An answer arriving before then (at the start of the next execution after
-        continue-as-new, say) waits for it instead of being refused as unknown.
-        """
-        if self._engine is None:  # (recorded runs never waited here: their engine was there)
-            await workflow.wait_condition(lambda: self._engine is not None or self._board.closed)
-            self._check_open()
-        assert self._engine is not None
-        return self._engine
-
-    def _subrun_ignores(self, signal: str) -> bool:
-        """A child's input comes from its parent only: a signal from outside is a warning."""
-        if self._subrun is None:
-            return False
-        self._board.warn(f"signal {signal!r} ignored: {subrun_refusal(self._subrun)}")
-        return True
-
-    def _check_room_for(self, inp: Any) -> None:
-        """Refuse an update whose input the current workflow task has no more room for (retryable).
-
-        The SDK repeats each accepted update's input in the completion of the
-        task that accepts it, and the server writes that completion together
-        with the signals that arrived meanwhile in one transaction, refused
-        over 4 MiB (``TransactionSizeLimitError``; the task then fails again
-        and again). So one task accepts at most one payload of update input:
-        any one update fits (each is under the payload limit); a second large
-        one is refused as ``RunBusyError`` and the client sends it again to the
-        next task. Validators do not run on replay, and a refused update
-        leaves no trace: nothing here touches history.
-        """
-        size = json_size(inp)
-        task = workflow.info().get_current_history_length()
-        seen, taken = self._input_taken
-        if seen != task:
-            taken = 0
-        if taken and taken + size > self._payload_limit:
-            raise refuse(
-                FAILURE_RUN_BUSY,
-                f"the run took {taken:,} bytes of update input in this workflow task; "
-                f"this {size:,}-byte input goes to the next one: send it again shortly",
-                retryable=True,
-            )
-        self._input_taken = (task, taken + size)
-
-    def _check_not_busy(self) -> None:
-        """Refuse an update while one of the run's local activities is in flight (see ``locals.py``).
-
-        Accepted now, the update could be ordered before that activity's result
-        in history and after it on replay. Refused, it leaves no trace; the
-        client sends it again shortly (``RunBusyError`` is retryable).
-        """
-        if not self.locals.idle:
-            raise refuse(
-                FAILURE_RUN_BUSY,
-                "the run is busy with a local activity of its own; send the update again shortly",
-                retryable=True,
-            )
-
-    async def _quiet(self) -> None:
-        """Wait until none of the run's local activities is in flight, before issuing a command from a handler.
-
-        A handler's command then follows the result of any such activity in
-        history and on replay alike (see ``locals.py``). Runs recorded before
-        ``PATCH_VALIDATE_IN_ACTIVITY`` did not wait.
-        """
-        if self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
-            locals_ = self.locals
-            await workflow.wait_condition(lambda: locals_.idle)
-
-    async def _validate_update(self, executor_id: str, value: Envelope, request: PendingRequest | None) -> Validated:
-        """Type-check input an update (or a ``deliver`` signal) brought, in a regular activity.
-
-        A local activity here made concurrent input unreplayable (``locals.py``):
-        its result can reach the run an activation late. A regular activity's
-        result is a history event, delivered where it is recorded.
-        """
-        if not self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
-            return await self._validate(executor_id, value, request)
-        await self._quiet()
-        name = workflow.info().workflow_type
-        what = f"response to {request.request_id}" if request else f"message for {executor_id}"
-        ref: str | None = None
-        if json_size(value.data) > VALIDATE_INLINE_BYTES:
-            # History holds it already (its update or signal): the activity reads it by query, not again.
-            self._held_count += 1
-            ref = f"input-{self._held_count}"
-            self._held[ref] = value
-            arg = ValidateInput(name, executor_id, Envelope(value.type, None), request, ref=ref)
-        else:
-            arg = ValidateInput(name, executor_id, value, request)
-        try:
-            handle = await self._budget.start_activity(
-                json_size(arg),
-                ACTIVITY_VALIDATE,
-                arg,
-                result_type=Validated,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=5)),
-                summary=f"validate {what}",
-            )
-            result: Validated = await handle
-        finally:
-            if ref is not None:
-                del self._held[ref]
-        await self._quiet()  # what the handler does next follows any local activity's result
-        return result.resolved(value)
-
-    def _check_open(self) -> None:
-        if self._subrun is not None:
-            raise refuse(FAILURE_RUN_CLOSED, subrun_refusal(self._subrun))
-        if self._board.closed or self._closing:
-            state = "closing" if self._closing and not self._board.closed else self._board.status
-            raise refuse(FAILURE_RUN_CLOSED, f"the run is {state}")
-
-    async def _validate(self, executor_id: str, value: Envelope, request: PendingRequest | None) -> Validated:
-        """Type-check outside input in a local activity: the types are user code."""
-        name = workflow.info().workflow_type
-
-        async def validate() -> Validated:
-            checked: Validated = await execute_local_activity(
-                ACTIVITY_VALIDATE,
-                ValidateInput(name, executor_id, value, request),
-                result_type=Validated,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=3),
-                summary=f"validate {'response to ' + request.request_id if request else 'message for ' + executor_id}",
-            )
-            return checked
-
-        budget = self._budget
-        if not self.patches.get(PATCH_TASK_BUDGET):
-            result = await validate()  # recorded before: validations ran side by side
-        else:
-            # Its marker records the result in this workflow task: one validation at a time, with room
-            # for a whole value (what a validation that changed the value returns, at most).
-            async with budget.lock:
-                await budget.room(self._payload_limit)
-                result = await validate()
-                budget.charge(json_size(result))
-        # The activity returns only what validation changed (the value is in history already).
-        return result.resolved(value)
-
-    async def _route(self, step: str | None, event: Envelope, pending: list[PendingRequest], busy: bool) -> Routed:
-        """Type and route an event sent into the run in a local activity: event classes are user code."""
-        name = workflow.info().workflow_type
-        summary = f"route {event.type or 'event'}" + (f" to {step}" if step else "")
-        arg = RouteInput(name, event, step, pending, busy)
-        if self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
-            # A regular activity, as for validation (``_validate_update``): a local activity in an update
-            # handler made concurrent input unreplayable (``locals.py``).
-            await self._quiet()
-            handle = await self._budget.start_activity(
-                json_size(arg),
-                ACTIVITY_ROUTE,
-                arg,
-                result_type=Routed,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=5)),
-                summary=summary,
-            )
-            result: Routed = await handle
-            await self._quiet()
-            return result
-        async with self._budget.lock:
-            await self._budget.room(self._payload_limit)
-            routed: Routed = await execute_local_activity(
-                ACTIVITY_ROUTE,
-                arg,
-                result_type=Routed,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=3),
-                summary=summary,
-            )
-            self._budget.charge(json_size(routed))
-        return routed
 
     # -- events ------------------------------------------------------------------
 

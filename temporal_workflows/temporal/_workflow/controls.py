@@ -1,0 +1,145 @@
+"""The signal and update handlers of ``GraphWorkflow`` that control a run: close, checkpoint, reset.
+
+A checkpoint asked for is taken at the next boundary (``checkpointing.py``); a
+reset is planned when asked (its checkpoint loaded and checked) and the run
+continues as new from it at the next boundary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
+
+# No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
+# replays it in the sandbox must see one consistent copy of every module it uses.
+from temporal_workflows._engine.limits import json_size
+from temporal_workflows._errors import CheckpointStorageError
+from temporal_workflows.temporal._failures import refuse, to_failure
+from temporal_workflows.temporal._protocol import (
+    FAILURE_INPUT_TOO_LONG,
+    MAX_ID_CHARS,
+    MAX_LABEL_CHARS,
+    MAX_TYPE_NAME_CHARS,
+    SIGNAL_CHECKPOINT,
+    SIGNAL_CLOSE,
+    SIGNAL_RESET,
+    UPDATE_CHECKPOINT,
+    UPDATE_RESET,
+    CheckpointRequest,
+    ResetRequest,
+    too_long,
+)
+from temporal_workflows.temporal._workflow.checkpointing import CheckpointAsk, ResetPlan
+from temporal_workflows.temporal._workflow.handler_base import _NO_ARGUMENT, HandlerBase
+
+__all__ = ["ControlHandlers"]
+
+
+def _reset_error(req: ResetRequest) -> str | None:
+    """Why a reset request is refused before anything is looked up: an id or type name over its limit."""
+    return too_long("checkpoint id", req.checkpoint_id, MAX_ID_CHARS) or too_long(
+        "message type", req.message_type, MAX_TYPE_NAME_CHARS
+    )
+
+
+def _label_error(req: CheckpointRequest | None) -> str | None:
+    return too_long("label", req.label if req else None, MAX_LABEL_CHARS)
+
+
+class ControlHandlers(HandlerBase):
+    """Close, checkpoint and reset (a mixin of ``GraphWorkflow``)."""
+
+    @workflow.signal(name=SIGNAL_CLOSE)
+    def close(self) -> None:
+        """Let a keep-alive run complete once it is idle."""
+        self._closing = True
+
+    @workflow.signal(name=SIGNAL_CHECKPOINT)
+    def checkpoint_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
+        """Take a checkpoint at the next boundary; a failure becomes a warning."""
+        req, ok = self._signal_arg(SIGNAL_CHECKPOINT, raw, CheckpointRequest)
+        if not ok or self._subrun_ignores(SIGNAL_CHECKPOINT):
+            return
+        error = _label_error(req)
+        if error is not None:
+            # Never stored: the checkpoint list is carried across continue-as-new and served by query.
+            self._board.warn(f"signal 'checkpoint' ignored: {error}")
+            return
+        if not self._board.closed:
+            self._checkpoints.asks.append(CheckpointAsk(req.label if req else None, via_update=False))
+
+    @workflow.update(name=UPDATE_CHECKPOINT)
+    async def take_checkpoint(self, req: CheckpointRequest | None = None) -> dict[str, Any]:
+        """Take a checkpoint at the next boundary (now, if idle); returns its id once saved."""
+        self._continuation.updates_since_task = True
+        ask = CheckpointAsk(req.label if req else None, via_update=True)
+        self._checkpoints.asks.append(ask)
+        await workflow.wait_condition(lambda: ask.done)
+        if ask.error is not None or ask.result is None:
+            raise to_failure(CheckpointStorageError(ask.error or "checkpoint failed"))
+        return ask.result
+
+    @take_checkpoint.validator
+    def _validate_take_checkpoint(self, req: CheckpointRequest | None = None) -> None:
+        self._check_open()
+        self._check_not_busy()
+        error = _label_error(req)
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
+
+    @workflow.signal(name=SIGNAL_RESET)
+    async def reset_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
+        """Reset at the next boundary; an unusable request becomes a warning."""
+        req, ok = self._signal_arg(SIGNAL_RESET, raw, ResetRequest)
+        if not ok:
+            return
+        error = _reset_error(req) if req is not None else None
+        if error is not None:
+            self._board.warn(f"reset refused: {error}")
+            return
+        await self._quiet()
+        try:
+            self._reset = await self._plan_reset(req or ResetRequest())
+        except ApplicationError as e:
+            self._board.warn(f"reset refused: {e.message}")
+
+    @workflow.update(name=UPDATE_RESET)
+    async def reset_run(self, req: ResetRequest | None = None) -> dict[str, Any]:
+        """Reset at the next boundary (now, if idle); returns once the reset is accepted."""
+        self._continuation.updates_since_task = True
+        self._budget.charge(json_size(req))  # the SDK repeats the accepted update's input in this task
+        plan = await self._plan_reset(req or ResetRequest())
+        self._reset = plan
+        return {
+            "accepted": True,
+            "checkpoint_id": plan.requested_checkpoint_id,
+            "superstep": plan.checkpoint.superstep if plan.checkpoint is not None else 0,
+        }
+
+    @reset_run.validator
+    def _validate_reset_run(self, req: ResetRequest | None = None) -> None:
+        self._check_open()
+        self._check_not_busy()
+        error = _reset_error(req) if req is not None else None
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
+        cid = req.checkpoint_id if req else None
+        cps = self._checkpoints
+        if cid is not None and cps.history_only and cid not in cps.kept:
+            raise cps.unknown(cid)
+        self._check_room_for(req)
+
+    async def _plan_reset(self, req: ResetRequest) -> ResetPlan:
+        self._check_open()
+        await workflow.wait_condition(lambda: self._topology is not None)
+        assert self._topology is not None
+        plan = await self._checkpoints.plan_reset(
+            req, self._topology, self._validate, start=self._start_env, lineage=self._lineage
+        )
+        if plan.checkpoint is not None:
+            # Loaded by a local activity, whose marker records it in this workflow task.
+            self._budget.charge(json_size(plan.checkpoint))
+        return plan
