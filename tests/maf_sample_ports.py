@@ -1,3 +1,4 @@
+# Copyright (c) Microsoft. All rights reserved.
 """More of Agent Framework's own workflow samples, ported: each written once against a module.
 
 Source: ``microsoft/agent-framework`` (MIT licence), ``python/samples/03-workflows/`` and
@@ -569,7 +570,29 @@ def guesser(messages: list[Message]) -> str:
     return json.dumps({"guess": guess})
 
 
-async def guessing_game_with_human_input(mod: Any, durable: Durable = in_process, secret: int = 8) -> None:
+def forgetful_guesser(messages: list[Message]) -> str:
+    """JSON for the first guess; prose, not the agreed format, once it has feedback (a model that drifts)."""
+    if any(m.role == "user" and m.text.startswith("Feedback: ") for m in messages):
+        return "Then I would say eight."
+    return json.dumps({"guess": 5})
+
+
+async def guessing_game_with_human_input(
+    mod: Any,
+    durable: Durable = in_process,
+    secret: int = 8,
+    *,
+    script: Callable[[list[Message]], str] = guesser,
+    response_format: bool = True,
+) -> None:
+    """The sample; ``script`` is the agent's model, and ``response_format=False`` builds the agent without one.
+
+    Its ``TurnManager`` raises the sample's ``RuntimeError`` when ``.value`` is ``None`` (the agent
+    has no ``response_format``, the mistake its message names), and reading ``.value`` raises
+    pydantic's ``ValidationError`` when the reply does not parse (:func:`forgetful_guesser`):
+    ``tests/test_maf_failing_sample.py`` compares what each host raises.
+    """
+
     class TurnManager(mod.Executor):  # type: ignore[misc,name-defined]
         def __init__(self, id: str | None = None):
             super().__init__(id=id or "turn_manager")
@@ -583,7 +606,10 @@ async def guessing_game_with_human_input(mod: Any, durable: Durable = in_process
         async def on_agent_response(self, result: mod.AgentExecutorResponse, ctx: mod.WorkflowContext) -> None:  # type: ignore[name-defined]
             agent_value = result.agent_response.value
             if agent_value is None:
-                raise RuntimeError("AgentResponse.value is None.")
+                raise RuntimeError(
+                    "AgentResponse.value is None. Ensure that the agent is invoked with "
+                    "options={'response_format': GuessOutput} so structured output is available."
+                )
             last_guess = agent_value.guess
             prompt = (
                 f"The agent guessed: {last_guess}. "
@@ -645,10 +671,10 @@ async def guessing_game_with_human_input(mod: Any, durable: Durable = in_process
         return None
 
     guessing_agent = Agent(
-        client=ScriptedChatClient(guesser, stream_words=False),
+        client=ScriptedChatClient(script, stream_words=False),
         name="GuessingAgent",
         instructions="You guess a number between 1 and 10.",
-        default_options={"response_format": GuessOutput},
+        default_options={"response_format": GuessOutput} if response_format else {},
     )
     turn_manager = TurnManager(id="turn_manager")
     workflow = durable(

@@ -1,7 +1,8 @@
 """An Agent Framework sample whose executor raises, on Agent Framework and here: the same exception surface.
 
-The port (``tests/maf_failing_sample.py``) is Agent Framework's guessing-game
-sample with a model that leaves the agreed format. Its ``TurnManager`` raises
+The port (``guessing_game_with_human_input`` in ``tests/maf_sample_ports.py``,
+of ``python/samples/03-workflows/human-in-the-loop/guessing_game_with_human_input.py``)
+runs here with a model that leaves the agreed format (``forgetful_guesser``). Its ``TurnManager`` raises
 the sample's own ``RuntimeError`` (the agent built without ``response_format``)
 or pydantic's ``ValidationError`` from reading ``.value`` (the reply does not
 parse). Here the same exception reaches the caller of ``run``, with what the
@@ -20,7 +21,7 @@ from pydantic import ValidationError
 
 import temporal_workflows
 from temporal_workflows.errors import ExecutorFailedError
-from tests.maf_failing_sample import guessing_game_with_a_forgetful_model as sample
+from tests.maf_sample_ports import forgetful_guesser, guessing_game_with_human_input
 
 SAMPLE_MESSAGE = (
     "AgentResponse.value is None. Ensure that the agent is invoked with "
@@ -32,7 +33,7 @@ async def raised(mod: Any, capsys: pytest.CaptureFixture[str], **options: Any) -
     """What the sample raised, and the lines it printed before."""
     capsys.readouterr()
     with pytest.raises(Exception) as info:
-        await sample(mod, **options)
+        await guessing_game_with_human_input(mod, script=forgetful_guesser, **options)
     return info.value, capsys.readouterr().out.splitlines()
 
 

@@ -1,8 +1,9 @@
 """Agent Framework's guessing-game sample, its executor raising, on Temporal: the exception Agent Framework raises.
 
-The port (``tests/maf_failing_sample.py``) runs with ``durable=``: its workflow
-is hosted by a worker of its own and the sample's ``run`` calls go to the
-durable twin (``workflow.on_temporal``), as in ``test_maf_samples_temporal.py``.
+The port (``guessing_game_with_human_input`` in ``tests/maf_sample_ports.py``), its
+model ``forgetful_guesser``, runs with ``durable=``: its workflow is hosted by a
+worker of its own and the sample's ``run`` calls go to the durable twin
+(``workflow.on_temporal``), as in ``test_maf_samples_temporal.py``.
 ``tests/test_maf_failing_sample.py`` compares Agent Framework and this library
 in process.
 """
@@ -19,7 +20,7 @@ from pydantic import ValidationError
 import temporal_workflows
 from temporal_workflows.errors import ExecutorFailedError
 from tests.integration.test_maf_samples_temporal import Host
-from tests.maf_failing_sample import guessing_game_with_a_forgetful_model as sample
+from tests.maf_sample_ports import forgetful_guesser, guessing_game_with_human_input
 
 
 async def raised(
@@ -31,7 +32,7 @@ async def raised(
         if address is not None:
             options["durable"] = Host(address, stack)
         with pytest.raises(Exception) as info:
-            await sample(mod, **options)
+            await guessing_game_with_human_input(mod, script=forgetful_guesser, **options)
     return info.value, capsys.readouterr().out.splitlines()
 
 
