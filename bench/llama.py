@@ -29,7 +29,7 @@ import sys
 import time
 import types
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from temporalio.client import Client
@@ -288,23 +288,37 @@ async def _run(quick: bool, reps: int | None) -> dict[str, Any]:
     return details
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench --only llama", description=__doc__)
+def report_main(
+    prog: str,
+    run: Callable[[bool, int | None], Coroutine[Any, Any, dict[str, Any]]],
+    table: Callable[[dict[str, Any]], str],
+    argv: list[str] | None,
+) -> None:
+    """A LlamaIndex bench's command line: ``--quick``, ``--reps``, ``--json``; the table, or JSON and the table.
+
+    Shared by this bench and :mod:`bench.llama_runtime`. Leaves with ``os._exit``
+    (as ``bench.run``): without waiting on the SDK's threads.
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=sys.modules[run.__module__].__doc__)
     parser.add_argument("--quick", action="store_true", help="one repetition, to check it runs")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout (the table on stderr)")
     parser.add_argument("--reps", type=int, default=None)
     args = parser.parse_args(argv)
     code = 0
     try:
-        details = asyncio.run(_run(args.quick, args.reps))
+        details = asyncio.run(run(args.quick, args.reps))
         if args.json:
-            print(_table(details), file=sys.stderr)
+            print(table(details), file=sys.stderr)
             print(json.dumps(details))
         else:
-            print(_table(details))
+            print(table(details))
     except BaseException as e:
         print(f"benchmark failed: {type(e).__name__}: {e}", file=sys.stderr)
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)  # as bench.run: leave without waiting on the SDK's threads
+    os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    report_main("python -m bench --only llama", _run, _table, argv)

@@ -16,10 +16,8 @@ With ``llama-agents-dbos`` installed (the ``llama-bench`` extra), the same progr
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -32,7 +30,7 @@ from temporalio.worker import Worker
 
 from temporal_workflows._graph.workflow import as_graph_workflow
 
-from .llama import CHAIN_LENGTH, FAN_WIDTH, _llamaindex, _ours, make
+from .llama import CHAIN_LENGTH, FAN_WIDTH, _llamaindex, _ours, make, report_main
 from .measure import Sample, history_bytes, ratio, timed
 
 __all__ = ["main", "measure"]
@@ -181,22 +179,4 @@ async def _run(quick: bool, reps: int | None) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench --only llama-runtime", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="one repetition, to check it runs")
-    parser.add_argument("--json", action="store_true", help="one JSON object on stdout (the table on stderr)")
-    parser.add_argument("--reps", type=int, default=None)
-    args = parser.parse_args(argv)
-    code = 0
-    try:
-        details = asyncio.run(_run(args.quick, args.reps))
-        if args.json:
-            print(_table(details), file=sys.stderr)
-            print(json.dumps(details))
-        else:
-            print(_table(details))
-    except BaseException as e:
-        print(f"benchmark failed: {type(e).__name__}: {e}", file=sys.stderr)
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    report_main("python -m bench --only llama-runtime", _run, _table, argv)

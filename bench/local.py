@@ -42,25 +42,60 @@ __all__ = [
 ]
 
 
-async def _samples(reps: int, once: Callable[[], Awaitable[float]]) -> list[float]:
-    await once()  # warm-up: first-call costs (imports, pydantic schema builds) are not per-step costs
+async def _samples(reps: int, once: Callable[[], Awaitable[float]], *, warm_up: bool = True) -> list[float]:
+    if warm_up:
+        await once()  # first-call costs (imports, pydantic schema builds) are not per-step costs
     return [await once() for _ in range(reps)]
 
 
-async def local_fanloop_us_per_step(reps: int) -> tuple[float, list[float]]:
-    """µs per step of a 50-way fan-out/fan-in looped 20 rounds, in process, no checkpoints."""
-    wf = shapes.fanout_loop("bench_local_fanloop", shapes.LOCAL_FANLOOP_WIDTH, shapes.LOCAL_FANLOOP_ROUNDS)
+async def _fanloop_us_per_step(wf: Any, who: str, reps: int) -> tuple[float, list[float]]:
+    """µs per step of ``wf``, a 50-way fan-out/fan-in looped 20 rounds (:func:`shapes.fanout_loop`), no checkpoints.
+
+    One loop for both runners: ``wf`` is ours or Agent Framework's, run the
+    same way (``await wf.run(0)``), its outputs checked the same way.
+    """
 
     async def once() -> float:
         t = time.perf_counter()
         result = await wf.run(0)
         elapsed = time.perf_counter() - t
         if result.get_outputs() != [shapes.LOCAL_FANLOOP_ROUNDS]:
-            raise AssertionError(f"local fanloop produced {result.get_outputs()}")
+            raise AssertionError(f"{who} fanloop produced {result.get_outputs()}")
         return elapsed * 1e6 / shapes.LOCAL_FANLOOP_STEPS
 
     samples = await _samples(reps, once)
     return median(samples), samples
+
+
+async def _chain_ms(
+    wf: Any, who: str, reps: int, storage: Callable[[str], Any], *, warm_up: bool = True
+) -> tuple[float, list[float]]:
+    """ms for ``wf``, the 200-step chain, with a checkpoint saved at every superstep in ``storage(tmp_dir)``.
+
+    One loop for both runners: the run, the check that it made its output and
+    one checkpoint per superstep (and one of the start message before the
+    first), and the timing are the same for ours and Agent Framework's.
+    """
+
+    async def once() -> float:
+        with tempfile.TemporaryDirectory(prefix="bench-cp-") as tmp:
+            store = storage(tmp)
+            t = time.perf_counter()
+            result = await wf.run(0, checkpoint_storage=store)
+            elapsed = time.perf_counter() - t
+            saved = await store.list_checkpoint_ids(workflow_name=wf.name)
+        if result.get_outputs() != [shapes.LOCAL_CHAIN_LENGTH] or len(saved) != shapes.LOCAL_CHAIN_LENGTH + 1:
+            raise AssertionError(f"{who} chain: outputs {result.get_outputs()}, {len(saved)} checkpoints")
+        return elapsed * 1e3
+
+    samples = await _samples(reps, once, warm_up=warm_up)
+    return median(samples), samples
+
+
+async def local_fanloop_us_per_step(reps: int) -> tuple[float, list[float]]:
+    """µs per step of a 50-way fan-out/fan-in looped 20 rounds, in process, no checkpoints."""
+    wf = shapes.fanout_loop("bench_local_fanloop", shapes.LOCAL_FANLOOP_WIDTH, shapes.LOCAL_FANLOOP_ROUNDS)
+    return await _fanloop_us_per_step(wf, "local", reps)
 
 
 async def local_chain_ms(reps: int, *, file_store: bool = False) -> tuple[float, list[float]]:
@@ -71,20 +106,10 @@ async def local_chain_ms(reps: int, *, file_store: bool = False) -> tuple[float,
     """
     wf: Workflow = shapes.chain("bench_local_chain", shapes.LOCAL_CHAIN_LENGTH, stateful=True)
 
-    async def once() -> float:
-        with tempfile.TemporaryDirectory(prefix="bench-cp-") as tmp:
-            storage = FileCheckpointStorage(tmp) if file_store else InMemoryCheckpointStorage()
-            t = time.perf_counter()
-            result = await wf.run(0, checkpoint_storage=storage)
-            elapsed = time.perf_counter() - t
-            saved = await storage.list_checkpoint_ids(workflow_name=wf.name)
-        # One checkpoint per superstep, and one of the start message before the first.
-        if result.get_outputs() != [shapes.LOCAL_CHAIN_LENGTH] or len(saved) != shapes.LOCAL_CHAIN_LENGTH + 1:
-            raise AssertionError(f"local chain: outputs {result.get_outputs()}, {len(saved)} checkpoints")
-        return elapsed * 1e3
+    def storage(tmp: str) -> Any:
+        return FileCheckpointStorage(tmp) if file_store else InMemoryCheckpointStorage()
 
-    samples = await _samples(reps, once)
-    return median(samples), samples
+    return await _chain_ms(wf, "local", reps, storage)
 
 
 # -- Agent Framework 1.23's own in-process runner, on the same graphs ---------------------------------------
@@ -93,17 +118,7 @@ async def local_chain_ms(reps: int, *, file_store: bool = False) -> tuple[float,
 async def maf_fanloop_us_per_step(reps: int) -> tuple[float, list[float]]:
     """µs per step of the same 50-way fan-out loop on Agent Framework's runner (:func:`local_fanloop_us_per_step`)."""
     wf = maf_shapes.fanout_loop("bench_maf_fanloop", shapes.LOCAL_FANLOOP_WIDTH, shapes.LOCAL_FANLOOP_ROUNDS)
-
-    async def once() -> float:
-        t = time.perf_counter()
-        result = await wf.run(0)
-        elapsed = time.perf_counter() - t
-        if result.get_outputs() != [shapes.LOCAL_FANLOOP_ROUNDS]:
-            raise AssertionError(f"Agent Framework fanloop produced {result.get_outputs()}")
-        return elapsed * 1e6 / shapes.LOCAL_FANLOOP_STEPS
-
-    samples = await _samples(reps, once)
-    return median(samples), samples
+    return await _fanloop_us_per_step(wf, "Agent Framework", reps)
 
 
 async def maf_chain_ms(reps: int) -> tuple[float, list[float]]:
@@ -114,19 +129,7 @@ async def maf_chain_ms(reps: int) -> tuple[float, list[float]]:
     from agent_framework import InMemoryCheckpointStorage as MafMemoryStorage
 
     wf = maf_shapes.chain("bench_maf_chain", shapes.LOCAL_CHAIN_LENGTH)
-
-    async def once() -> float:
-        storage = MafMemoryStorage()
-        t = time.perf_counter()
-        result = await wf.run(0, checkpoint_storage=storage)
-        elapsed = time.perf_counter() - t
-        saved = await storage.list_checkpoint_ids(workflow_name=wf.name)
-        if result.get_outputs() != [shapes.LOCAL_CHAIN_LENGTH] or len(saved) != shapes.LOCAL_CHAIN_LENGTH + 1:
-            raise AssertionError(f"Agent Framework chain: outputs {result.get_outputs()}, {len(saved)} checkpoints")
-        return elapsed * 1e3
-
-    samples = [await once() for _ in range(reps)]
-    return median(samples), samples
+    return await _chain_ms(wf, "Agent Framework", reps, lambda tmp: MafMemoryStorage(), warm_up=False)
 
 
 async def compare_with_maf(rounds: int, reps: int) -> dict[str, Any]:

@@ -1,9 +1,10 @@
+# Copyright (c) Microsoft. All rights reserved.
 """More of Agent Framework's own workflow samples, ported: each written once against a module.
 
 Source: ``microsoft/agent-framework`` (MIT licence), ``python/samples/03-workflows/`` and
 ``python/samples/01-get-started/``; each program names its sample file. A port changes only
 what the sample imports (``mod`` is ``agent_framework`` or ``temporal_workflows``) and, where
-the sample calls a cloud model, its chat client: a ``ScriptedChatClient`` whose replies
+the sample calls a cloud model, its chat client: a ``ScriptedChatClient`` (``agents.testing``) whose replies
 depend only on the messages it is given. Where the sample asks a human (``input()``), the
 answers are fixed. The sample's own prints are kept; ``tests/test_maf_samples.py`` runs each
 on Agent Framework and here and compares what they print.
@@ -34,7 +35,7 @@ from uuid import uuid4
 from agent_framework import Agent, AgentResponse, AgentResponseUpdate, Message
 from pydantic import BaseModel
 
-from tests.agent_support import ScriptedChatClient
+from temporal_workflows.agents.testing import ScriptedChatClient
 
 Durable = Callable[[Any], Any]
 """What a sample calls ``run`` on, given its built workflow."""
@@ -367,7 +368,7 @@ async def simple_loop(mod: Any, durable: Durable = in_process) -> None:
 
     judge_agent = mod.AgentExecutor(
         Agent(
-            client=ScriptedChatClient(judge),
+            client=ScriptedChatClient(judge, stream_words=False),
             instructions="You strictly respond with one of: MATCHED, ABOVE, BELOW based on the given target and guess.",
             name="judge_agent",
         )
@@ -507,7 +508,7 @@ async def switch_case_edge_group(mod: Any, durable: Durable = in_process, email:
 
     spam_detection_agent = mod.AgentExecutor(
         Agent(
-            client=ScriptedChatClient(detect_spam),
+            client=ScriptedChatClient(detect_spam, stream_words=False),
             instructions="You are a spam detection assistant that identifies spam emails.",
             name="spam_detection_agent",
             default_options={"response_format": DetectionResultAgent},
@@ -515,7 +516,7 @@ async def switch_case_edge_group(mod: Any, durable: Durable = in_process, email:
     )
     email_assistant_agent = mod.AgentExecutor(
         Agent(
-            client=ScriptedChatClient(draft_reply),
+            client=ScriptedChatClient(draft_reply, stream_words=False),
             instructions="You are an email assistant that helps users draft responses to emails with professionalism.",
             name="email_assistant_agent",
             default_options={"response_format": EmailResponse},
@@ -569,7 +570,29 @@ def guesser(messages: list[Message]) -> str:
     return json.dumps({"guess": guess})
 
 
-async def guessing_game_with_human_input(mod: Any, durable: Durable = in_process, secret: int = 8) -> None:
+def forgetful_guesser(messages: list[Message]) -> str:
+    """JSON for the first guess; prose, not the agreed format, once it has feedback (a model that drifts)."""
+    if any(m.role == "user" and m.text.startswith("Feedback: ") for m in messages):
+        return "Then I would say eight."
+    return json.dumps({"guess": 5})
+
+
+async def guessing_game_with_human_input(
+    mod: Any,
+    durable: Durable = in_process,
+    secret: int = 8,
+    *,
+    script: Callable[[list[Message]], str] = guesser,
+    response_format: bool = True,
+) -> None:
+    """The sample; ``script`` is the agent's model, and ``response_format=False`` builds the agent without one.
+
+    Its ``TurnManager`` raises the sample's ``RuntimeError`` when ``.value`` is ``None`` (the agent
+    has no ``response_format``, the mistake its message names), and reading ``.value`` raises
+    pydantic's ``ValidationError`` when the reply does not parse (:func:`forgetful_guesser`):
+    ``tests/test_maf_failing_sample.py`` compares what each host raises.
+    """
+
     class TurnManager(mod.Executor):  # type: ignore[misc,name-defined]
         def __init__(self, id: str | None = None):
             super().__init__(id=id or "turn_manager")
@@ -583,7 +606,10 @@ async def guessing_game_with_human_input(mod: Any, durable: Durable = in_process
         async def on_agent_response(self, result: mod.AgentExecutorResponse, ctx: mod.WorkflowContext) -> None:  # type: ignore[name-defined]
             agent_value = result.agent_response.value
             if agent_value is None:
-                raise RuntimeError("AgentResponse.value is None.")
+                raise RuntimeError(
+                    "AgentResponse.value is None. Ensure that the agent is invoked with "
+                    "options={'response_format': GuessOutput} so structured output is available."
+                )
             last_guess = agent_value.guess
             prompt = (
                 f"The agent guessed: {last_guess}. "
@@ -645,10 +671,10 @@ async def guessing_game_with_human_input(mod: Any, durable: Durable = in_process
         return None
 
     guessing_agent = Agent(
-        client=ScriptedChatClient(guesser),
+        client=ScriptedChatClient(script, stream_words=False),
         name="GuessingAgent",
         instructions="You guess a number between 1 and 10.",
-        default_options={"response_format": GuessOutput},
+        default_options={"response_format": GuessOutput} if response_format else {},
     )
     turn_manager = TurnManager(id="turn_manager")
     workflow = durable(
@@ -746,7 +772,11 @@ async def checkpoint_with_human_in_the_loop(mod: Any, storage_dir: Path, durable
 
     def create_workflow(checkpoint_storage: Any) -> Any:
         writer = mod.AgentExecutor(
-            Agent(client=ScriptedChatClient(writer_reply), instructions="Write release notes.", name="writer")
+            Agent(
+                client=ScriptedChatClient(writer_reply, stream_words=False),
+                instructions="Write release notes.",
+                name="writer",
+            )
         )
         review_gateway = ReviewGateway(id="review_gateway", writer_id="writer")
         prepare_brief = BriefPreparer(id="prepare_brief", agent_id="writer")
@@ -900,7 +930,7 @@ class AggregatedInsights:
 
 def expert(name: str) -> Callable[[list[Message]], str]:
     def reply(messages: list[Message]) -> str:
-        return f"{name} on |{last_user_text(messages)[:20]}|: fine."
+        return f"{name} on {last_user_text(messages)[:20]}: fine."
 
     return reply
 
@@ -1062,13 +1092,13 @@ async def state_with_agents(mod: Any, durable: Durable = in_process, email: str 
             raise RuntimeError("This executor should only handle spam messages.")
 
     spam_detection_agent = Agent(
-        client=ScriptedChatClient(spam_or_not),
+        client=ScriptedChatClient(spam_or_not, stream_words=False),
         instructions="You are a spam detection assistant that identifies spam emails.",
         default_options={"response_format": SpamVerdict},
         name="spam_detection_agent",
     )
     email_assistant_agent = Agent(
-        client=ScriptedChatClient(draft_reply),
+        client=ScriptedChatClient(draft_reply, stream_words=False),
         instructions="You are an email assistant that helps users draft responses to emails with professionalism.",
         default_options={"response_format": EmailResponse},
         name="email_assistant_agent",
@@ -1284,7 +1314,7 @@ async def multi_selection_edge_group(mod: Any, durable: Durable = in_process, em
         await ctx.add_event(DatabaseEvent(type="database_event", data=f"Email {analysis.email_id} saved to database."))
 
     def agent(script: Callable[[list[Message]], str], name: str, fmt: type[BaseModel]) -> Any:
-        client = ScriptedChatClient(script)
+        client = ScriptedChatClient(script, stream_words=False)
         return mod.AgentExecutor(
             Agent(client=client, instructions="Assist.", name=name, default_options={"response_format": fmt})
         )
@@ -1334,10 +1364,10 @@ async def multi_selection_edge_group(mod: Any, durable: Durable = in_process, em
 
 
 def writer_or_reviewer(messages: list[Message]) -> str:
-    """The writer drafts (in two streamed pieces), the reviewer, seeing a draft, gives feedback."""
+    """The writer drafts (streamed word by word), the reviewer, seeing a draft, gives feedback."""
     if any(m.role == "assistant" for m in messages):
-        return "Say |who it is for."
-    return "Charge ahead: |fun, electric, affordable."
+        return "Say who it is for."
+    return "Charge ahead: fun, electric, affordable."
 
 
 def writer_and_reviewer(mod: Any, name: str) -> Any:

@@ -10,7 +10,7 @@ from typing import Any, Never
 
 from agent_framework import Agent, AgentExecutorResponse, Message, tool
 
-from tests.agent_support import Reply, ScriptedChatClient
+from temporal_workflows.agents.testing import Reply, ScriptedChatClient, ToolCall
 
 
 @dataclass
@@ -41,17 +41,17 @@ def email_approvals(mod: Any, ran: list[str], calls: list[int]) -> Any:
         return "Email successfully sent."
 
     window = {"start_date": "2025-10-31", "end_date": "2025-11-07"}
-    send = [("send_email", {"to": "mike@contoso.com", "subject": "Status", "body": "All good"})]
+    send = [ToolCall("send_email", {"to": "mike@contoso.com", "subject": "Status", "body": "All good"})]
 
     def script(messages: list[Message]) -> Reply:
         calls.append(len(messages))
         results = sum(1 for m in messages for c in m.contents if c.type == "function_result")
         if results == 0:
-            return [("get_current_date", {})]
+            return [ToolCall("get_current_date", {})]
         if results == 1:
             return [
-                ("read_historical_email_data", {"email_address": "alice@contoso.com", **window}),
-                ("read_historical_email_data", {"email_address": "bob@contoso.com", **window}),
+                ToolCall("read_historical_email_data", {"email_address": "alice@contoso.com", **window}),
+                ToolCall("read_historical_email_data", {"email_address": "bob@contoso.com", **window}),
             ]
         if results == 3:
             return send

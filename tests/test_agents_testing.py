@@ -38,6 +38,19 @@ async def test_text_streams_word_by_word_as_output_events() -> None:
     assert pieces == ["one ", "two ", "three"]
 
 
+async def test_text_streams_as_one_piece_when_asked_and_the_response_is_the_same() -> None:
+    agent = Agent(client=ScriptedChatClient(["one two three"], stream_words=False), name="talker")
+    workflow = WorkflowBuilder(start_executor=agent, name="scripted_whole_text").build()
+    pieces = [
+        e.data.text
+        async for e in workflow.run("hi", stream=True)
+        if e.type == "output" and isinstance(e.data, AgentResponseUpdate)
+    ]
+    assert pieces == ["one two three"]
+    [response] = (await workflow.run("hi")).get_outputs()
+    assert isinstance(response, AgentResponse) and response.text == "one two three"
+
+
 async def test_a_tool_call_runs_the_tool_and_the_next_reply_follows_it() -> None:
     CALLED.clear()
     client = ScriptedChatClient([ToolCall("lookup", {"city": "Oslo"}), "It is sunny in Oslo."])

@@ -28,7 +28,7 @@ from agent_framework import (
 from pydantic import BaseModel
 
 import temporal_workflows
-from tests.agent_support import ScriptedChatClient
+from temporal_workflows.agents.testing import ScriptedChatClient
 
 MODULES = [agent_framework, temporal_workflows]
 ids = ["maf", "ours"]
@@ -318,17 +318,17 @@ def test_a_session_is_refused_for_an_agent_that_keeps_none_and_must_be_an_agent_
 class RecordingClient(ScriptedChatClient):
     """Records whether each model call streams."""
 
-    def __init__(self, reply: str, calls: list[bool]) -> None:
+    def __init__(self, reply: str, streams: list[bool]) -> None:
         super().__init__(lambda ms: reply)
-        self.calls = calls
+        self.streams = streams
 
     def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
-        self.calls.append(stream)
+        self.streams.append(stream)
         return super()._inner_get_response(messages=messages, stream=stream, options=options, **kwargs)
 
 
 def writing_program(mod: Any, calls: list[bool]) -> Any:
-    writer = mod.AgentExecutor(Agent(client=RecordingClient("Charge |ahead", calls), name="writer"))
+    writer = mod.AgentExecutor(Agent(client=RecordingClient("Charge ahead", calls), name="writer"))
     return mod.WorkflowBuilder(start_executor=writer).build()
 
 

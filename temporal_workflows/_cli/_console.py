@@ -15,41 +15,22 @@ import argparse
 from typing import IO
 
 from temporal_workflows._cli._errors import EXIT_USAGE, CliError, load_graph
+from temporal_workflows._cli._options import add_server_arguments, add_workflow_argument
 
 __all__ = ["add_console_arguments", "run_console"]
 
 
 def add_console_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--workflow",
-        action="append",
-        default=[],
-        metavar="MODULE:ATTR",
-        help="a graph to show pictures of and start runs of (repeatable); runs of others are listed and answered",
+    add_workflow_argument(
+        p, help="a graph to show pictures of and start runs of (repeatable); runs of others are listed and answered"
     )
-    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback only)")
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--task-queue", default=None, help="where runs started from the console go")
-    p.add_argument(
-        "--token-file",
-        default=None,
-        metavar="FILE",
-        help="require this token (bearer header, or the login page's cookie); needed off loopback",
+    add_server_arguments(
+        p,
+        port=8080,
+        task_queue_help="where runs started from the console go",
+        token_help="require this token (bearer header, or the login page's cookie); needed off loopback",
+        origin_help="Web UI origin allowed to call /decode",
     )
-    p.add_argument(
-        "--allowed-host",
-        action="append",
-        default=[],
-        metavar="HOST[:PORT]",
-        help="a further name clients reach it by, e.g. behind a proxy (repeatable)",
-    )
-    p.add_argument(
-        "--origin",
-        action="append",
-        default=None,
-        help="Web UI origin allowed to call /decode (repeatable; default: http://localhost:8233 http://127.0.0.1:8233)",
-    )
-    p.add_argument("--allow-encode", action="store_true", help="also serve /encode (encrypts whatever it is sent)")
 
 
 def run_console(args: argparse.Namespace, out: IO[str]) -> int:

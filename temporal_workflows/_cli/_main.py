@@ -50,6 +50,7 @@ from temporal_workflows._cli._errors import (
     load_graph,
 )
 from temporal_workflows._cli._llama import load_llama, run_llama
+from temporal_workflows._cli._options import add_server_arguments
 from temporal_workflows._cli._render import _LLAMA_STOP, CompactView, DetailedView, JsonView, View, watch
 from temporal_workflows._cli._worker import add_dev_arguments, add_worker_arguments, serve
 from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, WorkflowError, library_account
@@ -179,27 +180,13 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
         parents=after,
         help="decrypt payloads for the Web UI and `temporal --codec-endpoint` (keys from the env)",
     )
-    codec.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback only)")
-    codec.add_argument("--port", type=int, default=8081)
-    codec.add_argument(
-        "--origin",
-        action="append",
-        default=None,
-        help="Web UI origin allowed to call it (repeatable; default: http://localhost:8233 http://127.0.0.1:8233)",
-    )
-    codec.add_argument("--allow-encode", action="store_true", help="also serve /encode (encrypts whatever it is sent)")
-    codec.add_argument(
-        "--allowed-host",
-        action="append",
-        default=[],
-        metavar="HOST[:PORT]",
-        help="a further name clients reach it by, e.g. behind a proxy (repeatable)",
-    )
-    codec.add_argument(
-        "--token-file",
-        default=None,
-        metavar="FILE",
-        help="require 'Authorization: Bearer <token>' with the token in FILE (or set TEMPORAL_WORKFLOWS_CODEC_TOKEN)",
+    add_server_arguments(
+        codec,
+        port=8081,
+        token_help=(
+            "require 'Authorization: Bearer <token>' with the token in FILE (or set TEMPORAL_WORKFLOWS_CODEC_TOKEN)"
+        ),
+        origin_help="Web UI origin allowed to call it",
     )
     console = sub.add_parser(
         "console", parents=after, help="a web console: runs live, graphs, requests answered in a browser"

@@ -45,6 +45,7 @@ from temporalio.worker import Worker
 
 from temporal_workflows._cli._errors import EXIT_USAGE, CliError, connection_failure, load_graph
 from temporal_workflows._cli._llama import host, llama_task_queue, load_llama
+from temporal_workflows._cli._options import add_workflow_argument
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._client.connect import ConnectionConfig, ConnectionConfigError
 from temporal_workflows.temporal._client.devserver import DevServerError, free_port, port_free, start_dev_server
@@ -61,13 +62,8 @@ DEFAULT_DB = ".temporal/dev.sqlite"
 
 def add_worker_arguments(p: argparse.ArgumentParser, *, required: bool = True) -> None:
     """``--workflow``, ``--task-queue``, the versioning flags and ``--graceful-shutdown``."""
-    p.add_argument(
-        "--workflow",
-        action="append",
-        required=required,
-        default=None if required else [],
-        metavar="MODULE:ATTR",
-        help="a built graph to host, e.g. examples.research:workflow (repeatable)",
+    add_workflow_argument(
+        p, required=required, help="a built graph to host, e.g. examples.research:workflow (repeatable)"
     )
     p.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"default {DEFAULT_TASK_QUEUE!r}")
     p.add_argument("--graceful-shutdown", type=float, default=30.0, help="seconds in-flight steps get on shutdown")

@@ -36,11 +36,32 @@ as the model it was, in a process that declared or registered its class (an
 ``AgentExecutor`` registers its agent's ``response_format``)."""
 
 
+FORMAT_KEY = "response_format"
+"""Where an ``AgentResponse`` whose text does not parse as its ``response_format`` keeps that format's name.
+
+Agent Framework parses ``.value`` when it is read: a reply that does not fit
+the format raises there (pydantic's ``ValidationError``), in the executor
+that reads it. The response carries the format's registered name instead of
+a value, so after a boundary ``.value`` is parsed, and raises, as in Agent
+Framework, rather than reading ``None``."""
+
+
 def _structured_value(response: Any) -> Any:
     """The response's parsed ``value``, or ``None`` if it has none (or its text does not parse)."""
     try:
         return response.value
-    except Exception:  # the model's text did not fit the format: as in MAF, reading .value raises; keep none
+    except Exception:  # the model's text did not fit the format: reading .value raises (FORMAT_KEY)
+        return None
+
+
+def _format_of(node: Any) -> Any:
+    """The ``response_format`` class ``node`` names, or ``None`` where this process cannot build it."""
+    from temporal_workflows._engine.registry import resolve
+    from temporal_workflows.errors import NotSerializableError
+
+    try:
+        return resolve(node) if isinstance(node, str) else None
+    except NotSerializableError:
         return None
 
 
@@ -60,6 +81,8 @@ def _value_of(node: Any) -> Any:
 def _schema_for(cls: type) -> Callable[..., core_schema.CoreSchema]:
     from agent_framework import AgentResponse
 
+    from temporal_workflows._engine.registry import type_key
+
     keeps_value = issubclass(cls, AgentResponse)
 
     def schema(source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
@@ -69,6 +92,8 @@ def _schema_for(cls: type) -> Callable[..., core_schema.CoreSchema]:
             if isinstance(value, dict):
                 if keeps_value and VALUE_KEY in value:
                     value = {**value, VALUE_KEY: _value_of(value[VALUE_KEY])}
+                if keeps_value and FORMAT_KEY in value:
+                    value = {**value, FORMAT_KEY: _format_of(value[FORMAT_KEY])}
                 return cls.from_dict(value)  # type: ignore[attr-defined]
             raise ValueError(f"expected a {cls.__name__} or its JSON object, not a {type(value).__name__}")
 
@@ -78,6 +103,8 @@ def _schema_for(cls: type) -> Callable[..., core_schema.CoreSchema]:
                 structured = _structured_value(value)
                 if structured is not None:
                     data[VALUE_KEY] = _value_node(structured)
+                elif isinstance(fmt := getattr(value, "_response_format", None), type):
+                    data[FORMAT_KEY] = type_key(fmt)
             return data
 
         return core_schema.no_info_plain_validator_function(

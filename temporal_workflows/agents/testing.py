@@ -69,16 +69,20 @@ class ScriptedChatClient(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatC
     ``script`` is a list of replies, the n-th answering the n-th model call of
     a turn (the last one repeats), or a function from the call's messages to
     a reply. ``delay`` seconds pass before each streamed piece, so a reader
-    sees text arrive while the step runs. ``calls`` keeps the messages of
+    sees text arrive while the step runs. Text streams word by word; with
+    ``stream_words=False`` each text reply is one piece, as a model that
+    answers in one block sends it (the same response either way; only what
+    a streamed run's reader sees differs). ``calls`` keeps the messages of
     every model call this object served (in this process), for assertions.
     """
 
-    def __init__(self, script: Script, *, delay: float = 0.0) -> None:
+    def __init__(self, script: Script, *, delay: float = 0.0, stream_words: bool = True) -> None:
         super().__init__(middleware=[])
         if not callable(script) and not script:
             raise ValueError("ScriptedChatClient needs at least one reply")
         self.script = script
         self.delay = delay
+        self.stream_words = stream_words
         self.calls: list[list[Message]] = []
 
     def reply_to(self, messages: list[Message]) -> Reply:
@@ -104,7 +108,7 @@ class ScriptedChatClient(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatC
                 raise error
 
             return ResponseStream(fail_stream(), finalizer=ChatResponse.from_updates) if stream else fail()
-        updates = _updates(reply, call_prefix=f"call-{len(given)}")
+        updates = _updates(reply, call_prefix=f"call-{len(given)}", by_word=self.stream_words)
 
         async def gen() -> AsyncIterable[ChatResponseUpdate]:
             for update in updates:
@@ -118,7 +122,9 @@ class ScriptedChatClient(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatC
         return ResponseStream(gen(), finalizer=ChatResponse.from_updates) if stream else whole()
 
 
-def _updates(reply: str | ToolCall | Sequence[ToolCall], call_prefix: str) -> list[ChatResponseUpdate]:
+def _updates(reply: str | ToolCall | Sequence[ToolCall], call_prefix: str, by_word: bool) -> list[ChatResponseUpdate]:
+    if isinstance(reply, str) and not by_word:
+        return [ChatResponseUpdate(contents=[Content.from_text(reply)], role="assistant")] if reply else []
     if isinstance(reply, str):
         words = reply.split(" ")
         pieces = [w + " " for w in words[:-1]] + words[-1:]

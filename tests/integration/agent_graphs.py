@@ -44,18 +44,18 @@ def _build() -> dict[str, Workflow]:
 
     from temporal_workflows import Executor, ExecutorOptions, WorkflowBuilder, WorkflowContext, handler
     from temporal_workflows.agents import AgentExecutor, AgentExecutorResponse
-    from tests.agent_support import TOOL_CALLS, Reply, ScriptedChatClient, count
+    from tests.agent_support import TOOL_CALLS, Reply, ScriptedChatClient, ToolCall, count
 
     graphs: dict[str, Workflow] = {}
 
     # -- writer -> reviewer (Agent Framework's "agents in a workflow" sample) -------------------
     writer = Agent(
-        client=ScriptedChatClient(lambda ms: "Charge |Ahead: |affordable |fun"),
+        client=ScriptedChatClient(lambda ms: "Charge Ahead: affordable fun"),
         instructions="You write slogans.",
         name="writer",
     )
     reviewer = Agent(
-        client=ScriptedChatClient(lambda ms: "Make it |more |playful."),
+        client=ScriptedChatClient(lambda ms: "Make it more playful."),
         instructions="You review slogans.",
         name="reviewer",
     )
@@ -114,13 +114,13 @@ def _build() -> dict[str, Workflow]:
         ticket = next(m.text.split()[0] for m in messages if m.role == "user" and m.text)
         results = count(messages, "function_result")
         if results == 0:
-            return [("lookup", {"ticket": ticket, "name": "bob"})]
+            return [ToolCall("lookup", {"ticket": ticket, "name": "bob"})]
         if results == 1:
             return [
-                ("send_email", {"ticket": ticket, "to": "bob", "body": "hello"}),
-                ("archive", {"ticket": ticket, "folder": "done"}),
+                ToolCall("send_email", {"ticket": ticket, "to": "bob", "body": "hello"}),
+                ToolCall("archive", {"ticket": ticket, "folder": "done"}),
             ]
-        return f"Emailed |bob |({results} tool results)."
+        return f"Emailed bob ({results} tool results)."
 
     mailer = AgentExecutor(
         Agent(
@@ -145,8 +145,8 @@ def _build() -> dict[str, Workflow]:
         def script(messages: list[Message]) -> Reply:
             ticket = next(m.text.split()[0] for m in messages if m.role == "user" and m.text)
             if count(messages, "function_result") == 0:
-                return [("archive", {"ticket": ticket, "folder": folder})]
-            return f"{folder} |done"
+                return [ToolCall("archive", {"ticket": ticket, "folder": folder})]
+            return f"{folder} done"
 
         return script
 
@@ -194,8 +194,8 @@ def _build() -> dict[str, Workflow]:
         ticket = next(m.text.split()[0] for m in messages if m.role == "user" and m.text)
         turns = sum(1 for m in messages if m.role == "user")
         if count(messages, "function_result") < turns:
-            return [("fetch", {"ticket": ticket, "turn": turns})]
-        return f"read |document |{turns}"
+            return [ToolCall("fetch", {"ticket": ticket, "turn": turns})]
+        return f"read document {turns}"
 
     assistant = AgentExecutor(
         Agent(client=ScriptedChatClient(chat_script), name="assistant", tools=[fetch]), output_response=False
