@@ -393,3 +393,48 @@ async def test_checkpoint_timestamps_and_metadata_round_trip_through_files(tmp_p
     copy = cp.model_copy(update={"checkpoint_id": "copy", "metadata": {"note": "manual"}})
     assert await storage.save(copy) == "copy"
     assert (await storage.load("copy")).metadata == {"note": "manual"}
+
+
+def test_a_checkpoint_built_from_a_snapshot_is_what_model_construct_builds() -> None:
+    """``from_snapshot`` builds the model directly: every field, in declaration order, all of them set."""
+    from temporal_workflows._checkpoints.base import iso_timestamp
+    from temporal_workflows._engine.machine import Delivery, EngineSnapshot, Output
+    from temporal_workflows._engine.serde import Envelope
+
+    one = Envelope(None, 1)
+    snap = EngineSnapshot(
+        superstep=3,
+        iterations=4,
+        state={"k": one},
+        pending=(Delivery("b", (one,), ("a",), None),),
+        fan_in_buffers={"g": {"a": (one,)}},
+        pending_requests={},
+        responses=(("r1", one),),
+        outputs=(Output("d", one),),
+        outputs_released=2,
+    )
+    when = datetime(2026, 1, 2, 3, 4, 5, 60, tzinfo=UTC)
+    args: dict[str, Any] = {
+        "checkpoint_id": "cp",
+        "workflow_name": "w",
+        "run_id": "r",
+        "graph_signature_hash": "h",
+        "previous_checkpoint_id": None,
+        "timestamp": when,
+        "metadata": {"m": 1},
+    }
+    cp = WorkflowCheckpoint.from_snapshot(snap, **args)
+    expected = WorkflowCheckpoint.model_validate(cp.model_dump())
+    assert cp == expected and list(cp.__dict__) == list(WorkflowCheckpoint.model_fields)
+    assert cp.model_fields_set == set(WorkflowCheckpoint.model_fields)
+    assert cp.timestamp == "2026-01-02T03:04:05.000060+00:00" == iso_timestamp(when.isoformat())
+    assert cp.to_snapshot() == snap
+    # Within one second, and across one: the same text ``isoformat`` gives.
+    for later in (when.replace(microsecond=999999), when.replace(second=6, microsecond=0), when):
+        assert iso_timestamp(later) == later.isoformat(timespec="microseconds")
+
+    class Tagged(WorkflowCheckpoint):
+        tag: str = "t"
+
+    sub = Tagged.from_snapshot(snap, **args)
+    assert isinstance(sub, Tagged) and sub.tag == "t" and sub.state == cp.state
