@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -717,9 +717,9 @@ class SuperstepDriver:
         engine, host = self.engine, self.host
         tasks = engine.begin_superstep()
         step = tasks[0].superstep
-        executor_ids = [t.executor_id for t in tasks]
+        executor_ids = [t.executor_id for t in tasks]  # (the event's own list; the scope only reads it)
         with host.superstep_scope(step, executor_ids):
-            self._emit(built_event(SuperStepStartedEvent, superstep=step, executor_ids=list(executor_ids)))
+            self._emit(built_event(SuperStepStartedEvent, superstep=step, executor_ids=executor_ids))
             self._check_step_inputs(tasks, step)
             if self._out:
                 yield self._flush()
@@ -731,10 +731,13 @@ class SuperstepDriver:
             # One look at each outcome: failed steps, a halt, unfinished steps (most supersteps: none of them).
             failed: list[tuple[StepTask, StepFailure]] = []
             halted = unfinished = False
+            plain = True  # every outcome is a StepResult itself (then they are the results as they are)
             for t, o in zip(tasks, outcomes, strict=True):
                 if type(o) is StepResult:
                     halted = halted or o.halt
-                elif o is None:
+                    continue
+                plain = False
+                if o is None:
                     unfinished = True
                 elif isinstance(o, StepFailure):
                     failed.append((t, o))
@@ -760,7 +763,11 @@ class SuperstepDriver:
                     elapsed_seconds=first.elapsed_seconds,
                     error_class=first.error_class,
                 )
-            results = [o if isinstance(o, StepResult) else StepResult() for o in outcomes]
+            results = (
+                cast("list[StepResult]", outcomes)  # (``plain``: each one is a StepResult)
+                if plain and type(outcomes) is list
+                else [o if isinstance(o, StepResult) else StepResult() for o in outcomes]
+            )
             finished = host.finish_order() if engine.topology.arrival_order else None
             try:
                 plan = engine.prepare_commit(results, finished)
@@ -776,7 +783,7 @@ class SuperstepDriver:
                     engine.abort_superstep()
                     self._steps_uncommitted(tasks, outcomes)
                     raise ReducerError(reduction.key, step, e.error_type, e.message) from None
-            updates = {**plan.state_updates, **reduced} if self.limit_state else {}
+            updates = ({**plan.state_updates, **reduced} if reduced else plan.state_updates) if self.limit_state else {}
             new_sizes = self._measure_commit(tasks, results, updates, step) if updates else {}
             # The clock stamps new requests only (a superstep that made none reads none).
             engine.apply_commit(plan, reduced, now=host.now() if plan.requests else None)

@@ -39,6 +39,9 @@ from temporal_workflows._errors import (
 )
 from temporal_workflows._events import WorkflowRunState
 
+_new = object.__new__
+_set_attr = object.__setattr__
+
 __all__ = [
     "BUILTIN_REDUCERS",
     "CommitPlan",
@@ -812,17 +815,25 @@ class Engine:
         reqs = dict(self.pending_requests)
         for rid, _ in responses:
             reqs.setdefault(rid, replace(answered[rid]))
-        return EngineSnapshot(
-            superstep=self.superstep,
-            iterations=self.iterations,
-            state=dict(self.state),
-            pending=tuple(self.pending),
-            fan_in_buffers={g: {s: tuple(m) for s, m in b.items()} for g, b in self.fan_in_buffers.items()},
-            pending_requests=reqs,
-            responses=responses,
-            outputs=tuple(self.outputs),
-            outputs_released=self.outputs_released,
+        # Every field, in declaration order, straight into the frozen dataclass (what its ``__init__`` stores,
+        # without a frozen ``__setattr__`` per field): in process a checkpoint, so a snapshot, per superstep.
+        snap: EngineSnapshot = _new(EngineSnapshot)
+        _set_attr(
+            snap,
+            "__dict__",
+            {
+                "superstep": self.superstep,
+                "iterations": self.iterations,
+                "state": dict(self.state),
+                "pending": tuple(self.pending),
+                "fan_in_buffers": {g: {s: tuple(m) for s, m in b.items()} for g, b in self.fan_in_buffers.items()},
+                "pending_requests": reqs,
+                "responses": responses,
+                "outputs": tuple(self.outputs),
+                "outputs_released": self.outputs_released,
+            },
         )
+        return snap
 
     def release_outputs(self, count: int) -> None:
         """Stop holding the run's ``count`` oldest outputs (each was an ``output`` event when committed).
