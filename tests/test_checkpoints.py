@@ -427,6 +427,10 @@ def test_a_checkpoint_built_from_a_snapshot_is_what_model_construct_builds() -> 
     expected = WorkflowCheckpoint.model_validate(cp.model_dump())
     assert cp == expected and list(cp.__dict__) == list(WorkflowCheckpoint.model_fields)
     assert cp.model_fields_set == set(WorkflowCheckpoint.model_fields)
+    # Checkpoints share one fields set: a copy made with an update gets its own, the others keep theirs.
+    copied = cp.model_copy(update={"metadata": {"n": 2}})
+    assert copied.metadata == {"n": 2} and cp.metadata == {"m": 1}
+    assert copied.model_fields_set is not cp.model_fields_set
     assert cp.timestamp == "2026-01-02T03:04:05.000060+00:00" == iso_timestamp(when.isoformat())
     assert cp.to_snapshot() == snap
     # Within one second, and across one: the same text ``isoformat`` gives.
@@ -438,3 +442,26 @@ def test_a_checkpoint_built_from_a_snapshot_is_what_model_construct_builds() -> 
 
     sub = Tagged.from_snapshot(snap, **args)
     assert isinstance(sub, Tagged) and sub.tag == "t" and sub.state == cp.state
+
+
+def test_checkpoint_of_an_engine_is_from_snapshot_of_its_snapshot() -> None:
+    """``checkpoint_of`` (the engine's fields as lists, no snapshot between) is ``from_snapshot`` of its snapshot."""
+    from temporal_workflows._checkpoints.base import checkpoint_of
+    from temporal_workflows._engine.machine import Engine
+    from temporal_workflows._engine.serde import Envelope
+
+    wf = chain(name="parts")
+    engine = Engine(wf._runner.graph.topology)
+    engine.start(Envelope(None, 1))  # (the start message pending: a boundary before the first superstep)
+    when = datetime.now(UTC)
+    args: dict[str, Any] = {"checkpoint_id": "c", "run_id": "r", "previous_checkpoint_id": None, "timestamp": when}
+    by_parts = checkpoint_of(engine, **args)
+    by_snapshot = WorkflowCheckpoint.from_snapshot(
+        engine.snapshot(),
+        workflow_name=engine.topology.name or "",
+        graph_signature_hash=engine.topology.signature_hash,
+        metadata={},
+        **args,
+    )
+    assert by_parts == by_snapshot and list(by_parts.__dict__) == list(by_snapshot.__dict__)
+    assert by_parts.messages and isinstance(by_parts.messages, list) and by_parts.to_snapshot() == engine.snapshot()

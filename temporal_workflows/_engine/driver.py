@@ -435,6 +435,14 @@ def _invoked(task: StepTask) -> ExecutorInvokedEvent:
         fields = _listed(task.messages)
     else:
         first = task.messages[0]
+        if len(task.messages) == 1 and _surely_small(task.messages):  # most steps: the fields as they are
+            return built_event(
+                ExecutorInvokedEvent,
+                data=first.data,
+                data_type=first.type,
+                executor_id=task.executor_id,
+                superstep=task.superstep,
+            )
         fields = {"data": first.data, "data_type": first.type}
     fields["executor_id"] = task.executor_id
     fields["superstep"] = task.superstep
@@ -808,7 +816,7 @@ class SuperstepDriver:
                 built_event(
                     SuperStepCompletedEvent,
                     superstep=step,
-                    state_keys_written=list(plan.keys_written),
+                    state_keys_written=plan.keys_written,  # (made for this commit; hosts only read it)
                     checkpoint_id=checkpoint_id,
                 )
             )
@@ -900,7 +908,7 @@ class SuperstepDriver:
                     if self._shown is WorkflowRunState.IN_PROGRESS:
                         self._shown = WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS
                         self._emit(built_event(WorkflowStatusEvent, state=self._shown))
-        done = messages + yielded
+        done = messages + yielded if yielded else messages
         fields = _listed(done)
         fields["executor_id"] = task.executor_id
         fields["superstep"] = task.superstep
