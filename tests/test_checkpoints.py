@@ -465,3 +465,16 @@ def test_checkpoint_of_an_engine_is_from_snapshot_of_its_snapshot() -> None:
     )
     assert by_parts == by_snapshot and list(by_parts.__dict__) == list(by_snapshot.__dict__)
     assert by_parts.messages and isinstance(by_parts.messages, list) and by_parts.to_snapshot() == engine.snapshot()
+
+
+def test_in_process_checkpoint_ids_are_distinct_random_uuids() -> None:
+    """Drawn in batches from ``os.urandom``: each the canonical text of a version 4 UUID, none repeated."""
+    import uuid
+
+    from temporal_workflows._local.runner import _checkpoint_uuid
+
+    ids = [_checkpoint_uuid() for _ in range(300)]  # several batches
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122

@@ -909,6 +909,13 @@ class SuperstepDriver:
                         self._shown = WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS
                         self._emit(built_event(WorkflowStatusEvent, state=self._shown))
         done = messages + yielded if yielded else messages
+        if len(done) == 1 and done[0].type is None and _surely_small(done):  # most steps: one JSON message
+            self._emit(
+                built_event(
+                    ExecutorCompletedEvent, data=[done[0].data], executor_id=task.executor_id, superstep=task.superstep
+                )
+            )
+            return
         fields = _listed(done)
         fields["executor_id"] = task.executor_id
         fields["superstep"] = task.superstep
