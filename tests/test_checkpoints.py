@@ -393,3 +393,88 @@ async def test_checkpoint_timestamps_and_metadata_round_trip_through_files(tmp_p
     copy = cp.model_copy(update={"checkpoint_id": "copy", "metadata": {"note": "manual"}})
     assert await storage.save(copy) == "copy"
     assert (await storage.load("copy")).metadata == {"note": "manual"}
+
+
+def test_a_checkpoint_built_from_a_snapshot_is_what_model_construct_builds() -> None:
+    """``from_snapshot`` builds the model directly: every field, in declaration order, all of them set."""
+    from temporal_workflows._checkpoints.base import iso_timestamp
+    from temporal_workflows._engine.machine import Delivery, EngineSnapshot, Output
+    from temporal_workflows._engine.serde import Envelope
+
+    one = Envelope(None, 1)
+    snap = EngineSnapshot(
+        superstep=3,
+        iterations=4,
+        state={"k": one},
+        pending=(Delivery("b", (one,), ("a",), None),),
+        fan_in_buffers={"g": {"a": (one,)}},
+        pending_requests={},
+        responses=(("r1", one),),
+        outputs=(Output("d", one),),
+        outputs_released=2,
+    )
+    when = datetime(2026, 1, 2, 3, 4, 5, 60, tzinfo=UTC)
+    args: dict[str, Any] = {
+        "checkpoint_id": "cp",
+        "workflow_name": "w",
+        "run_id": "r",
+        "graph_signature_hash": "h",
+        "previous_checkpoint_id": None,
+        "timestamp": when,
+        "metadata": {"m": 1},
+    }
+    cp = WorkflowCheckpoint.from_snapshot(snap, **args)
+    expected = WorkflowCheckpoint.model_validate(cp.model_dump())
+    assert cp == expected and list(cp.__dict__) == list(WorkflowCheckpoint.model_fields)
+    assert cp.model_fields_set == set(WorkflowCheckpoint.model_fields)
+    # Checkpoints share one fields set: a copy made with an update gets its own, the others keep theirs.
+    copied = cp.model_copy(update={"metadata": {"n": 2}})
+    assert copied.metadata == {"n": 2} and cp.metadata == {"m": 1}
+    assert copied.model_fields_set is not cp.model_fields_set
+    assert cp.timestamp == "2026-01-02T03:04:05.000060+00:00" == iso_timestamp(when.isoformat())
+    assert cp.to_snapshot() == snap
+    # Within one second, and across one: the same text ``isoformat`` gives.
+    for later in (when.replace(microsecond=999999), when.replace(second=6, microsecond=0), when):
+        assert iso_timestamp(later) == later.isoformat(timespec="microseconds")
+
+    class Tagged(WorkflowCheckpoint):
+        tag: str = "t"
+
+    sub = Tagged.from_snapshot(snap, **args)
+    assert isinstance(sub, Tagged) and sub.tag == "t" and sub.state == cp.state
+
+
+def test_checkpoint_of_an_engine_is_from_snapshot_of_its_snapshot() -> None:
+    """``checkpoint_of`` (the engine's fields as lists, no snapshot between) is ``from_snapshot`` of its snapshot."""
+    from temporal_workflows._checkpoints.base import checkpoint_of
+    from temporal_workflows._engine.machine import Engine
+    from temporal_workflows._engine.serde import Envelope
+
+    wf = chain(name="parts")
+    engine = Engine(wf._runner.graph.topology)
+    engine.start(Envelope(None, 1))  # (the start message pending: a boundary before the first superstep)
+    when = datetime.now(UTC)
+    args: dict[str, Any] = {"checkpoint_id": "c", "run_id": "r", "previous_checkpoint_id": None, "timestamp": when}
+    by_parts = checkpoint_of(engine, **args)
+    by_snapshot = WorkflowCheckpoint.from_snapshot(
+        engine.snapshot(),
+        workflow_name=engine.topology.name or "",
+        graph_signature_hash=engine.topology.signature_hash,
+        metadata={},
+        **args,
+    )
+    assert by_parts == by_snapshot and list(by_parts.__dict__) == list(by_snapshot.__dict__)
+    assert by_parts.messages and isinstance(by_parts.messages, list) and by_parts.to_snapshot() == engine.snapshot()
+
+
+def test_in_process_checkpoint_ids_are_distinct_random_uuids() -> None:
+    """Drawn in batches from ``os.urandom``: each the canonical text of a version 4 UUID, none repeated."""
+    import uuid
+
+    from temporal_workflows._local.runner import _checkpoint_uuid
+
+    ids = [_checkpoint_uuid() for _ in range(300)]  # several batches
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122

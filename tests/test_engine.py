@@ -8,7 +8,7 @@ down independently of the runners.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, fields, replace
 from typing import Any
 
 import pytest
@@ -318,6 +318,10 @@ def test_snapshot_restore_continues_identically_with_buffers_requests_and_respon
     engine.send("c", env(1))
     snap = engine.snapshot()
 
+    # Built straight into the frozen dataclass: the same object its constructor makes, fields in order.
+    assert snap == EngineSnapshot(**vars(snap)) and list(vars(snap)) == [f.name for f in fields(EngineSnapshot)]
+    with pytest.raises(FrozenInstanceError):
+        snap.superstep = 9  # type: ignore[misc]
     clone = Engine(engine.topology, snap)
     assert clone.snapshot() == snap
     assert clone.run_state() is engine.run_state()

@@ -210,3 +210,19 @@ def test_state_pages_are_ascii_and_carry_the_state_back_whole() -> None:
     pages = [text[i : i + 7] for i in range(0, len(text), 7)]
     assert state_from_text("".join(pages)) == state
     assert state_from_text(state_page_text({})) == {}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("count", Envelope(None, 100)),
+        ('ké"y', Envelope("m.T", {"a": [1, 2.5, None, "x\u2028"]})),
+        ("", Envelope(None, None)),
+    ],
+)
+def test_a_state_entry_is_measured_as_its_key_type_and_value_as_json(key: str, value: Envelope) -> None:
+    """One serialization of key and value together measures what the two measured apart did."""
+    from temporal_workflows._engine.limits import _FRAMING_PER_ENTRY, json_size
+
+    expected = json_size(key) + len(value.type or "") + json_size(value.data) + _FRAMING_PER_ENTRY
+    assert state_entry_size(key, value) == expected

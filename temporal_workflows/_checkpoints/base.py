@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, Delivery, EngineSnapshot, Output, PendingRequest
 from temporal_workflows._engine.serde import Envelope, decode
 from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError
-from temporal_workflows._events import RequestInfoEvent, constructed
+from temporal_workflows._events import RequestInfoEvent
 
 __all__ = [
     "CheckpointCipher",
@@ -36,6 +36,9 @@ __all__ = [
 if TYPE_CHECKING:
     from temporal_workflows._engine.machine import Engine, Topology
 
+_new = object.__new__
+_set_attr = object.__setattr__
+
 CheckpointId: TypeAlias = str
 """Opaque checkpoint id; compare and store it, never parse it."""
 
@@ -48,10 +51,29 @@ def iso_timestamp(value: datetime | str) -> str:
     """
     when = datetime.fromisoformat(value) if isinstance(value, str) else value
     if when.tzinfo is UTC:  # a host's clock (``datetime.now(UTC)``, workflow time): already in the one form
-        return when.isoformat(timespec="microseconds")
+        return _utc_text(when)
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+_utc_second: tuple[tuple[int, ...], str] = ((), "")
+"""The last second :func:`_utc_text` formatted, and its text up to the seconds."""
+
+
+def _utc_text(when: datetime) -> str:
+    """``when.isoformat(timespec="microseconds")`` of a UTC time, the second's part formatted once per second.
+
+    A checkpoint per superstep stamps many checkpoints within one second;
+    ``isoformat`` with a ``timespec`` took a visible part of one's cost.
+    """
+    global _utc_second
+    second = (when.second, when.minute, when.hour, when.day, when.month, when.year)
+    kept, head = _utc_second
+    if second != kept:
+        head = when.replace(microsecond=0, tzinfo=None).isoformat()
+        _utc_second = (second, head)
+    return f"{head}.{when.microsecond:06d}+00:00"
 
 
 class WorkflowCheckpoint(BaseModel):
@@ -135,29 +157,68 @@ class WorkflowCheckpoint(BaseModel):
         timestamp: datetime | str,
         metadata: dict[str, Any] | None = None,
     ) -> WorkflowCheckpoint:
-        # model_construct: the snapshot is already valid; validating it again
-        # would make every checkpoint cost O(state) instead of O(keys). (``constructed``
-        # is model_construct from a per-class template: a checkpoint per superstep.)
-        return constructed(
-            cls,
+        parts = dict(vars(snap))
+        for name in ("pending", "responses", "outputs"):
+            parts[name] = list(parts[name])
+        parts["fan_in_buffers"] = {g: {s: list(m) for s, m in b.items()} for g, b in snap.fan_in_buffers.items()}
+        return cls._of_parts(
+            parts,
             checkpoint_id=checkpoint_id,
             workflow_name=workflow_name,
             run_id=run_id,
             graph_signature_hash=graph_signature_hash,
             previous_checkpoint_id=previous_checkpoint_id,
-            timestamp=iso_timestamp(timestamp),
-            superstep=snap.superstep,
-            iterations=snap.iterations,
-            state=snap.state,
-            messages=list(snap.pending),
-            fan_in_buffers={g: {s: list(m) for s, m in b.items()} for g, b in snap.fan_in_buffers.items()},
-            pending_requests=snap.pending_requests,
-            responses=list(snap.responses),
-            outputs=list(snap.outputs),
-            outputs_released=snap.outputs_released,
-            metadata=metadata or {},
-            version=1,
+            timestamp=timestamp,
+            metadata=metadata,
         )
+
+    @classmethod
+    def _of_parts(
+        cls,
+        parts: dict[str, Any],
+        *,
+        checkpoint_id: str,
+        workflow_name: str | None,
+        run_id: str,
+        graph_signature_hash: str,
+        previous_checkpoint_id: str | None,
+        timestamp: datetime | str,
+        metadata: dict[str, Any] | None,
+    ) -> WorkflowCheckpoint:
+        """The checkpoint of a snapshot's fields (``Engine.snapshot_fields``), its sequences already lists of its own.
+
+        Built as ``model_construct`` builds it: the snapshot is already valid, and validating it again would
+        make every checkpoint cost O(state) instead of O(keys). Directly (every field given, in declaration
+        order, ``model_fields_set`` all of them): in process a checkpoint per superstep, and a generic
+        construct's merging of defaults was a visible part of one's cost.
+        """
+        values: dict[str, Any] = {
+            "checkpoint_id": checkpoint_id,
+            "workflow_name": workflow_name,
+            "run_id": run_id,
+            "graph_signature_hash": graph_signature_hash,
+            "previous_checkpoint_id": previous_checkpoint_id,
+            "timestamp": iso_timestamp(timestamp),
+            "superstep": parts["superstep"],
+            "iterations": parts["iterations"],
+            "state": parts["state"],
+            "messages": parts["pending"],
+            "fan_in_buffers": parts["fan_in_buffers"],
+            "pending_requests": parts["pending_requests"],
+            "responses": parts["responses"],
+            "outputs": parts["outputs"],
+            "outputs_released": parts["outputs_released"],
+            "metadata": metadata or {},
+            "version": 1,
+        }
+        if cls is not WorkflowCheckpoint:  # a subclass may have fields of its own: pydantic's way
+            return cls.model_construct(**values)
+        cp = _new(cls)
+        _set_attr(cp, "__dict__", values)
+        _set_attr(cp, "__pydantic_fields_set__", _EVERY_FIELD)
+        _set_attr(cp, "__pydantic_extra__", None)
+        _set_attr(cp, "__pydantic_private__", None)
+        return cp
 
     def to_snapshot(self) -> EngineSnapshot:
         return EngineSnapshot(
@@ -171,6 +232,15 @@ class WorkflowCheckpoint(BaseModel):
             outputs=tuple(self.outputs),
             outputs_released=self.outputs_released,
         )
+
+
+_EVERY_FIELD: set[str] = set(WorkflowCheckpoint.model_fields)
+"""The ``model_fields_set`` of every checkpoint a host makes (all fields given): one set, shared.
+
+A set per checkpoint (a checkpoint per superstep in process) was a kilobyte
+each. Nothing changes it: the model is frozen, and ``model_copy`` gives the
+copy a set of its own before adding to it.
+"""
 
 
 @runtime_checkable
@@ -274,8 +344,9 @@ def checkpoint_of(
     metadata: dict[str, Any] | None = None,
 ) -> WorkflowCheckpoint:
     """The engine at this boundary as a checkpoint (both hosts, and continue-as-new)."""
-    return WorkflowCheckpoint.from_snapshot(
-        engine.snapshot(),
+    # The snapshot's fields as lists, straight into the checkpoint (no EngineSnapshot made and copied again).
+    return WorkflowCheckpoint._of_parts(
+        engine.snapshot_fields(list),
         checkpoint_id=checkpoint_id,
         workflow_name=engine.topology.name or "",
         run_id=run_id,

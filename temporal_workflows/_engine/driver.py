@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -435,6 +435,14 @@ def _invoked(task: StepTask) -> ExecutorInvokedEvent:
         fields = _listed(task.messages)
     else:
         first = task.messages[0]
+        if len(task.messages) == 1 and _surely_small(task.messages):  # most steps: the fields as they are
+            return built_event(
+                ExecutorInvokedEvent,
+                data=first.data,
+                data_type=first.type,
+                executor_id=task.executor_id,
+                superstep=task.superstep,
+            )
         fields = {"data": first.data, "data_type": first.type}
     fields["executor_id"] = task.executor_id
     fields["superstep"] = task.superstep
@@ -717,9 +725,9 @@ class SuperstepDriver:
         engine, host = self.engine, self.host
         tasks = engine.begin_superstep()
         step = tasks[0].superstep
-        executor_ids = [t.executor_id for t in tasks]
+        executor_ids = [t.executor_id for t in tasks]  # (the event's own list; the scope only reads it)
         with host.superstep_scope(step, executor_ids):
-            self._emit(built_event(SuperStepStartedEvent, superstep=step, executor_ids=list(executor_ids)))
+            self._emit(built_event(SuperStepStartedEvent, superstep=step, executor_ids=executor_ids))
             self._check_step_inputs(tasks, step)
             if self._out:
                 yield self._flush()
@@ -731,10 +739,13 @@ class SuperstepDriver:
             # One look at each outcome: failed steps, a halt, unfinished steps (most supersteps: none of them).
             failed: list[tuple[StepTask, StepFailure]] = []
             halted = unfinished = False
+            plain = True  # every outcome is a StepResult itself (then they are the results as they are)
             for t, o in zip(tasks, outcomes, strict=True):
                 if type(o) is StepResult:
                     halted = halted or o.halt
-                elif o is None:
+                    continue
+                plain = False
+                if o is None:
                     unfinished = True
                 elif isinstance(o, StepFailure):
                     failed.append((t, o))
@@ -760,7 +771,11 @@ class SuperstepDriver:
                     elapsed_seconds=first.elapsed_seconds,
                     error_class=first.error_class,
                 )
-            results = [o if isinstance(o, StepResult) else StepResult() for o in outcomes]
+            results = (
+                cast("list[StepResult]", outcomes)  # (``plain``: each one is a StepResult)
+                if plain and type(outcomes) is list
+                else [o if isinstance(o, StepResult) else StepResult() for o in outcomes]
+            )
             finished = host.finish_order() if engine.topology.arrival_order else None
             try:
                 plan = engine.prepare_commit(results, finished)
@@ -776,7 +791,7 @@ class SuperstepDriver:
                     engine.abort_superstep()
                     self._steps_uncommitted(tasks, outcomes)
                     raise ReducerError(reduction.key, step, e.error_type, e.message) from None
-            updates = {**plan.state_updates, **reduced} if self.limit_state else {}
+            updates = ({**plan.state_updates, **reduced} if reduced else plan.state_updates) if self.limit_state else {}
             new_sizes = self._measure_commit(tasks, results, updates, step) if updates else {}
             # The clock stamps new requests only (a superstep that made none reads none).
             engine.apply_commit(plan, reduced, now=host.now() if plan.requests else None)
@@ -801,7 +816,7 @@ class SuperstepDriver:
                 built_event(
                     SuperStepCompletedEvent,
                     superstep=step,
-                    state_keys_written=list(plan.keys_written),
+                    state_keys_written=plan.keys_written,  # (made for this commit; hosts only read it)
                     checkpoint_id=checkpoint_id,
                 )
             )
@@ -893,7 +908,14 @@ class SuperstepDriver:
                     if self._shown is WorkflowRunState.IN_PROGRESS:
                         self._shown = WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS
                         self._emit(built_event(WorkflowStatusEvent, state=self._shown))
-        done = messages + yielded
+        done = messages + yielded if yielded else messages
+        if len(done) == 1 and done[0].type is None and _surely_small(done):  # most steps: one JSON message
+            self._emit(
+                built_event(
+                    ExecutorCompletedEvent, data=[done[0].data], executor_id=task.executor_id, superstep=task.superstep
+                )
+            )
+            return
         fields = _listed(done)
         fields["executor_id"] = task.executor_id
         fields["superstep"] = task.superstep

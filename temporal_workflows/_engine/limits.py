@@ -283,7 +283,8 @@ _LISTED = 5
 
 def state_entry_size(key: str, value: Envelope) -> int:
     """Bytes one committed state entry takes where the state travels whole, as JSON: key, type name, value."""
-    return json_size(key) + len(value.type or "") + json_size(value.data) + _FRAMING_PER_ENTRY
+    # One serialization for both: ``[key,data]`` is their JSON, a comma and two brackets.
+    return len(to_json((key, value.data))) - 3 + len(value.type or "") + _FRAMING_PER_ENTRY
 
 
 def _largest_first(entry: tuple[int, str]) -> tuple[int, str]:

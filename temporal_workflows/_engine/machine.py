@@ -24,7 +24,7 @@ A superstep:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -38,6 +38,9 @@ from temporal_workflows._errors import (
     WorkflowError,
 )
 from temporal_workflows._events import WorkflowRunState
+
+_new = object.__new__
+_set_attr = object.__setattr__
 
 __all__ = [
     "BUILTIN_REDUCERS",
@@ -804,25 +807,42 @@ class Engine:
 
     def snapshot(self) -> EngineSnapshot:
         """The state at the current boundary. Cheap: envelopes are shared, never copied."""
+        # Every field, in declaration order, straight into the frozen dataclass (what its ``__init__`` stores,
+        # without a frozen ``__setattr__`` per field): in process a checkpoint, so a snapshot, per superstep.
+        snap: EngineSnapshot = _new(EngineSnapshot)
+        _set_attr(snap, "__dict__", self.snapshot_fields(tuple))
+        return snap
+
+    def snapshot_fields(self, sequence: Callable[[Iterable[Any]], Sequence[Any]] = tuple) -> dict[str, Any]:
+        """:meth:`snapshot`'s fields by name, in declaration order, each sequence copied with ``sequence``.
+
+        A checkpoint holds lists where the snapshot holds tuples: ``checkpoint_of`` takes the fields as
+        lists (``sequence=list``), with no snapshot made and copied again in between.
+
+        Raises:
+            WorkflowError: a superstep is running.
+        """
         if self._running is not None:
             raise WorkflowError("cannot snapshot in the middle of a superstep")
         answered = self._answered
-        responses = tuple(self.responses)
+        responses = sequence(self.responses)
         # Answered-but-undelivered requests travel with the responses.
         reqs = dict(self.pending_requests)
         for rid, _ in responses:
             reqs.setdefault(rid, replace(answered[rid]))
-        return EngineSnapshot(
-            superstep=self.superstep,
-            iterations=self.iterations,
-            state=dict(self.state),
-            pending=tuple(self.pending),
-            fan_in_buffers={g: {s: tuple(m) for s, m in b.items()} for g, b in self.fan_in_buffers.items()},
-            pending_requests=reqs,
-            responses=responses,
-            outputs=tuple(self.outputs),
-            outputs_released=self.outputs_released,
-        )
+        return {
+            "superstep": self.superstep,
+            "iterations": self.iterations,
+            "state": dict(self.state),
+            "pending": sequence(self.pending),
+            "fan_in_buffers": {g: {s: sequence(m) for s, m in b.items()} for g, b in self.fan_in_buffers.items()}
+            if self.fan_in_buffers
+            else {},
+            "pending_requests": reqs,
+            "responses": responses,
+            "outputs": sequence(self.outputs),
+            "outputs_released": self.outputs_released,
+        }
 
     def release_outputs(self, count: int) -> None:
         """Stop holding the run's ``count`` oldest outputs (each was an ``output`` event when committed).

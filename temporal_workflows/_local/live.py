@@ -48,10 +48,13 @@ class LiveQueue(Generic[T]):
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._unread = 0
+        """Live events published since :meth:`_published` last took them (0: none, nothing to look at)."""
 
     def publish(self, event: LiveEvent, data: bytes) -> None:
         """A step's live event (the steps' sink)."""
         self._queue.put_nowait(event)
+        self._unread += 1
 
     async def room(self) -> None:
         """In process the caller's queue takes every event at once (it holds objects, sends nothing)."""
@@ -61,8 +64,9 @@ class LiveQueue(Generic[T]):
 
     def _published(self) -> list[LiveEvent]:
         """The live events published since the last call, when no task puts the driver's events here."""
-        if self._queue.empty():  # (between most batches: no step published any)
+        if not self._unread:  # (between most batches: no step published any)
             return _NONE
+        self._unread = 0
         out: list[LiveEvent] = []
         while not self._queue.empty():
             item = self._queue.get_nowait()
