@@ -44,8 +44,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context.state_store import apply_state_patch
     from workflows.errors import WorkflowCancelledByUser, WorkflowRuntimeError
     from workflows.events import Event, IdleReleasedEvent, StartEvent, StopEvent
-    from workflows.runtime.control_loop import control_loop
     from workflows.runtime.control_loop.reduce import _reduce_tick
+    from workflows.runtime.control_loop.runner import _ControlLoopRunner
     from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
     from workflows.runtime.types.internal_state import BrokerState
     from workflows.runtime.types.named_task import NamedTask, PendingStart, PullTask
@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         WaitResult,
         WaitResultTick,
         WaitResultTimeout,
+        consume_current_run,
         run_context,
     )
     from workflows.runtime.types.results import (
@@ -74,10 +75,12 @@ with workflow.unsafe.imports_passed_through():
         BATCH_TOO_LARGE,
         EVENTS_TOPIC,
         MAX_JOURNAL_CHARS,
+        MAX_RUN_AHEAD_BROKER_CHARS,
         MAX_STEP_INPUT_CHARS,
         MAX_TICK_CHARS,
         PATCH_COLLECT_SPECULATION,
         PATCH_LIVE_STREAM,
+        PATCH_RUN_AHEAD,
         PATCH_STEP_BATCHES,
         PATCH_TYPED_STOP_RESULT,
         RESULT_ERROR_TYPE,
@@ -143,6 +146,13 @@ class WorkflowRunAdapter(InternalRunAdapter):
         """Ask batches to run ahead the reruns of stale ``collect_events`` calls (``PATCH_COLLECT_SPECULATION``)."""
         self._speculated: dict[str, StepOutput] = {}
         """Run-ahead results by :func:`speculation_key`, oldest first; each answers one invocation."""
+        self._memo: _wire.EncodeMemo = {}
+        """Events encoded so far (a fan-in buffer's go into every invocation's input): each is encoded once."""
+        self.run_ahead = False
+        """Send the loop's broker state with a batch so the activity runs ahead what the loop starts next
+        (``PATCH_RUN_AHEAD``)."""
+        self.runner: _ControlLoopRunner | None = None
+        """The loop (its broker state is what a run-ahead batch carries)."""
         self.releasing = False
         self.completion_order: list[str] = []
         """Keys of the tasks in the order the loop was handed them (workers and pulls), for tests and queries."""
@@ -304,8 +314,8 @@ class WorkflowRunAdapter(InternalRunAdapter):
             instance_key=self._input.instance_key,
             run_id=self.run_id,
             step_name=step_name,
-            event=_wire.encode_event(s, event),
-            state=_wire.encode_state(s, state),
+            event=_wire.encode_event(s, event, self._memo),
+            state=_wire.encode_state(s, state, self._memo),
             bound_events=None
             if bound_events is None
             else {k: _wire.encode_event(s, v) for k, v in bound_events.items()},
@@ -321,7 +331,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 f"step {step_name!r}: its input (event, fan-in buffers and ctx.store) is {size:,} bytes, over "
                 f"the {MAX_STEP_INPUT_CHARS:,} a Temporal payload allows here; keep large values out of the store"
             )
-        ahead = self._speculated.pop(speculation_key(inp), None) if self._speculated else None
+        ahead = self._speculated.pop(speculation_key(inp, self.run_ahead), None) if self._speculated else None
         live = state.invocation_id if inp.live_stream else None
         if ahead is not None:
             # A batch already ran this very input (a rerun of a collect_events call whose buffer was stale,
@@ -421,7 +431,12 @@ class WorkflowRunAdapter(InternalRunAdapter):
 
     async def _run_batch(self, step_name: str, items: list[tuple[StepInput, asyncio.Future[StepOutput]]]) -> None:
         try:
-            arg = self._batch_input(items, self.speculation) if len(items) > 1 else None
+            broker = self._broker_for(step_name, len(items))
+            arg = (
+                self._batch_input(items, self.speculation and not self.run_ahead, broker)
+                if len(items) > 1 or broker is not None
+                else None
+            )
             if arg is None:
                 # One invocation, or a batch over the payload limit: each alone (each was checked).
                 results: list[StepOutput | None] = list(await asyncio.gather(*(self._single(inp) for inp, _ in items)))
@@ -464,9 +479,29 @@ class WorkflowRunAdapter(InternalRunAdapter):
         if not fut.done():
             fut.set_result(out)
 
+    def _broker_for(self, step_name: str, count: int) -> dict[str, Any] | None:
+        """The loop's broker state for a run-ahead batch of ``step_name`` (``PATCH_RUN_AHEAD``), or ``None``.
+
+        Sent when the step has events queued behind its workers or the batch has several invocations
+        (collect reruns), and only while it is small; the root broker only (a nested one is not run ahead).
+        """
+        if not self.run_ahead or self.runner is None:
+            return None
+        state = self.runner.state
+        worker = next((w for k, w in state.workers.items() if str(k) == step_name), None)
+        if worker is None or (count < 2 and not worker.queue):
+            return None
+        try:
+            broker: dict[str, Any] = state.to_serialized(self._serializer).model_dump(mode="json")
+        except Exception:
+            return None  # e.g. child brokers, which to_serialized refuses: no run-ahead
+        return broker if len(json.dumps(broker)) <= MAX_RUN_AHEAD_BROKER_CHARS else None
+
     @staticmethod
     def _batch_input(
-        items: list[tuple[StepInput, asyncio.Future[StepOutput]]], speculate: bool = False
+        items: list[tuple[StepInput, asyncio.Future[StepOutput]]],
+        speculate: bool = False,
+        broker: dict[str, Any] | None = None,
     ) -> StepBatchInput | None:
         """The batch's activity input, each store and fan-in buffer once; ``None`` if over the limit.
 
@@ -498,7 +533,9 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 update["state"] = state
             batch.append(inp.model_copy(update=update))
         # Run-ahead costs the activity nothing unless the batch's results are collect_events calls.
-        arg = StepBatchInput(batch=batch, store=base, buffers=buffers, lists=lists, speculate=speculate)
+        arg = StepBatchInput(batch=batch, store=base, buffers=buffers, lists=lists, speculate=speculate, broker=broker)
+        if broker is not None and len(arg.model_dump_json()) > MAX_STEP_INPUT_CHARS:
+            arg = arg.model_copy(update={"broker": None})  # no run-ahead rather than no batch
         return arg if len(arg.model_dump_json()) <= MAX_STEP_INPUT_CHARS else None
 
 
@@ -623,6 +660,7 @@ class LlamaIndexRun:
         raw.speculation = workflow.patched(PATCH_COLLECT_SPECULATION)
         raw.live_stream = workflow.patched(PATCH_LIVE_STREAM)
         typed_result = workflow.patched(PATCH_TYPED_STOP_RESULT)
+        raw.run_ahead = raw.batches and workflow.patched(PATCH_RUN_AHEAD)
         self._adapter = raw
         token = _registry.current_adapter.set(raw)
         try:
@@ -650,7 +688,14 @@ class LlamaIndexRun:
                         steps=registered.steps,
                     )
                 ):
-                    stop = await control_loop(start_event, init_state, adapter.run_id)
+                    # control_loop(start_event, init_state, run_id), with the runner kept: a run-ahead
+                    # batch carries its broker state.
+                    current = consume_current_run()
+                    runner = _ControlLoopRunner(
+                        current.workflow, current.run_adapter, current.context, current.steps, init_state
+                    )
+                    raw.runner = runner
+                    stop = await runner.run(start_event=start_event)
             except (ApplicationError, workflow.NondeterminismError):
                 raise
             except (Exception, WorkflowCancelledByUser) as e:
