@@ -455,14 +455,11 @@ def _ahead_input(
         store=store,
         live_stream=False,
     )
-    # The step gets copies, as it would get decoded ones: a field it sets on an event must not reach the
-    # reducer's (shallow copies: a deep one per buffered event would cost a wide fan-in what decoding does).
-    own = dataclasses.replace(
-        shared._deepcopy(),
-        collected_events={k: [e.model_copy() for e in v] for k, v in shared.collected_events.items()},
-    )
+    # The step gets its own containers and trigger event, as it would get decoded ones. The buffered events
+    # are the reducer's own objects, as the default runtime hands them to a step (copying each for every
+    # invocation would cost a wide fan-in what decoding does).
     bound = None if command.bound_events is None else {k: v.model_copy() for k, v in command.bound_events.items()}
-    return inp, _Decoded(state=own, event=command.event.model_copy(), bound_events=bound, retry=retry)
+    return inp, _Decoded(state=shared._deepcopy(), event=command.event.model_copy(), bound_events=bound, retry=retry)
 
 
 def _unbatched(inp: StepInput, batch: StepBatchInput) -> StepInput:

@@ -192,7 +192,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
     async def on_tick(self, tick: WorkflowTick) -> None:
         # The run's journal, returned with its result: ctx.to_dict() and running_steps() on the
         # handler rebuild the broker state from it, as they do from BasicRuntime's tick log.
-        self._run.ticks.append(self._serializer.serialize(tick))
+        # (Kept as objects: serialized only if the result carries them, see LlamaIndexRun.run.)
         self._run._tick_objects.append(tick)
 
     # -- stream, store ----------------------------------------------------------------------------
@@ -262,7 +262,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
             return
         threshold = self._input.idle_release_after_ticks
         long_history = workflow.info().is_continue_as_new_suggested()
-        if long_history or (threshold is not None and len(self._run.ticks) >= threshold):
+        if long_history or (threshold is not None and len(self._run._tick_objects) >= threshold):
             self.releasing = True
             self._run.mailbox.insert(0, TickIdleRelease())
 
@@ -577,7 +577,6 @@ class LlamaIndexRun:
     def __init__(self, inp: RunInput) -> None:
         self.mailbox: list[WorkflowTick | str] = list(inp.mailbox)
         self.store: dict[str, Any] | None = inp.store
-        self.ticks: list[str] = []
         self._tick_objects: list[WorkflowTick] = []
         self._stream = WorkflowStream(prior_state=inp.stream)
         self._events = self._stream.topic(EVENTS_TOPIC, type=str)
@@ -715,7 +714,10 @@ class LlamaIndexRun:
             # The handler's ctx.to_dict() and running_steps() need the broker state: the final one (the
             # start state folded with the journal) is usually far smaller than the journal itself.
             try:
-                final = self._fold(inp, llama_workflow, serializer).to_serialized(serializer)
+                # With run-ahead the loop's own state is that fold already (it reduced the same ticks at the
+                # same stamps): reducing the whole journal again would double the run's reducer time.
+                folded = runner.state if raw.run_ahead else self._fold(inp, llama_workflow, serializer)
+                final = folded.to_serialized(serializer)
             except Exception:
                 final = None  # e.g. child brokers, which to_serialized refuses: the journal goes instead
             typed: dict[str, Any] = {}
@@ -731,7 +733,8 @@ class LlamaIndexRun:
                 )
             # The journal rides along only while it is small: a result over Temporal's payload limit would
             # fail the workflow task for ever. Without it the handler's ctx.to_dict() shows the start state.
-            ticks = self.ticks if sum(len(t) for t in self.ticks) <= MAX_JOURNAL_CHARS else []
+            journal = [serializer.serialize(t) for t in self._tick_objects]
+            ticks = journal if sum(len(t) for t in journal) <= MAX_JOURNAL_CHARS else []
             return RunOutput(
                 stop_event=serializer.serialize(stop),
                 store=self.store,
