@@ -319,6 +319,54 @@ async def test_a_fan_out_runs_in_three_activity_rounds(runtime: TemporalRuntime)
     await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
 
 
+_busy = {"now": 0, "most": 0}
+
+
+class TwoAtATime(Workflow):
+    """Eight events to a ``num_workers=2`` step that counts how many of its invocations run at once."""
+
+    @llama.step
+    async def start(self, ctx: llama.Context, ev: llama_events.StartEvent) -> lw.Item | None:
+        for i in range(8):
+            ctx.send_event(lw.Item(i=i))
+        return None
+
+    @llama.step(num_workers=2)
+    async def work(self, ev: lw.Item) -> lw.Done:
+        _busy["now"] += 1
+        _busy["most"] = max(_busy["most"], _busy["now"])
+        await asyncio.sleep(0.02)
+        _busy["now"] -= 1
+        return lw.Done(i=ev.i, square=ev.i * ev.i)
+
+    @llama.step
+    async def join(self, ctx: llama.Context, ev: lw.Done) -> llama_events.StopEvent | None:
+        got = ctx.collect_events(ev, [lw.Done] * 8)
+        return None if got is None else llama_events.StopEvent(result=sorted(d.square for d in got))
+
+
+async def test_work_run_ahead_keeps_to_num_workers(runtime: TemporalRuntime) -> None:
+    """The events queued behind a step's workers run ahead in the batch's activity, but never more of
+    them at once than ``num_workers`` allows (it often guards a rate-limited API): as under the default
+    runtime, at most two of the eight run at a time, and the result is the same."""
+    _busy["most"] = 0
+    default, temporal = await _run_both(TwoAtATime, runtime)
+    assert temporal == default
+    assert _busy["most"] == 2
+    handler = TwoAtATime(timeout=30, runtime=runtime).run()
+    _busy["most"] = 0
+    assert await handler == [i * i for i in range(8)]
+    assert _busy["most"] <= 2
+    events = await _history_events(runtime, handler.run_id)
+    works = [
+        e.user_metadata.summary.data.decode()
+        for e in events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.user_metadata.summary.data.decode().startswith('"work')
+    ]
+    assert len(works) < 8 // 2, works  # without run-ahead: one batch of two per pair of events
+
+
 class LiveProgress(llama_events.Event):
     n: int
 
