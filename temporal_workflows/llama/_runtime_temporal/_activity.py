@@ -345,6 +345,7 @@ async def _run_ahead(
         (inp, res, False) for inp, res in zip(invocations, results, strict=True)
     ]
     out: list[SpeculatedStep] = []
+    first_seen: dict[str, int] = {}  # an output's JSON -> the entry that carries it
     memo: _wire.EncodeMemo = {}
     runs = 0
     try:
@@ -361,7 +362,13 @@ async def _run_ahead(
             if res is None or res.late_sends or any(o["kind"] not in _RUN_AHEAD_KINDS for o in res.outputs):
                 break
             if ahead:
-                out.append(SpeculatedStep(key=speculation_key(inp, run_ahead=True), output=res))
+                key = speculation_key(inp, run_ahead=True)
+                text = res.model_dump_json()
+                if text in first_seen:
+                    out.append(SpeculatedStep(key=key, same_as=first_seen[text]))
+                else:
+                    first_seen[text] = len(out)
+                    out.append(SpeculatedStep(key=key, output=res))
             if res.store_patch and store is not None:
                 store = apply_state_patch(store, res.store_patch)
             invocation = inp.state.get("invocation_id")

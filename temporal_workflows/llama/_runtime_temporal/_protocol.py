@@ -225,7 +225,10 @@ class SpeculatedStep(_Frozen):
     """
 
     key: str
-    output: StepOutput
+    output: StepOutput | None = None
+    same_as: int | None = None
+    """``output`` is that of ``speculated[same_as]``, an earlier entry (``PATCH_RUN_AHEAD``): a join's reruns
+    mostly return what its first try did, and each such output goes once."""
 
 
 class StepBatchOutput(_Frozen):
@@ -254,4 +257,5 @@ def speculation_key(inp: StepInput, run_ahead: bool = False) -> str:
     if run_ahead and not data["retry"].get("retry_number"):
         data["retry"] = {k: v for k, v in data["retry"].items() if k != "first_attempt_at"}
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return digest[:32] if run_ahead else digest  # 128 bits tell a run's inputs apart; each goes in the history

@@ -76,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
         EVENTS_TOPIC,
         MAX_JOURNAL_CHARS,
         MAX_RUN_AHEAD_BROKER_CHARS,
+        MAX_RUN_AHEAD_RUNS,
         MAX_STEP_INPUT_CHARS,
         MAX_TICK_CHARS,
         PATCH_COLLECT_SPECULATION,
@@ -447,8 +448,13 @@ class WorkflowRunAdapter(InternalRunAdapter):
                     )
                     results = out.results
                     for ahead in out.speculated:
-                        self._speculated[ahead.key] = ahead.output
-                    while len(self._speculated) > MAX_SPECULATED_KEPT:
+                        output = ahead.output
+                        if output is None and ahead.same_as is not None and 0 <= ahead.same_as < len(out.speculated):
+                            output = out.speculated[ahead.same_as].output
+                        if output is not None:
+                            self._speculated[ahead.key] = output
+                    kept = MAX_RUN_AHEAD_RUNS * 2 if self.run_ahead else MAX_SPECULATED_KEPT
+                    while len(self._speculated) > kept:
                         del self._speculated[next(iter(self._speculated))]
                 except ActivityError as e:
                     if not (isinstance(e.cause, ApplicationError) and e.cause.type == BATCH_TOO_LARGE):
