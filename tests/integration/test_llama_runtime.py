@@ -319,6 +319,35 @@ async def test_a_fan_out_runs_in_three_activity_rounds(runtime: TemporalRuntime)
     await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
 
 
+class InOrder(Workflow):
+    """A 30-way fan-out whose join returns the events in the order ``collect_events`` hands them over."""
+
+    @llama.step
+    async def start(self, ctx: llama.Context, ev: llama_events.StartEvent) -> lw.Item | None:
+        for i in range(30):
+            ctx.send_event(lw.Item(i=i))
+        return None
+
+    @llama.step(num_workers=8)
+    async def work(self, ev: lw.Item) -> lw.Done:
+        return lw.Done(i=ev.i, square=ev.i * ev.i)
+
+    @llama.step
+    async def join(self, ctx: llama.Context, ev: lw.Done) -> llama_events.StopEvent | None:
+        got = ctx.collect_events(ev, [lw.Done] * 30)
+        return None if got is None else llama_events.StopEvent(result=[d.i for d in got])
+
+
+async def test_a_run_ahead_fan_in_collects_in_the_default_runtimes_order(runtime: TemporalRuntime) -> None:
+    """The workers' results arrive together and the join's reruns are answered at once, yet the buffer
+    fills in the order the events were first handed to the join, as under the default runtime: a rerun
+    keeps its first invocation's place in the reduce order, so events queued after it cannot overtake it
+    (without that, the join's first reruns would land last)."""
+    default, temporal = await _run_both(InOrder, runtime)
+    assert temporal == default
+    assert temporal[0] == list(range(30))
+
+
 _busy = {"now": 0, "most": 0}
 
 

@@ -341,16 +341,32 @@ async def _run_ahead(
     if step_id is None:
         return []
     store = batch.store
-    fifo: list[tuple[StepInput, asyncio.Task[StepOutput] | StepOutput | None, bool]] = [
-        (inp, res, False) for inp, res in zip(invocations, results, strict=True)
+    # The run reduces the done task that comes first in its order (``_workflow._priority``): a work item's
+    # first start, kept by its reruns. A task started by the reduction at pick ``i`` is started at pick
+    # ``i + 1`` and done (answered at once) from pick ``i + 2``; when none is done, the run waits and all are.
+    order = batch.order if len(batch.order) == len(invocations) else list(range(len(invocations)))
+    item_order: dict[str, int] = {}
+    for inp, place in zip(invocations, order, strict=True):
+        item = inp.state.get("work_item_id")
+        if isinstance(item, str):
+            item_order.setdefault(item, place)
+    next_place = max(order, default=0) + 1
+    entries: list[_Entry] = [
+        _Entry(place=place, started=-1, inp=inp, res=res, ahead=False)
+        for inp, res, place in zip(invocations, results, order, strict=True)
     ]
     out: list[SpeculatedStep] = []
     first_seen: dict[str, int] = {}  # an output's JSON -> the entry that carries it
     memo: _wire.EncodeMemo = {}
     runs = 0
+    pick = 0
     try:
-        while fifo:
-            inp, res, ahead = fifo.pop(0)
+        while entries:
+            done = [e for e in entries if e.started < pick]
+            entry = min(done or entries, key=lambda e: e.place)
+            entries.remove(entry)
+            pick += 1
+            inp, res, ahead = entry.inp, entry.res, entry.ahead
             if isinstance(res, asyncio.Task):
                 remaining = deadline - loop.time()
                 if remaining <= 0:
@@ -411,15 +427,33 @@ async def _run_ahead(
                         )
                         nxt, decoded = _ahead_input(first, serializer, started, command, store, memo)
                         runs += 1
-                        fifo.append((nxt, asyncio.ensure_future(_run_one(nxt, decoded)), True))
+                        if started.work_item_id is None:
+                            place = next_place
+                        else:
+                            place = item_order.setdefault(started.work_item_id, next_place)
+                        if place == next_place:
+                            next_place += 1
+                        task = asyncio.ensure_future(_run_one(nxt, decoded))
+                        entries.append(_Entry(place=place, started=pick, inp=nxt, res=task, ahead=True))
                     elif not isinstance(command, CommandPublishEvent):
                         return out  # the run ends, a timer, an idle check: what comes next is not predicted
         return out
     finally:
-        pending = [t for _, t, _ in fifo if isinstance(t, asyncio.Task) and not t.done()]
+        pending = [e.res for e in entries if isinstance(e.res, asyncio.Task) and not e.res.done()]
         for t in pending:
             t.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+@dataclasses.dataclass
+class _Entry:
+    """An invocation in the run-ahead: its place in the run's reduce order, the pick it starts at, its result."""
+
+    place: int
+    started: int
+    inp: StepInput
+    res: asyncio.Task[StepOutput] | StepOutput | None
+    ahead: bool
 
 
 @dataclasses.dataclass(frozen=True)

@@ -214,6 +214,9 @@ class StepBatchInput(_Frozen):
     broker: dict[str, Any] | None = None
     """The loop's broker state as the batch went out (``SerializedContext``, ``PATCH_RUN_AHEAD``): the activity
     reduces the batch's results over it and runs ahead the invocations of this step the loop starts next."""
+    order: list[int] = Field(default_factory=list)
+    """Each invocation's place in the order the run reduces results that are done together (with ``broker``):
+    its work item's first start, so a rerun keeps its first invocation's place."""
 
 
 class SpeculatedStep(_Frozen):

@@ -48,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.runtime.control_loop.runner import _ControlLoopRunner
     from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
     from workflows.runtime.types.internal_state import BrokerState
-    from workflows.runtime.types.named_task import NamedTask, PendingStart, PullTask
+    from workflows.runtime.types.named_task import NamedTask, PendingStart, PendingWorker, PullTask
     from workflows.runtime.types.plugin import (
         InternalRunAdapter,
         RunContext,
@@ -100,6 +100,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from temporal_workflows.llama._runtime_temporal._server import run_view
 
+MAX_ITEM_ORDER_KEPT = 4096
+"""Work items whose place in the reduce order a run keeps (the oldest go first)."""
+
 MAX_SPECULATED_KEPT = 256
 """Run-ahead results a run keeps for reruns not yet asked for (the oldest go first)."""
 
@@ -141,12 +144,16 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self.batches = False
         """Run a step's invocations made ready in one activation in one activity (``PATCH_STEP_BATCHES``)."""
         self._ready: dict[str, list[tuple[StepInput, asyncio.Future[StepOutput]]]] = {}
+        self._ready_order: dict[asyncio.Future[StepOutput], int] = {}
+        """Each queued invocation's place in the reduce order, sent with a run-ahead batch."""
         self.speculation = False
         self.live_stream = False
         """Steps signal their stream writes as they make them (``PATCH_LIVE_STREAM``)."""
         """Ask batches to run ahead the reruns of stale ``collect_events`` calls (``PATCH_COLLECT_SPECULATION``)."""
         self._speculated: dict[str, StepOutput] = {}
         """Run-ahead results by :func:`speculation_key`, oldest first; each answers one invocation."""
+        self._item_order: dict[tuple[str, str], int] = {}
+        """A work item's place in the reduce order: its first invocation's (``_priority``)."""
         self._memo: _wire.EncodeMemo = {}
         """Events encoded so far (a fan-in buffer's go into every invocation's input): each is encoded once."""
         self.run_ahead = False
@@ -211,7 +218,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
         started: list[NamedTask] = []
         for p in pending:
             task: asyncio.Task[Any] = asyncio.get_event_loop().create_task(p.coro)
-            self._order[task] = self._seq
+            self._order[task] = self._priority(p)
             self._seq += 1
             started.append(p.start(task))
         named = sorted(
@@ -249,6 +256,28 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self.completion_order.append(done.key)
         self._order.pop(done.task, None)
         return WaitForNextTaskResult(done.task, started)
+
+    def _priority(self, p: PendingStart) -> int:
+        """Where a task starting now comes in the order done tasks are reduced: the order it started in,
+        except that a rerun (a ``collect_events`` call whose buffer went stale, same work item) keeps the
+        place of the work item's first invocation (``PATCH_RUN_AHEAD``).
+
+        Results that arrive together are reduced in this order. Without the exception, every queued
+        event started since would be reduced before a rerun and win the buffer, so the earliest events
+        of a fan-in would land last; with it, they land in the order they were first started, as under
+        the default runtime when steps finish one at a time.
+        """
+        seq = self._seq
+        if not self.run_ahead or self.runner is None or not isinstance(p, PendingWorker) or p.invocation_namespace:
+            return seq
+        worker = self.runner.state.workers.get(p.step_id)
+        current = next((w for w in worker.in_progress if w.worker_id == p.worker_id), None) if worker else None
+        if current is None or current.work_item_id is None:
+            return seq
+        priority = self._item_order.setdefault((str(p.step_id), current.work_item_id), seq)
+        while len(self._item_order) > MAX_ITEM_ORDER_KEPT:
+            del self._item_order[next(iter(self._item_order))]
+        return priority
 
     def _maybe_release(self, named: list[NamedTask], timeout: float | None) -> None:
         """Ask the loop for LlamaIndex's idle release when the run is idle and its history long.
@@ -342,7 +371,9 @@ class WorkflowRunAdapter(InternalRunAdapter):
             if live is not None:
                 self._run.live[live] = 0  # the step's stream writes published so far (signalled live)
             try:
-                out = await (self._batched(inp) if self.batches else self._single(inp))
+                task = asyncio.current_task()
+                order = self._order.get(task, 0) if task is not None else 0
+                out = await (self._batched(inp, order) if self.batches else self._single(inp))
             finally:
                 published = self._run.live.pop(live, 0) if live is not None else 0
         # What the step did, applied in the order steps completed (deterministic): its store writes,
@@ -408,7 +439,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
         out: StepOutput = await self._awaited(self._start(inp.step_name, inp, inp.step_name))
         return out
 
-    async def _batched(self, inp: StepInput) -> StepOutput:
+    async def _batched(self, inp: StepInput, order: int = 0) -> StepOutput:
         """Queue the invocation; the invocations of one step queued in this activation go as one activity.
 
         The batch is sent once nothing else in the workflow can run (Temporal checks wait conditions
@@ -420,6 +451,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
         if not self._ready:
             asyncio.get_event_loop().create_task(self._flush_when_idle())
         self._ready.setdefault(inp.step_name, []).append((inp, fut))
+        self._ready_order[fut] = order
         return await fut
 
     async def _flush_when_idle(self) -> None:
@@ -427,17 +459,23 @@ class WorkflowRunAdapter(InternalRunAdapter):
         ready, self._ready = self._ready, {}
         for step_name, queued in ready.items():
             items = [(inp, fut) for inp, fut in queued if not fut.done()]  # a cancelled step is not started
+            for _, fut in queued:
+                if fut.done():
+                    self._ready_order.pop(fut, None)
             if items:
                 asyncio.get_event_loop().create_task(self._run_batch(step_name, items))
 
     async def _run_batch(self, step_name: str, items: list[tuple[StepInput, asyncio.Future[StepOutput]]]) -> None:
         try:
             broker = self._broker_for(step_name, len(items))
+            order = [self._ready_order.pop(fut, 0) for _, fut in items]
             arg = (
                 self._batch_input(items, self.speculation and not self.run_ahead, broker)
                 if len(items) > 1 or broker is not None
                 else None
             )
+            if arg is not None and arg.broker is not None:
+                arg = arg.model_copy(update={"order": order})
             if arg is None:
                 # One invocation, or a batch over the payload limit: each alone (each was checked).
                 results: list[StepOutput | None] = list(await asyncio.gather(*(self._single(inp) for inp, _ in items)))
