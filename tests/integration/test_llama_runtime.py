@@ -348,6 +348,37 @@ async def test_a_run_ahead_fan_in_collects_in_the_default_runtimes_order(runtime
     assert temporal[0] == list(range(30))
 
 
+class WritesPerItem(Workflow):
+    """Queued workers that each write their own ``ctx.store`` key, joined by one that reads them all."""
+
+    @llama.step
+    async def start(self, ctx: llama.Context, ev: llama_events.StartEvent) -> lw.Item | None:
+        for i in range(12):
+            ctx.send_event(lw.Item(i=i))
+        return None
+
+    @llama.step(num_workers=3)
+    async def work(self, ctx: llama.Context, ev: lw.Item) -> lw.Done:
+        await ctx.store.set(f"w{ev.i}", ev.i * 10)
+        return lw.Done(i=ev.i, square=ev.i * ev.i)
+
+    @llama.step
+    async def join(self, ctx: llama.Context, ev: lw.Done) -> llama_events.StopEvent | None:
+        got = ctx.collect_events(ev, [lw.Done] * 12)
+        if got is None:
+            return None
+        return llama_events.StopEvent(result=[await ctx.store.get(f"w{d.i}") for d in got])
+
+
+async def test_store_writes_of_work_run_ahead_reach_the_run_once(runtime: TemporalRuntime) -> None:
+    """Work run ahead writes ``ctx.store``: each write reaches the run's store once (an invocation whose
+    store changed since the run-ahead predicted it runs again, as its own activity), and the join reads
+    every key, as under the default runtime."""
+    default, temporal = await _run_both(WritesPerItem, runtime)
+    assert temporal == default
+    assert temporal[0] == [i * 10 for i in range(12)]
+
+
 _busy = {"now": 0, "most": 0}
 
 

@@ -340,7 +340,16 @@ async def _run_ahead(
     step_id = next((k for k in state.workers if str(k) == step), None)
     if step_id is None:
         return []
+    # The store as each run-ahead invocation will find it in the run: the batch's patches land as its
+    # results arrive (before the run reduces any), and an invocation answered from run-ahead applies its
+    # own as it starts, in the order they start.
     store = batch.store
+    for result in results:
+        if result is not None and result.store_patch and store is not None:
+            store = apply_state_patch(store, result.store_patch)
+    created: list[_Entry] = []
+    applied = 0
+    writes = any(r is not None and r.store_patch for r in results)
     # The run reduces the done task that comes first in its order (``_workflow._priority``): a work item's
     # first start, kept by its reruns. A task started by the reduction at pick ``i`` is started at pick
     # ``i + 1`` and done (answered at once) from pick ``i + 2``; when none is done, the run waits and all are.
@@ -385,8 +394,6 @@ async def _run_ahead(
                 else:
                     first_seen[text] = len(out)
                     out.append(SpeculatedStep(key=key, output=res))
-            if res.store_patch and store is not None:
-                store = apply_state_patch(store, res.store_patch)
             invocation = inp.state.get("invocation_id")
             worker = next((w for w in state.workers[step_id].in_progress if w.invocation_id == invocation), None)
             if worker is None:
@@ -425,6 +432,27 @@ async def _run_ahead(
                         started = next(
                             w for w in state.workers[step_id].in_progress if w.invocation_id == command.invocation_id
                         )
+                        # The invocations started before this one apply their store writes first: once the step
+                        # is seen to write, wait for them (its run-ahead then goes one at a time).
+                        while applied < len(created) and store is not None:
+                            earlier = created[applied].res
+                            if isinstance(earlier, asyncio.Task) and not earlier.done():
+                                if not writes:
+                                    break  # assumed to write nothing; if it does, later guesses miss
+                                remaining = deadline - loop.time()
+                                if remaining <= 0:
+                                    return out
+                                await asyncio.wait({earlier}, timeout=remaining)
+                                if not earlier.done():
+                                    return out
+                            if isinstance(earlier, asyncio.Task):
+                                if earlier.cancelled() or earlier.exception() is not None:
+                                    return out
+                                earlier = earlier.result()
+                            if earlier is not None and earlier.store_patch:
+                                writes = True
+                                store = apply_state_patch(store, earlier.store_patch)
+                            applied += 1
                         nxt, decoded = _ahead_input(first, serializer, started, command, store, memo)
                         runs += 1
                         if started.work_item_id is None:
@@ -434,12 +462,14 @@ async def _run_ahead(
                         if place == next_place:
                             next_place += 1
                         task = asyncio.ensure_future(_run_one(nxt, decoded))
-                        entries.append(_Entry(place=place, started=pick, inp=nxt, res=task, ahead=True))
+                        new = _Entry(place=place, started=pick, inp=nxt, res=task, ahead=True)
+                        entries.append(new)
+                        created.append(new)
                     elif not isinstance(command, CommandPublishEvent):
                         return out  # the run ends, a timer, an idle check: what comes next is not predicted
         return out
     finally:
-        pending = [e.res for e in entries if isinstance(e.res, asyncio.Task) and not e.res.done()]
+        pending = [e.res for e in entries + created if isinstance(e.res, asyncio.Task) and not e.res.done()]
         for t in pending:
             t.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
