@@ -379,6 +379,24 @@ async def test_store_writes_of_work_run_ahead_reach_the_run_once(runtime: Tempor
     assert temporal[0] == [i * 10 for i in range(12)]
 
 
+async def test_a_run_ahead_that_fails_costs_only_activities(
+    runtime: TemporalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Running ahead is an optimisation: if it breaks (here LlamaIndex's reducer raises in the activity),
+    the batch's own results stand and the run starts the rest as activities, with the same result."""
+    from temporal_workflows.llama._runtime_temporal import _activity
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("reducer broke")
+
+    monkeypatch.setattr(_activity, "_reduce_tick", broken)
+    handler = lw.FanOut(timeout=30, runtime=runtime).run(n=12)
+    assert await handler == [i * i for i in range(12)]
+    events = await _history_events(runtime, handler.run_id)
+    scheduled = [e for e in events if e.HasField("activity_task_scheduled_event_attributes")]
+    assert len(scheduled) > 3
+
+
 _busy = {"now": 0, "most": 0}
 
 

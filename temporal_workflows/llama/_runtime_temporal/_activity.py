@@ -211,7 +211,13 @@ async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
             results.append(t.result())  # an error here is the activity's own (a step's is in its outputs)
     speculated = await _speculate(invocations, results) if batch.speculate else []
     if batch.broker is not None:
-        speculated = await _run_ahead(batch, invocations, results, loop.time() - began)
+        try:
+            speculated = await _run_ahead(batch, invocations, results, loop.time() - began)
+        except Exception as e:
+            # Running ahead is an optimisation: whatever goes wrong there, the batch's own results stand
+            # and the run starts the rest as activities.
+            activity.logger.warning("run-ahead stopped: %s: %s", type(e).__name__, e)
+            speculated = []
     out = StepBatchOutput(results=results, speculated=speculated)
     while speculated and len(out.model_dump_json()) > MAX_STEP_INPUT_CHARS:
         # What was run ahead last is dropped first: the run asks for it again.
