@@ -41,6 +41,9 @@ BUILD: dict[str, Callable[[TemporalRuntime], Workflow]] = {
     # Recorded with stream writes signalled live and typed StopEvent results (patches
     # llama-runtime-live-stream, llama-runtime-typed-stop-result).
     "chain_live_stream": lambda rt: lw.Chain(timeout=30, runtime=rt),
+    # Recorded with queued work and collect reruns run ahead from the loop's broker state (patch
+    # llama-runtime-run-ahead).
+    "fan_out_run_ahead": lambda rt: lw.FanOut(timeout=45, runtime=rt),
 }
 
 
@@ -57,6 +60,7 @@ async def _drive(name: str, wf: Workflow) -> str:
         "fan_out": {"n": 10},
         "fan_out_batched": {"n": 10},
         "fan_out_speculated": {"n": 16},
+        "fan_out_run_ahead": {"n": 16},
         "human_in_loop": {"topic": "t"},
     }
     if name == "flaky":

@@ -315,6 +315,155 @@ async def test_stale_collect_events_reruns_are_run_ahead_in_their_batch(runtime:
     await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
 
 
+async def test_a_fan_out_runs_in_three_activity_rounds(runtime: TemporalRuntime) -> None:
+    """A 24-way ``send_event`` fan-out to a 4-worker step joined by ``collect_events`` (LlamaIndex's loop
+    starts 4 workers and queues the rest, then reruns every stale join): each batch carries the loop's
+    broker state, and the activity runs ahead every invocation of its step the loop starts next, so the
+    run takes the shape our own engine gives it, one activity each for the start, the workers and the
+    join, with the default runtime's result and stream, and the history replays."""
+    default, temporal = await _run_both(lw.FanOut, runtime, n=24)
+    assert temporal == default
+    handler = lw.FanOut(timeout=30, runtime=runtime).run(n=24)
+    assert await handler == [i * i for i in range(24)]
+    events = await _history_events(runtime, handler.run_id)
+    summaries = [
+        e.user_metadata.summary.data.decode() for e in events if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    # One each, unless a loaded machine made a worker miss its batch's grace (then it runs alone).
+    assert summaries[:3] == ['"start"', '"work x4"', '"join x4"'], summaries
+    assert len(summaries) <= 5, summaries
+    client = await runtime.client()
+    history = await client.get_workflow_handle(handler.run_id).fetch_history()
+    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
+    await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
+
+
+class InOrder(Workflow):
+    """A 30-way fan-out whose join returns the events in the order ``collect_events`` hands them over."""
+
+    @llama.step
+    async def start(self, ctx: llama.Context, ev: llama_events.StartEvent) -> lw.Item | None:
+        for i in range(30):
+            ctx.send_event(lw.Item(i=i))
+        return None
+
+    @llama.step(num_workers=8)
+    async def work(self, ev: lw.Item) -> lw.Done:
+        return lw.Done(i=ev.i, square=ev.i * ev.i)
+
+    @llama.step
+    async def join(self, ctx: llama.Context, ev: lw.Done) -> llama_events.StopEvent | None:
+        got = ctx.collect_events(ev, [lw.Done] * 30)
+        return None if got is None else llama_events.StopEvent(result=[d.i for d in got])
+
+
+async def test_a_run_ahead_fan_in_collects_in_the_default_runtimes_order(runtime: TemporalRuntime) -> None:
+    """The workers' results arrive together and the join's reruns are answered at once, yet the buffer
+    fills in the order the events were first handed to the join, as under the default runtime: a rerun
+    keeps its first invocation's place in the reduce order, so events queued after it cannot overtake it
+    (without that, the join's first reruns would land last)."""
+    default, temporal = await _run_both(InOrder, runtime)
+    assert temporal == default
+    assert temporal[0] == list(range(30))
+
+
+class WritesPerItem(Workflow):
+    """Queued workers that each write their own ``ctx.store`` key, joined by one that reads them all."""
+
+    @llama.step
+    async def start(self, ctx: llama.Context, ev: llama_events.StartEvent) -> lw.Item | None:
+        for i in range(12):
+            ctx.send_event(lw.Item(i=i))
+        return None
+
+    @llama.step(num_workers=3)
+    async def work(self, ctx: llama.Context, ev: lw.Item) -> lw.Done:
+        await ctx.store.set(f"w{ev.i}", ev.i * 10)
+        return lw.Done(i=ev.i, square=ev.i * ev.i)
+
+    @llama.step
+    async def join(self, ctx: llama.Context, ev: lw.Done) -> llama_events.StopEvent | None:
+        got = ctx.collect_events(ev, [lw.Done] * 12)
+        if got is None:
+            return None
+        return llama_events.StopEvent(result=[await ctx.store.get(f"w{d.i}") for d in got])
+
+
+async def test_store_writes_of_work_run_ahead_reach_the_run_once(runtime: TemporalRuntime) -> None:
+    """Work run ahead writes ``ctx.store``: each write reaches the run's store once (an invocation whose
+    store changed since the run-ahead predicted it runs again, as its own activity), and the join reads
+    every key, as under the default runtime."""
+    default, temporal = await _run_both(WritesPerItem, runtime)
+    assert temporal == default
+    assert temporal[0] == [i * 10 for i in range(12)]
+
+
+async def test_a_run_ahead_that_fails_costs_only_activities(
+    runtime: TemporalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Running ahead is an optimisation: if it breaks (here LlamaIndex's reducer raises in the activity),
+    the batch's own results stand and the run starts the rest as activities, with the same result."""
+    from temporal_workflows.llama._runtime_temporal import _activity
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("reducer broke")
+
+    monkeypatch.setattr(_activity, "_reduce_tick", broken)
+    handler = lw.FanOut(timeout=30, runtime=runtime).run(n=12)
+    assert await handler == [i * i for i in range(12)]
+    events = await _history_events(runtime, handler.run_id)
+    scheduled = [e for e in events if e.HasField("activity_task_scheduled_event_attributes")]
+    assert len(scheduled) > 3
+
+
+_busy = {"now": 0, "most": 0}
+
+
+class TwoAtATime(Workflow):
+    """Eight events to a ``num_workers=2`` step that counts how many of its invocations run at once."""
+
+    @llama.step
+    async def start(self, ctx: llama.Context, ev: llama_events.StartEvent) -> lw.Item | None:
+        for i in range(8):
+            ctx.send_event(lw.Item(i=i))
+        return None
+
+    @llama.step(num_workers=2)
+    async def work(self, ev: lw.Item) -> lw.Done:
+        _busy["now"] += 1
+        _busy["most"] = max(_busy["most"], _busy["now"])
+        await asyncio.sleep(0.02)
+        _busy["now"] -= 1
+        return lw.Done(i=ev.i, square=ev.i * ev.i)
+
+    @llama.step
+    async def join(self, ctx: llama.Context, ev: lw.Done) -> llama_events.StopEvent | None:
+        got = ctx.collect_events(ev, [lw.Done] * 8)
+        return None if got is None else llama_events.StopEvent(result=sorted(d.square for d in got))
+
+
+async def test_work_run_ahead_keeps_to_num_workers(runtime: TemporalRuntime) -> None:
+    """The events queued behind a step's workers run ahead in the batch's activity, but never more of
+    them at once than ``num_workers`` allows (it often guards a rate-limited API): as under the default
+    runtime, at most two of the eight run at a time, and the result is the same."""
+    _busy["most"] = 0
+    default, temporal = await _run_both(TwoAtATime, runtime)
+    assert temporal == default
+    assert _busy["most"] == 2
+    handler = TwoAtATime(timeout=30, runtime=runtime).run()
+    _busy["most"] = 0
+    assert await handler == [i * i for i in range(8)]
+    assert _busy["most"] <= 2
+    events = await _history_events(runtime, handler.run_id)
+    works = [
+        e.user_metadata.summary.data.decode()
+        for e in events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.user_metadata.summary.data.decode().startswith('"work')
+    ]
+    assert len(works) < 8 // 2, works  # without run-ahead: one batch of two per pair of events
+
+
 class LiveProgress(llama_events.Event):
     n: int
 

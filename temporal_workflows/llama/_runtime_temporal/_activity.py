@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -26,22 +27,34 @@ from typing import Any
 from temporalio import activity
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
+from workflows.context.context_types import SerializedContext
 from workflows.context.serializers import BaseSerializer
-from workflows.context.state_store import StateStore, infer_state_type
+from workflows.context.state_store import StateStore, apply_state_patch, infer_state_type
 from workflows.errors import WorkflowRuntimeError
 from workflows.events import Event
+from workflows.runtime.control_loop.reduce import _reduce_tick
+from workflows.runtime.types.commands import CommandPublishEvent, CommandQueueEvent, CommandRunWorker
+from workflows.runtime.types.internal_state import BrokerState
 from workflows.runtime.types.plugin import InternalRunAdapter, WaitResult
-from workflows.runtime.types.results import AddCollectedEvent, StepWorkerFailed
+from workflows.runtime.types.results import (
+    AddCollectedEvent,
+    RetryAttempt,
+    SentEvent,
+    StepWorkerFailed,
+    StepWorkerState,
+)
 from workflows.runtime.types.step_function import StepWorkerFunction, as_step_worker_function
-from workflows.runtime.types.ticks import TickAddEvent, WorkflowTick
+from workflows.runtime.types.ticks import TickAddEvent, TickStepResult, WorkflowTick
 
 from temporal_workflows.llama._runtime_temporal import _registry, _wire
 from temporal_workflows.llama._runtime_temporal._protocol import (
     BATCH_GRACE_MIN_SECONDS,
     BATCH_TOO_LARGE,
+    MAX_RUN_AHEAD_RUNS,
     MAX_SPECULATED_RUNS,
     MAX_STEP_INPUT_CHARS,
     MAX_TICK_CHARS,
+    RUN_AHEAD_MIN_SECONDS,
     STEP_STREAM_SIGNAL,
     SpeculatedStep,
     StepBatchInput,
@@ -197,9 +210,19 @@ async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
         else:
             results.append(t.result())  # an error here is the activity's own (a step's is in its outputs)
     speculated = await _speculate(invocations, results) if batch.speculate else []
+    if batch.broker is not None:
+        try:
+            speculated = await _run_ahead(batch, invocations, results, loop.time() - began)
+        except Exception as e:
+            # Running ahead is an optimisation: whatever goes wrong there, the batch's own results stand
+            # and the run starts the rest as activities.
+            activity.logger.warning("run-ahead stopped: %s: %s", type(e).__name__, e)
+            speculated = []
     out = StepBatchOutput(results=results, speculated=speculated)
-    if speculated and len(out.model_dump_json()) > MAX_STEP_INPUT_CHARS:
-        out = StepBatchOutput(results=results)  # what was run ahead is dropped: the run asks for it again
+    while speculated and len(out.model_dump_json()) > MAX_STEP_INPUT_CHARS:
+        # What was run ahead last is dropped first: the run asks for it again.
+        speculated = speculated[: len(speculated) // 2]
+        out = StepBatchOutput(results=results, speculated=speculated)
     if len(out.model_dump_json()) > MAX_STEP_INPUT_CHARS:
         # Refused by Temporal, it would be retried for ever: the run runs each invocation alone.
         raise ApplicationError(
@@ -286,6 +309,236 @@ async def _speculate(invocations: list[StepInput], results: list[StepOutput | No
     return out
 
 
+_RUN_AHEAD_KINDS = frozenset({"result", "add_collected", "delete_collected"})
+"""Output kinds a result may hold for the run-ahead to go on past it (and to be kept when it was run ahead):
+none carries the invocation's id, and none is a failure (whose retry verdict needs the run's own record)."""
+
+
+async def _run_ahead(
+    batch: StepBatchInput, invocations: list[StepInput], results: list[StepOutput | None], took: float
+) -> list[SpeculatedStep]:
+    """Run ahead the invocations of this step that the loop will start once it reduces the batch's results.
+
+    LlamaIndex's own reducer runs here over the loop's broker state as the batch went out
+    (``batch.broker``), reducing the results in the order the run reduces them (the order it started the
+    invocations; a result answered from run-ahead is ready at once, so it is reduced in start order too).
+    Each invocation of this step that the reduction starts (a queued event getting a free worker, the rerun
+    of a ``collect_events`` call whose buffer went stale) is run here, as soon as it starts, concurrently
+    with the others (so ``num_workers`` bounds this as it bounds the loop), and its result is reduced in
+    turn. It stops at anything it cannot predict (a send, a failure, a waiter, the run's end, another
+    step's result), at ``MAX_RUN_AHEAD_RUNS``, and when its time is up. The run uses a result only for an
+    invocation whose input is exactly the one run here (:func:`speculation_key`): a wrong guess costs the
+    run nothing but an activity, as before.
+    """
+    if any(r is None for r in results) or not invocations or batch.broker is None:
+        return []
+    loop = asyncio.get_running_loop()
+    timeout = activity.info().start_to_close_timeout
+    budget = max(RUN_AHEAD_MIN_SECONDS, took)
+    if timeout:
+        budget = min(budget, timeout.total_seconds() / 2)
+    deadline = loop.time() + budget
+    first = invocations[0]
+    step = first.step_name
+    llama_workflow = run_view(_registry.lookup(first.workflow_name, first.instance_key))
+    serializer = llama_workflow.runtime.get_serializer(llama_workflow)
+    state = BrokerState.from_serialized(SerializedContext.model_validate(batch.broker), llama_workflow, serializer)
+    step_id = next((k for k in state.workers if str(k) == step), None)
+    if step_id is None:
+        return []
+    # The store as each run-ahead invocation will find it in the run: the batch's patches land as its
+    # results arrive (before the run reduces any), and an invocation answered from run-ahead applies its
+    # own as it starts, in the order they start.
+    store = batch.store
+    for result in results:
+        if result is not None and result.store_patch and store is not None:
+            store = apply_state_patch(store, result.store_patch)
+    created: list[_Entry] = []
+    applied = 0
+    writes = any(r is not None and r.store_patch for r in results)
+    # The run reduces the done task that comes first in its order (``_workflow._priority``): a work item's
+    # first start, kept by its reruns. A task started by the reduction at pick ``i`` is started at pick
+    # ``i + 1`` and done (answered at once) from pick ``i + 2``; when none is done, the run waits and all are.
+    order = batch.order if len(batch.order) == len(invocations) else list(range(len(invocations)))
+    item_order: dict[str, int] = {}
+    for inp, place in zip(invocations, order, strict=True):
+        item = inp.state.get("work_item_id")
+        if isinstance(item, str):
+            item_order.setdefault(item, place)
+    next_place = max(order, default=0) + 1
+    entries: list[_Entry] = [
+        _Entry(place=place, started=-1, inp=inp, res=res, ahead=False)
+        for inp, res, place in zip(invocations, results, order, strict=True)
+    ]
+    out: list[SpeculatedStep] = []
+    first_seen: dict[str, int] = {}  # an output's JSON -> the entry that carries it
+    memo: _wire.EncodeMemo = {}
+    runs = 0
+    pick = 0
+    try:
+        while entries:
+            done = [e for e in entries if e.started < pick]
+            entry = min(done or entries, key=lambda e: e.place)
+            entries.remove(entry)
+            pick += 1
+            inp, res, ahead = entry.inp, entry.res, entry.ahead
+            if isinstance(res, asyncio.Task):
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                await asyncio.wait({res}, timeout=remaining)
+                if not res.done() or res.cancelled() or res.exception() is not None:
+                    break
+                res = res.result()
+            if res is None or res.late_sends or any(o["kind"] not in _RUN_AHEAD_KINDS for o in res.outputs):
+                break
+            if ahead:
+                key = speculation_key(inp, run_ahead=True)
+                text = res.model_dump_json()
+                if text in first_seen:
+                    out.append(SpeculatedStep(key=key, same_as=first_seen[text]))
+                else:
+                    first_seen[text] = len(out)
+                    out.append(SpeculatedStep(key=key, output=res))
+            invocation = inp.state.get("invocation_id")
+            worker = next((w for w in state.workers[step_id].in_progress if w.invocation_id == invocation), None)
+            if worker is None:
+                break
+            outputs = [o for o in _wire.decode_outputs(serializer, res.outputs) if not isinstance(o, SentEvent)]
+            ticks: list[WorkflowTick] = [
+                TickStepResult(
+                    step_id=step_id,
+                    worker_id=worker.worker_id,
+                    invocation_namespace=(),
+                    event=worker.event,
+                    result=outputs,  # type: ignore[arg-type]
+                    invocation_id=invocation,
+                    sends=[],
+                )
+            ]
+            while ticks:
+                state, commands = _reduce_tick(ticks.pop(0), state, time.time(), run_id=first.run_id)
+                for command in commands:
+                    if isinstance(command, CommandQueueEvent):
+                        ticks.append(
+                            TickAddEvent(
+                                event=command.event,
+                                step_id=command.step_id,
+                                origin_namespace=command.origin_namespace,
+                                recovery_counts=dict(command.recovery_counts),
+                                scope_path=command.scope_path,
+                                emission=command.emission,
+                            )
+                        )
+                    elif isinstance(command, CommandRunWorker):
+                        if command.step_id != step_id or command.invocation_namespace:
+                            continue  # another step's: the run starts it, and it is not predicted here
+                        if runs >= MAX_RUN_AHEAD_RUNS or loop.time() >= deadline:
+                            return out
+                        started = next(
+                            w for w in state.workers[step_id].in_progress if w.invocation_id == command.invocation_id
+                        )
+                        # The invocations started before this one apply their store writes first: once the step
+                        # is seen to write, wait for them (its run-ahead then goes one at a time).
+                        while applied < len(created) and store is not None:
+                            earlier = created[applied].res
+                            if isinstance(earlier, asyncio.Task) and not earlier.done():
+                                if not writes:
+                                    break  # assumed to write nothing; if it does, later guesses miss
+                                remaining = deadline - loop.time()
+                                if remaining <= 0:
+                                    return out
+                                await asyncio.wait({earlier}, timeout=remaining)
+                                if not earlier.done():
+                                    return out
+                            if isinstance(earlier, asyncio.Task):
+                                if earlier.cancelled() or earlier.exception() is not None:
+                                    return out
+                                earlier = earlier.result()
+                            if earlier is not None and earlier.store_patch:
+                                writes = True
+                                store = apply_state_patch(store, earlier.store_patch)
+                            applied += 1
+                        nxt, decoded = _ahead_input(first, serializer, started, command, store, memo)
+                        runs += 1
+                        if started.work_item_id is None:
+                            place = next_place
+                        else:
+                            place = item_order.setdefault(started.work_item_id, next_place)
+                        if place == next_place:
+                            next_place += 1
+                        task = asyncio.ensure_future(_run_one(nxt, decoded))
+                        new = _Entry(place=place, started=pick, inp=nxt, res=task, ahead=True)
+                        entries.append(new)
+                        created.append(new)
+                    elif not isinstance(command, CommandPublishEvent):
+                        return out  # the run ends, a timer, an idle check: what comes next is not predicted
+        return out
+    finally:
+        pending = [e.res for e in entries + created if isinstance(e.res, asyncio.Task) and not e.res.done()]
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+@dataclasses.dataclass
+class _Entry:
+    """An invocation in the run-ahead: its place in the run's reduce order, the pick it starts at, its result."""
+
+    place: int
+    started: int
+    inp: StepInput
+    res: asyncio.Task[StepOutput] | StepOutput | None
+    ahead: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Decoded:
+    state: StepWorkerState
+    event: Event
+    bound_events: dict[str, Event] | None
+    retry: RetryAttempt
+
+
+def _ahead_input(
+    first: StepInput,
+    serializer: BaseSerializer,
+    worker: Any,
+    command: CommandRunWorker,
+    store: dict[str, Any] | None,
+    memo: _wire.EncodeMemo,
+) -> tuple[StepInput, _Decoded]:
+    """The input the run's ``run_step`` builds for an invocation the loop starts (``_workflow.run_step``),
+    and the same as objects (the step gets its own copy of the fan-in buffers, as a decoded input is)."""
+    retry = RetryAttempt(
+        retry_number=worker.attempts,
+        first_attempt_at=worker.first_attempt_at,
+        last_exception=worker.last_exception,
+        last_failed_at=worker.last_failed_at,
+        recovery_counts=dict(worker.recovery_counts),
+    )
+    shared: StepWorkerState = worker.shared_state
+    inp = StepInput(
+        workflow_name=first.workflow_name,
+        instance_key=first.instance_key,
+        run_id=first.run_id,
+        step_name=first.step_name,
+        event=_wire.encode_event(serializer, command.event, memo),
+        state=_wire.encode_state(serializer, shared, memo),
+        bound_events=None
+        if command.bound_events is None
+        else {k: _wire.encode_event(serializer, v, memo) for k, v in command.bound_events.items()},
+        retry=_wire.encode_retry(retry),
+        store=store,
+        live_stream=False,
+    )
+    # The step gets its own containers and trigger event, as it would get decoded ones. The buffered events
+    # are the reducer's own objects, as the default runtime hands them to a step (copying each for every
+    # invocation would cost a wide fan-in what decoding does).
+    bound = None if command.bound_events is None else {k: v.model_copy() for k, v in command.bound_events.items()}
+    return inp, _Decoded(state=shared._deepcopy(), event=command.event.model_copy(), bound_events=bound, retry=retry)
+
+
 def _unbatched(inp: StepInput, batch: StepBatchInput) -> StepInput:
     """One invocation of a batch as it would have come alone: the store, and its fan-in buffers."""
     state = inp.state
@@ -300,9 +553,21 @@ def _unbatched(inp: StepInput, batch: StepBatchInput) -> StepInput:
     return inp.model_copy(update={"store": batch.store if inp.store is None else inp.store, "state": state})
 
 
-async def _run_one(inp: StepInput) -> StepOutput:
+async def _run_one(inp: StepInput, decoded: _Decoded | None = None) -> StepOutput:
+    """Run one invocation; ``decoded`` is its state, event, bound events and retry as objects already (a
+    run-ahead invocation's, which come from the reducer: decoding them again would cost a wide fan-in
+    its whole buffer per invocation)."""
     llama_workflow = run_view(_registry.lookup(inp.workflow_name, inp.instance_key))
     serializer = llama_workflow.runtime.get_serializer(llama_workflow)
+    if decoded is None:
+        decoded = _Decoded(
+            state=_wire.decode_state(serializer, inp.state),
+            event=_wire.decode_event(serializer, inp.event),
+            bound_events=None
+            if inp.bound_events is None
+            else {k: _wire.decode_event(serializer, v) for k, v in inp.bound_events.items()},
+            retry=_wire.decode_retry(serializer, inp.retry),
+        )
     store = _wire.run_store(serializer, inp.store, infer_state_type(llama_workflow))
     before = store.checkpoint()
     live = inp.state.get("invocation_id") if inp.live_stream else None
@@ -310,14 +575,12 @@ async def _run_one(inp: StepInput) -> StepOutput:
     token = _registry.current_adapter.set(adapter)
     try:
         outputs = await _step_worker(llama_workflow, inp.step_name)(
-            state=_wire.decode_state(serializer, inp.state),
+            state=decoded.state,
             step_name=inp.step_name,
-            event=_wire.decode_event(serializer, inp.event),
+            event=decoded.event,
             workflow=llama_workflow,
-            bound_events=None
-            if inp.bound_events is None
-            else {k: _wire.decode_event(serializer, v) for k, v in inp.bound_events.items()},
-            retry=_wire.decode_retry(serializer, inp.retry),
+            bound_events=decoded.bound_events,
+            retry=decoded.retry,
         )
     finally:
         _registry.current_adapter.reset(token)

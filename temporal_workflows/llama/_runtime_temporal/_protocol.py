@@ -24,12 +24,16 @@ __all__ = [
     "MAX_JOURNAL_CHARS",
     "PATCH_COLLECT_SPECULATION",
     "PATCH_LIVE_STREAM",
+    "PATCH_RUN_AHEAD",
     "PATCH_TYPED_STOP_RESULT",
     "PATCH_STEP_BATCHES",
+    "MAX_RUN_AHEAD_BROKER_CHARS",
+    "MAX_RUN_AHEAD_RUNS",
     "MAX_STEP_INPUT_CHARS",
     "MAX_TICK_CHARS",
     "PROCESS_NONCE",
     "RESULT_ERROR_TYPE",
+    "RUN_AHEAD_MIN_SECONDS",
     "STATE_QUERY",
     "STEP_STREAM_SIGNAL",
     "STORE_PATCH_SIGNAL",
@@ -175,6 +179,24 @@ and answer those reruns from the batch's result, with no activity."""
 MAX_SPECULATED_RUNS = 64
 """At most this many speculative reruns per batch (a batch of n collect invocations needs n(n-1)/2)."""
 
+PATCH_RUN_AHEAD = "llama-runtime-run-ahead"
+"""Runs recorded before this ran ahead only a batch's ``collect_events`` reruns, each simulated by a rule of
+its own (``PATCH_COLLECT_SPECULATION``); newer ones send the loop's broker state with a batch whose step has
+work queued or several invocations (``StepBatchInput.broker``), and the activity runs LlamaIndex's own reducer
+over it to run ahead every invocation of that step the loop will start next (queued work, collect reruns),
+in the order the run reduces them. The run answers each such invocation from the batch's result."""
+
+MAX_RUN_AHEAD_RUNS = 512
+"""At most this many invocations run ahead per batch (``PATCH_RUN_AHEAD``)."""
+
+MAX_RUN_AHEAD_BROKER_CHARS = 512_000
+"""A broker state larger than this is not sent with a batch (the batch then runs only its own invocations)."""
+
+RUN_AHEAD_MIN_SECONDS = 1.0
+"""Running ahead stops starting invocations after the longer of this and the batch's own time (and within
+half of the activity's start-to-close timeout), so it never makes a batch much slower than its own work."""
+"""At most this many speculative reruns per batch (a batch of n collect invocations needs n(n-1)/2)."""
+
 
 class StepBatchInput(_Frozen):
     """Invocations of one step made ready together, run in one activity, results in the same order.
@@ -192,6 +214,12 @@ class StepBatchInput(_Frozen):
     ``[index into lists, length]`` (runs with ``PATCH_COLLECT_SPECULATION``)."""
     speculate: bool = False
     """Also run the reruns of the batch's stale ``collect_events`` invocations (``PATCH_COLLECT_SPECULATION``)."""
+    broker: dict[str, Any] | None = None
+    """The loop's broker state as the batch went out (``SerializedContext``, ``PATCH_RUN_AHEAD``): the activity
+    reduces the batch's results over it and runs ahead the invocations of this step the loop starts next."""
+    order: list[int] = Field(default_factory=list)
+    """Each invocation's place in the order the run reduces results that are done together (with ``broker``):
+    its work item's first start, so a rerun keeps its first invocation's place."""
 
 
 class SpeculatedStep(_Frozen):
@@ -203,7 +231,10 @@ class SpeculatedStep(_Frozen):
     """
 
     key: str
-    output: StepOutput
+    output: StepOutput | None = None
+    same_as: int | None = None
+    """``output`` is that of ``speculated[same_as]``, an earlier entry (``PATCH_RUN_AHEAD``): a join's reruns
+    mostly return what its first try did, and each such output goes once."""
 
 
 class StepBatchOutput(_Frozen):
@@ -216,13 +247,21 @@ class StepBatchOutput(_Frozen):
     """Reruns run ahead (``StepBatchInput.speculate``), in the order they ran."""
 
 
-def speculation_key(inp: StepInput) -> str:
+def speculation_key(inp: StepInput, run_ahead: bool = False) -> str:
     """What identifies a step invocation's input within its run, apart from its invocation id (a rerun
     gets a new one, which only keys its sends, and the run, not the step, turns sends into ticks).
 
     The run id is left out: it is the run's own (the keys never leave it), and a history replayed under
-    another workflow id must decide the same."""
+    another workflow id must decide the same.
+
+    With ``run_ahead`` (``PATCH_RUN_AHEAD``) a first attempt's ``first_attempt_at`` is left out too: it is the
+    time the loop started the invocation, which the activity running it ahead cannot know, and a step's
+    result does not depend on it (the retry verdict of a failure does, and is decided by the run from its
+    own record; run-ahead results never hold failures)."""
     data = inp.model_dump(mode="json", exclude={"run_id", "live_stream"})
     data["state"] = {k: v for k, v in data["state"].items() if k != "invocation_id"}
+    if run_ahead and not data["retry"].get("retry_number"):
+        data["retry"] = {k: v for k, v in data["retry"].items() if k != "first_attempt_at"}
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return digest[:32] if run_ahead else digest  # 128 bits tell a run's inputs apart; each goes in the history

@@ -66,11 +66,28 @@ _OUTPUT_KINDS: dict[str, type[BaseModel]] = {
 }
 
 
-def encode_event(serializer: BaseSerializer, event: Event) -> str:
+EncodeMemo = dict[int, tuple[Event, str]]
+"""Events already encoded, by ``id`` (the event is held too, so its id is not reused): a fan-in buffer's
+events go into every invocation's input, and encoding each once keeps a wide fan-in linear."""
+
+MAX_MEMO = 4096
+"""A memo holding more events than this is cleared before it grows further."""
+
+
+def encode_event(serializer: BaseSerializer, event: Event, memo: EncodeMemo | None = None) -> str:
+    if memo is not None:
+        hit = memo.get(id(event))
+        if hit is not None and hit[0] is event:
+            return hit[1]
     from temporal_workflows.llama._runtime_temporal._registry import note_type
 
     note_type(event)
-    return serializer.serialize(event)
+    data = serializer.serialize(event)
+    if memo is not None:
+        if len(memo) >= MAX_MEMO:
+            memo.clear()
+        memo[id(event)] = (event, data)
+    return data
 
 
 def decode_event(serializer: BaseSerializer, data: str) -> Event:
@@ -128,11 +145,21 @@ def _decode_waiter(serializer: BaseSerializer, d: dict[str, Any]) -> StepWorkerW
     )
 
 
-def encode_state(serializer: BaseSerializer, state: StepWorkerState) -> dict[str, Any]:
+def _encode_events(serializer: BaseSerializer, events: list[Event], memo: EncodeMemo | None) -> list[str]:
+    if memo is None:
+        return [encode_event(serializer, e) for e in events]
+    out: list[str] = []
+    for e in events:  # the memo's hits inline: a wide fan-in's buffer is read per invocation
+        hit = memo.get(id(e))
+        out.append(hit[1] if hit is not None and hit[0] is e else encode_event(serializer, e, memo))
+    return out
+
+
+def encode_state(serializer: BaseSerializer, state: StepWorkerState, memo: EncodeMemo | None = None) -> dict[str, Any]:
     """A step's ``StepWorkerState`` (its fan-in buffers, waiters, release payload) as JSON."""
     return {
         "step_name": state.step_name,
-        "collected_events": {k: [encode_event(serializer, e) for e in v] for k, v in state.collected_events.items()},
+        "collected_events": {k: _encode_events(serializer, v, memo) for k, v in state.collected_events.items()},
         "collected_waiters": [_encode_waiter(serializer, w) for w in state.collected_waiters],
         "collection_release_payload": _serialize_release_payload_value(state.collection_release_payload),
         "scope_path": list(state.scope_path),

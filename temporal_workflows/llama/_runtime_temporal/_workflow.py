@@ -44,11 +44,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context.state_store import apply_state_patch
     from workflows.errors import WorkflowCancelledByUser, WorkflowRuntimeError
     from workflows.events import Event, IdleReleasedEvent, StartEvent, StopEvent
-    from workflows.runtime.control_loop import control_loop
     from workflows.runtime.control_loop.reduce import _reduce_tick
+    from workflows.runtime.control_loop.runner import _ControlLoopRunner
     from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
     from workflows.runtime.types.internal_state import BrokerState
-    from workflows.runtime.types.named_task import NamedTask, PendingStart, PullTask
+    from workflows.runtime.types.named_task import NamedTask, PendingStart, PendingWorker, PullTask
     from workflows.runtime.types.plugin import (
         InternalRunAdapter,
         RunContext,
@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         WaitResult,
         WaitResultTick,
         WaitResultTimeout,
+        consume_current_run,
         run_context,
     )
     from workflows.runtime.types.results import (
@@ -74,10 +75,13 @@ with workflow.unsafe.imports_passed_through():
         BATCH_TOO_LARGE,
         EVENTS_TOPIC,
         MAX_JOURNAL_CHARS,
+        MAX_RUN_AHEAD_BROKER_CHARS,
+        MAX_RUN_AHEAD_RUNS,
         MAX_STEP_INPUT_CHARS,
         MAX_TICK_CHARS,
         PATCH_COLLECT_SPECULATION,
         PATCH_LIVE_STREAM,
+        PATCH_RUN_AHEAD,
         PATCH_STEP_BATCHES,
         PATCH_TYPED_STOP_RESULT,
         RESULT_ERROR_TYPE,
@@ -95,6 +99,9 @@ with workflow.unsafe.imports_passed_through():
         speculation_key,
     )
     from temporal_workflows.llama._runtime_temporal._server import run_view
+
+MAX_ITEM_ORDER_KEPT = 4096
+"""Work items whose place in the reduce order a run keeps (the oldest go first)."""
 
 MAX_SPECULATED_KEPT = 256
 """Run-ahead results a run keeps for reruns not yet asked for (the oldest go first)."""
@@ -137,12 +144,23 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self.batches = False
         """Run a step's invocations made ready in one activation in one activity (``PATCH_STEP_BATCHES``)."""
         self._ready: dict[str, list[tuple[StepInput, asyncio.Future[StepOutput]]]] = {}
+        self._ready_order: dict[asyncio.Future[StepOutput], int] = {}
+        """Each queued invocation's place in the reduce order, sent with a run-ahead batch."""
         self.speculation = False
         self.live_stream = False
         """Steps signal their stream writes as they make them (``PATCH_LIVE_STREAM``)."""
         """Ask batches to run ahead the reruns of stale ``collect_events`` calls (``PATCH_COLLECT_SPECULATION``)."""
         self._speculated: dict[str, StepOutput] = {}
         """Run-ahead results by :func:`speculation_key`, oldest first; each answers one invocation."""
+        self._item_order: dict[tuple[str, str], int] = {}
+        """A work item's place in the reduce order: its first invocation's (``_priority``)."""
+        self._memo: _wire.EncodeMemo = {}
+        """Events encoded so far (a fan-in buffer's go into every invocation's input): each is encoded once."""
+        self.run_ahead = False
+        """Send the loop's broker state with a batch so the activity runs ahead what the loop starts next
+        (``PATCH_RUN_AHEAD``)."""
+        self.runner: _ControlLoopRunner | None = None
+        """The loop (its broker state is what a run-ahead batch carries)."""
         self.releasing = False
         self.completion_order: list[str] = []
         """Keys of the tasks in the order the loop was handed them (workers and pulls), for tests and queries."""
@@ -182,7 +200,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
     async def on_tick(self, tick: WorkflowTick) -> None:
         # The run's journal, returned with its result: ctx.to_dict() and running_steps() on the
         # handler rebuild the broker state from it, as they do from BasicRuntime's tick log.
-        self._run.ticks.append(self._serializer.serialize(tick))
+        # (Kept as objects: serialized only if the result carries them, see LlamaIndexRun.run.)
         self._run._tick_objects.append(tick)
 
     # -- stream, store ----------------------------------------------------------------------------
@@ -200,7 +218,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
         started: list[NamedTask] = []
         for p in pending:
             task: asyncio.Task[Any] = asyncio.get_event_loop().create_task(p.coro)
-            self._order[task] = self._seq
+            self._order[task] = self._priority(p)
             self._seq += 1
             started.append(p.start(task))
         named = sorted(
@@ -239,6 +257,28 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self._order.pop(done.task, None)
         return WaitForNextTaskResult(done.task, started)
 
+    def _priority(self, p: PendingStart) -> int:
+        """Where a task starting now comes in the order done tasks are reduced: the order it started in,
+        except that a rerun (a ``collect_events`` call whose buffer went stale, same work item) keeps the
+        place of the work item's first invocation (``PATCH_RUN_AHEAD``).
+
+        Results that arrive together are reduced in this order. Without the exception, every queued
+        event started since would be reduced before a rerun and win the buffer, so the earliest events
+        of a fan-in would land last; with it, they land in the order they were first started, as under
+        the default runtime when steps finish one at a time.
+        """
+        seq = self._seq
+        if not self.run_ahead or self.runner is None or not isinstance(p, PendingWorker) or p.invocation_namespace:
+            return seq
+        worker = self.runner.state.workers.get(p.step_id)
+        current = next((w for w in worker.in_progress if w.worker_id == p.worker_id), None) if worker else None
+        if current is None or current.work_item_id is None:
+            return seq
+        priority = self._item_order.setdefault((str(p.step_id), current.work_item_id), seq)
+        while len(self._item_order) > MAX_ITEM_ORDER_KEPT:
+            del self._item_order[next(iter(self._item_order))]
+        return priority
+
     def _maybe_release(self, named: list[NamedTask], timeout: float | None) -> None:
         """Ask the loop for LlamaIndex's idle release when the run is idle and its history long.
 
@@ -252,7 +292,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
             return
         threshold = self._input.idle_release_after_ticks
         long_history = workflow.info().is_continue_as_new_suggested()
-        if long_history or (threshold is not None and len(self._run.ticks) >= threshold):
+        if long_history or (threshold is not None and len(self._run._tick_objects) >= threshold):
             self.releasing = True
             self._run.mailbox.insert(0, TickIdleRelease())
 
@@ -304,8 +344,8 @@ class WorkflowRunAdapter(InternalRunAdapter):
             instance_key=self._input.instance_key,
             run_id=self.run_id,
             step_name=step_name,
-            event=_wire.encode_event(s, event),
-            state=_wire.encode_state(s, state),
+            event=_wire.encode_event(s, event, self._memo),
+            state=_wire.encode_state(s, state, self._memo),
             bound_events=None
             if bound_events is None
             else {k: _wire.encode_event(s, v) for k, v in bound_events.items()},
@@ -321,7 +361,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 f"step {step_name!r}: its input (event, fan-in buffers and ctx.store) is {size:,} bytes, over "
                 f"the {MAX_STEP_INPUT_CHARS:,} a Temporal payload allows here; keep large values out of the store"
             )
-        ahead = self._speculated.pop(speculation_key(inp), None) if self._speculated else None
+        ahead = self._speculated.pop(speculation_key(inp, self.run_ahead), None) if self._speculated else None
         live = state.invocation_id if inp.live_stream else None
         if ahead is not None:
             # A batch already ran this very input (a rerun of a collect_events call whose buffer was stale,
@@ -331,7 +371,9 @@ class WorkflowRunAdapter(InternalRunAdapter):
             if live is not None:
                 self._run.live[live] = 0  # the step's stream writes published so far (signalled live)
             try:
-                out = await (self._batched(inp) if self.batches else self._single(inp))
+                task = asyncio.current_task()
+                order = self._order.get(task, 0) if task is not None else 0
+                out = await (self._batched(inp, order) if self.batches else self._single(inp))
             finally:
                 published = self._run.live.pop(live, 0) if live is not None else 0
         # What the step did, applied in the order steps completed (deterministic): its store writes,
@@ -397,7 +439,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
         out: StepOutput = await self._awaited(self._start(inp.step_name, inp, inp.step_name))
         return out
 
-    async def _batched(self, inp: StepInput) -> StepOutput:
+    async def _batched(self, inp: StepInput, order: int = 0) -> StepOutput:
         """Queue the invocation; the invocations of one step queued in this activation go as one activity.
 
         The batch is sent once nothing else in the workflow can run (Temporal checks wait conditions
@@ -409,6 +451,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
         if not self._ready:
             asyncio.get_event_loop().create_task(self._flush_when_idle())
         self._ready.setdefault(inp.step_name, []).append((inp, fut))
+        self._ready_order[fut] = order
         return await fut
 
     async def _flush_when_idle(self) -> None:
@@ -416,12 +459,23 @@ class WorkflowRunAdapter(InternalRunAdapter):
         ready, self._ready = self._ready, {}
         for step_name, queued in ready.items():
             items = [(inp, fut) for inp, fut in queued if not fut.done()]  # a cancelled step is not started
+            for _, fut in queued:
+                if fut.done():
+                    self._ready_order.pop(fut, None)
             if items:
                 asyncio.get_event_loop().create_task(self._run_batch(step_name, items))
 
     async def _run_batch(self, step_name: str, items: list[tuple[StepInput, asyncio.Future[StepOutput]]]) -> None:
         try:
-            arg = self._batch_input(items, self.speculation) if len(items) > 1 else None
+            broker = self._broker_for(step_name, len(items))
+            order = [self._ready_order.pop(fut, 0) for _, fut in items]
+            arg = (
+                self._batch_input(items, self.speculation and not self.run_ahead, broker)
+                if len(items) > 1 or broker is not None
+                else None
+            )
+            if arg is not None and arg.broker is not None:
+                arg = arg.model_copy(update={"order": order})
             if arg is None:
                 # One invocation, or a batch over the payload limit: each alone (each was checked).
                 results: list[StepOutput | None] = list(await asyncio.gather(*(self._single(inp) for inp, _ in items)))
@@ -432,8 +486,13 @@ class WorkflowRunAdapter(InternalRunAdapter):
                     )
                     results = out.results
                     for ahead in out.speculated:
-                        self._speculated[ahead.key] = ahead.output
-                    while len(self._speculated) > MAX_SPECULATED_KEPT:
+                        output = ahead.output
+                        if output is None and ahead.same_as is not None and 0 <= ahead.same_as < len(out.speculated):
+                            output = out.speculated[ahead.same_as].output
+                        if output is not None:
+                            self._speculated[ahead.key] = output
+                    kept = MAX_RUN_AHEAD_RUNS * 2 if self.run_ahead else MAX_SPECULATED_KEPT
+                    while len(self._speculated) > kept:
                         del self._speculated[next(iter(self._speculated))]
                 except ActivityError as e:
                     if not (isinstance(e.cause, ApplicationError) and e.cause.type == BATCH_TOO_LARGE):
@@ -464,9 +523,29 @@ class WorkflowRunAdapter(InternalRunAdapter):
         if not fut.done():
             fut.set_result(out)
 
+    def _broker_for(self, step_name: str, count: int) -> dict[str, Any] | None:
+        """The loop's broker state for a run-ahead batch of ``step_name`` (``PATCH_RUN_AHEAD``), or ``None``.
+
+        Sent when the step has events queued behind its workers or the batch has several invocations
+        (collect reruns), and only while it is small; the root broker only (a nested one is not run ahead).
+        """
+        if not self.run_ahead or self.runner is None:
+            return None
+        state = self.runner.state
+        worker = next((w for k, w in state.workers.items() if str(k) == step_name), None)
+        if worker is None or (count < 2 and not worker.queue):
+            return None
+        try:
+            broker: dict[str, Any] = state.to_serialized(self._serializer).model_dump(mode="json")
+        except Exception:
+            return None  # e.g. child brokers, which to_serialized refuses: no run-ahead
+        return broker if len(json.dumps(broker)) <= MAX_RUN_AHEAD_BROKER_CHARS else None
+
     @staticmethod
     def _batch_input(
-        items: list[tuple[StepInput, asyncio.Future[StepOutput]]], speculate: bool = False
+        items: list[tuple[StepInput, asyncio.Future[StepOutput]]],
+        speculate: bool = False,
+        broker: dict[str, Any] | None = None,
     ) -> StepBatchInput | None:
         """The batch's activity input, each store and fan-in buffer once; ``None`` if over the limit.
 
@@ -498,7 +577,9 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 update["state"] = state
             batch.append(inp.model_copy(update=update))
         # Run-ahead costs the activity nothing unless the batch's results are collect_events calls.
-        arg = StepBatchInput(batch=batch, store=base, buffers=buffers, lists=lists, speculate=speculate)
+        arg = StepBatchInput(batch=batch, store=base, buffers=buffers, lists=lists, speculate=speculate, broker=broker)
+        if broker is not None and len(arg.model_dump_json()) > MAX_STEP_INPUT_CHARS:
+            arg = arg.model_copy(update={"broker": None})  # no run-ahead rather than no batch
         return arg if len(arg.model_dump_json()) <= MAX_STEP_INPUT_CHARS else None
 
 
@@ -540,7 +621,6 @@ class LlamaIndexRun:
     def __init__(self, inp: RunInput) -> None:
         self.mailbox: list[WorkflowTick | str] = list(inp.mailbox)
         self.store: dict[str, Any] | None = inp.store
-        self.ticks: list[str] = []
         self._tick_objects: list[WorkflowTick] = []
         self._stream = WorkflowStream(prior_state=inp.stream)
         self._events = self._stream.topic(EVENTS_TOPIC, type=str)
@@ -623,6 +703,7 @@ class LlamaIndexRun:
         raw.speculation = workflow.patched(PATCH_COLLECT_SPECULATION)
         raw.live_stream = workflow.patched(PATCH_LIVE_STREAM)
         typed_result = workflow.patched(PATCH_TYPED_STOP_RESULT)
+        raw.run_ahead = raw.batches and workflow.patched(PATCH_RUN_AHEAD)
         self._adapter = raw
         token = _registry.current_adapter.set(raw)
         try:
@@ -650,7 +731,14 @@ class LlamaIndexRun:
                         steps=registered.steps,
                     )
                 ):
-                    stop = await control_loop(start_event, init_state, adapter.run_id)
+                    # control_loop(start_event, init_state, run_id), with the runner kept: a run-ahead
+                    # batch carries its broker state.
+                    current = consume_current_run()
+                    runner = _ControlLoopRunner(
+                        current.workflow, current.run_adapter, current.context, current.steps, init_state
+                    )
+                    raw.runner = runner
+                    stop = await runner.run(start_event=start_event)
             except (ApplicationError, workflow.NondeterminismError):
                 raise
             except (Exception, WorkflowCancelledByUser) as e:
@@ -670,7 +758,10 @@ class LlamaIndexRun:
             # The handler's ctx.to_dict() and running_steps() need the broker state: the final one (the
             # start state folded with the journal) is usually far smaller than the journal itself.
             try:
-                final = self._fold(inp, llama_workflow, serializer).to_serialized(serializer)
+                # With run-ahead the loop's own state is that fold already (it reduced the same ticks at the
+                # same stamps): reducing the whole journal again would double the run's reducer time.
+                folded = runner.state if raw.run_ahead else self._fold(inp, llama_workflow, serializer)
+                final = folded.to_serialized(serializer)
             except Exception:
                 final = None  # e.g. child brokers, which to_serialized refuses: the journal goes instead
             typed: dict[str, Any] = {}
@@ -686,7 +777,8 @@ class LlamaIndexRun:
                 )
             # The journal rides along only while it is small: a result over Temporal's payload limit would
             # fail the workflow task for ever. Without it the handler's ctx.to_dict() shows the start state.
-            ticks = self.ticks if sum(len(t) for t in self.ticks) <= MAX_JOURNAL_CHARS else []
+            journal = [serializer.serialize(t) for t in self._tick_objects]
+            ticks = journal if sum(len(t) for t in journal) <= MAX_JOURNAL_CHARS else []
             return RunOutput(
                 stop_event=serializer.serialize(stop),
                 store=self.store,
