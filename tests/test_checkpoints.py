@@ -398,7 +398,7 @@ async def test_checkpoint_timestamps_and_metadata_round_trip_through_files(tmp_p
 def test_a_checkpoint_built_from_a_snapshot_is_what_model_construct_builds() -> None:
     """``from_snapshot`` builds the model directly: every field, in declaration order, all of them set."""
     from temporal_workflows._checkpoints.base import iso_timestamp
-    from temporal_workflows._engine.machine import Delivery, EngineSnapshot, Output
+    from temporal_workflows._engine.machine import EngineSnapshot, Output, RoutedMessage
     from temporal_workflows._engine.serde import Envelope
 
     one = Envelope(None, 1)
@@ -406,7 +406,7 @@ def test_a_checkpoint_built_from_a_snapshot_is_what_model_construct_builds() -> 
         superstep=3,
         iterations=4,
         state={"k": one},
-        pending=(Delivery("b", (one,), ("a",), None),),
+        pending=(RoutedMessage("b", (one,), ("a",), None),),
         fan_in_buffers={"g": {"a": (one,)}},
         pending_requests={},
         responses=(("r1", one),),

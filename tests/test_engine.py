@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from temporal_workflows._engine.machine import (
-    Delivery,
     Engine,
     EngineSnapshot,
     FanInGroup,
     PendingRequest,
+    RoutedMessage,
     StateWrite,
     StepResult,
     Topology,
@@ -52,8 +52,8 @@ def env(value: Any) -> Envelope:
     return Envelope(None, value)
 
 
-def send(target: str, value: Any, source: str, fan_in: str | None = None) -> Delivery:
-    return Delivery.one(target, env(value), source, fan_in)
+def send(target: str, value: Any, source: str, fan_in: str | None = None) -> RoutedMessage:
+    return RoutedMessage.one(target, env(value), source, fan_in)
 
 
 def write(key: str, value: Any) -> StateWrite:
@@ -375,7 +375,7 @@ def consistent_snapshot() -> EngineSnapshot:
         ({"responses": (("ghost", env("x")),)}, ["a response answers request 'ghost'", "'r1', 'r2'"]),
         ({"responses": (("r1", env("x")), ("r1", env("y")))}, ["request 'r1' is answered twice"]),
         ({"pending": (send("nobody", 0, "a"),)}, ["message 0 (for 'nobody')", "does not have"]),
-        ({"pending": (Delivery("b", (), ()),)}, ["message 0 (for 'b') holds no message"]),
+        ({"pending": (RoutedMessage("b", (), ()),)}, ["message 0 (for 'b') holds no message"]),
         ({"pending": (send("d", 0, "b", fan_in="nope"),)}, ["fan-in group 'nope'"]),
         ({"pending": (send("c", 0, "b", fan_in="join"),)}, ["fan-in group 'join', whose target is 'd'"]),
         ({"fan_in_buffers": {"nope": {"b": (env(0),)}}}, ["fan-in buffer 'nope'"]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporal_workflows._engine.machine import Delivery, Engine, PendingRequest, StepResult, StepTask, Topology
+from temporal_workflows._engine.machine import Engine, PendingRequest, RoutedMessage, StepResult, StepTask, Topology
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._wire import decode_step_result, encode_step_result
 
@@ -39,7 +39,11 @@ def test_a_batched_executor_gets_its_messages_of_a_superstep_as_one_task_in_deli
     engine = Engine(topology(batched=("b",)))
     engine.start(msg(0))
     engine.begin_superstep()
-    sent = [Delivery.one("b", msg(1), "a"), Delivery.one("c", msg(2), "a"), Delivery.one("b", msg(3), "a")]
+    sent = [
+        RoutedMessage.one("b", msg(1), "a"),
+        RoutedMessage.one("c", msg(2), "a"),
+        RoutedMessage.one("b", msg(3), "a"),
+    ]
     commit(engine, StepResult(sent=sent))
     tasks = engine.begin_superstep()
     assert [(t.executor_id, t.kind, [m.data for m in t.messages], t.index) for t in tasks] == [
@@ -59,12 +63,12 @@ def test_a_halting_step_drops_queued_messages_and_unanswered_requests_but_its_su
     engine = Engine(topology())
     engine.start(msg(0))
     engine.begin_superstep()
-    commit(engine, StepResult(sent=[Delivery.one("b", msg(1), "a"), Delivery.one("c", msg(2), "a")]))
+    commit(engine, StepResult(sent=[RoutedMessage.one("b", msg(1), "a"), RoutedMessage.one("c", msg(2), "a")]))
     engine.begin_superstep()
     commit(
         engine,
         StepResult(outputs=[msg("done")], halt=True),
-        StepResult(sent=[Delivery.one("a", msg(3), "c")], requests=[request("r1", "c")]),
+        StepResult(sent=[RoutedMessage.one("a", msg(3), "c")], requests=[request("r1", "c")]),
     )
     assert engine.halted and not engine.has_work() and not engine.pending_requests
     assert [o.value.data for o in engine.outputs] == ["done"]

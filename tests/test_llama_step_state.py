@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from temporal_workflows._engine.machine import Delivery, StepResult, StepTask
+from temporal_workflows._engine.machine import RoutedMessage, StepResult, StepTask
 from temporal_workflows._engine.serde import Envelope, encode, type_key
 from temporal_workflows.llama._runtime import LlamaStreamEvent
 from temporal_workflows.llama.events import HumanResponseEvent, StepState, StepStateChanged, StopEvent
@@ -128,7 +128,7 @@ def test_a_chain_steps_states_travel_as_a_few_bytes_and_decode_to_the_very_event
     task = _tick_task(Tick)
     tick, stop = str(Tick), str(StopEvent)
     result = StepResult(
-        sent=[Delivery.one("tick", encode(Tick(n=2)), "tick")],
+        sent=[RoutedMessage.one("tick", encode(Tick(n=2)), "tick")],
         events=[_state("tick", "running", "0", "Tick"), _state("tick", "not_running", "0", tick, tick)],
         emitted=["e", "e", "s1"],  # the sends' place among the events publishes nothing: left out
     )
@@ -184,7 +184,7 @@ def test_a_corrupted_compact_state_is_refused_by_name() -> None:
 def test_the_runtimes_ready_made_json_of_a_state_is_what_encoding_the_event_gives() -> None:
     # The runtime writes a StepStateChanged's JSON itself (no pydantic round per state): it must be the event's.
     from temporal_workflows.llama._invocations import _STEP_STATE_KEY
-    from temporal_workflows.llama._live_objects import event_json
+    from temporal_workflows.llama._run_objects import event_json
 
     for output in (None, "<class 'NoneType'>"):
         data = {

@@ -32,9 +32,9 @@ from temporal_workflows import (
 )
 from temporal_workflows._engine.machine import (
     REQUEST_TIMED_OUT_TYPE,
-    Delivery,
     Engine,
     PendingRequest,
+    RoutedMessage,
     StepResult,
     Topology,
 )
@@ -472,7 +472,7 @@ def test_send_and_respond_mid_superstep_are_refused_and_lose_nothing() -> None:
         engine.respond("r", env("mid-step"))
     with pytest.raises(WorkflowError, match="running"):
         engine.expire_due(T0 + 5)
-    engine.apply_commit(engine.prepare_commit([StepResult(sent=[Delivery.one("a", env("from-b"), "b")])]), now=T0)
+    engine.apply_commit(engine.prepare_commit([StepResult(sent=[RoutedMessage.one("a", env("from-b"), "b")])]), now=T0)
     # The refused input is neither queued nor consumed: only the step's own message is next,
     # and both requests are still pending and answerable.
     assert [(d.target_id, d.messages[0].data) for d in engine.pending] == [("a", "from-b")]

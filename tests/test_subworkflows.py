@@ -286,7 +286,7 @@ async def test_a_fan_in_starts_one_child_with_the_list_of_messages() -> None:
 
 def test_a_fan_in_of_mixed_types_cannot_start_a_child() -> None:
     from temporal_workflows._engine.serde import Envelope
-    from temporal_workflows._engine.subruns import list_envelope
+    from temporal_workflows._engine.subworkflows import list_envelope
 
     assert list_envelope([Envelope(None, "a"), Envelope(None, "b")], "x") == Envelope(None, ["a", "b"])
     assert list_envelope([Envelope("m:T", {"a": 1})], "x") == Envelope("list[m:T]", [{"a": 1}])

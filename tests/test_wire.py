@@ -15,7 +15,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.workflow import ActivityCancellationType
 
 from temporal_workflows import Executor, ExecutorOptions, WorkflowBuilder, WorkflowContext, handler
-from temporal_workflows._engine.machine import Delivery, FanInGroup, PendingRequest, StateWrite, StepResult, StepTask
+from temporal_workflows._engine.machine import (
+    FanInGroup,
+    PendingRequest,
+    RoutedMessage,
+    StateWrite,
+    StepResult,
+    StepTask,
+)
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._converter import PayloadConverter, _adapter
 from temporal_workflows.temporal._protocol import RunInput, StepInput
@@ -81,8 +88,8 @@ def tasks(draw: st.DrawFn) -> StepTask:
 
 @st.composite
 def results(draw: st.DrawFn, task: StepTask) -> StepResult:
-    deliveries = st.builds(
-        Delivery,
+    routed = st.builds(
+        RoutedMessage,
         target_id=IDS,
         messages=st.lists(envelopes, min_size=1, max_size=2).map(tuple),
         source_ids=st.sampled_from([(task.executor_id,), ("b",), (None,), ()]),
@@ -90,7 +97,7 @@ def results(draw: st.DrawFn, task: StepTask) -> StepResult:
     )
     return StepResult(
         writes=draw(st.lists(st.builds(StateWrite, st.text(max_size=5), st.none() | envelopes), max_size=3)),
-        sent=draw(st.lists(deliveries, max_size=3)),
+        sent=draw(st.lists(routed, max_size=3)),
         outputs=draw(st.lists(envelopes, max_size=2)),
         requests=draw(
             st.lists(requests(st.sampled_from([task.executor_id, "k"]), st.just(task.superstep) | st.integers(1, 9)))
@@ -133,7 +140,10 @@ def test_older_fully_spelled_out_payloads_still_decode() -> None:
     request = PendingRequest("r1", "j", Envelope(None, "q"), "str", {"type": "string"}, 3, 60.0, "fail")
     result = StepResult(
         writes=[StateWrite("k", Envelope(None, [1])), StateWrite("gone", None)],
-        sent=[Delivery.one("j", Envelope(None, 5), "j", "fan_in:a,b->j"), Delivery.one("k", Envelope(None, 6), "j")],
+        sent=[
+            RoutedMessage.one("j", Envelope(None, 5), "j", "fan_in:a,b->j"),
+            RoutedMessage.one("k", Envelope(None, 6), "j"),
+        ],
         outputs=[Envelope(None, "done")],
         requests=[request],
         events=[Envelope("m:Note", {"n": 1})],
@@ -159,7 +169,7 @@ def test_a_plain_step_spells_out_nothing_the_other_side_knows() -> None:
         "source_ids": ["start"],
     }
     groups = {"g": FanInGroup("g", ("w", "v"), "join")}
-    result = StepResult(sent=[Delivery.one("join", Envelope(None, 8), "w", "g")])
+    result = StepResult(sent=[RoutedMessage.one("join", Envelope(None, 8), "w", "g")])
     assert encode_step_result(result, task, groups) == {"sent": [{"target_id": "join", "messages": [{"data": 8}]}]}
     assert encode_step_result(StepResult(), task, groups) == {}
 
@@ -172,7 +182,7 @@ def test_a_loop_step_names_the_type_it_sends_on_by_its_inputs_and_its_index_0_no
         "source_ids": ["tick"],
     }
     result = StepResult(
-        sent=[Delivery.one("tick", Envelope("m:Tick", {"n": 2}), "tick")], outputs=[Envelope("m:Stop", 1)]
+        sent=[RoutedMessage.one("tick", Envelope("m:Tick", {"n": 2}), "tick")], outputs=[Envelope("m:Stop", 1)]
     )
     raw = encode_step_result(result, task, {})
     assert raw["sent"] == [{"target_id": "tick", "messages": [{"type": 0, "data": {"n": 2}}]}]
@@ -184,7 +194,7 @@ def test_a_loop_step_names_the_type_it_sends_on_by_its_inputs_and_its_index_0_no
 def test_only_where_the_sends_sit_among_the_events_goes_unrecorded() -> None:
     # A send publishes no event of its own, so the order is recorded only when events, outputs or requests move.
     task = StepTask(5, 0, "tick", "message", (Envelope(None, 1),), ("tick",))
-    sent, events = [Delivery.one("tick", Envelope(None, 2), "tick")], [Envelope("m:E", 1), Envelope("m:E", 2)]
+    sent, events = [RoutedMessage.one("tick", Envelope(None, 2), "tick")], [Envelope("m:E", 1), Envelope("m:E", 2)]
     assert "emitted" not in encode_step_result(StepResult(sent=sent, events=events, emitted=["e", "s1", "e"]), task, {})
     moved = StepResult(sent=sent, outputs=[Envelope(None, 3)], events=events, emitted=["e", "o", "s1", "e"])
     assert encode_step_result(moved, task, {})["emitted"] == ["e", "o", "s1", "e"]

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, Delivery, EngineSnapshot, Output, PendingRequest
+from temporal_workflows._engine.machine import (
+    EXECUTOR_STATE_PREFIX,
+    EngineSnapshot,
+    Output,
+    PendingRequest,
+    RoutedMessage,
+)
 from temporal_workflows._engine.serde import Envelope, decode
 from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError
 from temporal_workflows._events import RequestInfoEvent
@@ -100,7 +106,7 @@ class WorkflowCheckpoint(BaseModel):
     superstep: int
     iterations: int = 0
     state: dict[str, Envelope]
-    messages: list[Delivery]
+    messages: list[RoutedMessage]
     fan_in_buffers: dict[str, dict[str, list[Envelope]]] = {}
     pending_requests: dict[str, PendingRequest] = {}
     responses: list[tuple[str, Envelope]] = []

@@ -617,7 +617,7 @@ class SuperstepDriver:
         At a boundary the driver takes outside input first, then expires: an
         answer that arrived before its request's deadline wins, however late
         the boundary that takes it (every host, and a sub-workflow's child,
-        ``subruns.deliver_responses``, keep this order).
+        ``subworkflows.deliver_responses``, keep this order).
 
         Raises:
             RequestTimeoutError: a due request was made with ``on_timeout="fail"``.

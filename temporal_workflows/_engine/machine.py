@@ -45,7 +45,7 @@ _set_attr = object.__setattr__
 __all__ = [
     "BUILTIN_REDUCERS",
     "CommitPlan",
-    "Delivery",
+    "RoutedMessage",
     "Engine",
     "EngineSnapshot",
     "FanInGroup",
@@ -135,7 +135,7 @@ class Topology:
         signature_hash: Hash of the graph's shape; checkpoints record it.
         edges: Display form of every edge group (kind, sources, targets, labels).
         subworkflows: Executor id → child graph name, for each ``WorkflowExecutor``
-            (each of its steps runs a child run of that graph: ``_engine/subruns.py``).
+            (each of its steps runs a child run of that graph: ``_engine/subworkflows.py``).
         batched: Executors that take every message delivered to them in one
             superstep as one task (``kind="batch"``, in delivery order), so the
             executor decides how they run (LlamaIndex steps: one after another,
@@ -182,11 +182,11 @@ class Topology:
 
 
 @dataclass(frozen=True, slots=True)
-class Delivery:
+class RoutedMessage:
     """Message(s) routed to a target, waiting for the next superstep.
 
     A sent message has one entry and, if it goes into a fan-in group's
-    buffer, ``fan_in`` set. A released fan-in group is one delivery holding
+    buffer, ``fan_in`` set. A released fan-in group is one routed message holding
     every buffered message, in source order.
     """
 
@@ -196,8 +196,8 @@ class Delivery:
     fan_in: str | None = None
 
     @staticmethod
-    def one(target_id: str, message: Envelope, source_id: str | None, fan_in: str | None = None) -> Delivery:
-        return Delivery(target_id, (message,), (source_id,), fan_in)
+    def one(target_id: str, message: Envelope, source_id: str | None, fan_in: str | None = None) -> RoutedMessage:
+        return RoutedMessage(target_id, (message,), (source_id,), fan_in)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,18 +281,18 @@ class StepResult:
     one already answered (by an earlier task of the superstep) is left alone.
     Attributes:
         emitted: What the step did, in the order it did it: ``"s<n>"`` for a
-            ``send_message`` that made the next ``n`` deliveries of ``sent``
+            ``send_message`` that made the next ``n`` routed messages of ``sent``
             (``"s0"``: it went nowhere, its message is the next of
             ``unrouted``), ``"o"`` for the next output, ``"e"`` for the next
             event, ``"r"`` for the next request. Empty: the default order
-            (each delivery its own send, then outputs, events, requests), which
+            (each routed message its own send, then outputs, events, requests), which
             is also how results recorded before this existed read.
         unrouted: Messages a ``send_message`` routed nowhere (every edge
             condition false); shown in the step's ``executor_completed`` event.
     """
 
     writes: list[StateWrite] = field(default_factory=list)
-    sent: list[Delivery] = field(default_factory=list)
+    sent: list[RoutedMessage] = field(default_factory=list)
     outputs: list[Envelope] = field(default_factory=list)
     requests: list[PendingRequest] = field(default_factory=list)
     events: list[Envelope] = field(default_factory=list)
@@ -329,7 +329,7 @@ class CommitPlan:
     superstep: int
     state_updates: dict[str, Envelope | None]
     reductions: list[Reduction]
-    sent: list[Delivery]
+    sent: list[RoutedMessage]
     outputs: list[Output]
     requests: list[PendingRequest]
     keys_written: list[str]
@@ -344,7 +344,7 @@ class EngineSnapshot:
     superstep: int
     iterations: int
     state: dict[str, Envelope]
-    pending: tuple[Delivery, ...]
+    pending: tuple[RoutedMessage, ...]
     fan_in_buffers: dict[str, dict[str, tuple[Envelope, ...]]]
     pending_requests: dict[str, PendingRequest]
     responses: tuple[tuple[str, Envelope], ...]
@@ -483,7 +483,7 @@ class Engine:
         self.superstep = 0
         self.iterations = 0
         self.state: dict[str, Envelope] = {}
-        self.pending: list[Delivery] = []
+        self.pending: list[RoutedMessage] = []
         self.fan_in_buffers: dict[str, dict[str, list[Envelope]]] = {}
         self.pending_requests: dict[str, PendingRequest] = {}
         self.responses: list[tuple[str, Envelope]] = []
@@ -520,7 +520,7 @@ class Engine:
             )
         if not self.has_work():
             self.iterations = 0
-        self.pending.append(Delivery.one(executor_id, message, None))
+        self.pending.append(RoutedMessage.one(executor_id, message, None))
 
     def respond(self, request_id: str, response: Envelope) -> PendingRequest:
         """Accept a (host-validated) response; it is delivered in the next superstep."""
@@ -568,7 +568,7 @@ class Engine:
         return bool(self.pending or self.responses)
 
     def begin_superstep(self) -> list[StepTask]:
-        """Turn queued deliveries and responses into this superstep's tasks.
+        """Turn queued routed messages and responses into this superstep's tasks.
 
         Raises:
             SuperstepLimitError: ``max_iterations`` supersteps already ran in
@@ -630,7 +630,7 @@ class Engine:
         reducers = self.topology.reducers
         writers: dict[str, str] = {}
         writes_by_key: dict[str, list[StateWrite]] = {}
-        sent: list[Delivery] = []
+        sent: list[RoutedMessage] = []
         outputs: list[Output] = []
         requests: list[PendingRequest] = []
         halt = False
@@ -761,8 +761,8 @@ class Engine:
             if answered is not None:
                 self.responses.append((rid, response))
                 self._answered[rid] = answered
-        # Queue direct deliveries; buffer fan-in messages and release full groups.
-        pending: list[Delivery] = []
+        # Queue direct routed messages; buffer fan-in messages and release full groups.
+        pending: list[RoutedMessage] = []
         touched: list[str] = []
         for d in plan.sent:
             if d.fan_in is None:
@@ -782,7 +782,7 @@ class Engine:
                     msgs.extend(buf[src])
                     sources.extend([src] * len(buf[src]))
                 del self.fan_in_buffers[gid]
-                pending.append(Delivery(group.target, tuple(msgs), tuple(sources), gid))
+                pending.append(RoutedMessage(group.target, tuple(msgs), tuple(sources), gid))
         self.pending = pending
         if plan.halt:
             # The run ends here: nothing queued, buffered or asked for outlives it.

@@ -23,8 +23,8 @@ from typing_extensions import TypeVar
 from temporal_workflows._engine.limits import check_step_result
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
-    Delivery,
     PendingRequest,
+    RoutedMessage,
     StateWrite,
     StepResult,
     StepTask,
@@ -235,10 +235,10 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
             NotSerializableError: the message cannot round-trip JSON.
         """
         env = encode(message, what=f"message sent by executor {self.executor_id!r}")
-        deliveries = self._graph.route(self.executor_id, message, env, target_id)
-        self._result.sent.extend(deliveries)
-        self._result.emitted.append(f"s{len(deliveries)}")
-        if not deliveries:
+        routed = self._graph.route(self.executor_id, message, env, target_id)
+        self._result.sent.extend(routed)
+        self._result.emitted.append(f"s{len(routed)}")
+        if not routed:
             self._result.unrouted.append(env)  # shown in the step's executor_completed event
 
     def _send_to_self(self, message: Any) -> None:
@@ -250,7 +250,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         of it sees all of them). Users send along edges.
         """
         env = encode(message, what=f"message executor {self.executor_id!r} sent itself")
-        self._result.sent.append(Delivery.one(self.executor_id, env, self.executor_id))
+        self._result.sent.append(RoutedMessage.one(self.executor_id, env, self.executor_id))
 
     async def yield_output(self, output: T_W_Out) -> None:
         """Add a workflow output; it appears in the run's outputs at the commit."""

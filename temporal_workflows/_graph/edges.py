@@ -2,7 +2,7 @@
 
 Routing runs in the sending step (in process, or inside its Temporal
 activity), because conditions and selection functions are user code and the
-workflow runs none. The step hands the engine already-routed deliveries.
+workflow runs none. The step hands the engine already-routed messages (``RoutedMessage``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-from temporal_workflows._engine.machine import Delivery, PendingRequest, Topology
+from temporal_workflows._engine.machine import PendingRequest, RoutedMessage, Topology
 from temporal_workflows._engine.serde import Envelope, decode, encode, validate_as
 from temporal_workflows._errors import InvalidResponseError, UndeliverableMessageError, WorkflowError, describe
 from temporal_workflows._graph.edges import EdgeGroup
@@ -73,7 +73,7 @@ class Graph:
         ``shape.py``): none here; a LlamaIndex workflow's graph names the events its edges carry."""
         return ()
 
-    def route(self, source_id: str, value: Any, envelope: Envelope, target_id: str | None) -> list[Delivery]:
+    def route(self, source_id: str, value: Any, envelope: Envelope, target_id: str | None) -> list[RoutedMessage]:
         """Where a message sent by ``source_id`` goes.
 
         Conditions and selection functions pick candidates; each candidate
@@ -101,7 +101,7 @@ class Graph:
                 type_name=tname,
                 targets=connected,
             )
-        out: list[Delivery] = []
+        out: list[RoutedMessage] = []
         considered: list[str] = []
         for g in groups:
             for t in g.candidates(value):
@@ -111,11 +111,11 @@ class Graph:
                 target = self.executors[t]
                 if g.kind == "fan_in":
                     if target.accepts_items(value):
-                        out.append(Delivery.one(t, envelope, source_id, g.id))
+                        out.append(RoutedMessage.one(t, envelope, source_id, g.id))
                 elif (envelope.type is None and target.coerce(value) is not None) or target.find_handler(
                     value
                 ) is not None:
-                    out.append(Delivery.one(t, envelope, source_id))
+                    out.append(RoutedMessage.one(t, envelope, source_id))
         if considered and not out:
             tname = describe(value)
             raise UndeliverableMessageError(

@@ -8,7 +8,7 @@ comes back as the executor's messages (or, with ``allow_direct_output``, as
 the parent's outputs); what it asks (``ctx.request_info``) becomes a
 ``SubWorkflowRequestMessage`` for the parent's executors to intercept, or,
 with ``propagate_request``, a request of the parent itself. A child waiting
-for answers lives in the parent's committed state (``_engine/subruns.py``),
+for answers lives in the parent's committed state (``_engine/subworkflows.py``),
 so the parent's checkpoints, resets and forks restore parent and children
 together.
 

@@ -85,9 +85,9 @@ class Workflow:
         self._checkpoint_every = checkpoint_every
         # A Workflow runs in process (Agent Framework's contract), so it owns the
         # in-process host; imported here, the graph layer imports no host at import time.
-        from temporal_workflows._local.runner import LocalRunner
+        from temporal_workflows._local.runner import GraphLocalRunner
 
-        self._runner = LocalRunner(graph, checkpoint_every=checkpoint_every)
+        self._runner = GraphLocalRunner(graph, checkpoint_every=checkpoint_every)
         self.id = str(uuid.uuid4())
         declare(_declared_types(graph))  # what decoding may build: every class the handlers name, and their fields'
 

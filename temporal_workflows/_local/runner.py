@@ -31,7 +31,7 @@ from temporal_workflows._engine.inbound import Inbound, Unanswerable, apply, ope
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.machine import Engine, Reduction, StepTask
 from temporal_workflows._engine.serde import Envelope, encode
-from temporal_workflows._engine.subruns import SubrunSuperstep
+from temporal_workflows._engine.subworkflows import SubWorkflowSuperstep
 from temporal_workflows._errors import (
     RequestTimeoutError,
     UndeliverableMessageError,
@@ -51,9 +51,9 @@ from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.graph import Graph
 from temporal_workflows._graph.runs import MISSING, Reservation, RunStream, check_run_arguments, materialize
 from temporal_workflows._local.live import LiveQueue, with_live
-from temporal_workflows._local.subruns import run_with_children
+from temporal_workflows._local.subworkflows import run_with_sub_workflows
 
-__all__ = ["LocalRunner"]
+__all__ = ["GraphLocalRunner"]
 
 _UUID4_BITS = (0x4 << 76) | (0x8 << 60)
 """A random UUID's version (4) and variant (RFC 4122) bits."""
@@ -80,10 +80,10 @@ def _checkpoint_uuid() -> str:
     return _RANDOM_IDS.pop()
 
 
-class _LocalHost(DriverHost):
+class _GraphLocalHost(DriverHost):
     def __init__(
         self,
-        runner: LocalRunner,
+        runner: GraphLocalRunner,
         storage: CheckpointStorage | None,
         *,
         streaming: bool = False,
@@ -95,11 +95,11 @@ class _LocalHost(DriverHost):
         self.invocation_kwargs = invocation_kwargs
         self.live: LiveQueue[DriverEvent] = LiveQueue()
 
-    def for_child(self, graph: Graph, run_id: str) -> _LocalHost:
+    def for_sub_workflow(self, graph: Graph, run_id: str) -> _GraphLocalHost:
         """The host of a sub-workflow's child run: no checkpoints, read as its parent is (streamed or not)."""
-        runner = LocalRunner(graph, checkpoint_every=0)
+        runner = GraphLocalRunner(graph, checkpoint_every=0)
         runner.run_id = run_id
-        return _LocalHost(runner, None, streaming=self.streaming)
+        return _GraphLocalHost(runner, None, streaming=self.streaming)
 
     def now(self) -> float:
         return time.time()
@@ -119,8 +119,8 @@ class _LocalHost(DriverHost):
             return StepFailure.of(e)
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
-        if SubrunSuperstep.any_in(engine.topology, tasks):
-            return await run_with_children(self, tasks, engine)
+        if SubWorkflowSuperstep.any_in(engine.topology, tasks):
+            return await run_with_sub_workflows(self, tasks, engine)
         state = engine.state
         if len(tasks) == 1:
             return [await self._run_task(tasks[0], state)]
@@ -150,7 +150,7 @@ class _LocalHost(DriverHost):
         return cp_id
 
 
-class LocalRunner:
+class GraphLocalRunner:
     """One in-process run of a graph (kept between ``run()`` calls, like Agent Framework's)."""
 
     def __init__(self, graph: Graph, *, checkpoint_every: int = 1) -> None:
@@ -219,7 +219,7 @@ class LocalRunner:
         engine = self._idle_engine() or Engine(self.graph.topology)
         if self.run_id is None and self.engine is None:
             self.run_id = uuid.uuid4().hex  # the run this workflow will start from its initial state
-        return await _LocalHost(self, storage).save_checkpoint(engine, "requested")
+        return await _GraphLocalHost(self, storage).save_checkpoint(engine, "requested")
 
     # -- state -------------------------------------------------------------------------
 
@@ -324,7 +324,7 @@ class LocalRunner:
         kwargs = self.invocation_kwargs  # a continued run keeps its own
         if invocation_kwargs is not None or started or restored:
             kwargs = dict(invocation_kwargs or {})
-        host = _LocalHost(self, storage, streaming=stream, invocation_kwargs=kwargs)
+        host = _GraphLocalHost(self, storage, streaming=stream, invocation_kwargs=kwargs)
         driver = SuperstepDriver(
             engine,
             host,

@@ -31,8 +31,8 @@ from temporal_workflows._graph.graph import EventRoute, Graph
 from temporal_workflows._graph.workflow import Workflow as GraphWorkflow
 from temporal_workflows._requests import RequestTimedOut
 from temporal_workflows.llama._invocations import Invocation
-from temporal_workflows.llama._live_objects import event_json, live_run
 from temporal_workflows.llama._routing import Wait, route_event, unhandled
+from temporal_workflows.llama._run_objects import event_json, run_objects
 from temporal_workflows.llama._runtime import LlamaStreamEvent, WaitRequest, waits_of_requests
 from temporal_workflows.llama._scheduling import run_task
 from temporal_workflows.llama.decorators import StepConfig
@@ -87,7 +87,7 @@ class StepExecutor(Executor):
     async def _invoke(self, spec: HandlerSpec, message: Any, ctx: Any) -> None:
         wctx: WorkflowContext[Any, Any] = ctx
         triggers = message if wctx._task.kind in ("batch", "fan_in") else [message]
-        await run_task(self.compiled, self.info, wctx, wctx._committed, triggers, None, live_run(wctx.run_id))
+        await run_task(self.compiled, self.info, wctx, wctx._committed, triggers, None, run_objects(wctx.run_id))
 
     async def _invoke_response(self, spec: ResponseHandlerSpec, request: Any, response: Any, ctx: Any) -> None:
         wctx: WorkflowContext[Any, Any] = ctx
@@ -100,7 +100,7 @@ class StepExecutor(Executor):
             wctx._committed,
             (),
             (task.request, task.messages[0]),
-            live_run(wctx.run_id),
+            run_objects(wctx.run_id),
         )
 
 
@@ -117,12 +117,12 @@ class StartDispatcher(Executor):
         self._handler_specs = (HandlerSpec("dispatch", _unused, Any, (), ()),)
 
     async def _invoke(self, spec: HandlerSpec, message: Any, ctx: Any) -> None:
-        from temporal_workflows._engine.machine import Delivery
+        from temporal_workflows._engine.machine import RoutedMessage
 
         wctx: WorkflowContext[Any, Any] = ctx
         for env in wctx._task.messages:
             for target in self.targets:
-                wctx._result.sent.append(Delivery.one(target, env, START_DISPATCH))
+                wctx._result.sent.append(RoutedMessage.one(target, env, START_DISPATCH))
 
 
 class LlamaGraph(Graph):

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import (
     REQUEST_TIMED_OUT_TYPE,
-    Delivery,
     PendingRequest,
+    RoutedMessage,
 )
 from temporal_workflows._engine.serde import Envelope, decode, encode, register_type, type_key
-from temporal_workflows.llama._live_objects import decode_value, encode_value, event_json
 from temporal_workflows.llama._routing import route_event, unhandled
+from temporal_workflows.llama._run_objects import decode_value, encode_value, event_json
 from temporal_workflows.llama._runtime import (
     _JOURNAL_READS_MAX,
     COLLECT_PREFIX,
@@ -161,7 +161,7 @@ class Invocation:
 
     def write(self, key: str, value: Any) -> None:
         if self.replay is not None:
-            self.replay_overlay[key] = encode_value(value, self.task.live, f"state key {key!r}")
+            self.replay_overlay[key] = encode_value(value, self.task.objects, f"state key {key!r}")
             return
         self.task.write(key, value)
 
@@ -205,7 +205,7 @@ class Invocation:
             if notice is not None:
                 self.stream(notice)
             return
-        env = encode_value(event, task.live, f"event {type(event).__name__} sent by step {task.info.name!r}")
+        env = encode_value(event, task.objects, f"event {type(event).__name__} sent by step {task.info.name!r}")
         for rid in route.answers:
             self.answers.append((rid, env))
         if route.targets:
@@ -232,11 +232,11 @@ class Invocation:
         if not in_loop:  # a plain ``def`` step runs in a thread: hand the event to the run's loop
             task.loop.call_soon_threadsafe(self.stream, event)
             return
-        live = task.live
+        objects = task.objects
         if isinstance(event, _StepStateJSON):  # made by this runtime: its JSON is known, no need to encode it
             inner = {"type": _STEP_STATE_KEY, "data": event.data}
-            if live is not None and live.publish is not None:
-                live.publish(StepStateChanged(**event.data))
+            if objects is not None and objects.publish is not None:
+                objects.publish(StepStateChanged(**event.data))
             task.written.append(inner)
             # What encode(wrapped) gives (tests/test_llama_step_state.py), in the order of the step's other writes:
             # at once when they have all joined the result (their tasks run in order), else after them.
@@ -246,19 +246,21 @@ class Invocation:
             else:
                 task.stream_tasks.append(asyncio.ensure_future(_add_later(task.wctx, env)))
             return
-        wrapped = LlamaStreamEvent(event=event_json(event, live, f"event {type(event).__name__} written to the stream"))
+        wrapped = LlamaStreamEvent(
+            event=event_json(event, objects, f"event {type(event).__name__} written to the stream")
+        )
         task.written.append(wrapped.event)
-        if live is not None and waiter_of is not None:
-            live.waiter_events[waiter_of] = event
-        elif live is not None and live.publish is not None:
-            live.publish(event)  # in process the caller gets it now; the run's record gets it below
+        if objects is not None and waiter_of is not None:
+            objects.waiter_events[waiter_of] = event
+        elif objects is not None and objects.publish is not None:
+            objects.publish(event)  # in process the caller gets it now; the run's record gets it below
         # add_event is the engine's live-event path; scheduled like LlamaIndex's own background write.
         task.stream_tasks.append(asyncio.ensure_future(task.wctx.add_event(wrapped)))
 
     def stop(self, event: StopEvent) -> None:
         if self.output is None:
             what = f"StopEvent returned by step {self.task.info.name!r}"
-            self.output = encode_value(event, self.task.live, what)
+            self.output = encode_value(event, self.task.objects, what)
             self.stop_event = event
 
     def discard_attempt(self) -> None:
@@ -275,7 +277,7 @@ class Invocation:
         name = task.info.name
         for env, targets, _ in self.sends:
             for target in targets:
-                result.sent.append(Delivery.one(target, env, name))
+                result.sent.append(RoutedMessage.one(target, env, name))
         self.sends = []
         if self.output is not None:
             if not result.halt:
@@ -330,12 +332,12 @@ class Invocation:
         if timeout is not None and not timeout > 0:
             raise WorkflowRuntimeError(f"wait_for_event timeout must be positive, got {timeout!r}")
         register_type(event_type)
-        live = task.live
+        objects = task.objects
         ask = None
         # LlamaIndex ends the step's attempt at a wait (it runs again when the event comes): not_running first.
         self.stream(_step_state(self, StepState.NOT_RUNNING))
         if waiter_event is not None:
-            ask = event_json(waiter_event, live, "waiter_event")
+            ask = event_json(waiter_event, objects, "waiter_event")
             self.stream(waiter_event, waiter_of=rid)
         request = WaitRequest(
             event_type=type_key(event_type), requirements=requirements, waiter_id=waiter_key, waiter_event=ask
@@ -351,7 +353,7 @@ class Invocation:
             on_timeout="respond",
         )
         record = {
-            "trigger": event_json(self.trigger, live, "the waiting step's trigger event"),
+            "trigger": event_json(self.trigger, objects, "the waiting step's trigger event"),
             "key": self.key,
             "waiter_key": waiter_key,
             "journal": self.journal.to_json(),
@@ -360,7 +362,7 @@ class Invocation:
             "step": task.info.name,
         }
         self.requests.append((req, record))
-        if live is None:
+        if objects is None:
             raise _Park(rid)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.waiting = (rid, future)
@@ -376,7 +378,7 @@ class Invocation:
     def _resolved(self, response: Envelope, event_type: type[Event]) -> Any:
         if response.type == REQUEST_TIMED_OUT_TYPE:
             raise TimeoutError(f"Timed out waiting for {event_type.__name__}")
-        return decode_value(response, self.task.live)
+        return decode_value(response, self.task.objects)
 
     # -- collect_events ----------------------------------------------------------------------------------------
 

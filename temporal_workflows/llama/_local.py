@@ -39,15 +39,15 @@ from temporal_workflows._errors import ExecutorFailedError, WorkflowRunError
 from temporal_workflows._events import WorkflowEvent, WorkflowStartedEvent
 from temporal_workflows._graph.context import WorkflowContext
 from temporal_workflows.llama._compile import StartDispatcher
-from temporal_workflows.llama._live_objects import (
-    LiveRun,
+from temporal_workflows.llama._routing import route_event, unhandled
+from temporal_workflows.llama._run_objects import (
+    RunObjects,
     decode_value,
     encode_value,
     event_json,
-    register_live,
-    unregister_live,
+    register_run_objects,
+    unregister_run_objects,
 )
-from temporal_workflows.llama._routing import route_event, unhandled
 from temporal_workflows.llama._runtime import LlamaFailedStreamEvent, LlamaStreamEvent, waits_of_requests
 from temporal_workflows.llama._scheduling import run_task
 from temporal_workflows.llama._snapshots import snapshot_dict
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from temporal_workflows.llama.context import Context
     from temporal_workflows.llama.workflow import Workflow
 
-__all__ = ["LocalRun"]
+__all__ = ["LlamaLocalRun"]
 
 """``Context.to_dict()`` format tag: the engine's checkpoint of the run, plus the store as JSON."""
 
@@ -82,8 +82,8 @@ _FAILED_STREAM = type_key(LlamaFailedStreamEvent)
 class _RunBackend(DictBackend):
     """``handler.ctx.store``: the run's committed state; writes reach the run at its next boundary."""
 
-    def __init__(self, run: LocalRun) -> None:
-        super().__init__({}, run.live)
+    def __init__(self, run: LlamaLocalRun) -> None:
+        super().__init__({}, run.objects)
         self.run = run
 
     def read(self, key: str) -> Envelope | None:
@@ -101,7 +101,7 @@ class _RunBackend(DictBackend):
         return keys
 
     def write(self, key: str, value: Any) -> None:
-        self.run.outside_writes[key] = encode_value(value, self.live, f"state key {key!r}")
+        self.run.outside_writes[key] = encode_value(value, self.objects, f"state key {key!r}")
         self.run.wake()
 
     def delete(self, key: str) -> None:
@@ -151,8 +151,8 @@ async def _first_halt_wins(running: list[asyncio.Future[StepOutcome]], order: li
     return [running[i].result() if i in kept else None for i in range(len(running))]
 
 
-class _Host(DriverHost):
-    def __init__(self, run: LocalRun) -> None:
+class _LlamaLocalHost(DriverHost):
+    def __init__(self, run: LlamaLocalRun) -> None:
         self.run = run
         self._finished: list[int] = []
 
@@ -204,7 +204,7 @@ class _Host(DriverHost):
     def committed(self, plan: CommitPlan, engine: Engine) -> None:
         run = self.run
         for req in plan.requests:
-            waiter_event = run.live.waiter_events.pop(req.request_id, None)
+            waiter_event = run.objects.waiter_events.pop(req.request_id, None)
             if waiter_event is not None:
                 run.publish(waiter_event)
         if not run.compiled.workflow._verbose:
@@ -215,7 +215,7 @@ class _Host(DriverHost):
             if id(env) in seen:
                 continue
             seen.add(id(env))
-            event = decode_value(env, run.live)
+            event = decode_value(env, run.objects)
             if isinstance(event, Event):
                 print(f"[tick] add: {summarize_event(event)}")
 
@@ -223,7 +223,7 @@ class _Host(DriverHost):
         return None
 
 
-class LocalRun:
+class LlamaLocalRun:
     """One in-process run of a LlamaIndex workflow: the driver loop in a task, its stream and its result."""
 
     def __init__(self, workflow: Workflow, ctx: Context[Any], start_event: Event | None, run_id: str) -> None:
@@ -231,8 +231,8 @@ class LocalRun:
         self.compiled = workflow._compiled()
         self.graph = self.compiled.graph.graph
         self.run_id = run_id
-        self.live = LiveRun()
-        self.live.publish = self.publish
+        self.objects = RunObjects()
+        self.objects.publish = self.publish
         self.record: Callable[[WorkflowEvent | Envelope], None] | None = None
         """Sees every event of the run's record (the conformance suite compares it with a Temporal run's)."""
         self.inbox: list[tuple[Event, str | None]] = []
@@ -256,7 +256,7 @@ class LocalRun:
             self.publish(WorkflowCancelledEvent())
             self._fail(WorkflowCancelledByUser())
             self.finished = True
-            unregister_live(self.run_id)
+            unregister_run_objects(self.run_id)
             self.queue.put_nowait(_END)
 
     # -- the engine it starts from ---------------------------------------------------------------------------------
@@ -273,11 +273,11 @@ class LocalRun:
                     "Cannot start a new run while context is already running. Wait for completion or use a new Context."
                 )
             state = shared_part(previous.engine.state)
-            self.live.values.update(previous.live.values)
+            self.objects.values.update(previous.objects.values)
         elif ctx._pre is not None:
             pre = ctx._pre
             state = dict(pre.backend.state)
-            self.live.values.update(pre.backend.live.values if pre.backend.live else {})
+            self.objects.values.update(pre.backend.objects.values if pre.backend.objects else {})
             if pre.snapshot is not None and pre.is_running:
                 cp = WorkflowCheckpoint.model_validate(pre.snapshot["snapshot"])
                 snap = cp.to_snapshot()
@@ -289,7 +289,7 @@ class LocalRun:
         engine.state = state
         if start_event is None:
             raise WorkflowRuntimeError("a run that does not resume a running context needs a start event")
-        env = encode_value(start_event, self.live, "start event")
+        env = encode_value(start_event, self.objects, "start event")
         engine.start(env)
         if self.workflow._verbose:
             print(f"[tick] add: {summarize_event(start_event)}")
@@ -298,9 +298,11 @@ class LocalRun:
     # -- the loop ----------------------------------------------------------------------------------------------------
 
     async def _main(self) -> None:
-        register_live(self.run_id, self.live)
+        register_run_objects(self.run_id, self.objects)
         self._on_driver_event(WorkflowStartedEvent(run_id=self.run_id))  # as a Temporal run's stream begins
-        driver = SuperstepDriver(self.engine, _Host(self), checkpoint_every=0, payload_limit=max_payload_bytes)
+        driver = SuperstepDriver(
+            self.engine, _LlamaLocalHost(self), checkpoint_every=0, payload_limit=max_payload_bytes
+        )
         timeout = self.workflow._timeout
         try:
             try:
@@ -315,7 +317,7 @@ class LocalRun:
                 self._fail(WorkflowTimeoutError(f"Operation timed out after {float(timeout)} seconds. {info}"))
                 return
             outputs = self.engine.outputs
-            stop = decode_value(outputs[0].value, self.live) if outputs else None
+            stop = decode_value(outputs[0].value, self.objects) if outputs else None
             if not isinstance(stop, StopEvent):  # pragma: no cover - the driver ends a run only when halted
                 self._fail(WorkflowRuntimeError("the run ended without a StopEvent"))
                 return
@@ -343,7 +345,7 @@ class LocalRun:
             raise
         finally:
             self.finished = True
-            unregister_live(self.run_id)
+            unregister_run_objects(self.run_id)
             self.queue.put_nowait(_END)
 
     def _fail(self, error: BaseException) -> None:
@@ -372,10 +374,10 @@ class LocalRun:
                 info = self.compiled.steps[task.executor_id]
                 if task.kind == "response":
                     assert task.request is not None
-                    await run_task(self.compiled, info, wctx, state, (), (task.request, task.messages[0]), self.live)
+                    await run_task(self.compiled, info, wctx, state, (), (task.request, task.messages[0]), self.objects)
                 else:
-                    triggers = [decode_value(env, self.live) for env in task.messages]
-                    await run_task(self.compiled, info, wctx, state, triggers, None, self.live)
+                    triggers = [decode_value(env, self.objects) for env in task.messages]
+                    await run_task(self.compiled, info, wctx, state, triggers, None, self.objects)
             return check_step_result(wctx._result, executor_id=task.executor_id)
         except Exception as e:
             for env in wctx._result.events:  # what the failed step wrote, as a Temporal run streams it live
@@ -410,7 +412,7 @@ class LocalRun:
         inbox, self.inbox = self.inbox, []
         verbose = self.workflow._verbose
         for event, step in inbox:
-            env = encode_value(event, self.live, f"event {type(event).__name__} sent into the run")
+            env = encode_value(event, self.objects, f"event {type(event).__name__} sent into the run")
             if verbose:
                 print(f"[tick] add: {summarize_event(event)}{f' -> {step}' if step else ''}")
             route = route_event(self.compiled, event, waits_of_requests(engine.pending_requests.values()), step)

@@ -10,7 +10,7 @@ nothing took is published as an ``UnhandledEvent`` (not for an
 
 This module is that rule, used by every caller: a step's sends
 (``_invocations.Invocation.emit``, matching the waits committed in state), outside
-events in process (``_local.LocalRun.drain``) and on Temporal (the ``route``
+events in process (``_local.LlamaLocalRun.drain``) and on Temporal (the ``route``
 activity the workflow calls at a boundary, matching the run's pending
 requests). A wait is seen the same way from both sources (:class:`Wait`), so
 there is one matching function.

@@ -8,7 +8,7 @@ at a time, and turns what each invocation does into the task's
 ``StepResult``:
 
 * the events it returns or sends answer the waits they match, then become
-  deliveries to every step whose accepted events match (``_routing``: the
+  routed messages to every step whose accepted events match (``_routing``: the
   one rule every sender follows; routing happens here, in the sending step,
   as for graphs); an event nothing takes is streamed as ``UnhandledEvent``;
 * a ``StopEvent`` becomes the run's output and ends the run (``halt``);
@@ -25,8 +25,8 @@ others: decided where the step runs (on Temporal inside its activity, whose
 recorded result fixes it for replays). Retries (the step's
 ``retry_policy``) run here, the same on both hosts.
 
-In process a run keeps the live Python objects next to their JSON
-(:class:`LiveRun`): events, results and state values keep their identity and
+In process a run keeps the Python objects next to their JSON
+(:class:`RunObjects`): events, results and state values keep their identity and
 type (a tuple stays a tuple, an LLM client need not serialize), and a step
 waiting in ``wait_for_event`` stays suspended, so its work before the wait is
 never repeated. On Temporal, or after ``Context.from_dict``, the waiting step
@@ -37,7 +37,7 @@ run, for side effects of its own.
 
 The parts, one module each: the wire types and constants here (their type
 keys are in recorded histories and checkpoints, so they stay in this module);
-``_live_objects`` (the in-process registry of live objects), ``_tasks``
+``_run_objects`` (the in-process registry of a run's Python objects), ``_tasks``
 (:class:`TaskRun`), ``_invocations`` (:class:`Invocation` and its journal),
 ``_scheduling`` (running a task's invocations, retries, recoveries).
 """
@@ -84,7 +84,7 @@ __all__ = [
 ]
 
 UNSERIALIZABLE = "temporal_workflows.llama:unserializable"
-"""Type key of a value kept only as a live object (in process): it has no JSON form."""
+"""Type key of a value kept only as a Python object (in process): it has no JSON form."""
 
 WAIT_PREFIX = "llama.wait."
 COLLECT_PREFIX = "llama.collect."

@@ -27,7 +27,7 @@ from temporal_workflows._engine.machine import (
 from temporal_workflows._engine.serde import Envelope, decode
 from temporal_workflows._errors import WorkflowError, class_path
 from temporal_workflows.llama._invocations import Invocation, Journal, _current, _Park, _step_state
-from temporal_workflows.llama._live_objects import LiveRun, Parked
+from temporal_workflows.llama._run_objects import Parked, RunObjects
 from temporal_workflows.llama._runtime import RECOVERY_PREFIX, WAIT_PREFIX, LlamaFailedStreamEvent
 from temporal_workflows.llama._tasks import TaskRun
 from temporal_workflows.llama.errors import WorkflowRuntimeError
@@ -73,10 +73,10 @@ async def run_task(
     state: Mapping[str, Envelope],
     triggers: Sequence[Any],
     resume: tuple[PendingRequest, Envelope] | None,
-    live: LiveRun | None,
+    objects: RunObjects | None,
 ) -> None:
     """Run one step task: every trigger event (or the resumption of a waiting invocation)."""
-    task = TaskRun(compiled, info, wctx, state, live)
+    task = TaskRun(compiled, info, wctx, state, objects)
     invocations: list[Invocation] = []
     try:
         if resume is not None:
@@ -91,7 +91,7 @@ async def run_task(
         if task.written:
             # The failed step has no result to carry its writes, so they go out live, before the failure: on
             # Temporal to every reader; in process (``live`` gave each to the caller at once) to the run's
-            # record only (``LocalRun.run_one``), so both hosts' records show them alike.
+            # record only (``LlamaLocalRun.run_one``), so both hosts' records show them alike.
             if task.stream_tasks:
                 await asyncio.gather(*task.stream_tasks, return_exceptions=True)
             for event in task.written:
@@ -178,7 +178,7 @@ async def _run_one(inv: Invocation) -> None:
 async def _in_context(inv: Invocation) -> None:
     token = _current.set(inv)
     try:
-        if inv.task.live is None:  # on Temporal a wait ends the attempt (the step runs again when answered)
+        if inv.task.objects is None:  # on Temporal a wait ends the attempt (the step runs again when answered)
             with contextlib.suppress(_Park):
                 await _attempts(inv)
         else:
@@ -204,9 +204,9 @@ async def _until_done_or_parked(inv: Invocation, done: asyncio.Future[None]) -> 
             return
         waiting = inv.waiting
         if waiting is not None:
-            live = inv.task.live
-            assert live is not None
-            live.parked[waiting[0]] = Parked(inv, waiting[1], done)  # type: ignore[arg-type]
+            objects = inv.task.objects
+            assert objects is not None
+            objects.parked[waiting[0]] = Parked(inv, waiting[1], done)  # type: ignore[arg-type]
             return
 
 
@@ -217,8 +217,8 @@ async def _resume(task: TaskRun, resume: tuple[PendingRequest, Envelope]) -> Non
     record_key = f"{task.private}{WAIT_PREFIX}{rid}"
     record_env = task.read(record_key)
     task.write_env(record_key, None)
-    live = task.live
-    parked = live.parked.pop(rid, None) if live is not None else None
+    objects = task.objects
+    parked = objects.parked.pop(rid, None) if objects is not None else None
     if parked is not None:
         inv = parked.invocation
         inv.task = task

@@ -57,7 +57,7 @@ def snapshot_dict(workflow: Workflow, snap: EngineSnapshot, *, is_running: bool)
         raw = cp.model_dump(mode="json")
         if UNSERIALIZABLE in str(raw):
             raise ContextSerdeError(
-                "the run holds an event or value with no JSON form (kept only as a live object in this process); "
+                "the run holds an event or value with no JSON form (kept only as a Python object in this process); "
                 "the context cannot be serialized mid-run"
             )
         data["snapshot"] = raw

@@ -12,8 +12,8 @@ from temporal_workflows._engine.machine import (
     shared_part,
 )
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows.llama._live_objects import LiveRun, decode_value, encode_value
 from temporal_workflows.llama._routing import Wait, waits_of_records
+from temporal_workflows.llama._run_objects import RunObjects, decode_value, encode_value
 from temporal_workflows.llama._runtime import (
     waiter_records,
 )
@@ -33,7 +33,7 @@ class TaskRun:
         info: The step.
         wctx: The engine's context of the task (its ``StepResult`` is what the task returns).
         state: Committed state at the boundary the task started from.
-        live: The in-process run's live objects, or ``None`` (on Temporal).
+        objects: The in-process run's Python objects, or ``None`` (on Temporal).
     """
 
     def __init__(
@@ -42,14 +42,14 @@ class TaskRun:
         info: StepInfo,
         wctx: WorkflowContext[Any, Any],
         state: Mapping[str, Envelope],
-        live: LiveRun | None,
+        objects: RunObjects | None,
     ) -> None:
         self.compiled = compiled
         self.info = info
         self.wctx = wctx
         self.result = wctx._result  # the engine's StepResult this task fills (run_step returns it)
         self.committed = state
-        self.live = live
+        self.objects = objects
         self.overlay: dict[str, Envelope | None] = {}
         self.lock = asyncio.Lock()
         self.private = f"{EXECUTOR_STATE_PREFIX}{info.name}/"
@@ -68,7 +68,7 @@ class TaskRun:
         return self.committed.get(key)
 
     def write(self, key: str, value: Any) -> Envelope:
-        env = encode_value(value, self.live, f"state key {key!r} written by step {self.info.name!r}")
+        env = encode_value(value, self.objects, f"state key {key!r} written by step {self.info.name!r}")
         self.overlay[key] = env
         return env
 
@@ -86,7 +86,7 @@ class TaskRun:
         return keys
 
     def value(self, env: Envelope) -> Any:
-        return decode_value(env, self.live)
+        return decode_value(env, self.objects)
 
     def waits(self) -> list[Wait]:
         """The ``wait_for_event`` calls committed at the boundary this task started from."""

@@ -30,7 +30,7 @@ from typing_extensions import TypeVar
 from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, is_shared_key, shared_part
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows.llama._invocations import current_invocation
-from temporal_workflows.llama._live_objects import LiveRun, decode_value, encode_value
+from temporal_workflows.llama._run_objects import RunObjects, decode_value, encode_value
 from temporal_workflows.llama._snapshots import pre_snapshot, read_snapshot
 from temporal_workflows.llama.errors import ContextSerdeError, ContextStateError, WorkflowRuntimeError
 from temporal_workflows.llama.events import DictLikeModel, Event
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from temporal_workflows.llama._invocations import Invocation
-    from temporal_workflows.llama._local import LocalRun
+    from temporal_workflows.llama._local import LlamaLocalRun
     from temporal_workflows.llama.workflow import Workflow
 
 __all__ = ["Context", "DictState", "InMemoryStateStore", "StateStore"]
@@ -59,7 +59,7 @@ _MAX_DEPTH = 1000
 class _Backend:
     """Where a store's keys live: a step's view, a run's committed state, or a context not yet run."""
 
-    live: LiveRun | None = None
+    objects: RunObjects | None = None
 
     def read(self, key: str) -> Envelope | None:
         raise NotImplementedError
@@ -74,24 +74,24 @@ class _Backend:
         raise NotImplementedError
 
     def value(self, env: Envelope) -> Any:
-        return decode_value(env, self.live)
+        return decode_value(env, self.objects)
 
     def fresh(self, env: Envelope) -> Any:
         """A copy of the value, for ``edit_state`` to change in isolation."""
-        if self.live is not None:
-            found, value = self.live.get(env)
+        if self.objects is not None:
+            found, value = self.objects.get(env)
             if found:
                 try:
                     return copy.deepcopy(value)
                 except Exception:
                     return value
-        return decode_value(env, self.live)
+        return decode_value(env, self.objects)
 
 
 class _StepBackend(_Backend):
     def __init__(self, inv: Invocation) -> None:
         self.inv = inv
-        self.live = inv.task.live
+        self.objects = inv.task.objects
 
     def read(self, key: str) -> Envelope | None:
         return self.inv.read(key)
@@ -109,9 +109,9 @@ class _StepBackend(_Backend):
 class DictBackend(_Backend):
     """State held by a context that is not running (before a run, or restored by ``from_dict``)."""
 
-    def __init__(self, state: dict[str, Envelope] | None = None, live: LiveRun | None = None) -> None:
+    def __init__(self, state: dict[str, Envelope] | None = None, objects: RunObjects | None = None) -> None:
         self.state: dict[str, Envelope] = state if state is not None else {}
-        self.live = live
+        self.objects = objects
 
     def read(self, key: str) -> Envelope | None:
         return self.state.get(key)
@@ -120,7 +120,7 @@ class DictBackend(_Backend):
         return list(shared_part(self.state))
 
     def write(self, key: str, value: Any) -> None:
-        self.state[key] = encode_value(value, self.live, f"state key {key!r}")
+        self.state[key] = encode_value(value, self.objects, f"state key {key!r}")
 
     def delete(self, key: str) -> None:
         self.state.pop(key, None)
@@ -348,8 +348,8 @@ InMemoryStateStore = StateStore
 
 
 def _same_env(env: Envelope, value: Any, backend: _Backend) -> bool:
-    if backend.live is not None:
-        found, old = backend.live.get(env)
+    if backend.objects is not None:
+        found, old = backend.objects.get(env)
         if found and old is value:
             return True
     try:
@@ -399,7 +399,7 @@ class Context(Generic[MODEL_T]):
     ) -> None:
         self._workflow = workflow
         self._pre: _Pre | None = _Pre(workflow, read_snapshot(workflow, previous_context) if previous_context else None)
-        self._run: LocalRun | None = None
+        self._run: LlamaLocalRun | None = None
         self._inv: Invocation | None = None
 
     # -- faces ---------------------------------------------------------------------------------------------------
@@ -420,7 +420,7 @@ class Context(Generic[MODEL_T]):
             raise ContextStateError(f"{fn} is only available from within step functions.")
         return self._inv
 
-    def _outside(self, fn: str) -> LocalRun:
+    def _outside(self, fn: str) -> LlamaLocalRun:
         if self._run is None:
             if self._inv is not None:
                 raise ContextStateError(f"{fn} is only available from handler code, not from within steps.")
@@ -477,7 +477,7 @@ class Context(Generic[MODEL_T]):
 
         Raises:
             ContextSerdeError: a value the run holds has no JSON form (kept
-                only as a live object in this process).
+                only as a Python object in this process).
         """
         if self._inv is not None:
             raise ContextStateError("to_dict is only available from handler code, not from within steps.")

@@ -18,7 +18,7 @@ from temporal_workflows.llama.errors import WorkflowCancelledByUser, WorkflowRun
 from temporal_workflows.llama.events import Event, InternalDispatchEvent, StopEvent
 
 if TYPE_CHECKING:
-    from temporal_workflows.llama._local import LocalRun
+    from temporal_workflows.llama._local import LlamaLocalRun
     from temporal_workflows.llama.context import Context
     from temporal_workflows.llama.workflow import Workflow
 
@@ -28,7 +28,7 @@ __all__ = ["WorkflowHandler"]
 class WorkflowHandler:
     """A running workflow: awaitable (its result), streamable (its events), and cancellable."""
 
-    def __init__(self, workflow: Workflow, run: LocalRun, ctx: Context[Any]) -> None:
+    def __init__(self, workflow: Workflow, run: LlamaLocalRun, ctx: Context[Any]) -> None:
         self._workflow = workflow
         self._run = run
         self._ctx = ctx

@@ -247,7 +247,7 @@ class Workflow(metaclass=_WorkflowMeta):
             ctx: A ``Context`` to continue (its state) or resume (a running ``from_dict`` context).
             start_event: The start event; otherwise ``kwargs`` make one of the workflow's start event class.
         """
-        from temporal_workflows.llama._local import LocalRun
+        from temporal_workflows.llama._local import LlamaLocalRun
         from temporal_workflows.llama.context import Context
         from temporal_workflows.llama.handler import WorkflowHandler
 
@@ -256,7 +256,7 @@ class Workflow(metaclass=_WorkflowMeta):
         ctx = ctx if ctx is not None else Context(self)
         resuming = ctx._pre is not None and ctx._pre.is_running
         event = None if resuming else self._start_event(start_event, **kwargs)
-        run = LocalRun(self, ctx, event, run_id)
+        run = LlamaLocalRun(self, ctx, event, run_id)
         return WorkflowHandler(self, run, ctx)
 
 

@@ -105,7 +105,7 @@ __all__ = [
     "state_page_text",
     "state_from_text",
     "StepInput",
-    "SubrunInput",
+    "SubWorkflowInput",
     "EventInput",
     "RouteInput",
     "Routed",
@@ -441,12 +441,12 @@ class Carried(BaseModel):
 
 
 @dataclass
-class SubrunInput:
+class SubWorkflowInput:
     """What makes a run one activation of a sub-workflow's child (set by the parent's step, never by callers).
 
     The child runs to rest (idle, or waiting for responses) and completes
     with what it produced and, while it waits, its snapshot, which the parent
-    keeps in its committed state (``_engine/subruns.py``). So no child runs
+    keeps in its committed state (``_engine/subworkflows.py``). So no child runs
     while it waits, however long, and the parent's checkpoints hold it.
 
     Attributes:
@@ -498,7 +498,7 @@ class RunInput:
     """Start from another run's checkpoint instead of ``message``."""
     carried: Carried | None = None
     """Set by the run itself when it continues as new; never by callers."""
-    subrun: SubrunInput | None = None
+    subrun: SubWorkflowInput | None = None
     stream: bool | None = None
     """How the run is read, as Agent Framework's ``run(stream=...)``: ``True`` streamed, ``False`` awaited
     (the durable twin's ``run()``), ``None`` not said (``start_run``). Steps read it as

@@ -32,7 +32,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, cast
 
-from temporal_workflows._engine.machine import Delivery, FanInGroup, PendingRequest, StateWrite, StepResult, StepTask
+from temporal_workflows._engine.machine import (
+    FanInGroup,
+    PendingRequest,
+    RoutedMessage,
+    StateWrite,
+    StepResult,
+    StepTask,
+)
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._compact import compact_event, expand_event
 from temporal_workflows.temporal._protocol import StepInput
@@ -240,7 +247,7 @@ def _candidates(task: StepTask, result: StepResult) -> list[str | None]:
 
 def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Mapping[str, FanInGroup]) -> StepResult:
     """The inverse of :func:`encode_step_result`; also reads the older, fully spelled-out form."""
-    sent: list[Delivery] = []
+    sent: list[RoutedMessage] = []
     for d in raw.get("sent") or ():
         messages = tuple(_from_input(m, task) for m in d["messages"])
         sources = d.get("source_ids")
@@ -252,7 +259,7 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
             if "fan_in" in d
             else _derived_fan_in(fan_in_groups, source_ids[0] if source_ids else None, d["target_id"])
         )
-        sent.append(Delivery(d["target_id"], messages, source_ids, fan_in))
+        sent.append(RoutedMessage(d["target_id"], messages, source_ids, fan_in))
     result = StepResult(
         writes=[
             StateWrite(w["key"], Envelope.from_json(w["value"]) if w.get("value") is not None else None)

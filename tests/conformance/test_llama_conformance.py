@@ -3,7 +3,7 @@
 A LlamaIndex-style run is the same engine and driver as a graph's, so the
 record a user of either host sees (every superstep, step, streamed event,
 output, status, failure; the committed state) must be identical. In process
-the record is the run's driver events (``LocalRun.record``); on Temporal the
+the record is the run's driver events (``LlamaLocalRun.record``); on Temporal the
 run's event stream. Both are normalised by the graph suite's normaliser.
 
 The waiting scenario is the interesting one: in process the waiting step

@@ -1,6 +1,6 @@
 """Sub-workflows on Temporal: each activation of a child is a child workflow of the child graph.
 
-A ``WorkflowExecutor``'s step (``_engine/subruns.py`` plans it, as in process)
+A ``WorkflowExecutor``'s step (``_engine/subworkflows.py`` plans it, as in process)
 starts a child workflow whose type is the child graph's name and whose id is
 the child's run id (``<parent id>/<executor>/<superstep>.<index>``, the same
 for every activation of one child; hashed where it would pass Temporal's
@@ -40,24 +40,31 @@ from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.limits import GUIDANCE, json_size
 from temporal_workflows._engine.machine import Engine, PendingRequest, Topology
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows._engine.subruns import (
+from temporal_workflows._engine.subworkflows import (
     Activation,
-    SubrunOutcome,
+    SubWorkflowOutcome,
     deliver_responses,
     resume_engine,
-    subrun_outcome,
+    sub_workflow_outcome,
 )
 from temporal_workflows._errors import RunTooLargeError
 from temporal_workflows.temporal._failures import refuse
-from temporal_workflows.temporal._protocol import FAILURE_INVALID_RESPONSE, RunInput, SubrunInput, Validated, quote
+from temporal_workflows.temporal._protocol import FAILURE_INVALID_RESPONSE, RunInput, SubWorkflowInput, Validated, quote
 from temporal_workflows.temporal._workflow.patches import PATCH_CHILD_START, PATCH_FIRST_COME, patched
 
 if TYPE_CHECKING:
     from temporal_workflows.temporal._workflow.budget import TaskBudget
 
-__all__ = ["carry_subrun", "child_result", "deliver_to_child", "resume_child", "run_child", "subrun_refusal"]
+__all__ = [
+    "carry_sub_workflow",
+    "child_result",
+    "deliver_to_child",
+    "resume_child",
+    "run_child",
+    "sub_workflow_refusal",
+]
 
-_OUTCOME: TypeAdapter[SubrunOutcome] = TypeAdapter(SubrunOutcome)
+_OUTCOME: TypeAdapter[SubWorkflowOutcome] = TypeAdapter(SubWorkflowOutcome)
 
 Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]]
 
@@ -67,7 +74,7 @@ Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]
 
 async def run_child(
     act: Activation, *, budget: TaskBudget, max_steps_in_flight: int | None = None, stream: bool | None = None
-) -> SubrunOutcome:
+) -> SubWorkflowOutcome:
     """Run one activation of a child as a child workflow, to rest; its outcome.
 
     The child runs at most as many steps at once as its parent (``max_steps_in_flight``), and is read as
@@ -77,7 +84,7 @@ async def run_child(
         ChildWorkflowError: the child failed (its own error is the cause: the
             parent's step fails with that error's type and message, as in process).
     """
-    subrun = SubrunInput(
+    subrun = SubWorkflowInput(
         parent_id=workflow.info().workflow_id,
         executor_id=act.executor_id,
         snapshot=act.snapshot,
@@ -114,7 +121,7 @@ async def run_child(
 # -- the child's side --------------------------------------------------------------------------
 
 
-def subrun_refusal(subrun: SubrunInput) -> str:
+def sub_workflow_refusal(subrun: SubWorkflowInput) -> str:
     """Why a child refuses outside input: its parent gives it input, and holds it while it waits."""
     return (
         f"this run is a sub-workflow of executor {quote(subrun.executor_id)} in run {quote(subrun.parent_id)}; "
@@ -122,7 +129,7 @@ def subrun_refusal(subrun: SubrunInput) -> str:
     )
 
 
-def resume_child(engine: Engine, subrun: SubrunInput, topology: Topology) -> None:
+def resume_child(engine: Engine, subrun: SubWorkflowInput, topology: Topology) -> None:
     """Restore a waiting child from the snapshot its parent kept.
 
     Raises:
@@ -134,7 +141,7 @@ def resume_child(engine: Engine, subrun: SubrunInput, topology: Topology) -> Non
 
 
 async def deliver_to_child(
-    engine: Engine, subrun: SubrunInput, *, now: float, validate: Validate
+    engine: Engine, subrun: SubWorkflowInput, *, now: float, validate: Validate
 ) -> tuple[set[str], list[str]]:
     """Deliver the child's responses, each validated first (a local activity), then time out its due requests.
 
@@ -178,7 +185,7 @@ def child_result(
     Raises:
         RunTooLargeError: the outcome passes the payload limit.
     """
-    outcome = subrun_outcome(engine, known, run_id=run_id, timestamp=timestamp, intermediate=intermediate or ())
+    outcome = sub_workflow_outcome(engine, known, run_id=run_id, timestamp=timestamp, intermediate=intermediate or ())
     outcome.ignored = ignored
     size = json_size(outcome)
     if size > limit:
@@ -190,9 +197,9 @@ def child_result(
     return {"status": RunStatus.COMPLETED, "superstep": engine.superstep, "subrun": outcome}
 
 
-def carry_subrun(
-    subrun: SubrunInput | None, known: set[str], intermediate: list[Envelope] | None = None
-) -> SubrunInput | None:
+def carry_sub_workflow(
+    subrun: SubWorkflowInput | None, known: set[str], intermediate: list[Envelope] | None = None
+) -> SubWorkflowInput | None:
     """What an activation that continues as new hands on: who it belongs to, what it waited for at first,
     and the intermediate outputs it has published so far."""
     if subrun is None:

@@ -32,7 +32,7 @@ from temporal_workflows.temporal._protocol import (
     Carried,
     CarriedCheckpoints,
     RunInput,
-    SubrunInput,
+    SubWorkflowInput,
     quote,
 )
 from temporal_workflows.temporal._workflow.budget import TaskBudget
@@ -87,7 +87,7 @@ class RunCarry:
     keep_alive: bool
     stream: bool | None
     invocation_kwargs: dict[str, Any] | None
-    subrun: SubrunInput | None
+    subrun: SubWorkflowInput | None
 
 
 class Continuation:

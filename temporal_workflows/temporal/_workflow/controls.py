@@ -61,7 +61,7 @@ class ControlHandlers(HandlerBase):
     def checkpoint_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
         """Take a checkpoint at the next boundary; a failure becomes a warning."""
         req, ok = self._signal_arg(SIGNAL_CHECKPOINT, raw, CheckpointRequest)
-        if not ok or self._subrun_ignores(SIGNAL_CHECKPOINT):
+        if not ok or self._sub_workflow_ignores(SIGNAL_CHECKPOINT):
             return
         error = _label_error(req)
         if error is not None:

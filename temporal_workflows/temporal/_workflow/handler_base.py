@@ -32,13 +32,13 @@ from temporal_workflows.temporal._protocol import (
     FAILURE_RUN_BUSY,
     FAILURE_RUN_CLOSED,
     RunInput,
-    SubrunInput,
+    SubWorkflowInput,
     Validated,
     ValidateInput,
 )
 from temporal_workflows.temporal._workflow.budget import TaskBudget
 from temporal_workflows.temporal._workflow.checkpointing import Checkpoints, ResetPlan
-from temporal_workflows.temporal._workflow.children import subrun_refusal
+from temporal_workflows.temporal._workflow.children import sub_workflow_refusal
 from temporal_workflows.temporal._workflow.continuation import Continuation
 from temporal_workflows.temporal._workflow.inbox import Inbox
 from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity
@@ -90,7 +90,7 @@ class HandlerBase:
     _segment: int
     _start_env: Envelope | None
     _lineage: dict[str, Any] | None
-    _subrun: SubrunInput | None
+    _sub_workflow: SubWorkflowInput | None
     _payload_limit: int
     _input_taken: tuple[int, int]
     _held: dict[str, Envelope]
@@ -120,11 +120,11 @@ class HandlerBase:
         assert self._engine is not None
         return self._engine
 
-    def _subrun_ignores(self, signal: str) -> bool:
+    def _sub_workflow_ignores(self, signal: str) -> bool:
         """A child's input comes from its parent only: a signal from outside is a warning."""
-        if self._subrun is None:
+        if self._sub_workflow is None:
             return False
-        self._board.warn(f"signal {signal!r} ignored: {subrun_refusal(self._subrun)}")
+        self._board.warn(f"signal {signal!r} ignored: {sub_workflow_refusal(self._sub_workflow)}")
         return True
 
     def _check_room_for(self, inp: Any) -> None:
@@ -180,8 +180,8 @@ class HandlerBase:
             await workflow.wait_condition(lambda: locals_.idle)
 
     def _check_open(self) -> None:
-        if self._subrun is not None:
-            raise refuse(FAILURE_RUN_CLOSED, subrun_refusal(self._subrun))
+        if self._sub_workflow is not None:
+            raise refuse(FAILURE_RUN_CLOSED, sub_workflow_refusal(self._sub_workflow))
         if self._board.closed or self._closing:
             state = "closing" if self._closing and not self._board.closed else self._board.status
             raise refuse(FAILURE_RUN_CLOSED, f"the run is {state}")

@@ -106,21 +106,21 @@ class InputHandlers(HandlerBase):
     def respond_signal(self, raw: RawValue) -> None:
         """Answer a request; bad input becomes a warning, never a failure."""
         inp, _ = self._signal_arg(SIGNAL_RESPOND, raw, RespondInput)
-        if inp is not None and not self._subrun_ignores(SIGNAL_RESPOND):
+        if inp is not None and not self._sub_workflow_ignores(SIGNAL_RESPOND):
             self._inbox.respond_signal(inp)
 
     @workflow.signal(name=SIGNAL_SEND)
     def send_signal(self, raw: RawValue) -> None:
         """Queue a message for an executor; bad input becomes a warning."""
         inp, _ = self._signal_arg(SIGNAL_SEND, raw, SendInput)
-        if inp is not None and not self._subrun_ignores(SIGNAL_SEND):
+        if inp is not None and not self._sub_workflow_ignores(SIGNAL_SEND):
             self._inbox.send_signal(inp)
 
     @workflow.signal(name=SIGNAL_SEND_EVENT)
     def send_event_signal(self, raw: RawValue) -> None:
         """An event for the run to route at its next boundary (a front end's ``send_event``); bad input warns."""
         inp, _ = self._signal_arg(SIGNAL_SEND_EVENT, raw, EventInput)
-        if inp is not None and not self._subrun_ignores(SIGNAL_SEND_EVENT):
+        if inp is not None and not self._sub_workflow_ignores(SIGNAL_SEND_EVENT):
             self._inbox.event_signal(inp)
 
     @workflow.update(name=UPDATE_RESPOND)

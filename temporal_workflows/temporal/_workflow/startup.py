@@ -24,7 +24,7 @@ from temporal_workflows._engine.machine import Engine, Topology
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import InvalidRunInputError, WorkflowError
 from temporal_workflows.temporal._failures import short_message, to_failure
-from temporal_workflows.temporal._protocol import MAX_ID_CHARS, Carried, RunInput, SubrunInput, quote, too_long
+from temporal_workflows.temporal._protocol import MAX_ID_CHARS, Carried, RunInput, SubWorkflowInput, quote, too_long
 from temporal_workflows.temporal._workflow.budget import TaskBudget
 from temporal_workflows.temporal._workflow.checkpointing import Checkpoints
 from temporal_workflows.temporal._workflow.children import resume_child
@@ -58,7 +58,7 @@ async def start_engine(
     engine: Engine,
     inp: RunInput,
     carried: Carried | None,
-    subrun: SubrunInput | None,
+    subrun: SubWorkflowInput | None,
     *,
     checkpoints: Checkpoints,
     budget: TaskBudget,

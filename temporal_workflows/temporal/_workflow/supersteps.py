@@ -30,7 +30,7 @@ from temporal_workflows._engine.driver import ReducerFailed, StepFailure, StepOu
 from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.machine import CommitPlan, Engine, Reduction, StepResult, StepTask, Topology
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows._engine.subruns import Activation, SubrunOutcome, SubrunSuperstep
+from temporal_workflows._engine.subworkflows import Activation, SubWorkflowOutcome, SubWorkflowSuperstep
 from temporal_workflows._errors import class_path, error_classes
 from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._protocol import (
@@ -159,13 +159,15 @@ class StepRunner:
         self.in_flight = [t.executor_id for t in tasks]
         inline = dict(engine.state) if self.state_size <= INLINE_STATE_LIMIT else None
         window = asyncio.Semaphore(self.max_in_flight)
-        subruns = None
-        if SubrunSuperstep.any_in(self.topology, tasks):
+        sub_workflows = None
+        if SubWorkflowSuperstep.any_in(self.topology, tasks):
             # Sub-workflow executors' steps run their children as child workflows first (children.py).
             run_key = workflow.info().workflow_id + (f"@{self.epoch}" if self.epoch else "")
             loop = asyncio.get_running_loop()
-            subruns = SubrunSuperstep(self.topology, tasks, engine.state, run_key=run_key, future=loop.create_future)
-        running = [asyncio.ensure_future(self._run_step(t, inline, window, subruns)) for t in tasks]
+            sub_workflows = SubWorkflowSuperstep(
+                self.topology, tasks, engine.state, run_key=run_key, future=loop.create_future
+            )
+        running = [asyncio.ensure_future(self._run_step(t, inline, window, sub_workflows)) for t in tasks]
         # Counted as steps finish, so the conditions below cost O(1) however wide the superstep
         # (they are checked after every activation job, e.g. each of 5,000 activity results).
         finished = [0, 0]  # steps done, steps failed
@@ -240,11 +242,11 @@ class StepRunner:
         task: StepTask,
         inline: dict[str, Envelope] | None,
         window: asyncio.Semaphore,
-        subruns: SubrunSuperstep | None = None,
+        sub_workflows: SubWorkflowSuperstep | None = None,
     ) -> StepResult | None:
-        if subruns is not None and subruns.owns(task):
+        if sub_workflows is not None and sub_workflows.owns(task):
 
-            async def child(act: Activation) -> SubrunOutcome:
+            async def child(act: Activation) -> SubWorkflowOutcome:
                 # A running child counts against the window like a step (Temporal also bounds pending children).
                 async with window:
                     limit = self.max_in_flight if self.max_in_flight != MAX_STEPS_IN_FLIGHT else None
@@ -253,7 +255,7 @@ class StepRunner:
             async def report(report_task: StepTask) -> StepResult:
                 return await self._activity_step(report_task, inline, window)
 
-            return await subruns.run(task, child, report)
+            return await sub_workflows.run(task, child, report)
         return await self._activity_step(task, inline, window)
 
     async def _activity_step(

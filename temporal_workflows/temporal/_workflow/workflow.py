@@ -18,7 +18,7 @@ themselves across continue-as-new:
 * ``continuation.Continuation``: continue-as-new, when history is long or a reset asks.
 
 Where a run starts (five starting points) is ``startup.start_engine``. The
-driver's host (``_Host``) is given these parts and the run's ``RunControls``.
+driver's host (``_TemporalHost``) is given these parts and the run's ``RunControls``.
 
 This module is the run loop. The signal, update and query handlers are
 declared in mixins the SDK collects from ``GraphWorkflow``'s bases, one file
@@ -91,7 +91,7 @@ from temporal_workflows.temporal._tracing import workflow_span
 from temporal_workflows.temporal._workflow.budget import TaskBudget
 from temporal_workflows.temporal._workflow.checkpointing import Checkpoints, ResetPlan
 from temporal_workflows.temporal._workflow.children import (
-    carry_subrun,
+    carry_sub_workflow,
     child_result,
     deliver_to_child,
 )
@@ -254,11 +254,11 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self._start_env: Envelope | None = carried.start if carried else None
         self._lineage: dict[str, Any] | None = carried.lineage if carried else None
         # A sub-workflow's child: runs to rest, refuses outside input (children.py).
-        self._subrun = inp.subrun if self._input_error is None else None
-        self._subrun_known: set[str] = set(inp.subrun.known or []) if inp.subrun and carried else set()
-        self._subrun_ignored: list[str] = []
+        self._sub_workflow = inp.subrun if self._input_error is None else None
+        self._sub_workflow_known: set[str] = set(inp.subrun.known or []) if inp.subrun and carried else set()
+        self._sub_workflow_ignored: list[str] = []
         # A child's intermediate outputs go to its parent with its outcome (those before a continue-as-new too).
-        self._subrun_intermediate: list[Envelope] = (
+        self._sub_workflow_intermediate: list[Envelope] = (
             list(inp.subrun.intermediate or []) if inp.subrun and carried else []
         )
         self._payload_limit = DEFAULT_MAX_PAYLOAD_BYTES
@@ -350,7 +350,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         steps.streaming = inp.stream
         steps.invocation_kwargs = inp.invocation_kwargs
         engine = Engine(topology)
-        point = await start_engine(engine, inp, self._carried, self._subrun, checkpoints=cps, budget=self._budget)
+        point = await start_engine(engine, inp, self._carried, self._sub_workflow, checkpoints=cps, budget=self._budget)
         if point.start is not None:
             self._start_env = point.start
         if point.lineage is not None:
@@ -362,11 +362,11 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         if self._lineage is not None:
             cps.metadata["lineage"] = self._lineage
         every = inp.checkpoint_every if inp.checkpoint_every is not None else cps.setup.every
-        if self._subrun is not None:
+        if self._sub_workflow is not None:
             every = 0  # a child's checkpoints are its parent's: they hold it
         driver = SuperstepDriver(
             engine,
-            _Host(
+            _TemporalHost(
                 steps=steps,
                 inbox=self._inbox,
                 checkpoints=cps,
@@ -390,7 +390,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             # Runs recorded before steps read the state in pages kept it within one payload.
             state_limit=None if self.patches.get(PATCH_STATE_PAGES) else (lambda: self._payload_limit),
             release_outputs=lambda: self.patches.get(PATCH_RELEASE_OUTPUTS),
-            intermediate=self._subrun_intermediate if self._subrun is not None else None,
+            intermediate=self._sub_workflow_intermediate if self._sub_workflow is not None else None,
         )
         carried = self._carried
         if carried is None or carried.reason != "history":
@@ -399,10 +399,10 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             for event in driver.announce_pending():
                 self._publish(event)
         try:
-            if self._subrun is not None and carried is None:
+            if self._sub_workflow is not None and carried is None:
                 now = workflow.now().timestamp()
-                delivered = await deliver_to_child(engine, self._subrun, now=now, validate=self._validate)
-                self._subrun_known, self._subrun_ignored = delivered
+                delivered = await deliver_to_child(engine, self._sub_workflow, now=now, validate=self._validate)
+                self._sub_workflow_known, self._sub_workflow_ignored = delivered
             async for event in driver.run():
                 self._publish(event)
         except WorkflowRunError as e:
@@ -410,16 +410,16 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             raise to_failure(e) from None
         # Let in-flight handlers finish (and stream pollers see the end) before closing.
         await self._continuation.settle(engine)
-        if self._subrun is not None:
+        if self._sub_workflow is not None:
             try:
                 return child_result(
                     engine,
-                    self._subrun_known,
-                    self._subrun_ignored,
+                    self._sub_workflow_known,
+                    self._sub_workflow_ignored,
                     run_id=workflow.info().workflow_id,
                     timestamp=workflow.now(),
                     limit=self._payload_limit,
-                    intermediate=self._subrun_intermediate,
+                    intermediate=self._sub_workflow_intermediate,
                 )
             except WorkflowRunError as e:
                 self._board.error = str(e)
@@ -436,7 +436,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
     def _may_finish(self, engine: Engine) -> bool:
         """Whether the run ends when it has no work (otherwise it waits for input)."""
         # A sub-workflow's child ends each activation at rest; its parent keeps it while it waits.
-        return self._subrun is not None or self._closing or (not self._keep_alive and not engine.pending_requests)
+        return self._sub_workflow is not None or self._closing or (not self._keep_alive and not engine.pending_requests)
 
     # -- continue-as-new (continuation.py) --------------------------------------------
 
@@ -454,7 +454,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             keep_alive=self._keep_alive,
             stream=steps.streaming if steps is not None else self._input.stream,
             invocation_kwargs=steps.invocation_kwargs if steps is not None else self._input.invocation_kwargs,
-            subrun=carry_subrun(self._subrun, self._subrun_known, self._subrun_intermediate),
+            subrun=carry_sub_workflow(self._sub_workflow, self._sub_workflow_known, self._sub_workflow_intermediate),
         )
 
     async def _continue_as_new(self, engine: Engine, *, may_postpone: bool = False) -> None:
@@ -475,7 +475,7 @@ class RunControls:
     continue_as_new: Callable[[Engine, bool], Awaitable[None]]
 
 
-class _Host(DriverHost):
+class _TemporalHost(DriverHost):
     """The driver's host on Temporal: the workflow's parts, at boundaries and in supersteps.
 
     It is given each collaborator it uses (no reaching into the workflow): the

@@ -1,8 +1,8 @@
-"""The live Python objects of an in-process LlamaIndex run, next to the JSON the engine keeps.
+"""The Python objects of an in-process LlamaIndex run (its run objects), next to the JSON the engine keeps.
 
 Events, results and state values keep their identity and type in process
 (a tuple stays a tuple, an LLM client need not serialize): a run registers its
-:class:`LiveRun`, and encoding keeps each value's live object by its envelope.
+:class:`RunObjects`, and encoding keeps each value's Python object by its envelope.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ if TYPE_CHECKING:
     from temporal_workflows.llama._invocations import Invocation
 
 __all__ = [
-    "LiveRun",
+    "RunObjects",
     "Parked",
     "decode_value",
     "encode_value",
     "event_json",
-    "live_run",
-    "register_live",
-    "unregister_live",
+    "run_objects",
+    "register_run_objects",
+    "unregister_run_objects",
 ]
 
 
@@ -44,8 +44,8 @@ class Parked:
 
 
 @dataclass
-class LiveRun:
-    """The live objects of one in-process run, by the envelopes that carry them."""
+class RunObjects:
+    """The Python objects of one in-process run, by the envelopes that carry them."""
 
     values: dict[int, tuple[Envelope, Any]] = field(default_factory=dict)
     parked: dict[str, Parked] = field(default_factory=dict)
@@ -69,41 +69,41 @@ class LiveRun:
         self.parked.clear()
 
 
-_LIVE: dict[str, LiveRun] = {}
+_RUN_OBJECTS: dict[str, RunObjects] = {}
 """In-process runs by run id (the in-process host registers its run here for the run's duration)."""
 
 
-def live_run(run_id: str) -> LiveRun | None:
-    return _LIVE.get(run_id)
+def run_objects(run_id: str) -> RunObjects | None:
+    return _RUN_OBJECTS.get(run_id)
 
 
-def register_live(run_id: str, live: LiveRun) -> None:
-    _LIVE[run_id] = live
+def register_run_objects(run_id: str, objects: RunObjects) -> None:
+    _RUN_OBJECTS[run_id] = objects
 
 
-def unregister_live(run_id: str) -> None:
-    live = _LIVE.pop(run_id, None)
-    if live is not None:
-        live.cancel_parked()
+def unregister_run_objects(run_id: str) -> None:
+    objects = _RUN_OBJECTS.pop(run_id, None)
+    if objects is not None:
+        objects.cancel_parked()
 
 
-def encode_value(value: Any, live: LiveRun | None, what: str) -> Envelope:
-    """``value`` as an envelope; in process an unserializable value is kept as a live object only."""
+def encode_value(value: Any, objects: RunObjects | None, what: str) -> Envelope:
+    """``value`` as an envelope; in process an unserializable value is kept as an in-process object only."""
     try:
         env = encode(value, what=what)
     except NotSerializableError:
-        if live is None:
+        if objects is None:
             raise
         env = Envelope(UNSERIALIZABLE, {"type": f"{type(value).__module__}.{type(value).__qualname__}"})
-    if live is not None:
-        live.put(env, value)
+    if objects is not None:
+        objects.put(env, value)
     return env
 
 
-def decode_value(env: Envelope, live: LiveRun | None) -> Any:
-    """The value an envelope carries: the live object in process if there is one."""
-    if live is not None:
-        found, value = live.get(env)
+def decode_value(env: Envelope, objects: RunObjects | None) -> Any:
+    """The value an envelope carries: the in-process object if there is one."""
+    if objects is not None:
+        found, value = objects.get(env)
         if found:
             return value
     if env.type == UNSERIALIZABLE:
@@ -111,13 +111,13 @@ def decode_value(env: Envelope, live: LiveRun | None) -> Any:
 
         raise ContextSerdeError(
             f"a value of type {env.data.get('type') if isinstance(env.data, dict) else '?'} was kept only as a "
-            "live object in the process that ran the step (it has no JSON form), and that object is gone"
+            "Python object in the process that ran the step (it has no JSON form), and that object is gone"
         )
     return decode(env)
 
 
-def event_json(event: Event, live: LiveRun | None, what: str) -> dict[str, Any]:
-    return encode_value(event, live, what).to_json()
+def event_json(event: Event, objects: RunObjects | None, what: str) -> dict[str, Any]:
+    return encode_value(event, objects, what).to_json()
 
 
 # -- a step task -------------------------------------------------------------------------------------------------

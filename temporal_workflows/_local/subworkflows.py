@@ -1,7 +1,7 @@
 """Sub-workflows in process: a ``WorkflowExecutor``'s child runs on the same driver, inside the parent's step.
 
 The planning (which child a step starts or resumes, in which order, what it
-leaves in the parent's state) is ``_engine/subruns.py``, shared with the
+leaves in the parent's state) is ``_engine/subworkflows.py``, shared with the
 Temporal host; this module supplies what differs in process: a child run is
 the superstep driver over the child's own engine, with the in-process host
 (so a child's own sub-workflows run the same way, nested), and it comes to
@@ -20,24 +20,26 @@ from temporal_workflows._engine.driver import StepFailure, StepOutcome, Superste
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.machine import Engine, PendingRequest, StepResult, StepTask
 from temporal_workflows._engine.serde import Envelope, decode
-from temporal_workflows._engine.subruns import (
+from temporal_workflows._engine.subworkflows import (
     Activation,
-    SubrunOutcome,
-    SubrunSuperstep,
+    SubWorkflowOutcome,
+    SubWorkflowSuperstep,
     deliver_responses,
     resume_engine,
-    subrun_outcome,
+    sub_workflow_outcome,
 )
 from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.graph import Graph
 
 if TYPE_CHECKING:
-    from temporal_workflows._local.runner import _LocalHost
+    from temporal_workflows._local.runner import _GraphLocalHost
 
-__all__ = ["activate", "run_with_children"]
+__all__ = ["activate", "run_with_sub_workflows"]
 
 
-async def activate(parent: Graph, act: Activation, host_for: Callable[[Graph, str], _LocalHost]) -> SubrunOutcome:
+async def activate(
+    parent: Graph, act: Activation, host_for: Callable[[Graph, str], _GraphLocalHost]
+) -> SubWorkflowOutcome:
     """Run one child of ``parent`` to rest: a new one from its start message, or a waiting one with its answers.
 
     ``host_for(graph, run_id)`` is the child's host: the parent's kind, read as
@@ -72,31 +74,33 @@ async def activate(parent: Graph, act: Activation, host_for: Callable[[Graph, st
     )
     async for _ in driver.run():
         pass  # the child's events stay with it; its outputs and requests are in the engine
-    outcome = subrun_outcome(engine, known, run_id=act.run_id, timestamp=datetime.now(UTC), intermediate=intermediate)
+    outcome = sub_workflow_outcome(
+        engine, known, run_id=act.run_id, timestamp=datetime.now(UTC), intermediate=intermediate
+    )
     outcome.ignored = ignored
     return outcome
 
 
-async def run_with_children(host: _LocalHost, tasks: Sequence[StepTask], engine: Engine) -> list[StepOutcome]:
+async def run_with_sub_workflows(host: _GraphLocalHost, tasks: Sequence[StepTask], engine: Engine) -> list[StepOutcome]:
     """The superstep's steps, those of sub-workflow executors running their children first (in task order)."""
     graph = host.runner.graph
     state = engine.state
     run_id = host.runner.run_id or ""
-    subruns = SubrunSuperstep(
+    sub_workflows = SubWorkflowSuperstep(
         graph.topology, tasks, state, run_key=run_id, future=asyncio.get_running_loop().create_future
     )
 
-    async def run_child(act: Activation) -> SubrunOutcome:
-        return await activate(graph, act, host.for_child)
+    async def run_sub_workflow(act: Activation) -> SubWorkflowOutcome:
+        return await activate(graph, act, host.for_sub_workflow)
 
     async def report(task: StepTask) -> StepResult:
         return await run_step(graph, task, state, run_id=run_id, streaming=host.streaming)
 
     async def one(task: StepTask) -> StepOutcome:
-        if not subruns.owns(task):
+        if not sub_workflows.owns(task):
             return await host._run_task(task, state)
         try:
-            return await subruns.run(task, run_child, report)
+            return await sub_workflows.run(task, run_sub_workflow, report)
         except Exception as e:
             return StepFailure.of(e)
 

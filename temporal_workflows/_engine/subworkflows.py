@@ -53,23 +53,23 @@ __all__ = [
     "REPORT_TYPE",
     "RESPONSE_MESSAGE_TYPE",
     "Activation",
-    "SubrunOutcome",
-    "SubrunSuperstep",
-    "child_key_prefix",
+    "SubWorkflowOutcome",
+    "SubWorkflowSuperstep",
+    "sub_workflow_key_prefix",
     "deliver_responses",
     "list_envelope",
     "resume_engine",
-    "subrun_outcome",
+    "sub_workflow_outcome",
 ]
 
 REPORT_TYPE = type_key(SubWorkflowReport)
 RESPONSE_MESSAGE_TYPE = type_key(SubWorkflowResponseMessage)
-SUBRUN_KEY = "sub/"
+SUB_WORKFLOW_KEY = "sub/"
 
 
-def child_key_prefix(executor_id: str) -> str:
+def sub_workflow_key_prefix(executor_id: str) -> str:
     """Where ``executor_id`` keeps its waiting children in the parent's state (executor-private)."""
-    return f"{EXECUTOR_STATE_PREFIX}{executor_id}/{SUBRUN_KEY}"
+    return f"{EXECUTOR_STATE_PREFIX}{executor_id}/{SUB_WORKFLOW_KEY}"
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ class Activation:
 
 
 @dataclass
-class SubrunOutcome:
+class SubWorkflowOutcome:
     """What an activation left: the child's outputs and new requests, and the child itself if it waits.
 
     Attributes:
@@ -122,9 +122,9 @@ class SubrunOutcome:
     intermediate: list[Envelope] = field(default_factory=list)
 
 
-def subrun_outcome(
+def sub_workflow_outcome(
     engine: Engine, known: set[str], *, run_id: str, timestamp: datetime, intermediate: Sequence[Envelope] = ()
-) -> SubrunOutcome:
+) -> SubWorkflowOutcome:
     """The outcome of a child whose driver has come to rest (both hosts).
 
     Args:
@@ -139,7 +139,7 @@ def subrun_outcome(
     if engine.pending_requests:
         cp = checkpoint_of(engine, checkpoint_id="", run_id=run_id, previous_checkpoint_id=None, timestamp=timestamp)
         snapshot = cp.model_copy(update={"outputs": []}).model_dump(mode="json")
-    return SubrunOutcome(outputs, requests, snapshot, intermediate=list(intermediate))
+    return SubWorkflowOutcome(outputs, requests, snapshot, intermediate=list(intermediate))
 
 
 def resume_engine(topology: Topology, snapshot: dict[str, Any]) -> Engine:
@@ -228,7 +228,7 @@ class Future(Protocol):
     def __await__(self) -> Any: ...
 
 
-Activate = Callable[[Activation], Awaitable[SubrunOutcome]]
+Activate = Callable[[Activation], Awaitable[SubWorkflowOutcome]]
 """How a host runs a child to rest (raises the child's failure)."""
 ReportStep = Callable[[StepTask], Awaitable[StepResult]]
 """How a host runs the executor's own step on a report (user code; raises its failure)."""
@@ -271,7 +271,7 @@ def _warning(executor_id: str, request_id: str, why: str) -> Envelope:
     return encode(WorkflowWarningEvent(message=message, request_id=request_id, executor_id=executor_id))
 
 
-class SubrunSuperstep:
+class SubWorkflowSuperstep:
     """The sub-workflow steps of one superstep, planned from the committed state at its start.
 
     Args:
@@ -343,7 +343,7 @@ class SubrunSuperstep:
         return _Plan(task, "start", key=key, start=task.messages[0])
 
     def _resume(self, task: StepTask, request_id: str, response: Envelope) -> _Plan:
-        prefix = child_key_prefix(task.executor_id)
+        prefix = sub_workflow_key_prefix(task.executor_id)
         for k, env in self._state.items():
             if not k.startswith(prefix) or not isinstance(env.data, dict):
                 continue
@@ -356,7 +356,7 @@ class SubrunSuperstep:
         chain = (executor_id, key)
         if chain in self._latest:
             return self._latest[chain]
-        env = self._state.get(child_key_prefix(executor_id) + key)
+        env = self._state.get(sub_workflow_key_prefix(executor_id) + key)
         return env.data if env is not None and isinstance(env.data, dict) else None
 
     # -- running -------------------------------------------------------------------------------
@@ -377,7 +377,7 @@ class SubrunSuperstep:
             return None
         x = task.executor_id
         events: list[Envelope] = []
-        outcome: SubrunOutcome | None = None
+        outcome: SubWorkflowOutcome | None = None
         try:
             if plan.kind == "ignore":
                 events.append(_warning(x, plan.request_id, "which has no child waiting for it (answered already?)"))
@@ -419,7 +419,7 @@ class SubrunSuperstep:
 
     def _write(self, executor_id: str, key: str) -> StateWrite | None:
         """The child's snapshot as the superstep leaves it; ``None`` for a new child that is done already."""
-        state_key = child_key_prefix(executor_id) + key
+        state_key = sub_workflow_key_prefix(executor_id) + key
         snapshot = self._latest[(executor_id, key)]
         if snapshot is None:
             return StateWrite(state_key, None) if state_key in self._state else None
