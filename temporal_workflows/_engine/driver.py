@@ -1,8 +1,8 @@
 """The superstep driver: the one loop both hosts run over the engine.
 
 The engine (``_engine``) is the pure superstep machine; this module is the
-loop around it, written once: expire due requests, take outside input, serve
-requested checkpoints, decide (finish, go idle, or run a superstep), run the
+loop around it, written once: carry out an accepted reset, take outside input,
+expire due requests, serve requested checkpoints, decide (finish, go idle, or run a superstep), run the
 superstep's steps, commit their results (with reducers), publish events,
 checkpoint by policy, fail loudly. The in-process runner and the Temporal
 workflow are thin adapters that supply only what differs between them through
@@ -26,7 +26,7 @@ in-process caller, as payloads on a Temporal stream).
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +35,7 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from temporal_workflows._checkpoints.base import request_event
+from temporal_workflows._engine.inbound import CheckpointAsk, Controls
 from temporal_workflows._engine.limits import (
     GUIDANCE,
     MIN_MAX_PAYLOAD_BYTES,
@@ -93,6 +94,7 @@ __all__ = [
     "counted_attempts",
     "pending_request_event",
     "pending_request_from_json",
+    "serve_checkpoint_asks",
 ]
 
 DriverEvent = WorkflowEvent | Envelope
@@ -210,17 +212,33 @@ class DriverHost:
 
     Every method is called at a superstep boundary or for the running
     superstep, never concurrently with another of them.
+
+    Attributes:
+        controls: The host's queue of checkpoint and reset requests, served by
+            the driver at its fixed points of each boundary (``None``: the
+            host takes none while the driver runs; in process they are calls
+            on an idle run).
     """
+
+    controls: Controls[Any] | None = None
 
     def now(self) -> float:
         """The host's clock, epoch seconds (on Temporal: ``workflow.now()``)."""
         raise NotImplementedError
 
+    async def carry_out_reset(self, engine: Engine) -> None:
+        """Carry out the reset in ``controls`` (first at a boundary, before any input).
+
+        On Temporal the run continues as new from the reset's starting point,
+        so this never returns; what was queued with it stays with the old run.
+        """
+        raise NotImplementedError
+
     async def take_input(self, engine: Engine) -> None:
         """Hand outside input that arrived since the last boundary to the engine."""
 
-    async def serve_checkpoints(self, engine: Engine) -> None:
-        """Take checkpoints that were asked for from outside (after requests expired)."""
+    def warn(self, text: str) -> None:
+        """Report a warning of the run's (a checkpoint asked for by a signal that failed)."""
 
     def may_finish(self, engine: Engine) -> bool:
         """With no work left: may the run end now (or must it wait for input)?"""
@@ -274,13 +292,44 @@ class DriverHost:
     def committed(self, plan: CommitPlan, engine: Engine) -> None:
         """A superstep's commit was applied (host bookkeeping: state size, dirty keys)."""
 
-    async def save_checkpoint(self, engine: Engine, trigger: str) -> str | None:
+    async def save_checkpoint(self, engine: Engine, trigger: str, label: str | None = None) -> str | None:
         """Store a checkpoint of ``engine`` (a boundary); return its id (``None``: none was taken).
+
+        ``trigger``: ``"entry"``, ``"auto"`` (the policy's) or ``"requested"``
+        (a :class:`CheckpointAsk`, with its ``label``; never ``None``).
 
         Raises:
             CheckpointStorageError: it was not saved.
         """
         raise NotImplementedError
+
+
+async def serve_checkpoint_asks(
+    engine: Engine,
+    asks: list[CheckpointAsk],
+    save: Callable[[str | None], Awaitable[str | None]],
+    warn: Callable[[str], None],
+) -> None:
+    """Take the checkpoints asked for, oldest first, at a boundary; tell each asker how it went.
+
+    The one way a requested checkpoint is taken: by the driver at its point
+    of every boundary (after input and expiry), by a Temporal run settling
+    its handlers before it closes, and by an idle in-process workflow's
+    ``create_checkpoint()``. ``save`` stores one (with its label) and
+    returns its id; a storage failure is the asker's (``failure``, and
+    ``error`` says which boundary), and a warning when the asker does not wait.
+    """
+    while asks:
+        ask = asks.pop(0)
+        try:
+            ask.checkpoint_id = await save(ask.label)
+            ask.superstep = engine.superstep
+        except CheckpointStorageError as e:
+            ask.failure = e
+            ask.error = f"checkpoint after superstep {engine.superstep} was not saved: {e}"
+            if ask.warn:
+                warn(ask.error)
+        ask.done = True
 
 
 def _overrides(host: DriverHost, hook: str) -> bool:
@@ -552,7 +601,7 @@ class SuperstepDriver:
         # Hooks the host left at DriverHost's defaults do nothing: not called at every boundary or commit
         # (in process, a run with no outside input). Asked once: a host does not change its methods during a run.
         self._takes_input = _overrides(host, "take_input")
-        self._serves_checkpoints = _overrides(host, "serve_checkpoints")
+        self._controls = host.controls
         self._looks_before = _overrides(host, "before_superstep")
         self._shows_status = _overrides(host, "on_status")
         self._tracks_commits = _overrides(host, "committed")
@@ -657,10 +706,14 @@ class SuperstepDriver:
             raise
 
     async def _loop(self) -> AsyncIterator[list[DriverEvent]]:
-        engine, host = self.engine, self.host
+        engine, host, controls = self.engine, self.host, self._controls
         while True:
             had_work = engine.has_work()
             idle = None if had_work else engine.run_state()
+            # The order at a boundary (docs/architecture.md): an accepted reset first (it wins over
+            # what was queued with it), then input, expiry, requested checkpoints, the decision.
+            if controls is not None and controls.reset is not None:
+                await host.carry_out_reset(engine)
             if self._takes_input:
                 await host.take_input(engine)
             self.expire()
@@ -670,8 +723,13 @@ class SuperstepDriver:
                     # The run was idle at this boundary whether the input came before it or after (a
                     # client answering at once, or a minute later): say so either way, on every host.
                     self._show_state(idle)
-            if self._serves_checkpoints:
-                await host.serve_checkpoints(engine)
+            if controls is not None and controls.checkpoints:
+                await serve_checkpoint_asks(
+                    engine,
+                    controls.checkpoints,
+                    lambda label: host.save_checkpoint(engine, "requested", label),
+                    host.warn,
+                )
             if self._out:
                 yield self._flush()
             if engine.halted or (not engine.has_work() and host.may_finish(engine)):

@@ -19,6 +19,15 @@ taking it does is the same everywhere, and is this module:
   say "already answered" later) and whether nothing took an event (the front
   end's notice, e.g. LlamaIndex's ``UnhandledEvent``).
 
+Checkpoint and reset requests are outside input too, but they do not reach
+the engine: they act on the run around it, at fixed points of a boundary
+rather than in arrival order (a checkpoint holds what the boundary took; a
+reset wins over everything queued with it). A host queues them in its
+:class:`Controls` (a :class:`CheckpointAsk` each, and the accepted reset's
+plan) and the driver serves them there, the same on every host
+(``driver.serve_checkpoint_asks``; the order at a boundary is listed in
+docs/architecture.md).
+
 The routing policy itself belongs to the front end (graphs: a message goes to
 the executor the client names, a response to its request; LlamaIndex:
 ``llama/_routing.route_event``); the host asks it (in process: a call; on
@@ -29,15 +38,27 @@ and hands the :class:`Route` here. Pure: no host, clock or I/O.
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar
 
 from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
 
-__all__ = ["Applied", "Inbound", "InboundKind", "Route", "Unanswerable", "apply", "open_request"]
+__all__ = [
+    "Applied",
+    "CheckpointAsk",
+    "Controls",
+    "Inbound",
+    "InboundKind",
+    "Route",
+    "Unanswerable",
+    "apply",
+    "open_request",
+]
 
 InboundKind = Literal["respond", "send", "event"]
+
+_Plan = TypeVar("_Plan")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +80,58 @@ class Inbound:
     key: str
     value: Envelope
     checked: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class CheckpointAsk:
+    """A checkpoint asked for from outside, queued until the driver takes it at a boundary.
+
+    Its asker waits for ``done`` and reads the outcome: ``checkpoint_id`` and
+    ``superstep``, or ``failure`` (the storage's error) with ``error`` (the
+    line a run on Temporal reports it by).
+
+    Attributes:
+        label: The asker's label for it (Temporal keeps it with the checkpoint).
+        warn: Its failure is a warning of the run's (nobody waits for its
+            outcome: a Temporal signal), not only its asker's error.
+    """
+
+    label: str | None = None
+    warn: bool = False
+    checkpoint_id: str | None = None
+    superstep: int = 0
+    failure: Exception | None = None
+    error: str | None = None
+    done: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class Controls(Generic[_Plan]):
+    """Checkpoint and reset requests waiting for a boundary, beside a host's queue of input for the engine.
+
+    At a boundary the driver first carries out an accepted reset (it takes
+    precedence over everything queued with it), then the host hands the
+    engine its input, due requests expire, and the checkpoints asked for are
+    taken, in the order they were asked, so each holds what that boundary
+    took. A checkpoint asked for while the run is idle is taken at once.
+
+    Attributes:
+        checkpoints: Checkpoints asked for, oldest first.
+        reset: The accepted reset, as its host planned it (what it restores);
+            a later reset replaces an earlier one not yet carried out.
+    """
+
+    checkpoints: list[CheckpointAsk] = field(default_factory=list)
+    reset: _Plan | None = None
+
+    def __bool__(self) -> bool:
+        """Whether anything waits for a boundary (an idle run wakes for it)."""
+        return bool(self.checkpoints) or self.reset is not None
+
+    @property
+    def resetting(self) -> bool:
+        """Whether a reset waits: a running superstep is abandoned for it."""
+        return self.reset is not None
 
 
 @dataclass(frozen=True, slots=True)

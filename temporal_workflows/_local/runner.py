@@ -6,6 +6,9 @@ concurrently with ``asyncio.gather``, callable reducers are plain calls, the
 clock is ``time.time()``, checkpoints go to the ``CheckpointStorage`` given,
 outside input arrives as the arguments of ``run()`` (and is refused by
 raising, before anything changes), and an idle run returns to its caller.
+Checkpoint and reset requests are calls on an idle workflow (a running one
+refuses them): a checkpoint asked for is taken as the driver takes one at a
+boundary (``driver.serve_checkpoint_asks``); nothing is queued while a run goes.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from temporal_workflows._engine.driver import (
     StepFailure,
     StepOutcome,
     SuperstepDriver,
+    serve_checkpoint_asks,
 )
-from temporal_workflows._engine.inbound import Inbound, Unanswerable, apply, open_request
+from temporal_workflows._engine.inbound import CheckpointAsk, Inbound, Unanswerable, apply, open_request
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.machine import Engine, Reduction, StepTask
 from temporal_workflows._engine.serde import Envelope, encode
@@ -132,7 +136,7 @@ class _GraphLocalHost(DriverHost):
         except Exception as e:
             raise ReducerFailed(type(e).__name__, str(e)) from e
 
-    async def save_checkpoint(self, engine: Engine, trigger: str) -> str:
+    async def save_checkpoint(self, engine: Engine, trigger: str, label: str | None = None) -> str:
         runner, storage = self.runner, self.storage
         assert storage is not None
         cp = checkpoint_of(
@@ -219,7 +223,15 @@ class GraphLocalRunner:
         engine = self._idle_engine() or Engine(self.graph.topology)
         if self.run_id is None and self.engine is None:
             self.run_id = uuid.uuid4().hex  # the run this workflow will start from its initial state
-        return await _GraphLocalHost(self, storage).save_checkpoint(engine, "requested")
+        # Idle, this is a boundary: the ask is served there as the driver serves one (no driver runs now).
+        host, ask = _GraphLocalHost(self, storage), CheckpointAsk()
+        await serve_checkpoint_asks(
+            engine, [ask], lambda label: host.save_checkpoint(engine, "requested", label), host.warn
+        )
+        if ask.failure is not None:
+            raise ask.failure  # the storage's error, as it said it
+        assert ask.checkpoint_id is not None
+        return ask.checkpoint_id
 
     # -- state -------------------------------------------------------------------------
 

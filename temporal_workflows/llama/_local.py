@@ -219,7 +219,9 @@ class _LlamaLocalHost(DriverHost):
             if isinstance(event, Event):
                 print(f"[tick] add: {summarize_event(event)}")
 
-    async def save_checkpoint(self, engine: Engine, trigger: str) -> str | None:  # pragma: no cover - never due
+    async def save_checkpoint(  # pragma: no cover - never due
+        self, engine: Engine, trigger: str, label: str | None = None
+    ) -> str | None:
         return None
 
 

@@ -6,6 +6,10 @@ cost is what changed), and comes back through ``load_checkpoint``. With
 history-only storage the run keeps its last few checkpoints itself and serves
 them by query. Ids come from ``workflow.uuid4()``, so they are the same on
 every replay.
+
+Checkpoint and reset requests wait in :attr:`Checkpoints.asked` (the engine's
+``inbound.Controls``), which the driver serves at its fixed points of a
+boundary, as it does on every host.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint, check_signature, checkpoint_of
+from temporal_workflows._engine.driver import serve_checkpoint_asks
+from temporal_workflows._engine.inbound import CheckpointAsk, Controls
 from temporal_workflows._engine.machine import Engine, Topology, check_snapshot
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError, WorkflowError
@@ -42,7 +48,7 @@ from temporal_workflows.temporal._protocol import (
 from temporal_workflows.temporal._workflow.inbox import Validate
 from temporal_workflows.temporal._workflow.locals import execute_local_activity
 
-__all__ = ["CHECKPOINTS_LISTED", "CheckpointAsk", "Checkpoints", "ResetPlan"]
+__all__ = ["CHECKPOINTS_LISTED", "Checkpoints", "ResetPlan"]
 
 CHECKPOINTS_LISTED = 1000
 """Checkpoint entries the ``checkpoints`` query keeps (newest last)."""
@@ -57,17 +63,6 @@ _NOT_RETRYABLE = [
 def _message(e: BaseException) -> str:
     cause = innermost(e)
     return cause.message if isinstance(cause, ApplicationError) else str(cause)
-
-
-@dataclass
-class CheckpointAsk:
-    """A checkpoint asked for from outside, waiting for a boundary."""
-
-    label: str | None
-    via_update: bool
-    result: dict[str, Any] | None = None
-    error: str | None = None
-    done: bool = False
 
 
 @dataclass
@@ -90,9 +85,15 @@ class Checkpoints:
         self._dirty: set[str] = set(carried.dirty_keys)
         self.listed: list[dict[str, Any]] = list(carried.listed)
         self.kept: dict[str, WorkflowCheckpoint] = {c.checkpoint_id: c for c in carried.kept}
-        self.asks: list[CheckpointAsk] = []
+        self.asked: Controls[ResetPlan] = Controls()
+        """Checkpoint and reset requests waiting for a boundary (the driver serves them there)."""
         self.metadata: dict[str, Any] = {}
         """Said of every checkpoint this execution takes (resets so far, lineage of a fork)."""
+
+    @property
+    def asks(self) -> list[CheckpointAsk]:
+        """The checkpoints asked for, oldest first."""
+        return self.asked.checkpoints
 
     @property
     def history_only(self) -> bool:
@@ -111,17 +112,8 @@ class Checkpoints:
     # -- taking ---------------------------------------------------------------------------
 
     async def serve(self, engine: Engine, warn: Callable[[str], None]) -> None:
-        """Take the checkpoints asked for (at a boundary), telling each asker how it went."""
-        while self.asks:
-            ask = self.asks.pop(0)
-            try:
-                cp_id = await self.take(engine, ask.label, "requested")
-                ask.result = {"checkpoint_id": cp_id, "superstep": engine.superstep, "label": ask.label}
-            except CheckpointStorageError as e:
-                ask.error = f"checkpoint after superstep {engine.superstep} was not saved: {e}"
-                if not ask.via_update:
-                    warn(ask.error)
-            ask.done = True
+        """Take the checkpoints asked for at a boundary where the driver does not (the run settling its handlers)."""
+        await serve_checkpoint_asks(engine, self.asks, lambda label: self.take(engine, label, "requested"), warn)
 
     async def take(self, engine: Engine, label: str | None, trigger: str) -> str:
         """Snapshot the engine at this boundary and store it.

@@ -1,8 +1,11 @@
 """The signal and update handlers of ``GraphWorkflow`` that control a run: close, checkpoint, reset.
 
-A checkpoint asked for is taken at the next boundary (``checkpointing.py``); a
-reset is planned when asked (its checkpoint loaded and checked) and the run
-continues as new from it at the next boundary.
+Checkpoint and reset requests are checked here and queued in the run's
+``Controls`` (``Checkpoints.asked``, the engine's ``inbound.Controls``), which
+the driver serves at its fixed points of the next boundary, as on every host:
+a checkpoint after that boundary's input and expiry; a reset first, planned
+when asked (its checkpoint loaded and checked), the run then continuing as new
+from it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
+from temporal_workflows._engine.inbound import CheckpointAsk
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._errors import CheckpointStorageError
 from temporal_workflows.temporal._failures import refuse, to_failure
@@ -32,7 +36,7 @@ from temporal_workflows.temporal._protocol import (
     ResetRequest,
     too_long,
 )
-from temporal_workflows.temporal._workflow.checkpointing import CheckpointAsk, ResetPlan
+from temporal_workflows.temporal._workflow.checkpointing import ResetPlan
 from temporal_workflows.temporal._workflow.handler_base import _NO_ARGUMENT, HandlerBase
 
 __all__ = ["ControlHandlers"]
@@ -69,18 +73,18 @@ class ControlHandlers(HandlerBase):
             self._board.warn(f"signal 'checkpoint' ignored: {error}")
             return
         if not self._board.closed:
-            self._checkpoints.asks.append(CheckpointAsk(req.label if req else None, via_update=False))
+            self._checkpoints.asks.append(CheckpointAsk(req.label if req else None, warn=True))
 
     @workflow.update(name=UPDATE_CHECKPOINT)
     async def take_checkpoint(self, req: CheckpointRequest | None = None) -> dict[str, Any]:
         """Take a checkpoint at the next boundary (now, if idle); returns its id once saved."""
         self._continuation.updates_since_task = True
-        ask = CheckpointAsk(req.label if req else None, via_update=True)
+        ask = CheckpointAsk(req.label if req else None)
         self._checkpoints.asks.append(ask)
         await workflow.wait_condition(lambda: ask.done)
-        if ask.error is not None or ask.result is None:
+        if ask.error is not None or ask.checkpoint_id is None:
             raise to_failure(CheckpointStorageError(ask.error or "checkpoint failed"))
-        return ask.result
+        return {"checkpoint_id": ask.checkpoint_id, "superstep": ask.superstep, "label": ask.label}
 
     @take_checkpoint.validator
     def _validate_take_checkpoint(self, req: CheckpointRequest | None = None) -> None:
@@ -102,7 +106,7 @@ class ControlHandlers(HandlerBase):
             return
         await self._quiet()
         try:
-            self._reset = await self._plan_reset(req or ResetRequest())
+            self._checkpoints.asked.reset = await self._plan_reset(req or ResetRequest())
         except ApplicationError as e:
             self._board.warn(f"reset refused: {e.message}")
 
@@ -112,7 +116,7 @@ class ControlHandlers(HandlerBase):
         self._continuation.updates_since_task = True
         self._budget.charge(json_size(req))  # the SDK repeats the accepted update's input in this task
         plan = await self._plan_reset(req or ResetRequest())
-        self._reset = plan
+        self._checkpoints.asked.reset = plan
         return {
             "accepted": True,
             "checkpoint_id": plan.requested_checkpoint_id,

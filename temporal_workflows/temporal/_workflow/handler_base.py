@@ -37,7 +37,7 @@ from temporal_workflows.temporal._protocol import (
     ValidateInput,
 )
 from temporal_workflows.temporal._workflow.budget import TaskBudget
-from temporal_workflows.temporal._workflow.checkpointing import Checkpoints, ResetPlan
+from temporal_workflows.temporal._workflow.checkpointing import Checkpoints
 from temporal_workflows.temporal._workflow.children import sub_workflow_refusal
 from temporal_workflows.temporal._workflow.continuation import Continuation
 from temporal_workflows.temporal._workflow.inbox import Inbox
@@ -83,7 +83,6 @@ class HandlerBase:
     _shape: GraphShape | None
     _shape_note: str | None
     _steps: StepRunner | None
-    _reset: ResetPlan | None
     _keep_alive: bool
     _closing: bool
     _epoch: int

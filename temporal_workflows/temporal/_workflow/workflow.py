@@ -48,6 +48,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
 from temporal_workflows._engine.driver import DriverHost, RunStatus, StepOutcome, SuperstepDriver
+from temporal_workflows._engine.inbound import Controls
 from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
 from temporal_workflows._engine.machine import (
     CommitPlan,
@@ -246,7 +247,6 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self._shape: GraphShape | None = None
         self._shape_note: str | None = None
         self._steps: StepRunner | None = None
-        self._reset: ResetPlan | None = None
         self._keep_alive = inp.keep_alive
         self._closing = carried.closing if carried else False
         self._epoch = carried.epoch if carried else 0
@@ -374,7 +374,6 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
                 continuation=self._continuation,
                 patches=self.patches,
                 run=RunControls(
-                    resetting=lambda: self._reset is not None,
                     closing=lambda: self._closing,
                     may_finish=self._may_finish,
                     continue_as_new=lambda engine, may_postpone: self._continue_as_new(
@@ -444,7 +443,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         """What the run is now, for a continue-as-new (its parts carry themselves)."""
         steps = self._steps
         return RunCarry(
-            reset=self._reset,
+            reset=self._checkpoints.asked.reset,
             start=self._start_env,
             epoch=self._epoch,
             closing=self._closing,
@@ -466,10 +465,9 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
 
 @dataclass(frozen=True)
 class RunControls:
-    """What the driver's host asks of the run itself, beyond its parts: whether a reset or close is pending,
+    """What the driver's host asks of the run itself, beyond its parts: whether a close is pending,
     whether it may finish when idle, and continuing as new (``GraphWorkflow`` supplies them)."""
 
-    resetting: Callable[[], bool]
     closing: Callable[[], bool]
     may_finish: Callable[[Engine], bool]
     continue_as_new: Callable[[Engine, bool], Awaitable[None]]
@@ -479,8 +477,11 @@ class _TemporalHost(DriverHost):
     """The driver's host on Temporal: the workflow's parts, at boundaries and in supersteps.
 
     It is given each collaborator it uses (no reaching into the workflow): the
-    parts that carry themselves, and the run's :class:`RunControls`.
+    parts that carry themselves, and the run's :class:`RunControls`. Its
+    checkpoint and reset requests are the checkpoints' ``asked`` queue.
     """
+
+    controls: Controls[ResetPlan]
 
     def __init__(
         self,
@@ -500,17 +501,19 @@ class _TemporalHost(DriverHost):
         self.continuation = continuation
         self.patches = patches
         self.run = run
+        self.controls = checkpoints.asked
 
     def now(self) -> float:
         return workflow.now().timestamp()
 
+    async def carry_out_reset(self, engine: Engine) -> None:
+        await self.run.continue_as_new(engine, False)
+
     async def take_input(self, engine: Engine) -> None:
-        if self.run.resetting():
-            await self.run.continue_as_new(engine, False)
         await self.inbox.drain(engine)
 
-    async def serve_checkpoints(self, engine: Engine) -> None:
-        await self.checkpoints.serve(engine, self.board.warn)
+    def warn(self, text: str) -> None:
+        self.board.warn(text)
 
     def may_finish(self, engine: Engine) -> bool:
         return self.run.may_finish(engine)
@@ -521,13 +524,13 @@ class _TemporalHost(DriverHost):
             await self.run.continue_as_new(engine, True)
 
     async def wait_for_input(self, engine: Engine) -> None:
-        inbox, checkpoints, run = self.inbox, self.checkpoints, self.run
+        inbox, controls, run = self.inbox, self.controls, self.run
         deadline = engine.next_deadline()
         timeout = max(0.0, deadline - workflow.now().timestamp()) if deadline is not None else None
         # On timeout a request's deadline has come: the driver expires it at the next boundary.
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
-                lambda: bool(inbox or checkpoints.asks) or run.closing() or run.resetting(),
+                lambda: bool(inbox or controls) or run.closing(),
                 timeout=timeout,
                 timeout_summary="request deadline",
             )
@@ -548,7 +551,8 @@ class _TemporalHost(DriverHost):
         return workflow_span(f"superstep {superstep}", attributes)
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
-        return await self.steps.run(tasks, engine, self.run.resetting)
+        controls = self.controls
+        return await self.steps.run(tasks, engine, lambda: controls.resetting)
 
     def finish_order(self) -> Sequence[int] | None:
         return self.steps.finished_order
@@ -560,7 +564,9 @@ class _TemporalHost(DriverHost):
         self.steps.committed(plan, engine)
         self.checkpoints.written(plan.keys_written)
 
-    async def save_checkpoint(self, engine: Engine, trigger: str) -> str | None:
+    async def save_checkpoint(self, engine: Engine, trigger: str, label: str | None = None) -> str | None:
+        if trigger == "requested":
+            return await self.checkpoints.take(engine, label, trigger)  # its failure is its asker's
         if trigger == "entry" and not self.patches.get(PATCH_ENTRY_CHECKPOINT):
             return None
         try:
