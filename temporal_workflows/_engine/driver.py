@@ -2,9 +2,9 @@
 
 The engine (``_engine``) is the pure superstep machine; this module is the
 loop around it, written once: carry out an accepted reset, take outside input,
-expire due requests, serve requested checkpoints, decide (finish, go idle, or run a superstep), run the
-superstep's steps, commit their results (with reducers), publish events,
-checkpoint by policy, fail loudly. The in-process runner and the Temporal
+expire due requests, serve requested checkpoints, decide (finish, go idle, or
+run a superstep), run the superstep's steps, commit their results (with
+reducers), publish events, checkpoint by policy, fail loudly. The in-process runner and the Temporal
 workflow are thin adapters that supply only what differs between them through
 :class:`DriverHost`: how steps and callable reducers run, the clock, where
 checkpoints go, how outside input arrives and what "idle" means.
@@ -314,7 +314,7 @@ async def serve_checkpoint_asks(
 
     The one way a requested checkpoint is taken: by the driver at its point
     of every boundary (after input and expiry), by a Temporal run settling
-    its handlers before it closes, and by an idle in-process workflow's
+    its handlers before it closes or continues as new, and by an idle in-process workflow's
     ``create_checkpoint()``. ``save`` stores one (with its label) and
     returns its id; a storage failure is the asker's (``failure``, and
     ``error`` says which boundary), and a warning when the asker does not wait.
