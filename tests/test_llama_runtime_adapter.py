@@ -122,3 +122,47 @@ def test_an_in_process_worker_queue_is_the_programs_so_a_restarted_program_polls
     assert queue_of("Counter", "a.py") == first  # restarted: the same queue
     assert queue_of("Counter", "b.py") != first  # another program
     assert queue_of("Other", "a.py") != first  # the same file, other workflows
+
+
+def test_a_workflows_steps_are_looked_up_once_until_a_step_is_added() -> None:
+    """The step activity caches a workflow's steps and store type per instance (LlamaIndex's step wrapper
+    reflects over the instance on every call): the cache answers as LlamaIndex does, and a step added
+    with ``Workflow.add_step`` shows at once."""
+    from unittest import mock
+
+    from pydantic import BaseModel
+    from workflows import Context, Workflow, step
+    from workflows.events import StartEvent, StopEvent
+
+    from temporal_workflows.llama._runtime_temporal import _reflection
+
+    class Counter(BaseModel):
+        n: int = 0
+
+    class Steps(Workflow):
+        @step
+        async def first(self, ctx: Context[Counter], ev: StartEvent) -> StopEvent:
+            return StopEvent(result=1)
+
+    wf = Steps()
+    expected = Workflow._get_steps(wf)
+    cache = _reflection.cached_steps(wf)
+    assert _reflection.cached_steps(wf) is cache and wf._get_steps() == expected
+    assert _reflection.state_type(wf) is Counter
+    with mock.patch("workflows.workflow.get_steps_from_instance") as reflect:
+        for _ in range(3):
+            assert wf._get_steps() == expected
+            assert _reflection.state_type(wf) is Counter
+        assert reflect.call_count == 0
+    returned = wf._get_steps()
+    returned.clear()  # a caller's copy: the cache keeps its own
+    assert wf._get_steps() == expected
+
+    @step(workflow=Steps)
+    async def extra(ev: StopEvent) -> None:
+        return None
+
+    assert set(wf._get_steps()) == {"first", "extra"}
+    # Another instance of the class (a run view is a shallow copy) gets a cache of its own.
+    other = Steps()
+    assert _reflection.cached_steps(other) is not cache and set(other._get_steps()) == {"first", "extra"}
