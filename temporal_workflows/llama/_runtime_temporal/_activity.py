@@ -358,7 +358,9 @@ async def _run_ahead(
     writes = any(r is not None and r.store_patch for r in results)
     # The run reduces the done task that comes first in its order (``_workflow._priority``): a work item's
     # first start, kept by its reruns. A task started by the reduction at pick ``i`` is started at pick
-    # ``i + 1`` and done (answered at once) from pick ``i + 2``; when none is done, the run waits and all are.
+    # ``i + 1`` and done (answered at once) from pick ``i + 1`` when the run lets it settle first
+    # (``batch.settled``, ``PATCH_SETTLE_STARTED``), else from pick ``i + 2``; when none is done, the run
+    # waits and all are.
     order = batch.order if len(batch.order) == len(invocations) else list(range(len(invocations)))
     item_order: dict[str, int] = {}
     for inp, place in zip(invocations, order, strict=True):
@@ -468,7 +470,11 @@ async def _run_ahead(
                         if place == next_place:
                             next_place += 1
                         task = asyncio.ensure_future(_run_one(nxt, decoded))
-                        new = _Entry(place=place, started=pick, inp=nxt, res=task, ahead=True)
+                        # Started at the next pick; done at it when the run lets it settle first
+                        # (``batch.settled``), else at the one after.
+                        new = _Entry(
+                            place=place, started=pick - 1 if batch.settled else pick, inp=nxt, res=task, ahead=True
+                        )
                         entries.append(new)
                         created.append(new)
                     elif not isinstance(command, CommandPublishEvent):
