@@ -50,6 +50,24 @@ async def test_the_first_started_done_worker_is_reduced_first_whatever_the_list_
         assert isinstance(started[-1], PullTask) and isinstance(started[0], WorkerTask)
 
 
+async def test_settled_tasks_just_started_are_done_at_the_same_pick() -> None:
+    """With ``PATCH_SETTLE_STARTED`` the adapter lets the tasks it starts take their first step before it
+    picks (as the default runtime's ``asyncio.wait`` does): one that finishes there (a step answered from
+    run-ahead) is handed back at once, even when the loop asks not to wait (``timeout=0``); without it,
+    it is done only at the next pick."""
+    for settle in (False, True):
+        adapter = _adapter()
+        adapter.settle = settle
+        got = await adapter.wait_for_next_task([], [PendingWorker(StepId.root("a"), 0, _value(1))], 0)
+        if settle:
+            assert got.completed is got.started[0].task
+        else:
+            assert got.completed is None
+            await asyncio.sleep(0)
+            again = await adapter.wait_for_next_task(got.started, [], 0)
+            assert again.completed is got.started[0].task
+
+
 def test_the_build_id_carries_the_workflows_version_and_changes_with_the_steps() -> None:
     from workflows import Workflow, step
     from workflows.events import StartEvent, StopEvent
