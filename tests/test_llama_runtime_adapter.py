@@ -50,6 +50,24 @@ async def test_the_first_started_done_worker_is_reduced_first_whatever_the_list_
         assert isinstance(started[-1], PullTask) and isinstance(started[0], WorkerTask)
 
 
+async def test_settled_tasks_just_started_are_done_at_the_same_pick() -> None:
+    """With ``PATCH_SETTLE_STARTED`` the adapter lets the tasks it starts take their first step before it
+    picks (as the default runtime's ``asyncio.wait`` does): one that finishes there (a step answered from
+    run-ahead) is handed back at once, even when the loop asks not to wait (``timeout=0``); without it,
+    it is done only at the next pick."""
+    for settle in (False, True):
+        adapter = _adapter()
+        adapter.settle = settle
+        got = await adapter.wait_for_next_task([], [PendingWorker(StepId.root("a"), 0, _value(1))], 0)
+        if settle:
+            assert got.completed is got.started[0].task
+        else:
+            assert got.completed is None
+            await asyncio.sleep(0)
+            again = await adapter.wait_for_next_task(got.started, [], 0)
+            assert again.completed is got.started[0].task
+
+
 def test_the_build_id_carries_the_workflows_version_and_changes_with_the_steps() -> None:
     from workflows import Workflow, step
     from workflows.events import StartEvent, StopEvent
@@ -122,3 +140,47 @@ def test_an_in_process_worker_queue_is_the_programs_so_a_restarted_program_polls
     assert queue_of("Counter", "a.py") == first  # restarted: the same queue
     assert queue_of("Counter", "b.py") != first  # another program
     assert queue_of("Other", "a.py") != first  # the same file, other workflows
+
+
+def test_a_workflows_steps_are_looked_up_once_until_a_step_is_added() -> None:
+    """The step activity caches a workflow's steps and store type per instance (LlamaIndex's step wrapper
+    reflects over the instance on every call): the cache answers as LlamaIndex does, and a step added
+    with ``Workflow.add_step`` shows at once."""
+    from unittest import mock
+
+    from pydantic import BaseModel
+    from workflows import Context, Workflow, step
+    from workflows.events import StartEvent, StopEvent
+
+    from temporal_workflows.llama._runtime_temporal import _reflection
+
+    class Counter(BaseModel):
+        n: int = 0
+
+    class Steps(Workflow):
+        @step
+        async def first(self, ctx: Context[Counter], ev: StartEvent) -> StopEvent:
+            return StopEvent(result=1)
+
+    wf = Steps()
+    expected = Workflow._get_steps(wf)
+    cache = _reflection.cached_steps(wf)
+    assert _reflection.cached_steps(wf) is cache and wf._get_steps() == expected
+    assert _reflection.state_type(wf) is Counter
+    with mock.patch("workflows.workflow.get_steps_from_instance") as reflect:
+        for _ in range(3):
+            assert wf._get_steps() == expected
+            assert _reflection.state_type(wf) is Counter
+        assert reflect.call_count == 0
+    returned = wf._get_steps()
+    returned.clear()  # a caller's copy: the cache keeps its own
+    assert wf._get_steps() == expected
+
+    @step(workflow=Steps)
+    async def extra(ev: StopEvent) -> None:
+        return None
+
+    assert set(wf._get_steps()) == {"first", "extra"}
+    # Another instance of the class (a run view is a shallow copy) gets a cache of its own.
+    other = Steps()
+    assert _reflection.cached_steps(other) is not cache and set(other._get_steps()) == {"first", "extra"}

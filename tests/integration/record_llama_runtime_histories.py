@@ -44,6 +44,9 @@ BUILD: dict[str, Callable[[TemporalRuntime], Workflow]] = {
     # Recorded with queued work and collect reruns run ahead from the loop's broker state (patch
     # llama-runtime-run-ahead).
     "fan_out_run_ahead": lambda rt: lw.FanOut(timeout=45, runtime=rt),
+    # Recorded with the tasks just started settling before a done one is picked (patch
+    # llama-runtime-settle-started).
+    "fan_out_settled": lambda rt: lw.FanOut(timeout=45, runtime=rt),
 }
 
 
@@ -61,6 +64,7 @@ async def _drive(name: str, wf: Workflow) -> str:
         "fan_out_batched": {"n": 10},
         "fan_out_speculated": {"n": 16},
         "fan_out_run_ahead": {"n": 16},
+        "fan_out_settled": {"n": 16},
         "human_in_loop": {"topic": "t"},
     }
     if name == "flaky":

@@ -367,6 +367,45 @@ async def test_a_run_ahead_fan_in_collects_in_the_default_runtimes_order(runtime
     assert temporal[0] == list(range(30))
 
 
+_join_calls = {"n": 0}
+
+
+class CountedJoin(Workflow):
+    """A 30-way fan-out to 8 workers joined by a 4-worker ``collect_events`` step that counts its invocations."""
+
+    @llama.step
+    async def start(self, ctx: llama.Context, ev: llama_events.StartEvent) -> lw.Item | None:
+        for i in range(30):
+            ctx.send_event(lw.Item(i=i))
+        return None
+
+    @llama.step(num_workers=8)
+    async def work(self, ev: lw.Item) -> lw.Done:
+        return lw.Done(i=ev.i, square=ev.i * ev.i)
+
+    @llama.step
+    async def join(self, ctx: llama.Context, ev: lw.Done) -> llama_events.StopEvent | None:
+        _join_calls["n"] += 1
+        got = ctx.collect_events(ev, [lw.Done] * 30)
+        return None if got is None else llama_events.StopEvent(result=[d.i for d in got])
+
+
+async def test_a_run_ahead_join_reruns_each_event_about_once(runtime: TemporalRuntime) -> None:
+    """The join's reruns answered from run-ahead are done at the next pick (``PATCH_SETTLE_STARTED``: the
+    run lets the tasks it starts take their first step, as the default runtime's ``asyncio.wait`` does),
+    so each is reduced before the join's next stale invocation: a 4-worker join of 30 events runs about
+    60 times in the activity rather than about 90 (each event once and one rerun), and collects in the
+    default runtime's order."""
+    _join_calls["n"] = 0
+    handler = CountedJoin(timeout=30, runtime=runtime).run()
+    assert await handler == list(range(30))
+    assert _join_calls["n"] <= 2 * 30 + 4, _join_calls["n"]
+    client = await runtime.client()
+    history = await client.get_workflow_handle(handler.run_id).fetch_history()
+    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
+    await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
+
+
 class WritesPerItem(Workflow):
     """Queued workers that each write their own ``ctx.store`` key, joined by one that reads them all."""
 

@@ -29,7 +29,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from workflows.context.context_types import SerializedContext
 from workflows.context.serializers import BaseSerializer
-from workflows.context.state_store import StateStore, apply_state_patch, infer_state_type
+from workflows.context.state_store import StateStore, apply_state_patch
 from workflows.errors import WorkflowRuntimeError
 from workflows.events import Event
 from workflows.runtime.control_loop.reduce import _reduce_tick
@@ -46,7 +46,7 @@ from workflows.runtime.types.results import (
 from workflows.runtime.types.step_function import StepWorkerFunction, as_step_worker_function
 from workflows.runtime.types.ticks import TickAddEvent, TickStepResult, WorkflowTick
 
-from temporal_workflows.llama._runtime_temporal import _registry, _wire
+from temporal_workflows.llama._runtime_temporal import _reflection, _registry, _wire
 from temporal_workflows.llama._runtime_temporal._protocol import (
     BATCH_GRACE_MIN_SECONDS,
     BATCH_TOO_LARGE,
@@ -358,7 +358,9 @@ async def _run_ahead(
     writes = any(r is not None and r.store_patch for r in results)
     # The run reduces the done task that comes first in its order (``_workflow._priority``): a work item's
     # first start, kept by its reruns. A task started by the reduction at pick ``i`` is started at pick
-    # ``i + 1`` and done (answered at once) from pick ``i + 2``; when none is done, the run waits and all are.
+    # ``i + 1`` and done (answered at once) from pick ``i + 1`` when the run lets it settle first
+    # (``batch.settled``, ``PATCH_SETTLE_STARTED``), else from pick ``i + 2``; when none is done, the run
+    # waits and all are.
     order = batch.order if len(batch.order) == len(invocations) else list(range(len(invocations)))
     item_order: dict[str, int] = {}
     for inp, place in zip(invocations, order, strict=True):
@@ -468,7 +470,11 @@ async def _run_ahead(
                         if place == next_place:
                             next_place += 1
                         task = asyncio.ensure_future(_run_one(nxt, decoded))
-                        new = _Entry(place=place, started=pick, inp=nxt, res=task, ahead=True)
+                        # Started at the next pick; done at it when the run lets it settle first
+                        # (``batch.settled``), else at the one after.
+                        new = _Entry(
+                            place=place, started=pick - 1 if batch.settled else pick, inp=nxt, res=task, ahead=True
+                        )
                         entries.append(new)
                         created.append(new)
                     elif not isinstance(command, CommandPublishEvent):
@@ -568,7 +574,8 @@ async def _run_one(inp: StepInput, decoded: _Decoded | None = None) -> StepOutpu
             else {k: _wire.decode_event(serializer, v) for k, v in inp.bound_events.items()},
             retry=_wire.decode_retry(serializer, inp.retry),
         )
-    store = _wire.run_store(serializer, inp.store, infer_state_type(llama_workflow))
+    # The step wrapper looks the step's config up on every call: by then it is cached on the instance.
+    store = _wire.run_store(serializer, inp.store, _reflection.state_type(llama_workflow))
     before = store.checkpoint()
     live = inp.state.get("invocation_id") if inp.live_stream else None
     adapter = StepActivityAdapter(inp.run_id, serializer, store, live)

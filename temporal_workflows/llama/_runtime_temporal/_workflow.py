@@ -82,6 +82,7 @@ with workflow.unsafe.imports_passed_through():
         PATCH_COLLECT_SPECULATION,
         PATCH_LIVE_STREAM,
         PATCH_RUN_AHEAD,
+        PATCH_SETTLE_STARTED,
         PATCH_STEP_BATCHES,
         PATCH_TYPED_STOP_RESULT,
         RESULT_ERROR_TYPE,
@@ -159,6 +160,8 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self.run_ahead = False
         """Send the loop's broker state with a batch so the activity runs ahead what the loop starts next
         (``PATCH_RUN_AHEAD``)."""
+        self.settle = False
+        """Let the tasks just started take their first step before picking a done one (``PATCH_SETTLE_STARTED``)."""
         self.runner: _ControlLoopRunner | None = None
         """The loop (its broker state is what a run-ahead batch carries)."""
         self.releasing = False
@@ -227,6 +230,11 @@ class WorkflowRunAdapter(InternalRunAdapter):
         )
         if not named:
             return WaitForNextTaskResult(None, started)
+        if started and self.settle:
+            # As the default runtime's asyncio.wait does: the new tasks take their first step, so one answered
+            # from run-ahead is done now and comes in the order with the rest (deterministic: the workflow's
+            # event loop runs ready callbacks in the order they were scheduled; no timer).
+            await asyncio.sleep(0)
         self._maybe_release(named, timeout)
         done = self._first_done(named)
         if done is None:
@@ -475,7 +483,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 else None
             )
             if arg is not None and arg.broker is not None:
-                arg = arg.model_copy(update={"order": order})
+                arg = arg.model_copy(update={"order": order, "settled": self.settle})
             if arg is None:
                 # One invocation, or a batch over the payload limit: each alone (each was checked).
                 results: list[StepOutput | None] = list(await asyncio.gather(*(self._single(inp) for inp, _ in items)))
@@ -704,6 +712,8 @@ class LlamaIndexRun:
         raw.live_stream = workflow.patched(PATCH_LIVE_STREAM)
         typed_result = workflow.patched(PATCH_TYPED_STOP_RESULT)
         raw.run_ahead = raw.batches and workflow.patched(PATCH_RUN_AHEAD)
+        # A new patch is asked after the others, so histories recorded before it replay as they were made.
+        raw.settle = raw.run_ahead and workflow.patched(PATCH_SETTLE_STARTED)
         self._adapter = raw
         token = _registry.current_adapter.set(raw)
         try:
