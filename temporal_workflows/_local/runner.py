@@ -332,6 +332,7 @@ class GraphLocalRunner:
             payload_limit=max_payload_bytes,
             # New input (a start message, responses) is checkpointed before it is processed; a restore is not.
             entry_checkpoint=started or responses is not None,
+            reader_stops=stream,  # an awaited run() reads every event: one hand-over per superstep
         )
         if not started:
             # Timers do not run between calls: requests whose deadline passed before
