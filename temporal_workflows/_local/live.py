@@ -86,14 +86,16 @@ async def with_live(
     convert: Callable[[T], WorkflowEvent],
     *,
     live_while_running: bool = True,
-) -> AsyncIterator[WorkflowEvent]:
+) -> AsyncIterator[list[WorkflowEvent]]:
     """The driver's events (``batches``, each event through ``convert``), with the queue's live events, as they
-    happen.
+    happen, in batches: one per driver batch, and the live events before it.
 
-    The driver task waits for the reader once per batch (after its last
-    event), not once per event: the driver does nothing between the events
-    of a batch, so a reader that stops mid-batch stops the run at the same
-    point, and a step costs no task switch per event.
+    The driver task waits for the reader once per batch (when it asks for the
+    batch after it), not once per event: the driver does nothing between the
+    events of a batch, so a reader that stops mid-batch stops the run at the
+    same point, and a step costs no task switch per event. A streamed run's
+    reader takes the batches' events one at a time (``RunStream``); an
+    awaited run takes each batch whole.
 
     ``live_while_running=False`` (a ``run()`` that is awaited for its result,
     not streamed: nobody reads an event before the run ends) drives the
@@ -106,12 +108,13 @@ async def with_live(
     if not live_while_running:
         try:
             async for batch in batches:
-                for live in queue._published():
-                    yield live
-                for event in batch:
-                    yield convert(event)
-            for live in queue._published():
-                yield live
+                live = queue._published()
+                out: list[WorkflowEvent] = list(live) if live else []
+                out.extend(map(convert, batch))
+                yield out
+            live = queue._published()
+            if live:
+                yield list(live)
         finally:
             aclose = getattr(batches, "aclose", None)
             if aclose is not None:
@@ -144,12 +147,11 @@ async def with_live(
                 raise item.error
             if isinstance(item, tuple):
                 _, batch, taken = item
-                for event in batch:
-                    yield convert(event)
+                yield [convert(event) for event in batch]
                 taken.set_result(None)
             else:
                 assert isinstance(item, LiveEvent)
-                yield item
+                yield [item]
     finally:
         if not task.done():
             task.cancel()

@@ -288,11 +288,11 @@ class GraphLocalRunner:
         """
         check_run_arguments(message, responses, checkpoint_id)
         arrived = time.time()  # when the input arrived: the stream may be read later
-        return self.reservation.take(
-            self._events(message, responses, checkpoint_id, checkpoint_storage, arrived, stream, invocation_kwargs)
+        return self.reservation.take_batches(
+            self._batches(message, responses, checkpoint_id, checkpoint_storage, arrived, stream, invocation_kwargs)
         )
 
-    async def _events(
+    async def _batches(
         self,
         message: Any,
         responses: Mapping[str, Any] | None,
@@ -301,7 +301,8 @@ class GraphLocalRunner:
         arrived: float,
         stream: bool = False,
         invocation_kwargs: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[WorkflowEvent]:
+    ) -> AsyncIterator[list[WorkflowEvent]]:
+        """The events of one ``run()`` call, in the batches the driver makes them (see ``with_live``)."""
         # Nothing about the current run changes until the new input (responses included) is accepted.
         run_id, last_checkpoint_id = self.run_id, self.last_checkpoint_id
         started = restored = False
@@ -346,8 +347,7 @@ class GraphLocalRunner:
             except RequestTimeoutError as e:
                 self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
                 self.failed = e
-                for event in driver.failure_events(e):
-                    yield materialize(event)
+                yield [materialize(event) for event in driver.failure_events(e)]
                 raise
         if responses:
             for rid, env in self._validate_responses(engine, responses).items():
@@ -357,14 +357,15 @@ class GraphLocalRunner:
         self.invocation_kwargs = kwargs
         if started or restored:
             # A run restored from a checkpoint starts again there (as a reset or fork does on Temporal).
-            yield WorkflowStartedEvent(run_id=run_id or "")
+            yield [WorkflowStartedEvent(run_id=run_id or "")]
         if restored:
-            for event in driver.announce_pending():
-                yield materialize(event)
+            announced = driver.announce_pending()
+            if announced:
+                yield [materialize(event) for event in announced]
         failure: WorkflowRunError | None = None
         try:
-            async for event in with_live(driver.batches(), host.live, materialize, live_while_running=stream):
-                yield event
+            async for batch in with_live(driver.batches(), host.live, materialize, live_while_running=stream):
+                yield batch
         except WorkflowRunError as e:
             self.failed = e
             failure = peer_error(e)
