@@ -194,3 +194,42 @@ def test_events_built_alike_never_share_a_change_to_their_fields_set() -> None:
         assert other == c and type(other.model_fields_set) is set
         other.data_omitted = 1
         assert "data_omitted" not in c.model_fields_set
+
+
+@pytest.mark.parametrize(
+    ("emitted", "sent", "data"),
+    [
+        ([], [5], [5]),  # one send, no order recorded: the short way
+        (["s1"], ["x"], ["x"]),  # one send, recorded: the short way
+        (["s1", "s1"], [1, 2], [1, 2]),
+        (["s2"], [7, 7], [7]),  # one message to two targets
+        (["s1"], ["x" * STEP_EVENT_DATA_LIMIT], None),  # too large: left out, measured
+    ],
+)
+def test_a_steps_completed_event_lists_what_it_sent_whichever_way_it_is_built(
+    emitted: list[str], sent: list[Any], data: list[Any] | None
+) -> None:
+    from temporal_workflows._engine.driver import SuperstepDriver
+    from temporal_workflows._engine.machine import RoutedMessage, StepResult, StepTask
+    from temporal_workflows._engine.serde import Envelope
+
+    class Collect:
+        def __init__(self) -> None:
+            self.out: list[WorkflowEvent] = []
+
+        def _emit(self, event: WorkflowEvent) -> None:
+            self.out.append(event)
+
+    task = StepTask(superstep=2, index=0, executor_id="a", kind="message", messages=(Envelope(None, 0),))
+    routed = [RoutedMessage(f"t{i}", (Envelope(None, v),), ("a",)) for i, v in enumerate(sent)]
+    collect = Collect()
+    SuperstepDriver._step_events(collect, task, StepResult(sent=routed, emitted=emitted), committed=True)  # type: ignore[arg-type]
+    invoked, completed = collect.out
+    assert invoked == ExecutorInvokedEvent(executor_id="a", superstep=2, data=0, data_type=None)
+    assert completed.model_fields_set >= {"executor_id", "superstep"}
+    if data is None:
+        assert completed.data is None and isinstance(completed, ExecutorCompletedEvent) and completed.data_omitted
+    else:
+        expected = ExecutorCompletedEvent(executor_id="a", superstep=2, data=data)
+        assert list(completed.__dict__.items()) == list(expected.__dict__.items())
+        assert completed.model_fields_set == expected.model_fields_set

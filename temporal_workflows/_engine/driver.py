@@ -445,6 +445,11 @@ def _invoked(task: StepTask) -> ExecutorInvokedEvent:
     return built_event(ExecutorInvokedEvent, **_step_data(fields, task.messages))
 
 
+_ONE_SEND: tuple[list[str], ...] = ([], ["s1"])
+"""The production orders of a step that sent one message to one target and did nothing else (none recorded, or
+that one send)."""
+
+
 def _production_order(result: StepResult) -> list[str]:
     """The step's record of what it did in which order, if it accounts for everything; else the default order.
 
@@ -850,9 +855,15 @@ class SuperstepDriver:
             return
         if outcome is None:
             return
+        sent = outcome.sent
+        if len(sent) == 1 and not (outcome.outputs or outcome.events or outcome.requests or outcome.unrouted):
+            # Most steps: one message sent to one target, nothing else (the order it was made in says nothing).
+            sent_one = sent[0].messages
+            if sent_one[0].type is None and outcome.emitted in _ONE_SEND and _surely_small(sent_one):
+                self._emit(completed_event(task.executor_id, task.superstep, [sent_one[0].data]))
+                return
         order = _production_order(outcome)
-        sent, unrouted, outputs, events, requests = (
-            outcome.sent,
+        unrouted, outputs, events, requests = (
             outcome.unrouted,
             outcome.outputs,
             outcome.events,
