@@ -317,3 +317,11 @@ async def test_an_awaited_checkpointed_run_has_the_streamed_runs_events_and_chec
     (awaited, _, awaited_saved), (streamed, _, streamed_saved) = runs
     assert seen(awaited) == seen(streamed) and awaited_saved == streamed_saved == 5
     assert [e.text for e in awaited if isinstance(e, Delta)] == ["0", "1", "2", "3"]
+
+
+def test_a_live_event_reaches_an_in_process_reader_as_its_step_published_it() -> None:
+    """Awaited or streamed, in process a live event is the object the step published (never restored)."""
+    from temporal_workflows._graph.runs import materialize
+
+    event = StepProgressEvent(data={"k": 1}, data_type="list[x:Y]")
+    assert materialize(event) is event

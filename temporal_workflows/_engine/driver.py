@@ -526,10 +526,10 @@ class SuperstepDriver:
             between two batches (a stream: it stops where it stopped reading,
             before the next checkpoint or superstep). ``False`` (an in-process
             run awaited for its result, read to its end): the driver hands
-            its events over only before a superstep's steps run (they may
-            publish live events, which come after what preceded them) and
-            when the run ends or waits, one batch per superstep instead of
-            three; the events and their order are the same.
+            its events over only when the run ends or waits, and the host
+            gives it the live events its steps publish (:meth:`live_event`),
+            instead of three hand-overs per superstep; the events and their
+            order are the same.
     """
 
     def __init__(
@@ -571,6 +571,15 @@ class SuperstepDriver:
     # -- events ----------------------------------------------------------------------
 
     def _emit(self, event: DriverEvent) -> None:
+        self._out.append(event)
+
+    def live_event(self, event: WorkflowEvent) -> None:
+        """A live event a running step published, among the driver's events where it happened.
+
+        For a host whose reader does not stop the run (``reader_stops=False``):
+        it comes after what the driver made before the steps ran and before
+        their results, where a stream shows it.
+        """
         self._out.append(event)
 
     def _flush(self) -> list[DriverEvent]:
@@ -740,7 +749,7 @@ class SuperstepDriver:
         with host.superstep_scope(step, executor_ids):
             self._emit(superstep_started_event(step, executor_ids))
             self._check_step_inputs(tasks, step)
-            if self._out:
+            if self._out and self._pauses:
                 yield self._flush()
             try:
                 outcomes = await host.run_steps(tasks, engine)

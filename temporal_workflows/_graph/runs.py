@@ -17,6 +17,7 @@ from temporal_workflows._engine.machine import PendingRequest, shared_part
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._errors import NotSerializableError, WorkflowError
 from temporal_workflows._events import RequestInfoEvent, WorkflowEvent
+from temporal_workflows._live import LiveEvent
 
 __all__ = [
     "MISSING",
@@ -41,6 +42,8 @@ def materialize(event: DriverEvent) -> WorkflowEvent:
     fields = event.__dict__
     if fields.get("data_type") is None and fields.get("item_types") is None:
         return event  # nothing to restore (most events; ``restored`` says the same, one call later)
+    if isinstance(event, LiveEvent):
+        return event  # a step's live event, as the step published it (it never travelled as JSON)
     return event.restored()
 
 

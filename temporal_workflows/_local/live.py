@@ -50,9 +50,24 @@ class LiveQueue(Generic[T]):
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._unread = 0
         """Live events published since :meth:`_published` last took them (0: none, nothing to look at)."""
+        self._direct: Callable[[LiveEvent], None] | None = None
+
+    def deliver_to(self, emit: Callable[[LiveEvent], None]) -> None:
+        """Hand each live event to ``emit`` as it is published, instead of queueing it.
+
+        For a run nobody reads before it ends (an awaited ``run()``): the
+        driver's ``live_event``, which puts it among the driver's events
+        where it happened (after the superstep's start, before its steps'
+        results), so the driver needs no hand-over before each superstep's
+        steps run.
+        """
+        self._direct = emit
 
     def publish(self, event: LiveEvent, data: bytes) -> None:
         """A step's live event (the steps' sink)."""
+        if self._direct is not None:
+            self._direct(event)
+            return
         self._queue.put_nowait(event)
         self._unread += 1
 
@@ -103,7 +118,10 @@ async def with_live(
     events the steps published while they ran are taken before the driver's
     next batch, which is where the task would have put them too (the driver
     makes its next batch only once ``run_steps`` returned), so the events
-    and their order are the same.
+    and their order are the same. (The in-process runner's awaited run has
+    its live events delivered into the driver's own batches instead,
+    :meth:`LiveQueue.deliver_to`: the same place again; ``convert`` leaves
+    live events as they are.)
     """
     if not live_while_running:
         try:

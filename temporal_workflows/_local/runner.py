@@ -333,8 +333,10 @@ class GraphLocalRunner:
             payload_limit=max_payload_bytes,
             # New input (a start message, responses) is checkpointed before it is processed; a restore is not.
             entry_checkpoint=started or responses is not None,
-            reader_stops=stream,  # an awaited run() reads every event: one hand-over per superstep
+            reader_stops=stream,  # an awaited run() reads every event: no hand-over until it ends
         )
+        if not stream:
+            host.live.deliver_to(driver.live_event)
         if not started:
             # Timers do not run between calls: requests whose deadline passed before
             # this input arrived time out first (on Temporal the idle run's timer made
