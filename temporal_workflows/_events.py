@@ -456,9 +456,17 @@ class WorkflowRunResult(list[WorkflowEvent]):
         run_id: str,
         include_status_events: bool = False,
     ) -> None:
-        status = [e for e in events if e.type == "status"]
-        kept = [e for e in events if e.type != "started" and (include_status_events or e.type != "status")]
-        super().__init__(kept)
+        super().__init__()
+        keep = self.append
+        status: list[WorkflowEvent] = []
+        for e in events:  # (one pass: a run keeps every event, hundreds for a long one)
+            kind = e.type
+            if kind == "status":
+                status.append(e)
+                if include_status_events:
+                    keep(e)
+            elif kind != "started":
+                keep(e)
         self._status_events = status
         self._final_state = final_state
         self.state = state
