@@ -14,7 +14,7 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -104,17 +104,20 @@ class _GraphLocalHost(DriverHost):
     def now(self) -> float:
         return time.time()
 
+    def _step(self, task: StepTask, state: Mapping[str, Envelope]) -> Coroutine[Any, Any, StepOutcome]:
+        return run_step(
+            self.runner.graph,
+            task,
+            state,
+            run_id=self.runner.run_id or "",
+            live=self.live,
+            streaming=self.streaming,
+            invocation_kwargs=self.invocation_kwargs,
+        )
+
     async def _run_task(self, task: StepTask, state: Mapping[str, Envelope]) -> StepOutcome:
         try:
-            return await run_step(
-                self.runner.graph,
-                task,
-                state,
-                run_id=self.runner.run_id or "",
-                live=self.live,
-                streaming=self.streaming,
-                invocation_kwargs=self.invocation_kwargs,
-            )
+            return await self._step(task, state)
         except Exception as e:
             return StepFailure.of(e)
 
@@ -122,8 +125,11 @@ class _GraphLocalHost(DriverHost):
         if SubWorkflowSuperstep.any_in(engine.topology, tasks):
             return await run_with_sub_workflows(self, tasks, engine)
         state = engine.state
-        if len(tasks) == 1:
-            return [await self._run_task(tasks[0], state)]
+        if len(tasks) == 1:  # (most supersteps of a chain: no gather, and no coroutine around the step's own)
+            try:
+                return [await self._step(tasks[0], state)]
+            except Exception as e:
+                return [StepFailure.of(e)]
         return list(await asyncio.gather(*(self._run_task(t, state) for t in tasks)))
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
