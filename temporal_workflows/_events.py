@@ -211,7 +211,8 @@ class WorkflowEvent(BaseModel, Generic[DataT]):
             # pydantic adds an assigned field's name to the fields set in place: an event built by the
             # run shares that set with the others built the same way (``_SharedFieldNames``), so it
             # takes its own first.
-            _own_fields_set(self)
+            if type(getattr(self, "__pydantic_fields_set__", None)) is _SharedFieldNames:
+                _own_fields_set(self)
             super().__setattr__(name, value)
 
     @property

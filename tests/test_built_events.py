@@ -233,3 +233,20 @@ def test_a_steps_completed_event_lists_what_it_sent_whichever_way_it_is_built(
         expected = ExecutorCompletedEvent(executor_id="a", superstep=2, data=data)
         assert list(completed.__dict__.items()) == list(expected.__dict__.items())
         assert completed.model_fields_set == expected.model_fields_set
+
+
+def test_a_custom_event_may_set_a_private_attribute_before_pydantic_init() -> None:
+    """Taking its own fields set first leaves alone an event whose set pydantic has not made yet."""
+    from pydantic import PrivateAttr
+
+    class Noted(WorkflowEvent):
+        _note: str = PrivateAttr(default="")
+
+        def __init__(self, **kwargs: Any) -> None:
+            self._note = "early"  # pydantic allows this before its own __init__
+            super().__init__(**kwargs)
+
+    event = Noted(type="noted", data=1)
+    assert event.data == 1 and event.model_fields_set == {"type", "data"}
+    event.data = 2
+    assert event.data == 2
