@@ -132,3 +132,121 @@ def test_a_checkpoint_is_constructed_as_model_construct_makes_it() -> None:
     # A missing field: pydantic's own model_construct decides (it leaves the field out).
     partial = {k: v for k, v in fields.items() if k != "superstep"}
     assert constructed(WorkflowCheckpoint, **partial).__dict__ == WorkflowCheckpoint.model_construct(**partial).__dict__
+
+
+def _builder_cases() -> list[tuple[WorkflowEvent, WorkflowEvent]]:
+    from temporal_workflows._events import (
+        completed_event,
+        invoked_event,
+        status_event,
+        superstep_completed_event,
+        superstep_started_event,
+    )
+
+    return [
+        (invoked_event("a", 1, 5, None), ExecutorInvokedEvent(executor_id="a", superstep=1, data=5, data_type=None)),
+        (
+            invoked_event("a", 2, {"k": 1}, "m:M"),
+            ExecutorInvokedEvent(executor_id="a", superstep=2, data={"k": 1}, data_type="m:M"),
+        ),
+        (completed_event("b", 3, [2]), ExecutorCompletedEvent(executor_id="b", superstep=3, data=[2])),
+        (superstep_started_event(4, ["a", "b"]), SuperStepStartedEvent(superstep=4, executor_ids=["a", "b"])),
+        (
+            superstep_completed_event(4, ["k"], "cp-1"),
+            SuperStepCompletedEvent(superstep=4, state_keys_written=["k"], checkpoint_id="cp-1"),
+        ),
+        (
+            superstep_completed_event(5, [], None),
+            SuperStepCompletedEvent(superstep=5, state_keys_written=[], checkpoint_id=None),
+        ),
+        (status_event(WorkflowRunState.IDLE), WorkflowStatusEvent(state=WorkflowRunState.IDLE)),
+    ]
+
+
+@pytest.mark.parametrize("i", range(len(_builder_cases())))
+def test_the_drivers_builders_make_the_validated_event(i: int) -> None:
+    built, validated = _builder_cases()[i]
+    assert type(built) is type(validated)
+    assert list(built.__dict__.items()) == list(validated.__dict__.items())  # same fields, same order
+    assert built.model_fields_set == validated.model_fields_set
+    assert built == validated and repr(built) == repr(validated) and str(built) == str(validated)
+    assert built.model_dump() == validated.model_dump()
+    assert built.model_dump_json() == validated.model_dump_json()
+    assert built.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True)
+    assert (built.origin, built.iteration, built.details) == (validated.origin, validated.iteration, validated.details)
+    assert type(validated).model_validate_json(built.model_dump_json()) == validated
+
+
+def test_events_built_alike_never_share_a_change_to_their_fields_set() -> None:
+    """The run's events share one fields set per kind; changing one event changes no other."""
+    import copy
+    import pickle
+
+    from temporal_workflows._events import completed_event
+
+    a, b, c = (completed_event("x", n, [n]) for n in (1, 2, 3))
+    a.data_type = "m:M"  # pydantic records an assigned field in the event's fields set
+    assert "data_type" in a.model_fields_set
+    assert "data_type" not in b.model_fields_set and "data_type" not in c.model_dump(exclude_unset=True)
+    b.model_fields_set.add("item_types")  # a reader changing the set it was given
+    assert "item_types" not in c.model_fields_set
+    for other in (pickle.loads(pickle.dumps(c)), copy.copy(c), copy.deepcopy(c), c.model_copy()):
+        assert other == c and type(other.model_fields_set) is set
+        other.data_omitted = 1
+        assert "data_omitted" not in c.model_fields_set
+
+
+@pytest.mark.parametrize(
+    ("emitted", "sent", "data"),
+    [
+        ([], [5], [5]),  # one send, no order recorded: the short way
+        (["s1"], ["x"], ["x"]),  # one send, recorded: the short way
+        (["s1", "s1"], [1, 2], [1, 2]),
+        (["s2"], [7, 7], [7]),  # one message to two targets
+        (["s1"], ["x" * STEP_EVENT_DATA_LIMIT], None),  # too large: left out, measured
+    ],
+)
+def test_a_steps_completed_event_lists_what_it_sent_whichever_way_it_is_built(
+    emitted: list[str], sent: list[Any], data: list[Any] | None
+) -> None:
+    from temporal_workflows._engine.driver import SuperstepDriver
+    from temporal_workflows._engine.machine import RoutedMessage, StepResult, StepTask
+    from temporal_workflows._engine.serde import Envelope
+
+    class Collect:
+        def __init__(self) -> None:
+            self.out: list[WorkflowEvent] = []
+
+        def _emit(self, event: WorkflowEvent) -> None:
+            self.out.append(event)
+
+    task = StepTask(superstep=2, index=0, executor_id="a", kind="message", messages=(Envelope(None, 0),))
+    routed = [RoutedMessage(f"t{i}", (Envelope(None, v),), ("a",)) for i, v in enumerate(sent)]
+    collect = Collect()
+    SuperstepDriver._step_events(collect, task, StepResult(sent=routed, emitted=emitted), committed=True)  # type: ignore[arg-type]
+    invoked, completed = collect.out
+    assert invoked == ExecutorInvokedEvent(executor_id="a", superstep=2, data=0, data_type=None)
+    assert completed.model_fields_set >= {"executor_id", "superstep"}
+    if data is None:
+        assert completed.data is None and isinstance(completed, ExecutorCompletedEvent) and completed.data_omitted
+    else:
+        expected = ExecutorCompletedEvent(executor_id="a", superstep=2, data=data)
+        assert list(completed.__dict__.items()) == list(expected.__dict__.items())
+        assert completed.model_fields_set == expected.model_fields_set
+
+
+def test_a_custom_event_may_set_a_private_attribute_before_pydantic_init() -> None:
+    """Taking its own fields set first leaves alone an event whose set pydantic has not made yet."""
+    from pydantic import PrivateAttr
+
+    class Noted(WorkflowEvent):
+        _note: str = PrivateAttr(default="")
+
+        def __init__(self, **kwargs: Any) -> None:
+            self._note = "early"  # pydantic allows this before its own __init__
+            super().__init__(**kwargs)
+
+    event = Noted(type="noted", data=1)
+    assert event.data == 1 and event.model_fields_set == {"type", "data"}
+    event.data = 2
+    assert event.data == 2

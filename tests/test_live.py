@@ -284,3 +284,44 @@ async def test_an_awaited_run_has_the_streamed_runs_events_in_the_same_order() -
             streamed.append(event)
     assert seen(list(awaited.value.result)) == seen(streamed)
     assert [e.type for e in streamed].count("delta") == 8 and streamed[-1].type in ("failed", "status")
+
+
+async def test_an_awaited_checkpointed_run_has_the_streamed_runs_events_and_checkpoints() -> None:
+    """An awaited ``run()`` gets its events a superstep at a time: the same events, checkpoints and order."""
+    from temporal_workflows import InMemoryCheckpointStorage
+
+    @executor(id="hop")
+    async def hop(n: int, ctx: WorkflowContext[int, int]) -> None:
+        await ctx.add_event(Delta(text=str(n)))
+        ctx.set_state("n", n)
+        if n < 3:
+            await ctx.send_message(n + 1)
+        else:
+            await ctx.yield_output(n)
+
+    def seen(events: list[WorkflowEvent]) -> list[tuple[str, str, Any]]:
+        return [(type(e).__name__, e.type, getattr(e, "superstep", None)) for e in events if e.type != "started"]
+
+    runs: list[tuple[list[WorkflowEvent], list[str | None], int]] = []
+    for stream in (False, True):
+        storage = InMemoryCheckpointStorage()
+        wf = WorkflowBuilder(start_executor=hop, checkpoint_storage=storage).add_edge(hop, hop).build()
+        if stream:
+            events = [e async for e in wf.run(0, stream=True)]
+        else:
+            events = list(await wf.run(0, include_status_events=True))
+        ids = [e.checkpoint_id for e in events if isinstance(e, SuperStepCompletedEvent)]
+        saved = {c.checkpoint_id for c in await storage.list_checkpoints(workflow_name=wf.name)}
+        assert set(ids) < saved  # every superstep's checkpoint is stored, and the entry checkpoint
+        runs.append((events, ids, len(saved)))
+    (awaited, _, awaited_saved), (streamed, _, streamed_saved) = runs
+    assert seen(awaited) == seen(streamed) and awaited_saved == streamed_saved == 5
+    assert [e.text for e in awaited if isinstance(e, Delta)] == ["0", "1", "2", "3"]
+
+
+def test_a_live_event_reaches_an_in_process_reader_as_its_step_published_it() -> None:
+    """Awaited or streamed, in process a live event is the object the step published (never restored)."""
+    from temporal_workflows._graph.runs import materialize
+
+    event = StepProgressEvent(data={"k": 1}, data_type="list[x:Y]")
+    assert materialize(event) is event

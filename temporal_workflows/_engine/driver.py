@@ -69,15 +69,17 @@ from temporal_workflows._events import (
     ExecutorFailedEvent,
     ExecutorInvokedEvent,
     RequestInfoEvent,
-    SuperStepCompletedEvent,
-    SuperStepStartedEvent,
     WorkflowEvent,
     WorkflowFailedEvent,
     WorkflowIntermediateEvent,
     WorkflowOutputEvent,
     WorkflowRunState,
-    WorkflowStatusEvent,
     built_event,
+    completed_event,
+    invoked_event,
+    status_event,
+    superstep_completed_event,
+    superstep_started_event,
 )
 
 __all__ = [
@@ -485,17 +487,16 @@ def _invoked(task: StepTask) -> ExecutorInvokedEvent:
     else:
         first = task.messages[0]
         if len(task.messages) == 1 and _surely_small(task.messages):  # most steps: the fields as they are
-            return built_event(
-                ExecutorInvokedEvent,
-                data=first.data,
-                data_type=first.type,
-                executor_id=task.executor_id,
-                superstep=task.superstep,
-            )
+            return invoked_event(task.executor_id, task.superstep, first.data, first.type)
         fields = {"data": first.data, "data_type": first.type}
     fields["executor_id"] = task.executor_id
     fields["superstep"] = task.superstep
     return built_event(ExecutorInvokedEvent, **_step_data(fields, task.messages))
+
+
+_ONE_SEND: tuple[list[str], ...] = ([], ["s1"])
+"""The production orders of a step that sent one message to one target and did nothing else (none recorded, or
+that one send)."""
 
 
 def _production_order(result: StepResult) -> list[str]:
@@ -570,6 +571,14 @@ class SuperstepDriver:
             bubbled up), in order: a sub-workflow's child hands them to its
             parent, as Agent Framework's ``WorkflowExecutor`` does. ``None``
             (a top-level run): not collected, they are events only.
+        reader_stops: Whether the reader of :meth:`batches` may stop the run
+            between two batches (a stream: it stops where it stopped reading,
+            before the next checkpoint or superstep). ``False`` (an in-process
+            run awaited for its result, read to its end): the driver hands
+            its events over only when the run ends or waits, and the host
+            gives it the live events its steps publish (:meth:`live_event`),
+            instead of three hand-overs per superstep; the events and their
+            order are the same.
     """
 
     def __init__(
@@ -584,8 +593,10 @@ class SuperstepDriver:
         state_limit: Callable[[], int] | None = None,
         release_outputs: Callable[[], bool] = lambda: True,
         intermediate: list[Envelope] | None = None,
+        reader_stops: bool = True,
     ) -> None:
         self.engine = engine
+        self._pauses = reader_stops
         self.intermediate = intermediate
         self.host = host
         self.checkpoint_every = checkpoint_every
@@ -611,6 +622,15 @@ class SuperstepDriver:
     def _emit(self, event: DriverEvent) -> None:
         self._out.append(event)
 
+    def live_event(self, event: WorkflowEvent) -> None:
+        """A live event a running step published, among the driver's events where it happened.
+
+        For a host whose reader does not stop the run (``reader_stops=False``):
+        it comes after what the driver made before the steps ran and before
+        their results, where a stream shows it.
+        """
+        self._out.append(event)
+
     def _flush(self) -> list[DriverEvent]:
         out, self._out = self._out, []
         return out
@@ -619,7 +639,7 @@ class SuperstepDriver:
         state = state or self.engine.run_state()
         if state != self._shown:
             self._shown = state
-            self._emit(built_event(WorkflowStatusEvent, state=state))
+            self._emit(status_event(state))
 
     def _activate(self) -> None:
         """Work begins (or goes on): ``IN_PROGRESS``, unless the run already says it is in progress.
@@ -730,7 +750,7 @@ class SuperstepDriver:
                     lambda label: host.save_checkpoint(engine, "requested", label),
                     host.warn,
                 )
-            if self._out:
+            if self._out and self._pauses:
                 yield self._flush()
             if engine.halted or (not engine.has_work() and host.may_finish(engine)):
                 self._show_state()
@@ -785,9 +805,9 @@ class SuperstepDriver:
         step = tasks[0].superstep
         executor_ids = [t.executor_id for t in tasks]  # (the event's own list; the scope only reads it)
         with host.superstep_scope(step, executor_ids):
-            self._emit(built_event(SuperStepStartedEvent, superstep=step, executor_ids=executor_ids))
+            self._emit(superstep_started_event(step, executor_ids))
             self._check_step_inputs(tasks, step)
-            if self._out:
+            if self._out and self._pauses:
                 yield self._flush()
             try:
                 outcomes = await host.run_steps(tasks, engine)
@@ -862,7 +882,7 @@ class SuperstepDriver:
             self._check_outputs(plan.outputs, step)
             checkpoint_id = None
             if checkpoint_due(engine.superstep, self.checkpoint_every):
-                if self._out:
+                if self._out and self._pauses:
                     yield self._flush()
                 try:
                     checkpoint_id = await host.save_checkpoint(engine, "auto")
@@ -870,15 +890,9 @@ class SuperstepDriver:
                     raise CheckpointStorageError(
                         f"checkpoint after superstep {step} could not be saved: {e}", superstep=step
                     ) from e
-            self._emit(
-                built_event(
-                    SuperStepCompletedEvent,
-                    superstep=step,
-                    state_keys_written=plan.keys_written,  # (made for this commit; hosts only read it)
-                    checkpoint_id=checkpoint_id,
-                )
-            )
-            if self._out:
+            # (``keys_written`` is made for this commit; hosts only read it)
+            self._emit(superstep_completed_event(step, plan.keys_written, checkpoint_id))
+            if self._out and self._pauses:
                 yield self._flush()
 
     # -- one step's events ----------------------------------------------------------------
@@ -908,9 +922,15 @@ class SuperstepDriver:
             return
         if outcome is None:
             return
+        sent = outcome.sent
+        if len(sent) == 1 and not (outcome.outputs or outcome.events or outcome.requests or outcome.unrouted):
+            # Most steps: one message sent to one target, nothing else (the order it was made in says nothing).
+            sent_one = sent[0].messages
+            if sent_one[0].type is None and outcome.emitted in _ONE_SEND and _surely_small(sent_one):
+                self._emit(completed_event(task.executor_id, task.superstep, [sent_one[0].data]))
+                return
         order = _production_order(outcome)
-        sent, unrouted, outputs, events, requests = (
-            outcome.sent,
+        unrouted, outputs, events, requests = (
             outcome.unrouted,
             outcome.outputs,
             outcome.events,
@@ -965,14 +985,10 @@ class SuperstepDriver:
                     self._emit(request_event(self.engine.pending_requests.get(req.request_id, req)))
                     if self._shown is WorkflowRunState.IN_PROGRESS:
                         self._shown = WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS
-                        self._emit(built_event(WorkflowStatusEvent, state=self._shown))
+                        self._emit(status_event(self._shown))
         done = messages + yielded if yielded else messages
         if len(done) == 1 and done[0].type is None and _surely_small(done):  # most steps: one JSON message
-            self._emit(
-                built_event(
-                    ExecutorCompletedEvent, data=[done[0].data], executor_id=task.executor_id, superstep=task.superstep
-                )
-            )
+            self._emit(completed_event(task.executor_id, task.superstep, [done[0].data]))
             return
         fields = _listed(done)
         fields["executor_id"] = task.executor_id

@@ -17,6 +17,7 @@ from temporal_workflows._engine.machine import PendingRequest, shared_part
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._errors import NotSerializableError, WorkflowError
 from temporal_workflows._events import RequestInfoEvent, WorkflowEvent
+from temporal_workflows._live import LiveEvent
 
 __all__ = [
     "MISSING",
@@ -41,6 +42,8 @@ def materialize(event: DriverEvent) -> WorkflowEvent:
     fields = event.__dict__
     if fields.get("data_type") is None and fields.get("item_types") is None:
         return event  # nothing to restore (most events; ``restored`` says the same, one call later)
+    if isinstance(event, LiveEvent):
+        return event  # a step's live event, as the step published it (it never travelled as JSON)
     return event.restored()
 
 
@@ -56,6 +59,18 @@ def shared_state(state: Mapping[str, Envelope]) -> dict[str, Any]:
     return {k: decode(v) for k, v in shared_part(state).items()}
 
 
+async def flattened(batches: AsyncIterator[list[WorkflowEvent]]) -> AsyncIterator[WorkflowEvent]:
+    """The events of ``batches`` one at a time; closing this closes ``batches`` (the run stops there)."""
+    try:
+        async for batch in batches:
+            for event in batch:
+                yield event
+    finally:
+        aclose = getattr(batches, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 class RunStream:
     """The events of one ``run()`` call; while it is held and not finished, the workflow is reserved.
 
@@ -67,9 +82,17 @@ class RunStream:
     away never leaves the workflow reserved.
     """
 
-    def __init__(self, reservation: Reservation, events: AsyncIterator[WorkflowEvent]) -> None:
+    def __init__(
+        self,
+        reservation: Reservation,
+        events: AsyncIterator[WorkflowEvent],
+        batches: AsyncIterator[list[WorkflowEvent]] | None = None,
+    ) -> None:
+        """``events`` is what a reader reads; ``batches``, if the host makes its events in batches, the same
+        events a batch at a time (``events`` then flattens them): :meth:`read_all` takes them whole."""
         self._reservation = reservation
         self._events = events
+        self._batches = batches
         self.done = False
 
     def __aiter__(self) -> RunStream:
@@ -83,6 +106,29 @@ class RunStream:
         except BaseException:
             self._finish()
             raise
+
+    async def read_all(self, into: list[WorkflowEvent]) -> None:
+        """Read the whole stream into ``into`` (an awaited ``run()``), before anything else reads it.
+
+        The same events as reading it one at a time, a batch at a time where
+        the host makes batches: in process a run keeps every event it made,
+        and handing each over through the stream's layers one by one was a
+        visible part of a step's cost.
+
+        Raises:
+            Whatever reading it raises (``into`` then holds the events before).
+        """
+        if self._batches is None:
+            async for event in self:
+                into.append(event)
+            return
+        if self.done:
+            return
+        try:
+            async for batch in self._batches:
+                into.extend(batch)
+        finally:
+            self._finish()
 
     async def close(self) -> None:
         """Agent Framework's name for :meth:`aclose` (its stream's ``close()``)."""
@@ -132,7 +178,14 @@ class Reservation:
     def take(self, events: AsyncIterator[WorkflowEvent]) -> RunStream:
         """Reserve the workflow now, for the ``run()`` whose events are ``events``."""
         self.check("start another run")
-        stream = RunStream(self, events)
+        return self._hold(RunStream(self, events))
+
+    def take_batches(self, batches: AsyncIterator[list[WorkflowEvent]]) -> RunStream:
+        """:meth:`take`, for a ``run()`` whose events come in lists (read one at a time, or whole)."""
+        self.check("start another run")
+        return self._hold(RunStream(self, flattened(batches), batches))
+
+    def _hold(self, stream: RunStream) -> RunStream:
         self._active = weakref.ref(stream)
         return stream
 

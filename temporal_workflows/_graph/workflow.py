@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Collection, Generator, Iterator, Mapping
+from collections.abc import Awaitable, Collection, Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from temporal_workflows._engine.registry import declare
@@ -269,11 +269,10 @@ class Workflow:
             checkpoint_storage=checkpoint_storage,
         )
 
-    async def _collect(self, events: AsyncIterator[WorkflowEvent], include_status_events: bool) -> WorkflowRunResult:
+    async def _collect(self, events: RunStream, include_status_events: bool) -> WorkflowRunResult:
         collected: list[WorkflowEvent] = []
         try:
-            async for ev in events:
-                collected.append(ev)
+            await events.read_all(collected)
         except WorkflowRunError as e:
             attach_result(e, self._result(collected, include_status_events))
             raise

@@ -50,9 +50,24 @@ class LiveQueue(Generic[T]):
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._unread = 0
         """Live events published since :meth:`_published` last took them (0: none, nothing to look at)."""
+        self._direct: Callable[[LiveEvent], None] | None = None
+
+    def deliver_to(self, emit: Callable[[LiveEvent], None]) -> None:
+        """Hand each live event to ``emit`` as it is published, instead of queueing it.
+
+        For a run nobody reads before it ends (an awaited ``run()``): the
+        driver's ``live_event``, which puts it among the driver's events
+        where it happened (after the superstep's start, before its steps'
+        results), so the driver needs no hand-over before each superstep's
+        steps run.
+        """
+        self._direct = emit
 
     def publish(self, event: LiveEvent, data: bytes) -> None:
         """A step's live event (the steps' sink)."""
+        if self._direct is not None:
+            self._direct(event)
+            return
         self._queue.put_nowait(event)
         self._unread += 1
 
@@ -86,14 +101,16 @@ async def with_live(
     convert: Callable[[T], WorkflowEvent],
     *,
     live_while_running: bool = True,
-) -> AsyncIterator[WorkflowEvent]:
+) -> AsyncIterator[list[WorkflowEvent]]:
     """The driver's events (``batches``, each event through ``convert``), with the queue's live events, as they
-    happen.
+    happen, in batches: one per driver batch, and the live events before it.
 
-    The driver task waits for the reader once per batch (after its last
-    event), not once per event: the driver does nothing between the events
-    of a batch, so a reader that stops mid-batch stops the run at the same
-    point, and a step costs no task switch per event.
+    The driver task waits for the reader once per batch (when it asks for the
+    batch after it), not once per event: the driver does nothing between the
+    events of a batch, so a reader that stops mid-batch stops the run at the
+    same point, and a step costs no task switch per event. A streamed run's
+    reader takes the batches' events one at a time (``RunStream``); an
+    awaited run takes each batch whole.
 
     ``live_while_running=False`` (a ``run()`` that is awaited for its result,
     not streamed: nobody reads an event before the run ends) drives the
@@ -101,17 +118,21 @@ async def with_live(
     events the steps published while they ran are taken before the driver's
     next batch, which is where the task would have put them too (the driver
     makes its next batch only once ``run_steps`` returned), so the events
-    and their order are the same.
+    and their order are the same. (The in-process runner's awaited run has
+    its live events delivered into the driver's own batches instead,
+    :meth:`LiveQueue.deliver_to`: the same place again; ``convert`` leaves
+    live events as they are.)
     """
     if not live_while_running:
         try:
             async for batch in batches:
-                for live in queue._published():
-                    yield live
-                for event in batch:
-                    yield convert(event)
-            for live in queue._published():
-                yield live
+                live = queue._published()
+                out: list[WorkflowEvent] = list(live) if live else []
+                out.extend(map(convert, batch))
+                yield out
+            live = queue._published()
+            if live:
+                yield list(live)
         finally:
             aclose = getattr(batches, "aclose", None)
             if aclose is not None:
@@ -144,12 +165,11 @@ async def with_live(
                 raise item.error
             if isinstance(item, tuple):
                 _, batch, taken = item
-                for event in batch:
-                    yield convert(event)
+                yield [convert(event) for event in batch]
                 taken.set_result(None)
             else:
                 assert isinstance(item, LiveEvent)
-                yield item
+                yield [item]
     finally:
         if not task.done():
             task.cancel()

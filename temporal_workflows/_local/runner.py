@@ -17,7 +17,7 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -108,17 +108,20 @@ class _GraphLocalHost(DriverHost):
     def now(self) -> float:
         return time.time()
 
+    def _step(self, task: StepTask, state: Mapping[str, Envelope]) -> Coroutine[Any, Any, StepOutcome]:
+        return run_step(
+            self.runner.graph,
+            task,
+            state,
+            run_id=self.runner.run_id or "",
+            live=self.live,
+            streaming=self.streaming,
+            invocation_kwargs=self.invocation_kwargs,
+        )
+
     async def _run_task(self, task: StepTask, state: Mapping[str, Envelope]) -> StepOutcome:
         try:
-            return await run_step(
-                self.runner.graph,
-                task,
-                state,
-                run_id=self.runner.run_id or "",
-                live=self.live,
-                streaming=self.streaming,
-                invocation_kwargs=self.invocation_kwargs,
-            )
+            return await self._step(task, state)
         except Exception as e:
             return StepFailure.of(e)
 
@@ -126,8 +129,11 @@ class _GraphLocalHost(DriverHost):
         if SubWorkflowSuperstep.any_in(engine.topology, tasks):
             return await run_with_sub_workflows(self, tasks, engine)
         state = engine.state
-        if len(tasks) == 1:
-            return [await self._run_task(tasks[0], state)]
+        if len(tasks) == 1:  # (most supersteps of a chain: no gather, and no coroutine around the step's own)
+            try:
+                return [await self._step(tasks[0], state)]
+            except Exception as e:
+                return [StepFailure.of(e)]
         return list(await asyncio.gather(*(self._run_task(t, state) for t in tasks)))
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
@@ -300,11 +306,11 @@ class GraphLocalRunner:
         """
         check_run_arguments(message, responses, checkpoint_id)
         arrived = time.time()  # when the input arrived: the stream may be read later
-        return self.reservation.take(
-            self._events(message, responses, checkpoint_id, checkpoint_storage, arrived, stream, invocation_kwargs)
+        return self.reservation.take_batches(
+            self._batches(message, responses, checkpoint_id, checkpoint_storage, arrived, stream, invocation_kwargs)
         )
 
-    async def _events(
+    async def _batches(
         self,
         message: Any,
         responses: Mapping[str, Any] | None,
@@ -313,7 +319,8 @@ class GraphLocalRunner:
         arrived: float,
         stream: bool = False,
         invocation_kwargs: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[WorkflowEvent]:
+    ) -> AsyncIterator[list[WorkflowEvent]]:
+        """The events of one ``run()`` call, in the batches the driver makes them (see ``with_live``)."""
         # Nothing about the current run changes until the new input (responses included) is accepted.
         run_id, last_checkpoint_id = self.run_id, self.last_checkpoint_id
         started = restored = False
@@ -344,7 +351,10 @@ class GraphLocalRunner:
             payload_limit=max_payload_bytes,
             # New input (a start message, responses) is checkpointed before it is processed; a restore is not.
             entry_checkpoint=started or responses is not None,
+            reader_stops=stream,  # an awaited run() reads every event: no hand-over until it ends
         )
+        if not stream:
+            host.live.deliver_to(driver.live_event)
         if not started:
             # Timers do not run between calls: requests whose deadline passed before
             # this input arrived time out first (on Temporal the idle run's timer made
@@ -357,8 +367,7 @@ class GraphLocalRunner:
             except RequestTimeoutError as e:
                 self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
                 self.failed = e
-                for event in driver.failure_events(e):
-                    yield materialize(event)
+                yield [materialize(event) for event in driver.failure_events(e)]
                 raise
         if responses:
             for rid, env in self._validate_responses(engine, responses).items():
@@ -368,14 +377,15 @@ class GraphLocalRunner:
         self.invocation_kwargs = kwargs
         if started or restored:
             # A run restored from a checkpoint starts again there (as a reset or fork does on Temporal).
-            yield WorkflowStartedEvent(run_id=run_id or "")
+            yield [WorkflowStartedEvent(run_id=run_id or "")]
         if restored:
-            for event in driver.announce_pending():
-                yield materialize(event)
+            announced = driver.announce_pending()
+            if announced:
+                yield [materialize(event) for event in announced]
         failure: WorkflowRunError | None = None
         try:
-            async for event in with_live(driver.batches(), host.live, materialize, live_while_running=stream):
-                yield event
+            async for batch in with_live(driver.batches(), host.live, materialize, live_while_running=stream):
+                yield batch
         except WorkflowRunError as e:
             self.failed = e
             failure = peer_error(e)
