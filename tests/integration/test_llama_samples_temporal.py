@@ -93,7 +93,19 @@ async def test_the_example_prints_on_temporal_what_it_prints_in_process(
     async with AsyncExitStack() as stack:
         remote = await printed(example, on_temporal(temporal_address, stack, started), capsys)
     assert local and started, started
-    assert remote == local
+    if example in RACING:
+        # Its three steps run at once: in process they finish in the order they started (none awaits),
+        # on Temporal in the order their activities completed, as under LlamaIndex, whose runtime
+        # prints in the order its steps finish. What the join prints (its collect_events order) is fixed.
+        assert sorted(remote) == sorted(local)
+        assert remote[-2:] == local[-2:]
+    else:
+        assert remote == local
+
+
+# Examples whose concurrent steps print in the order they finish, which on Temporal is the order their
+# activities complete (a loaded run printed step C's line before step B's).
+RACING = {ports.collect_several_types}
 
 
 @pytest.mark.parametrize("example", [ports.resource_configs, ports.async_workflows], ids=lambda e: e.__name__)

@@ -10,6 +10,7 @@ I/O or other non-deterministic call creeping into workflow code fails here."""
 from __future__ import annotations
 
 import json
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -161,18 +162,29 @@ async def test_every_run_of_the_session_replays_in_the_sandbox(client: Client) -
     # which only the runtime that registered them knows, and the runtime's
     # replay tests replay its recorded histories with them
     # (tests/integration/test_llama_runtime.py, tests/histories/llama_runtime/).
-    replayed: dict[str, str] = {}  # run id -> workflow id, to name a run that fails
+    replayed: dict[str, WorkflowHistory] = {}  # run id -> its history, to name and keep a run that fails
     query = f"WorkflowType != '{LLAMA_RUNTIME_WORKFLOW_TYPE}'"
 
     async def histories() -> AsyncIterator[WorkflowHistory]:
         async for history in client.list_workflows(query).map_histories():
             if not _encrypted(history):
-                replayed[history.run_id] = history.workflow_id
+                replayed[history.run_id] = history
                 yield history
 
     results = await _replayer("sandbox-restricted").replay_workflows(histories(), raise_on_replay_failure=False)
     if not replayed:
         pytest.skip("no other test ran a workflow in this session")
-    assert not results.replay_failures, {
-        f"{replayed.get(run_id, '?')} ({run_id})": str(e)[:300] for run_id, e in results.replay_failures.items()
-    }
+    if results.replay_failures:
+        # The session's server goes with the session: keep each failing history to replay it again.
+        kept = Path(tempfile.mkdtemp(prefix="replay-failures-"))
+        for run_id in results.replay_failures:
+            (kept / f"{replayed[run_id].workflow_id}.json").write_text(replayed[run_id].to_json())
+        pytest.fail(
+            f"histories kept in {kept}: "
+            + repr(
+                {
+                    f"{replayed[run_id].workflow_id} ({run_id})": str(e)[:300]
+                    for run_id, e in results.replay_failures.items()
+                }
+            )
+        )
