@@ -215,10 +215,7 @@ async def test_fan_out_histories_replay(runtime: TemporalRuntime) -> None:
     """Several activities completing together are reduced in a fixed order: the history replays."""
     handler = lw.FanOut(timeout=30, runtime=runtime).run(n=12)
     assert await handler == [i * i for i in range(12)]
-    client = await runtime.client()
-    history = await client.get_workflow_handle(handler.run_id).fetch_history()
-    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
-    await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
+    await _replays(runtime, handler.run_id)
 
 
 async def test_connects_from_the_environment_and_survives_two_asyncio_runs(temporal_address: str) -> None:
@@ -244,6 +241,14 @@ async def test_connects_from_the_environment_and_survives_two_asyncio_runs(tempo
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["done", "2", "done", "3"]
+
+
+async def _replays(runtime: TemporalRuntime, run_id: str) -> None:
+    """The run's history, fetched from the server, replays without a nondeterminism error."""
+    client = await runtime.client()
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
+    await replayer.replay_workflow(WorkflowHistory.from_json(run_id, history.to_json()))
 
 
 async def _history_events(runtime: TemporalRuntime, run_id: str) -> list[Any]:
@@ -309,10 +314,7 @@ async def test_stale_collect_events_reruns_are_run_ahead_in_their_batch(runtime:
         and e.user_metadata.summary.data.decode().startswith('"join')
     ]
     assert len(joins) <= 24 // 2, [e.user_metadata.summary.data.decode() for e in joins]
-    client = await runtime.client()
-    history = await client.get_workflow_handle(handler.run_id).fetch_history()
-    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
-    await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
+    await _replays(runtime, handler.run_id)
 
 
 async def test_a_fan_out_runs_in_three_activity_rounds(runtime: TemporalRuntime) -> None:
@@ -332,10 +334,7 @@ async def test_a_fan_out_runs_in_three_activity_rounds(runtime: TemporalRuntime)
     # One each, unless a loaded machine made a worker miss its batch's grace (then it runs alone).
     assert summaries[:3] == ['"start"', '"work x4"', '"join x4"'], summaries
     assert len(summaries) <= 5, summaries
-    client = await runtime.client()
-    history = await client.get_workflow_handle(handler.run_id).fetch_history()
-    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
-    await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
+    await _replays(runtime, handler.run_id)
 
 
 class InOrder(Workflow):
@@ -400,10 +399,7 @@ async def test_a_run_ahead_join_reruns_each_event_about_once(runtime: TemporalRu
     handler = CountedJoin(timeout=30, runtime=runtime).run()
     assert await handler == list(range(30))
     assert _join_calls["n"] <= 2 * 30 + 4, _join_calls["n"]
-    client = await runtime.client()
-    history = await client.get_workflow_handle(handler.run_id).fetch_history()
-    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
-    await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
+    await _replays(runtime, handler.run_id)
 
 
 class WritesPerItem(Workflow):
@@ -538,10 +534,7 @@ async def test_a_steps_stream_writes_arrive_while_it_runs(runtime: TemporalRunti
         ("LiveProgress", {"n": 2}),
         ("StopEvent", {"result": "released True"}),
     ]
-    client = await runtime.client()
-    history = await client.get_workflow_handle(handler.run_id).fetch_history()
-    replayer = Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None))
-    await replayer.replay_workflow(WorkflowHistory.from_json(handler.run_id, history.to_json()))
+    await _replays(runtime, handler.run_id)
 
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories" / "llama_runtime").glob("*.json"))

@@ -36,6 +36,12 @@ async def _serve(runtime: TemporalRuntime | None) -> AsyncIterator[httpx.AsyncCl
     server.add_workflow("chain", lw.Chain(timeout=30))
     server.add_workflow("hitl", lw.HumanInLoop(timeout=None))
     server.add_workflow("fails", lw.Fails(timeout=30))
+    async for c in _over_http(server):
+        yield c
+
+
+async def _over_http(server: WorkflowServer) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of ``server``, served by uvicorn on a free port for as long as the client is used."""
     port = _free_port()
     http = uvicorn.Server(uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="warning"))
     async with server.contextmanager():
@@ -171,24 +177,14 @@ async def test_a_server_wired_as_for_the_dbos_runtime_serves_runs_unchanged(temp
         workflow_store=runtime.create_workflow_store(), runtime=runtime.build_server_runtime(idle_timeout=5.0)
     )
     server.add_workflow("chain", lw.Chain(timeout=30, runtime=runtime))
-    port = _free_port()
-    http = uvicorn.Server(uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="warning"))
     try:
-        async with server.contextmanager():
-            task = asyncio.create_task(http.serve())
-            while not http.started:
-                await asyncio.sleep(0.01)  # uvicorn has no readiness event; this only waits for the bind
-            try:
-                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
-                    r = await c.post("/workflows/chain/run", json={"start_event": {"x": 41}})
-                    assert r.status_code == 200, r.text
-                    assert r.json()["status"] == "completed"
-                    assert r.json()["result"]["value"]["result"] == "done 42"
-                    client = await runtime.client()
-                    description = await client.get_workflow_handle(r.json()["run_id"]).describe()
-                    assert description.task_queue == runtime.task_queue  # a Temporal run
-            finally:
-                http.should_exit = True
-                await task
+        async for c in _over_http(server):
+            r = await c.post("/workflows/chain/run", json={"start_event": {"x": 41}})
+            assert r.status_code == 200, r.text
+            assert r.json()["status"] == "completed"
+            assert r.json()["result"]["value"]["result"] == "done 42"
+            client = await runtime.client()
+            description = await client.get_workflow_handle(r.json()["run_id"]).describe()
+            assert description.task_queue == runtime.task_queue  # a Temporal run
     finally:
         await runtime.destroy()
