@@ -325,3 +325,47 @@ class PythonValues(Workflow):
     async def b(self, ctx: Context, ev: PairSeen) -> StopEvent:
         kept = await ctx.store.get("kept")
         return StopEvent(result=f"b sees {ev.pair!r} {ev.anything!r} {kept!r}")
+
+
+class Go(Event):
+    n: int
+
+
+class SenderDone(Event):
+    pass
+
+
+class ReceiverDone(Event):
+    seen: Any
+
+
+class SendsWhileWorking(Workflow):
+    """A step that writes the store, sends, then works on (a model call, here a sleep) and writes again: under
+    the default runtime the receiver starts while the sender works, reads the writes made before the send,
+    and its own write to a key the sender wrote earlier stands."""
+
+    @step
+    async def sender(self, ctx: Context, ev: StartEvent) -> SenderDone | Go:
+        await ctx.store.set("n", 1)
+        await ctx.store.set("shared", "sender")
+        ctx.send_event(Go(n=1))
+        await asyncio.sleep(1.5)
+        ctx.write_event_to_stream(Progress(msg="sender done"))
+        await ctx.store.set("after", 2)
+        return SenderDone()
+
+    @step
+    async def receiver(self, ctx: Context, ev: Go) -> ReceiverDone:
+        seen = await ctx.store.get("n", default=None)
+        ctx.write_event_to_stream(Progress(msg=f"receiver saw {seen}"))
+        await ctx.store.set("shared", "receiver")
+        return ReceiverDone(seen=seen)
+
+    @step
+    async def join(self, ctx: Context, ev: SenderDone | ReceiverDone) -> StopEvent | None:
+        got = ctx.collect_events(ev, [SenderDone, ReceiverDone])
+        if got is None:
+            return None
+        store = ctx.store
+        keys = ("n", "shared", "after")
+        return StopEvent(result=[got[1].seen, *[await store.get(k, default=None) for k in keys]])

@@ -47,6 +47,8 @@ BUILD: dict[str, Callable[[TemporalRuntime], Workflow]] = {
     # Recorded with the tasks just started settling before a done one is picked (patch
     # llama-runtime-settle-started).
     "fan_out_settled": lambda rt: lw.FanOut(timeout=45, runtime=rt),
+    # Recorded with a step's sends signalled while it runs, with its store writes (patch llama-runtime-live-sends).
+    "live_sends": lambda rt: lw.SendsWhileWorking(timeout=60, runtime=rt),
 }
 
 

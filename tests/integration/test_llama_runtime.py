@@ -180,9 +180,9 @@ async def test_bad_signal_is_dropped_and_the_run_goes_on(runtime: TemporalRuntim
 async def test_bad_tick_and_store_patch_signals_are_dropped_with_a_warning(
     runtime: TemporalRuntime, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """docs/bad-input.md: ``llama_tick``, ``llama_store_patch`` and ``llama_step_stream`` signals the run
-    cannot use are dropped with a warning; the run's store and stream are unchanged and the run takes the
-    next good input."""
+    """docs/bad-input.md: ``llama_tick``, ``llama_store_patch``, ``llama_step_stream`` and ``llama_step_send``
+    signals the run cannot use are dropped with a warning; the run's store and stream are unchanged and the
+    run takes the next good input."""
     handler = lw.AskWithStore(timeout=None, runtime=runtime).run(topic="cats")
     client = await runtime.client()
     caplog.set_level(logging.WARNING)
@@ -198,17 +198,27 @@ async def test_bad_tick_and_store_patch_signals_are_dropped_with_a_warning(
                 await wf.signal("llama_step_stream", bad_write)
             # A well-formed write of no running step (a late or forged one) is dropped quietly.
             await wf.signal("llama_step_stream", {"invocation": "nope", "index": 0, "event": "{}"})
+            for bad_sends in (
+                "not sends",
+                {"invocation": "x", "sends": [{"index": "0", "tick": 1}], "store_patch": []},
+            ):
+                await wf.signal("llama_step_send", bad_sends)
+            # Sends of no running step (late or forged): dropped quietly, store untouched.
+            forged = [{"op": "add", "path": "/state_data/_data/forged", "value": 1}]
+            await wf.signal("llama_step_send", {"invocation": "nope", "sends": [], "store_patch": forged})
             # A good patch after the bad ones still applies: the run read every signal.
             await wf.signal("llama_store_patch", [{"op": "add", "path": "/state_data/_data/late", "value": "ok"}])
             store = await wf.query("llama_state")
             assert store["state_data"]["_data"]["topic"] == "cats"
             assert store["state_data"]["_data"]["late"] == "ok"
+            assert "forged" not in store["state_data"]["_data"]
             handler.ctx.send_event(lw.Answer(text="Tom"))
     assert await handler == "cats: Tom"
     dropped = [r.getMessage() for r in caplog.records if "dropped a" in r.getMessage()]
     assert sum("llama_tick" in m for m in dropped) == 4, dropped
     assert sum("llama_store_patch" in m for m in dropped) == 5, dropped
     assert sum("llama_step_stream" in m for m in dropped) == 2, dropped
+    assert sum("llama_step_send" in m for m in dropped) == 2, dropped
 
 
 async def test_fan_out_histories_replay(runtime: TemporalRuntime) -> None:
@@ -535,6 +545,92 @@ async def test_a_steps_stream_writes_arrive_while_it_runs(runtime: TemporalRunti
         ("StopEvent", {"result": "released True"}),
     ]
     await _replays(runtime, handler.run_id)
+
+
+class Sent(llama_events.Event):
+    pass
+
+
+class SenderFinished(llama_events.Event):
+    waited: bool
+
+
+class ReceiverFinished(llama_events.Event):
+    seen: Any
+
+
+_receiver_ran = threading.Event()
+
+
+class SendsThenWaitsForItsReceiver(Workflow):
+    """A step that writes the store, sends, and waits until the step its send starts has run: it can finish
+    only if the send is delivered while it runs (as under the default runtime)."""
+
+    @llama.step
+    async def sender(self, ctx: llama.Context, ev: llama_events.StartEvent) -> SenderFinished | Sent:
+        await ctx.store.set("n", 1)
+        await ctx.store.set("shared", "sender")
+        ctx.send_event(Sent())
+        waited = await asyncio.to_thread(_receiver_ran.wait, 60)
+        ctx.write_event_to_stream(LiveProgress(n=2))
+        await ctx.store.set("after", 2)
+        return SenderFinished(waited=waited)
+
+    @llama.step
+    async def receiver(self, ctx: llama.Context, ev: Sent) -> ReceiverFinished:
+        seen = await ctx.store.get("n", default=None)
+        ctx.write_event_to_stream(LiveProgress(n=1))
+        await ctx.store.set("shared", "receiver")
+        _receiver_ran.set()
+        return ReceiverFinished(seen=seen)
+
+    @llama.step
+    async def join(self, ctx: llama.Context, ev: SenderFinished | ReceiverFinished) -> llama_events.StopEvent | None:
+        got = ctx.collect_events(ev, [SenderFinished, ReceiverFinished])
+        if got is None:
+            return None
+        keys = ("n", "shared", "after")
+        values = [await ctx.store.get(k, default=None) for k in keys]
+        return llama_events.StopEvent(result=[got[0].waited, got[1].seen, *values])
+
+
+async def test_a_steps_sends_reach_the_run_while_it_runs_with_its_store_writes(runtime: TemporalRuntime) -> None:
+    """``ctx.send_event`` from a step that then waits is delivered while it waits (patch
+    ``llama-runtime-live-sends``): the receiver runs, reads the sender's writes made before the send, and
+    its own write to a key the sender wrote earlier is not undone when the sender completes; the same
+    result and stream as the default runtime, and the history replays."""
+    outs = []
+    for rt in (None, runtime):
+        _receiver_ran.clear()
+        wf = SendsThenWaitsForItsReceiver(timeout=90, runtime=rt) if rt else SendsThenWaitsForItsReceiver(timeout=90)
+        handler = wf.run()
+        events = [lw.describe([e])[0] async for e in handler.stream_events()]
+        outs.append((await handler, events))
+    assert outs[1] == outs[0]
+    assert outs[0][0] == [True, 1, 1, "receiver", 2]
+    assert [e for e in outs[0][1] if e[0] == "LiveProgress"] == [("LiveProgress", {"n": 1}), ("LiveProgress", {"n": 2})]
+    events = await _history_events(runtime, handler.run_id)
+    signals = [
+        e.workflow_execution_signaled_event_attributes.signal_name
+        for e in events
+        if e.HasField("workflow_execution_signaled_event_attributes")
+    ]
+    assert signals.count("llama_step_send") == 1, signals
+    await _replays(runtime, handler.run_id)
+
+
+async def test_a_step_that_sends_and_returns_at_once_sends_with_its_result(runtime: TemporalRuntime) -> None:
+    """A scatter (sends, then returns without waiting) delivers its sends with its result: no signal, so a
+    fan-out costs no more history than before live sends."""
+    handler = lw.FanOut(timeout=30, runtime=runtime).run(n=8)
+    assert await handler == [i * i for i in range(8)]
+    events = await _history_events(runtime, handler.run_id)
+    assert not [
+        e
+        for e in events
+        if e.HasField("workflow_execution_signaled_event_attributes")
+        and e.workflow_execution_signaled_event_attributes.signal_name == "llama_step_send"
+    ]
 
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories" / "llama_runtime").glob("*.json"))

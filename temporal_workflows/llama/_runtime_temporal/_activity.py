@@ -5,14 +5,21 @@ and metrics), served by one dynamic activity. The step runs exactly as under
 the default runtime; only its adapter differs:
 
 * ``ctx.send_event`` is recorded in the step's result by LlamaIndex itself
-  (with an emission key the reducer de-duplicates), so the activity sends
-  nothing live: a retried attempt cannot deliver an event twice. A send made
-  after the step returned (no key) is carried back and queued by the run.
-* ``ctx.write_event_to_stream`` is carried back and published by the run
-  when the step completes, before its result is reduced.
+  (with an emission key the reducer de-duplicates). While the step runs, the
+  sends it made go to the run by signal once it has been running
+  ``LIVE_SEND_DELAY_SECONDS`` after them (``STEP_SEND_SIGNAL``), with what it
+  wrote to ``ctx.store`` until then, so a step they start reads the store as
+  under the default runtime; sends still unsent when the step ends go with
+  its result. A retried attempt cannot deliver an event twice (the run takes
+  each emission index of an invocation once, as the reducer does). A
+  send made after the step returned (no key) is carried back and queued by
+  the run.
+* ``ctx.write_event_to_stream`` is signalled to the run as it is made
+  (``STEP_STREAM_SIGNAL``); the result carries every write too.
 * ``ctx.store`` is the run's store as the step started (a snapshot); what the
   step writes returns as a JSON patch (``StateCheckpoint.diff``) that the run
-  applies once, when the step completes, in completion order.
+  applies once, in completion order (the part a live flush carried, when the
+  flush arrived).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +37,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from workflows.context.context_types import SerializedContext
 from workflows.context.serializers import BaseSerializer
-from workflows.context.state_store import StateStore, apply_state_patch
+from workflows.context.state_store import InMemoryStateStore, StateStore, apply_state_patch
 from workflows.errors import WorkflowRuntimeError
 from workflows.events import Event
 from workflows.runtime.control_loop.reduce import _reduce_tick
@@ -50,11 +58,13 @@ from temporal_workflows.llama._runtime_temporal import _reflection, _registry, _
 from temporal_workflows.llama._runtime_temporal._protocol import (
     BATCH_GRACE_MIN_SECONDS,
     BATCH_TOO_LARGE,
+    LIVE_SEND_DELAY_SECONDS,
     MAX_RUN_AHEAD_RUNS,
     MAX_SPECULATED_RUNS,
     MAX_STEP_INPUT_CHARS,
     MAX_TICK_CHARS,
     RUN_AHEAD_MIN_SECONDS,
+    STEP_SEND_SIGNAL,
     STEP_STREAM_SIGNAL,
     SpeculatedStep,
     StepBatchInput,
@@ -77,6 +87,8 @@ class StepActivityAdapter(InternalRunAdapter):
         serializer: BaseSerializer,
         store: StateStore[Any] | None,
         live_invocation: str | None = None,
+        live_sends: bool = False,
+        store_start: Any = None,
     ) -> None:
         self._run_id = run_id
         self._serializer = serializer
@@ -86,6 +98,13 @@ class StepActivityAdapter(InternalRunAdapter):
         self._live_invocation = live_invocation
         self._live: asyncio.Queue[tuple[int, str] | None] | None = None
         self._sender: asyncio.Task[None] | None = None
+        self._sends_live = live_sends and live_invocation is not None
+        self._unsent: list[dict[str, Any]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._signalling = False
+        self._closed = False
+        self._start = store_start
+        """The store's checkpoint as the step started: each flush carries the step's writes since."""
 
     @property
     def run_id(self) -> str:
@@ -133,8 +152,60 @@ class StepActivityAdapter(InternalRunAdapter):
         if isinstance(tick, TickAddEvent):
             _registry.note_type(tick.event)
         if isinstance(tick, TickAddEvent) and tick.emission is not None:
-            return  # recorded in the step's result (SentEvent), delivered from there exactly once
+            # Recorded in the step's result (SentEvent) too: delivered from there if not live.
+            if self._sends_live and not self._closed:
+                self._unsent.append({"index": tick.emission.index, "tick": self._serializer.serialize(tick)})
+                if self._flusher is None:
+                    self._flusher = asyncio.create_task(self._flush_sends())
+            return
         self.late_sends.append(self._serializer.serialize(tick))
+
+    async def _flush_sends(self) -> None:
+        """Signal the sends made so far, with the store writes made so far, once the step has gone on
+        running ``LIVE_SEND_DELAY_SECONDS`` after them (it is waiting on something: the default runtime
+        would start their steps now).
+
+        A failed or oversized signal ends live sending for this step: the rest goes with its result,
+        whose store patch (from the step's start, as ever) carries every write.
+        """
+        try:
+            while self._unsent and self._sends_live and not self._closed:
+                await asyncio.sleep(LIVE_SEND_DELAY_SECONDS)
+                if self._closed:
+                    return
+                sends, self._unsent = self._unsent, []
+                patch: list[dict[str, Any]] = []
+                if isinstance(self._store, InMemoryStateStore) and self._start is not None:
+                    patch = self._store.checkpoint().diff(self._start)
+                data = {"invocation": self._live_invocation, "sends": sends, "store_patch": patch}
+                if len(json.dumps(data)) > MAX_TICK_CHARS:
+                    self._sends_live = False  # too large for a signal: it goes with the step's result
+                    return
+                self._signalling = True
+                try:
+                    await activity.client().get_workflow_handle(self._run_id).signal(STEP_SEND_SIGNAL, data)
+                except Exception as e:
+                    activity.logger.warning("sends not delivered live (they go with the step's result): %s", e)
+                    self._sends_live = False
+                    return
+                finally:
+                    self._signalling = False
+        finally:
+            self._flusher = None
+
+    async def close_sends(self) -> None:
+        """End live sending as the step ends: a signal on its way is waited for, a flush not begun is
+        dropped (its sends go with the result)."""
+        self._closed = True
+        flusher = self._flusher
+        if flusher is not None:
+            if self._signalling:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(flusher)
+            else:
+                flusher.cancel()
+                with contextlib.suppress(BaseException):
+                    await flusher
 
     async def wait_receive(self, timeout_seconds: float | None = None) -> WaitResult:
         raise RuntimeError("a step does not read the run's mailbox")
@@ -578,7 +649,9 @@ async def _run_one(inp: StepInput, decoded: _Decoded | None = None) -> StepOutpu
     store = _wire.run_store(serializer, inp.store, _reflection.state_type(llama_workflow))
     before = store.checkpoint()
     live = inp.state.get("invocation_id") if inp.live_stream else None
-    adapter = StepActivityAdapter(inp.run_id, serializer, store, live)
+    adapter = StepActivityAdapter(
+        inp.run_id, serializer, store, live, inp.live_sends, before if inp.store is not None else None
+    )
     token = _registry.current_adapter.set(adapter)
     try:
         outputs = await _step_worker(llama_workflow, inp.step_name)(
@@ -591,6 +664,7 @@ async def _run_one(inp: StepInput, decoded: _Decoded | None = None) -> StepOutpu
         )
     finally:
         _registry.current_adapter.reset(token)
+        await adapter.close_sends()
         await adapter.flush_live()
     patch = store.checkpoint().diff(before) if inp.store is not None else []
     out = StepOutput(

@@ -23,6 +23,8 @@ __all__ = [
     "EVENTS_TOPIC",
     "MAX_JOURNAL_CHARS",
     "PATCH_COLLECT_SPECULATION",
+    "LIVE_SEND_DELAY_SECONDS",
+    "PATCH_LIVE_SENDS",
     "PATCH_LIVE_STREAM",
     "PATCH_RUN_AHEAD",
     "PATCH_SETTLE_STARTED",
@@ -36,6 +38,7 @@ __all__ = [
     "RESULT_ERROR_TYPE",
     "RUN_AHEAD_MIN_SECONDS",
     "STATE_QUERY",
+    "STEP_SEND_SIGNAL",
     "STEP_STREAM_SIGNAL",
     "STORE_PATCH_SIGNAL",
     "TICK_SIGNAL",
@@ -67,6 +70,14 @@ STEP_STREAM_SIGNAL = "llama_step_stream"
 """Signal a step activity sends for each ``ctx.write_event_to_stream`` while it runs
 (``{"invocation": id, "index": n, "event": serialized}``), so the run publishes it at once
 (``PATCH_LIVE_STREAM``); the step's result carries the same events, and each index is published once."""
+
+STEP_SEND_SIGNAL = "llama_step_send"
+"""Signal a step activity sends with the step's ``ctx.send_event`` calls while it runs (``PATCH_LIVE_SENDS``):
+``{"invocation": id, "sends": [{"index": emission index, "tick": serialized TickAddEvent}], "store_patch":
+[...]}``. ``store_patch`` is what the step has written to ``ctx.store`` so far (a JSON patch from the store it
+started with), so a step the sends start reads the store as it would under the default runtime. The run
+delivers each emission index of an invocation once, and moves the store from the step's last view to this one;
+the step's result carries its whole patch as ever, and the run applies only what no flush brought."""
 
 STATE_QUERY = "llama_state"
 """Query returning the run's ``ctx.store`` as ``InMemoryStateStore.to_dict`` writes it."""
@@ -141,6 +152,8 @@ class StepInput(_Frozen):
     store: dict[str, Any] | None = None
     live_stream: bool = False
     """Signal each stream write to the run as it happens (``STEP_STREAM_SIGNAL``)."""
+    live_sends: bool = False
+    """Signal the step's ``ctx.send_event`` calls to the run while it runs (``STEP_SEND_SIGNAL``)."""
 
 
 class StepOutput(_Frozen):
@@ -200,6 +213,16 @@ MAX_RUN_AHEAD_RUNS = 512
 
 MAX_RUN_AHEAD_BROKER_CHARS = 512_000
 """A broker state larger than this is not sent with a batch (the batch then runs only its own invocations)."""
+
+PATCH_LIVE_SENDS = "llama-runtime-live-sends"
+"""Runs recorded before this delivered a step's ``ctx.send_event`` calls when the step ended; newer ones ask
+the step to signal them while it runs (``StepInput.live_sends``, ``STEP_SEND_SIGNAL``), as the default runtime
+delivers a send once the sending step yields."""
+
+LIVE_SEND_DELAY_SECONDS = 0.05
+"""A step's sends are signalled once it has been running this long after the first unsent one: a step that
+sends and returns at once (a scatter) delivers them with its result, with no signal; one that sends and then
+awaits (a model call, a sleep) delivers them while it waits, as the default runtime does."""
 
 RUN_AHEAD_MIN_SECONDS = 1.0
 """Running ahead stops starting invocations after the longer of this and the batch's own time (and within
@@ -270,7 +293,7 @@ def speculation_key(inp: StepInput, run_ahead: bool = False) -> str:
     time the loop started the invocation, which the activity running it ahead cannot know, and a step's
     result does not depend on it (the retry verdict of a failure does, and is decided by the run from its
     own record; run-ahead results never hold failures)."""
-    data = inp.model_dump(mode="json", exclude={"run_id", "live_stream"})
+    data = inp.model_dump(mode="json", exclude={"run_id", "live_stream", "live_sends"})
     data["state"] = {k: v for k, v in data["state"].items() if k != "invocation_id"}
     if run_ahead and not data["retry"].get("retry_number"):
         data["retry"] = {k: v for k, v in data["retry"].items() if k != "first_attempt_at"}

@@ -70,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.workflow import Workflow as LlamaWorkflow
 
     from temporal_workflows.llama._runtime_temporal import _registry, _wire
+    from temporal_workflows.llama._runtime_temporal._live_sends import LiveSends, apply_leniently
     from temporal_workflows.llama._runtime_temporal._options import StepOptions
     from temporal_workflows.llama._runtime_temporal._protocol import (
         BATCH_TOO_LARGE,
@@ -80,6 +81,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_STEP_INPUT_CHARS,
         MAX_TICK_CHARS,
         PATCH_COLLECT_SPECULATION,
+        PATCH_LIVE_SENDS,
         PATCH_LIVE_STREAM,
         PATCH_RUN_AHEAD,
         PATCH_SETTLE_STARTED,
@@ -87,6 +89,7 @@ with workflow.unsafe.imports_passed_through():
         PATCH_TYPED_STOP_RESULT,
         RESULT_ERROR_TYPE,
         STATE_QUERY,
+        STEP_SEND_SIGNAL,
         STEP_STREAM_SIGNAL,
         STORE_PATCH_SIGNAL,
         TICK_SIGNAL,
@@ -150,6 +153,8 @@ class WorkflowRunAdapter(InternalRunAdapter):
         self.speculation = False
         self.live_stream = False
         """Steps signal their stream writes as they make them (``PATCH_LIVE_STREAM``)."""
+        self.live_sends = False
+        """Steps signal their ``ctx.send_event`` calls while they run (``PATCH_LIVE_SENDS``)."""
         """Ask batches to run ahead the reruns of stale ``collect_events`` calls (``PATCH_COLLECT_SPECULATION``)."""
         self._speculated: dict[str, StepOutput] = {}
         """Run-ahead results by :func:`speculation_key`, oldest first; each answers one invocation."""
@@ -360,6 +365,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
             retry=_wire.encode_retry(retry),
             store=self._run.store,
             live_stream=self.live_stream and state.invocation_id is not None,
+            live_sends=self.live_sends and self.live_stream and state.invocation_id is not None,
         )
         size = len(inp.model_dump_json())
         if size > MAX_STEP_INPUT_CHARS:
@@ -371,6 +377,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
             )
         ahead = self._speculated.pop(speculation_key(inp, self.run_ahead), None) if self._speculated else None
         live = state.invocation_id if inp.live_stream else None
+        sending: LiveSends | None = None
         if ahead is not None:
             # A batch already ran this very input (a rerun of a collect_events call whose buffer was stale,
             # the one the loop now asks for): its result, with no activity of its own.
@@ -378,18 +385,24 @@ class WorkflowRunAdapter(InternalRunAdapter):
         else:
             if live is not None:
                 self._run.live[live] = 0  # the step's stream writes published so far (signalled live)
+                if inp.live_sends:
+                    self._run.sending[live] = LiveSends(base=inp.store)
             try:
                 task = asyncio.current_task()
                 order = self._order.get(task, 0) if task is not None else 0
                 out = await (self._batched(inp, order) if self.batches else self._single(inp))
             finally:
                 published = self._run.live.pop(live, 0) if live is not None else 0
+                sending = self._run.sending.pop(live, None) if live is not None else None
         # What the step did, applied in the order steps completed (deterministic): its store writes,
         # its stream writes not yet published live (before its result is reduced, so before a StopEvent),
         # sends after return.
         if ahead is not None:
             published = 0
-        if out.store_patch and self._run.store is not None:
+        if sending is not None and sending.seen is not None and self._run.store is not None:
+            # Live flushes brought part of its writes already: only what they did not.
+            self._run.store = apply_leniently(self._run.store, sending.take(out.store_patch))
+        elif out.store_patch and self._run.store is not None:
             self._run.store = apply_state_patch(self._run.store, out.store_patch)
         for written in out.stream[published:]:
             self._run.publish(written)
@@ -398,6 +411,8 @@ class WorkflowRunAdapter(InternalRunAdapter):
         # TickAddEvent keyed by its emission, which the reducer claims exactly once.
         for item in outputs:
             if isinstance(item, SentEvent) and state.invocation_id is not None:
+                if sending is not None and item.index in sending.indices:
+                    continue  # delivered live while the step ran
                 self._run.mailbox.append(
                     TickAddEvent(
                         event=item.event,
@@ -635,6 +650,8 @@ class LlamaIndexRun:
         self._adapter: WorkflowRunAdapter | None = None
         self.live: dict[str, int] = {}
         """Running step invocations that signal their stream writes: how many were published so far."""
+        self.sending: dict[str, LiveSends] = {}
+        """Running step invocations that signal their sends (``PATCH_LIVE_SENDS``)."""
 
     def publish(self, data: str) -> None:
         self._events.publish(data)
@@ -660,6 +677,44 @@ class LlamaIndexRun:
         if self.live.get(invocation) == index:
             self.publish(data["event"])
             self.live[invocation] = index + 1
+
+    @workflow.signal(name=STEP_SEND_SIGNAL)
+    def step_send(self, data: Any) -> None:
+        """A running step's ``ctx.send_event`` calls, with its store writes so far (``PATCH_LIVE_SENDS``).
+
+        The writes land first (moving the run's store from the step's last view to this one), then each
+        send not delivered yet is queued, as the default runtime queues it when the step yields. A flush
+        for an invocation that has completed (its result brought everything) is dropped quietly; anything
+        that is not a flush is dropped with a warning, and the run goes on.
+        """
+        sends = data.get("sends") if isinstance(data, dict) else None
+        if not (
+            isinstance(data, dict)
+            and isinstance(data.get("invocation"), str)
+            and isinstance(data.get("store_patch"), list)
+            and isinstance(sends, list)
+            and all(
+                isinstance(x, dict)
+                and isinstance(x.get("index"), int)
+                and isinstance(x.get("tick"), str)
+                and len(x["tick"]) <= MAX_TICK_CHARS
+                for x in sends
+            )
+        ):
+            workflow.logger.warning("dropped a %s signal that is not a step's sends", STEP_SEND_SIGNAL)
+            return
+        sending = self.sending.get(data["invocation"])
+        if sending is None:
+            return
+        if self.store is not None:
+            try:
+                self.store = apply_leniently(self.store, sending.take(data["store_patch"]))
+            except Exception as e:
+                workflow.logger.warning("dropped the store writes of a %s signal: %s", STEP_SEND_SIGNAL, e)
+        for send in sends:
+            if send["index"] not in sending.indices:
+                sending.indices.add(send["index"])
+                self.mailbox.append(send["tick"])
 
     @workflow.signal(name=TICK_SIGNAL)
     def tick(self, data: Any) -> None:
@@ -714,6 +769,7 @@ class LlamaIndexRun:
         raw.run_ahead = raw.batches and workflow.patched(PATCH_RUN_AHEAD)
         # A new patch is asked after the others, so histories recorded before it replay as they were made.
         raw.settle = raw.run_ahead and workflow.patched(PATCH_SETTLE_STARTED)
+        raw.live_sends = raw.live_stream and workflow.patched(PATCH_LIVE_SENDS)
         self._adapter = raw
         token = _registry.current_adapter.set(raw)
         try:
