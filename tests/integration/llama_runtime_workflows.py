@@ -201,8 +201,56 @@ class Blocking(Workflow):
         return StopEvent(result=os.getpid())
 
 
+class Ping(Event):
+    path: str
+
+
+class PingDone(Event):
+    pass
+
+
+class BlockDone(Event):
+    pid: int
+
+
+class SendsThenBlocks(Workflow):
+    """A step that appends to a stored list, sends, then runs until ``release`` exists in ``ev.path`` (kill -9
+    test of live sends: the retried attempt re-sends and re-writes; neither may land twice)."""
+
+    @step
+    async def sender(self, ctx: Context, ev: StartEvent) -> BlockDone | Ping:
+        import os
+        from pathlib import Path
+
+        folder = Path(ev.path)
+        log = await ctx.store.get("log", default=[])
+        await ctx.store.set("log", [*log, "sender"])
+        ctx.send_event(Ping(path=ev.path))
+        (folder / f"started-{os.getpid()}").touch()
+        while not (folder / "release").exists():
+            await asyncio.sleep(0.05)
+        return BlockDone(pid=os.getpid())
+
+    @step
+    async def receiver(self, ctx: Context, ev: Ping) -> PingDone:
+        from pathlib import Path
+
+        with (Path(ev.path) / "received").open("a") as f:
+            f.write("ping\n")
+        await ctx.store.set("seen_log", await ctx.store.get("log", default=None))
+        return PingDone()
+
+    @step
+    async def join(self, ctx: Context, ev: BlockDone | PingDone) -> StopEvent | None:
+        got = ctx.collect_events(ev, [BlockDone, PingDone])
+        if got is None:
+            return None
+        seen = await ctx.store.get("seen_log")
+        return StopEvent(result={"pid": got[0].pid, "log": await ctx.store.get("log"), "seen_log": seen})
+
+
 async def serve_blocking(task_queue: str) -> None:
-    """A worker process hosting ``Blocking``, its steps heartbeating every 2/3 s (kill -9 test)."""
+    """A worker process hosting ``Blocking`` and ``SendsThenBlocks``, steps heartbeating every 2/3 s (kill -9 tests)."""
     from datetime import timedelta
 
     from temporal_workflows.llama import TemporalRuntime
@@ -210,6 +258,7 @@ async def serve_blocking(task_queue: str) -> None:
 
     rt = TemporalRuntime(task_queue=task_queue, step_options=StepOptions(heartbeat_timeout=timedelta(seconds=2)))
     Blocking(timeout=None, runtime=rt)
+    SendsThenBlocks(timeout=None, runtime=rt)
     client = await rt.client()
     await rt.worker(client).run()
 

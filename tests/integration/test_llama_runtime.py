@@ -693,6 +693,48 @@ async def test_a_worker_killed_mid_step_costs_a_heartbeat_and_the_run_completes_
                 p.wait()
 
 
+async def test_a_worker_killed_after_a_live_send_delivers_it_and_its_write_once(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """kill -9 of the worker running a step that already sent live (patch ``llama-runtime-live-sends``): the
+    retried attempt on another worker re-sends and re-writes from the same start, yet the receiver runs
+    once, and the stored list the sender appended to holds its entry once."""
+    queue = f"llama-rt-kill-send-{uuid.uuid4().hex[:8]}"
+    root = Path(__file__).parents[2]
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address, "PYTHONPATH": str(root)}
+    serve = "import asyncio, sys; from tests.integration.llama_runtime_workflows import serve_blocking as s; "
+    command = [sys.executable, "-c", serve + "asyncio.run(s(sys.argv[1]))", queue]
+    first = subprocess.Popen(command, cwd=root, env=env)
+    second: subprocess.Popen[bytes] | None = None
+    rt = TemporalRuntime(task_queue=queue, connection=ConnectionConfig(address=temporal_address))
+    try:
+        handler = lw.SendsThenBlocks(timeout=None, runtime=rt).run(path=str(tmp_path))
+        client = await rt.client()
+        wf = client.get_workflow_handle(handler.run_id)
+
+        async def received() -> bool:
+            store = await wf.query("llama_state")
+            return "seen_log" in store["state_data"]["_data"]  # the receiver's result reached the run
+
+        deadline = time.monotonic() + 60
+        while not ((tmp_path / f"started-{first.pid}").exists() and await received()):
+            assert time.monotonic() < deadline, "the send did not reach the receiver while the sender ran"
+            await asyncio.sleep(0.05)
+        first.kill()  # kill -9, mid-step, after the live send
+        await asyncio.to_thread(first.wait)
+        second = subprocess.Popen(command, cwd=root, env=env)
+        await _wait_for(lambda: (tmp_path / f"started-{second.pid}").exists(), 60)
+        (tmp_path / "release").touch()
+        result = await asyncio.wait_for(handler, 90)
+        assert result == {"pid": second.pid, "log": ["sender"], "seen_log": ["sender"]}
+        assert (tmp_path / "received").read_text() == "ping\n"
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 async def test_workflows_and_events_defined_inside_a_function(runtime: TemporalRuntime) -> None:
     from workflows import Context, step
     from workflows.events import Event, StartEvent, StopEvent
