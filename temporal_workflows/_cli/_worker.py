@@ -324,12 +324,14 @@ async def _llama_worker(
     worker = runtime.worker(
         client,
         deployment_name=args.deployment_name,
+        build_id=args.build_id,
+        make_current=not args.no_make_current,
         graceful_shutdown_timeout=timedelta(seconds=args.graceful_shutdown),
     )
     names = ", ".join(w.workflow_name for w in hosted)
     keys = f"; payloads encrypted with key {codec.key_ring.current!r}" if codec else ""
     if args.deployment_name is not None:
-        keys += f"; version {runtime.build_id()!r} of deployment {args.deployment_name!r}"
+        keys += f"; version {args.build_id or runtime.build_id()!r} of deployment {args.deployment_name!r}"
     print(
         f"worker on task queue {runtime.task_queue!r} at {connection.address} hosting LlamaIndex workflows "
         f"(TemporalRuntime, workflow type LlamaIndexRun): {names}{keys}",

@@ -988,3 +988,49 @@ async def test_every_run_this_module_made_on_its_runtime_replays(runtime: Tempor
     if not seen:
         pytest.skip("no test above ran on the module's runtime")
     assert not results.replay_failures, {k: str(v)[:300] for k, v in results.replay_failures.items()}
+
+
+async def test_a_versioned_deploy_keeps_a_running_run_on_its_version_and_sends_new_runs_to_the_new_one(
+    temporal_address: str,
+) -> None:
+    """``rt.worker(client, deployment_name=...)`` on the dev server: the worker's version becomes the
+    deployment's current one as it starts, so runs start; a run waiting for a human when a version with other
+    workflows is deployed stays pinned to its own and finishes there, and new runs go to the new version."""
+    from temporal_workflows.temporal._worker.versioning import current_build_id
+
+    queue = f"llama-rt-versioned-{uuid.uuid4().hex[:8]}"
+    deployment = f"llama-{uuid.uuid4().hex[:8]}"
+    connection = ConnectionConfig(address=temporal_address)
+    old, new = (
+        TemporalRuntime(task_queue=queue, connection=connection),
+        TemporalRuntime(task_queue=queue, connection=connection),
+    )
+    ask_old = lw.HumanInLoop(timeout=None, runtime=old)
+    ask_new = lw.HumanInLoop(timeout=None, runtime=new)
+    lw.Chain(timeout=30, runtime=new)  # the new version hosts one more workflow: another build id
+    assert old.build_id() != new.build_id()
+    client = await old.client()
+
+    async def asked(handler: Any) -> None:
+        async for ev in handler.stream_events():
+            if isinstance(ev, lw.Ask):
+                return
+
+    async with old.worker(client, deployment_name=deployment):
+        before = ask_old.run(topic="old")
+        await asyncio.wait_for(asked(before), 60)
+        async with new.worker(client, deployment_name=deployment):
+            deadline = time.monotonic() + 60
+            while await current_build_id(client, deployment) != new.build_id():
+                assert time.monotonic() < deadline, "the new version did not become current"
+                await asyncio.sleep(0.1)  # polling the server, with a deadline
+            after = ask_new.run(topic="new")
+            await asyncio.wait_for(asked(after), 60)
+            before.ctx.send_event(lw.Answer(text="one"))
+            after.ctx.send_event(lw.Answer(text="two"))
+            assert await asyncio.wait_for(before, 60) == "got one"
+            assert await asyncio.wait_for(after, 60) == "got two"
+    for handler, rt in ((before, old), (after, new)):
+        described = await client.get_workflow_handle(handler.run_id).describe()
+        pinned = described.raw_description.workflow_execution_info.versioning_info.deployment_version
+        assert pinned.build_id == rt.build_id()

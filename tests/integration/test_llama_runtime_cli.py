@@ -134,3 +134,71 @@ async def test_the_worker_command_hosts_plain_llamaindex_workflows_and_run_start
             if worker.poll() is None:
                 worker.kill()
     assert worker.returncode == 0
+
+
+async def test_a_versioned_worker_command_makes_its_version_current_and_runs_start_on_it(
+    app: Path, temporal_address: str
+) -> None:
+    """``worker --deployment-name D`` hosting a LlamaIndex workflow: its version (``--build-id``) becomes D's
+    current one as it starts, so ``run`` starts a run, and the run is pinned to that version."""
+    queue = f"llama-cli-versioned-{uuid.uuid4().hex[:8]}"
+    deployment = f"llama-cli-{uuid.uuid4().hex[:8]}"
+    worker = subprocess.Popen(
+        _cli(
+            "worker",
+            "--workflow",
+            "llama_cli_app:workflow",
+            "--task-queue",
+            queue,
+            "--address",
+            temporal_address,
+            "--deployment-name",
+            deployment,
+            "--build-id",
+            "greet-1",
+        ),
+        cwd=app,
+        env=_env(app),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        line = await _wait_for_line(worker, "hosting LlamaIndex workflows")
+        assert f"version 'greet-1' of deployment {deployment!r}" in line, line
+        ran = await asyncio.to_thread(
+            subprocess.run,
+            _cli(
+                "run",
+                "llama_cli_app:workflow",
+                "--input",
+                json.dumps({"name": "Bo"}),
+                "--task-queue",
+                queue,
+                "--address",
+                temporal_address,
+            ),
+            cwd=app,
+            env=_env(app),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ran.returncode == 0, ran.stderr
+        lines = ran.stdout.splitlines()
+        assert json.loads("\n".join(lines[1:])) == "hello Bo"
+        run_id = lines[0].split()[1]
+        rt = TemporalRuntime(task_queue=queue, connection=ConnectionConfig(address=temporal_address))
+        client = await rt.client()
+        described = await client.get_workflow_handle(run_id).describe()
+        assert (
+            described.raw_description.workflow_execution_info.versioning_info.deployment_version.build_id == "greet-1"
+        )
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(worker.wait, 60)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+    assert worker.returncode == 0

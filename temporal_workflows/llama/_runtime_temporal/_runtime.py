@@ -31,11 +31,11 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio import workflow as temporal_workflow
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
-from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
+from temporalio.plugin import SimplePlugin
 from temporalio.service import RPCError
-from temporalio.worker import Worker, WorkerDeploymentConfig
+from temporalio.worker import Worker
 from workflows.context.context_types import SerializedContext
 from workflows.context.serializers import BaseSerializer, JsonSerializer
 from workflows.context.state_store import InMemoryStateStore, StateStore, infer_state_type, is_durable_serialized_state
@@ -77,6 +77,7 @@ from temporal_workflows.llama._runtime_temporal._server import is_server_runtime
 from temporal_workflows.llama._runtime_temporal._versioning import build_id_for
 from temporal_workflows.llama._runtime_temporal._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
 from temporal_workflows.temporal._client.connect import ConnectionConfig
+from temporal_workflows.temporal._worker.versioning import WorkerVersioning
 
 __all__ = ["TemporalRuntime"]
 
@@ -393,18 +394,41 @@ class TemporalRuntime(Runtime):
         with this runtime (``_versioning.build_id_for``)."""
         return build_id_for(self._hosted)
 
-    def worker(self, client: Client, *, deployment_name: str | None = None, **kwargs: Any) -> Worker:
+    def worker(
+        self,
+        client: Client,
+        *,
+        deployment_name: str | None = None,
+        build_id: str | None = None,
+        make_current: bool = True,
+        **kwargs: Any,
+    ) -> Worker:
         """A worker hosting every LlamaIndex workflow built with a ``TemporalRuntime`` in this process.
 
-        With ``deployment_name`` the worker joins that Worker Deployment under :meth:`build_id` and runs
-        are pinned to it, so a worker with another ``workflows`` version or other steps never replays them.
+        With ``deployment_name`` the worker joins that Worker Deployment as version ``build_id`` (default
+        :meth:`build_id`) and runs are pinned to the version they start on, so a worker with another
+        ``workflows`` version or other steps never replays them. Unless ``make_current=False``, the worker
+        makes its version the deployment's current one as it starts (retrying while the server is not ready),
+        so new runs go to it: a rolling deploy, as ``TemporalWorkflowsPlugin(versioning=...)`` does for
+        graphs. With ``make_current=False`` promote it yourself (``temporal worker deployment
+        set-current-version``); until a version is current, no run of the queue starts.
         """
         if deployment_name is not None and "deployment_config" not in kwargs:
-            kwargs["deployment_config"] = WorkerDeploymentConfig(
-                version=WorkerDeploymentVersion(deployment_name=deployment_name, build_id=self.build_id()),
-                use_worker_versioning=True,
-                default_versioning_behavior=VersioningBehavior.PINNED,
-            )
+            versioning = WorkerVersioning(deployment_name, build_id or self.build_id(), make_current=make_current)
+            kwargs["deployment_config"] = versioning.deployment_config([])
+            if make_current:
+
+                @contextlib.asynccontextmanager
+                async def promoting() -> AsyncIterator[None]:
+                    # Beside the worker, not before it: a server that wants pollers first gets them.
+                    task = asyncio.create_task(versioning.promote_when_ready(client, []))
+                    try:
+                        yield
+                    finally:
+                        task.cancel()
+
+                plugin = SimplePlugin("temporal_workflows.llama.versioning", run_context=promoting)
+                kwargs["plugins"] = [*kwargs.get("plugins", ()), plugin]
         return Worker(
             client,
             task_queue=kwargs.pop("task_queue", self.task_queue),
