@@ -418,3 +418,16 @@ class SendsWhileWorking(Workflow):
         store = ctx.store
         keys = ("n", "shared", "after")
         return StopEvent(result=[got[1].seen, *[await store.get(k, default=None) for k in keys]])
+
+
+class AskThenReport(Workflow):
+    """Asks a human, then writes a progress event to the stream before it stops."""
+
+    @step
+    async def ask(self, ev: StartEvent) -> Ask:
+        return Ask(question=f"name for {ev.topic}?")
+
+    @step
+    async def answered(self, ctx: Context, ev: Answer) -> StopEvent:
+        ctx.write_event_to_stream(Progress(msg=f"thanks for {ev.text}"))
+        return StopEvent(result=f"got {ev.text}")

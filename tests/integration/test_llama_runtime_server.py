@@ -188,3 +188,61 @@ async def test_a_server_wired_as_for_the_dbos_runtime_serves_runs_unchanged(temp
             assert description.task_queue == runtime.task_queue  # a Temporal run
     finally:
         await runtime.destroy()
+
+
+@pytest.mark.parametrize("variant", ["default", "temporal"])
+async def test_a_restarted_server_with_a_persistent_store_serves_the_runs_it_had(
+    variant: str, temporal_address: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server with a persistent store (``SqliteWorkflowStore``) restarted while a run waits for a human:
+    the new server knows the run as running, takes the answer over HTTP, and the run completes there,
+    as on LlamaIndex's default runtime (which resumes it from the ticks it stored)."""
+    from datetime import timedelta
+
+    import llama_agents.server.server as server_module
+    from llama_agents.server import SqliteWorkflowStore
+
+    # The server resumes only runs older than a grace (30 s): as if it restarted later than that.
+    monkeypatch.setattr(server_module, "RESUME_FRESH_HANDLER_GRACE", timedelta(0))
+
+    queue = f"llama-srv-restart-{uuid.uuid4().hex[:8]}"
+    db = str(tmp_path / "server.db")
+
+    def server() -> tuple[WorkflowServer, TemporalRuntime | None]:
+        runtime = None
+        if variant == "temporal":
+            runtime = TemporalRuntime(
+                worker=True, task_queue=queue, connection=ConnectionConfig(address=temporal_address)
+            )
+        store = SqliteWorkflowStore(db)
+        s = WorkflowServer(workflow_store=store, runtime=runtime) if runtime else WorkflowServer(workflow_store=store)
+        s.add_workflow("hitl", lw.AskThenReport(timeout=None))
+        return s, runtime
+
+    first, rt = server()
+    async for c in _over_http(first):
+        r = await c.post("/workflows/hitl/run-nowait", json={"start_event": {"topic": "dogs"}})
+        handler_id = r.json()["handler_id"]
+        asked = await _events(c, handler_id, until="Ask")
+        assert asked[-1]["value"]["question"] == "name for dogs?"
+    if rt is not None:
+        await rt.destroy()
+    second, rt = server()
+    async for c in _over_http(second):
+        r = await c.get(f"/handlers/{handler_id}")
+        assert r.status_code in (200, 202), r.text
+        assert r.json()["status"] == "running", r.json()
+        answer = {"type": "Answer", "value": {"text": "Rex"}}
+        async with asyncio.timeout(60):
+            while True:  # the new server resumes its runs in the background as it starts
+                r = await c.post(f"/events/{handler_id}", json={"event": answer})
+                if r.status_code == 200:
+                    break
+                await asyncio.sleep(0.1)  # polling the server's own endpoint, with a deadline
+        handler = await _handler_when_done(c, handler_id)
+        assert handler["status"] == "completed", handler
+        assert handler["result"]["value"]["result"] == "got Rex"
+        # The new server's store shows the whole run: the event before the restart and the end after it.
+        assert _kinds(await asyncio.wait_for(_events(c, handler_id), 30)) == ["Ask", "Progress", "StopEvent"]
+    if rt is not None:
+        await rt.destroy()
