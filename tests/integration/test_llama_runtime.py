@@ -669,30 +669,48 @@ async def _wait_for(predicate: Any, seconds: float) -> None:
         await asyncio.sleep(0.05)
 
 
+class _BlockingWorkers:
+    """Worker processes hosting ``serve_blocking``'s workflows on one queue (steps heartbeating every 2/3 s),
+    started one at a time, each killed with SIGKILL or at the end of the test."""
+
+    def __init__(self, temporal_address: str, name: str) -> None:
+        self.queue = f"llama-rt-{name}-{uuid.uuid4().hex[:8]}"
+        self._root = Path(__file__).parents[2]
+        self._env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address, "PYTHONPATH": str(self._root)}
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self.runtime = TemporalRuntime(task_queue=self.queue, connection=ConnectionConfig(address=temporal_address))
+
+    def start(self) -> subprocess.Popen[bytes]:
+        serve = "import asyncio, sys; from tests.integration.llama_runtime_workflows import serve_blocking as s; "
+        command = [sys.executable, "-c", serve + "asyncio.run(s(sys.argv[1]))", self.queue]
+        self._procs.append(subprocess.Popen(command, cwd=self._root, env=self._env))
+        return self._procs[-1]
+
+    async def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        proc.kill()  # kill -9: no shutdown, the step in flight is abandoned
+        await asyncio.to_thread(proc.wait)
+
+    def __enter__(self) -> _BlockingWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self._procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 async def test_a_worker_killed_mid_step_costs_a_heartbeat_and_the_run_completes_on_another(
     temporal_address: str, tmp_path: Path
 ) -> None:
-    queue = f"llama-rt-kill-{uuid.uuid4().hex[:8]}"
-    root = Path(__file__).parents[2]
-    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address, "PYTHONPATH": str(root)}
-    serve = "import asyncio, sys; from tests.integration.llama_runtime_workflows import serve_blocking as s; "
-    command = [sys.executable, "-c", serve + "asyncio.run(s(sys.argv[1]))", queue]
-    first = subprocess.Popen(command, cwd=root, env=env)
-    second: subprocess.Popen[bytes] | None = None
-    rt = TemporalRuntime(task_queue=queue, connection=ConnectionConfig(address=temporal_address))
-    try:
-        handler = lw.Blocking(timeout=None, runtime=rt).run(path=str(tmp_path))
+    with _BlockingWorkers(temporal_address, "kill") as workers:
+        first = workers.start()
+        handler = lw.Blocking(timeout=None, runtime=workers.runtime).run(path=str(tmp_path))
         await _wait_for(lambda: (tmp_path / f"started-{first.pid}").exists(), 60)
-        first.kill()  # kill -9, mid-step
-        await asyncio.to_thread(first.wait)
-        second = subprocess.Popen(command, cwd=root, env=env)
+        await workers.kill(first)  # mid-step
+        second = workers.start()
         (tmp_path / "release").touch()
         assert await asyncio.wait_for(handler, 90) == second.pid  # the step ran again on the new worker
-    finally:
-        for p in (first, second):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
 
 
 async def test_a_worker_killed_after_a_live_send_delivers_it_and_its_write_once(
@@ -701,18 +719,10 @@ async def test_a_worker_killed_after_a_live_send_delivers_it_and_its_write_once(
     """kill -9 of the worker running a step that already sent live (patch ``llama-runtime-live-sends``): the
     retried attempt on another worker re-sends and re-writes from the same start, yet the receiver runs
     once, and the stored list the sender appended to holds its entry once."""
-    queue = f"llama-rt-kill-send-{uuid.uuid4().hex[:8]}"
-    root = Path(__file__).parents[2]
-    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address, "PYTHONPATH": str(root)}
-    serve = "import asyncio, sys; from tests.integration.llama_runtime_workflows import serve_blocking as s; "
-    command = [sys.executable, "-c", serve + "asyncio.run(s(sys.argv[1]))", queue]
-    first = subprocess.Popen(command, cwd=root, env=env)
-    second: subprocess.Popen[bytes] | None = None
-    rt = TemporalRuntime(task_queue=queue, connection=ConnectionConfig(address=temporal_address))
-    try:
-        handler = lw.SendsThenBlocks(timeout=None, runtime=rt).run(path=str(tmp_path))
-        client = await rt.client()
-        wf = client.get_workflow_handle(handler.run_id)
+    with _BlockingWorkers(temporal_address, "kill-send") as workers:
+        first = workers.start()
+        handler = lw.SendsThenBlocks(timeout=None, runtime=workers.runtime).run(path=str(tmp_path))
+        wf = (await workers.runtime.client()).get_workflow_handle(handler.run_id)
 
         async def received() -> bool:
             store = await wf.query("llama_state")
@@ -722,19 +732,13 @@ async def test_a_worker_killed_after_a_live_send_delivers_it_and_its_write_once(
         while not ((tmp_path / f"started-{first.pid}").exists() and await received()):
             assert time.monotonic() < deadline, "the send did not reach the receiver while the sender ran"
             await asyncio.sleep(0.05)
-        first.kill()  # kill -9, mid-step, after the live send
-        await asyncio.to_thread(first.wait)
-        second = subprocess.Popen(command, cwd=root, env=env)
+        await workers.kill(first)  # mid-step, after the live send
+        second = workers.start()
         await _wait_for(lambda: (tmp_path / f"started-{second.pid}").exists(), 60)
         (tmp_path / "release").touch()
         result = await asyncio.wait_for(handler, 90)
         assert result == {"pid": second.pid, "log": ["sender"], "seen_log": ["sender"]}
         assert (tmp_path / "received").read_text() == "ping\n"
-    finally:
-        for p in (first, second):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
 
 
 async def test_workflows_and_events_defined_inside_a_function(runtime: TemporalRuntime) -> None:

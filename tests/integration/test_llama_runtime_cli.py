@@ -4,6 +4,7 @@ and ``temporal-workflows run`` starts one (docs/llama-runtime.md, "Connecting, a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -68,24 +69,11 @@ async def _wait_for_line(proc: subprocess.Popen[str], needle: str) -> str:
             return line
 
 
-async def test_the_worker_command_hosts_plain_llamaindex_workflows_and_run_starts_one(
-    app: Path, temporal_address: str
-) -> None:
-    """A class (built with its defaults) and a module-level instance, hosted by one ``worker``: a client's
-    ``TemporalRuntime`` on the same queue runs them unchanged, and ``run`` starts one and prints its result."""
-    queue = f"llama-cli-{uuid.uuid4().hex[:8]}"
+@contextlib.asynccontextmanager
+async def _worker(app: Path, *args: str) -> AsyncIterator[subprocess.Popen[str]]:
+    """``temporal-workflows worker *args`` in ``app``, stopped with SIGTERM at the end (it must exit 0)."""
     worker = subprocess.Popen(
-        _cli(
-            "worker",
-            "--workflow",
-            "tests.integration.llama_runtime_workflows:Chain",
-            "--workflow",
-            "llama_cli_app:workflow",
-            "--task-queue",
-            queue,
-            "--address",
-            temporal_address,
-        ),
+        _cli("worker", *args),
         cwd=app,
         env=_env(app),
         stdout=subprocess.PIPE,
@@ -93,6 +81,34 @@ async def test_the_worker_command_hosts_plain_llamaindex_workflows_and_run_start
         text=True,
     )
     try:
+        yield worker
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(worker.wait, 60)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+    assert worker.returncode == 0
+
+
+async def _run_command(app: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``temporal-workflows run *args`` in ``app``: it must exit 0."""
+    ran = await asyncio.to_thread(
+        subprocess.run, _cli("run", *args), cwd=app, env=_env(app), capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 0, ran.stderr
+    return ran
+
+
+async def test_the_worker_command_hosts_plain_llamaindex_workflows_and_run_starts_one(
+    app: Path, temporal_address: str
+) -> None:
+    """A class (built with its defaults) and a module-level instance, hosted by one ``worker``: a client's
+    ``TemporalRuntime`` on the same queue runs them unchanged, and ``run`` starts one and prints its result."""
+    queue = f"llama-cli-{uuid.uuid4().hex[:8]}"
+    hosted = ("--workflow", "tests.integration.llama_runtime_workflows:Chain", "--workflow", "llama_cli_app:workflow")
+    async with _worker(app, *hosted, "--task-queue", queue, "--address", temporal_address) as worker:
         line = await _wait_for_line(worker, "hosting LlamaIndex workflows")
         assert "tests.integration.llama_runtime_workflows.Chain" in line and "LlamaIndexRun" in line, line
         assert repr(queue) in line, line
@@ -104,36 +120,11 @@ async def test_the_worker_command_hosts_plain_llamaindex_workflows_and_run_start
         assert events.count("Progress") == 2, events
         await rt.destroy()
 
-        ran = await asyncio.to_thread(
-            subprocess.run,
-            _cli(
-                "run",
-                "llama_cli_app:workflow",
-                "--input",
-                json.dumps({"name": "Ann"}),
-                "--task-queue",
-                queue,
-                "--address",
-                temporal_address,
-            ),
-            cwd=app,
-            env=_env(app),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert ran.returncode == 0, ran.stderr
+        start = ("llama_cli_app:workflow", "--input", json.dumps({"name": "Ann"}))
+        ran = await _run_command(app, *start, "--task-queue", queue, "--address", temporal_address)
         lines = ran.stdout.splitlines()
         assert lines[0].startswith("started "), ran.stdout
         assert json.loads("\n".join(lines[1:])) == "hello Ann"
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.to_thread(worker.wait, 60)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-    assert worker.returncode == 0
 
 
 async def test_a_versioned_worker_command_makes_its_version_current_and_runs_start_on_it(
@@ -143,62 +134,15 @@ async def test_a_versioned_worker_command_makes_its_version_current_and_runs_sta
     current one as it starts, so ``run`` starts a run, and the run is pinned to that version."""
     queue = f"llama-cli-versioned-{uuid.uuid4().hex[:8]}"
     deployment = f"llama-cli-{uuid.uuid4().hex[:8]}"
-    worker = subprocess.Popen(
-        _cli(
-            "worker",
-            "--workflow",
-            "llama_cli_app:workflow",
-            "--task-queue",
-            queue,
-            "--address",
-            temporal_address,
-            "--deployment-name",
-            deployment,
-            "--build-id",
-            "greet-1",
-        ),
-        cwd=app,
-        env=_env(app),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
+    where = ("--task-queue", queue, "--address", temporal_address)
+    versioned = ("--deployment-name", deployment, "--build-id", "greet-1")
+    async with _worker(app, "--workflow", "llama_cli_app:workflow", *where, *versioned) as worker:
         line = await _wait_for_line(worker, "hosting LlamaIndex workflows")
         assert f"version 'greet-1' of deployment {deployment!r}" in line, line
-        ran = await asyncio.to_thread(
-            subprocess.run,
-            _cli(
-                "run",
-                "llama_cli_app:workflow",
-                "--input",
-                json.dumps({"name": "Bo"}),
-                "--task-queue",
-                queue,
-                "--address",
-                temporal_address,
-            ),
-            cwd=app,
-            env=_env(app),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert ran.returncode == 0, ran.stderr
+        ran = await _run_command(app, "llama_cli_app:workflow", "--input", json.dumps({"name": "Bo"}), *where)
         lines = ran.stdout.splitlines()
         assert json.loads("\n".join(lines[1:])) == "hello Bo"
-        run_id = lines[0].split()[1]
-        rt = TemporalRuntime(task_queue=queue, connection=ConnectionConfig(address=temporal_address))
-        client = await rt.client()
-        described = await client.get_workflow_handle(run_id).describe()
-        assert (
-            described.raw_description.workflow_execution_info.versioning_info.deployment_version.build_id == "greet-1"
-        )
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.to_thread(worker.wait, 60)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-    assert worker.returncode == 0
+        client = await TemporalRuntime(task_queue=queue, connection=ConnectionConfig(address=temporal_address)).client()
+        described = await client.get_workflow_handle(lines[0].split()[1]).describe()
+        pinned = described.raw_description.workflow_execution_info.versioning_info.deployment_version
+        assert pinned.build_id == "greet-1"
