@@ -184,3 +184,76 @@ def test_a_workflows_steps_are_looked_up_once_until_a_step_is_added() -> None:
     # Another instance of the class (a run view is a shallow copy) gets a cache of its own.
     other = Steps()
     assert _reflection.cached_steps(other) is not cache and set(other._get_steps()) == {"first", "extra"}
+
+
+def test_events_whose_dump_gives_them_back_skip_the_exact_form_check_and_others_keep_it() -> None:
+    """A step start or end (``StepStateChanged``) or a plain event is recorded without validating its dump
+    back; the shortcut never drops an exact form the full check would have added."""
+    import enum
+    import warnings
+    from unittest import mock
+
+    from pydantic import BaseModel, field_validator
+    from workflows.events import Event, StartEvent, StepState, StepStateChanged, StopEvent
+
+    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+
+    class Color(enum.Enum):
+        RED = 1
+
+    class Plain(Event):
+        n: int
+        label: str | None = None
+        ratio: float = 0.5
+        flag: bool = False
+
+    class AnyField(Event):
+        value: Any = None
+
+    class Colored(Event):
+        color: Color
+        count: int = 0
+
+    class Doubling(Event):
+        n: int
+
+        @field_validator("n")
+        @classmethod
+        def double(cls, v: int) -> int:
+            return v * 2
+
+    class State(BaseModel):
+        items: list[int] = []
+
+    state_changed = StepStateChanged(name="s", step_state=StepState.RUNNING, worker_id="0", input_event_name="x")
+    extra = Plain(n=1)
+    extra._data["more"] = (1, 2)
+    miscoloured = Colored(color=Color.RED)
+    miscoloured.count = "7"  # type: ignore[assignment]  # assignments are not validated
+    cases: list[tuple[BaseModel, bool]] = [
+        (state_changed, True),
+        (Plain(n=1, label="a", ratio=2.0, flag=True), True),
+        (Colored(color=Color.RED), True),
+        (Plain(n=1, ratio=float("inf")), False),
+        (AnyField(value=(1, 2)), False),
+        (AnyField(value=Color.RED), False),
+        (extra, False),
+        (miscoloured, False),
+        (Doubling(n=2), False),
+        (StartEvent(a=(1, 2)), False),
+        (StopEvent(result={1: "x"}), False),
+        (State(items=[1]), False),
+    ]
+    serializer = _DeclaredTypesSerializer([])
+    for model, fast in cases:
+        assert _wire._dump_gives_back(model) is fast, model
+        if fast:
+            # What the full check decides for it: no exact form.
+            with mock.patch.object(_wire, "_dump_gives_back", return_value=False):
+                assert _wire.exact_form(model, model.model_dump(mode="json"), serializer) is None, model
+    # Each of these the full check does give an exact form (so the shortcut must not take them).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pydantic warns that the unvalidated "7" is not an int
+        for model in (AnyField(value=(1, 2)), AnyField(value=Color.RED), extra, miscoloured):
+            assert _wire.exact_form(model, model.model_dump(mode="json"), serializer) is not None, model

@@ -9,7 +9,10 @@ the same in the Web UI and the ``temporal`` CLI as in ``ctx.to_dict()``.
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from enum import Enum
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 from workflows.context.serializers import BaseSerializer, JsonSerializer
@@ -208,13 +211,88 @@ EXACT_KEY = "__exact"
 """Beside LlamaIndex's ``__is_pydantic`` record: the model's field values, tagged (see :func:`exact_form`)."""
 
 
+_PLAIN_TYPES = (str, int, bool, type(None))
+_EVENT_DUMP = Event.__pydantic_decorators__.model_serializers["custom_model_dump"].func
+_OWN_POST_INIT = (BaseModel.model_post_init.__code__, Event.model_post_init.__code__)
+"""pydantic's ``model_post_init`` (a class with private attributes gets a copy of the second)."""
+_plain_fields: dict[type[BaseModel], dict[str, tuple[type, ...] | None] | None] = {}
+
+
+def _fields_of(cls: type[BaseModel]) -> dict[str, tuple[type, ...] | None] | None:
+    """Per field of ``cls``, the types its annotation names (``None``: something else), if ``cls`` dumps and
+    validates its fields as pydantic does by default (no validators, serializers other than ``Event``'s own,
+    computed fields, extras, own ``__eq__``, post-init hooks); else ``None``. Looked up once per class."""
+    if cls in _plain_fields:
+        return _plain_fields[cls]
+    found: dict[str, tuple[type, ...] | None] | None = None
+    d = cls.__pydantic_decorators__
+    serializers = [s.func for s in d.model_serializers.values()]
+    if (
+        not (d.validators or d.field_validators or d.root_validators or d.field_serializers)
+        and not (d.model_validators or d.computed_fields)
+        and serializers in ([], [_EVENT_DUMP])
+        and set(cls.__private_attributes__) <= {"_data"}
+        and cls.model_config.get("extra") in (None, "ignore")
+        and cls.__eq__ is BaseModel.__eq__
+        and getattr(cls.model_post_init, "__code__", None) in _OWN_POST_INIT  # none of the class's own
+        and not getattr(cls, "__pydantic_root_model__", False)
+    ):
+        found = {}
+        for name, info in cls.model_fields.items():
+            ann = info.annotation
+            args = get_args(ann) if get_origin(ann) in (Union, UnionType) else (ann,)
+            found[name] = args if all(isinstance(a, type) for a in args) else None
+    if len(_plain_fields) < MAX_MEMO:
+        _plain_fields[cls] = found
+    return found
+
+
+def _dump_gives_back(model: BaseModel) -> bool:
+    """Whether :func:`exact_form` of ``model`` is surely ``None``, told without dumping or validating it.
+
+    True when the model's dump is its field values as they are and each is plain JSON (str, int, bool,
+    ``None``, a finite float): then the record is exact, or the values encode untagged. An ``Enum``
+    value (LlamaIndex's ``StepStateChanged``) also qualifies when its field is annotated with its class
+    and every other field's annotation names its value's exact type, so the dump validates back equal.
+    Anything else (nested models, containers, ``_data`` extras) takes the full check.
+    """
+    fields = _fields_of(type(model))
+    if fields is None or getattr(model, "__pydantic_extra__", None):
+        return False
+    private = getattr(model, "__pydantic_private__", None)
+    if private and private.get("_data"):
+        return False
+    values = model.__dict__
+    enums = False
+    for name in fields:
+        if name not in values:
+            return False
+        t = type(values[name])
+        if t is float:
+            if not math.isfinite(values[name]):
+                return False
+        elif t not in _PLAIN_TYPES:
+            if not issubclass(t, Enum) or t not in (fields[name] or ()):
+                return False
+            enums = True
+    if enums:
+        for name, types in fields.items():
+            if types is None or type(values[name]) not in types:
+                return False
+    return True
+
+
 def exact_form(model: BaseModel, dumped: Any, serializer: JsonSerializer) -> dict[str, Any] | None:
     """The exact field values of ``model`` when its JSON dump ``dumped`` would not give it back, else ``None``.
 
     A field JSON cannot restore (a tuple or int-keyed dict under ``Any``, a ``StartEvent``'s keyword
     arguments) is read back from this; a model that cannot be compared or encoded keeps LlamaIndex's
-    record alone, as before.
+    record alone, as before. Most events need no check (:func:`_dump_gives_back`): a run publishes one
+    ``StepStateChanged`` per step start and end, and validating each back cost a wide fan-out ~10% of
+    its workflow time.
     """
+    if _dump_gives_back(model):
+        return None
     try:
         with serializer.validation_context():
             if type(model).model_validate(dumped) == model:
