@@ -257,3 +257,37 @@ def test_events_whose_dump_gives_them_back_skip_the_exact_form_check_and_others_
         warnings.simplefilter("ignore")  # pydantic warns that the unvalidated "7" is not an int
         for model in (AnyField(value=(1, 2)), AnyField(value=Color.RED), extra, miscoloured):
             assert _wire.exact_form(model, model.model_dump(mode="json"), serializer) is not None, model
+
+
+def test_an_events_record_is_llamaindexs_own_without_probing_for_a_class_name() -> None:
+    from workflows.context.serializers import JsonSerializer
+    from workflows.events import Event, StartEvent, StepState, StepStateChanged, StopEvent
+
+    from temporal_workflows.llama._runtime_temporal import _wire
+
+    class Plain(Event):
+        n: int
+        tags: list[str] | None = None
+
+    class Named(Event):
+        class_name: str = "x"
+
+    class Component(Event):
+        @classmethod
+        def class_name(cls) -> str:
+            return "component"
+
+    dynamic = Plain(n=1)
+    dynamic._data["class_name"] = "y"  # LlamaIndex would take it for a component
+    llamaindex = JsonSerializer()
+    for event in (
+        Plain(n=1, tags=["a"]),
+        StartEvent(a=1, b=[1, 2]),
+        StopEvent(result={"x": 1}),
+        StepStateChanged(name="s", step_state=StepState.RUNNING, worker_id="0", input_event_name="x"),
+    ):
+        record = _wire.event_record(event)
+        assert record == llamaindex.serialize_value(event)
+        assert list(record or {}) == ["__is_pydantic", "value", "qualified_name"]  # the same JSON, key order too
+    for other in (Named(), Component(), dynamic, {"a": 1}, 3):
+        assert _wire.event_record(other) is None

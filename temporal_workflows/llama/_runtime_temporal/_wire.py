@@ -17,7 +17,7 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel
 from workflows.context.serializers import BaseSerializer, JsonSerializer
 from workflows.context.state_store import InMemoryStateStore
-from workflows.context.utils import import_module_from_qualified_name
+from workflows.context.utils import get_qualified_name, import_module_from_qualified_name
 from workflows.events import Event, StopEvent, _deserialize_exception, _serialize_exception
 from workflows.runtime.types.results import (
     AddCollectedEvent,
@@ -56,6 +56,7 @@ __all__ = [
     "tagged_form",
     "encode_retry",
     "encode_state",
+    "event_record",
 ]
 
 _OUTPUT_KINDS: dict[str, type[BaseModel]] = {
@@ -280,6 +281,40 @@ def _dump_gives_back(model: BaseModel) -> bool:
             if types is None or type(values[name]) not in types:
                 return False
     return True
+
+
+_EVENT_GETATTR = Event.__getattr__
+_no_class_name: dict[type, bool] = {}
+"""Per class: an event class with no ``class_name`` of its own (its instances may still have a dynamic one)."""
+
+
+def event_record(value: Any) -> dict[str, Any] | None:
+    """LlamaIndex's ``JsonSerializer.serialize_value`` record of an event, made without its first probe.
+
+    That method first asks ``hasattr(value, "class_name")`` (llama_index.core components); on an event
+    the answer comes from ``Event.__getattr__`` raising a formatted ``AttributeError``, which cost as much
+    as the rest of the record (a run records an event per step start and end). Here the same answer is
+    read from the event's class, fields and dynamic fields; ``None`` (LlamaIndex's own method then) for
+    anything that is not such an event or might have a ``class_name``.
+    """
+    cls = type(value)
+    plain = _no_class_name.get(cls)
+    if plain is None:
+        plain = (
+            issubclass(cls, Event)
+            and cls.__getattr__ is _EVENT_GETATTR
+            and not hasattr(cls, "class_name")
+            and "class_name" not in cls.__private_attributes__
+            and "class_name" not in cls.model_fields
+        )
+        if len(_no_class_name) < MAX_MEMO:
+            _no_class_name[cls] = plain
+    if not plain or "class_name" in value.__dict__:
+        return None
+    private = value.__pydantic_private__  # Event's _data (dynamic fields), read past its __getattr__
+    if private is None or "class_name" in private.get("_data", ()):
+        return None
+    return {"__is_pydantic": True, "value": value.model_dump(mode="json"), "qualified_name": get_qualified_name(value)}
 
 
 def exact_form(model: BaseModel, dumped: Any, serializer: JsonSerializer) -> dict[str, Any] | None:
