@@ -291,3 +291,44 @@ def test_an_events_record_is_llamaindexs_own_without_probing_for_a_class_name() 
         assert list(record or {}) == ["__is_pydantic", "value", "qualified_name"]  # the same JSON, key order too
     for other in (Named(), Component(), dynamic, {"a": 1}, 3):
         assert _wire.event_record(other) is None
+
+
+def test_a_plain_events_key_decides_its_record() -> None:
+    """Published step starts and ends are serialized once per distinct event: the key the run caches them
+    under tells apart everything the record depends on (1 and True and 1.0 too)."""
+    import enum
+
+    from workflows.events import Event, StepState, StepStateChanged
+
+    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+
+    class Mode(enum.Enum):
+        A = "a"
+
+    class Value(Event):
+        value: Any = None
+
+    serializer = _DeclaredTypesSerializer([])
+    events: list[Event] = [
+        StepStateChanged(name="s", step_state=StepState.RUNNING, worker_id="0", input_event_name="x"),
+        StepStateChanged(name="s", step_state=StepState.NOT_RUNNING, worker_id="0", input_event_name="x"),
+        StepStateChanged(name="s", step_state=StepState.RUNNING, worker_id="1", input_event_name="x"),
+        Value(value=1),
+        Value(value=True),
+        Value(value="1"),
+        Value(value=Mode.A),
+        Value(value=None),
+    ]
+    records: dict[tuple[Any, ...], str] = {}
+    for event in events:
+        key = _wire.plain_key(event)
+        assert key is not None
+        assert key not in records, event
+        records[key] = serializer.serialize(event)
+        again = type(event).model_validate(event.model_dump())  # an equal event, another object
+        assert _wire.plain_key(again) == key and serializer.serialize(again) == records[key]
+    extra = Value(value=1)
+    extra._data["more"] = 1
+    for other in (Value(value=1.0), Value(value=[1]), Value(value=(1,)), extra):
+        assert _wire.plain_key(other) is None

@@ -57,6 +57,7 @@ __all__ = [
     "encode_retry",
     "encode_state",
     "event_record",
+    "plain_key",
 ]
 
 _OUTPUT_KINDS: dict[str, type[BaseModel]] = {
@@ -281,6 +282,33 @@ def _dump_gives_back(model: BaseModel) -> bool:
             if types is None or type(values[name]) not in types:
                 return False
     return True
+
+
+def plain_key(model: BaseModel) -> tuple[Any, ...] | None:
+    """What alone decides this runtime's serializer's record of ``model``, or ``None``.
+
+    For a model whose class dumps as pydantic does by default (:func:`_fields_of`), with no dynamic
+    fields and every value a str, int, bool, ``None`` or an enum: its class and each value with its exact
+    type. The loop publishes a ``StepStateChanged`` at every step start and end, mostly the same few over
+    and over (step, state, worker slot, event name); the run records each distinct one once.
+    """
+    fields = _fields_of(type(model))
+    if fields is None or getattr(model, "__pydantic_extra__", None):
+        return None
+    private = getattr(model, "__pydantic_private__", None)
+    if private and private.get("_data"):
+        return None
+    values = model.__dict__
+    key: list[Any] = [type(model)]
+    for name in fields:
+        if name not in values:
+            return None
+        value = values[name]
+        t = type(value)
+        if t not in _PLAIN_TYPES and not isinstance(value, Enum):
+            return None
+        key.append((t, value))
+    return tuple(key)
 
 
 _EVENT_GETATTR = Event.__getattr__

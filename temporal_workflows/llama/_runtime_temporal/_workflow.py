@@ -161,6 +161,8 @@ class WorkflowRunAdapter(InternalRunAdapter):
         """Run-ahead results by :func:`speculation_key`, oldest first; each answers one invocation."""
         self._item_order: dict[tuple[str, str], int] = {}
         """A work item's place in the reduce order: its first invocation's (``_priority``)."""
+        self._published: dict[tuple[Any, ...], str] = {}
+        """Records of plain events published so far (``write_to_event_stream``), by ``_wire.plain_key``."""
         self._memo: _wire.EncodeMemo = {}
         """Events encoded so far (a fan-in buffer's go into every invocation's input): each is encoded once."""
         self.run_ahead = False
@@ -215,7 +217,17 @@ class WorkflowRunAdapter(InternalRunAdapter):
     # -- stream, store ----------------------------------------------------------------------------
     async def write_to_event_stream(self, event: Event) -> None:
         _registry.note_type(event)
-        self._run.publish(self._serializer.serialize(event))
+        # This runtime's own serializer records a plain event the same way every time: each distinct one
+        # is serialized once (a custom serializer is always asked).
+        key = _wire.plain_key(event) if getattr(self._serializer, "reads_exact_form", False) else None
+        data = self._published.get(key) if key is not None else None
+        if data is None:
+            data = self._serializer.serialize(event)
+            if key is not None:
+                if len(self._published) >= _wire.MAX_MEMO:
+                    self._published.clear()
+                self._published[key] = data
+        self._run.publish(data)
 
     # -- tasks: started in order, completed in order, one timer per deadline ----------------------
     async def wait_for_next_task(
