@@ -34,7 +34,7 @@ from workflows.errors import WorkflowRuntimeError
 from workflows.events import Event
 from workflows.runtime.control_loop.reduce import _reduce_tick
 from workflows.runtime.types.commands import CommandPublishEvent, CommandQueueEvent, CommandRunWorker
-from workflows.runtime.types.internal_state import BrokerState
+from workflows.runtime.types.internal_state import BrokerState, InternalStepWorkerState
 from workflows.runtime.types.plugin import InternalRunAdapter, WaitResult
 from workflows.runtime.types.results import (
     AddCollectedEvent,
@@ -344,6 +344,9 @@ async def _run_ahead(
     serializer = llama_workflow.runtime.get_serializer(llama_workflow)
     state = BrokerState.from_serialized(SerializedContext.model_validate(batch.broker), llama_workflow, serializer)
     state.__class__ = _OwnedBrokerState
+    for worker_state in state.workers.values():
+        if type(worker_state) is InternalStepWorkerState:
+            worker_state.__class__ = _OwnedWorkerState
     step_id = next((k for k in state.workers if str(k) == step), None)
     if step_id is None:
         return []
@@ -502,6 +505,27 @@ class _OwnedBrokerState(BrokerState):
 
     def deepcopy(self) -> BrokerState:
         return self
+
+
+class _OwnedWorkerState(InternalStepWorkerState):
+    """A step's worker state in the run-ahead's broker (``_OwnedBrokerState``).
+
+    With the broker reduced in place, the reducer copies a step's worker state only to start an
+    invocation, and reads just the copy's fan-in buffers and waiters (the invocation's snapshot). Those
+    are copied as LlamaIndex copies them; the queue and the running invocations (each with its own
+    snapshot of the buffers) are not deep-copied for a copy that is then dropped.
+    """
+
+    def _deepcopy(self) -> InternalStepWorkerState:
+        return InternalStepWorkerState(
+            queue=list(self.queue),
+            config=self.config,
+            in_progress=list(self.in_progress),
+            collected_events={k: list(v) for k, v in self.collected_events.items()},
+            static_collect_events=list(self.static_collect_events),
+            collected_waiters=[dataclasses.replace(x) for x in self.collected_waiters],
+            collect_generations=dict(self.collect_generations),
+        )
 
 
 @dataclasses.dataclass
