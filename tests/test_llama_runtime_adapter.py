@@ -332,3 +332,45 @@ def test_a_plain_events_key_decides_its_record() -> None:
     extra._data["more"] = 1
     for other in (Value(value=1.0), Value(value=[1]), Value(value=(1,)), extra):
         assert _wire.plain_key(other) is None
+
+
+def test_a_steps_store_is_built_as_llamaindex_builds_it() -> None:
+    """The step activity builds a run's ctx.store per invocation without InMemoryStateStore's constructor
+    (its protocol check was most of the cost): the store has the same fields, reads and writes the same,
+    and two built from one payload are independent."""
+    from pydantic import BaseModel
+    from workflows.context.state_store import DictState, InMemoryStateStore
+
+    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+
+    class Counter(BaseModel):
+        n: int = 0
+
+    serializer = _DeclaredTypesSerializer([Counter])
+
+    async def check() -> None:
+        seed = InMemoryStateStore(DictState())
+        await seed.set("k", [1, 2])
+        data = seed.to_dict(serializer)
+        for payload, state_type in ((data, DictState), (None, Counter), ({}, DictState)):
+            ours = _wire.run_store(serializer, payload, state_type)
+            theirs = (
+                InMemoryStateStore.from_dict(payload, serializer)
+                if payload is not None
+                else InMemoryStateStore(state_type())
+            )
+            assert set(vars(ours)) == set(vars(theirs)) and ours.state_type is theirs.state_type
+            assert (await ours.get_state()).model_dump() == (await theirs.get_state()).model_dump()
+        first, second = _wire.run_store(serializer, data, DictState), _wire.run_store(serializer, data, DictState)
+        theirs = InMemoryStateStore.from_dict(data, serializer)
+        theirs._serializer = serializer  # as run_store records with the runtime's serializer
+        diffs = []
+        for store in (first, theirs):
+            before = store.checkpoint()
+            await store.set("k", [3])
+            diffs.append(store.checkpoint().diff(before))
+        assert diffs[0] == diffs[1] and diffs[0]
+        assert await second.get("k") == [1, 2] and await first.get("k") == [3]
+
+    asyncio.run(check())

@@ -8,6 +8,7 @@ the same in the Web UI and the ``temporal`` CLI as in ``ctx.to_dict()``.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from enum import Enum
@@ -16,7 +17,13 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 from workflows.context.serializers import BaseSerializer, JsonSerializer
-from workflows.context.state_store import InMemoryStateStore
+from workflows.context.state_store import (
+    DictState,
+    InMemoryStateStore,
+    _InMemoryStateStorage,
+    _live_record,
+    decode_seed_state,
+)
 from workflows.context.utils import get_qualified_name, import_module_from_qualified_name
 from workflows.events import Event, StopEvent, _deserialize_exception, _serialize_exception
 from workflows.runtime.types.results import (
@@ -441,6 +448,31 @@ def from_tagged_form(serializer: JsonSerializer, data: dict[str, Any]) -> tuple[
     return True, value
 
 
+_STORE_FIELDS = {"_memory_storage", "_storage", "_durable", "state_type", "_serializer", "_pending_seed"}
+_store_shell: list[InMemoryStateStore[Any] | None] = []
+
+
+def _fresh_store(state: BaseModel) -> InMemoryStateStore[Any]:
+    """``InMemoryStateStore(state)``, made without its constructor's ``isinstance`` check against the
+    ``StateStorage`` protocol (a runtime protocol check, slow when it fails: ~60% of building a store,
+    which the step activity does for every invocation). A copy of an empty store gets the fields the
+    constructor would set; with another LlamaIndex whose store has other fields, the constructor is used.
+    """
+    if not _store_shell:
+        shell: InMemoryStateStore[Any] = InMemoryStateStore(DictState())
+        _store_shell.append(shell if set(vars(shell)) == _STORE_FIELDS else None)
+    shell_or_none = _store_shell[0]
+    if shell_or_none is None:
+        return InMemoryStateStore(state)
+    store = copy.copy(shell_or_none)
+    storage = _InMemoryStateStorage(_live_record(state))
+    store._memory_storage = storage
+    store._storage = storage
+    store.state_type = type(state)
+    store._serializer = JsonSerializer()
+    return store
+
+
 def run_store(
     serializer: BaseSerializer, data: dict[str, Any] | None, state_type: type[Any]
 ) -> InMemoryStateStore[Any]:
@@ -449,9 +481,9 @@ def run_store(
     ``InMemoryStateStore`` records its checkpoints and diffs with a plain ``JsonSerializer`` of its
     own; this runtime's serializer keeps tuples, sets, bytes and int keys (``tagged_form``).
     """
-    store: InMemoryStateStore[Any] = (
-        InMemoryStateStore.from_dict(data, serializer) if data is not None else InMemoryStateStore(state_type())
-    )
+    # None: a fresh state; else InMemoryStateStore.from_dict's decoding.
+    state = state_type() if data is None else (decode_seed_state(data, serializer) if data else DictState())
+    store = _fresh_store(state)
     if getattr(serializer, "reads_exact_form", False):
         store._serializer = serializer
     return store
