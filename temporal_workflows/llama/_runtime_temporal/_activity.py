@@ -41,6 +41,7 @@ from workflows.runtime.types.results import (
     RetryAttempt,
     SentEvent,
     StepWorkerFailed,
+    StepWorkerOutput,
     StepWorkerState,
 )
 from workflows.runtime.types.step_function import StepWorkerFunction, as_step_worker_function
@@ -192,7 +193,8 @@ async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
     loop = asyncio.get_running_loop()
     began = loop.time()
     invocations = [_unbatched(inp, batch) for inp in batch.batch]
-    tasks = [asyncio.ensure_future(_run_one(inp)) for inp in invocations]
+    raw: _RawOutputs = {}
+    tasks = [asyncio.ensure_future(_run_one(inp, raw=raw)) for inp in invocations]
     try:
         _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         if pending:
@@ -212,7 +214,7 @@ async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
     speculated = await _speculate(invocations, results) if batch.speculate else []
     if batch.broker is not None:
         try:
-            speculated = await _run_ahead(batch, invocations, results, loop.time() - began)
+            speculated = await _run_ahead(batch, invocations, results, loop.time() - began, raw)
         except Exception as e:
             # Running ahead is an optimisation: whatever goes wrong there, the batch's own results stand
             # and the run starts the rest as activities.
@@ -315,7 +317,11 @@ none carries the invocation's id, and none is a failure (whose retry verdict nee
 
 
 async def _run_ahead(
-    batch: StepBatchInput, invocations: list[StepInput], results: list[StepOutput | None], took: float
+    batch: StepBatchInput,
+    invocations: list[StepInput],
+    results: list[StepOutput | None],
+    took: float,
+    raw: _RawOutputs | None = None,
 ) -> list[SpeculatedStep]:
     """Run ahead the invocations of this step that the loop will start once it reduces the batch's results.
 
@@ -410,7 +416,12 @@ async def _run_ahead(
             worker = next((w for w in state.workers[step_id].in_progress if w.invocation_id == invocation), None)
             if worker is None:
                 break
-            outputs = [o for o in _wire.decode_outputs(serializer, res.outputs) if not isinstance(o, SentEvent)]
+            kept = raw.get(id(res)) if raw is not None else None
+            # The step's own result objects when it ran here (decoding its JSON again gives equal ones).
+            decoded_outputs = (
+                kept[1] if kept is not None and kept[0] is res else _wire.decode_outputs(serializer, res.outputs)
+            )
+            outputs = [o for o in decoded_outputs if not isinstance(o, SentEvent)]
             ticks: list[WorkflowTick] = [
                 TickStepResult(
                     step_id=step_id,
@@ -473,7 +484,7 @@ async def _run_ahead(
                             place = item_order.setdefault(started.work_item_id, next_place)
                         if place == next_place:
                             next_place += 1
-                        task = asyncio.ensure_future(_run_one(nxt, decoded))
+                        task = asyncio.ensure_future(_run_one(nxt, decoded, raw))
                         # Started at the next pick; done at it when the run lets it settle first
                         # (``batch.settled``), else at the one after.
                         new = _Entry(
@@ -600,10 +611,15 @@ def _unbatched(inp: StepInput, batch: StepBatchInput) -> StepInput:
     return inp.model_copy(update={"store": batch.store if inp.store is None else inp.store, "state": state})
 
 
-async def _run_one(inp: StepInput, decoded: _Decoded | None = None) -> StepOutput:
+_RawOutputs = dict[int, tuple[StepOutput, list[StepWorkerOutput]]]
+"""A batch's results as the steps returned them, by ``id`` of their :class:`StepOutput` (held too, so its id
+is not reused): the run-ahead reduces them without decoding what was just encoded."""
+
+
+async def _run_one(inp: StepInput, decoded: _Decoded | None = None, raw: _RawOutputs | None = None) -> StepOutput:
     """Run one invocation; ``decoded`` is its state, event, bound events and retry as objects already (a
     run-ahead invocation's, which come from the reducer: decoding them again would cost a wide fan-in
-    its whole buffer per invocation)."""
+    its whole buffer per invocation). With ``raw``, the step's result objects are kept there."""
     llama_workflow = run_view(_registry.lookup(inp.workflow_name, inp.instance_key))
     serializer = llama_workflow.runtime.get_serializer(llama_workflow)
     if decoded is None:
@@ -650,4 +666,6 @@ async def _run_one(inp: StepInput, decoded: _Decoded | None = None) -> StepOutpu
             "of events and the store"
         )
         out = StepOutput(outputs=_wire.encode_outputs([StepWorkerFailed(exception=error, failed_at=time.time())]))
+    elif raw is not None:
+        raw[id(out)] = (out, outputs)
     return out
