@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from workflows.runtime.types.named_task import PendingPull, PendingWorker, PullTask, WorkerTask
 from workflows.runtime.types.step_id import StepId
@@ -374,3 +375,20 @@ def test_a_steps_store_is_built_as_llamaindex_builds_it() -> None:
         assert await second.get("k") == [1, 2] and await first.get("k") == [3]
 
     asyncio.run(check())
+
+
+def test_an_equal_plain_event_in_another_object_is_encoded_once_and_the_same() -> None:
+    from workflows.events import Event
+
+    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+
+    class Done(Event):
+        n: int
+
+    serializer = _DeclaredTypesSerializer([Done])
+    memo: _wire.EncodeMemo = {}
+    first = _wire.encode_event(serializer, Done(n=1), memo)
+    with mock.patch.object(serializer, "serialize", side_effect=AssertionError("encoded again")):
+        assert _wire.encode_event(serializer, Done(n=1), memo) == first
+    assert _wire.encode_event(serializer, Done(n=2), memo) == serializer.serialize(Done(n=2)) != first

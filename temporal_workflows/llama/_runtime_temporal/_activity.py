@@ -398,7 +398,8 @@ async def _run_ahead(
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                await asyncio.wait({res}, timeout=remaining)
+                if not res.done():  # (a done one needs no wait, nor the loop round asyncio.wait takes)
+                    await asyncio.wait({res}, timeout=remaining)
                 if not res.done() or res.cancelled() or res.exception() is not None:
                     break
                 res = res.result()

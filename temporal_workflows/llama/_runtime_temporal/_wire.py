@@ -78,9 +78,11 @@ _OUTPUT_KINDS: dict[str, type[BaseModel]] = {
 }
 
 
-EncodeMemo = dict[int, tuple[Event, str]]
+EncodeMemo = dict[Any, tuple[Event, str]]
 """Events already encoded, by ``id`` (the event is held too, so its id is not reused): a fan-in buffer's
-events go into every invocation's input, and encoding each once keeps a wide fan-in linear."""
+events go into every invocation's input, and encoding each once keeps a wide fan-in linear. With the
+runtime's own serializer, plain events also by :func:`plain_key` (an equal event in another object, such
+as a step's trigger event and the copy it buffered, is encoded once)."""
 
 MAX_MEMO = 4096
 """A memo holding more events than this is cleared before it grows further."""
@@ -94,11 +96,15 @@ def encode_event(serializer: BaseSerializer, event: Event, memo: EncodeMemo | No
     from temporal_workflows.llama._runtime_temporal._registry import note_type
 
     note_type(event)
-    data = serializer.serialize(event)
+    key = plain_key(event) if memo is not None and getattr(serializer, "reads_exact_form", False) else None
+    same = memo.get(key) if memo is not None and key is not None else None
+    data = same[1] if same is not None else serializer.serialize(event)
     if memo is not None:
         if len(memo) >= MAX_MEMO:
             memo.clear()
         memo[id(event)] = (event, data)
+        if key is not None and same is None:
+            memo[key] = (event, data)
     return data
 
 
