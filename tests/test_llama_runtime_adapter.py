@@ -354,7 +354,8 @@ def test_a_steps_store_is_built_as_llamaindex_builds_it() -> None:
         seed = InMemoryStateStore(DictState())
         await seed.set("k", [1, 2])
         data = seed.to_dict(serializer)
-        for payload, state_type in ((data, DictState), (None, Counter), ({}, DictState)):
+        empty = InMemoryStateStore(DictState()).to_dict(serializer)
+        for payload, state_type in ((data, DictState), (None, Counter), ({}, DictState), (empty, DictState)):
             ours = _wire.run_store(serializer, payload, state_type)
             theirs = (
                 InMemoryStateStore.from_dict(payload, serializer)

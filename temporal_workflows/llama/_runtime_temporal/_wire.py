@@ -454,6 +454,8 @@ def from_tagged_form(serializer: JsonSerializer, data: dict[str, Any]) -> tuple[
     return True, value
 
 
+_EMPTY_DICT_STATE = InMemoryStateStore(DictState()).to_dict(JsonSerializer())
+"""An empty ``DictState`` store's payload (``InMemoryStateStore.to_dict``)."""
 _STORE_FIELDS = {"_memory_storage", "_storage", "_durable", "state_type", "_serializer", "_pending_seed"}
 _store_shell: list[InMemoryStateStore[Any] | None] = []
 
@@ -487,8 +489,14 @@ def run_store(
     ``InMemoryStateStore`` records its checkpoints and diffs with a plain ``JsonSerializer`` of its
     own; this runtime's serializer keeps tuples, sets, bytes and int keys (``tagged_form``).
     """
-    # None: a fresh state; else InMemoryStateStore.from_dict's decoding.
-    state = state_type() if data is None else (decode_seed_state(data, serializer) if data else DictState())
+    # None: a fresh state; else InMemoryStateStore.from_dict's decoding (an empty DictState needs none: the
+    # store of a workflow that never writes it, which every invocation of a wide fan-out would decode).
+    if data is None:
+        state = state_type()
+    elif not data or data == _EMPTY_DICT_STATE:
+        state = DictState()
+    else:
+        state = decode_seed_state(data, serializer)
     store = _fresh_store(state)
     if getattr(serializer, "reads_exact_form", False):
         store._serializer = serializer
