@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from workflows.runtime.types.named_task import PendingPull, PendingWorker, PullTask, WorkerTask
 from workflows.runtime.types.step_id import StepId
@@ -184,3 +185,211 @@ def test_a_workflows_steps_are_looked_up_once_until_a_step_is_added() -> None:
     # Another instance of the class (a run view is a shallow copy) gets a cache of its own.
     other = Steps()
     assert _reflection.cached_steps(other) is not cache and set(other._get_steps()) == {"first", "extra"}
+
+
+def test_events_whose_dump_gives_them_back_skip_the_exact_form_check_and_others_keep_it() -> None:
+    """A step start or end (``StepStateChanged``) or a plain event is recorded without validating its dump
+    back; the shortcut never drops an exact form the full check would have added."""
+    import enum
+    import warnings
+    from unittest import mock
+
+    from pydantic import BaseModel, field_validator
+    from workflows.events import Event, StartEvent, StepState, StepStateChanged, StopEvent
+
+    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+
+    class Color(enum.Enum):
+        RED = 1
+
+    class Plain(Event):
+        n: int
+        label: str | None = None
+        ratio: float = 0.5
+        flag: bool = False
+
+    class AnyField(Event):
+        value: Any = None
+
+    class Colored(Event):
+        color: Color
+        count: int = 0
+
+    class Doubling(Event):
+        n: int
+
+        @field_validator("n")
+        @classmethod
+        def double(cls, v: int) -> int:
+            return v * 2
+
+    class State(BaseModel):
+        items: list[int] = []
+
+    state_changed = StepStateChanged(name="s", step_state=StepState.RUNNING, worker_id="0", input_event_name="x")
+    extra = Plain(n=1)
+    extra._data["more"] = (1, 2)
+    miscoloured = Colored(color=Color.RED)
+    miscoloured.count = "7"  # type: ignore[assignment]  # assignments are not validated
+    cases: list[tuple[BaseModel, bool]] = [
+        (state_changed, True),
+        (Plain(n=1, label="a", ratio=2.0, flag=True), True),
+        (Colored(color=Color.RED), True),
+        (Plain(n=1, ratio=float("inf")), False),
+        (AnyField(value=(1, 2)), False),
+        (AnyField(value=Color.RED), False),
+        (extra, False),
+        (miscoloured, False),
+        (Doubling(n=2), False),
+        (StartEvent(a=(1, 2)), False),
+        (StopEvent(result={1: "x"}), False),
+        (State(items=[1]), False),
+    ]
+    serializer = _DeclaredTypesSerializer([])
+    for model, fast in cases:
+        assert _wire._dump_gives_back(model) is fast, model
+        if fast:
+            # What the full check decides for it: no exact form.
+            with mock.patch.object(_wire, "_dump_gives_back", return_value=False):
+                assert _wire.exact_form(model, model.model_dump(mode="json"), serializer) is None, model
+    # Each of these the full check does give an exact form (so the shortcut must not take them).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pydantic warns that the unvalidated "7" is not an int
+        for model in (AnyField(value=(1, 2)), AnyField(value=Color.RED), extra, miscoloured):
+            assert _wire.exact_form(model, model.model_dump(mode="json"), serializer) is not None, model
+
+
+def test_an_events_record_is_llamaindexs_own_without_probing_for_a_class_name() -> None:
+    from workflows.context.serializers import JsonSerializer
+    from workflows.events import Event, StartEvent, StepState, StepStateChanged, StopEvent
+
+    from temporal_workflows.llama._runtime_temporal import _wire
+
+    class Plain(Event):
+        n: int
+        tags: list[str] | None = None
+
+    class Named(Event):
+        class_name: str = "x"
+
+    class Component(Event):
+        @classmethod
+        def class_name(cls) -> str:
+            return "component"
+
+    dynamic = Plain(n=1)
+    dynamic._data["class_name"] = "y"  # LlamaIndex would take it for a component
+    llamaindex = JsonSerializer()
+    for event in (
+        Plain(n=1, tags=["a"]),
+        StartEvent(a=1, b=[1, 2]),
+        StopEvent(result={"x": 1}),
+        StepStateChanged(name="s", step_state=StepState.RUNNING, worker_id="0", input_event_name="x"),
+    ):
+        record = _wire.event_record(event)
+        assert record == llamaindex.serialize_value(event)
+        assert list(record or {}) == ["__is_pydantic", "value", "qualified_name"]  # the same JSON, key order too
+    for other in (Named(), Component(), dynamic, {"a": 1}, 3):
+        assert _wire.event_record(other) is None
+
+
+def test_a_plain_events_key_decides_its_record() -> None:
+    """Published step starts and ends are serialized once per distinct event: the key the run caches them
+    under tells apart everything the record depends on (1 and True and 1.0 too)."""
+    import enum
+
+    from workflows.events import Event, StepState, StepStateChanged
+
+    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+
+    class Mode(enum.Enum):
+        A = "a"
+
+    class Value(Event):
+        value: Any = None
+
+    serializer = _DeclaredTypesSerializer([])
+    events: list[Event] = [
+        StepStateChanged(name="s", step_state=StepState.RUNNING, worker_id="0", input_event_name="x"),
+        StepStateChanged(name="s", step_state=StepState.NOT_RUNNING, worker_id="0", input_event_name="x"),
+        StepStateChanged(name="s", step_state=StepState.RUNNING, worker_id="1", input_event_name="x"),
+        Value(value=1),
+        Value(value=True),
+        Value(value="1"),
+        Value(value=Mode.A),
+        Value(value=None),
+    ]
+    records: dict[tuple[Any, ...], str] = {}
+    for event in events:
+        key = _wire.plain_key(event)
+        assert key is not None
+        assert key not in records, event
+        records[key] = serializer.serialize(event)
+        again = type(event).model_validate(event.model_dump())  # an equal event, another object
+        assert _wire.plain_key(again) == key and serializer.serialize(again) == records[key]
+    extra = Value(value=1)
+    extra._data["more"] = 1
+    for other in (Value(value=1.0), Value(value=[1]), Value(value=(1,)), extra):
+        assert _wire.plain_key(other) is None
+
+
+def test_a_steps_store_is_built_as_llamaindex_builds_it() -> None:
+    """The step activity builds a run's ctx.store per invocation without InMemoryStateStore's constructor
+    (its protocol check was most of the cost): the store has the same fields, reads and writes the same,
+    and two built from one payload are independent."""
+    from pydantic import BaseModel
+    from workflows.context.state_store import DictState, InMemoryStateStore
+
+    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+
+    class Counter(BaseModel):
+        n: int = 0
+
+    serializer = _DeclaredTypesSerializer([Counter])
+
+    async def check() -> None:
+        seed = InMemoryStateStore(DictState())
+        await seed.set("k", [1, 2])
+        data = seed.to_dict(serializer)
+        empty = InMemoryStateStore(DictState()).to_dict(serializer)
+        for payload, state_type in ((data, DictState), (None, Counter), ({}, DictState), (empty, DictState)):
+            ours = _wire.run_store(serializer, payload, state_type)
+            theirs = (
+                InMemoryStateStore.from_dict(payload, serializer)
+                if payload is not None
+                else InMemoryStateStore(state_type())
+            )
+            assert set(vars(ours)) == set(vars(theirs)) and ours.state_type is theirs.state_type
+            assert (await ours.get_state()).model_dump() == (await theirs.get_state()).model_dump()
+        first, second = _wire.run_store(serializer, data, DictState), _wire.run_store(serializer, data, DictState)
+        theirs = InMemoryStateStore.from_dict(data, serializer)
+        theirs._serializer = serializer  # as run_store records with the runtime's serializer
+        diffs = []
+        for store in (first, theirs):
+            before = store.checkpoint()
+            await store.set("k", [3])
+            diffs.append(store.checkpoint().diff(before))
+        assert diffs[0] == diffs[1] and diffs[0]
+        assert await second.get("k") == [1, 2] and await first.get("k") == [3]
+
+    asyncio.run(check())
+
+
+def test_an_equal_plain_event_in_another_object_is_encoded_once_and_the_same() -> None:
+    from workflows.events import Event
+
+    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+
+    class Done(Event):
+        n: int
+
+    serializer = _DeclaredTypesSerializer([Done])
+    memo: _wire.EncodeMemo = {}
+    first = _wire.encode_event(serializer, Done(n=1), memo)
+    with mock.patch.object(serializer, "serialize", side_effect=AssertionError("encoded again")):
+        assert _wire.encode_event(serializer, Done(n=1), memo) == first
+    assert _wire.encode_event(serializer, Done(n=2), memo) == serializer.serialize(Done(n=2)) != first

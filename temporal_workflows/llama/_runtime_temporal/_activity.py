@@ -42,13 +42,14 @@ from workflows.errors import WorkflowRuntimeError
 from workflows.events import Event
 from workflows.runtime.control_loop.reduce import _reduce_tick
 from workflows.runtime.types.commands import CommandPublishEvent, CommandQueueEvent, CommandRunWorker
-from workflows.runtime.types.internal_state import BrokerState
+from workflows.runtime.types.internal_state import BrokerState, InternalStepWorkerState
 from workflows.runtime.types.plugin import InternalRunAdapter, WaitResult
 from workflows.runtime.types.results import (
     AddCollectedEvent,
     RetryAttempt,
     SentEvent,
     StepWorkerFailed,
+    StepWorkerOutput,
     StepWorkerState,
 )
 from workflows.runtime.types.step_function import StepWorkerFunction, as_step_worker_function
@@ -263,7 +264,8 @@ async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
     loop = asyncio.get_running_loop()
     began = loop.time()
     invocations = [_unbatched(inp, batch) for inp in batch.batch]
-    tasks = [asyncio.ensure_future(_run_one(inp)) for inp in invocations]
+    raw: _RawOutputs = {}
+    tasks = [asyncio.ensure_future(_run_one(inp, raw=raw)) for inp in invocations]
     try:
         _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         if pending:
@@ -283,7 +285,7 @@ async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
     speculated = await _speculate(invocations, results) if batch.speculate else []
     if batch.broker is not None:
         try:
-            speculated = await _run_ahead(batch, invocations, results, loop.time() - began)
+            speculated = await _run_ahead(batch, invocations, results, loop.time() - began, raw)
         except Exception as e:
             # Running ahead is an optimisation: whatever goes wrong there, the batch's own results stand
             # and the run starts the rest as activities.
@@ -386,7 +388,11 @@ none carries the invocation's id, and none is a failure (whose retry verdict nee
 
 
 async def _run_ahead(
-    batch: StepBatchInput, invocations: list[StepInput], results: list[StepOutput | None], took: float
+    batch: StepBatchInput,
+    invocations: list[StepInput],
+    results: list[StepOutput | None],
+    took: float,
+    raw: _RawOutputs | None = None,
 ) -> list[SpeculatedStep]:
     """Run ahead the invocations of this step that the loop will start once it reduces the batch's results.
 
@@ -414,6 +420,10 @@ async def _run_ahead(
     llama_workflow = run_view(_registry.lookup(first.workflow_name, first.instance_key))
     serializer = llama_workflow.runtime.get_serializer(llama_workflow)
     state = BrokerState.from_serialized(SerializedContext.model_validate(batch.broker), llama_workflow, serializer)
+    state.__class__ = _OwnedBrokerState
+    for worker_state in state.workers.values():
+        if type(worker_state) is InternalStepWorkerState:
+            worker_state.__class__ = _OwnedWorkerState
     step_id = next((k for k in state.workers if str(k) == step), None)
     if step_id is None:
         return []
@@ -459,7 +469,8 @@ async def _run_ahead(
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                await asyncio.wait({res}, timeout=remaining)
+                if not res.done():  # (a done one needs no wait, nor the loop round asyncio.wait takes)
+                    await asyncio.wait({res}, timeout=remaining)
                 if not res.done() or res.cancelled() or res.exception() is not None:
                     break
                 res = res.result()
@@ -477,7 +488,12 @@ async def _run_ahead(
             worker = next((w for w in state.workers[step_id].in_progress if w.invocation_id == invocation), None)
             if worker is None:
                 break
-            outputs = [o for o in _wire.decode_outputs(serializer, res.outputs) if not isinstance(o, SentEvent)]
+            kept = raw.get(id(res)) if raw is not None else None
+            # The step's own result objects when it ran here (decoding its JSON again gives equal ones).
+            decoded_outputs = (
+                kept[1] if kept is not None and kept[0] is res else _wire.decode_outputs(serializer, res.outputs)
+            )
+            outputs = [o for o in decoded_outputs if not isinstance(o, SentEvent)]
             ticks: list[WorkflowTick] = [
                 TickStepResult(
                     step_id=step_id,
@@ -540,7 +556,7 @@ async def _run_ahead(
                             place = item_order.setdefault(started.work_item_id, next_place)
                         if place == next_place:
                             next_place += 1
-                        task = asyncio.ensure_future(_run_one(nxt, decoded))
+                        task = asyncio.ensure_future(_run_one(nxt, decoded, raw))
                         # Started at the next pick; done at it when the run lets it settle first
                         # (``batch.settled``), else at the one after.
                         new = _Entry(
@@ -556,6 +572,43 @@ async def _run_ahead(
         for t in pending:
             t.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+class _OwnedBrokerState(BrokerState):
+    """The run-ahead's broker state, reduced in place.
+
+    LlamaIndex's reducer copies the state it is handed on every tick (``BrokerState.deepcopy``: every
+    worker's queue and every running invocation's fan-in snapshot), so that its caller keeps the state as
+    it was. The run-ahead never reads a state again once it has reduced the next tick, so the copy is
+    skipped: it was about a fifth of a 50-way fan-in's activity time. Only the copy of the state *handed
+    in* is skipped; the reducer's own copies (an invocation's snapshot of its fan-in buffer) are made as
+    ever. Whatever the run-ahead predicts is used only for an input the run builds identically
+    (``speculation_key``), so this cannot change a result, only how many the run finds ready.
+    """
+
+    def deepcopy(self) -> BrokerState:
+        return self
+
+
+class _OwnedWorkerState(InternalStepWorkerState):
+    """A step's worker state in the run-ahead's broker (``_OwnedBrokerState``).
+
+    With the broker reduced in place, the reducer copies a step's worker state only to start an
+    invocation, and reads just the copy's fan-in buffers and waiters (the invocation's snapshot). Those
+    are copied as LlamaIndex copies them; the queue and the running invocations (each with its own
+    snapshot of the buffers) are not deep-copied for a copy that is then dropped.
+    """
+
+    def _deepcopy(self) -> InternalStepWorkerState:
+        return InternalStepWorkerState(
+            queue=list(self.queue),
+            config=self.config,
+            in_progress=list(self.in_progress),
+            collected_events={k: list(v) for k, v in self.collected_events.items()},
+            static_collect_events=list(self.static_collect_events),
+            collected_waiters=[dataclasses.replace(x) for x in self.collected_waiters],
+            collect_generations=dict(self.collect_generations),
+        )
 
 
 @dataclasses.dataclass
@@ -630,10 +683,15 @@ def _unbatched(inp: StepInput, batch: StepBatchInput) -> StepInput:
     return inp.model_copy(update={"store": batch.store if inp.store is None else inp.store, "state": state})
 
 
-async def _run_one(inp: StepInput, decoded: _Decoded | None = None) -> StepOutput:
+_RawOutputs = dict[int, tuple[StepOutput, list[StepWorkerOutput]]]
+"""A batch's results as the steps returned them, by ``id`` of their :class:`StepOutput` (held too, so its id
+is not reused): the run-ahead reduces them without decoding what was just encoded."""
+
+
+async def _run_one(inp: StepInput, decoded: _Decoded | None = None, raw: _RawOutputs | None = None) -> StepOutput:
     """Run one invocation; ``decoded`` is its state, event, bound events and retry as objects already (a
     run-ahead invocation's, which come from the reducer: decoding them again would cost a wide fan-in
-    its whole buffer per invocation)."""
+    its whole buffer per invocation). With ``raw``, the step's result objects are kept there."""
     llama_workflow = run_view(_registry.lookup(inp.workflow_name, inp.instance_key))
     serializer = llama_workflow.runtime.get_serializer(llama_workflow)
     if decoded is None:
@@ -683,4 +741,6 @@ async def _run_one(inp: StepInput, decoded: _Decoded | None = None) -> StepOutpu
             "of events and the store"
         )
         out = StepOutput(outputs=_wire.encode_outputs([StepWorkerFailed(exception=error, failed_at=time.time())]))
+    elif raw is not None:
+        raw[id(out)] = (out, outputs)
     return out

@@ -142,7 +142,9 @@ class _DeclaredTypesSerializer(JsonSerializer):
         tagged = _wire.tagged_form(self, value)
         if tagged is not None:
             return tagged
-        out = super().serialize_value(value)
+        out = _wire.event_record(value)
+        if out is None:
+            out = super().serialize_value(value)
         if isinstance(value, BaseModel) and isinstance(out, dict) and out.get("__is_pydantic"):
             exact = _wire.exact_form(value, out["value"], self)
             if exact is not None:

@@ -8,13 +8,23 @@ the same in the Web UI and the ``temporal`` CLI as in ``ctx.to_dict()``.
 
 from __future__ import annotations
 
+import copy
 import json
-from typing import Any
+import math
+from enum import Enum
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 from workflows.context.serializers import BaseSerializer, JsonSerializer
-from workflows.context.state_store import InMemoryStateStore
-from workflows.context.utils import import_module_from_qualified_name
+from workflows.context.state_store import (
+    DictState,
+    InMemoryStateStore,
+    _InMemoryStateStorage,
+    _live_record,
+    decode_seed_state,
+)
+from workflows.context.utils import get_qualified_name, import_module_from_qualified_name
 from workflows.events import Event, StopEvent, _deserialize_exception, _serialize_exception
 from workflows.runtime.types.results import (
     AddCollectedEvent,
@@ -53,6 +63,8 @@ __all__ = [
     "tagged_form",
     "encode_retry",
     "encode_state",
+    "event_record",
+    "plain_key",
 ]
 
 _OUTPUT_KINDS: dict[str, type[BaseModel]] = {
@@ -66,9 +78,11 @@ _OUTPUT_KINDS: dict[str, type[BaseModel]] = {
 }
 
 
-EncodeMemo = dict[int, tuple[Event, str]]
+EncodeMemo = dict[Any, tuple[Event, str]]
 """Events already encoded, by ``id`` (the event is held too, so its id is not reused): a fan-in buffer's
-events go into every invocation's input, and encoding each once keeps a wide fan-in linear."""
+events go into every invocation's input, and encoding each once keeps a wide fan-in linear. With the
+runtime's own serializer, plain events also by :func:`plain_key` (an equal event in another object, such
+as a step's trigger event and the copy it buffered, is encoded once)."""
 
 MAX_MEMO = 4096
 """A memo holding more events than this is cleared before it grows further."""
@@ -82,11 +96,15 @@ def encode_event(serializer: BaseSerializer, event: Event, memo: EncodeMemo | No
     from temporal_workflows.llama._runtime_temporal._registry import note_type
 
     note_type(event)
-    data = serializer.serialize(event)
+    key = plain_key(event) if memo is not None and getattr(serializer, "reads_exact_form", False) else None
+    same = memo.get(key) if memo is not None and key is not None else None
+    data = same[1] if same is not None else serializer.serialize(event)
     if memo is not None:
         if len(memo) >= MAX_MEMO:
             memo.clear()
         memo[id(event)] = (event, data)
+        if key is not None and same is None:
+            memo[key] = (event, data)
     return data
 
 
@@ -208,13 +226,149 @@ EXACT_KEY = "__exact"
 """Beside LlamaIndex's ``__is_pydantic`` record: the model's field values, tagged (see :func:`exact_form`)."""
 
 
+_PLAIN_TYPES = (str, int, bool, type(None))
+_EVENT_DUMP = Event.__pydantic_decorators__.model_serializers["custom_model_dump"].func
+_OWN_POST_INIT = (BaseModel.model_post_init.__code__, Event.model_post_init.__code__)
+"""pydantic's ``model_post_init`` (a class with private attributes gets a copy of the second)."""
+_plain_fields: dict[type[BaseModel], dict[str, tuple[type, ...] | None] | None] = {}
+
+
+def _fields_of(cls: type[BaseModel]) -> dict[str, tuple[type, ...] | None] | None:
+    """Per field of ``cls``, the types its annotation names (``None``: something else), if ``cls`` dumps and
+    validates its fields as pydantic does by default (no validators, serializers other than ``Event``'s own,
+    computed fields, extras, own ``__eq__``, post-init hooks); else ``None``. Looked up once per class."""
+    if cls in _plain_fields:
+        return _plain_fields[cls]
+    found: dict[str, tuple[type, ...] | None] | None = None
+    d = cls.__pydantic_decorators__
+    serializers = [s.func for s in d.model_serializers.values()]
+    if (
+        not (d.validators or d.field_validators or d.root_validators or d.field_serializers)
+        and not (d.model_validators or d.computed_fields)
+        and serializers in ([], [_EVENT_DUMP])
+        and set(cls.__private_attributes__) <= {"_data"}
+        and cls.model_config.get("extra") in (None, "ignore")
+        and cls.__eq__ is BaseModel.__eq__
+        and getattr(cls.model_post_init, "__code__", None) in _OWN_POST_INIT  # none of the class's own
+        and not getattr(cls, "__pydantic_root_model__", False)
+    ):
+        found = {}
+        for name, info in cls.model_fields.items():
+            ann = info.annotation
+            args = get_args(ann) if get_origin(ann) in (Union, UnionType) else (ann,)
+            found[name] = args if all(isinstance(a, type) for a in args) else None
+    if len(_plain_fields) < MAX_MEMO:
+        _plain_fields[cls] = found
+    return found
+
+
+def _dump_gives_back(model: BaseModel) -> bool:
+    """Whether :func:`exact_form` of ``model`` is surely ``None``, told without dumping or validating it.
+
+    True when the model's dump is its field values as they are and each is plain JSON (str, int, bool,
+    ``None``, a finite float): then the record is exact, or the values encode untagged. An ``Enum``
+    value (LlamaIndex's ``StepStateChanged``) also qualifies when its field is annotated with its class
+    and every other field's annotation names its value's exact type, so the dump validates back equal.
+    Anything else (nested models, containers, ``_data`` extras) takes the full check.
+    """
+    fields = _fields_of(type(model))
+    if fields is None or getattr(model, "__pydantic_extra__", None):
+        return False
+    private = getattr(model, "__pydantic_private__", None)
+    if private and private.get("_data"):
+        return False
+    values = model.__dict__
+    enums = False
+    for name in fields:
+        if name not in values:
+            return False
+        t = type(values[name])
+        if t is float:
+            if not math.isfinite(values[name]):
+                return False
+        elif t not in _PLAIN_TYPES:
+            if not issubclass(t, Enum) or t not in (fields[name] or ()):
+                return False
+            enums = True
+    if enums:
+        for name, types in fields.items():
+            if types is None or type(values[name]) not in types:
+                return False
+    return True
+
+
+def plain_key(model: BaseModel) -> tuple[Any, ...] | None:
+    """What alone decides this runtime's serializer's record of ``model``, or ``None``.
+
+    For a model whose class dumps as pydantic does by default (:func:`_fields_of`), with no dynamic
+    fields and every value a str, int, bool, ``None`` or an enum: its class and each value with its exact
+    type. The loop publishes a ``StepStateChanged`` at every step start and end, mostly the same few over
+    and over (step, state, worker slot, event name); the run records each distinct one once.
+    """
+    fields = _fields_of(type(model))
+    if fields is None or getattr(model, "__pydantic_extra__", None):
+        return None
+    private = getattr(model, "__pydantic_private__", None)
+    if private and private.get("_data"):
+        return None
+    values = model.__dict__
+    key: list[Any] = [type(model)]
+    for name in fields:
+        if name not in values:
+            return None
+        value = values[name]
+        t = type(value)
+        if t not in _PLAIN_TYPES and not isinstance(value, Enum):
+            return None
+        key.append((t, value))
+    return tuple(key)
+
+
+_EVENT_GETATTR = Event.__getattr__
+_no_class_name: dict[type, bool] = {}
+"""Per class: an event class with no ``class_name`` of its own (its instances may still have a dynamic one)."""
+
+
+def event_record(value: Any) -> dict[str, Any] | None:
+    """LlamaIndex's ``JsonSerializer.serialize_value`` record of an event, made without its first probe.
+
+    That method first asks ``hasattr(value, "class_name")`` (llama_index.core components); on an event
+    the answer comes from ``Event.__getattr__`` raising a formatted ``AttributeError``, which cost as much
+    as the rest of the record (a run records an event per step start and end). Here the same answer is
+    read from the event's class, fields and dynamic fields; ``None`` (LlamaIndex's own method then) for
+    anything that is not such an event or might have a ``class_name``.
+    """
+    cls = type(value)
+    plain = _no_class_name.get(cls)
+    if plain is None:
+        plain = (
+            issubclass(cls, Event)
+            and cls.__getattr__ is _EVENT_GETATTR
+            and not hasattr(cls, "class_name")
+            and "class_name" not in cls.__private_attributes__
+            and "class_name" not in cls.model_fields
+        )
+        if len(_no_class_name) < MAX_MEMO:
+            _no_class_name[cls] = plain
+    if not plain or "class_name" in value.__dict__:
+        return None
+    private = value.__pydantic_private__  # Event's _data (dynamic fields), read past its __getattr__
+    if private is None or "class_name" in private.get("_data", ()):
+        return None
+    return {"__is_pydantic": True, "value": value.model_dump(mode="json"), "qualified_name": get_qualified_name(value)}
+
+
 def exact_form(model: BaseModel, dumped: Any, serializer: JsonSerializer) -> dict[str, Any] | None:
     """The exact field values of ``model`` when its JSON dump ``dumped`` would not give it back, else ``None``.
 
     A field JSON cannot restore (a tuple or int-keyed dict under ``Any``, a ``StartEvent``'s keyword
     arguments) is read back from this; a model that cannot be compared or encoded keeps LlamaIndex's
-    record alone, as before.
+    record alone, as before. Most events need no check (:func:`_dump_gives_back`): a run publishes one
+    ``StepStateChanged`` per step start and end, and validating each back cost a wide fan-out ~10% of
+    its workflow time.
     """
+    if _dump_gives_back(model):
+        return None
     try:
         with serializer.validation_context():
             if type(model).model_validate(dumped) == model:
@@ -300,6 +454,33 @@ def from_tagged_form(serializer: JsonSerializer, data: dict[str, Any]) -> tuple[
     return True, value
 
 
+_EMPTY_DICT_STATE = InMemoryStateStore(DictState()).to_dict(JsonSerializer())
+"""An empty ``DictState`` store's payload (``InMemoryStateStore.to_dict``)."""
+_STORE_FIELDS = {"_memory_storage", "_storage", "_durable", "state_type", "_serializer", "_pending_seed"}
+_store_shell: list[InMemoryStateStore[Any] | None] = []
+
+
+def _fresh_store(state: BaseModel) -> InMemoryStateStore[Any]:
+    """``InMemoryStateStore(state)``, made without its constructor's ``isinstance`` check against the
+    ``StateStorage`` protocol (a runtime protocol check, slow when it fails: ~60% of building a store,
+    which the step activity does for every invocation). A copy of an empty store gets the fields the
+    constructor would set; with another LlamaIndex whose store has other fields, the constructor is used.
+    """
+    if not _store_shell:
+        shell: InMemoryStateStore[Any] = InMemoryStateStore(DictState())
+        _store_shell.append(shell if set(vars(shell)) == _STORE_FIELDS else None)
+    shell_or_none = _store_shell[0]
+    if shell_or_none is None:
+        return InMemoryStateStore(state)
+    store = copy.copy(shell_or_none)
+    storage = _InMemoryStateStorage(_live_record(state))
+    store._memory_storage = storage
+    store._storage = storage
+    store.state_type = type(state)
+    store._serializer = JsonSerializer()
+    return store
+
+
 def run_store(
     serializer: BaseSerializer, data: dict[str, Any] | None, state_type: type[Any]
 ) -> InMemoryStateStore[Any]:
@@ -308,9 +489,15 @@ def run_store(
     ``InMemoryStateStore`` records its checkpoints and diffs with a plain ``JsonSerializer`` of its
     own; this runtime's serializer keeps tuples, sets, bytes and int keys (``tagged_form``).
     """
-    store: InMemoryStateStore[Any] = (
-        InMemoryStateStore.from_dict(data, serializer) if data is not None else InMemoryStateStore(state_type())
-    )
+    # None: a fresh state; else InMemoryStateStore.from_dict's decoding (an empty DictState needs none: the
+    # store of a workflow that never writes it, which every invocation of a wide fan-out would decode).
+    if data is None:
+        state = state_type()
+    elif not data or data == _EMPTY_DICT_STATE:
+        state = DictState()
+    else:
+        state = decode_seed_state(data, serializer)
+    store = _fresh_store(state)
     if getattr(serializer, "reads_exact_form", False):
         store._serializer = serializer
     return store
