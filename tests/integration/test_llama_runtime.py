@@ -327,12 +327,12 @@ async def test_stale_collect_events_reruns_are_run_ahead_in_their_batch(runtime:
     await _replays(runtime, handler.run_id)
 
 
-async def test_a_fan_out_runs_in_three_activity_rounds(runtime: TemporalRuntime) -> None:
+async def test_a_fan_out_runs_in_two_activity_rounds(runtime: TemporalRuntime) -> None:
     """A 24-way ``send_event`` fan-out to a 4-worker step joined by ``collect_events`` (LlamaIndex's loop
     starts 4 workers and queues the rest, then reruns every stale join): each batch carries the loop's
-    broker state, and the activity runs ahead every invocation of its step the loop starts next, so the
-    run takes the shape our own engine gives it, one activity each for the start, the workers and the
-    join, with the default runtime's result and stream, and the history replays."""
+    broker state, and the activity runs ahead every invocation the loop starts next, its own step's and
+    the join's alike, so the run takes one activity for the start and one for the workers, which also
+    answers the join, with the default runtime's result and stream, and the history replays."""
     default, temporal = await _run_both(lw.FanOut, runtime, n=24)
     assert temporal == default
     handler = lw.FanOut(timeout=30, runtime=runtime).run(n=24)
@@ -341,8 +341,9 @@ async def test_a_fan_out_runs_in_three_activity_rounds(runtime: TemporalRuntime)
     summaries = [
         e.user_metadata.summary.data.decode() for e in events if e.HasField("activity_task_scheduled_event_attributes")
     ]
-    # One each, unless a loaded machine made a worker miss its batch's grace (then it runs alone).
-    assert summaries[:3] == ['"start"', '"work x4"', '"join x4"'], summaries
+    # One each, unless a loaded machine made a worker miss its batch's grace or the run-ahead's time ran out
+    # (then the rest runs as activities, as before run-ahead).
+    assert summaries[:2] == ['"start"', '"work x4"'], summaries
     assert len(summaries) <= 5, summaries
     await _replays(runtime, handler.run_id)
 

@@ -443,14 +443,14 @@ async def _run_ahead(
     # (``batch.settled``, ``PATCH_SETTLE_STARTED``), else from pick ``i + 2``; when none is done, the run
     # waits and all are.
     order = batch.order if len(batch.order) == len(invocations) else list(range(len(invocations)))
-    item_order: dict[str, int] = {}
+    item_order: dict[tuple[str, str], int] = {}  # (step, work item) -> its first start's place
     for inp, place in zip(invocations, order, strict=True):
         item = inp.state.get("work_item_id")
         if isinstance(item, str):
-            item_order.setdefault(item, place)
+            item_order.setdefault((step, item), place)
     next_place = max(order, default=0) + 1
     entries: list[_Entry] = [
-        _Entry(place=place, started=-1, inp=inp, res=res, ahead=False)
+        _Entry(place=place, started=-1, inp=inp, res=res, ahead=False, step_id=step_id)
         for inp, res, place in zip(invocations, results, order, strict=True)
     ]
     out: list[SpeculatedStep] = []
@@ -485,7 +485,8 @@ async def _run_ahead(
                     first_seen[text] = len(out)
                     out.append(SpeculatedStep(key=key, output=res))
             invocation = inp.state.get("invocation_id")
-            worker = next((w for w in state.workers[step_id].in_progress if w.invocation_id == invocation), None)
+            workers = state.workers.get(entry.step_id)
+            worker = next((w for w in workers.in_progress if w.invocation_id == invocation), None) if workers else None
             if worker is None:
                 break
             kept = raw.get(id(res)) if raw is not None else None
@@ -496,7 +497,7 @@ async def _run_ahead(
             outputs = [o for o in decoded_outputs if not isinstance(o, SentEvent)]
             ticks: list[WorkflowTick] = [
                 TickStepResult(
-                    step_id=step_id,
+                    step_id=entry.step_id,
                     worker_id=worker.worker_id,
                     invocation_namespace=(),
                     event=worker.event,
@@ -520,12 +521,14 @@ async def _run_ahead(
                             )
                         )
                     elif isinstance(command, CommandRunWorker):
-                        if command.step_id != step_id or command.invocation_namespace:
-                            continue  # another step's: the run starts it, and it is not predicted here
+                        if command.invocation_namespace or (command.step_id != step_id and not batch.across_steps):
+                            continue  # a nested workflow's (or, before across_steps, another step's): not predicted
                         if runs >= MAX_RUN_AHEAD_RUNS or loop.time() >= deadline:
                             return out
                         started = next(
-                            w for w in state.workers[step_id].in_progress if w.invocation_id == command.invocation_id
+                            w
+                            for w in state.workers[command.step_id].in_progress
+                            if w.invocation_id == command.invocation_id
                         )
                         # The invocations started before this one apply their store writes first: once the step
                         # is seen to write, wait for them (its run-ahead then goes one at a time).
@@ -553,14 +556,19 @@ async def _run_ahead(
                         if started.work_item_id is None:
                             place = next_place
                         else:
-                            place = item_order.setdefault(started.work_item_id, next_place)
+                            place = item_order.setdefault((nxt.step_name, started.work_item_id), next_place)
                         if place == next_place:
                             next_place += 1
                         task = asyncio.ensure_future(_run_one(nxt, decoded, raw))
                         # Started at the next pick; done at it when the run lets it settle first
                         # (``batch.settled``), else at the one after.
                         new = _Entry(
-                            place=place, started=pick - 1 if batch.settled else pick, inp=nxt, res=task, ahead=True
+                            place=place,
+                            started=pick - 1 if batch.settled else pick,
+                            inp=nxt,
+                            res=task,
+                            ahead=True,
+                            step_id=command.step_id,
                         )
                         entries.append(new)
                         created.append(new)
@@ -620,6 +628,7 @@ class _Entry:
     inp: StepInput
     res: asyncio.Task[StepOutput] | StepOutput | None
     ahead: bool
+    step_id: Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -652,7 +661,7 @@ def _ahead_input(
         workflow_name=first.workflow_name,
         instance_key=first.instance_key,
         run_id=first.run_id,
-        step_name=first.step_name,
+        step_name=str(command.step_id),
         event=_wire.encode_event(serializer, command.event, memo),
         state=_wire.encode_state(serializer, shared, memo),
         bound_events=None

@@ -255,6 +255,10 @@ class StepBatchInput(_Frozen):
     settled: bool = False
     """The run lets the tasks it starts take their first step before it picks a done one
     (``PATCH_SETTLE_STARTED``): a task the reduction starts, answered from run-ahead, is done at the next pick."""
+    across_steps: bool = False
+    """Also run ahead the invocations of other steps the reduction starts, not only this step's: a fan-out's
+    join runs in its workers' activity. The run answers any invocation whose input a batch ran (whatever its
+    step), so this changes only how many the run finds ready, never a result (no patch)."""
 
 
 class SpeculatedStep(_Frozen):

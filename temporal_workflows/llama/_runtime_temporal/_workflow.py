@@ -516,7 +516,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 else None
             )
             if arg is not None and arg.broker is not None:
-                arg = arg.model_copy(update={"order": order, "settled": self.settle})
+                arg = arg.model_copy(update={"order": order, "settled": self.settle, "across_steps": True})
             if arg is None:
                 # One invocation, or a batch over the payload limit: each alone (each was checked).
                 results: list[StepOutput | None] = list(await asyncio.gather(*(self._single(inp) for inp, _ in items)))
