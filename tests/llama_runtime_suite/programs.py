@@ -1,6 +1,7 @@
 # Workflows ported from LlamaIndex's own test suite: run-llama/workflows-py,
 # packages/llama-index-workflows/tests/ (conftest.py, test_streaming.py, test_workflow.py,
-# test_workflow_typed_state.py, test_catch_error.py, context/test_context.py), at commit 0b2098b7.
+# test_workflow_typed_state.py, test_catch_error.py, context/test_context.py, test_resources.py), at commit
+# 0b2098b7.
 # The workflows are kept as written there; only what the tests asserted on is now an observation
 # (programs.observe) that the two runtimes must share, and closures over test-local dicts became results.
 #
@@ -33,11 +34,14 @@ Module level on purpose: a separate worker could import every class (events incl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
+from llama_index_instrumentation.dispatcher import active_instrument_tags
 from pydantic import BaseModel, Field
 from workflows import Context, Workflow, catch_error, step
 from workflows.events import (
@@ -48,6 +52,7 @@ from workflows.events import (
     StepFailedEvent,
     StopEvent,
 )
+from workflows.resource import Resource, ResourceConfig
 from workflows.retry_policy import retry_always, retry_policy, stop_after_attempt, wait_fixed
 
 VOLATILE = frozenset({"failed_at", "elapsed_seconds", "last_failed_at", "first_attempt_at", "timestamp"})
@@ -451,6 +456,302 @@ class ScopedAndWildcard(Workflow):
         return StopEvent(result={"via": "wildcard", "step": ev.step_name})
 
 
+# -- test_resources.py --------------------------------------------------------------------------------
+class CycleA:
+    pass
+
+
+class CycleB:
+    pass
+
+
+def cyclic_factory_a(b: Annotated[CycleB, "placeholder"]) -> CycleA:
+    return CycleA()
+
+
+def cyclic_factory_b(a: Annotated[CycleA, "placeholder"]) -> CycleB:
+    return CycleB()
+
+
+cyclic_res_a = Resource(cyclic_factory_a)
+cyclic_res_b = Resource(cyclic_factory_b)
+# The cycle is made by editing the annotations after the resources exist, as the test does.
+cyclic_factory_a.__annotations__["b"] = Annotated[CycleB, cyclic_res_b]
+cyclic_factory_b.__annotations__["a"] = Annotated[CycleA, cyclic_res_a]
+
+
+class CircularResourceWorkflow(Workflow):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(disable_validation=True, **kwargs)  # as the test builds it
+
+    @step
+    def start_step(self, ev: StartEvent, a: Annotated[CycleA, cyclic_res_a]) -> StopEvent:
+        return StopEvent()
+
+
+class FileData(BaseModel):
+    file: str
+    permission_mode: str
+
+
+class MissingResourceConfigWorkflow(Workflow):
+    # test_resource_config_deferred_in_workflow, with a config file that never exists.
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(disable_validation=True, **kwargs)  # as the test builds it
+
+    @step
+    def start_step(
+        self,
+        ev: StartEvent,
+        config: Annotated[FileData, ResourceConfig(config_file="llama-runtime-suite-no-such-config.json")],
+    ) -> StopEvent:
+        return StopEvent(result=config.file)
+
+
+# -- context/test_context.py: test_get_step_context_supports_wait_for_event ----------------------------
+def _local_waiting_workflow() -> tuple[type[Workflow], type[Event]]:
+    """The test's classes, defined inside a function as there (they cannot be imported by name)."""
+
+    class ResumeEvent(Event):
+        value: str = "resumed"
+
+    class GetStepContextWorkflow(Workflow):
+        @step
+        async def waiting_step(self, ev: StartEvent) -> StopEvent:
+            ctx = Context.get_step_context()
+            result = await ctx.wait_for_event(ResumeEvent, waiter_event=InputRequiredEvent())
+            return StopEvent(result=result.value)
+
+    return GetStepContextWorkflow, ResumeEvent
+
+
+GetStepContextWorkflow, LocalResumeEvent = _local_waiting_workflow()
+
+
+# -- test_workflow.py: num_concurrent_runs, instrument tags, ctx.to_dict() while a run goes --------------
+class ConcurrentRunsWorkflow(Workflow):
+    # DummyWorkflowForConcurrentRunsTest (test_workflow_run_num_concurrent), with num_concurrent_runs=1.
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(num_concurrent_runs=1, **kwargs)
+        self._lock = threading.Lock()  # the test's asyncio.Lock: the steps may run on another thread's loop
+        self.num_active_runs = 0
+        self.num_active_runs_history: list[int] = []
+
+    @step
+    async def step_one(self, ev: StartEvent) -> StopEvent:
+        run_num = ev.get("run_num")
+        with self._lock:
+            self.num_active_runs += 1
+            self.num_active_runs_history.append(self.num_active_runs)
+        await asyncio.sleep(0.01)
+        with self._lock:
+            self.num_active_runs -= 1
+        return StopEvent(result=f"Run {run_num}: Done")
+
+
+class TagReadingWorkflow(Workflow):
+    # test_inner_step_can_access_run_id_and_others_from_instrument_tags, for the run id.
+    @step
+    async def read_tags(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        return StopEvent(result=active_instrument_tags.get().get("llamaindex.run_id"))
+
+
+class EventWithName(Event):
+    name: str
+
+
+class StallableWorkflow(Workflow):
+    # test_workflow_context_to_dict; the test's asyncio.Events are threading ones here (steps may run on
+    # another thread's loop), and its run counter a class attribute.
+    ready = threading.Event()
+    proceed = threading.Event()
+    runs = 0
+
+    @step
+    async def step1(self, ev: StartEvent) -> EventWithName:
+        StallableWorkflow.runs += 1
+        if StallableWorkflow.runs > 1:
+            raise ValueError("Start ran more than once")
+        return EventWithName(name="test")
+
+    @step
+    async def step2(self, ev: EventWithName) -> StopEvent:
+        StallableWorkflow.ready.set()
+        while not StallableWorkflow.proceed.is_set():
+            await asyncio.sleep(0.01)
+        return StopEvent(result="Done")
+
+
+class ResumeStartEvent(StartEvent):
+    topic: str
+
+
+class CustomHumanWorkflow(Workflow):
+    # test_human_in_the_loop_resume_custom_start_event_inactive_ctx
+    @step
+    async def ask(self, ctx: Context, ev: ResumeStartEvent) -> InputRequiredEvent:
+        runs = await ctx.store.get("ask_runs", default=0)
+        await ctx.store.set("ask_runs", runs + 1)
+        return InputRequiredEvent(prefix=ev.topic)  # type: ignore[call-arg]
+
+    @step
+    async def complete(self, ctx: Context, ev: HumanResponseEvent) -> StopEvent:
+        runs = await ctx.store.get("complete_runs", default=0)
+        await ctx.store.set("complete_runs", runs + 1)
+        return StopEvent(result=ev.response)
+
+
+class Par(Event):
+    id: int
+
+
+class ParDone(Event):
+    id: int
+
+
+class ParallelResumeWorkflow(Workflow):
+    # test_workflow_parallel_resume; threading events and a class counter, as above.
+    resume = threading.Event()
+    started = threading.Event()
+    count = 0
+    lock = threading.Lock()
+
+    @step
+    async def step1(self, ev: StartEvent, ctx: Context) -> Par | None:
+        for i in range(4):
+            ctx.send_event(Par(id=i))
+        return None
+
+    @step(num_workers=4)
+    async def par(self, ev: Par) -> ParDone:
+        cls = ParallelResumeWorkflow
+        with cls.lock:
+            cls.count += 1
+            if cls.count >= 4:
+                cls.started.set()
+        if ev.id == 0:
+            return ParDone(id=ev.id)
+        while not cls.resume.is_set():
+            await asyncio.sleep(0.01)
+        return ParDone(id=ev.id)
+
+    @step
+    async def step3(self, ev: ParDone, ctx: Context) -> StopEvent | None:
+        events = ctx.collect_events(ev, [ParDone] * 4)
+        if events is None:
+            return None
+        return StopEvent(result=sorted(e.id for e in events))  # type: ignore[attr-defined]
+
+
+def _a_function() -> None:
+    pass
+
+
+class StoresAFunction(Workflow):
+    """test_workflow_pickle: a step puts a function in ``ctx.store``. The default runtime keeps it in
+    process; on Temporal the store travels as JSON, so the step fails, saying why (a difference by design,
+    docs/llama-runtime.md)."""
+
+    @step
+    async def step(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        cur_step = await ctx.store.get("step", default=0)
+        await ctx.store.set("step", cur_step + 1)
+        await ctx.store.set("test_fn", _a_function)
+        return StopEvent(result="Done")
+
+
+async def _wait_for(flag: threading.Event) -> None:
+    while not flag.is_set():
+        await asyncio.sleep(0.01)
+
+
+async def drive_concurrent_runs(wf: Workflow) -> dict[str, Any]:
+    assert isinstance(wf, ConcurrentRunsWorkflow)
+    results = await asyncio.gather(*[wf.run(run_num=ix) for ix in range(1, 5)])
+    return {"max_concurrent": max(wf.num_active_runs_history), "results": results}
+
+
+async def drive_tags(wf: Workflow) -> dict[str, Any]:
+    handler = wf.run()
+    tag = await handler
+    return {"run_id_tag_is_the_run_id": tag == handler.run_id}
+
+
+async def drive_to_dict_mid_run(wf: Workflow) -> dict[str, Any]:
+    """``ctx.to_dict()`` while step2 runs, cancel, resume from it: step1 must not run again."""
+    StallableWorkflow.runs = 0
+    StallableWorkflow.ready.clear()
+    StallableWorkflow.proceed.clear()
+    handler = wf.run()
+    await _wait_for(StallableWorkflow.ready)
+    assert handler.ctx is not None
+    data = handler.ctx.to_dict()
+    await handler.cancel_run()
+    try:
+        await handler
+        first: Any = "completed"
+    except Exception as e:
+        first = describe(e)
+    handler2 = wf.run(ctx=Context.from_dict(wf, data))
+    StallableWorkflow.proceed.set()
+    return {"saved_is_running": data["is_running"], "first": first, "result": await handler2}
+
+
+async def drive_resume_after_cancel(wf: Workflow) -> dict[str, Any]:
+    """test_human_in_the_loop_resume_custom_start_event_inactive_ctx: cancel at the human input, save the
+    context, resume it with the answer (no start event: the saved run is still running)."""
+    handler = wf.run(topic="pizza")
+    stream = []
+    async for event in handler.stream_events():
+        stream.append(describe(event))
+        if isinstance(event, InputRequiredEvent):
+            break
+    await handler.cancel_run()
+    assert handler.ctx is not None
+    ctx_dict = handler.ctx.to_dict()
+    resumed = wf.run(ctx=Context.from_dict(wf, ctx_dict))
+    assert resumed.ctx is not None
+    resumed.ctx.send_event(HumanResponseEvent(response="42"))  # type: ignore[call-arg]
+    resumed_stream = [describe(e) async for e in resumed.stream_events()]
+    result = await resumed
+    final = resumed.ctx.to_dict()["state"]["state_data"]["_data"]
+    return {
+        "stream": stream,
+        "saved_is_running": ctx_dict["is_running"],
+        "resumed_stream": resumed_stream,
+        "result": result,
+        "runs": {k: json.loads(final[k]) for k in ("ask_runs", "complete_runs")},
+    }
+
+
+async def drive_parallel_resume(wf: Workflow) -> dict[str, Any]:
+    """test_workflow_parallel_resume: save while three of four workers wait, cancel, resume: the three
+    run again (not the one that finished, nor the step that sent them)."""
+    cls = ParallelResumeWorkflow
+    cls.count = 0
+    cls.started.clear()
+    cls.resume.clear()
+    handler = wf.run()
+    await _wait_for(cls.started)
+    await asyncio.sleep(1.0)  # the finished worker's result is taken by then, on either runtime
+    assert handler.ctx is not None
+    saved = handler.ctx.to_dict()
+    running = await handler.ctx.running_steps()
+    await handler.cancel_run()
+    with contextlib.suppress(Exception):
+        await handler
+    with cls.lock:
+        cls.count = 0
+    resumed = wf.run(ctx=Context.from_dict(wf, saved))
+    cls.resume.set()
+    result = await resumed
+    return {"running_steps": running, "result": result, "par_runs_on_resume": cls.count}
+
+
+def _answer_local_resume(ev: Event) -> Event | None:
+    return LocalResumeEvent(value="hello") if isinstance(ev, InputRequiredEvent) else None  # type: ignore[call-arg]
+
+
 # -- how each is driven, and what is compared -----------------------------------------------------------
 def describe(value: Any) -> Any:
     """A value as plain data: events as (type name, fields without wall-clock times), exceptions by class
@@ -525,11 +826,15 @@ class Program:
     timeout: float = 30.0
     options: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    drive: Callable[[Workflow], Awaitable[dict[str, Any]]] | None = None
+    """How the test drove the workflow, when ``observe`` (run, stream, result) does not say it."""
 
     def build(self, runtime: Any | None) -> Workflow:
         return self.cls(timeout=self.timeout) if runtime is None else self.cls(timeout=self.timeout, runtime=runtime)
 
     def run(self, runtime: Any | None) -> Awaitable[dict[str, Any]]:
+        if self.drive is not None:
+            return self.drive(self.build(runtime))
         return observe(self.build(runtime), **self.options)
 
 
@@ -586,4 +891,14 @@ PROGRAMS: dict[str, Program] = {
     "scoped_skips_other_step": Program(ScopedSkipsOther, source="test_catch_error.py"),
     "multiple_scoped_handlers": Program(MultipleScopedHandlers, source="test_catch_error.py"),
     "scoped_and_wildcard": Program(ScopedAndWildcard, source="test_catch_error.py"),
+    "resource_cycle": Program(CircularResourceWorkflow, source="test_resources.py"),
+    "resource_config_missing": Program(MissingResourceConfigWorkflow, source="test_resources.py"),
+    "wait_for_event_local_type": Program(
+        GetStepContextWorkflow, options={"answer": _answer_local_resume}, source="context/test_context.py"
+    ),
+    "num_concurrent_runs": Program(ConcurrentRunsWorkflow, drive=drive_concurrent_runs, source="test_workflow.py"),
+    "instrument_tags_run_id": Program(TagReadingWorkflow, drive=drive_tags, source="test_workflow.py"),
+    "to_dict_while_running": Program(StallableWorkflow, drive=drive_to_dict_mid_run, source="test_workflow.py"),
+    "resume_after_cancel": Program(CustomHumanWorkflow, drive=drive_resume_after_cancel, source="test_workflow.py"),
+    "parallel_resume": Program(ParallelResumeWorkflow, drive=drive_parallel_resume, source="test_workflow.py"),
 }

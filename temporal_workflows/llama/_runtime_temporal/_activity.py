@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from llama_index_instrumentation.dispatcher import active_instrument_tags, instrument_tags
 from temporalio import activity
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
@@ -581,25 +582,45 @@ async def _run_one(inp: StepInput, decoded: _Decoded | None = None) -> StepOutpu
     adapter = StepActivityAdapter(inp.run_id, serializer, store, live)
     token = _registry.current_adapter.set(adapter)
     try:
-        outputs = await _step_worker(llama_workflow, inp.step_name)(
-            state=decoded.state,
-            step_name=inp.step_name,
-            event=decoded.event,
-            workflow=llama_workflow,
-            bound_events=decoded.bound_events,
-            retry=decoded.retry,
-        )
+        # The run's id as an instrument tag, as LlamaIndex's run sets it around its loop and steps
+        # (active_instrument_tags()["llamaindex.run_id"], which its spans and events carry).
+        with instrument_tags({**active_instrument_tags.get(), "llamaindex.run_id": inp.run_id}):
+            outputs = await _step_worker(llama_workflow, inp.step_name)(
+                state=decoded.state,
+                step_name=inp.step_name,
+                event=decoded.event,
+                workflow=llama_workflow,
+                bound_events=decoded.bound_events,
+                retry=decoded.retry,
+            )
+    except Exception as e:
+        # LlamaIndex's step wrapper turns the step's own exception into a failure, but not one raised
+        # around it (a Resource whose factory fails, a cycle of resources): its loop does
+        # (control_loop/runner.py), so the step's retry policy and @catch_error apply. Raised out of the
+        # activity instead, it would be retried by Temporal for ever.
+        outputs = [StepWorkerFailed(exception=e, failed_at=time.time())]
     finally:
         _registry.current_adapter.reset(token)
         await adapter.flush_live()
-    patch = store.checkpoint().diff(before) if inp.store is not None else []
-    out = StepOutput(
-        outputs=_wire.encode_outputs(outputs, serializer),
-        stream=adapter.stream,
-        late_sends=adapter.late_sends,
-        store_patch=patch,
-    )
-    size = len(out.model_dump_json())
+    try:
+        patch = store.checkpoint().diff(before) if inp.store is not None else []
+        out = StepOutput(
+            outputs=_wire.encode_outputs(outputs, serializer),
+            stream=adapter.stream,
+            late_sends=adapter.late_sends,
+            store_patch=patch,
+        )
+        size = len(out.model_dump_json())
+    except Exception as e:
+        # A value JSON cannot carry (a function in ctx.store, say), which the default runtime keeps in
+        # process: as an activity error it would be retried for ever, so the step fails, saying why.
+        error = WorkflowRuntimeError(
+            f"step {inp.step_name!r}: its result (events, stream writes and ctx.store changes) cannot be "
+            f"sent to the run: {type(e).__name__}: {e}; on Temporal, keep values that cannot be serialized "
+            "out of events and the store"
+        )
+        out = StepOutput(outputs=_wire.encode_outputs([StepWorkerFailed(exception=error, failed_at=time.time())]))
+        size = 0
     if size > MAX_STEP_INPUT_CHARS:
         # Returned as it is, the result would be refused by Temporal and the activity retried for ever:
         # the step fails instead (its writes, sends and stream events are dropped with it).

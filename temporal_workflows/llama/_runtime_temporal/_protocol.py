@@ -35,6 +35,7 @@ __all__ = [
     "PROCESS_NONCE",
     "RESULT_ERROR_TYPE",
     "RUN_AHEAD_MIN_SECONDS",
+    "SNAPSHOT_QUERY",
     "STATE_QUERY",
     "STEP_STREAM_SIGNAL",
     "STORE_PATCH_SIGNAL",
@@ -70,6 +71,10 @@ STEP_STREAM_SIGNAL = "llama_step_stream"
 
 STATE_QUERY = "llama_state"
 """Query returning the run's ``ctx.store`` as ``InMemoryStateStore.to_dict`` writes it."""
+
+SNAPSHOT_QUERY = "llama_snapshot"
+"""Query: the run's broker state now (the loop's, serialized as ``ctx.to_dict()`` writes it) and its store,
+``{"init_state": ..., "store": ...}``, for ``handler.ctx.to_dict()`` while the run goes."""
 
 EVENTS_TOPIC = "llama_events"
 """``temporalio.contrib.workflow_streams`` topic with every published event, serialized."""

@@ -26,6 +26,7 @@ __all__ = [
     "hosted",
     "instance_key",
     "lookup",
+    "note_class",
     "note_type",
     "options_for",
     "remember",
@@ -89,7 +90,11 @@ def note_type(value: object) -> None:
     A class defined inside a function (a test, a notebook cell) cannot be imported by name; this
     process can still read the records it wrote (``_DeclaredTypesSerializer``).
     """
-    cls = type(value)
+    note_class(type(value))
+
+
+def note_class(cls: type[Any]) -> None:
+    """Remember a class by the names its records carry (an event class a waiter waits for, say)."""
     if "<locals>" in cls.__qualname__:
         with _lock:
             _seen_types[f"{cls.__module__}.{cls.__name__}"] = cls

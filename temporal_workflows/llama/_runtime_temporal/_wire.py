@@ -106,6 +106,9 @@ def _resolve_class(serializer: BaseSerializer, qualified_name: str) -> Any:
 
 
 def _encode_waiter(serializer: BaseSerializer, w: StepWorkerWaiter[Any]) -> dict[str, Any]:
+    from temporal_workflows.llama._runtime_temporal._registry import note_class
+
+    note_class(w.waiting_for_event)  # a class defined in a function: read back by name in this process
     return {
         "waiter_id": w.waiter_id,
         "event": encode_event(serializer, w.event),
@@ -361,6 +364,12 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
             and item.result.result is not None
         ):
             entry.update(encode_result(serializer, item.result.result))
+        if isinstance(item, AddWaiter):
+            from temporal_workflows.llama._runtime_temporal._registry import note_class
+
+            # The class it waits for is recorded by name: one defined in a function (a test, a notebook
+            # cell), which nothing else declares, is read back by that name in this process.
+            note_class(item.event_type)
         if isinstance(item, AddWaiter) and item.requirements and isinstance(serializer, JsonSerializer):
             # AddWaiter's own dump writes its requirements as {} (has_requirements=True), and a waiter with
             # no requirements takes any event of its type: they go beside it, as JSON, when they can.

@@ -86,6 +86,7 @@ with workflow.unsafe.imports_passed_through():
         PATCH_STEP_BATCHES,
         PATCH_TYPED_STOP_RESULT,
         RESULT_ERROR_TYPE,
+        SNAPSHOT_QUERY,
         STATE_QUERY,
         STEP_STREAM_SIGNAL,
         STORE_PATCH_SIGNAL,
@@ -693,6 +694,20 @@ class LlamaIndexRun:
     @workflow.query(name=STATE_QUERY)
     def state(self) -> dict[str, Any] | None:
         return self.store
+
+    @workflow.query(name=SNAPSHOT_QUERY)
+    def snapshot(self) -> dict[str, Any]:
+        """The run's broker state as its loop holds it now, and its store: what ``handler.ctx.to_dict()``
+        returns while the run goes, as the default runtime's handler folds its live journal. ``None``
+        for the state before the loop starts, or when the state cannot be serialized (child brokers)."""
+        adapter, state = self._adapter, None
+        runner = None if adapter is None else adapter.runner
+        if adapter is not None and runner is not None:
+            try:
+                state = runner.state.to_serialized(adapter._serializer).model_dump(mode="json")
+            except Exception:
+                state = None
+        return {"init_state": state, "store": self.store}
 
     @workflow.query(name="llama_completion_order")
     def completion_order(self) -> list[str]:
