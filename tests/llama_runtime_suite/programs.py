@@ -748,6 +748,27 @@ async def drive_parallel_resume(wf: Workflow) -> dict[str, Any]:
     return {"running_steps": running, "result": result, "par_runs_on_resume": cls.count}
 
 
+async def drive_add_step(wf: Workflow) -> dict[str, Any]:
+    """test_validation_cache_invalidated_on_add_step: a step added to the class after a run
+    (``@step(workflow=...)``) takes part in the next run. The class is made here, each time: adding a
+    step changes the class for good."""
+
+    class AddStepCacheWorkflow(Workflow):
+        @step
+        async def entry(self, ev: StartEvent) -> StopEvent:
+            return StopEvent(result="done")
+
+    built = AddStepCacheWorkflow(timeout=30, runtime=wf.runtime)
+    first = await built.run()
+
+    @step(workflow=AddStepCacheWorkflow)
+    async def extra_step(ev: StartEvent) -> StopEvent:
+        return StopEvent(result="extra")
+
+    second = await built.run()  # entry and extra_step both take the StartEvent: either may finish first
+    return {"first": first, "second_finished": second in ("done", "extra")}
+
+
 def _answer_local_resume(ev: Event) -> Event | None:
     return LocalResumeEvent(value="hello") if isinstance(ev, InputRequiredEvent) else None  # type: ignore[call-arg]
 
@@ -901,4 +922,5 @@ PROGRAMS: dict[str, Program] = {
     "to_dict_while_running": Program(StallableWorkflow, drive=drive_to_dict_mid_run, source="test_workflow.py"),
     "resume_after_cancel": Program(CustomHumanWorkflow, drive=drive_resume_after_cancel, source="test_workflow.py"),
     "parallel_resume": Program(ParallelResumeWorkflow, drive=drive_parallel_resume, source="test_workflow.py"),
+    "add_step_after_a_run": Program(DummyWorkflow, drive=drive_add_step, source="test_workflow.py"),
 }

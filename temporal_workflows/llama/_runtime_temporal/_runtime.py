@@ -343,7 +343,10 @@ class TemporalRuntime(Runtime):
         self._worker_thread: _WorkerThread | None = None
         self._sync_calls: _SyncCalls | None = None
         self._worker_lock = threading.Lock()
-        self._registered: WeakIdentityKeyDictionary[Workflow, RegisteredWorkflow] = WeakIdentityKeyDictionary()
+        self._registered: WeakIdentityKeyDictionary[Workflow, tuple[int, RegisteredWorkflow]] = (
+            WeakIdentityKeyDictionary()
+        )
+        """Per instance: its registration, and the class's step version it was made at."""
         self._adapters: weakref.WeakValueDictionary[str, TemporalExternalAdapter] = weakref.WeakValueDictionary()
         self._server_store: Any = None
 
@@ -385,13 +388,16 @@ class TemporalRuntime(Runtime):
             workflow_run_fn=_not_a_run_function,
             steps={name: _step_stub(name) for name in workflow._get_steps()},
         )
-        self._registered[workflow] = registered
+        self._registered[workflow] = (type(workflow)._step_functions_version, registered)
         self._hosted.add(workflow)
         _registry.remember(workflow, self.step_options)
         return registered
 
     def get_registered(self, workflow: Workflow) -> RegisteredWorkflow | None:
-        return self._registered.get(workflow)
+        found = self._registered.get(workflow)
+        if found is None or found[0] != type(workflow)._step_functions_version:
+            return None  # a step added to the class since (@step(workflow=...)): registered again, with it
+        return found[1]
 
     # -- connection and in-process worker ---------------------------------------------------------
     def _loop_state(self) -> _LoopState:
