@@ -643,6 +643,51 @@ class ParallelResumeWorkflow(Workflow):
         return StopEvent(result=sorted(e.id for e in events))  # type: ignore[attr-defined]
 
 
+class CodedError(Exception):
+    """An exception whose constructor takes other arguments than it passes on, with an attribute."""
+
+    def __init__(self, code: int, msg: str) -> None:
+        super().__init__(f"{code}: {msg}")
+        self.code = code
+
+
+class RaisesCodedError(Workflow):
+    @step
+    async def go(self, ev: StartEvent) -> StopEvent:
+        raise CodedError(42, "bad thing")
+
+
+class RaisesKeyError(Workflow):
+    @step
+    async def go(self, ev: StartEvent) -> StopEvent:
+        missing: dict[str, Any] = {}
+        return StopEvent(result=missing["missing"])
+
+
+def _local_error_workflow() -> type[Workflow]:
+    class LocalError(Exception):
+        pass
+
+    class RaisesLocalError(Workflow):
+        @step
+        async def go(self, ev: StartEvent) -> StopEvent:
+            raise LocalError("from a class defined in a function")
+
+    return RaisesLocalError
+
+
+RaisesLocalError = _local_error_workflow()
+
+
+async def drive_exception(wf: Workflow) -> dict[str, Any]:
+    """What ``await handler`` raises: the class, ``str()``, ``args`` and attributes, as the step raised it."""
+    try:
+        await wf.run()
+    except Exception as e:
+        return {"type": type(e).__qualname__, "str": str(e), "args": list(e.args), "code": getattr(e, "code", None)}
+    return {"type": None}
+
+
 def _a_function() -> None:
     pass
 
@@ -923,4 +968,8 @@ PROGRAMS: dict[str, Program] = {
     "resume_after_cancel": Program(CustomHumanWorkflow, drive=drive_resume_after_cancel, source="test_workflow.py"),
     "parallel_resume": Program(ParallelResumeWorkflow, drive=drive_parallel_resume, source="test_workflow.py"),
     "add_step_after_a_run": Program(DummyWorkflow, drive=drive_add_step, source="test_workflow.py"),
+    # Not from LlamaIndex's tests: what `await handler` raises when a step raises these.
+    "error_with_other_init_args": Program(RaisesCodedError, drive=drive_exception),
+    "error_key_error": Program(RaisesKeyError, drive=drive_exception),
+    "error_class_in_a_function": Program(RaisesLocalError, drive=drive_exception),
 }

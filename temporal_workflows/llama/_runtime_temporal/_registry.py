@@ -94,11 +94,18 @@ def note_type(value: object) -> None:
 
 
 def note_class(cls: type[Any]) -> None:
-    """Remember a class by the names its records carry (an event class a waiter waits for, say)."""
-    if "<locals>" in cls.__qualname__:
-        with _lock:
+    """Remember a class by the names its records carry (an event class a waiter waits for, say).
+
+    Every class, not only those defined in a function: a program run by ``runpy`` or ``exec`` (a
+    notebook's kernel, a test harness) defines its classes in a module that cannot be imported by name.
+    """
+    qualified = f"{cls.__module__}.{cls.__qualname__}"
+    if _seen_types.get(qualified) is cls:
+        return
+    with _lock:
+        if "<locals>" in cls.__qualname__:
             _seen_types[f"{cls.__module__}.{cls.__name__}"] = cls
-            _seen_types[f"{cls.__module__}.{cls.__qualname__}"] = cls
+        _seen_types[qualified] = cls
 
 
 def seen_type(qualified_name: str) -> type[Any] | None:

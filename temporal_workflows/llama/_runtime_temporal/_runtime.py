@@ -782,7 +782,11 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         cause = e.cause
         if isinstance(cause, ApplicationError) and (cause.type or "").startswith(RESULT_ERROR_TYPE):
             details = cause.details[0] if cause.details else {}
-            return _rebuild(str(details.get("exception_type", "")), str(details.get("exception_message", "")))
+            return _rebuild(
+                str(details.get("exception_type", "")),
+                str(details.get("exception_message", "")),
+                details.get("exception_state"),
+            )
         if isinstance(cause, (CancelledError, TerminatedError)):
             return WorkflowCancelledByUser(f"the run was {type(cause).__name__.removesuffix('Error').lower()}")
         if isinstance(cause, TimeoutError):
@@ -874,8 +878,12 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         asyncio.get_running_loop().create_task(terminate())
 
 
-def _rebuild(type_name: str, message: str) -> BaseException:
-    """The exception the run ended with, as LlamaIndex raises it (the same class when importable)."""
+def _rebuild(type_name: str, message: str, state: Any = None) -> BaseException:
+    """The exception the run ended with, as LlamaIndex raises it (the same class when importable, with
+    the step's own args and attributes when they were recorded)."""
+    exact = _wire.rebuild_exception(None, type_name, message, state)
+    if exact is not None:
+        return exact
     try:
         cls = import_module_from_qualified_name(type_name)
         if isinstance(cls, type) and issubclass(cls, BaseException):

@@ -364,6 +364,10 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
             and item.result.result is not None
         ):
             entry.update(encode_result(serializer, item.result.result))
+        if isinstance(item, StepWorkerFailed):
+            state = exception_state(item.exception)
+            if state is not None:
+                entry["exception_state"] = state
         if isinstance(item, AddWaiter):
             from temporal_workflows.llama._runtime_temporal._registry import note_class
 
@@ -393,9 +397,74 @@ def decode_outputs(serializer: BaseSerializer, data: list[dict[str, Any]]) -> li
             if ("stop_result" in item or "stop_result_tagged" in item) and isinstance(serializer, JsonSerializer):
                 typed = StopEvent(result=decode_result(serializer, item))
                 decoded = decoded.model_copy(update={"result": typed})
+            if "exception_state" in item and isinstance(decoded, StepWorkerFailed):
+                exact = rebuild_exception(
+                    serializer,
+                    str(item["data"]["exception"]["exception_type"]),
+                    str(item["data"]["exception"]["exception_message"]),
+                    item["exception_state"],
+                )
+                if exact is not None:
+                    decoded = decoded.model_copy(update={"exception": exact})
             if "requirements" in item and isinstance(serializer, JsonSerializer):
                 decoded = decoded.model_copy(
                     update={"requirements": serializer.deserialize_value(item["requirements"])}
                 )
             out.append(decoded)  # type: ignore[arg-type]
     return out
+
+
+MAX_EXCEPTION_STATE_CHARS = 16_384
+"""An exception's args and attributes travel beside LlamaIndex's record of it up to this size."""
+
+
+def exception_state(e: BaseException) -> dict[str, Any] | None:
+    """An exception's ``args`` and attributes when plain JSON carries them, for ``rebuild_exception``.
+
+    LlamaIndex records an exception as its class name and ``str()`` only, and rebuilds it as
+    ``cls(str(e))``: another exception when the class takes other arguments (``KeyError('k')`` reads
+    ``"'k'"`` then, ``MyError(42, "bad")`` cannot be rebuilt at all and arrives as
+    ``UnreconstructedException``), and without its attributes (``e.code``).
+    """
+    from temporal_workflows.llama._runtime_temporal._registry import note_class
+
+    note_class(type(e))  # a class defined in a function is read back by name in this process
+    try:
+        state = {"args": list(e.args), "attrs": {k: v for k, v in vars(e).items() if not k.startswith("__")}}
+        text = json.dumps(state)
+        if len(text) > MAX_EXCEPTION_STATE_CHARS or json.loads(text) != state:
+            return None
+    except (TypeError, ValueError):
+        return None
+    return state
+
+
+def rebuild_exception(
+    serializer: BaseSerializer | None, type_name: str, message: str, state: Any
+) -> BaseException | None:
+    """The exception ``exception_state`` recorded, as the step raised it: its class, its ``args`` and its
+    attributes (its ``__init__`` is not called again: it may take other arguments than it passed on),
+    when the class resolves (importable, declared, or seen in this process) and the result reads as the
+    recorded message. ``None`` otherwise (LlamaIndex's own rebuild then stands)."""
+    if not (isinstance(state, dict) and isinstance(state.get("args"), list) and isinstance(state.get("attrs"), dict)):
+        return None
+    try:
+        if type_name.startswith("builtins."):
+            import builtins
+
+            cls = getattr(builtins, type_name.removeprefix("builtins."))
+        elif serializer is not None:
+            cls = _resolve_class(serializer, type_name)
+        else:
+            from temporal_workflows.llama._runtime_temporal._registry import seen_type
+
+            cls = seen_type(type_name) or import_module_from_qualified_name(type_name)
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            return None
+        exc = cls.__new__(cls, *state["args"])
+        exc.args = tuple(state["args"])
+        for k, v in state["attrs"].items():
+            setattr(exc, k, v)
+    except Exception:
+        return None
+    return exc if str(exc) == message else None

@@ -118,9 +118,13 @@ def decode_tick(serializer: BaseSerializer, data: str) -> WorkflowTick:
     return tick
 
 
-def error_details(e: BaseException) -> dict[str, str]:
+def error_details(e: BaseException) -> dict[str, Any]:
     cls = type(e)
-    return {"exception_type": f"{cls.__module__}.{cls.__qualname__}", "exception_message": str(e)}
+    details: dict[str, Any] = {"exception_type": f"{cls.__module__}.{cls.__qualname__}", "exception_message": str(e)}
+    state = _wire.exception_state(e)
+    if state is not None:
+        details["exception_state"] = state  # the caller rebuilds the exception with it (_runtime._rebuild)
+    return details
 
 
 class WorkflowRunAdapter(InternalRunAdapter):
