@@ -528,6 +528,27 @@ def _local_waiting_workflow() -> tuple[type[Workflow], type[Event]]:
 GetStepContextWorkflow, LocalResumeEvent = _local_waiting_workflow()
 
 
+def _local_answer_class() -> type[HumanResponseEvent]:
+    class LocalAnswer(HumanResponseEvent):
+        """An answer class no step declares (the waiter waits for its base), defined in a function."""
+
+    return LocalAnswer
+
+
+LocalAnswer = _local_answer_class()
+
+
+class WaitsForAnyAnswer(Workflow):
+    @step
+    async def ask(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        answer = await ctx.wait_for_event(HumanResponseEvent, waiter_event=InputRequiredEvent(prefix="?"))  # type: ignore[call-arg]
+        return StopEvent(result=[type(answer).__name__, answer.response])
+
+
+def _answer_with_local_class(ev: Event) -> Event | None:
+    return LocalAnswer(response="yes") if isinstance(ev, InputRequiredEvent) else None  # type: ignore[call-arg]
+
+
 # -- test_workflow.py: num_concurrent_runs, instrument tags, ctx.to_dict() while a run goes --------------
 class ConcurrentRunsWorkflow(Workflow):
     # DummyWorkflowForConcurrentRunsTest (test_workflow_run_num_concurrent), with num_concurrent_runs=1.
@@ -962,6 +983,7 @@ PROGRAMS: dict[str, Program] = {
     "wait_for_event_local_type": Program(
         GetStepContextWorkflow, options={"answer": _answer_local_resume}, source="context/test_context.py"
     ),
+    "wait_for_event_subclass_sent": Program(WaitsForAnyAnswer, options={"answer": _answer_with_local_class}),
     "num_concurrent_runs": Program(ConcurrentRunsWorkflow, drive=drive_concurrent_runs, source="test_workflow.py"),
     "instrument_tags_run_id": Program(TagReadingWorkflow, drive=drive_tags, source="test_workflow.py"),
     "to_dict_while_running": Program(StallableWorkflow, drive=drive_to_dict_mid_run, source="test_workflow.py"),

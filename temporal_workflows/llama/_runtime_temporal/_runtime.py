@@ -679,6 +679,12 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         return self._run_id
 
     async def send_event(self, tick: WorkflowTick) -> None:
+        event = getattr(tick, "event", None)
+        if isinstance(event, Event):
+            # Its class may be one no step declares (what a wait_for_event waits for) and that cannot be
+            # imported by name (defined in a function, or in a program run by runpy): the run reads it
+            # back in this process by the name its record carries.
+            _registry.note_type(event)
         await self.started
         client = await self._runtime.client()
         # By workflow id only: the run may have continued as new since it started.
