@@ -709,6 +709,37 @@ async def drive_exception(wf: Workflow) -> dict[str, Any]:
     return {"type": None}
 
 
+class DBConnection:
+    """examples/feature_walkthrough.ipynb's fake database connection: an object JSON cannot carry."""
+
+
+async def get_db_connection(**kwargs: Any) -> DBConnection:
+    return DBConnection()
+
+
+class ResourceAsResult(Workflow):
+    # examples/feature_walkthrough.ipynb ("Resources"): the step returns the resource as the run's result.
+    @step
+    async def step1(
+        self, ev: StartEvent, db_connection: Annotated[DBConnection, Resource(get_db_connection)]
+    ) -> StopEvent:
+        return StopEvent(result=db_connection)
+
+
+class UncachedResourceAsResult(Workflow):
+    @step
+    async def step1(
+        self, ev: StartEvent, db_connection: Annotated[DBConnection, Resource(get_db_connection, cache=False)]
+    ) -> StopEvent:
+        return StopEvent(result=db_connection)
+
+
+async def drive_resource_result(wf: Workflow) -> dict[str, Any]:
+    """Two runs: the caller gets the connection object itself, the same one both times when cached."""
+    first, second = await wf.run(), await wf.run()
+    return {"type": type(first).__name__, "same_object": first is second}
+
+
 def _a_function() -> None:
     pass
 
@@ -990,6 +1021,10 @@ PROGRAMS: dict[str, Program] = {
     "resume_after_cancel": Program(CustomHumanWorkflow, drive=drive_resume_after_cancel, source="test_workflow.py"),
     "parallel_resume": Program(ParallelResumeWorkflow, drive=drive_parallel_resume, source="test_workflow.py"),
     "add_step_after_a_run": Program(DummyWorkflow, drive=drive_add_step, source="test_workflow.py"),
+    "resource_as_result": Program(ResourceAsResult, drive=drive_resource_result, source="feature_walkthrough.ipynb"),
+    "uncached_resource_as_result": Program(
+        UncachedResourceAsResult, drive=drive_resource_result, source="feature_walkthrough.ipynb"
+    ),
     # Not from LlamaIndex's tests: what `await handler` raises when a step raises these.
     "error_with_other_init_args": Program(RaisesCodedError, drive=drive_exception),
     "error_key_error": Program(RaisesKeyError, drive=drive_exception),

@@ -706,6 +706,8 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
             [EVENTS_TOPIC], 0, result_type=str, poll_cooldown=timedelta(milliseconds=20)
         ):
             event = _wire.decode_event(serializer, item.data)
+            if isinstance(event, StopEvent):
+                event = _wire.resolve_in_process(event, strict=False)
             yield event
             if isinstance(event, StopEvent):
                 return
@@ -781,6 +783,11 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         if out.stop_result_typed and type(stop) is StopEvent and isinstance(self._serializer, JsonSerializer):
             with self._serializer.validation_context():
                 stop = StopEvent(result=_wire.decode_result(self._serializer, out.model_dump()))
+        try:
+            stop = _wire.resolve_in_process(stop, strict=True)
+        except WorkflowRuntimeError as e:
+            self._error, self._done = e, True
+            raise
         self._result, self._done = stop, True
         return stop
 

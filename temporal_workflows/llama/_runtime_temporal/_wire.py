@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from workflows.context.serializers import BaseSerializer, JsonSerializer
 from workflows.context.state_store import InMemoryStateStore
 from workflows.context.utils import import_module_from_qualified_name
+from workflows.errors import WorkflowRuntimeError
 from workflows.events import Event, StopEvent, _deserialize_exception, _serialize_exception
 from workflows.runtime.types.results import (
     AddCollectedEvent,
@@ -354,7 +355,14 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
     encoded = []
     for item in outputs:
         kind = "sent" if isinstance(item, SentEvent) else item.type
-        entry: dict[str, Any] = {"kind": kind, "data": item.model_dump(mode="json")}
+        try:
+            data = item.model_dump(mode="json")
+        except Exception:
+            kept = _keep_result_in_process(item)
+            if kept is None:
+                raise
+            item, data = kept, kept.model_dump(mode="json")
+        entry: dict[str, Any] = {"kind": kind, "data": data}
         if getattr(serializer, "reads_exact_form", False):
             add_exact_forms(item, entry["data"], serializer)  # type: ignore[arg-type]
         if (
@@ -386,6 +394,44 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
                 entry["requirements"] = requirements
         encoded.append(entry)
     return encoded
+
+
+IN_PROCESS_KEY = "__in_process_result"
+"""A ``StopEvent``'s result that JSON cannot carry, kept in the process that made it: ``{key: token}``."""
+
+
+def _keep_result_in_process(item: StepWorkerOutput) -> StepWorkerResult | None:
+    """A plain ``StopEvent`` whose result JSON cannot carry (LlamaIndex's feature walkthrough returns a
+    ``Resource``, a DB connection): its result stays in this process, and the wire carries a token."""
+    if not (isinstance(item, StepWorkerResult) and type(item.result) is StopEvent):
+        return None
+    from temporal_workflows.llama._runtime_temporal._registry import keep_in_process
+
+    token = keep_in_process(item.result.result)
+    return item.model_copy(update={"result": StopEvent(result={IN_PROCESS_KEY: token})})
+
+
+def resolve_in_process(stop: StopEvent, *, strict: bool) -> StopEvent:
+    """``stop`` with a result kept in process (``_keep_result_in_process``) given back as the object.
+
+    Made in another process (a worker elsewhere) or no longer kept, it cannot be: ``strict`` raises a
+    ``WorkflowRuntimeError`` saying so (``await handler``); otherwise ``stop`` stays as it is (the stream).
+    """
+    result = stop.result if type(stop) is StopEvent else None
+    if not (isinstance(result, dict) and len(result) == 1 and isinstance(result.get(IN_PROCESS_KEY), str)):
+        return stop
+    from temporal_workflows.llama._runtime_temporal._registry import in_process
+
+    found, value = in_process(result[IN_PROCESS_KEY])
+    if found:
+        return StopEvent(result=value)
+    if strict:
+        raise WorkflowRuntimeError(
+            "the run's result cannot be serialized, and it was made in another process (or too long ago): "
+            "only a caller in the worker's own process (worker=True) gets such a result back; return a "
+            "value JSON can carry"
+        )
+    return stop
 
 
 def decode_outputs(serializer: BaseSerializer, data: list[dict[str, Any]]) -> list[StepWorkerOutput]:
