@@ -34,6 +34,8 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, Work
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, TelemetryConfig, TelemetryFilter
+from temporalio.runtime import Runtime as SdkRuntime
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker, WorkerDeploymentConfig
 from workflows.context.context_types import SerializedContext
@@ -266,6 +268,29 @@ class _WorkerThread:
         await asyncio.to_thread(self._thread.join, 30)
 
 
+_SDK_RUNTIME: list[SdkRuntime] = []
+_SDK_RUNTIME_LOCK = threading.Lock()
+
+
+def _sdk_runtime() -> SdkRuntime:
+    """The SDK runtime of the clients (and so the in-process worker) this runtime connects itself.
+
+    The SDK's default runtime writes its Rust core's warnings to stdout (an activity cancelled as a race's
+    loser completing late, say: "Activity not found on completion"), where they would interleave with what
+    the LlamaIndex program prints, which the default runtime leaves alone. Here the core's logs go to the
+    Python logger ``temporalio.core`` instead (warnings and above), so they reach stderr or wherever the
+    program's logging sends them. One per process: a runtime owns threads.
+    """
+    with _SDK_RUNTIME_LOCK:
+        if not _SDK_RUNTIME:
+            logging_config = LoggingConfig(
+                filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+                forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")),
+            )
+            _SDK_RUNTIME.append(SdkRuntime(telemetry=TelemetryConfig(logging=logging_config)))
+        return _SDK_RUNTIME[0]
+
+
 class _SyncCalls:
     """An event loop of its own, in a daemon thread, for LlamaIndex calls that are synchronous but need
     the server: ``handler.ctx.to_dict()`` while the run goes reads the run's state by a query.
@@ -429,7 +454,7 @@ class TemporalRuntime(Runtime):
         from temporal_workflows.temporal._worker.plugin import data_converter
 
         config = self._connection if self._connection is not None else ConnectionConfig.from_env()
-        return await config.connect(data_converter=data_converter(EncryptionCodec.from_env()))
+        return await config.connect(data_converter=data_converter(EncryptionCodec.from_env()), runtime=_sdk_runtime())
 
     def build_id(self) -> str:
         """This process's worker build id: the ``workflows`` version and the shapes of the workflows built
