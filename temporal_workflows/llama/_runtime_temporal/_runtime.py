@@ -29,6 +29,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from temporalio import activity as temporal_activity
 from temporalio import workflow as temporal_workflow
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
@@ -857,6 +858,10 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
             return None  # a run that completed returned its final state (``_get_result``)
         if self._live is not None:
             return self._live
+        if temporal_activity.in_activity():
+            # A step (a nested run's handler): blocking the worker's loop for a query that loop may have
+            # to answer would stall it. The start state stands, as before.
+            return None
         try:
             snap = self._runtime.call_sync(
                 lambda client: client.get_workflow_handle(self._run_id).query(
