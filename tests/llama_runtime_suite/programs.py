@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from llama_index_instrumentation.dispatcher import active_instrument_tags
+from llama_index_instrumentation.dispatcher import active_instrument_tags, instrument_tags
 from pydantic import BaseModel, Field
 from workflows import Context, Workflow, catch_error, step
 from workflows.events import (
@@ -571,10 +571,11 @@ class ConcurrentRunsWorkflow(Workflow):
 
 
 class TagReadingWorkflow(Workflow):
-    # test_inner_step_can_access_run_id_and_others_from_instrument_tags, for the run id.
+    # test_inner_step_can_access_run_id_and_others_from_instrument_tags
     @step
     async def read_tags(self, ctx: Context, ev: StartEvent) -> StopEvent:
-        return StopEvent(result=active_instrument_tags.get().get("llamaindex.run_id"))
+        tags = active_instrument_tags.get()
+        return StopEvent(result=[tags.get("llamaindex.run_id"), tags.get("foo")])
 
 
 class EventWithName(Event):
@@ -769,9 +770,11 @@ async def drive_concurrent_runs(wf: Workflow) -> dict[str, Any]:
 
 
 async def drive_tags(wf: Workflow) -> dict[str, Any]:
-    handler = wf.run()
-    tag = await handler
-    return {"run_id_tag_is_the_run_id": tag == handler.run_id}
+    with instrument_tags({"foo": "bar"}):
+        handler = wf.run()
+    result: Any = await handler
+    run_id, foo = result
+    return {"run_id_tag_is_the_run_id": run_id == handler.run_id, "foo": foo}
 
 
 async def drive_to_dict_mid_run(wf: Workflow) -> dict[str, Any]:
@@ -1016,7 +1019,7 @@ PROGRAMS: dict[str, Program] = {
     ),
     "wait_for_event_subclass_sent": Program(WaitsForAnyAnswer, options={"answer": _answer_with_local_class}),
     "num_concurrent_runs": Program(ConcurrentRunsWorkflow, drive=drive_concurrent_runs, source="test_workflow.py"),
-    "instrument_tags_run_id": Program(TagReadingWorkflow, drive=drive_tags, source="test_workflow.py"),
+    "instrument_tags": Program(TagReadingWorkflow, drive=drive_tags, source="test_workflow.py"),
     "to_dict_while_running": Program(StallableWorkflow, drive=drive_to_dict_mid_run, source="test_workflow.py"),
     "resume_after_cancel": Program(CustomHumanWorkflow, drive=drive_resume_after_cancel, source="test_workflow.py"),
     "parallel_resume": Program(ParallelResumeWorkflow, drive=drive_parallel_resume, source="test_workflow.py"),

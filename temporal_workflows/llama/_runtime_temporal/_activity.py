@@ -538,6 +538,7 @@ def _ahead_input(
         retry=_wire.encode_retry(retry),
         store=store,
         live_stream=False,
+        instrument_tags=first.instrument_tags,
     )
     # The step gets its own containers and trigger event, as it would get decoded ones. The buffered events
     # are the reducer's own objects, as the default runtime hands them to a step (copying each for every
@@ -582,9 +583,10 @@ async def _run_one(inp: StepInput, decoded: _Decoded | None = None) -> StepOutpu
     adapter = StepActivityAdapter(inp.run_id, serializer, store, live)
     token = _registry.current_adapter.set(adapter)
     try:
-        # The run's id as an instrument tag, as LlamaIndex's run sets it around its loop and steps
-        # (active_instrument_tags()["llamaindex.run_id"], which its spans and events carry).
-        with instrument_tags({**active_instrument_tags.get(), "llamaindex.run_id": inp.run_id}):
+        # The caller's instrument tags and the run's id, as LlamaIndex's run sets them around its loop and
+        # steps (active_instrument_tags(), which its spans and events carry).
+        tags = {**active_instrument_tags.get(), **(inp.instrument_tags or {}), "llamaindex.run_id": inp.run_id}
+        with instrument_tags(tags):
             outputs = await _step_worker(llama_workflow, inp.step_name)(
                 state=decoded.state,
                 step_name=inp.step_name,

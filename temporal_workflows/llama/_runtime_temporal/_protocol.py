@@ -113,6 +113,9 @@ class RunInput(_Frozen):
     # Carried by continue-as-new (LlamaIndex's idle release): the stream, and ticks not yet read.
     stream: WorkflowStreamState | None = None
     mailbox: list[str] = Field(default_factory=list)
+    instrument_tags: dict[str, Any] = Field(default_factory=dict)
+    """The caller's LlamaIndex instrument tags around ``run()`` (plain JSON values; the run id aside), which
+    the default runtime's steps see in ``active_instrument_tags()``."""
 
 
 class RunOutput(_Frozen):
@@ -146,6 +149,8 @@ class StepInput(_Frozen):
     store: dict[str, Any] | None = None
     live_stream: bool = False
     """Signal each stream write to the run as it happens (``STEP_STREAM_SIGNAL``)."""
+    instrument_tags: dict[str, Any] | None = None
+    """``RunInput.instrument_tags``, when there are any."""
 
 
 class StepOutput(_Frozen):
@@ -275,7 +280,9 @@ def speculation_key(inp: StepInput, run_ahead: bool = False) -> str:
     time the loop started the invocation, which the activity running it ahead cannot know, and a step's
     result does not depend on it (the retry verdict of a failure does, and is decided by the run from its
     own record; run-ahead results never hold failures)."""
-    data = inp.model_dump(mode="json", exclude={"run_id", "live_stream"})
+    # instrument_tags only when there are any: the keys of runs recorded before the field stay as they were.
+    exclude = {"run_id", "live_stream"} if inp.instrument_tags else {"run_id", "live_stream", "instrument_tags"}
+    data = inp.model_dump(mode="json", exclude=exclude)
     data["state"] = {k: v for k, v in data["state"].items() if k != "invocation_id"}
     if run_ahead and not data["retry"].get("retry_number"):
         data["retry"] = {k: v for k, v in data["retry"].items() if k != "first_attempt_at"}

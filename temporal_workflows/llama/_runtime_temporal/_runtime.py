@@ -28,6 +28,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from llama_index_instrumentation.dispatcher import active_instrument_tags
 from pydantic import BaseModel
 from temporalio import activity as temporal_activity
 from temporalio import workflow as temporal_workflow
@@ -556,6 +557,7 @@ class TemporalRuntime(Runtime):
             init_state=init_state.to_serialized(active).model_dump(mode="json"),
             store=store.checkpoint().to_dict(),
             idle_release_after_ticks=self.idle_release_after_ticks,
+            instrument_tags=_caller_tags(),
         )
         adapter = TemporalExternalAdapter(self, run_id, active, inp.store, init_state, workflow)
         loop = asyncio.get_running_loop()
@@ -919,6 +921,15 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
             await handle.terminate("aborted from the handler")
 
         asyncio.get_running_loop().create_task(terminate())
+
+
+def _caller_tags() -> dict[str, Any]:
+    """The LlamaIndex instrument tags around ``run()`` that plain JSON carries (the run id is the run's own)."""
+    tags: dict[str, Any] = {}
+    for k, v in active_instrument_tags.get().items():
+        if k != "llamaindex.run_id" and isinstance(k, str) and (v is None or isinstance(v, str | int | float | bool)):
+            tags[k] = v
+    return tags
 
 
 def _rebuild(type_name: str, message: str, state: Any = None) -> BaseException:

@@ -365,6 +365,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
             retry=_wire.encode_retry(retry),
             store=self._run.store,
             live_stream=self.live_stream and state.invocation_id is not None,
+            instrument_tags=self._input.instrument_tags or None,
         )
         size = len(inp.model_dump_json())
         if size > MAX_STEP_INPUT_CHARS:
@@ -847,6 +848,7 @@ class LlamaIndexRun:
                 init_state=state.to_serialized(serializer).model_dump(mode="json"),
                 store=self.store,
                 idle_release_after_ticks=inp.idle_release_after_ticks,
+                instrument_tags=inp.instrument_tags,
                 stream=self._stream.get_state(),
                 mailbox=[t for t in pending if '"idle_release"' not in t],
             )
