@@ -741,6 +741,48 @@ async def drive_resource_result(wf: Workflow) -> dict[str, Any]:
     return {"type": type(first).__name__, "same_object": first is second}
 
 
+class Item(Event):
+    n: int
+
+
+class AppendsInPlace(Workflow):
+    """A list read from the store, changed in place and set back, step after step (chat histories are kept
+    so): each step's append must reach the next."""
+
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> Item:
+        await ctx.store.set("seen", [])
+        return Item(n=0)
+
+    @step
+    async def add(self, ctx: Context, ev: Item) -> Item | StopEvent:
+        seen = await ctx.store.get("seen")
+        seen.append(ev.n)
+        await ctx.store.set("seen", seen)
+        if ev.n < 3:
+            return Item(n=ev.n + 1)
+        return StopEvent(result=await ctx.store.get("seen"))
+
+
+class Items(BaseModel):
+    items: list[int] = Field(default_factory=list)
+
+
+class TypedAppendsInPlace(Workflow):
+    @step
+    async def start(self, ctx: Context[Items], ev: StartEvent) -> Item:
+        return Item(n=0)
+
+    @step
+    async def add(self, ctx: Context[Items], ev: Item) -> Item | StopEvent:
+        state = await ctx.store.get_state()
+        state.items.append(ev.n)
+        await ctx.store.set_state(state)
+        if ev.n < 3:
+            return Item(n=ev.n + 1)
+        return StopEvent(result=(await ctx.store.get_state()).items)
+
+
 def _a_function() -> None:
     pass
 
@@ -1028,6 +1070,9 @@ PROGRAMS: dict[str, Program] = {
     "uncached_resource_as_result": Program(
         UncachedResourceAsResult, drive=drive_resource_result, source="feature_walkthrough.ipynb"
     ),
+    # Not from LlamaIndex's tests: a value from the store changed in place and set back.
+    "store_list_changed_in_place": Program(AppendsInPlace, options={"store_keys": ("seen",)}),
+    "typed_state_changed_in_place": Program(TypedAppendsInPlace, options={"typed_state": True}),
     # Not from LlamaIndex's tests: what `await handler` raises when a step raises these.
     "error_with_other_init_args": Program(RaisesCodedError, drive=drive_exception),
     "error_key_error": Program(RaisesKeyError, drive=drive_exception),

@@ -577,8 +577,13 @@ async def _run_one(inp: StepInput, decoded: _Decoded | None = None) -> StepOutpu
             retry=_wire.decode_retry(serializer, inp.retry),
         )
     # The step wrapper looks the step's config up on every call: by then it is cached on the instance.
-    store = _wire.run_store(serializer, inp.store, _reflection.state_type(llama_workflow))
-    before = store.checkpoint()
+    state_type = _reflection.state_type(llama_workflow)
+    store = _wire.run_store(serializer, inp.store, state_type)
+    # The patch is taken against a store of its own. LlamaIndex's checkpoint references the state without
+    # copying it, store.get returns the stored value itself, and the diff skips values shared by reference:
+    # a value changed in place and set back (answers = await ctx.store.get("answers"); answers.append(a);
+    # await ctx.store.set("answers", answers)) read as unchanged, and the write was lost.
+    before = (_wire.run_store(serializer, inp.store, state_type) if inp.store is not None else store).checkpoint()
     live = inp.state.get("invocation_id") if inp.live_stream else None
     adapter = StepActivityAdapter(inp.run_id, serializer, store, live)
     token = _registry.current_adapter.set(adapter)
