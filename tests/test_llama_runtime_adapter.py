@@ -393,3 +393,28 @@ def test_an_equal_plain_event_in_another_object_is_encoded_once_and_the_same() -
     with mock.patch.object(serializer, "serialize", side_effect=AssertionError("encoded again")):
         assert _wire.encode_event(serializer, Done(n=1), memo) == first
     assert _wire.encode_event(serializer, Done(n=2), memo) == serializer.serialize(Done(n=2)) != first
+
+
+def test_a_run_result_json_cannot_carry_comes_back_in_process_and_fails_clearly_elsewhere() -> None:
+    """A StopEvent whose result is an object (a Resource, say) stays in the process that made it: the wire
+    carries a token, a caller in that process gets the object, and a token from elsewhere is a clear error."""
+    import pytest
+    from workflows.context.serializers import JsonSerializer
+    from workflows.errors import WorkflowRuntimeError
+    from workflows.events import StopEvent
+    from workflows.runtime.types.results import StepWorkerResult
+
+    from temporal_workflows.llama._runtime_temporal import _wire
+
+    class Connection:
+        pass
+
+    conn = Connection()
+    [entry] = _wire.encode_outputs([StepWorkerResult(result=StopEvent(result=conn))])
+    [decoded] = _wire.decode_outputs(JsonSerializer(), [entry])
+    assert isinstance(decoded, StepWorkerResult) and isinstance(decoded.result, StopEvent)
+    assert _wire.resolve_in_process(decoded.result, strict=True).result is conn
+    elsewhere = StopEvent(result={_wire.IN_PROCESS_KEY: "another-process:1"})
+    assert _wire.resolve_in_process(elsewhere, strict=False) is elsewhere
+    with pytest.raises(WorkflowRuntimeError, match="made in another process"):
+        _wire.resolve_in_process(elsewhere, strict=True)

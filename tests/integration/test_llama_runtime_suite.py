@@ -13,9 +13,11 @@ import pytest
 
 pytest.importorskip("workflows")
 
+from workflows.errors import WorkflowRuntimeError
+
 from temporal_workflows.llama import TemporalRuntime
 from temporal_workflows.temporal import ConnectionConfig
-from tests.llama_runtime_suite.programs import PROGRAMS
+from tests.llama_runtime_suite.programs import PROGRAMS, StoresAFunction
 
 KNOWN_DIFFERENCES: dict[str, str] = {
     "collect_events_extra_type": (
@@ -47,3 +49,12 @@ async def test_a_llamaindex_suite_workflow_behaves_as_on_the_default_runtime(
     if temporal != default and name in KNOWN_DIFFERENCES:
         pytest.xfail(KNOWN_DIFFERENCES[name])  # timing-dependent: some runs match
     assert temporal == default
+
+
+async def test_a_store_value_json_cannot_carry_fails_the_step_saying_so(runtime: TemporalRuntime) -> None:
+    """LlamaIndex's test_workflow_pickle stores a function in ``ctx.store``: the default runtime completes
+    (it keeps the store in process); here the step's result cannot leave the activity, so the step fails
+    with an error naming the cause, once, instead of its activity being retried until the run times out."""
+    assert await StoresAFunction(timeout=30).run() == "Done"
+    with pytest.raises(WorkflowRuntimeError, match=r"step 'step': its result .*ctx.store.* cannot be sent"):
+        await StoresAFunction(timeout=30, runtime=runtime).run()

@@ -32,6 +32,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from llama_index_instrumentation.dispatcher import active_instrument_tags, instrument_tags
 from temporalio import activity
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
@@ -670,6 +671,7 @@ def _ahead_input(
         retry=_wire.encode_retry(retry),
         store=store,
         live_stream=False,
+        instrument_tags=first.instrument_tags,
     )
     # The step gets its own containers and trigger event, as it would get decoded ones. The buffered events
     # are the reducer's own objects, as the default runtime hands them to a step (copying each for every
@@ -713,34 +715,60 @@ async def _run_one(inp: StepInput, decoded: _Decoded | None = None, raw: _RawOut
             retry=_wire.decode_retry(serializer, inp.retry),
         )
     # The step wrapper looks the step's config up on every call: by then it is cached on the instance.
-    store = _wire.run_store(serializer, inp.store, _reflection.state_type(llama_workflow))
-    before = store.checkpoint()
+    state_type = _reflection.state_type(llama_workflow)
+    store = _wire.run_store(serializer, inp.store, state_type)
+    # The patch is taken against a store of its own. LlamaIndex's checkpoint references the state without
+    # copying it, store.get returns the stored value itself, and the diff skips values shared by reference:
+    # a value changed in place and set back (answers = await ctx.store.get("answers"); answers.append(a);
+    # await ctx.store.set("answers", answers)) read as unchanged, and the write was lost.
+    before = (_wire.run_store(serializer, inp.store, state_type) if inp.store is not None else store).checkpoint()
     live = inp.state.get("invocation_id") if inp.live_stream else None
     adapter = StepActivityAdapter(
         inp.run_id, serializer, store, live, inp.live_sends, before if inp.store is not None else None
     )
     token = _registry.current_adapter.set(adapter)
     try:
-        outputs = await _step_worker(llama_workflow, inp.step_name)(
-            state=decoded.state,
-            step_name=inp.step_name,
-            event=decoded.event,
-            workflow=llama_workflow,
-            bound_events=decoded.bound_events,
-            retry=decoded.retry,
-        )
+        # The caller's instrument tags and the run's id, as LlamaIndex's run sets them around its loop and
+        # steps (active_instrument_tags(), which its spans and events carry).
+        tags = {**active_instrument_tags.get(), **(inp.instrument_tags or {}), "llamaindex.run_id": inp.run_id}
+        with instrument_tags(tags):
+            outputs = await _step_worker(llama_workflow, inp.step_name)(
+                state=decoded.state,
+                step_name=inp.step_name,
+                event=decoded.event,
+                workflow=llama_workflow,
+                bound_events=decoded.bound_events,
+                retry=decoded.retry,
+            )
+    except Exception as e:
+        # LlamaIndex's step wrapper turns the step's own exception into a failure, but not one raised
+        # around it (a Resource whose factory fails, a cycle of resources): its loop does
+        # (control_loop/runner.py), so the step's retry policy and @catch_error apply. Raised out of the
+        # activity instead, it would be retried by Temporal for ever.
+        outputs = [StepWorkerFailed(exception=e, failed_at=time.time())]
     finally:
         _registry.current_adapter.reset(token)
         await adapter.close_sends()
         await adapter.flush_live()
-    patch = store.checkpoint().diff(before) if inp.store is not None else []
-    out = StepOutput(
-        outputs=_wire.encode_outputs(outputs, serializer),
-        stream=adapter.stream,
-        late_sends=adapter.late_sends,
-        store_patch=patch,
-    )
-    size = len(out.model_dump_json())
+    try:
+        patch = store.checkpoint().diff(before) if inp.store is not None else []
+        out = StepOutput(
+            outputs=_wire.encode_outputs(outputs, serializer),
+            stream=adapter.stream,
+            late_sends=adapter.late_sends,
+            store_patch=patch,
+        )
+        size = len(out.model_dump_json())
+    except Exception as e:
+        # A value JSON cannot carry (a function in ctx.store, say), which the default runtime keeps in
+        # process: as an activity error it would be retried for ever, so the step fails, saying why.
+        error = WorkflowRuntimeError(
+            f"step {inp.step_name!r}: its result (events, stream writes and ctx.store changes) cannot be "
+            f"sent to the run: {type(e).__name__}: {e}; on Temporal, keep values that cannot be serialized "
+            "out of events and the store"
+        )
+        out = StepOutput(outputs=_wire.encode_outputs([StepWorkerFailed(exception=error, failed_at=time.time())]))
+        size = 0
     if size > MAX_STEP_INPUT_CHARS:
         # Returned as it is, the result would be refused by Temporal and the activity retried for ever:
         # the step fails instead (its writes, sends and stream events are dropped with it).

@@ -37,6 +37,7 @@ __all__ = [
     "PROCESS_NONCE",
     "RESULT_ERROR_TYPE",
     "RUN_AHEAD_MIN_SECONDS",
+    "SNAPSHOT_QUERY",
     "STATE_QUERY",
     "STEP_SEND_SIGNAL",
     "STEP_STREAM_SIGNAL",
@@ -82,6 +83,10 @@ the step's result carries its whole patch as ever, and the run applies only what
 STATE_QUERY = "llama_state"
 """Query returning the run's ``ctx.store`` as ``InMemoryStateStore.to_dict`` writes it."""
 
+SNAPSHOT_QUERY = "llama_snapshot"
+"""Query: the run's broker state now (the loop's, serialized as ``ctx.to_dict()`` writes it) and its store,
+``{"init_state": ..., "store": ...}``, for ``handler.ctx.to_dict()`` while the run goes."""
+
 EVENTS_TOPIC = "llama_events"
 """``temporalio.contrib.workflow_streams`` topic with every published event, serialized."""
 
@@ -119,6 +124,9 @@ class RunInput(_Frozen):
     # Carried by continue-as-new (LlamaIndex's idle release): the stream, and ticks not yet read.
     stream: WorkflowStreamState | None = None
     mailbox: list[str] = Field(default_factory=list)
+    instrument_tags: dict[str, Any] = Field(default_factory=dict)
+    """The caller's LlamaIndex instrument tags around ``run()`` (plain JSON values; the run id aside), which
+    the default runtime's steps see in ``active_instrument_tags()``."""
 
 
 class RunOutput(_Frozen):
@@ -154,6 +162,8 @@ class StepInput(_Frozen):
     """Signal each stream write to the run as it happens (``STEP_STREAM_SIGNAL``)."""
     live_sends: bool = False
     """Signal the step's ``ctx.send_event`` calls to the run while it runs (``STEP_SEND_SIGNAL``)."""
+    instrument_tags: dict[str, Any] | None = None
+    """``RunInput.instrument_tags``, when there are any."""
 
 
 class StepOutput(_Frozen):
@@ -297,7 +307,11 @@ def speculation_key(inp: StepInput, run_ahead: bool = False) -> str:
     time the loop started the invocation, which the activity running it ahead cannot know, and a step's
     result does not depend on it (the retry verdict of a failure does, and is decided by the run from its
     own record; run-ahead results never hold failures)."""
-    data = inp.model_dump(mode="json", exclude={"run_id", "live_stream", "live_sends"})
+    # instrument_tags only when there are any: the keys of runs recorded before the field stay as they were.
+    exclude = {"run_id", "live_stream", "live_sends"}
+    if not inp.instrument_tags:
+        exclude.add("instrument_tags")
+    data = inp.model_dump(mode="json", exclude=exclude)
     data["state"] = {k: v for k, v in data["state"].items() if k != "invocation_id"}
     if run_ahead and not data["retry"].get("retry_number"):
         data["retry"] = {k: v for k, v in data["retry"].items() if k != "first_attempt_at"}

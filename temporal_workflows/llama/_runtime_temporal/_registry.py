@@ -9,7 +9,9 @@ built the same workflow).
 
 from __future__ import annotations
 
+import itertools
 import threading
+from collections import OrderedDict
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +26,11 @@ __all__ = [
     "UnknownWorkflowError",
     "current_adapter",
     "hosted",
+    "in_process",
     "instance_key",
+    "keep_in_process",
     "lookup",
+    "note_class",
     "note_type",
     "options_for",
     "remember",
@@ -89,11 +94,22 @@ def note_type(value: object) -> None:
     A class defined inside a function (a test, a notebook cell) cannot be imported by name; this
     process can still read the records it wrote (``_DeclaredTypesSerializer``).
     """
-    cls = type(value)
-    if "<locals>" in cls.__qualname__:
-        with _lock:
+    note_class(type(value))
+
+
+def note_class(cls: type[Any]) -> None:
+    """Remember a class by the names its records carry (an event class a waiter waits for, say).
+
+    Every class, not only those defined in a function: a program run by ``runpy`` or ``exec`` (a
+    notebook's kernel, a test harness) defines its classes in a module that cannot be imported by name.
+    """
+    qualified = f"{cls.__module__}.{cls.__qualname__}"
+    if _seen_types.get(qualified) is cls:
+        return
+    with _lock:
+        if "<locals>" in cls.__qualname__:
             _seen_types[f"{cls.__module__}.{cls.__name__}"] = cls
-            _seen_types[f"{cls.__module__}.{cls.__qualname__}"] = cls
+        _seen_types[qualified] = cls
 
 
 def seen_type(qualified_name: str) -> type[Any] | None:
@@ -103,3 +119,29 @@ def seen_type(qualified_name: str) -> type[Any] | None:
 
 def _debug_state() -> dict[str, Any]:
     return {"keys": sorted(_by_key), "names": sorted(_by_name)}
+
+
+_kept: OrderedDict[str, Any] = OrderedDict()
+_kept_ids = itertools.count()
+MAX_KEPT = 256
+"""Run results kept in process (``keep_in_process``): the oldest go first beyond this many."""
+
+
+def keep_in_process(value: Any) -> str:
+    """Keep a value the wire cannot carry (a run's result that is a DB connection, say) in this process,
+    under a token that names the process: a caller in this process (``worker=True``) gets the very object
+    back (``in_process``), as the default runtime hands it over; one elsewhere cannot."""
+    token = f"{PROCESS_NONCE}:{next(_kept_ids)}"
+    with _lock:
+        _kept[token] = value
+        while len(_kept) > MAX_KEPT:
+            _kept.popitem(last=False)
+    return token
+
+
+def in_process(token: str) -> tuple[bool, Any]:
+    """``(True, value)`` for a token ``keep_in_process`` gave in this process and still keeps."""
+    with _lock:
+        if token in _kept:
+            return True, _kept[token]
+    return False, None

@@ -24,17 +24,21 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from llama_index_instrumentation.dispatcher import active_instrument_tags
 from pydantic import BaseModel
+from temporalio import activity as temporal_activity
 from temporalio import workflow as temporal_workflow
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
 from temporalio.plugin import SimplePlugin
-from temporalio.service import RPCError
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, TelemetryConfig, TelemetryFilter
+from temporalio.runtime import Runtime as SdkRuntime
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 from workflows.context.context_types import SerializedContext
 from workflows.context.serializers import BaseSerializer, JsonSerializer
@@ -66,6 +70,7 @@ from temporal_workflows.llama._runtime_temporal._protocol import (
     DEFAULT_TASK_QUEUE,
     EVENTS_TOPIC,
     RESULT_ERROR_TYPE,
+    SNAPSHOT_QUERY,
     STATE_QUERY,
     STORE_PATCH_SIGNAL,
     TICK_SIGNAL,
@@ -82,6 +87,11 @@ from temporal_workflows.temporal._worker.versioning import WorkerVersioning
 __all__ = ["TemporalRuntime"]
 
 _log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+SYNC_CALL_TIMEOUT_SECONDS = 5.0
+"""How long a synchronous LlamaIndex call that needs the server (``ctx.to_dict()`` while a run goes) waits."""
 
 
 def _not_a_run_function(*_args: Any, **_kwargs: Any) -> Any:
@@ -205,6 +215,7 @@ class _RunStore:
         await self._adapter.write_store(after.diff(before), after.to_dict())
 
     def to_dict(self, serializer: BaseSerializer) -> dict[str, Any]:
+        self._adapter.live_snapshot()  # while the run goes, its store now (and the state to_dict writes next)
         data = self._adapter._store
         assert data is not None
         return InMemoryStateStore.from_dict(data, self._adapter._serializer).to_dict(serializer)
@@ -216,6 +227,9 @@ class _LoopState:
     def __init__(self) -> None:
         self.client: Client | None = None
         self.connecting: asyncio.Lock = asyncio.Lock()
+        self.run_limits: WeakIdentityKeyDictionary[Workflow, asyncio.Semaphore] = WeakIdentityKeyDictionary()
+        """``num_concurrent_runs``: per workflow instance, as ``BasicRuntime`` keeps them."""
+        self.releasing: set[asyncio.Task[None]] = set()
 
 
 class _WorkerThread:
@@ -257,6 +271,55 @@ class _WorkerThread:
         # The thread ends when the worker's run() returns, which its shutdown makes it do.
         asyncio.run_coroutine_threadsafe(self._worker.shutdown(), self._loop)
         await asyncio.to_thread(self._thread.join, 30)
+
+
+_SDK_RUNTIME: list[SdkRuntime] = []
+_SDK_RUNTIME_LOCK = threading.Lock()
+
+
+def _sdk_runtime() -> SdkRuntime:
+    """The SDK runtime of the clients (and so the in-process worker) this runtime connects itself.
+
+    The SDK's default runtime writes its Rust core's warnings to stdout (an activity cancelled as a race's
+    loser completing late, say: "Activity not found on completion"), where they would interleave with what
+    the LlamaIndex program prints, which the default runtime leaves alone. Here the core's logs go to the
+    Python logger ``temporalio.core`` instead (warnings and above), so they reach stderr or wherever the
+    program's logging sends them. One per process: a runtime owns threads.
+    """
+    with _SDK_RUNTIME_LOCK:
+        if not _SDK_RUNTIME:
+            logging_config = LoggingConfig(
+                filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+                forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")),
+            )
+            _SDK_RUNTIME.append(SdkRuntime(telemetry=TelemetryConfig(logging=logging_config)))
+        return _SDK_RUNTIME[0]
+
+
+class _SyncCalls:
+    """An event loop of its own, in a daemon thread, for LlamaIndex calls that are synchronous but need
+    the server: ``handler.ctx.to_dict()`` while the run goes reads the run's state by a query.
+
+    The caller's loop is blocked for that query, as the call is synchronous; its client is this loop's.
+    """
+
+    def __init__(self, runtime: TemporalRuntime) -> None:
+        self._runtime = runtime
+        self._client: Client | None = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="temporal-llama-sync", daemon=True)
+        self._thread.start()
+
+    def call(self, fn: Callable[[Client], Awaitable[_T]], timeout: float) -> _T:
+        async def go() -> _T:
+            if self._client is None:
+                self._client = await self._runtime._connect()
+            return await fn(self._client)
+
+        return asyncio.run_coroutine_threadsafe(go(), self._loop).result(timeout)
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
 
 
 class TemporalRuntime(Runtime):
@@ -308,8 +371,12 @@ class TemporalRuntime(Runtime):
         self._hosted = WorkflowSet()
         self._serializers: WeakIdentityKeyDictionary[Workflow, BaseSerializer] = WeakIdentityKeyDictionary()
         self._worker_thread: _WorkerThread | None = None
+        self._sync_calls: _SyncCalls | None = None
         self._worker_lock = threading.Lock()
-        self._registered: WeakIdentityKeyDictionary[Workflow, RegisteredWorkflow] = WeakIdentityKeyDictionary()
+        self._registered: WeakIdentityKeyDictionary[Workflow, tuple[int, RegisteredWorkflow]] = (
+            WeakIdentityKeyDictionary()
+        )
+        """Per instance: its registration, and the class's step version it was made at."""
         self._adapters: weakref.WeakValueDictionary[str, TemporalExternalAdapter] = weakref.WeakValueDictionary()
         self._server_store: Any = None
 
@@ -351,13 +418,16 @@ class TemporalRuntime(Runtime):
             workflow_run_fn=_not_a_run_function,
             steps={name: _step_stub(name) for name in workflow._get_steps()},
         )
-        self._registered[workflow] = registered
+        self._registered[workflow] = (type(workflow)._step_functions_version, registered)
         self._hosted.add(workflow)
         _registry.remember(workflow, self.step_options)
         return registered
 
     def get_registered(self, workflow: Workflow) -> RegisteredWorkflow | None:
-        return self._registered.get(workflow)
+        found = self._registered.get(workflow)
+        if found is None or found[0] != type(workflow)._step_functions_version:
+            return None  # a step added to the class since (@step(workflow=...)): registered again, with it
+        return found[1]
 
     # -- connection and in-process worker ---------------------------------------------------------
     def _loop_state(self) -> _LoopState:
@@ -389,7 +459,7 @@ class TemporalRuntime(Runtime):
         from temporal_workflows.temporal._worker.plugin import data_converter
 
         config = self._connection if self._connection is not None else ConnectionConfig.from_env()
-        return await config.connect(data_converter=data_converter(EncryptionCodec.from_env()))
+        return await config.connect(data_converter=data_converter(EncryptionCodec.from_env()), runtime=_sdk_runtime())
 
     def build_id(self) -> str:
         """This process's worker build id: the ``workflows`` version and the shapes of the workflows built
@@ -467,7 +537,19 @@ class TemporalRuntime(Runtime):
         if self.hosts_worker:
             await self.client()
 
+    def call_sync(self, fn: Callable[[Client], Awaitable[_T]], timeout: float = SYNC_CALL_TIMEOUT_SECONDS) -> _T:
+        """Run ``fn(client)`` to completion from synchronous code (even inside a running event loop)."""
+        with self._worker_lock:
+            if self._sync_calls is None:
+                self._sync_calls = _SyncCalls(self)
+            calls = self._sync_calls
+        return calls.call(fn, timeout)
+
     async def destroy(self) -> None:
+        with self._worker_lock:
+            calls, self._sync_calls = self._sync_calls, None
+        if calls is not None:
+            calls.stop()
         with self._worker_lock:
             thread, self._worker_thread = self._worker_thread, None
         if thread is not None:
@@ -501,17 +583,48 @@ class TemporalRuntime(Runtime):
             init_state=init_state.to_serialized(active).model_dump(mode="json"),
             store=store.checkpoint().to_dict(),
             idle_release_after_ticks=self.idle_release_after_ticks,
+            instrument_tags=_caller_tags(),
         )
         adapter = TemporalExternalAdapter(self, run_id, active, inp.store, init_state, workflow)
         loop = asyncio.get_running_loop()
-        adapter.started = loop.create_task(self._start(run_id, inp))
+        adapter.started = loop.create_task(self._start(run_id, inp, workflow))
         self._adapters[run_id] = adapter
         if is_server_runtime(workflow.runtime):
             # Served by llama-agents-server: its store learns the run's events from here (_server.py).
             adapter.mirror = loop.create_task(mirror_into_server(workflow, adapter))
         return adapter
 
-    async def _start(self, run_id: str, inp: RunInput) -> WorkflowHandle[Any, RunOutput]:
+    async def _start(self, run_id: str, inp: RunInput, workflow: Workflow) -> WorkflowHandle[Any, RunOutput]:
+        """Start the run; with ``num_concurrent_runs`` set, once fewer than that many runs of this
+        workflow instance started here are going, as ``BasicRuntime`` holds a run back until then."""
+        limit = workflow._num_concurrent_runs
+        if limit is None:
+            return await self._start_execution(run_id, inp)
+        state = self._loop_state()
+        sem = state.run_limits.get(workflow)
+        if sem is None:
+            sem = asyncio.Semaphore(limit)
+            state.run_limits[workflow] = sem
+        await sem.acquire()
+        try:
+            handle = await self._start_execution(run_id, inp)
+        except BaseException:
+            sem.release()
+            raise
+
+        async def release_when_done() -> None:
+            try:
+                with contextlib.suppress(Exception):
+                    await handle.result()
+            finally:
+                sem.release()
+
+        task = asyncio.get_running_loop().create_task(release_when_done())
+        state.releasing.add(task)
+        task.add_done_callback(state.releasing.discard)
+        return handle
+
+    async def _start_execution(self, run_id: str, inp: RunInput) -> WorkflowHandle[Any, RunOutput]:
         client = await self.client()
         return await client.start_workflow(
             WORKFLOW_TYPE,
@@ -570,6 +683,8 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         self._result: StopEvent | None = None
         self._error: BaseException | None = None
         self._done = False
+        self._live: BrokerState | None = None
+        self._final_read = False
 
     @classmethod
     def attach(cls, runtime: TemporalRuntime, run_id: str) -> TemporalExternalAdapter:
@@ -585,6 +700,8 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         self._result = None
         self._error = None
         self._done = False
+        self._live = None
+        self._final_read = False
         self._store = {}  # the run's own, once read; queried from the run while it goes
         self.started = asyncio.get_running_loop().create_task(self._attach())
         return self
@@ -616,10 +733,23 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         return self._run_id
 
     async def send_event(self, tick: WorkflowTick) -> None:
+        event = getattr(tick, "event", None)
+        if isinstance(event, Event):
+            # Its class may be one no step declares (what a wait_for_event waits for) and that cannot be
+            # imported by name (defined in a function, or in a program run by runpy): the run reads it
+            # back in this process by the name its record carries.
+            _registry.note_type(event)
         await self.started
         client = await self._runtime.client()
         # By workflow id only: the run may have continued as new since it started.
-        await client.get_workflow_handle(self._run_id).signal(TICK_SIGNAL, self._serializer.serialize(tick))
+        try:
+            await client.get_workflow_handle(self._run_id).signal(TICK_SIGNAL, self._serializer.serialize(tick))
+        except RPCError as e:
+            if e.status != RPCStatusCode.NOT_FOUND or "already completed" not in str(e):
+                raise
+            # Under the default runtime a run that has ended ignores what it is sent (a cancel_run() or
+            # ctx.shutdown() after the result, say): so here, rather than failing the caller.
+            _log.info("run %s has ended: %s not delivered", self._run_id, type(tick).__name__)
 
     async def stream_published_events(self) -> AsyncGenerator[Event, None]:
         await self.started
@@ -630,6 +760,8 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
             [EVENTS_TOPIC], 0, result_type=str, poll_cooldown=timedelta(milliseconds=20)
         ):
             event = _wire.decode_event(serializer, item.data)
+            if isinstance(event, StopEvent):
+                event = _wire.resolve_in_process(event, strict=False)
             yield event
             if isinstance(event, StopEvent):
                 return
@@ -705,6 +837,11 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         if out.stop_result_typed and type(stop) is StopEvent and isinstance(self._serializer, JsonSerializer):
             with self._serializer.validation_context():
                 stop = StopEvent(result=_wire.decode_result(self._serializer, out.model_dump()))
+        try:
+            stop = _wire.resolve_in_process(stop, strict=True)
+        except WorkflowRuntimeError as e:
+            self._error, self._done = e, True
+            raise
         self._result, self._done = stop, True
         return stop
 
@@ -712,7 +849,11 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         cause = e.cause
         if isinstance(cause, ApplicationError) and (cause.type or "").startswith(RESULT_ERROR_TYPE):
             details = cause.details[0] if cause.details else {}
-            return _rebuild(str(details.get("exception_type", "")), str(details.get("exception_message", "")))
+            return _rebuild(
+                str(details.get("exception_type", "")),
+                str(details.get("exception_message", "")),
+                details.get("exception_state"),
+            )
         if isinstance(cause, (CancelledError, TerminatedError)):
             return WorkflowCancelledByUser(f"the run was {type(cause).__name__.removesuffix('Error').lower()}")
         if isinstance(cause, TimeoutError):
@@ -725,7 +866,66 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
     # -- snapshots (ctx.to_dict(), running_steps()) ------------------------------------------------
     @property
     def init_state(self) -> BrokerState:
-        return self._init_state
+        """The state ``replay()``'s ticks start from: while the run goes, its state now (``replay()`` is
+        then empty); once it has ended, its start state or final state (see ``_get_result``)."""
+        live = self.live_snapshot()
+        return live if live is not None else self._init_state
+
+    def live_snapshot(self) -> BrokerState | None:
+        """While the run goes (or once it has ended with an error, whose result carries no state): its
+        broker state and store now, by a query (``SNAPSHOT_QUERY``).
+
+        Under the default runtime ``handler.ctx.to_dict()`` folds the run's live journal, so a context
+        saved while a step runs (or a human is awaited) resumes there, with the steps already done not
+        run again. The journal here is in the run, so the run answers a query; ``to_dict()`` is
+        synchronous, so the query blocks the caller for its round trip. One ``to_dict()`` reads one
+        snapshot: the store it writes and the state match. ``None`` once the run has ended, or when the
+        run cannot answer (it has not started, no worker answers in time): then the start state stands.
+        """
+        if (self._done and (self._error is None or self._final_read)) or not hasattr(self, "_workflow"):
+            return None  # a run that completed returned its final state (``_get_result``)
+        if self._live is not None:
+            return self._live
+        if temporal_activity.in_activity():
+            # A step (a nested run's handler): blocking the worker's loop for a query that loop may have
+            # to answer would stall it. The start state stands, as before.
+            return None
+        try:
+            snap = self._runtime.call_sync(
+                lambda client: client.get_workflow_handle(self._run_id).query(
+                    SNAPSHOT_QUERY, rpc_timeout=timedelta(seconds=SYNC_CALL_TIMEOUT_SECONDS)
+                )
+            )
+            state = snap.get("init_state") if isinstance(snap, dict) else None
+            if state is None:
+                return None
+            live = BrokerState.from_serialized(
+                SerializedContext.model_validate(state), self._workflow, self._serializer
+            )
+        except Exception as e:
+            _log.warning(
+                "run %s: its state now could not be read (%s: %s); the start state stands",
+                self._run_id,
+                type(e).__name__,
+                e,
+            )
+            return None
+        if isinstance(snap.get("store"), dict):
+            self._store = snap["store"]
+        if self._done:
+            # It ended with an error (a step's, a timeout, cancel_run()): its state is final, and kept
+            # "running" by LlamaIndex's reducer so that a context saved now resumes the run.
+            self._init_state, self._ticks, self._final_read = live, [], True
+            return live
+        self._live = live
+        with contextlib.suppress(RuntimeError):  # outside a loop nothing is cached past this call
+            asyncio.get_running_loop().call_soon(self._forget_live)
+            return live
+        self._live = None
+        return live
+
+    def _forget_live(self) -> None:
+        self._live = None
 
     def replay(self) -> list[WorkflowTick]:
         """The run's ticks: all of them once the run has ended (a running run's journal is on the worker)."""
@@ -749,8 +949,21 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         asyncio.get_running_loop().create_task(terminate())
 
 
-def _rebuild(type_name: str, message: str) -> BaseException:
-    """The exception the run ended with, as LlamaIndex raises it (the same class when importable)."""
+def _caller_tags() -> dict[str, Any]:
+    """The LlamaIndex instrument tags around ``run()`` that plain JSON carries (the run id is the run's own)."""
+    tags: dict[str, Any] = {}
+    for k, v in active_instrument_tags.get().items():
+        if k != "llamaindex.run_id" and isinstance(k, str) and (v is None or isinstance(v, str | int | float | bool)):
+            tags[k] = v
+    return tags
+
+
+def _rebuild(type_name: str, message: str, state: Any = None) -> BaseException:
+    """The exception the run ended with, as LlamaIndex raises it (the same class when importable, with
+    the step's own args and attributes when they were recorded)."""
+    exact = _wire.rebuild_exception(None, type_name, message, state)
+    if exact is not None:
+        return exact
     try:
         cls = import_module_from_qualified_name(type_name)
         if isinstance(cls, type) and issubclass(cls, BaseException):

@@ -25,6 +25,7 @@ from workflows.context.state_store import (
     decode_seed_state,
 )
 from workflows.context.utils import get_qualified_name, import_module_from_qualified_name
+from workflows.errors import WorkflowRuntimeError
 from workflows.events import Event, StopEvent, _deserialize_exception, _serialize_exception
 from workflows.runtime.types.results import (
     AddCollectedEvent,
@@ -124,6 +125,9 @@ def _resolve_class(serializer: BaseSerializer, qualified_name: str) -> Any:
 
 
 def _encode_waiter(serializer: BaseSerializer, w: StepWorkerWaiter[Any]) -> dict[str, Any]:
+    from temporal_workflows.llama._runtime_temporal._registry import note_class
+
+    note_class(w.waiting_for_event)  # a class defined in a function: read back by name in this process
     return {
         "waiter_id": w.waiter_id,
         "event": encode_event(serializer, w.event),
@@ -538,7 +542,14 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
     encoded = []
     for item in outputs:
         kind = "sent" if isinstance(item, SentEvent) else item.type
-        entry: dict[str, Any] = {"kind": kind, "data": item.model_dump(mode="json")}
+        try:
+            data = item.model_dump(mode="json")
+        except Exception:
+            kept = _keep_result_in_process(item)
+            if kept is None:
+                raise
+            item, data = kept, kept.model_dump(mode="json")
+        entry: dict[str, Any] = {"kind": kind, "data": data}
         if getattr(serializer, "reads_exact_form", False):
             add_exact_forms(item, entry["data"], serializer)  # type: ignore[arg-type]
         if (
@@ -548,6 +559,16 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
             and item.result.result is not None
         ):
             entry.update(encode_result(serializer, item.result.result))
+        if isinstance(item, StepWorkerFailed):
+            state = exception_state(item.exception)
+            if state is not None:
+                entry["exception_state"] = state
+        if isinstance(item, AddWaiter):
+            from temporal_workflows.llama._runtime_temporal._registry import note_class
+
+            # The class it waits for is recorded by name: one defined in a function (a test, a notebook
+            # cell), which nothing else declares, is read back by that name in this process.
+            note_class(item.event_type)
         if isinstance(item, AddWaiter) and item.requirements and isinstance(serializer, JsonSerializer):
             # AddWaiter's own dump writes its requirements as {} (has_requirements=True), and a waiter with
             # no requirements takes any event of its type: they go beside it, as JSON, when they can.
@@ -562,6 +583,44 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
     return encoded
 
 
+IN_PROCESS_KEY = "__in_process_result"
+"""A ``StopEvent``'s result that JSON cannot carry, kept in the process that made it: ``{key: token}``."""
+
+
+def _keep_result_in_process(item: StepWorkerOutput) -> StepWorkerResult | None:
+    """A plain ``StopEvent`` whose result JSON cannot carry (LlamaIndex's feature walkthrough returns a
+    ``Resource``, a DB connection): its result stays in this process, and the wire carries a token."""
+    if not (isinstance(item, StepWorkerResult) and type(item.result) is StopEvent):
+        return None
+    from temporal_workflows.llama._runtime_temporal._registry import keep_in_process
+
+    token = keep_in_process(item.result.result)
+    return item.model_copy(update={"result": StopEvent(result={IN_PROCESS_KEY: token})})
+
+
+def resolve_in_process(stop: StopEvent, *, strict: bool) -> StopEvent:
+    """``stop`` with a result kept in process (``_keep_result_in_process``) given back as the object.
+
+    Made in another process (a worker elsewhere) or no longer kept, it cannot be: ``strict`` raises a
+    ``WorkflowRuntimeError`` saying so (``await handler``); otherwise ``stop`` stays as it is (the stream).
+    """
+    result = stop.result if type(stop) is StopEvent else None
+    if not (isinstance(result, dict) and len(result) == 1 and isinstance(result.get(IN_PROCESS_KEY), str)):
+        return stop
+    from temporal_workflows.llama._runtime_temporal._registry import in_process
+
+    found, value = in_process(result[IN_PROCESS_KEY])
+    if found:
+        return StopEvent(result=value)
+    if strict:
+        raise WorkflowRuntimeError(
+            "the run's result cannot be serialized, and it was made in another process (or too long ago): "
+            "only a caller in the worker's own process (worker=True) gets such a result back; return a "
+            "value JSON can carry"
+        )
+    return stop
+
+
 def decode_outputs(serializer: BaseSerializer, data: list[dict[str, Any]]) -> list[StepWorkerOutput]:
     out: list[StepWorkerOutput] = []
     with serializer.validation_context():
@@ -571,9 +630,74 @@ def decode_outputs(serializer: BaseSerializer, data: list[dict[str, Any]]) -> li
             if ("stop_result" in item or "stop_result_tagged" in item) and isinstance(serializer, JsonSerializer):
                 typed = StopEvent(result=decode_result(serializer, item))
                 decoded = decoded.model_copy(update={"result": typed})
+            if "exception_state" in item and isinstance(decoded, StepWorkerFailed):
+                exact = rebuild_exception(
+                    serializer,
+                    str(item["data"]["exception"]["exception_type"]),
+                    str(item["data"]["exception"]["exception_message"]),
+                    item["exception_state"],
+                )
+                if exact is not None:
+                    decoded = decoded.model_copy(update={"exception": exact})
             if "requirements" in item and isinstance(serializer, JsonSerializer):
                 decoded = decoded.model_copy(
                     update={"requirements": serializer.deserialize_value(item["requirements"])}
                 )
             out.append(decoded)  # type: ignore[arg-type]
     return out
+
+
+MAX_EXCEPTION_STATE_CHARS = 16_384
+"""An exception's args and attributes travel beside LlamaIndex's record of it up to this size."""
+
+
+def exception_state(e: BaseException) -> dict[str, Any] | None:
+    """An exception's ``args`` and attributes when plain JSON carries them, for ``rebuild_exception``.
+
+    LlamaIndex records an exception as its class name and ``str()`` only, and rebuilds it as
+    ``cls(str(e))``: another exception when the class takes other arguments (``KeyError('k')`` reads
+    ``"'k'"`` then, ``MyError(42, "bad")`` cannot be rebuilt at all and arrives as
+    ``UnreconstructedException``), and without its attributes (``e.code``).
+    """
+    from temporal_workflows.llama._runtime_temporal._registry import note_class
+
+    note_class(type(e))  # a class defined in a function is read back by name in this process
+    try:
+        state = {"args": list(e.args), "attrs": {k: v for k, v in vars(e).items() if not k.startswith("__")}}
+        text = json.dumps(state)
+        if len(text) > MAX_EXCEPTION_STATE_CHARS or json.loads(text) != state:
+            return None
+    except (TypeError, ValueError):
+        return None
+    return state
+
+
+def rebuild_exception(
+    serializer: BaseSerializer | None, type_name: str, message: str, state: Any
+) -> BaseException | None:
+    """The exception ``exception_state`` recorded, as the step raised it: its class, its ``args`` and its
+    attributes (its ``__init__`` is not called again: it may take other arguments than it passed on),
+    when the class resolves (importable, declared, or seen in this process) and the result reads as the
+    recorded message. ``None`` otherwise (LlamaIndex's own rebuild then stands)."""
+    if not (isinstance(state, dict) and isinstance(state.get("args"), list) and isinstance(state.get("attrs"), dict)):
+        return None
+    try:
+        if type_name.startswith("builtins."):
+            import builtins
+
+            cls = getattr(builtins, type_name.removeprefix("builtins."))
+        elif serializer is not None:
+            cls = _resolve_class(serializer, type_name)
+        else:
+            from temporal_workflows.llama._runtime_temporal._registry import seen_type
+
+            cls = seen_type(type_name) or import_module_from_qualified_name(type_name)
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            return None
+        exc = cls.__new__(cls, *state["args"])
+        exc.args = tuple(state["args"])
+        for k, v in state["attrs"].items():
+            setattr(exc, k, v)
+    except Exception:
+        return None
+    return exc if str(exc) == message else None

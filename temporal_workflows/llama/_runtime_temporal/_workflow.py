@@ -94,6 +94,7 @@ with workflow.unsafe.imports_passed_through():
         PATCH_STEP_BATCHES,
         PATCH_TYPED_STOP_RESULT,
         RESULT_ERROR_TYPE,
+        SNAPSHOT_QUERY,
         STATE_QUERY,
         STEP_SEND_SIGNAL,
         STEP_STREAM_SIGNAL,
@@ -126,9 +127,13 @@ def decode_tick(serializer: BaseSerializer, data: str) -> WorkflowTick:
     return tick
 
 
-def error_details(e: BaseException) -> dict[str, str]:
+def error_details(e: BaseException) -> dict[str, Any]:
     cls = type(e)
-    return {"exception_type": f"{cls.__module__}.{cls.__qualname__}", "exception_message": str(e)}
+    details: dict[str, Any] = {"exception_type": f"{cls.__module__}.{cls.__qualname__}", "exception_message": str(e)}
+    state = _wire.exception_state(e)
+    if state is not None:
+        details["exception_state"] = state  # the caller rebuilds the exception with it (_runtime._rebuild)
+    return details
 
 
 class WorkflowRunAdapter(InternalRunAdapter):
@@ -384,6 +389,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
             store=self._run.store,
             live_stream=self.live_stream and state.invocation_id is not None,
             live_sends=self.live_sends and self.live_stream and state.invocation_id is not None,
+            instrument_tags=self._input.instrument_tags or None,
         )
         size = len(inp.model_dump_json())
         if size > MAX_STEP_INPUT_CHARS:
@@ -803,6 +809,20 @@ class LlamaIndexRun:
     def state(self) -> dict[str, Any] | None:
         return self.store
 
+    @workflow.query(name=SNAPSHOT_QUERY)
+    def snapshot(self) -> dict[str, Any]:
+        """The run's broker state as its loop holds it now, and its store: what ``handler.ctx.to_dict()``
+        returns while the run goes, as the default runtime's handler folds its live journal. ``None``
+        for the state before the loop starts, or when the state cannot be serialized (child brokers)."""
+        adapter, state = self._adapter, None
+        runner = None if adapter is None else adapter.runner
+        if adapter is not None and runner is not None:
+            try:
+                state = runner.state.to_serialized(adapter._serializer).model_dump(mode="json")
+            except Exception:
+                state = None
+        return {"init_state": state, "store": self.store}
+
     @workflow.query(name="llama_completion_order")
     def completion_order(self) -> list[str]:
         return [] if self._adapter is None else list(self._adapter.completion_order)
@@ -936,6 +956,7 @@ class LlamaIndexRun:
                 init_state=state.to_serialized(serializer).model_dump(mode="json"),
                 store=self.store,
                 idle_release_after_ticks=inp.idle_release_after_ticks,
+                instrument_tags=inp.instrument_tags,
                 stream=self._stream.get_state(),
                 mailbox=[t for t in pending if '"idle_release"' not in t],
             )
