@@ -79,3 +79,21 @@ def test_an_op_whose_path_another_writer_removed_is_skipped() -> None:
 
 def test_no_store_no_change() -> None:
     assert LiveSends(base=None).take([{"op": "add", "path": "/x", "value": 1}]) == []
+
+
+def test_the_patch_bundle_stands_for_every_patch_a_run_asks_and_never_changes() -> None:
+    """New runs record one marker (``llama-runtime-patches-1``) for the seven patches older runs asked one by
+    one; the bundle's list is fixed (a later patch is asked on its own after it)."""
+    from temporal_workflows.llama._runtime_temporal import _protocol
+
+    asked = {v for k, v in vars(_protocol).items() if k.startswith("PATCH_") and k != "PATCH_BUNDLE"}
+    assert set(_protocol.PATCHES_BUNDLED) <= asked
+    assert _protocol.PATCHES_BUNDLED == (
+        "llama-runtime-step-batches",
+        "llama-runtime-collect-speculation",
+        "llama-runtime-live-stream",
+        "llama-runtime-typed-stop-result",
+        "llama-runtime-run-ahead",
+        "llama-runtime-settle-started",
+        "llama-runtime-live-sends",
+    )

@@ -49,6 +49,10 @@ BUILD: dict[str, Callable[[TemporalRuntime], Workflow]] = {
     "fan_out_settled": lambda rt: lw.FanOut(timeout=45, runtime=rt),
     # Recorded with a step's sends signalled while it runs, with its store writes (patch llama-runtime-live-sends).
     "live_sends": lambda rt: lw.SendsWhileWorking(timeout=60, runtime=rt),
+    # Recorded with one marker for every patch above (patch llama-runtime-patches-1), and a fan-out whose
+    # workers' batch also ran its join ahead (StepBatchInput.across_steps).
+    "chain_bundled": lambda rt: lw.Chain(timeout=30, runtime=rt),
+    "fan_out_across_steps": lambda rt: lw.FanOut(timeout=45, runtime=rt),
 }
 
 
@@ -67,6 +71,8 @@ async def _drive(name: str, wf: Workflow) -> str:
         "fan_out_speculated": {"n": 16},
         "fan_out_run_ahead": {"n": 16},
         "fan_out_settled": {"n": 16},
+        "fan_out_across_steps": {"n": 16},
+        "chain_bundled": {"x": 1},
         "human_in_loop": {"topic": "t"},
     }
     if name == "flaky":

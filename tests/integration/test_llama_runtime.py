@@ -622,6 +622,20 @@ async def test_a_steps_sends_reach_the_run_while_it_runs_with_its_store_writes(r
     await _replays(runtime, handler.run_id)
 
 
+async def test_a_new_run_records_one_patch_marker(runtime: TemporalRuntime) -> None:
+    """Each patch asked costs a marker and a search attribute upsert: a new run records the bundle alone
+    (``llama-runtime-patches-1``), and behaves as with every patch it stands for."""
+    handler = lw.Chain(timeout=30, runtime=runtime).run(x=1)
+    assert await handler == "done 2"
+    events = await _history_events(runtime, handler.run_id)
+    markers = [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in events
+        if e.HasField("marker_recorded_event_attributes")
+    ]
+    assert markers == ["llama-runtime-patches-1"]
+
+
 async def test_a_step_that_sends_and_returns_at_once_sends_with_its_result(runtime: TemporalRuntime) -> None:
     """A scatter (sends, then returns without waiting) delivers its sends with its result: no signal, so a
     fan-out costs no more history than before live sends."""

@@ -22,6 +22,8 @@ __all__ = [
     "DEFAULT_TASK_QUEUE",
     "EVENTS_TOPIC",
     "MAX_JOURNAL_CHARS",
+    "PATCHES_BUNDLED",
+    "PATCH_BUNDLE",
     "PATCH_COLLECT_SPECULATION",
     "LIVE_SEND_DELAY_SECONDS",
     "PATCH_LIVE_SENDS",
@@ -228,6 +230,21 @@ PATCH_LIVE_SENDS = "llama-runtime-live-sends"
 """Runs recorded before this delivered a step's ``ctx.send_event`` calls when the step ended; newer ones ask
 the step to signal them while it runs (``StepInput.live_sends``, ``STEP_SEND_SIGNAL``), as the default runtime
 delivers a send once the sending step yields."""
+
+PATCH_BUNDLE = "llama-runtime-patches-1"
+"""Runs started since this record this one marker, standing for every patch in :data:`PATCHES_BUNDLED`; runs
+recorded before it asked each of those (and replay as they were made). A patch made later is its own id, asked
+after the bundle; this list never changes."""
+
+PATCHES_BUNDLED = (
+    "llama-runtime-step-batches",
+    "llama-runtime-collect-speculation",
+    "llama-runtime-live-stream",
+    "llama-runtime-typed-stop-result",
+    "llama-runtime-run-ahead",
+    "llama-runtime-settle-started",
+    "llama-runtime-live-sends",
+)
 
 LIVE_SEND_DELAY_SECONDS = 0.05
 """A step's sends are signalled once it has been running this long after the first unsent one: a step that

@@ -86,6 +86,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_RUN_AHEAD_RUNS,
         MAX_STEP_INPUT_CHARS,
         MAX_TICK_CHARS,
+        PATCH_BUNDLE,
         PATCH_COLLECT_SPECULATION,
         PATCH_LIVE_SENDS,
         PATCH_LIVE_STREAM,
@@ -836,14 +837,20 @@ class LlamaIndexRun:
         serializer = llama_workflow.runtime.get_serializer(llama_workflow)
         raw = WorkflowRunAdapter(self, llama_workflow, serializer, inp, options)
         # Asked first, before any command, so a run's replay always finds its marker where it was made.
-        raw.batches = workflow.patched(PATCH_STEP_BATCHES)
-        raw.speculation = workflow.patched(PATCH_COLLECT_SPECULATION)
-        raw.live_stream = workflow.patched(PATCH_LIVE_STREAM)
-        typed_result = workflow.patched(PATCH_TYPED_STOP_RESULT)
-        raw.run_ahead = raw.batches and workflow.patched(PATCH_RUN_AHEAD)
-        # A new patch is asked after the others, so histories recorded before it replay as they were made.
-        raw.settle = raw.run_ahead and workflow.patched(PATCH_SETTLE_STARTED)
-        raw.live_sends = raw.live_stream and workflow.patched(PATCH_LIVE_SENDS)
+        if workflow.patched(PATCH_BUNDLE):
+            # A run started since the bundle: every patch of PATCHES_BUNDLED, for one marker (each patch asked
+            # costs a marker and a search attribute upsert in every run's history).
+            raw.batches = raw.speculation = raw.live_stream = raw.run_ahead = raw.settle = raw.live_sends = True
+            typed_result = True
+        else:
+            raw.batches = workflow.patched(PATCH_STEP_BATCHES)
+            raw.speculation = workflow.patched(PATCH_COLLECT_SPECULATION)
+            raw.live_stream = workflow.patched(PATCH_LIVE_STREAM)
+            typed_result = workflow.patched(PATCH_TYPED_STOP_RESULT)
+            raw.run_ahead = raw.batches and workflow.patched(PATCH_RUN_AHEAD)
+            # A new patch is asked after the others, so histories recorded before it replay as they were made.
+            raw.settle = raw.run_ahead and workflow.patched(PATCH_SETTLE_STARTED)
+            raw.live_sends = raw.live_stream and workflow.patched(PATCH_LIVE_SENDS)
         self._adapter = raw
         token = _registry.current_adapter.set(raw)
         try:
