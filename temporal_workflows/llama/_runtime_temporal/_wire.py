@@ -266,6 +266,18 @@ def _fields_of(cls: type[BaseModel]) -> dict[str, tuple[type, ...] | None] | Non
     return found
 
 
+def _static_fields(model: BaseModel) -> dict[str, tuple[type, ...] | None] | None:
+    """:func:`_fields_of` ``model``'s class, when the model has no dynamic fields either (pydantic extras, an
+    event's ``_data``): its dump is then its declared fields alone."""
+    fields = _fields_of(type(model))
+    if fields is None or getattr(model, "__pydantic_extra__", None):
+        return None
+    private = getattr(model, "__pydantic_private__", None)
+    if private and private.get("_data"):
+        return None
+    return fields
+
+
 def _dump_gives_back(model: BaseModel) -> bool:
     """Whether :func:`exact_form` of ``model`` is surely ``None``, told without dumping or validating it.
 
@@ -275,11 +287,8 @@ def _dump_gives_back(model: BaseModel) -> bool:
     and every other field's annotation names its value's exact type, so the dump validates back equal.
     Anything else (nested models, containers, ``_data`` extras) takes the full check.
     """
-    fields = _fields_of(type(model))
-    if fields is None or getattr(model, "__pydantic_extra__", None):
-        return False
-    private = getattr(model, "__pydantic_private__", None)
-    if private and private.get("_data"):
+    fields = _static_fields(model)
+    if fields is None:
         return False
     values = model.__dict__
     enums = False
@@ -309,11 +318,8 @@ def plain_key(model: BaseModel) -> tuple[Any, ...] | None:
     type. The loop publishes a ``StepStateChanged`` at every step start and end, mostly the same few over
     and over (step, state, worker slot, event name); the run records each distinct one once.
     """
-    fields = _fields_of(type(model))
-    if fields is None or getattr(model, "__pydantic_extra__", None):
-        return None
-    private = getattr(model, "__pydantic_private__", None)
-    if private and private.get("_data"):
+    fields = _static_fields(model)
+    if fields is None:
         return None
     values = model.__dict__
     key: list[Any] = [type(model)]
