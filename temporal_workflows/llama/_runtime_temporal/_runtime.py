@@ -489,17 +489,10 @@ class TemporalRuntime(Runtime):
             versioning = WorkerVersioning(deployment_name, build_id or self.build_id(), make_current=make_current)
             kwargs["deployment_config"] = versioning.deployment_config([])
             if make_current:
-
-                @contextlib.asynccontextmanager
-                async def promoting() -> AsyncIterator[None]:
-                    # Beside the worker, not before it: a server that wants pollers first gets them.
-                    task = asyncio.create_task(versioning.promote_when_ready(client, []))
-                    try:
-                        yield
-                    finally:
-                        task.cancel()
-
-                plugin = SimplePlugin("temporal_workflows.llama.versioning", run_context=promoting)
+                # Promoted beside the worker, as graph workers promote theirs (WorkerVersioning.promoting).
+                plugin = SimplePlugin(
+                    "temporal_workflows.llama.versioning", run_context=lambda: versioning.promoting(client, [])
+                )
                 kwargs["plugins"] = [*kwargs.get("plugins", ()), plugin]
         return Worker(
             client,

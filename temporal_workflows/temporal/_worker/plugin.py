@@ -7,7 +7,7 @@ only starts runs can use it without workflows.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import dataclasses
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
@@ -175,13 +175,13 @@ class TemporalWorkflowsPlugin(SimplePlugin):
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        promoting: asyncio.Task[bool] | None = None
-        if self.versioning is not None and self.versioning.make_current and self.graphs:
-            # Beside the worker, not before it: a server that wants pollers first gets them.
-            promoting = asyncio.create_task(self.versioning.promote_when_ready(worker.client, self.graphs))
+        promote = self.versioning is not None and self.versioning.make_current and self.graphs
         try:
-            await super().run_worker(worker, next)
+            async with (
+                self.versioning.promoting(worker.client, self.graphs)
+                if promote and self.versioning is not None
+                else contextlib.nullcontext()
+            ):
+                await super().run_worker(worker, next)
         finally:
-            if promoting is not None:
-                promoting.cancel()
             await evict_cached_runs(worker)  # spans of runs left mid-superstep close where they opened

@@ -23,9 +23,10 @@ runs the wrong edges.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -137,6 +138,16 @@ class WorkerVersioning:
                     return False
             await asyncio.sleep(delay)  # retry with backoff; the worker serves meanwhile
             delay = min(delay * 2, 5.0)
+
+    @contextlib.asynccontextmanager
+    async def promoting(self, client: Client, workflows: Sequence[Workflow]) -> AsyncIterator[None]:
+        """While a worker runs: promote this version beside it (:meth:`promote_when_ready`), not before it,
+        so a server that wants pollers first gets them; stopped with the worker."""
+        task = asyncio.create_task(self.promote_when_ready(client, workflows))
+        try:
+            yield
+        finally:
+            task.cancel()
 
     async def promote(self, client: Client, workflows: Sequence[Workflow]) -> None:
         """Make this worker's version the deployment's current one (before it polls: no pollers needed)."""
