@@ -82,6 +82,7 @@ from temporal_workflows.llama._runtime_temporal._server import is_server_runtime
 from temporal_workflows.llama._runtime_temporal._versioning import build_id_for
 from temporal_workflows.llama._runtime_temporal._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
 from temporal_workflows.temporal._client.connect import ConnectionConfig
+from temporal_workflows.temporal._exit import end_cleanly
 from temporal_workflows.temporal._worker.versioning import WorkerVersioning
 
 __all__ = ["TemporalRuntime"]
@@ -247,6 +248,7 @@ class _WorkerThread:
         self._worker: Worker | None = None
         self._thread = threading.Thread(target=self._main, name="temporal-llama-worker", daemon=True)
         self._thread.start()
+        _LIVE_WORKER_THREADS.add(self)
 
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -266,11 +268,32 @@ class _WorkerThread:
         await asyncio.wrap_future(self._ready)
 
     async def stop(self) -> None:
-        if self._worker is None:
+        await asyncio.to_thread(self.stop_blocking, 30)
+
+    def stop_blocking(self, timeout: float) -> None:
+        """Shut the worker down and wait (at most ``timeout`` seconds) for its thread to end."""
+        _LIVE_WORKER_THREADS.discard(self)
+        if self._worker is None or not self._thread.is_alive():
             return
         # The thread ends when the worker's run() returns, which its shutdown makes it do.
         asyncio.run_coroutine_threadsafe(self._worker.shutdown(), self._loop)
-        await asyncio.to_thread(self._thread.join, 30)
+        self._thread.join(timeout)
+
+
+_LIVE_WORKER_THREADS: weakref.WeakSet[_WorkerThread] = weakref.WeakSet()
+EXIT_SHUTDOWN_TIMEOUT_SECONDS = 10.0
+"""How long a program's exit waits for each in-process worker to shut down (steps still running are cancelled)."""
+
+
+def _stop_workers_at_exit() -> None:
+    """Shut down the in-process workers (``worker=True``) before the interpreter finalizes.
+
+    Their polls stay pending while the program runs, and their daemon threads are not stopped at exit: a
+    poll completing into a finalizing interpreter would abort the process (``temporal._exit``). Steps
+    still running are cancelled, and retried on another worker, as if this one died.
+    """
+    for thread in list(_LIVE_WORKER_THREADS):
+        thread.stop_blocking(EXIT_SHUTDOWN_TIMEOUT_SECONDS)
 
 
 _SDK_RUNTIME: list[SdkRuntime] = []
@@ -453,6 +476,7 @@ class TemporalRuntime(Runtime):
         return state.client
 
     async def _connect(self) -> Client:
+        end_cleanly(_stop_workers_at_exit)
         if self._client is not None:
             return self._client
         from temporal_workflows.temporal._codec import EncryptionCodec

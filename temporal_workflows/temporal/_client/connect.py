@@ -27,6 +27,7 @@ from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 from temporalio.service import TLSConfig
 
 from temporal_workflows._errors import WorkflowError
+from temporal_workflows.temporal._exit import end_cleanly
 
 __all__ = ["ENVIRONMENT_VARIABLES", "ConnectionConfig", "ConnectionConfigError"]
 
@@ -365,6 +366,7 @@ class ConnectionConfig:
         """
         if self.rpc_metadata and "rpc_metadata" not in kwargs:
             kwargs["rpc_metadata"] = dict(self.rpc_metadata)
+        end_cleanly()  # no abort at the process's exit (temporal/_exit.py)
         return await Client.connect(
             self.address,
             namespace=self.namespace,
