@@ -61,6 +61,7 @@ from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._client.client import RunHandle, get_run, start_run
 from temporal_workflows.temporal._client.devserver import start_dev_server
 from temporal_workflows.temporal._codec import EncryptionCodec
+from temporal_workflows.temporal._exit import end_cleanly
 from temporal_workflows.temporal._worker.plugin import TemporalWorkflowsPlugin
 
 __all__ = ["GraphTestEnvironment", "find_test_server", "graph_test_environment"]
@@ -164,6 +165,7 @@ class GraphTestEnvironment:
         """
         plugin = cls._plugin(workflows, checkpoint_storage, encryption, tracing)
         path = test_server_existing_path or find_test_server()
+        end_cleanly()  # no abort at the process's exit (temporal/_exit.py)
         try:
             env = await WorkflowEnvironment.start_time_skipping(
                 plugins=[plugin], test_server_existing_path=path, runtime=quiet_runtime()

@@ -11,6 +11,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
 from temporal_workflows._errors import WorkflowError
+from temporal_workflows.temporal._exit import end_cleanly
 from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE
 
 __all__ = ["DEV_SERVER_EXTRA", "DevServerError", "free_port", "port_free", "start_dev_server", "temporal_cli_path"]
@@ -99,6 +100,7 @@ async def start_dev_server(
             )
     if db_filename:
         Path(db_filename).parent.mkdir(parents=True, exist_ok=True)
+    end_cleanly()  # no abort at the process's exit (temporal/_exit.py)
     return await WorkflowEnvironment.start_local(
         ip="127.0.0.1",
         port=port or free_port(),
