@@ -249,6 +249,7 @@ class _WorkerThread:
         self._thread = threading.Thread(target=self._main, name="temporal-llama-worker", daemon=True)
         self._thread.start()
         _LIVE_WORKER_THREADS.add(self)
+        end_cleanly(_stop_workers_at_exit)
 
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -476,7 +477,7 @@ class TemporalRuntime(Runtime):
         return state.client
 
     async def _connect(self) -> Client:
-        end_cleanly(_stop_workers_at_exit)
+        end_cleanly()  # a client given too: no abort at the process's exit (temporal/_exit.py)
         if self._client is not None:
             return self._client
         from temporal_workflows.temporal._codec import EncryptionCodec
