@@ -8,6 +8,8 @@
     temporal-workflows send ID EXECUTOR_ID JSON [--signal] | close ID
     temporal-workflows checkpoint ID [--label L] | checkpoints ID
     temporal-workflows reset ID [--to CHECKPOINT_ID | --input JSON] | fork CHECKPOINT_ID --from ID --id NEW_ID
+    temporal-workflows schedule create MODULE:ATTR --cron "0 9 * * 1-5" --input JSON [--overlap skip]
+    temporal-workflows schedule list | describe ID | pause ID | unpause ID | trigger ID | delete ID
     temporal-workflows graph MODULE:ATTR [--format mermaid|dot|html|svg|png] [-o FILE]
     temporal-workflows codec-server [--port 8081] [--origin URL]
     temporal-workflows console [--workflow MODULE:ATTR ...] [--port 8080]   a web console for people in the loop
@@ -52,6 +54,7 @@ from temporal_workflows._cli._errors import (
 from temporal_workflows._cli._llama import load_llama, run_llama
 from temporal_workflows._cli._options import add_server_arguments
 from temporal_workflows._cli._render import _LLAMA_STOP, CompactView, DetailedView, JsonView, View, watch
+from temporal_workflows._cli._schedules import add_schedule_arguments, schedule_command, schedule_input
 from temporal_workflows._cli._worker import add_dev_arguments, add_worker_arguments, serve
 from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, WorkflowError, library_account
 from temporal_workflows._graph.checkstart import check_start_message
@@ -60,6 +63,7 @@ from temporal_workflows._version import __version__
 from temporal_workflows.temporal._client.client import RunHandle, fork, get_run, start_run
 from temporal_workflows.temporal._client.connect import ConnectionConfig, ConnectionConfigError
 from temporal_workflows.temporal._client.devserver import DevServerError
+from temporal_workflows.temporal._client.schedules import SCHEDULED_BY_ATTRIBUTE
 from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError
 from temporal_workflows.temporal._tracing import flush_tracing
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
@@ -163,6 +167,10 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     fork_cmd.add_argument("--id", required=True, dest="new_id", help="workflow id of the new run")
     fork_cmd.add_argument("--task-queue", default=None, help="default: the source run's task queue")
     fork_cmd.add_argument("--allow-signature-mismatch", action="store_true")
+    schedule = sub.add_parser(
+        "schedule", parents=after, help="runs on a Temporal Schedule: create, list, describe, pause, trigger, delete"
+    )
+    add_schedule_arguments(schedule, after)
     graph = sub.add_parser(
         "graph", parents=after, help="draw a graph: Mermaid or DOT text, an HTML page, or an SVG/PNG picture (Graphviz)"
     )
@@ -382,6 +390,9 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
                 check_start_message(target, message)  # before connecting: a misspelled field is said at once
             except InvalidRunInputError as e:
                 raise CliError(str(e), hint=f"the graph's shape: {prog} graph {spec}", code=EXIT_USAGE) from None
+    scheduled: tuple[Any, Any] = (None, None)
+    if args.command == "schedule" and args.schedule_command == "create":
+        scheduled = schedule_input(args, prog)  # before connecting: a wrong graph or input is said at once
     try:
         client = await config.connect(plugins=[TemporalWorkflowsPlugin()])
     except RuntimeError as e:
@@ -416,6 +427,9 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
                     file=sys.stderr,
                 )
         return 0
+    if args.command == "schedule":
+        _print(await schedule_command(args, client, *scheduled, prog))
+        return 0
     if args.command == "fork":
         args.id = args.source
     handle = get_run(client, args.id)
@@ -428,6 +442,9 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
         }
         if desc.close_time is not None:
             info["closed_at"] = desc.close_time.isoformat()
+        scheduled_by = desc.search_attributes.get(SCHEDULED_BY_ATTRIBUTE)
+        if scheduled_by:
+            info["scheduled_by"] = scheduled_by[0]
         if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
             info.update(await handle.status())
         elif desc.status == WorkflowExecutionStatus.FAILED:

@@ -20,6 +20,10 @@ JSON routes (all behind :class:`~._console.gate.Gate`):
   the one the run keeps of the graph it pinned (its ``topology`` query), else that of the graph given with
   ``--workflow``, else none and ``picture_note`` saying why.
 - ``GET /api/runs/{id}/events``: the run's events over SSE, batched.
+- ``GET /api/schedules``: the namespace's schedules (``schedule_json``: id,
+  graph, calendar, paused, next and recent runs); a run a schedule started
+  says so in ``GET /api/runs/{id}`` (``scheduled_by``, Temporal's
+  ``TemporalScheduledById`` search attribute).
 - ``POST /api/runs/{id}/requests/{request_id}`` ``{"response": ...}`` or
   ``{"approve": true|false}`` (a tool approval in one click).
 - ``POST /api/runs/{id}/reset`` ``{"checkpoint_id": ...}`` (or none: clean),
@@ -68,6 +72,7 @@ from temporal_workflows._graph.viz import mermaid_node_ids, to_mermaid
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._live import LiveEvent
 from temporal_workflows.temporal._client.client import RunHandle, get_run, start_run
+from temporal_workflows.temporal._client.schedules import SCHEDULED_BY_ATTRIBUTE, list_schedules
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._protocol import MAX_ID_CHARS, STATUS_SEARCH_ATTRIBUTE
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
@@ -83,6 +88,7 @@ MAX_PAGE_SIZE = 200
 EVENT_BATCH = 500
 """Events sent in one SSE message at most (a run emitting fast is followed in batches, not event by event)."""
 _STATUS_KEY = SearchAttributeKey.for_keyword(STATUS_SEARCH_ATTRIBUTE)
+_SCHEDULED_BY_KEY = SearchAttributeKey.for_keyword(SCHEDULED_BY_ATTRIBUTE)
 _SAFE_VALUE = re.compile(r"[^'\"\\\x00-\x1f]{1,200}")
 
 
@@ -360,6 +366,7 @@ def make_app(
                     "start_time": _iso(ex.start_time),
                     "close_time": _iso(ex.close_time),
                     "task_queue": ex.task_queue,
+                    "scheduled_by": ex.typed_search_attributes.get(_SCHEDULED_BY_KEY),
                 }
             )
         next_token = it.next_page_token
@@ -409,6 +416,7 @@ def make_app(
                 "start_time": _iso(desc.start_time),
                 "close_time": _iso(desc.close_time),
                 "task_queue": desc.task_queue,
+                "scheduled_by": desc.typed_search_attributes.get(_SCHEDULED_BY_KEY),
                 "status": status,
                 "pending_requests": pending if isinstance(pending, list) else [],
                 "state": state,
@@ -456,6 +464,9 @@ def make_app(
                     await reader
 
         return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-store"})
+
+    async def schedules(request: Request) -> Response:
+        return JSONResponse({"schedules": await list_schedules(await client(), limit=MAX_PAGE_SIZE)})
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -537,6 +548,7 @@ def make_app(
         Route("/login", login, methods=["GET", "POST"]),
         Route("/api/info", guarded(info)),
         Route("/api/runs", guarded(runs)),
+        Route("/api/schedules", guarded(schedules)),
         Route("/api/runs/{run_id:path}/events", guarded(events)),
         Route("/api/runs/{run_id:path}/requests/{request_id}", guarded(answer), methods=["POST"]),
         Route("/api/runs/{run_id:path}/reset", guarded(reset), methods=["POST"]),

@@ -106,6 +106,7 @@ __all__ = [
     "fork",
     "get_run",
     "send_or_start",
+    "start_input",
     "start_run",
 ]
 
@@ -828,6 +829,57 @@ def get_run(client: Client, workflow_id: str) -> RunHandle:
     return RunHandle(client.get_workflow_handle(workflow_id), client)
 
 
+def start_input(
+    workflow: Workflow | str,
+    message: Any = None,
+    *,
+    keep_alive: bool = False,
+    checkpoint_every: int | None = None,
+    max_history_events: int | None = None,
+    max_steps_in_flight: int | None = None,
+    stream: bool | None = None,
+    function_invocation_kwargs: Mapping[str, Any] | None = None,
+    client_kwargs: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The start input of a run (``RunInput`` as JSON), checked as :func:`start_run` checks it.
+
+    The one builder of a run's start input: :func:`start_run` sends it, and a
+    schedule (:func:`~temporal_workflows.temporal._client.schedules.create_schedule`)
+    starts every run with it, so a scheduled run starts exactly as one
+    started by hand. The arguments are :func:`start_run`'s.
+
+    Raises:
+        PayloadTooLargeError: the start message is too large for one Temporal payload.
+        InvalidRunInputError: ``workflow`` is a graph and the message fits no handler of its start executor.
+        ValueError: an option out of range.
+    """
+    if not isinstance(workflow, str) and message is not None:
+        check_start_message(workflow, message)  # a misspelled field is named here, before the run starts
+    env = encode(message, what="start message")
+    check_payload(env.data, what="start message")
+    arg: dict[str, Any] = {"message": env.data}
+    if env.type is not None:
+        arg["message_type"] = env.type
+    if keep_alive:
+        arg["keep_alive"] = True
+    if checkpoint_every is not None:
+        if checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be 0 or positive, not {checkpoint_every}")
+        arg["checkpoint_every"] = checkpoint_every
+    if max_history_events is not None:
+        arg["max_history_events"] = max_history_events
+    if max_steps_in_flight is not None:
+        if not 1 <= max_steps_in_flight <= MAX_STEPS_IN_FLIGHT:
+            raise ValueError(f"max_steps_in_flight must be 1 to {MAX_STEPS_IN_FLIGHT}, not {max_steps_in_flight}")
+        arg["max_steps_in_flight"] = max_steps_in_flight
+    if stream is not None:
+        arg["stream"] = stream
+    kwargs = invocation_kwargs(function_invocation_kwargs, client_kwargs)
+    if kwargs:
+        arg["invocation_kwargs"] = kwargs
+    return arg
+
+
 async def start_run(
     client: Client,
     workflow: Workflow | str,
@@ -873,30 +925,17 @@ async def start_run(
             handler of its start executor, naming the fields that failed.
     """
     name = _graph_name(workflow)
-    if not isinstance(workflow, str) and message is not None:
-        check_start_message(workflow, message)  # a misspelled field is named here, before the run starts
-    env = encode(message, what="start message")
-    check_payload(env.data, what="start message")
-    arg: dict[str, Any] = {"message": env.data}
-    if env.type is not None:
-        arg["message_type"] = env.type
-    if keep_alive:
-        arg["keep_alive"] = True
-    if checkpoint_every is not None:
-        if checkpoint_every < 0:
-            raise ValueError(f"checkpoint_every must be 0 or positive, not {checkpoint_every}")
-        arg["checkpoint_every"] = checkpoint_every
-    if max_history_events is not None:
-        arg["max_history_events"] = max_history_events
-    if max_steps_in_flight is not None:
-        if not 1 <= max_steps_in_flight <= MAX_STEPS_IN_FLIGHT:
-            raise ValueError(f"max_steps_in_flight must be 1 to {MAX_STEPS_IN_FLIGHT}, not {max_steps_in_flight}")
-        arg["max_steps_in_flight"] = max_steps_in_flight
-    if stream is not None:
-        arg["stream"] = stream
-    kwargs = invocation_kwargs(function_invocation_kwargs, client_kwargs)
-    if kwargs:
-        arg["invocation_kwargs"] = kwargs
+    arg = start_input(
+        workflow,
+        message,
+        keep_alive=keep_alive,
+        checkpoint_every=checkpoint_every,
+        max_history_events=max_history_events,
+        max_steps_in_flight=max_steps_in_flight,
+        stream=stream,
+        function_invocation_kwargs=function_invocation_kwargs,
+        client_kwargs=client_kwargs,
+    )
     handle = await client.start_workflow(
         name, arg, id=id or f"{name}-{uuid.uuid4().hex[:12]}", task_queue=task_queue, result_type=dict
     )
