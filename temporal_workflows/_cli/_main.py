@@ -5,7 +5,7 @@
     temporal-workflows run MODULE:ATTR --input JSON [--follow | --json] [--id ID] [--no-wait]
     temporal-workflows status ID | events ID [--json] | requests ID
     temporal-workflows respond ID REQUEST_ID JSON [--signal]
-    temporal-workflows send ID EXECUTOR_ID JSON [--signal] | close ID
+    temporal-workflows send ID EXECUTOR_ID JSON [--signal] [--policy enqueue|reject|interrupt|rollback] | close ID
     temporal-workflows checkpoint ID [--label L] | checkpoints ID
     temporal-workflows reset ID [--to CHECKPOINT_ID | --input JSON] | fork CHECKPOINT_ID --from ID --id NEW_ID
     temporal-workflows schedule create MODULE:ATTR --cron "0 9 * * 1-5" --input JSON [--overlap skip]
@@ -56,6 +56,7 @@ from temporal_workflows._cli._options import add_server_arguments
 from temporal_workflows._cli._render import _LLAMA_STOP, CompactView, DetailedView, JsonView, View, watch
 from temporal_workflows._cli._schedules import add_schedule_arguments, schedule_command, schedule_input
 from temporal_workflows._cli._worker import add_dev_arguments, add_worker_arguments, serve
+from temporal_workflows._engine.inbound import CONCURRENT_INPUT
 from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, WorkflowError, library_account
 from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.workflow import Workflow
@@ -122,6 +123,12 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     run.add_argument("--id", default=None, help="workflow id (default: <name>-<random>)")
     run.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE)
     run.add_argument("--keep-alive", action="store_true", help="stay open when idle, for `send` (end with `close`)")
+    run.add_argument(
+        "--concurrent-input",
+        choices=CONCURRENT_INPUT,
+        default=None,
+        help="what a message sent while the run is busy does by default (send --policy overrides it)",
+    )
     view = run.add_mutually_exclusive_group()
     view.add_argument("--follow", action="store_true", help="show every event with times, durations and retries")
     view.add_argument("--json", action="store_true", help="every event as a JSON line (for programs)")
@@ -147,6 +154,13 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     send.add_argument("executor_id")
     send.add_argument("message", help="the message as JSON")
     send.add_argument("--signal", action="store_true", help="signal instead of update: do not wait for acceptance")
+    send.add_argument(
+        "--policy",
+        choices=CONCURRENT_INPUT,
+        default=None,
+        help="if the run is busy: enqueue (wait for the next boundary), reject, interrupt (cancel the running "
+        "superstep, take this at once) or rollback (and go back to before the turn's input); default: the run's",
+    )
     checkpoint = sub.add_parser("checkpoint", parents=after, help="take a checkpoint at the next superstep boundary")
     checkpoint.add_argument("id")
     checkpoint.add_argument("--label", default=None)
@@ -403,7 +417,13 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
     if args.command == "run":
         assert target is not None
         handle = await start_run(
-            client, target, message, id=args.id, task_queue=args.task_queue, keep_alive=args.keep_alive
+            client,
+            target,
+            message,
+            id=args.id,
+            task_queue=args.task_queue,
+            keep_alive=args.keep_alive,
+            concurrent_input=args.concurrent_input,
         )
         started = f"started {handle.id}"
         if args.json:
@@ -461,7 +481,8 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
         _print(await handle.respond(args.request_id, response, wait=not args.signal) or {"signalled": True})
     elif args.command == "send":
         message = _load_json(args.message, "the message")
-        _print(await handle.send(args.executor_id, message, wait=not args.signal) or {"signalled": True})
+        sent = await handle.send(args.executor_id, message, wait=not args.signal, policy=args.policy)
+        _print(sent or {"signalled": True})
     elif args.command == "close":
         await handle.close()
         _print({"closing": args.id})

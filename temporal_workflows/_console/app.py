@@ -29,6 +29,8 @@ JSON routes (all behind :class:`~._console.gate.Gate`):
 - ``POST /api/runs/{id}/reset`` ``{"checkpoint_id": ...}`` (or none: clean),
   ``POST /api/runs/{id}/fork`` ``{"checkpoint_id", "new_id"}``,
   ``POST /api/runs/{id}/checkpoint`` ``{"label"}``,
+  ``POST /api/runs/{id}/send`` ``{"message", "executor_id"?, "policy"?}`` (a message into a
+  running or keep-alive run; ``policy``: what it does if the run is busy, docs/concurrent-input.md),
   ``POST /api/start`` ``{"graph", "message", "id"}``.
 """
 
@@ -65,6 +67,7 @@ from temporal_workflows._console.gate import Gate
 from temporal_workflows._console.guard import COOKIE_NAME, Guard
 from temporal_workflows._console.server import Limits
 from temporal_workflows._engine.driver import RunStatus
+from temporal_workflows._engine.inbound import CONCURRENT_INPUT
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import WorkflowEvent
 from temporal_workflows._graph.shape import GraphShape
@@ -527,6 +530,27 @@ def make_app(
             raise _Refused(422, _why(e)) from None
         return JSONResponse({"taken": taken})
 
+    async def send(request: Request) -> Response:
+        h = await handle(request.path_params["run_id"])
+        body = await body_json(request)
+        if "message" not in body:
+            raise _Refused(400, 'the body is {"message": ..., "executor_id"?: ..., "policy"?: ...}')
+        policy, executor_id = body.get("policy") or None, body.get("executor_id") or None
+        if policy is not None and policy not in CONCURRENT_INPUT:
+            raise _Refused(400, f"policy: one of {', '.join(CONCURRENT_INPUT)}")
+        if executor_id is not None and not isinstance(executor_id, str):
+            raise _Refused(400, "executor_id: a string")
+        if executor_id is None:
+            topology = await h.topology()
+            executor_id = topology.get("start_executor") if isinstance(topology, dict) else None
+            if not isinstance(executor_id, str):
+                raise _Refused(400, "executor_id: this run does not say its start executor; name one")
+        try:
+            sent = await h.send(executor_id, body["message"], policy=policy)
+        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
+            raise _Refused(422, _why(e)) from None
+        return JSONResponse({"accepted": sent})
+
     async def start(request: Request) -> Response:
         body = await body_json(request)
         name = body.get("graph")
@@ -554,6 +578,7 @@ def make_app(
         Route("/api/runs/{run_id:path}/reset", guarded(reset), methods=["POST"]),
         Route("/api/runs/{run_id:path}/fork", guarded(fork), methods=["POST"]),
         Route("/api/runs/{run_id:path}/checkpoint", guarded(checkpoint), methods=["POST"]),
+        Route("/api/runs/{run_id:path}/send", guarded(send), methods=["POST"]),
         Route("/api/runs/{run_id:path}", guarded(run)),
         Route("/api/start", guarded(start), methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(static)), name="static"),

@@ -296,9 +296,10 @@ class DriverHost:
     def committed(self, plan: CommitPlan, engine: Engine) -> None:
         """A superstep's commit was applied (host bookkeeping: state size, dirty keys)."""
 
-    def interrupted(self, engine: Engine, policy: str) -> None:
-        """The turn was interrupted (``policy`` ``"interrupt"`` or ``"rollback"``): the engine's state, requests or
-        superstep changed outside a commit (host bookkeeping: the state steps read, answered requests)."""
+    def interrupted(self, engine: Engine, policy: str, changed_keys: Sequence[str]) -> None:
+        """The turn was interrupted (``policy`` ``"interrupt"`` or ``"rollback"``): the engine's superstep, and for
+        a rollback its state (``changed_keys``) and requests, changed outside a commit (host bookkeeping: the
+        state steps read, checkpoint deltas, answered requests)."""
 
     async def save_checkpoint(self, engine: Engine, trigger: str, label: str | None = None) -> str | None:
         """Store a checkpoint of ``engine`` (a boundary); return its id (``None``: none was taken).
@@ -753,16 +754,20 @@ class SuperstepDriver:
         cancelled, self._cancelled = self._cancelled, []
         superstep = engine.superstep + 1 if cancelled else engine.superstep
         rolled_back_to: int | None = None
+        changed: list[str] = []
         if policy == "rollback":
             start = self.turn_start()
             rolled_back_to = start.superstep
+            before = engine.state
             engine.roll_back(start, superstep_used=bool(cancelled))
+            after = engine.state
+            changed = sorted(k for k in before.keys() | after.keys() if before.get(k) is not after.get(k))
         else:
             policy = "interrupt"
             engine.interrupt(superstep_used=bool(cancelled))
         self._state_sizes = StateSizes()
         self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
-        self.host.interrupted(engine, policy)
+        self.host.interrupted(engine, policy, changed)
         self._emit(
             WorkflowInterruptedEvent(
                 policy=policy,  # type: ignore[arg-type]

@@ -131,6 +131,9 @@ class Inbound:
     key: str
     value: Envelope
     checked: bool = False
+    interrupts: bool = False
+    """It arrived while the run was busy, with policy interrupt or rollback: its host takes it only at a
+    boundary where that interruption was carried out (``Controls.interrupt``), never at one before."""
 
 
 @dataclass(eq=False, slots=True)

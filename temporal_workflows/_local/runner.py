@@ -145,8 +145,8 @@ class _GraphLocalHost(DriverHost):
     async def wait_for_input(self, engine: Engine) -> None:
         return  # (only reached with input waiting: ``may_finish``)
 
-    def interrupted(self, engine: Engine, policy: str) -> None:
-        pass
+    def interrupted(self, engine: Engine, policy: str, changed_keys: Sequence[str]) -> None:
+        pass  # (nothing kept beside the engine: its storage gets whole checkpoints)
 
     def for_sub_workflow(self, graph: Graph, run_id: str) -> _GraphLocalHost:
         """The host of a sub-workflow's child run: no checkpoints, read as its parent is (streamed or not)."""

@@ -141,6 +141,28 @@ function schedulesCard() {
       el("th", {}, "State"), el("th", { class: "hide-narrow" }, "Next"), el("th", { class: "hide-narrow" }, "Recent"))), body));
 }
 
+// A message into a running or keep-alive run, with what it does if the run is busy (POST /api/runs/<id>/send).
+function sendCard(runId) {
+  const message = el("input", { name: "message", placeholder: '"hello" (JSON)', "aria-label": "message as JSON" });
+  const policy = el("select", { name: "policy", "aria-label": "if the run is busy" },
+    el("option", { value: "" }, "the run's policy"),
+    ["enqueue", "reject", "interrupt", "rollback"].map((p) => el("option", { value: p }, p)));
+  const error = el("p", { class: "error", role: "alert" });
+  async function send() {
+    error.textContent = "";
+    let value;
+    try { value = JSON.parse(message.value); } catch (e) { error.textContent = `not JSON: ${e.message}`; return; }
+    try {
+      const r = await api(`/api/runs/${encodeURIComponent(runId)}/send`, { body: { message: value, policy: policy.value || null } });
+      toast(r.accepted && r.accepted.interrupts ? "Sent: it interrupted the run's turn" : "Sent");
+      message.value = "";
+    } catch (e) { error.textContent = e.message; }
+  }
+  return el("section", { class: "card", id: "send" }, el("h2", {}, "Send a message"),
+    el("div", { class: "filters" }, el("label", {}, "Message", message), el("label", {}, "If busy", policy),
+      el("label", {}, "\u00a0", el("button", { type: "button", onclick: send }, "Send"))), error);
+}
+
 // -- a run --------------------------------------------------------------------------------------
 
 const STATES = ["idle", "running", "done", "failed", "retrying", "waiting"];
@@ -180,6 +202,7 @@ function runView(runId) {
       el("div", {},
         el("section", { class: "card" }, el("h2", {}, "Graph ", superstepText), graphBox, legend),
         el("section", { class: "card" }, el("h2", {}, "Requests"), requestsBox),
+        sendCard(runId),
         el("section", { class: "card" }, el("h2", {}, "Live output"), streamBox),
         el("section", { class: "card" }, el("h2", {}, "Events ", eventsCount), log)),
       el("div", {},

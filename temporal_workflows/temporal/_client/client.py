@@ -37,6 +37,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoint
 from temporal_workflows._engine.driver import pending_request_from_json
+from temporal_workflows._engine.inbound import ConcurrentInput, check_policy
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._errors import RunBusyError, WorkflowRunError, peer_error
@@ -586,9 +587,26 @@ class RunHandle:
             await self._update_or_deliver(UPDATE_RESPOND, Delivery(str(uuid.uuid4()), respond=one))
         return {"request_ids": [one.request_id for one in arg.responses], "accepted": True}
 
-    async def send(self, executor_id: str, message: Any, *, wait: bool = True) -> dict[str, Any] | None:
-        """Send a message to an executor of a running or idle (keep-alive) run; see :meth:`respond` for ``wait``."""
-        arg = _send_input(executor_id, message)
+    async def send(
+        self, executor_id: str, message: Any, *, wait: bool = True, policy: ConcurrentInput | None = None
+    ) -> dict[str, Any] | None:
+        """Send a message to an executor of a running or idle (keep-alive) run; see :meth:`respond` for ``wait``.
+
+        ``policy``: what the message does if the run is busy with a turn
+        (default: the run's ``concurrent_input``, set at start): ``"enqueue"``
+        (wait for the next boundary), ``"reject"`` (refused:
+        ``RunInProgressError``; by signal, a warning), ``"interrupt"`` (the
+        running superstep's steps are cancelled and commit nothing; the
+        message is taken at that boundary) or ``"rollback"`` (and the run goes
+        back to where it was before the turn's input). The result then says
+        ``"interrupts": true`` when it interrupted the turn
+        (docs/concurrent-input.md).
+
+        Raises:
+            ValueError: an unknown policy (before anything is sent).
+            RunInProgressError: the run is busy and the policy is ``"reject"``.
+        """
+        arg = _send_input(executor_id, message, policy)
         if not wait:
             await self._signal(SIGNAL_SEND, arg)
             return None
@@ -778,12 +796,14 @@ def _graph_name(workflow: Workflow | str) -> str:
     return name
 
 
-def _send_input(executor_id: str, message: Any) -> SendInput:
+def _send_input(executor_id: str, message: Any, policy: str | None = None) -> SendInput:
     _check_length("executor id", executor_id, MAX_ID_CHARS)
+    if policy is not None:
+        check_policy(policy, "policy")
     what = f"message for executor {executor_id!r}"
     env = encode(message, what=what)
     check_payload(env.data, what=what)
-    return SendInput(executor_id=executor_id, message=env)
+    return SendInput(executor_id=executor_id, message=env, policy=policy)
 
 
 async def fork(
@@ -840,6 +860,7 @@ def start_input(
     stream: bool | None = None,
     function_invocation_kwargs: Mapping[str, Any] | None = None,
     client_kwargs: Mapping[str, Any] | None = None,
+    concurrent_input: ConcurrentInput | None = None,
 ) -> dict[str, Any]:
     """The start input of a run (``RunInput`` as JSON), checked as :func:`start_run` checks it.
 
@@ -877,6 +898,8 @@ def start_input(
     kwargs = invocation_kwargs(function_invocation_kwargs, client_kwargs)
     if kwargs:
         arg["invocation_kwargs"] = kwargs
+    if concurrent_input is not None:
+        arg["concurrent_input"] = check_policy(concurrent_input)
     return arg
 
 
@@ -894,6 +917,7 @@ async def start_run(
     stream: bool | None = None,
     function_invocation_kwargs: Mapping[str, Any] | None = None,
     client_kwargs: Mapping[str, Any] | None = None,
+    concurrent_input: ConcurrentInput | None = None,
 ) -> RunHandle:
     """Start a run of ``workflow`` (a built graph, or its name) with a start message.
 
@@ -917,6 +941,9 @@ async def start_run(
         function_invocation_kwargs, client_kwargs: As Agent Framework's
             ``run()`` takes them (plain JSON): every step gets them, and
             ``AgentExecutor`` passes them to its agent's tools and chat client.
+        concurrent_input: What a message sent while the run is busy does by
+            default (``"enqueue"``, ``"reject"``, ``"interrupt"``, ``"rollback"``;
+            :meth:`RunHandle.send` may say otherwise per message).
 
     Raises:
         PayloadTooLargeError: the start message is too large for one Temporal
@@ -935,6 +962,7 @@ async def start_run(
         stream=stream,
         function_invocation_kwargs=function_invocation_kwargs,
         client_kwargs=client_kwargs,
+        concurrent_input=concurrent_input,
     )
     handle = await client.start_workflow(
         name, arg, id=id or f"{name}-{uuid.uuid4().hex[:12]}", task_queue=task_queue, result_type=dict

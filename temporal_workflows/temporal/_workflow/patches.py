@@ -38,6 +38,7 @@ __all__ = [
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_CHILD_START",
+    "PATCH_CONCURRENT_INPUT",
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
@@ -124,6 +125,10 @@ PATCH_WAIT_FOR_SIGNATURE = "wait-for-a-worker-of-the-run-signature"
 (a deploy without Worker Versioning); newer ones schedule it again, with backoff, for ``SIGNATURE_WAIT``."""
 
 PATCH_ARRIVAL_ORDER = "arrival-order"
+PATCH_CONCURRENT_INPUT = "concurrent-input-policy"
+"""A message sent while the run was busy with policy interrupt or rollback abandons the running superstep
+(its steps' activities are cancelled) and interrupts the turn at the next boundary. Asked only when such a
+message arrives: a run recorded before it never had one."""
 """Runs recorded before this queued what a LlamaIndex superstep's steps sent in task order; newer ones queue it
 in the order the steps finished, as history records it (``Topology.arrival_order``), as LlamaIndex delivers a
 step's events when it returns (the in-process host: the order they finished in)."""
