@@ -18,6 +18,9 @@ from temporal_workflows.temporal._workflow.patches import PATCH_TASK_BUDGET, pat
 
 __all__ = ["TaskBudget"]
 
+_REFERENCE_BYTES = 1024
+"""More than a stored payload's reference takes in history (driver name, key, digest, size)."""
+
 
 class TaskBudget:
     """What the current workflow task has recorded so far, in bytes, and room for more.
@@ -40,6 +43,8 @@ class TaskBudget:
 
     def __init__(self, limit: int = TASK_BUDGET_BYTES) -> None:
         self.limit = limit
+        self.stored_over: int | None = None
+        """With a store for large values (pinned): a payload this large is recorded as a reference."""
         self.lock = asyncio.Lock()
         self._task = -1
         self._used = 0
@@ -52,14 +57,19 @@ class TaskBudget:
             self._task, self._used = task, 0
         return self._used
 
+    def recorded(self, size: int) -> int:
+        """What a value of ``size`` bytes adds to the task: itself, or a reference if it goes to the store."""
+        over = self.stored_over
+        return _REFERENCE_BYTES if over is not None and size >= over else size
+
     def charge(self, size: int) -> None:
         """Count ``size`` bytes the current workflow task records."""
-        self._used = self.used + size
+        self._used = self.used + self.recorded(size)
 
     def fits(self, size: int) -> bool:
         """Whether ``size`` more bytes fit in the current workflow task (anything fits in an empty one)."""
         used = self.used
-        return used == 0 or used + size <= self.limit
+        return used == 0 or used + self.recorded(size) <= self.limit
 
     async def room(self, size: int) -> bool:
         """Return once ``size`` more bytes fit: at once, or (``True``) in the next workflow task."""
