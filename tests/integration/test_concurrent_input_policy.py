@@ -136,3 +136,20 @@ async def test_a_raw_start_input_with_an_unknown_policy_fails_the_run_naming_it(
 
     with pytest.raises(InvalidRunInputError):
         await get_run(client, workflow_id).result()
+
+
+async def test_the_durable_twin_sends_with_a_policy_as_in_process(client: Client) -> None:
+    from tests.conformance import scenarios as sc
+
+    sc.GATES.clear()
+    sc.STARTED.clear()
+    durable = sc.busy.on_temporal(client, task_queue=TASK_QUEUE)
+    run = asyncio.ensure_future(durable.run("a", concurrent_input="rollback"))
+    await asyncio.wait_for(sc.busy_gate(sc.STARTED, "a").wait(), 60)
+    sent = await durable.send("b")  # the run's policy: rollback
+    assert sent["interrupts"] is True
+    sc.busy_gate(sc.GATES, "b").set()
+    result = await asyncio.wait_for(run, 60)
+    assert result.get_outputs() == ["answered b"]
+    assert result.state == {"seen": ["b"]}
+    assert [e.policy for e in result if isinstance(e, WorkflowInterruptedEvent)] == ["rollback"]
