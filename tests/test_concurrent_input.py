@@ -133,3 +133,46 @@ async def test_bad_sends_are_refused_and_change_nothing() -> None:
         wf.send("late")
     with pytest.raises(ValueError, match="concurrent_input must be one of"):
         wf.run("c", concurrent_input="sometimes")  # type: ignore[call-overload]
+
+
+def test_the_arrival_rule_is_one_table() -> None:
+    from temporal_workflows._engine.inbound import arrival, check_policy, stronger
+
+    assert [arrival(p, busy=False) for p in ("enqueue", "reject", "interrupt", "rollback")] == ["take"] * 4
+    assert [arrival(p, busy=True) for p in ("enqueue", "reject", "interrupt", "rollback")] == [
+        "take",
+        "refuse",
+        "interrupt",
+        "rollback",
+    ]
+    assert stronger(None, "interrupt") == "interrupt" and stronger("rollback", "interrupt") == "rollback"
+    assert stronger("interrupt", "rollback") == "rollback"
+    with pytest.raises(ValueError, match="not 'x'"):
+        check_policy("x")
+
+
+def test_engine_interrupt_keeps_commits_and_roll_back_restores_the_turns_start() -> None:
+    from temporal_workflows._engine.machine import Engine, StepResult
+    from temporal_workflows._engine.serde import Envelope, encode
+
+    engine = Engine(_graph().graph.topology)
+    start = engine.snapshot()
+    engine.start(Envelope(None, "a"))
+    tasks = engine.begin_superstep()
+    from temporal_workflows._engine.machine import RoutedMessage, StateWrite
+
+    plan = engine.prepare_commit(
+        [
+            StepResult(
+                writes=[StateWrite("seen", encode(["a"]))],
+                sent=[RoutedMessage.one("answer", Envelope(None, "a"), "note")],
+            )
+        ]
+    )
+    engine.apply_commit(plan, {}, now=None)
+    assert tasks and engine.superstep == 1 and engine.has_work()
+    engine.begin_superstep()  # superstep 2 runs ... and is interrupted
+    engine.interrupt(superstep_used=True)
+    assert engine.superstep == 2 and not engine.has_work() and engine.state["seen"].data == ["a"]
+    engine.roll_back(start, superstep_used=False)
+    assert engine.superstep == 2 and engine.state == {} and not engine.has_work()
