@@ -176,3 +176,18 @@ def test_engine_interrupt_keeps_commits_and_roll_back_restores_the_turns_start()
     assert engine.superstep == 2 and not engine.has_work() and engine.state["seen"].data == ["a"]
     engine.roll_back(start, superstep_used=False)
     assert engine.superstep == 2 and engine.state == {} and not engine.has_work()
+
+
+async def test_two_messages_that_interrupt_one_superstep_interrupt_it_once() -> None:
+    wf = _graph()
+    run = asyncio.ensure_future(wf.run("a", concurrent_input="interrupt"))
+    await _when_answering("a")
+    wf.send("b")
+    wf.send("c", executor_id="answer", policy="rollback")  # the stronger one is carried out
+    _gate("b").set()
+    _gate("c").set()
+    result = await run
+    interrupted = [e for e in result if isinstance(e, WorkflowInterruptedEvent)]
+    assert [(e.policy, e.cancelled) for e in interrupted] == [("rollback", ["answer"])]
+    assert result.get_outputs() == ["answered c", "answered b"]  # both taken at that boundary
+    assert result.state["seen"] == ["b"]

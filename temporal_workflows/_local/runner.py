@@ -119,6 +119,7 @@ class _GraphLocalHost(DriverHost):
         self.engine: Engine | None = None
         self.closed = False
         self._steps_task: asyncio.Task[Any] | None = None  # the task running a superstep's steps (to cancel them)
+        self._cancelling = False
 
     def busy(self) -> bool:
         """Whether the run is in a turn: a superstep running, work queued, or input waiting for the boundary."""
@@ -127,7 +128,8 @@ class _GraphLocalHost(DriverHost):
 
     def interrupt_steps(self) -> None:
         """Cancel the running superstep's steps: ``run_steps`` then raises ``StepsInterrupted``."""
-        if self._steps_task is not None:
+        if self._steps_task is not None and not self._cancelling:
+            self._cancelling = True  # once per superstep: a second message that interrupts waits with the first
             self._steps_task.cancel()
 
     async def take_input(self, engine: Engine) -> None:
@@ -190,12 +192,12 @@ class _GraphLocalHost(DriverHost):
             return list(await asyncio.gather(*(self._run_task(t, state) for t in tasks)))
         except asyncio.CancelledError:
             task = self._steps_task
-            if self.controls.interrupt is None or task is None:
-                raise
-            task.uncancel()
+            if self.controls.interrupt is None or task is None or task.uncancel() > 0:
+                raise  # (a cancellation of the run itself, too: it wins)
             raise StepsInterrupted() from None
         finally:
             self._steps_task = None
+            self._cancelling = False
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         try:
