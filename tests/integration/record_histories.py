@@ -151,8 +151,9 @@ async def drive_concurrent_input(client: Client, workflow_id: str, queue: str) -
     await asyncio.wait_for(sc.busy_gate(sc.STARTED, "b").wait(), 60)
     try:
         await handle.send("busy_note", "x", policy="reject")
+        raise AssertionError("a busy run took a message whose policy is reject")
     except RunInProgressError:
-        pass
+        pass  # refused, as the policy asks
     await handle.send("busy_note", "c", policy="interrupt")
     sc.busy_gate(sc.GATES, "c").set()
     await handle.result()
