@@ -147,8 +147,28 @@ def max_payload_bytes() -> int:
     return max(value, stored)
 
 
+_MEASURED: dict[int, tuple[str, int]] = {}
+"""The JSON sizes of the last few very large strings measured, by identity (each kept alive by its entry)."""
+_MEASURED_KEPT = 8
+_MEASURED_FROM = 1 << 20
+
+
 def json_size(data: Any) -> int:
-    """Bytes of ``data`` as compact UTF-8 JSON: what the pydantic data converter sends for it."""
+    """Bytes of ``data`` as compact UTF-8 JSON: what the pydantic data converter sends for it.
+
+    A very large string (a document kept by reference, one message through several steps) is measured
+    once: the same object passes the step's events, the next step's input and its events in one workflow
+    task, and measuring 100 MB takes a third of a second (the SDK allows a workflow task 2 s of code).
+    """
+    if type(data) is str and len(data) >= _MEASURED_FROM:
+        known = _MEASURED.get(id(data))
+        if known is not None and known[0] is data:
+            return known[1]
+        size = len(to_json(data))
+        if len(_MEASURED) >= _MEASURED_KEPT:
+            del _MEASURED[next(iter(_MEASURED))]
+        _MEASURED[id(data)] = (data, size)
+        return size
     return len(to_json(data))
 
 

@@ -288,7 +288,7 @@ class StepRunner:
                 )
                 budget.charge(len(to_json(raw)))
             else:
-                size = len(to_json(arg))
+                size = budget.size_of(arg)
                 rounds = 0
                 while True:
                     # Steps whose inputs would pass the budget together start in the next workflow task.
