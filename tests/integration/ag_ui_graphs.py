@@ -13,8 +13,18 @@ from datetime import timedelta
 
 from agent_framework import Agent, tool
 from pydantic import BaseModel, Field
+from temporalio.common import RetryPolicy
 
-from temporal_workflows import Executor, ExecutorOptions, WorkflowBuilder, WorkflowContext, handler, response_handler
+from temporal_workflows import (
+    Executor,
+    ExecutorOptions,
+    WorkflowBuilder,
+    WorkflowContext,
+    WorkflowExecutor,
+    executor,
+    handler,
+    response_handler,
+)
 from temporal_workflows.agents import AgentExecutor, AgentExecutorResponse
 from temporal_workflows.agents.testing import ScriptedChatClient, ToolCall
 
@@ -54,7 +64,9 @@ class Reviewer(Executor):
 
     @handler
     async def review(self, r: AgentExecutorResponse, ctx: WorkflowContext[None, str]) -> None:
-        await ctx.request_info(Review(draft=r.agent_response.text), Verdict)
+        await ctx.request_info(
+            Review(draft=r.agent_response.text), Verdict, timeout=timedelta(hours=1), on_timeout="fail"
+        )
 
     @response_handler
     async def reviewed(self, original: Review, verdict: Verdict, ctx: WorkflowContext[None, str]) -> None:
@@ -89,5 +101,26 @@ story = WorkflowBuilder(start_executor=teller, name="ag_ui_story").build()
 """An agent that streams a long answer slowly (a worker can be killed while it streams)."""
 
 
+@executor(id="shout")
+async def shout(text: str, ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(text.upper())
+
+
+inner = WorkflowBuilder(start_executor=shout, name="ag_ui_inner").build()
+nested = WorkflowBuilder(
+    start_executor=WorkflowExecutor(inner, id="inner", allow_direct_output=True), name="ag_ui_nested"
+).build()
+"""A graph whose step is a sub-workflow: a sub-agent to AG-UI."""
+
+
+@executor(id="broken", options=ExecutorOptions(retry_policy=RetryPolicy(maximum_attempts=1)))
+async def broken(text: str, ctx: WorkflowContext[None, str]) -> None:
+    raise ValueError(f"cannot handle {text!r}")
+
+
+failing = WorkflowBuilder(start_executor=broken, name="ag_ui_failing").build()
+"""A graph whose only step fails: the run fails, the turn ends with RUN_ERROR."""
+
+
 def all_workflows() -> list:  # type: ignore[type-arg]
-    return [publishing, story]
+    return [publishing, story, nested, failing]

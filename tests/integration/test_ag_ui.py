@@ -19,6 +19,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,8 @@ QUEUE = "tw-ag-ui-tests"
 TOKEN = "ag-ui-test-token-5c1d9e7a3b"
 PUBLISHING = "tests.integration.ag_ui_graphs:publishing"
 STORY = "tests.integration.ag_ui_graphs:story"
+NESTED = "tests.integration.ag_ui_graphs:nested"
+FAILING = "tests.integration.ag_ui_graphs:failing"
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 
 
@@ -219,6 +222,8 @@ async def test_python_types_drive_an_agent_and_two_requests_to_completion(fastap
         (review,) = _interrupts(second)
         assert review.reason == "input_required"
         assert set(review.response_schema["properties"]) == {"approved", "note"}
+        expires = datetime.fromisoformat(review.expires_at.replace("Z", "+00:00"))  # the request's deadline
+        assert timedelta(minutes=59) < expires - datetime.now(UTC) <= timedelta(hours=1)
         assert review.metadata["temporal_workflows"]["data"] == {"draft": text}
 
         # A bad answer: the run's refusal names the field, and the run still waits for the same request.
@@ -288,6 +293,27 @@ async def test_reconnect_with_last_event_id_gets_exactly_what_was_missed(fastapi
         assert len(await run.pending_requests()) == 1
         bad = await http.post(url, json=body, headers={"Last-Event-ID": "not-ours"})
         assert bad.status_code == 400 and "Last-Event-ID" in bad.json()["error"]
+
+
+async def test_a_sub_workflow_is_a_sub_agent_and_a_failed_run_a_run_error(fastapi_endpoint: Served) -> None:
+    thread = f"sub-{uuid.uuid4().hex[:8]}"
+    messages = [{"id": f"{thread}-u1", "role": "user", "content": "quiet please"}]
+    async with httpx.AsyncClient(timeout=120) as http:
+        frames = await turn(http, f"{fastapi_endpoint.url}/ag_ui_nested", _body(thread, "t1", messages))
+        types = _types(frames)
+        started = next(f.event for f in frames if f.event.type == EventType.SUBAGENT_STARTED)
+        finished = next(f.event for f in frames if f.event.type == EventType.SUBAGENT_FINISHED)
+        assert started.name == "ag_ui_inner" and finished.subagent_run_id == started.subagent_run_id
+        assert types.index("STEP_STARTED") < types.index("SUBAGENT_STARTED") < types.index("SUBAGENT_FINISHED")
+        assert types.index("SUBAGENT_FINISHED") < types.index("STEP_FINISHED")
+        assert "".join(f.event.delta for f in frames if isinstance(f.event, TextMessageContentEvent)) == "QUIET PLEASE"
+        assert frames[-1].event.type == EventType.RUN_FINISHED
+
+        failed = await turn(http, f"{fastapi_endpoint.url}/ag_ui_failing", _body(thread, "t1", messages))
+        error = failed[-1].event
+        assert isinstance(error, RunErrorEvent), _types(failed)
+        assert "broken" in error.message and "cannot handle 'quiet please'" in error.message
+        assert _types(failed).count("STEP_STARTED") == _types(failed).count("STEP_FINISHED") == 1
 
 
 # -- the console's rules for its AG-UI routes ----------------------------------------------------------
@@ -361,25 +387,46 @@ async def test_ag_ui_client_drives_a_graph_through_console_processes(temporal_ad
     token_file.write_text(TOKEN + "\n")
     queue = f"ag-ui-js-{uuid.uuid4().hex[:6]}"
     thread = f"js-{uuid.uuid4().hex[:8]}"
+    graphs = ["--workflow", PUBLISHING, "--workflow", NESTED, "--workflow", FAILING, "--task-queue", queue]
+    auth = {"Authorization": f"Bearer {TOKEN}"}
     async with Processes(temporal_address, tmp_path) as procs:
-        await procs.worker("worker", "--workflow", PUBLISHING, "--task-queue", queue)
-        url = await procs.console(
-            "console", "--workflow", PUBLISHING, "--task-queue", queue, "--token-file", str(token_file)
+        await procs.worker("worker", *graphs)
+        url = await procs.console("console", *graphs, "--token-file", str(token_file))
+        report, others = await asyncio.gather(
+            run_client(
+                {
+                    "mode": "turns",
+                    "url": f"{url}/ag-ui/ag_ui_publishing",
+                    "headers": auth,
+                    "threadId": thread,
+                    "turns": [
+                        {"message": "kites"},
+                        {"resume": {"approved": True}},
+                        {"resume": {"approved": True, "note": "no"}},  # too short: refused by the run
+                        {"resume": {"approved": True, "note": "lovely"}},
+                    ],
+                }
+            ),
+            asyncio.gather(
+                *(
+                    run_client(
+                        {
+                            "mode": "turns",
+                            "url": f"{url}/ag-ui/{name}",
+                            "headers": auth,
+                            "threadId": f"{thread}-{name}",
+                            "turns": [{"message": "quiet please"}],
+                        }
+                    )
+                    for name in ("ag_ui_nested", "ag_ui_failing")
+                )
+            ),
         )
-        report = await run_client(
-            {
-                "mode": "turns",
-                "url": f"{url}/ag-ui/ag_ui_publishing",
-                "headers": {"Authorization": f"Bearer {TOKEN}"},
-                "threadId": thread,
-                "turns": [
-                    {"message": "kites"},
-                    {"resume": {"approved": True}},
-                    {"resume": {"approved": True, "note": "no"}},  # too short: refused by the run
-                    {"resume": {"approved": True, "note": "lovely"}},
-                ],
-            }
-        )
+    (nested,), (failed,) = others
+    assert nested["verify"] is None and nested["error"] is None, nested
+    assert "SUBAGENT_STARTED" in nested["types"] and nested["outcome"] == {"type": "success"}
+    assert nested["messages"][-1]["content"] == "QUIET PLEASE"
+    assert failed["verify"] is None and failed["types"][-1] == "RUN_ERROR" and "broken" in failed["runError"]["message"]
     for t in report:
         assert t["error"] is None, t
         assert t["verify"] is None, t  # the client's own verifyEvents, on this turn's stream alone
