@@ -552,7 +552,7 @@ def make_app(
     ]
     if settings.codec is not None:
         routes += codec_routes(settings.codec, settings.limits, allow_encode=settings.allow_encode)
-    routes.append(_ag_ui_mount(graphs, settings, client))
+    routes += _ag_ui_routes(graphs, settings, client, token_required=guard.token_required)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, f"no such page: {request.url.path}")
@@ -561,10 +561,15 @@ def make_app(
     return Gate(app, guard)
 
 
-def _ag_ui_mount(
-    graphs: Mapping[str, Workflow], settings: ConsoleSettings, client: Callable[[], Awaitable[Client]]
-) -> Mount:
-    """``/ag-ui/{name}`` for each graph: the AG-UI endpoint on the console's client (or why there is none)."""
+def _ag_ui_routes(
+    graphs: Mapping[str, Workflow],
+    settings: ConsoleSettings,
+    client: Callable[[], Awaitable[Client]],
+    *,
+    token_required: bool,
+) -> list[Any]:
+    """``/ag-ui/{name}`` for each graph (the AG-UI endpoint on the console's client, or why there is none), and
+    Agent Framework DevUI's API and page over the same turns when ``agent-framework-devui`` is installed."""
     try:
         from temporal_workflows.ag_ui import AGUIApp, AGUISettings
     except ImportError as e:
@@ -573,13 +578,18 @@ def _ag_ui_mount(
         async def missing(request: Request) -> Response:
             return _error(404, f"no AG-UI endpoints on this console: {reason}")
 
-        return Mount(AG_UI_PREFIX, routes=[Route("/{path:path}", missing, methods=["GET", "POST"])])
+        return [Mount(AG_UI_PREFIX, routes=[Route("/{path:path}", missing, methods=["GET", "POST"])])]
+    from temporal_workflows.ag_ui._devui import devui_available, devui_routes
+
     app = AGUIApp(
         client,
         list(graphs.values()),
         settings=AGUISettings(task_queue=settings.task_queue, max_body_bytes=settings.limits.max_body),
     )
-    return Mount(AG_UI_PREFIX, app=app)
+    routes: list[Any] = [Mount(AG_UI_PREFIX, app=app)]
+    if devui_available():
+        routes += devui_routes(app, token_required=token_required)
+    return routes
 
 
 _COOLDOWN = timedelta(milliseconds=50)

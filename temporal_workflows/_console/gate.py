@@ -7,13 +7,15 @@ Temporal client, nor the codec). What it answers:
   ``Origin`` that is neither the page's own nor (codec endpoints) a
   configured Web UI origin;
 - 401 without the token (``Authorization: Bearer``) or the session cookie,
-  on every path but the login page, the static assets (no data in them) and
-  a codec CORS preflight; a page load without them is sent to ``/login``;
+  on every path but the login page, the static assets and DevUI's page (no
+  data in them) and a codec CORS preflight; a page load without them is
+  sent to ``/login``;
 - 403 for a console action (any method but GET/HEAD) without the
   ``X-TW-Console`` header: a cross-site form cannot send it, and a
   cross-site script cannot either without a preflight, which is refused.
 
-The AG-UI endpoints (``/ag-ui/...``) are called by front ends, not the page:
+The AG-UI endpoints (``/ag-ui/...``) and DevUI's API (``/v1/...``, ``/meta``,
+``/health``) are called by front ends, not the console's page:
 they answer 401 as JSON (never a redirect to the login page), take the
 bearer token (or the page's own cookie), and need no ``X-TW-Console``
 header: their ``POST`` must be JSON (``Content-Type: application/json``,
@@ -44,10 +46,16 @@ ACTION_HEADER = "x-tw-console"
 _OPEN_PATHS = ("/login", "/favicon.ico")
 AG_UI_PREFIX = "/ag-ui"
 """Where the console serves its AG-UI endpoints (``temporal_workflows.ag_ui``)."""
+DEVUI_API = ("/v1/", "/meta", "/health")
+"""Agent Framework DevUI's API, which its page calls at the root (``temporal_workflows.ag_ui._devui``)."""
+DEVUI_PAGE = "/devui"
 
 
 def is_ag_ui_path(path: str) -> bool:
-    return path == AG_UI_PREFIX or path.startswith(AG_UI_PREFIX + "/")
+    """A front end's API (AG-UI, DevUI's): JSON 401, bearer or cookie, ``--allowed-origin`` CORS, no CSRF header."""
+    if path == AG_UI_PREFIX or path.startswith(AG_UI_PREFIX + "/"):
+        return True
+    return path.startswith(DEVUI_API[0]) or path in DEVUI_API[1:]
 
 
 """Paths served without the token (the static assets, under ``/static/``, too): no data in any of them."""
@@ -155,7 +163,12 @@ class Gate:
                 return PlainTextResponse("origin not allowed", 403), cors
         if codec and method == "OPTIONS":
             return None, cors  # a CORS preflight: browsers send no token with it
-        if self.console and (path in _OPEN_PATHS or path.startswith("/static/")):
+        if self.console and (
+            path in _OPEN_PATHS
+            or path.startswith("/static/")
+            or path == DEVUI_PAGE
+            or path.startswith(DEVUI_PAGE + "/")
+        ):
             return None, cors
         authorized = self.guard.bearer_ok(headers.get("authorization")) or (
             not codec and self.guard.cookie_ok(_cookie(headers))

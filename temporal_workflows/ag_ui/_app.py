@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ag_ui.core import RunAgentInput, RunErrorEvent, RunStartedEvent
+from ag_ui.core import PROTOCOL_VERSION, RunAgentInput, RunErrorEvent, RunStartedEvent
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
@@ -34,7 +34,7 @@ from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.ag_ui._graph import GraphKind
 from temporal_workflows.ag_ui._ids import TurnCursor
 from temporal_workflows.ag_ui._kinds import Refusal, RunKind
-from temporal_workflows.ag_ui._turn import Turn, _sse
+from temporal_workflows.ag_ui._turn import Turn, sse
 from temporal_workflows.temporal._protocol import MAX_ID_CHARS
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
 
@@ -208,8 +208,8 @@ class AGUIApp(Starlette):
 
 async def _refused(inp: RunAgentInput, refusal: Refusal) -> AsyncIterator[dict[str, Any]]:
     """A turn whose input was refused: the run is untouched."""
-    yield _sse(None, RunStartedEvent(thread_id=inp.thread_id, run_id=inp.run_id))
-    yield _sse(None, RunErrorEvent(message=str(refusal), code=refusal.code))
+    yield sse((None, RunStartedEvent(thread_id=inp.thread_id, run_id=inp.run_id, protocol_version=PROTOCOL_VERSION)))
+    yield sse((None, RunErrorEvent(message=str(refusal), code=refusal.code)))
 
 
 async def _guarded(inp: RunAgentInput, events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
@@ -222,12 +222,9 @@ async def _guarded(inp: RunAgentInput, events: AsyncIterator[dict[str, Any]]) ->
     except (RPCError, Refusal) as e:
         _log.warning("AG-UI turn %s of thread %s: %s", inp.run_id, inp.thread_id, e)
         if not started:
-            yield _sse(None, RunStartedEvent(thread_id=inp.thread_id, run_id=inp.run_id))
+            yield sse((None, RunStartedEvent(thread_id=inp.thread_id, run_id=inp.run_id)))
         message = e.message if isinstance(e, RPCError) else str(e)
-        yield _sse(
-            None,
-            RunErrorEvent(
-                message=f"the run could not be followed: {message} (reconnect with Last-Event-ID)",
-                code=type(e).__name__,
-            ),
+        error = RunErrorEvent(
+            message=f"the run could not be followed: {message} (reconnect with Last-Event-ID)", code=type(e).__name__
         )
+        yield sse((None, error))

@@ -129,8 +129,10 @@ class Emitter:
             del self._tools[call_id]
             self.emit(ToolCallEndEvent(tool_call_id=call_id))
 
-    def text(self, owner: Owner, delta: str, *, name: str | None = None) -> None:
-        """A piece of an assistant message of ``owner`` (started when its first piece comes)."""
+    def text(
+        self, owner: Owner, delta: str, *, name: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> None:
+        """A piece of an assistant message of ``owner`` (started when its first piece comes, with ``metadata``)."""
         self._end_reasoning(owner)
         self._end_tools(owner)
         mid = self._text.get(owner)
@@ -140,7 +142,7 @@ class Emitter:
             self._assistant[owner] = mid
             self._owner_of[mid] = owner
             self._messages[mid] = {"id": mid, "role": "assistant", "content": "", **({"name": name} if name else {})}
-            self.emit(TextMessageStartEvent(message_id=mid, role="assistant", name=name))
+            self.emit(TextMessageStartEvent(message_id=mid, role="assistant", name=name, metadata=metadata))
         self._messages[mid]["content"] = self._messages[mid].get("content", "") + delta
         self.emit(TextMessageContentEvent(message_id=mid, delta=delta))
 
@@ -158,9 +160,11 @@ class Emitter:
         self._messages[rid]["content"] += delta
         self.emit(ReasoningMessageContentEvent(message_id=rid, delta=delta))
 
-    def message(self, owner: Owner, text: str, *, name: str | None = None) -> None:
+    def message(
+        self, owner: Owner, text: str, *, name: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> None:
         """A whole assistant message (an output)."""
-        self.text(owner, text, name=name)
+        self.text(owner, text, name=name, metadata=metadata)
         self._end_text(owner)
 
     # -- tool calls ------------------------------------------------------------------------------

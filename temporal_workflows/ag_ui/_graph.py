@@ -366,7 +366,8 @@ class GraphTranslator(Translator):
             kind = content.get("type")
             if kind == "text":
                 if content.get("text"):
-                    self.em.text(owner, str(content["text"]), name=str(name))
+                    tag = {"temporal_workflows": {"executor_id": event.executor_id}}
+                    self.em.text(owner, str(content["text"]), name=str(name), metadata=tag)
             elif kind == "text_reasoning":
                 if content.get("text"):
                     self.em.reasoning(owner, str(content["text"]))
@@ -433,7 +434,8 @@ class GraphTranslator(Translator):
                 text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
             self.outputs.append(data)
             if text:
-                em.message(("out", offset, n), text, name=event.executor_id)
+                tag = {"temporal_workflows": {"executor_id": event.executor_id, "output": True}}
+                em.message(("out", offset, n), text, name=event.executor_id, metadata=tag)
             return
         if isinstance(event, RequestInfoEvent):
             for inv in self._open.get((event.superstep or 0, event.source_executor_id), ()):

@@ -15,7 +15,7 @@ from typing import Literal
 
 from temporal_workflows.temporal._protocol import MAX_ID_CHARS
 
-__all__ = ["TurnCursor", "TurnMode", "delivery_id", "thread_workflow_id"]
+__all__ = ["TurnCursor", "TurnMode", "delivery_id", "thread_prefix", "thread_workflow_id"]
 
 _SAFE = re.compile(r"[A-Za-z0-9._~-]{1,128}")
 """A thread or message id used as it is: no ``:`` or ``#`` (the separators below), short enough for any name."""
@@ -39,6 +39,11 @@ def thread_workflow_id(prefix: str, name: str, thread_id: str) -> str:
     if len(wid) > MAX_ID_CHARS:
         wid = f"{prefix[:64]}#{_digest(f'{prefix}:{name}:{thread_id}')}"
     return wid
+
+
+def thread_prefix(prefix: str, name: str) -> str:
+    """What the workflow ids of ``name``'s threads (those kept as they are) start with."""
+    return f"{prefix}:{name}:"
 
 
 def delivery_id(message_id: str) -> str:

@@ -33,7 +33,7 @@ from temporalio.client import Client
 from temporal_workflows.ag_ui._ids import TurnCursor, TurnMode, delivery_id, thread_workflow_id
 from temporal_workflows.ag_ui._kinds import Refusal, RunKind, Translator, TurnContext
 
-__all__ = ["Turn", "new_message"]
+__all__ = ["Made", "Turn", "new_message", "sse"]
 
 
 def new_message(inp: RunAgentInput) -> tuple[str, str] | None:
@@ -62,7 +62,13 @@ def new_message(inp: RunAgentInput) -> tuple[str, str] | None:
     return last.id, text
 
 
-def _sse(cursor: TurnCursor | None, event: BaseEvent) -> dict[str, Any]:
+Made = tuple[TurnCursor | None, BaseEvent]
+"""An event of a turn and its id (``None``: state, which carries none)."""
+
+
+def sse(made: Made) -> dict[str, Any]:
+    """An event as ``EventSourceResponse`` sends it: its id (if any) and its JSON."""
+    cursor, event = made
     data = event.model_dump_json(by_alias=True)
     return {"data": data} if cursor is None else {"id": str(cursor), "data": data}
 
@@ -137,11 +143,16 @@ class Turn:
         self._cursor = TurnCursor(mode, start)
         return None
 
-    def events(self) -> AsyncIterator[dict[str, Any]]:
-        """The turn's events as SSE items (after :meth:`begin`)."""
+    def made(self) -> AsyncIterator[Made]:
+        """The turn's events with their ids (after :meth:`begin`)."""
         return self._follow(self._cursor)
 
-    async def _follow(self, cursor: TurnCursor) -> AsyncIterator[dict[str, Any]]:
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        """The turn's events as SSE items (after :meth:`begin`)."""
+        async for made in self._follow(self._cursor):
+            yield sse(made)
+
+    async def _follow(self, cursor: TurnCursor) -> AsyncIterator[Made]:
         after = self.after
         kind, client, wid = self.kind, self.client, self.workflow_id
         translator = await kind.translator(client, self.ctx, cursor.mode)
@@ -149,20 +160,20 @@ class Turn:
         """A reconnecting client is owed the run's state afresh before the first event it has not seen: the
         deltas it missed were made from queries, which cannot be made again."""
 
-        async def show(offset: int, made: list[tuple[bool, BaseEvent]], n: int = 0) -> list[dict[str, Any]]:
+        async def show(offset: int, made: list[tuple[bool, BaseEvent]], n: int = 0) -> list[Made]:
             """The events made from one item (numbered after ``n`` counted ones) that the client has not had."""
             nonlocal owed
-            out: list[dict[str, Any]] = []
+            out: list[Made] = []
             for counted, event in made:
                 if counted:
                     if after is None or after.after(offset, n):
-                        out.append(_sse(cursor.at(offset, n), event))
+                        out.append((cursor.at(offset, n), event))
                     n += 1
                 else:
-                    out.append(_sse(None, event))
+                    out.append((None, event))
             if out and owed:
                 owed = False
-                out = [_sse(None, e) for e in await translator.snapshot()] + out
+                out = [(None, e) for e in await translator.snapshot()] + out
             return out
 
         opening: list[tuple[bool, BaseEvent]] = [(True, self._started())]
@@ -183,7 +194,7 @@ class Turn:
             if live and owed:
                 owed = False
                 for e in await translator.snapshot():
-                    yield _sse(None, e)
+                    yield None, e
             made = await translator.feed(offset, events, live=live)
             for item in await show(offset, made):
                 yield item
@@ -204,7 +215,7 @@ class Turn:
 
     async def _finish(
         self, translator: Translator, cursor: TurnCursor, offset: int, n: int, show: Any
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[Made]:
         """Close what is open, then the turn's last event, numbered after ``n`` events already made at ``offset``."""
         kind, client, wid = self.kind, self.client, self.workflow_id
         final: BaseEvent

@@ -82,6 +82,17 @@ publishing = (
 )
 """An agent step whose tool needs approval, then a person's review: two human requests over three turns."""
 
+devui_writer = AgentExecutor(
+    Agent(client=ScriptedChatClient(_writer_script, delay=DELAY), name="writer", tools=[publish]),
+    output_response=False,
+)
+devui = (
+    WorkflowBuilder(start_executor=devui_writer, name="ag_ui_devui")
+    .add_edge(devui_writer, Reviewer("reviewer"))
+    .build()
+)
+"""The same graph under another name: DevUI's page, whose session list starts empty for it."""
+
 STORY_WORDS = int(os.environ.get("TW_AG_UI_STORY_WORDS", "40"))
 STORY_DELAY = float(os.environ.get("TW_AG_UI_STORY_DELAY", "0.15"))
 
@@ -123,4 +134,4 @@ failing = WorkflowBuilder(start_executor=broken, name="ag_ui_failing").build()
 
 
 def all_workflows() -> list:  # type: ignore[type-arg]
-    return [publishing, story, nested, failing]
+    return [publishing, story, nested, failing, devui]
