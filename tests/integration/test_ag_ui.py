@@ -390,8 +390,9 @@ async def test_ag_ui_client_drives_a_graph_through_console_processes(temporal_ad
     graphs = ["--workflow", PUBLISHING, "--workflow", NESTED, "--workflow", FAILING, "--task-queue", queue]
     auth = {"Authorization": f"Bearer {TOKEN}"}
     async with Processes(temporal_address, tmp_path) as procs:
-        await procs.worker("worker", *graphs)
-        url = await procs.console("console", *graphs, "--token-file", str(token_file))
+        _, url = await asyncio.gather(
+            procs.worker("worker", *graphs), procs.console("console", *graphs, "--token-file", str(token_file))
+        )
         report, others = await asyncio.gather(
             run_client(
                 {
@@ -457,9 +458,11 @@ async def test_resume_served_by_another_console_after_the_worker_was_replaced(
     queue = f"ag-ui-swap-{uuid.uuid4().hex[:6]}"
     thread = f"swap-{uuid.uuid4().hex[:8]}"
     async with Processes(temporal_address, tmp_path) as procs:
-        await procs.worker("worker-1", "--workflow", PUBLISHING, "--task-queue", queue)
-        first_url = await procs.console("console-1", "--workflow", PUBLISHING, "--task-queue", queue)
-        second_url = await procs.console("console-2", "--workflow", PUBLISHING, "--task-queue", queue)
+        _, first_url, second_url = await asyncio.gather(  # started together, as a deploy would
+            procs.worker("worker-1", "--workflow", PUBLISHING, "--task-queue", queue),
+            procs.console("console-1", "--workflow", PUBLISHING, "--task-queue", queue),
+            procs.console("console-2", "--workflow", PUBLISHING, "--task-queue", queue),
+        )
         messages = [{"id": f"{thread}-u1", "role": "user", "content": "drums"}]
         async with httpx.AsyncClient(timeout=120) as http:
             first = await turn(http, f"{first_url}/ag-ui/ag_ui_publishing", _body(thread, "t1", messages))
@@ -511,9 +514,11 @@ async def test_worker_killed_mid_stream_client_reconnects_with_last_event_id(
     body = _body(thread, "t1", [{"id": f"{thread}-u1", "role": "user", "content": "owls at night"}])
     killed = asyncio.Event()
     async with Processes(temporal_address, tmp_path) as procs:
-        await procs.worker("worker-1", "--workflow", STORY, "--task-queue", queue)
-        first_url = await procs.console("console-1", "--workflow", STORY, "--task-queue", queue)
-        second_url = await procs.console("console-2", "--workflow", STORY, "--task-queue", queue)
+        _, first_url, second_url = await asyncio.gather(
+            procs.worker("worker-1", "--workflow", STORY, "--task-queue", queue),
+            procs.console("console-1", "--workflow", STORY, "--task-queue", queue),
+            procs.console("console-2", "--workflow", STORY, "--task-queue", queue),
+        )
 
         async def progress(p: dict[str, Any]) -> None:
             if p["texts"] >= 4 and not killed.is_set():

@@ -30,8 +30,8 @@ async def test_the_documented_client_streams_asks_and_finishes(temporal_address:
     queue = f"ag-ui-docs-{uuid.uuid4().hex[:6]}"
     try:
         async with Processes(temporal_address, tmp_path) as procs:
-            await procs.worker("worker", "--workflow", "examples.agents:workflow", "--task-queue", queue)
-            url = await procs.console("console", "--workflow", "examples.agents:workflow", "--task-queue", queue)
+            graph = ("--workflow", "examples.agents:workflow", "--task-queue", queue)
+            _, url = await asyncio.gather(procs.worker("worker", *graph), procs.console("console", *graph))
             env = {**os.environ, "AG_UI_URL": f"{url}/ag-ui/agents", "THREAD": f"docs-{uuid.uuid4().hex[:8]}"}
             proc = await asyncio.create_subprocess_exec(
                 "node", str(script), cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
