@@ -110,6 +110,8 @@ class Turn:
             Refusal: the endpoint or the run refused the input (nothing was given).
         """
         kind, client, wid = self.kind, self.client, self.workflow_id
+        # How input meets a run that is still working (double texting: refuse, queue, interrupt, roll back) is
+        # the run's policy; today the run queues it. A client's choice would be read here, from forwardedProps.
         message = new_message(self.inp)
         value = kind.message_input(message[1]) if message is not None else None
         phase = await kind.phase(client, wid)
