@@ -198,6 +198,8 @@ class AGUIApp(Starlette):
             refused = await turn.begin()
         except RPCError as e:
             return _error(502, f"Temporal: {e.message}")
+        except ValueError as e:
+            return _error(400, str(e))
         headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         if refused is not None:
             return EventSourceResponse(_refused(inp, refused), sep="\n", headers=headers)

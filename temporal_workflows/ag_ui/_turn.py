@@ -134,8 +134,18 @@ class Turn:
         return ("i" if took else "f"), start
 
     async def begin(self) -> Refusal | None:
-        """Give the run the turn's input (a reconnect gives none); the refusal, if it was refused."""
+        """Give the run the turn's input (a reconnect gives none); the refusal, if it was refused.
+
+        Raises:
+            ValueError: a reconnect's ``Last-Event-ID`` names a place the run's stream has not reached.
+        """
         if self.after is not None:
+            head = await self.kind.head(self.client, self.workflow_id)
+            # (A turn's last events may be numbered at the head itself: a run that closed without resting.)
+            if self.after.start > head or self.after.offset > head:
+                raise ValueError(
+                    f"Last-Event-ID {self.after}: the run's stream has not reached it (its head is {head})"
+                )
             self._cursor = TurnCursor(self.after.mode, self.after.start)
             return None
         try:

@@ -293,6 +293,8 @@ async def test_reconnect_with_last_event_id_gets_exactly_what_was_missed(fastapi
         assert len(await run.pending_requests()) == 1
         bad = await http.post(url, json=body, headers={"Last-Event-ID": "not-ours"})
         assert bad.status_code == 400 and "Last-Event-ID" in bad.json()["error"]
+        ahead = await http.post(url, json=body, headers={"Last-Event-ID": "i999999.999999.0"})  # a forged place
+        assert ahead.status_code == 400 and "has not reached it" in ahead.json()["error"]
 
 
 async def test_a_sub_workflow_is_a_sub_agent_and_a_failed_run_a_run_error(fastapi_endpoint: Served) -> None:
