@@ -177,7 +177,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ("_local", "temporal", "testing", "_console.server", "_console.guard", "_console.gate", "_console.codec"),
     ),
     # "": the package's __init__, Agent Framework's public API; errors, events: its named errors and events
-    ("front ends", ("llama", "agents", "", "errors", "events")),
+    ("front ends", ("llama", "agents", "ag_ui", "", "errors", "events")),
     ("CLI", ("_cli", "_console", "__main__")),
 ]
 """engine ← graph ← hosts ← front ends ← CLI (docs/architecture.md, "Layers")."""
@@ -201,6 +201,7 @@ class _Import:
     target: str  # a module of the package (relative name, "" for __init__), or a top-level module outside it
     line: int
     local: bool  # inside a function: runs when called, not when the module is imported
+    outside: bool = False  # outside the package (``ag_ui``: ag-ui-protocol's, not ``temporal_workflows.ag_ui``)
 
 
 def _module_name(path: Path) -> str:
@@ -248,7 +249,8 @@ def _graph_imports(module: str) -> list[_Import]:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 inner = _inside(alias.name)
-                found.append(_Import(alias.name.split(".")[0] if inner is None else inner, node.lineno, local))
+                target = alias.name.split(".")[0] if inner is None else inner
+                found.append(_Import(target, node.lineno, local, inner is None))
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = [p for p in package[: len(package) - node.level + 1] if p]
@@ -257,7 +259,8 @@ def _graph_imports(module: str) -> list[_Import]:
                 name = node.module or ""
             for alias in node.names:
                 inner = _inside(f"{name}.{alias.name}")  # "from pkg import module" imports the module
-                found.append(_Import(name.split(".")[0] if inner is None else inner, node.lineno, local))
+                target = name.split(".")[0] if inner is None else inner
+                found.append(_Import(target, node.lineno, local, inner is None))
         else:
             visit(node, local or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
@@ -265,7 +268,7 @@ def _graph_imports(module: str) -> list[_Import]:
     return found
 
 
-GRAPH = {m: [i for i in _graph_imports(m) if i.target in MODULES and i.target != m] for m in MODULES}
+GRAPH = {m: [i for i in _graph_imports(m) if not i.outside and i.target in MODULES and i.target != m] for m in MODULES}
 
 
 def _layer(module: str) -> int:
