@@ -216,7 +216,7 @@ class _S3Client:
         loop = id(asyncio.get_running_loop())
         client = self._clients.get(loop)
         if client is None:
-            import aioboto3  # type: ignore[import-not-found,unused-ignore]
+            import aioboto3
 
             session = aioboto3.Session()
             ctx = session.client("s3", endpoint_url=self.endpoint_url, region_name=self.region)
@@ -228,7 +228,7 @@ class _S3Client:
         return {k: v for k, v in (("endpoint_url", self.endpoint_url), ("region", self.region)) if v}
 
     async def object_exists(self, *, bucket: str, key: str) -> bool:
-        from botocore.exceptions import ClientError  # type: ignore[import-not-found,unused-ignore]
+        from botocore.exceptions import ClientError
 
         try:
             await (await self._client()).head_object(Bucket=bucket, Key=key)
@@ -264,7 +264,7 @@ def s3_storage_driver(
         WorkflowError: ``aioboto3`` is not installed (``pip install 'temporal-workflows[s3]'``).
     """
     try:
-        import aioboto3  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+        import aioboto3  # noqa: F401
         from temporalio.contrib.aws.s3driver import S3StorageDriver
     except ImportError as e:
         raise WorkflowError(f"an S3 store needs aioboto3: pip install 'temporal-workflows[s3]' ({e})") from None
