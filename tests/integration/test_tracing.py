@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import uuid
@@ -46,10 +47,23 @@ class Tree:
         return found[0]
 
 
+async def run_span_exported(exporter: InMemorySpanExporter, workflow_id: str, name: str, timeout: float = 30) -> None:
+    """Wait until the run's ``name`` span has arrived: workflow-side spans are exported once their workflow task
+    is known to count (the next activation, the run's eviction, or a couple of seconds later)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not any(
+        s.name == name and s.attributes is not None and s.attributes.get("temporalWorkflowID") == workflow_id
+        for s in exporter.get_finished_spans()
+    ):
+        assert asyncio.get_running_loop().time() < deadline, f"no {name} span for {workflow_id}"
+        await asyncio.sleep(0.05)
+
+
 async def _traced_run(client: Client, exporter: InMemorySpanExporter, workflow_id: str, queue: str) -> Tree:
     with trace.get_tracer("tests").start_as_current_span("client request") as root:
         handle = await start_run(client, research.workflow, research.SAMPLE_INPUT, id=workflow_id, task_queue=queue)
         await handle.result()
+    await run_span_exported(exporter, workflow_id, "RunWorkflow:research")
     return Tree(exporter.get_finished_spans(), root.get_span_context().trace_id)
 
 
@@ -159,6 +173,7 @@ async def test_cli_exports_to_otlp_and_the_worker_continues_its_trace(
     start = [s for service, s in spans if s.name == "StartWorkflow:research"]
     assert len(start) == 1 and all(service == "tw-cli-test" for service, _ in spans)
     # This process's worker ran the workflow: its run span is the CLI span's child.
+    await run_span_exported(span_exporter, workflow_id, "RunWorkflow:research")
     runs = [
         s
         for s in span_exporter.get_finished_spans()

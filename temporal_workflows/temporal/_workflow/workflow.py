@@ -88,7 +88,7 @@ from temporal_workflows.temporal._protocol import (
     RunInput,
     too_long,
 )
-from temporal_workflows.temporal._tracing import workflow_span
+from temporal_workflows.temporal._telemetry.workflow import workflow_span
 from temporal_workflows.temporal._workflow.budget import TaskBudget
 from temporal_workflows.temporal._workflow.checkpointing import Checkpoints, ResetPlan
 from temporal_workflows.temporal._workflow.children import (
