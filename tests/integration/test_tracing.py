@@ -86,9 +86,7 @@ def _assert_research_tree(tree: Tree, workflow_id: str) -> None:
         assert sorted(s.name for s in starts) == sorted(f"StartActivity:research.{e}" for e in executors)
         for start in starts:
             executor_id = start.name.removeprefix("StartActivity:research.")
-            step = tree.only(
-                tree.only(start, f"RunActivity:research.{executor_id}"), f"executor.process {executor_id}"
-            )
+            step = tree.only(tree.only(start, f"RunActivity:research.{executor_id}"), f"executor.process {executor_id}")
             assert step.attributes is not None
             attributes = dict(step.attributes)
             assert attributes.pop("temporal_workflows.run_id")

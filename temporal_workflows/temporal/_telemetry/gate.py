@@ -24,10 +24,14 @@ the activations that follow:
 
 * the next activation is a **legacy query** (sdk-core names it
   ``legacy_query``) whose history ends where the held activation's did: the
-  held effects came from its run-ahead; they are dropped if the instance is
-  then evicted (the real task will run them again, here or elsewhere),
-  released if the instance goes on to another task. A legacy query whose
-  history goes further holds at least the held task's completion: release;
+  held effects may come from its run-ahead. They are dropped if sdk-core
+  then evicts the instance to keep its cache in bounds (what it does with an
+  instance it built for one query when the cache is off or full; the real
+  task will run them again, here or elsewhere), and released if the
+  instance stays (a cached run answering a query after its task) and goes
+  on to another task, is evicted for another reason (a worker shutting
+  down) or waits. A legacy query whose history goes further holds at least
+  the held task's completion: release;
 * the next activation is a **new workflow task** (a greater history length):
   the earlier ones counted, release;
 * an **eviction** says why: a failed, refused or lost task (nondeterminism, a
@@ -116,7 +120,8 @@ class ReplayGate:
             if eviction is not None:
                 held = self._instances.pop(key, None)
                 if held is not None:
-                    if held.after_legacy_query or eviction.reason in _TASK_DID_NOT_COUNT:
+                    ran_ahead = held.after_legacy_query and eviction.reason == _Reason.CACHE_FULL
+                    if ran_ahead or eviction.reason in _TASK_DID_NOT_COUNT:
                         self._drop(held)
                     else:
                         self._release(held)
