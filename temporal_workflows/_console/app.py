@@ -20,6 +20,8 @@ JSON routes (all behind :class:`~._console.gate.Gate`):
   the one the run keeps of the graph it pinned (its ``topology`` query), else that of the graph given with
   ``--workflow``, else none and ``picture_note`` saying why.
 - ``GET /api/runs/{id}/events``: the run's events over SSE, batched.
+- ``GET /api/runs/{id}/timeline``: supersteps by executors with times, attempts and workers, from the run's
+  history (``timeline.py``).
 - ``POST /api/runs/{id}/requests/{request_id}`` ``{"response": ...}`` or
   ``{"approve": true|false}`` (a tool approval in one click).
 - ``POST /api/runs/{id}/reset`` ``{"checkpoint_id": ...}`` (or none: clean),
@@ -60,6 +62,7 @@ from temporal_workflows._console.codec import BodyRefused, codec_routes, read_bo
 from temporal_workflows._console.gate import Gate
 from temporal_workflows._console.guard import COOKIE_NAME, Guard
 from temporal_workflows._console.server import Limits
+from temporal_workflows._console.timeline import timeline_route
 from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import WorkflowEvent
@@ -251,6 +254,12 @@ def make_app(
         if not run_id or len(run_id) > MAX_ID_CHARS:
             raise _Refused(400, f"a workflow id of 1 to {MAX_ID_CHARS} characters")
         return get_run(await client(), run_id)
+
+    def run_id_of(request: Request) -> str:
+        run_id = str(request.path_params["run_id"])
+        if not run_id or len(run_id) > MAX_ID_CHARS:
+            raise _Refused(400, f"a workflow id of 1 to {MAX_ID_CHARS} characters")
+        return run_id
 
     async def body_json(request: Request) -> dict[str, Any]:
         try:
@@ -538,6 +547,7 @@ def make_app(
         Route("/api/info", guarded(info)),
         Route("/api/runs", guarded(runs)),
         Route("/api/runs/{run_id:path}/events", guarded(events)),
+        Route("/api/runs/{run_id:path}/timeline", guarded(timeline_route(client, run_id_of))),
         Route("/api/runs/{run_id:path}/requests/{request_id}", guarded(answer), methods=["POST"]),
         Route("/api/runs/{run_id:path}/reset", guarded(reset), methods=["POST"]),
         Route("/api/runs/{run_id:path}/fork", guarded(fork), methods=["POST"]),
