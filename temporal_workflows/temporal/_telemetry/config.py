@@ -27,6 +27,7 @@ for each activity task a worker started.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import socket
@@ -269,6 +270,8 @@ def configure_tracing(
     if exporter is not None:
         provider.add_span_processor(_span_processor(exporter, batch))
     trace.set_tracer_provider(provider)
+    # Registered after the provider's own exit hook, so it runs first: what the gate still holds is exported.
+    atexit.register(GATE.flush)
     _log.debug("tracing: replay-safe provider installed, exporter %s", name)
     return provider
 

@@ -74,8 +74,8 @@ class _GatedSpan(Span):
         return getattr(self._span, name)
 
     def end(self, end_time: int | None = None) -> None:
-        if not workflow.in_workflow():
-            self._span.end(end_time=end_time)
+        if not workflow.in_workflow() or not self._span.is_recording():
+            self._span.end(end_time=end_time)  # outside workflow code, or nothing to export: nothing to gate
             return
         if workflow.unsafe.is_replaying_history_events():
             return  # this span was (or will be) ended by the execution that counts
