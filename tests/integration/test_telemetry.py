@@ -316,6 +316,9 @@ async def test_three_workers_export_the_agent_run_over_otlp_exactly_once_through
     assert total("temporal_workflows.steps.retried", **graph, **{"executor.id": "archive"}) == 1
     assert total("temporal_workflows.requests.pending", **graph) == 0
     assert got.histogram_count("temporal_workflows.superstep.duration", **graph) == 4
+    for executor, n in (("writer", 1), ("publisher", 2), ("archive", 1)):  # the killed attempt never ended
+        assert got.histogram_count("temporal_workflows.step.duration", **graph, **{"executor.id": executor}) == n
+    assert total("temporal_workflows.live_events.published", **graph, **{"executor.id": "writer"}) > 0
     assert got.histogram_count("gen_ai.client.token.usage", **{"gen_ai.token.type": "input"}) == 4
     assert got.histogram_count("gen_ai.client.token.usage", **{"gen_ai.token.type": "output"}) == 4
 

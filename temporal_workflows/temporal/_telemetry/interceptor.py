@@ -133,6 +133,8 @@ class _RunParentedCalls(temporalio.client.OutboundInterceptor):
     async def _parent(self, workflow_id: str) -> Context | None:
         if trace.get_current_span().get_span_context().is_valid:
             return None  # the caller's own span stays the parent
+        if not getattr(trace.get_tracer_provider(), "exporting", True):
+            return None  # this process sends no spans: no lookup for a parent nobody will see
         return await self._contexts.get(self._untraced, workflow_id)
 
     async def query_workflow(self, input: temporalio.client.QueryWorkflowInput) -> Any:

@@ -182,6 +182,11 @@ class GatedTracerProvider(ReplaySafeTracerProvider):
         self._sampler.on = True
 
     @property
+    def exporting(self) -> bool:
+        """Whether this process sends spans anywhere (a span processor was added)."""
+        return self._sampler.on
+
+    @property
     def resource(self) -> Resource:
         """The resource every span of this process carries."""
         return self._tracer_provider.resource
