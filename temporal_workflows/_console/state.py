@@ -125,6 +125,8 @@ class ConsoleState:
         self.graphs: dict[str, Workflow] = dict(settings.graphs)
         self.pictures: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.static: Traversable = resources.files("temporal_workflows._console") / "static"
+        self.run_events: dict[str, Any] = {}
+        """The console's one reader of each run's events that pages follow (``events.RunEvents``), by id."""
         self._connect = connect
         self._client_lock = asyncio.Lock()
         self._client: Client | None = None

@@ -2,8 +2,22 @@
 import { el, schemaForm } from "./form.js";
 
 const main = document.getElementById("main");
+const banner = document.getElementById("banner");
 let info = null;
 let leave = () => {};  // what the current view closes when the page moves on (its event stream, timers)
+
+// One line at the top for what concerns the whole page: Temporal out of reach, an error in the page itself.
+function setBanner(text, kind = "temporal") {
+  if (!text && banner.dataset.kind && banner.dataset.kind !== kind) return;  // another kind's message stays
+  banner.textContent = text;
+  banner.hidden = !text;
+  banner.dataset.kind = text ? kind : "";
+}
+function pageError(text) {
+  setBanner(`Something went wrong in this page: ${text}. Reload it to start again.`, "page");
+}
+window.addEventListener("error", (e) => pageError(e.message || String(e.error)));
+window.addEventListener("unhandledrejection", (e) => pageError((e.reason && e.reason.message) || String(e.reason)));
 
 async function api(path, options = {}) {
   const init = { credentials: "same-origin", headers: {}, ...options };
@@ -12,10 +26,17 @@ async function api(path, options = {}) {
     init.headers = { "Content-Type": "application/json", "X-TW-Console": "1", ...init.headers };
     init.body = JSON.stringify(init.body);
   }
-  const resp = await fetch(path, init);
+  let resp;
+  try { resp = await fetch(path, init); } catch (e) {
+    setBanner("The console does not answer (stopped or restarting?): trying again.", "console");
+    throw new Error(`the console does not answer: ${e.message}`);
+  }
+  setBanner("", "console");
   if (resp.status === 401) { location.href = "/login"; throw new Error("sign in"); }
   let data = null;
   try { data = await resp.json(); } catch { data = { error: `${resp.status} ${resp.statusText}` }; }
+  if (resp.status === 502) setBanner(`The console cannot reach Temporal: ${data && data.error ? data.error : resp.statusText}. It keeps trying.`);
+  else setBanner("");
   if (!resp.ok) {
     const e = new Error(data && data.error ? data.error : `${resp.status}`);
     e.status = resp.status;
@@ -357,34 +378,66 @@ function runView(runId) {
     log.append(frag);
     while (log.childElementCount > 300) log.firstElementChild.remove();
     log.scrollTop = log.scrollHeight;
-    eventsCount.textContent = streamEnded ? `${total} events (run closed)` : `${total} events`;
+    setStreamNote(streamNote);
     eventsCount.setAttribute("data-count", String(total));
   }
-  const source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/events`);
-  let opened = false;
-  source.addEventListener("open", () => {
-    // A reconnect replays the stream from its start: rebuild from it rather than count twice.
-    if (opened) { total = 0; executorState.clear(); streams.clear(); streamBox.replaceChildren(); log.replaceChildren(); }
-    opened = true;
-  });
+  // The stream resumes where it was: each message's id is its stream position, which the browser sends back
+  // (Last-Event-ID) when it reconnects by itself, and which a new connection asks for (?after=) when the
+  // browser has given up (the console answered an error while it or Temporal was away).
+  let source = null;
+  let lastId = -1;
+  let reconnects = 0;
+  let reconnectTimer = null;
   let flushPending = false;
   let streamEnded = false;
-  source.addEventListener("events", (msg) => {
-    for (const e of JSON.parse(msg.data)) onEvent(e);
-    if (flushPending) return;  // the log is drawn once a frame, however many batches arrive in it
-    flushPending = true;
-    requestAnimationFrame(() => { flushPending = false; flushLog(); });
-  });
-  source.addEventListener("end", () => {
-    source.close();
-    streamEnded = true;
-    flushLog();
-    scheduleRefresh();
-  });
-  source.onerror = () => { if (source.readyState === EventSource.CLOSED) scheduleRefresh(); };
+  let streamNote = "";
+  function setStreamNote(text) {
+    streamNote = text;
+    eventsCount.textContent = streamEnded ? `${total} events (run closed)` : `${total} events${text ? ` (${text})` : ""}`;
+    eventsCount.setAttribute("data-stream", streamEnded ? "closed" : text ? "reconnecting" : "live");
+  }
+  function connect() {
+    const url = `/api/runs/${encodeURIComponent(runId)}/events${lastId >= 0 ? `?after=${lastId}` : ""}`;
+    source = new EventSource(url);
+    source.addEventListener("open", () => { reconnects = 0; setStreamNote(""); });
+    source.addEventListener("events", (msg) => {
+      if (msg.lastEventId) lastId = Number(msg.lastEventId);
+      for (const e of JSON.parse(msg.data)) onEvent(e);
+      if (flushPending) return;  // the log is drawn once a frame, however many batches arrive in it
+      flushPending = true;
+      requestAnimationFrame(() => { flushPending = false; flushLog(); });
+    });
+    source.addEventListener("status", (msg) => {
+      const st = JSON.parse(msg.data);
+      if (st.temporal === "unreachable") { setBanner(`The console cannot reach Temporal (${st.message}): waiting for it to come back.`); setStreamNote("reconnecting"); }
+      else { setBanner(""); setStreamNote(""); scheduleRefresh(); }
+    });
+    source.addEventListener("error", (msg) => {
+      // The console's own report that the stream failed (a MessageEvent with data); it closes, the browser
+      // reconnects, resuming after the last id. A connection error is an Event without data (below).
+      if (msg.data) { lines.push(`stream: ${JSON.parse(msg.data).message}`); flushLog(); }
+    });
+    source.addEventListener("end", () => {
+      source.close();
+      streamEnded = true;
+      setStreamNote("");
+      flushLog();
+      scheduleRefresh();
+    });
+    source.onerror = () => {
+      if (streamEnded || closed) return;
+      setStreamNote("reconnecting");
+      if (source.readyState === EventSource.CLOSED) {  // the browser gave up: connect again, after the last id
+        clearTimeout(reconnectTimer);
+        reconnectTimer = setTimeout(() => { if (!closed && !streamEnded) connect(); }, Math.min(10000, 500 * 2 ** reconnects++));
+        scheduleRefresh();
+      }
+    };
+  }
+  connect();
   refresh();
   const poll = setInterval(() => { if (!document.hidden) refresh(); }, 5000);
-  leave = () => { closed = true; source.close(); clearInterval(poll); clearTimeout(refreshTimer); };
+  leave = () => { closed = true; if (source) source.close(); clearInterval(poll); clearTimeout(refreshTimer); clearTimeout(reconnectTimer); };
 }
 
 function legendColour(s) {
@@ -445,7 +498,8 @@ function route() {
 
 async function boot() {
   try { info = await api("/api/info"); } catch (e) {
-    main.replaceChildren(el("p", { class: "error" }, `The console cannot reach Temporal: ${e.message}`));
+    main.replaceChildren(el("p", { class: "error", id: "boot-error" }, `The console cannot reach Temporal: ${e.message}. Trying again…`));
+    setTimeout(boot, 3000);
     return;
   }
   document.getElementById("namespace").textContent = `namespace ${info.namespace}`;
