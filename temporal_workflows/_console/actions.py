@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from starlette.requests import Request
@@ -9,12 +10,53 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from temporalio.client import WorkflowUpdateFailedError
 
-from temporal_workflows._console.state import ConsoleState, Refused, guarded, why
-from temporal_workflows._errors import WorkflowError
+from temporal_workflows._console.state import ConsoleState, Refused, check_workflow_id, guarded, why
+from temporal_workflows._errors import AlreadyAnsweredError, InvalidResponseError, UnknownRequestError, WorkflowError
 from temporal_workflows.temporal._client.client import start_run
-from temporal_workflows.temporal._protocol import MAX_ID_CHARS
+from temporal_workflows.temporal._failures import library_error
 
-__all__ = ["routes"]
+__all__ = ["answer_refusal", "routes"]
+
+_TYPE_SUFFIX = re.compile(r"\s*\[type=[^\]]*\]\s*$")
+
+
+def _validation_messages(text: str) -> list[str]:
+    """pydantic's "N validation errors for T" text as ``field: message`` lines (no input echo, no links)."""
+    head = re.search(r"\d+ validation errors? for [^\n]*\n", text)
+    if head is None:
+        return []
+    out: list[str] = []
+    where: str | None = None
+    for line in text[head.end() :].splitlines():
+        if not line.strip() or line.startswith("    "):
+            continue  # "For further information visit ..."
+        if not line.startswith(" "):
+            where = line.strip()
+            continue
+        message = _TYPE_SUFFIX.sub("", line.strip()).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        out.append(f"{where}: {message}" if where else message)
+        where = None
+    return out
+
+
+def answer_refusal(e: BaseException) -> str:
+    """What the person who sent an answer reads when the run refuses it: the reason, in their terms.
+
+    The run's own words (``why``) name the request by its id and repeat pydantic's whole report, input
+    included; the form says which field is wrong and why.
+    """
+    error = e if isinstance(e, WorkflowError) else library_error(e)
+    if isinstance(error, InvalidResponseError):
+        detail = str(error).split(" is invalid: ", 1)[-1]
+        fields = _validation_messages(detail)
+        if fields:
+            return "The run refused this answer: " + "; ".join(fields)
+        return "The run refused this answer: " + re.sub(r"^expected [^,]*, got [^:]*: ", "", detail)
+    if isinstance(error, AlreadyAnsweredError):
+        return "This request was answered already (the first answer stands)."
+    if isinstance(error, UnknownRequestError):
+        return "This request is no longer pending: answered elsewhere, timed out, or the run was reset."
+    return why(e)
 
 
 def approval(request: Any, approved: bool) -> Any:
@@ -52,7 +94,7 @@ def routes(state: ConsoleState) -> list[Any]:
         try:
             accepted = await h.respond(request_id, response)
         except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
-            raise Refused(422, why(e)) from None
+            raise Refused(422, answer_refusal(e), detail=why(e)) from None
         return JSONResponse({"accepted": accepted})
 
     async def reset(request: Request) -> Response:
@@ -71,10 +113,11 @@ def routes(state: ConsoleState) -> list[Any]:
         h = await state.handle(request.path_params["run_id"])
         body = await state.body_json(request)
         checkpoint_id, new_id = body.get("checkpoint_id"), body.get("new_id")
-        if not isinstance(checkpoint_id, str) or not isinstance(new_id, str) or not new_id.strip():
-            raise Refused(400, "checkpoint_id and new_id: strings")
+        if not isinstance(checkpoint_id, str):
+            raise Refused(400, "checkpoint_id: a string")
+        new_id = check_workflow_id(new_id, "new_id")
         try:
-            new = await h.fork(checkpoint_id, new_id.strip())
+            new = await h.fork(checkpoint_id, new_id)
         except (WorkflowError, ValueError) as e:
             raise Refused(422, why(e)) from None
         return JSONResponse({"started": new.id})
@@ -97,9 +140,8 @@ def routes(state: ConsoleState) -> list[Any]:
         if not isinstance(name, str) or name not in state.graphs:
             known = ", ".join(sorted(state.graphs)) or "(none: start with --workflow)"
             raise Refused(400, f"graph: one of {known}")
-        run_id = body.get("id") or None
-        if run_id is not None and (not isinstance(run_id, str) or len(run_id) > MAX_ID_CHARS):
-            raise Refused(400, f"id: a workflow id of at most {MAX_ID_CHARS} characters")
+        given = body.get("id")
+        run_id = None if given is None or given == "" else check_workflow_id(given)  # none given: one is made
         try:
             h = await start_run(
                 await state.client(),
@@ -112,10 +154,8 @@ def routes(state: ConsoleState) -> list[Any]:
             raise Refused(422, why(e)) from None
         return JSONResponse({"started": h.id})
 
-    return [
-        Route("/api/runs/{run_id:path}/requests/{request_id}", guarded(answer), methods=["POST"]),
-        Route("/api/runs/{run_id:path}/reset", guarded(reset), methods=["POST"]),
-        Route("/api/runs/{run_id:path}/fork", guarded(fork), methods=["POST"]),
-        Route("/api/runs/{run_id:path}/checkpoint", guarded(checkpoint), methods=["POST"]),
-        Route("/api/start", guarded(start), methods=["POST"]),
-    ]
+    state.run_route("POST", "requests/*", answer)
+    state.run_route("POST", "reset", reset)
+    state.run_route("POST", "fork", fork)
+    state.run_route("POST", "checkpoint", checkpoint)
+    return [Route("/api/start", guarded(start), methods=["POST"])]

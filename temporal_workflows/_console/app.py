@@ -67,8 +67,8 @@ def make_app(
         connect: Makes the Temporal client, once, on the server's event loop.
     """
     state = ConsoleState(guard, settings, connect)
-    # Routes under a run (…/events, …/reset) before the run itself, whose id takes the rest of the path.
-    routes: list[Any] = [*pages.routes(state), *events.routes(state), *actions.routes(state), *runs.routes(state)]
+    routes: list[Any] = [*pages.routes(state), *runs.routes(state), *events.routes(state), *actions.routes(state)]
+    routes += state.run_routes()  # what the subjects serve under a run, by path and by ?id=
     if settings.codec is not None:
         routes += codec_routes(settings.codec, settings.limits, allow_encode=settings.allow_encode)
 

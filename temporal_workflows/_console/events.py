@@ -36,10 +36,10 @@ from typing import Any
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from temporal_workflows._console.state import ConsoleState, Refused, guarded, why
-from temporal_workflows._events import WorkflowEvent
+from temporal_workflows._console.state import ConsoleState, Refused, why
+from temporal_workflows._engine.driver import RunStatus
+from temporal_workflows._events import WorkflowEvent, WorkflowStatusEvent
 from temporal_workflows._live import LiveEvent
 from temporal_workflows.temporal._client.client import RunHandle
 
@@ -63,6 +63,8 @@ def event_json(event: WorkflowEvent) -> dict[str, Any]:
     except Exception:
         data = {"type": event.type, "data": str(event.data)}
     data["class"] = type(event).__name__
+    if isinstance(event, WorkflowStatusEvent) and event.state is not None:
+        data["status"] = RunStatus.of(event.state).value  # the status word the badge and the filter use
     text = getattr(event.data, "text", None) if isinstance(event, LiveEvent) else None
     if isinstance(text, str) and text:
         data["text"] = text  # an agent's streamed update: its text delta (not the committed whole, again)
@@ -248,4 +250,5 @@ def routes(state: ConsoleState) -> list[Any]:
 
         return EventSourceResponse(stream(), ping=15, send_timeout=60, headers={"Cache-Control": "no-store"})
 
-    return [Route("/api/runs/{run_id:path}/events", guarded(events))]
+    state.run_route("GET", "events", events)
+    return []

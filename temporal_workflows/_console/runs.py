@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey
+from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._console.state import ConsoleState, Refused, guarded, iso, why
 from temporal_workflows._engine.driver import RunStatus
@@ -100,6 +101,9 @@ def query_for(params: Mapping[str, str]) -> str:
             )
         else:
             clauses.append(f"ExecutionStatus = 'Running' AND {STATUS_SEARCH_ATTRIBUTE} = '{status}'")
+    else:
+        # A reset or a long run continues as new: its earlier executions are the same run (same id), not rows.
+        clauses.append("ExecutionStatus != 'ContinuedAsNew'")
     for name, op in (("since", ">="), ("until", "<=")):
         value = params.get(name) or ""
         if value:
@@ -144,7 +148,17 @@ def routes(state: ConsoleState) -> list[Any]:
             except (binascii.Error, ValueError):
                 raise Refused(400, "next: the token a previous page returned") from None
         it = (await state.client()).list_workflows(query or None, page_size=page_size, next_page_token=token)
-        await it.fetch_next_page()
+        try:
+            await it.fetch_next_page()
+        except RPCError as e:
+            if e.status == RPCStatusCode.INVALID_ARGUMENT and STATUS_SEARCH_ATTRIBUTE in e.message:
+                raise Refused(
+                    400,
+                    f"status: this namespace has no {STATUS_SEARCH_ATTRIBUTE} search attribute, which the filter "
+                    f"reads (`temporal-workflows dev` registers it; elsewhere: temporal operator search-attribute "
+                    f"create --name {STATUS_SEARCH_ATTRIBUTE} --type Keyword)",
+                ) from None
+            raise
         rows = []
         for ex in it.current_page or []:
             graph_status = ex.typed_search_attributes.get(_STATUS_KEY)
@@ -219,8 +233,5 @@ def routes(state: ConsoleState) -> list[Any]:
             }
         )
 
-    return [
-        Route("/api/info", guarded(info)),
-        Route("/api/runs", guarded(runs)),
-        Route("/api/runs/{run_id:path}", guarded(run)),  # after the routes under a run (make_app orders them)
-    ]
+    state.run_route("GET", "", run)
+    return [Route("/api/info", guarded(info)), Route("/api/runs", guarded(runs))]
