@@ -1,7 +1,20 @@
-"""The page itself (``/``, static) and the login form that sets the session cookie."""
+"""The page itself (``/``, static), the login form that sets the session cookie, and the page's ready hold.
+
+The page is static and fills itself from the JSON routes, so a browser's
+``load`` event would come before anything is shown ("Loading…"). The page
+holds it: ``index.html`` carries one image, ``/ready.gif``, whose answer the
+console keeps back until the page lets it go, once its first view has drawn
+(data, picture, first events), or 10 s at most. So a screenshot taken when a
+page has loaded (``page.goto(url)`` then ``page.screenshot()``) shows the
+run, not "Loading…". The same moment sets ``<html data-ready="true">``
+(``false`` while a view is being drawn, after the hash changes): a marker to
+wait on where no load event comes.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -15,7 +28,11 @@ from temporal_workflows._console.guard import COOKIE_NAME
 from temporal_workflows._console.server import Limits
 from temporal_workflows._console.state import ConsoleState
 
-__all__ = ["routes"]
+__all__ = ["READY_HOLD_SECONDS", "routes"]
+
+READY_HOLD_SECONDS = 10.0
+"""The longest the page's load event is held for its first view to draw."""
+_GIF = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")
 
 
 def routes(state: ConsoleState) -> list[Any]:
@@ -50,8 +67,17 @@ def routes(state: ConsoleState) -> list[Any]:
         )
         return response
 
+    async def ready(request: Request) -> Response:
+        # Kept back until the page drops the request (it sets the image's src elsewhere once drawn), 10 s at most.
+        loop = asyncio.get_running_loop()
+        until = loop.time() + READY_HOLD_SECONDS
+        while loop.time() < until and not await request.is_disconnected():
+            await asyncio.sleep(0.1)
+        return Response(_GIF, media_type="image/gif", headers={"Cache-Control": "no-store"})
+
     return [
         Route("/", index),
+        Route("/ready.gif", ready),
         Route("/login", login, methods=["GET", "POST"]),
         Mount("/static", StaticFiles(directory=str(static)), name="static"),
     ]

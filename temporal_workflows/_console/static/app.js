@@ -1,5 +1,5 @@
 // The console's page: runs (#/), a run (#/run/<id>), start a run (#/start). Plain ES modules, no build step.
-import { el, schemaForm } from "./form.js";
+import { el, parseJSON, schemaForm, stringify } from "./form.js";
 
 const main = document.getElementById("main");
 const banner = document.getElementById("banner");
@@ -24,7 +24,7 @@ async function api(path, options = {}) {
   if (init.body !== undefined) {
     init.method = init.method || "POST";
     init.headers = { "Content-Type": "application/json", "X-TW-Console": "1", ...init.headers };
-    init.body = JSON.stringify(init.body);
+    init.body = stringify(init.body);  // integers past 2^53 and typed JSON travel as their digits
   }
   let resp;
   try { resp = await fetch(path, init); } catch (e) {
@@ -34,7 +34,7 @@ async function api(path, options = {}) {
   setBanner("", "console");
   if (resp.status === 401) { location.href = "/login"; throw new Error("sign in"); }
   let data = null;
-  try { data = await resp.json(); } catch { data = { error: `${resp.status} ${resp.statusText}` }; }
+  try { data = parseJSON(await resp.text()); } catch { data = { error: `${resp.status} ${resp.statusText}` }; }
   if (resp.status === 502) setBanner(`The console cannot reach Temporal: ${data && data.error ? data.error : resp.statusText}. It keeps trying.`);
   else setBanner("");
   if (!resp.ok) {
@@ -43,6 +43,23 @@ async function api(path, options = {}) {
     throw e;
   }
   return data;
+}
+
+// Ready: the view has drawn what it shows (data, picture, first events). The page's load event waits for it
+// (the held image, pages.py), and <html data-ready> says it for whoever waits on a marker instead.
+const HOLD_RELEASED = "data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7";
+function notReady() { document.documentElement.dataset.ready = "false"; }
+function ready() {
+  document.documentElement.dataset.ready = "true";
+  const hold = document.getElementById("ready-hold");
+  if (hold && hold.dataset.released !== "1") { hold.dataset.released = "1"; hold.src = HOLD_RELEASED; }
+}
+setTimeout(ready, 9000);  // never hold a page longer than the console does (10 s)
+
+// A run's routes by ?id=, so any id a run can have (".", "..", one with "/" or "?") reaches its own run.
+function runUrl(runId, sub = "", params = {}) {
+  const q = new URLSearchParams({ id: runId, ...params });
+  return `/api/run${sub ? `/${sub}` : ""}?${q}`;
 }
 
 function toast(text) {
@@ -62,7 +79,7 @@ function when(iso) {
 }
 
 function pretty(value) {
-  return el("pre", { class: "json" }, JSON.stringify(value, null, 2));
+  return el("pre", { class: "json" }, stringify(value, 2));
 }
 
 // -- runs ---------------------------------------------------------------------------------------
@@ -116,6 +133,7 @@ function runsView(params) {
       more.hidden = !next;
       count.textContent = `${shown} shown${next ? ", more to load" : ""}`;
     } catch (e) { error.textContent = e.message; }
+    ready();
   }
 
   function apply() {
@@ -227,16 +245,27 @@ function runView(runId) {
     try {
       await loadMermaid();
       if (closed) return;
-      window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral", flowchart: { htmlLabels: false } });
+      // Labels as SVG text, never HTML (an executor id holding markup stays text: nothing is fetched); the
+      // top-level setting is the one Mermaid reads, the flowchart one is its older name.
+      window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral", htmlLabels: false, flowchart: { htmlLabels: false } });
       const { svg } = await window.mermaid.render(`graph-${++graphSeq}`, picture.mermaid);
       graphBox.innerHTML = svg;
       paint();
     } catch (e) { graphBox.replaceChildren(el("p", { class: "error" }, `could not draw the graph: ${e.message}`)); }
   }
 
+  // Ready once the run is drawn (its data and picture) and its first events are in (or 3 s have passed).
+  let drawnOnce = false;
+  let eventsOnce = false;
+  function maybeReady() { if (drawnOnce && eventsOnce && !closed) { flushLog(); ready(); } }
+  const eventsWait = setTimeout(() => { eventsOnce = true; maybeReady(); }, 3000);
+
   async function refresh() {
+    try { await draw(); } finally { if (!drawnOnce) { drawnOnce = true; maybeReady(); } }
+  }
+  async function draw() {
     let run;
-    try { run = await api(`/api/runs/${encodeURIComponent(runId)}`); } catch (e) {
+    try { run = await api(runUrl(runId)); } catch (e) {
       header.replaceChildren(el("section", { class: "card" }, el("h1", {}, runId), el("p", { class: "error" }, e.message)));
       return;
     }
@@ -260,7 +289,7 @@ function runView(runId) {
     waiting = new Set(run.pending_requests.map((r) => r.source_executor_id));
     paint();
     renderRequests(run.pending_requests);
-    outputsBox.replaceChildren(st && st.outputs && st.outputs.length ? st.outputs.map(pretty) : el("p", { class: "muted" }, "None yet."));
+    outputsBox.replaceChildren(...(st && st.outputs && st.outputs.length ? st.outputs.map((o) => pretty(o)) : [el("p", { class: "muted" }, "None yet.")]));
     stateBox.replaceChildren(run.state && !run.state.unavailable ? pretty(run.state) : el("p", { class: "muted" }, run.state && run.state.unavailable ? run.state.unavailable : "Empty."));
     renderCheckpoints(run.checkpoints, run.temporal_status === "running");
   }
@@ -284,7 +313,7 @@ function runView(runId) {
       error.textContent = "";
       buttons.forEach((b) => { b.disabled = true; });
       try {
-        await api(`/api/runs/${encodeURIComponent(runId)}/requests/${encodeURIComponent(r.request_id)}`, { body });
+        await api(runUrl(runId, "requests", { request_id: r.request_id }), { body });
         toast("Answer accepted");
         scheduleRefresh();
       } catch (e) { error.textContent = e.message; }
@@ -308,7 +337,8 @@ function runView(runId) {
     const f = el("form", { novalidate: true }, form.node, el("div", { class: "actions" }, submit), error);
     f.addEventListener("submit", (ev) => {
       ev.preventDefault();
-      const read = form.read();
+      let read;
+      try { read = form.read(); } catch (e) { error.textContent = `The page could not read the form: ${e.message}`; return; }
       if (read.errors) { error.textContent = "Fix the fields marked above."; return; }
       send({ response: read.value }, [submit]);
     });
@@ -326,13 +356,13 @@ function runView(runId) {
       reset.addEventListener("click", async () => {
         if (!confirm(`Reset ${runId} to checkpoint ${c.checkpoint_id} (superstep ${c.superstep})? Steps still running are cancelled.`)) return;
         error.textContent = "";
-        try { await api(`/api/runs/${encodeURIComponent(runId)}/reset`, { body: { checkpoint_id: c.checkpoint_id } }); toast("Reset accepted"); scheduleRefresh(); } catch (e) { error.textContent = e.message; }
+        try { await api(runUrl(runId, "reset"), { body: { checkpoint_id: c.checkpoint_id } }); toast("Reset accepted"); scheduleRefresh(); } catch (e) { error.textContent = e.message; }
       });
       fork.addEventListener("click", async () => {
         const newId = prompt("Workflow id of the new run", `${runId}-fork-${Date.now().toString(36)}`);
         if (!newId) return;
         error.textContent = "";
-        try { const r = await api(`/api/runs/${encodeURIComponent(runId)}/fork`, { body: { checkpoint_id: c.checkpoint_id, new_id: newId } }); location.hash = `#/run/${encodeURIComponent(r.started)}`; } catch (e) { error.textContent = e.message; }
+        try { const r = await api(runUrl(runId, "fork"), { body: { checkpoint_id: c.checkpoint_id, new_id: newId } }); location.hash = `#/run/${encodeURIComponent(r.started)}`; } catch (e) { error.textContent = e.message; }
       });
       return el("tr", { "data-checkpoint": c.checkpoint_id }, el("td", {}, String(c.superstep)), el("td", {}, c.label || ""),
         el("td", { class: "hide-narrow" }, when(c.created_at || c.timestamp)), el("td", {}, el("div", { class: "actions" }, reset, fork)));
@@ -364,7 +394,7 @@ function runView(runId) {
     if (["request_info", "status", "output", "reset", "superstep_completed", "failed", "warning", "executor_failed"].includes(e.type)) scheduleRefresh();
     let summary = e.type;
     if (e.executor_id) summary += ` ${e.executor_id}`;
-    if (e.type === "status" && e.state) summary += ` ${e.state}`;
+    if (e.type === "status" && e.status) summary += `: ${e.status.replaceAll("_", " ")}${e.state === "IN_PROGRESS_PENDING_REQUESTS" ? " (a request is pending)" : ""}`;
     if (e.type === "executor_failed") summary += `: ${e.error_type}: ${e.error}`;
     if (e.type === "warning") summary += `: ${e.message}`;
     if (e.type === "output" && e.data !== undefined && !e.text) summary += ` ${JSON.stringify(e.data).slice(0, 200)}`;
@@ -397,12 +427,13 @@ function runView(runId) {
     eventsCount.setAttribute("data-stream", streamEnded ? "closed" : text ? "reconnecting" : "live");
   }
   function connect() {
-    const url = `/api/runs/${encodeURIComponent(runId)}/events${lastId >= 0 ? `?after=${lastId}` : ""}`;
+    const url = runUrl(runId, "events", lastId >= 0 ? { after: String(lastId) } : {});
     source = new EventSource(url);
     source.addEventListener("open", () => { reconnects = 0; setStreamNote(""); });
     source.addEventListener("events", (msg) => {
       if (msg.lastEventId) lastId = Number(msg.lastEventId);
       for (const e of JSON.parse(msg.data)) onEvent(e);
+      if (!eventsOnce) { eventsOnce = true; maybeReady(); }
       if (flushPending) return;  // the log is drawn once a frame, however many batches arrive in it
       flushPending = true;
       requestAnimationFrame(() => { flushPending = false; flushLog(); });
@@ -423,6 +454,7 @@ function runView(runId) {
       setStreamNote("");
       flushLog();
       scheduleRefresh();
+      if (!eventsOnce) { eventsOnce = true; maybeReady(); }
     });
     source.onerror = () => {
       if (streamEnded || closed) return;
@@ -437,7 +469,7 @@ function runView(runId) {
   connect();
   refresh();
   const poll = setInterval(() => { if (!document.hidden) refresh(); }, 5000);
-  leave = () => { closed = true; if (source) source.close(); clearInterval(poll); clearTimeout(refreshTimer); clearTimeout(reconnectTimer); };
+  leave = () => { closed = true; if (source) source.close(); clearInterval(poll); clearTimeout(refreshTimer); clearTimeout(reconnectTimer); clearTimeout(eventsWait); };
 }
 
 function legendColour(s) {
@@ -451,6 +483,7 @@ function startView(params) {
   if (!graphs.length) {
     main.replaceChildren(el("section", { class: "card" }, el("h1", {}, "Start a run"),
       el("p", { class: "muted" }, "This console knows no graph: start it with --workflow MODULE:ATTR.")));
+    ready();
     return;
   }
   const sel = el("select", { name: "graph", "aria-label": "graph" }, graphs.map((g) => el("option", { value: g.name }, g.name)));
@@ -471,7 +504,8 @@ function startView(params) {
   f.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     error.textContent = "";
-    const read = form.read();
+    let read;
+    try { read = form.read(); } catch (e) { error.textContent = `The page could not read the form: ${e.message}`; return; }
     if (read.errors) { error.textContent = "Fix the fields marked above."; return; }
     submit.disabled = true;
     try {
@@ -481,6 +515,7 @@ function startView(params) {
     submit.disabled = false;
   });
   main.replaceChildren(el("section", { class: "card" }, el("h1", {}, "Start a run"), f));
+  ready();
 }
 
 // -- routing ------------------------------------------------------------------------------------
@@ -488,6 +523,7 @@ function startView(params) {
 function route() {
   leave();
   leave = () => {};
+  notReady();
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
   const params = new URLSearchParams(query || "");
@@ -499,6 +535,7 @@ function route() {
 async function boot() {
   try { info = await api("/api/info"); } catch (e) {
     main.replaceChildren(el("p", { class: "error", id: "boot-error" }, `The console cannot reach Temporal: ${e.message}. Trying again…`));
+    ready();
     setTimeout(boot, 3000);
     return;
   }
