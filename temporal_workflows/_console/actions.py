@@ -21,7 +21,15 @@ _TYPE_SUFFIX = re.compile(r"\s*\[type=[^\]]*\]\s*$")
 
 
 def _validation_messages(text: str) -> list[str]:
-    """pydantic's "N validation errors for T" text as ``field: message`` lines (no input echo, no links)."""
+    """The run's "N validation errors for T: field: message [type=...]; ..." as ``field: message`` lines.
+
+    That is the library's one-line form of pydantic's report (``serde.validation_message``, without the
+    input); pydantic's own multi-line form is read too.
+    """
+    one_line = re.search(r"\d+ validation errors? for [^:\n]*: (.*)$", text)
+    if one_line is not None:
+        parts = re.split(r" \[type=[^\]]*\](?:; |$)", one_line.group(1))
+        return [_plain(p) for p in parts if p.strip()]
     head = re.search(r"\d+ validation errors? for [^\n]*\n", text)
     if head is None:
         return []
@@ -33,10 +41,17 @@ def _validation_messages(text: str) -> list[str]:
         if not line.startswith(" "):
             where = line.strip()
             continue
-        message = _TYPE_SUFFIX.sub("", line.strip()).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        message = _plain(_TYPE_SUFFIX.sub("", line.strip()))
         out.append(f"{where}: {message}" if where else message)
         where = None
     return out
+
+
+def _plain(message: str) -> str:
+    message = message.strip()
+    for prefix in ("Value error, ", "Assertion failed, "):
+        message = message.replace(f": {prefix}", ": ").removeprefix(prefix)
+    return message
 
 
 def answer_refusal(e: BaseException) -> str:
