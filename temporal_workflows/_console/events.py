@@ -188,7 +188,8 @@ class RunEvents:
                     yield {"event": "status", "data": json.dumps(status)}
                 tick = self._tick
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(tick.wait(), 1.0)
+                    async with asyncio.timeout(1.0):  # not wait_for, which can lose a cancellation in 3.11
+                        await tick.wait()
         finally:
             self.leave()
 

@@ -234,7 +234,10 @@ class RunFeed:
                     raise self.outage
                 tick = self._tick
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(tick.wait(), None if outage_timeout is None else 1.0)
+                    # asyncio.timeout, not wait_for: 3.11's wait_for can lose a cancellation (a reader that
+                    # stops must stop)
+                    async with asyncio.timeout(None if outage_timeout is None else 1.0):
+                        await tick.wait()
         finally:
             self._leave()
 
