@@ -221,6 +221,7 @@ async def test_the_run_lets_in_four_polls_and_the_rest_read_by_query(
     started = time.monotonic()
     await handle.respond(request.request_id, {"approved": True, "score": 3})
     assert time.monotonic() - started < 15
+
     async def rest(stream: Any) -> list[str]:
         return [e.type async for e in stream]
 
