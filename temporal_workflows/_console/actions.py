@@ -1,4 +1,5 @@
-"""Acting on runs: answers, resets, forks, checkpoints, and starting runs (``POST``s, CSRF-checked by the gate)."""
+"""Acting on runs: answers, messages, resets, forks, checkpoints, and starting runs (``POST``s, CSRF-checked by the
+gate)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from starlette.routing import Route
 from temporalio.client import WorkflowUpdateFailedError
 
 from temporal_workflows._console.state import ConsoleState, Refused, check_workflow_id, guarded, why
+from temporal_workflows._engine.inbound import CONCURRENT_INPUT
 from temporal_workflows._errors import AlreadyAnsweredError, InvalidResponseError, UnknownRequestError, WorkflowError
 from temporal_workflows.temporal._client.client import start_run
 from temporal_workflows.temporal._failures import library_error
@@ -149,6 +151,27 @@ def routes(state: ConsoleState) -> list[Any]:
             raise Refused(422, why(e)) from None
         return JSONResponse({"taken": taken})
 
+    async def send(request: Request) -> Response:
+        h = await state.handle(request.path_params["run_id"])
+        body = await state.body_json(request)
+        if "message" not in body:
+            raise Refused(400, 'the body is {"message": ..., "executor_id"?: ..., "policy"?: ...}')
+        policy, executor_id = body.get("policy") or None, body.get("executor_id") or None
+        if policy is not None and policy not in CONCURRENT_INPUT:
+            raise Refused(400, f"policy: one of {', '.join(CONCURRENT_INPUT)}")
+        if executor_id is not None and not isinstance(executor_id, str):
+            raise Refused(400, "executor_id: a string")
+        if executor_id is None:
+            topology = await h.topology()
+            executor_id = topology.get("start_executor") if isinstance(topology, dict) else None
+            if not isinstance(executor_id, str):
+                raise Refused(400, "executor_id: this run does not say its start executor; name one")
+        try:
+            sent = await h.send(executor_id, body["message"], policy=policy)
+        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
+            raise Refused(422, why(e)) from None
+        return JSONResponse({"accepted": sent})
+
     async def start(request: Request) -> Response:
         body = await state.body_json(request)
         name = body.get("graph")
@@ -173,4 +196,5 @@ def routes(state: ConsoleState) -> list[Any]:
     state.run_route("POST", "reset", reset)
     state.run_route("POST", "fork", fork)
     state.run_route("POST", "checkpoint", checkpoint)
+    state.run_route("POST", "send", send)
     return [Route("/api/start", guarded(start), methods=["POST"])]

@@ -23,13 +23,28 @@ codec server's protocol. JSON routes (all behind :class:`~._console.gate.Gate`):
 - ``GET /api/runs/{id}``: describe, status, pending requests, state, checkpoints, and the run's picture:
   the one the run keeps of the graph it pinned (its ``topology`` query), else that of the graph given with
   ``--workflow``, else none and ``picture_note`` saying why.
-- ``GET /api/runs/{id}/events``: the run's events over SSE, batched.
+- ``GET /api/runs/{id}/events``: the run's events over SSE, batched; ``id:`` is the stream position, and
+  ``Last-Event-ID`` or ``?after=`` resumes after one.
+- ``GET /api/schedules``: the namespace's schedules (``schedule_json``: id,
+  graph, calendar, paused, next and recent runs); a run a schedule started
+  says so in ``GET /api/runs/{id}`` (``scheduled_by``, Temporal's
+  ``TemporalScheduledById`` search attribute).
 - ``POST /api/runs/{id}/requests/{request_id}`` ``{"response": ...}`` or
   ``{"approve": true|false}`` (a tool approval in one click).
 - ``POST /api/runs/{id}/reset`` ``{"checkpoint_id": ...}`` (or none: clean),
   ``POST /api/runs/{id}/fork`` ``{"checkpoint_id", "new_id"}``,
   ``POST /api/runs/{id}/checkpoint`` ``{"label"}``,
+  ``POST /api/runs/{id}/send`` ``{"message", "executor_id"?, "policy"?}`` (a message into a
+  running or keep-alive run; ``policy``: what it does if the run is busy, docs/concurrent-input.md),
   ``POST /api/start`` ``{"graph", "message", "id"}``.
+
+Every route under a run is also ``/api/run/<sub>?id=<id>`` (``GET /api/run?id=``, ``/api/run/events?id=``,
+``/api/run/requests?id=&request_id=``, ...): the form for any id, ``.`` and ``..`` included; in the path form
+the id is one segment (a ``/`` in it written ``%2F``).
+
+AG-UI (``temporal_workflows.ag_ui``, with the ``ag-ui`` extra): ``POST
+/ag-ui/{name}`` for each graph given, a ``RunAgentInput`` answered by the
+AG-UI event stream; the gate's rules for front ends apply (``gate.py``).
 """
 
 from __future__ import annotations
@@ -40,11 +55,12 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Mount, Route
 from temporalio.client import Client
 
 from temporal_workflows._console import actions, events, pages, runs
 from temporal_workflows._console.codec import codec_routes
-from temporal_workflows._console.gate import Gate
+from temporal_workflows._console.gate import AG_UI_PREFIX, Gate
 from temporal_workflows._console.guard import Guard
 from temporal_workflows._console.runs import run_picture as _run_picture
 from temporal_workflows._console.state import ConsoleSettings, ConsoleState, error
@@ -71,9 +87,35 @@ def make_app(
     routes += state.run_routes()  # what the subjects serve under a run, by path and by ?id=
     if settings.codec is not None:
         routes += codec_routes(settings.codec, settings.limits, allow_encode=settings.allow_encode)
+    routes += _ag_ui_routes(state)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(404, f"no such page: {request.url.path}")
 
     app = Starlette(routes=routes, exception_handlers={404: not_found})
     return Gate(app, guard)
+
+
+def _ag_ui_routes(state: ConsoleState) -> list[Any]:
+    """``/ag-ui/{name}`` for each graph (the AG-UI endpoint on the console's client, or why there is none), and
+    Agent Framework DevUI's API and page over the same turns when ``agent-framework-devui`` is installed."""
+    try:
+        from temporal_workflows.ag_ui import AGUIApp, AGUISettings
+    except ImportError as e:
+        reason = str(e)
+
+        async def missing(request: Request) -> Response:
+            return error(404, f"no AG-UI endpoints on this console: {reason}")
+
+        return [Mount(AG_UI_PREFIX, routes=[Route("/{path:path}", missing, methods=["GET", "POST"])])]
+    from temporal_workflows.ag_ui._devui import devui_available, devui_routes
+
+    app = AGUIApp(
+        state.client,
+        list(state.graphs.values()),
+        settings=AGUISettings(task_queue=state.settings.task_queue, max_body_bytes=state.settings.limits.max_body),
+    )
+    routes: list[Any] = [Mount(AG_UI_PREFIX, app=app)]
+    if devui_available():
+        routes += devui_routes(app, token_required=state.guard.token_required)
+    return routes

@@ -1,4 +1,4 @@
-"""Reading runs: what the console knows (``/api/info``), runs from visibility, and one run in full."""
+"""Reading runs: what the console knows (``/api/info``), runs from visibility, one run in full, schedules."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._graph.shape import GraphShape
 from temporal_workflows._graph.viz import mermaid_node_ids, to_mermaid
 from temporal_workflows._graph.workflow import Workflow
+from temporal_workflows.temporal._client.schedules import SCHEDULED_BY_ATTRIBUTE, list_schedules
 from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE
 
 __all__ = ["MAX_PAGE_SIZE", "STATUSES", "graph_json", "query_for", "routes", "run_picture"]
@@ -35,6 +36,7 @@ STATUSES: tuple[str, ...] = tuple(
 """The statuses the page filters by (``RunStatus``; ``starting`` and ``continued_as_new`` last only a task)."""
 MAX_PAGE_SIZE = 200
 _STATUS_KEY = SearchAttributeKey.for_keyword(STATUS_SEARCH_ATTRIBUTE)
+_SCHEDULED_BY_KEY = SearchAttributeKey.for_keyword(SCHEDULED_BY_ATTRIBUTE)
 _SAFE_VALUE = re.compile(r"[^'\"\\\x00-\x1f]{1,200}")
 _SHAPE = TypeAdapter(GraphShape)
 
@@ -177,6 +179,7 @@ def routes(state: ConsoleState) -> list[Any]:
                     "start_time": iso(ex.start_time),
                     "close_time": iso(ex.close_time),
                     "task_queue": ex.task_queue,
+                    "scheduled_by": ex.typed_search_attributes.get(_SCHEDULED_BY_KEY),
                 }
             )
         next_token = it.next_page_token
@@ -224,6 +227,7 @@ def routes(state: ConsoleState) -> list[Any]:
                 "start_time": iso(desc.start_time),
                 "close_time": iso(desc.close_time),
                 "task_queue": desc.task_queue,
+                "scheduled_by": desc.typed_search_attributes.get(_SCHEDULED_BY_KEY),
                 "status": status,
                 "pending_requests": pending if isinstance(pending, list) else [],
                 "state": run_state,
@@ -233,5 +237,12 @@ def routes(state: ConsoleState) -> list[Any]:
             }
         )
 
+    async def schedules(request: Request) -> Response:
+        return JSONResponse({"schedules": await list_schedules(await state.client(), limit=MAX_PAGE_SIZE)})
+
     state.run_route("GET", "", run)
-    return [Route("/api/info", guarded(info)), Route("/api/runs", guarded(runs))]
+    return [
+        Route("/api/info", guarded(info)),
+        Route("/api/runs", guarded(runs)),
+        Route("/api/schedules", guarded(schedules)),
+    ]
