@@ -155,7 +155,7 @@ async def bench(
         )
         async with Worker(client, task_queue=QUEUE, max_concurrent_activities=200):
             if "list" not in only:
-                runs = 0
+                runs = report["runs"] = 0
             t0 = time.perf_counter()
             half = runs // 2
             await _gather_in_batches(
