@@ -49,12 +49,15 @@ async function api(path, options = {}) {
 // (the held image, pages.py), and <html data-ready> says it for whoever waits on a marker instead.
 const HOLD_RELEASED = "data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7";
 function notReady() { document.documentElement.dataset.ready = "false"; }
-function ready() {
-  document.documentElement.dataset.ready = "true";
+function releaseHold() {
   const hold = document.getElementById("ready-hold");
   if (hold && hold.dataset.released !== "1") { hold.dataset.released = "1"; hold.src = HOLD_RELEASED; }
 }
-setTimeout(ready, 9000);  // never hold a page longer than the console does (10 s)
+function ready() {
+  document.documentElement.dataset.ready = "true";
+  releaseHold();
+}
+setTimeout(releaseHold, 9000);  // never hold a page's load longer than the console does (10 s)
 
 // A run's routes by ?id=, so any id a run can have (".", "..", one with "/" or "?") reaches its own run.
 function runUrl(runId, sub = "", params = {}) {
