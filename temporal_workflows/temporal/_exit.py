@@ -36,7 +36,8 @@ _LOCK = threading.Lock()
 def end_cleanly(before: Callable[[], None] | None = None) -> None:
     """Make this process end cleanly once it used Temporal; ``before`` (once) runs first at exit.
 
-    Called by every connection the project makes, so a program, a CLI command or a worker all get it.
+    Called by every connection the project makes and by every client connected with
+    ``TemporalWorkflowsPlugin``, so a program, a CLI command or a worker all get it.
     """
     with _LOCK:
         if before is not None and before not in _HOOKS:
