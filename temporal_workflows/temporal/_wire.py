@@ -275,6 +275,7 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
         answers=[(a["request_id"], Envelope.from_json(a["response"])) for a in raw.get("answers") or ()],
         emitted=[str(c) for c in raw.get("emitted") or ()],
         unrouted=[Envelope.from_json(m) for m in raw.get("unrouted") or ()],
+        worker=worker if isinstance(worker := raw.get("worker"), str) else None,
     )
     kinds = _candidates(task, result)
     result.events = [

@@ -332,9 +332,11 @@ class InputHandlers(HandlerBase):
             self._held_count += 1
             ref = f"input-{self._held_count}"
             self._held[ref] = value
-            arg = ValidateInput(name, executor_id, Envelope(value.type, None), request, ref=ref)
+            arg = ValidateInput(
+                name, executor_id, Envelope(value.type, None), request, ref=ref, signature=self._signature()
+            )
         else:
-            arg = ValidateInput(name, executor_id, value, request)
+            arg = ValidateInput(name, executor_id, value, request, signature=self._signature())
         try:
             handle = await self._budget.start_activity(
                 json_size(arg),
@@ -356,7 +358,7 @@ class InputHandlers(HandlerBase):
         """Type and route an event sent into the run in a local activity: event classes are user code."""
         name = workflow.info().workflow_type
         summary = f"route {event.type or 'event'}" + (f" to {step}" if step else "")
-        arg = RouteInput(name, event, step, pending, busy)
+        arg = RouteInput(name, event, step, pending, busy, signature=self._signature())
         if self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
             # A regular activity, as for validation (``_validate_update``): a local activity in an update
             # handler made concurrent input unreplayable (``locals.py``).
