@@ -642,6 +642,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """The ``temporal-workflows`` console script and ``python -m temporal_workflows``."""
     prog = program_name()
     args = parser(prog).parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what `worker --processes N` gives its children
     if args.command in ("codec-server", "console"):
         try:
             code = _codec_server(args) if args.command == "codec-server" else run_console(args, _stdout())

@@ -130,7 +130,9 @@ class Fleet:
     def log_of(proc: subprocess.Popen[bytes]) -> str:
         return Path(proc.log).read_text(errors="replace")  # type: ignore[attr-defined]
 
-    async def ready(self, proc: subprocess.Popen[bytes], needle: str = "worker on task queue", timeout: float = 90) -> str:
+    async def ready(
+        self, proc: subprocess.Popen[bytes], needle: str = "worker on task queue", timeout: float = 90
+    ) -> str:
         """Wait until the worker's log says ``needle`` (it polls from then on); its log so far."""
         deadline = time.monotonic() + timeout
         while True:

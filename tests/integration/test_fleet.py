@@ -182,3 +182,215 @@ async def test_a_run_waits_visibly_for_a_worker_of_its_graph_and_a_start_without
         assert result["outputs"] == expected("v2")
         done = await client.get_workflow_handle(wid).query("status")
         assert not [w for w in done["warnings"] if "waits for a worker hosting" in w["message"]], done
+
+
+# -- one worker command: graphs and LlamaIndex workflows (issue 35, item 2) -------------------------------
+
+LLAMA_APP = """
+from workflows import Context, Workflow, step
+from workflows.events import StartEvent, StopEvent
+
+
+class Greet(Workflow):
+    @step
+    async def greet(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        return StopEvent(result=f"hello {ev.name}")
+
+
+workflow = Greet(timeout=60)
+"""
+
+
+@pytest.mark.parametrize("queue_flag", [True, False], ids=["--task-queue", "default-queues"])
+async def test_one_worker_command_hosts_graphs_and_llamaindex_workflows_on_every_queue_it_polls(
+    temporal_address: str, tmp_path: Path, queue_flag: bool, request: pytest.FixtureRequest
+) -> None:
+    """``worker --workflow app:graph --workflow app:LlamaFlow [--task-queue X]``: one worker per queue, each
+    registering every workflow type and activity: every graph run and LlamaIndex run finishes, a finished
+    graph run answers every ``status`` query, and no task is refused as "not registered"."""
+    pytest.importorskip("workflows")
+    if not queue_flag:
+        # The default queues, on a server of this module's own: no other test's runs wait there.
+        env: WorkflowEnvironment = request.getfixturevalue("eager_off_env")
+        temporal_address = env.client.service_client.config.target_host
+    from temporal_workflows.llama import TemporalRuntime
+    from temporal_workflows.temporal import ConnectionConfig
+
+    dirs = write_versions(tmp_path)
+    app = dirs["v1"]
+    (app / "llama_greet.py").write_text(LLAMA_APP)
+    tag = uuid.uuid4().hex[:8]
+    graph_queue = f"both-{tag}" if queue_flag else "temporal-workflows"
+    llama_queue = graph_queue if queue_flag else "llama-index-workflows"
+    hosted = ["--workflow", "ops_report:workflow", "--workflow", "llama_greet:workflow"]
+    with fleet(temporal_address, tmp_path) as workers:
+        proc = workers.start(app, *hosted, *(["--task-queue", graph_queue] if queue_flag else []))
+        log = await workers.ready(proc, "LlamaIndexRun")
+        lines = [line for line in log.splitlines() if line.startswith("worker on task queue")]
+        assert len(lines) == len({graph_queue, llama_queue}), log
+        assert all("ops_report" in line and "LlamaIndexRun" in line for line in lines), log
+        graph_ids = [f"{tag}-graph-{i}" for i in range(3)]
+        await asyncio.gather(
+            *(
+                run_cli_in(app, temporal_address, "run", "ops_report:workflow", "--input", '"x"', "--no-wait",
+                           "--task-queue", graph_queue, "--id", wid)
+                for wid in graph_ids
+            )
+        )  # fmt: skip
+        # A TemporalRuntime client in another process (this one), on the queue its worker polls.
+        import sys
+
+        sys.path.insert(0, str(app))
+        try:
+            import llama_greet
+
+            rt = TemporalRuntime(task_queue=llama_queue, connection=ConnectionConfig(address=temporal_address))
+            greeters = [llama_greet.Greet(timeout=60, runtime=rt) for _ in range(3)]
+            results = await asyncio.wait_for(
+                asyncio.gather(*(g.run(name=f"n{i}") for i, g in enumerate(greeters))), 120
+            )
+            assert results == ["hello n0", "hello n1", "hello n2"]
+            await rt.destroy()
+        finally:
+            sys.path.remove(str(app))
+            sys.modules.pop("llama_greet", None)
+        outputs = await _outputs(temporal_address, graph_ids)
+        assert all(out == expected("v1") for out in outputs.values()), outputs
+        client = await Client.connect(temporal_address)
+        for wid in graph_ids:
+            for _ in range(5):
+                status = await client.get_workflow_handle(wid).query("status")
+                assert status["outputs"] == expected("v1"), status
+        log = workers.log_of(proc)
+        assert "not registered" not in log and "Traceback" not in log, log[-3000:]
+
+
+async def test_a_temporal_runtime_client_on_a_queue_nobody_polls_says_so_and_runs_once_a_worker_comes(
+    temporal_address: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("workflows")
+    import logging
+    import sys
+
+    from temporal_workflows.llama import TemporalRuntime
+    from temporal_workflows.temporal import ConnectionConfig
+
+    (tmp_path / "llama_greet.py").write_text(LLAMA_APP)
+    queue = f"unpolled-{uuid.uuid4().hex[:8]}"
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import llama_greet
+
+        rt = TemporalRuntime(task_queue=queue, connection=ConnectionConfig(address=temporal_address))
+        with caplog.at_level(logging.WARNING, logger="temporal_workflows"):
+            handler = llama_greet.Greet(timeout=120, runtime=rt).run(name="late")
+
+            async def warned() -> bool:
+                return any(f"no worker polls task queue {queue!r}" in r.getMessage() for r in caplog.records)
+
+            await _until("a warning naming the queue", warned, timeout=30)
+        (message,) = [r.getMessage() for r in caplog.records if queue in r.getMessage()]
+        assert "temporal-workflows worker --workflow" in message and "TemporalRuntime(worker=True)" in message
+        with fleet(temporal_address, tmp_path) as workers:
+            proc = workers.start(tmp_path, "--workflow", "llama_greet:workflow", "--task-queue", queue)
+            await workers.ready(proc)
+            assert await asyncio.wait_for(handler, 120) == "hello late"
+        await rt.destroy()
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("llama_greet", None)
+
+
+# -- many processes (issue 35, item 5) ---------------------------------------------------------------------
+
+
+async def test_worker_processes_share_the_queue_are_replaced_when_killed_and_stop_together(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    import os
+    import signal
+
+    dirs = write_versions(tmp_path, delay=0.2)
+    queue = f"procs-{uuid.uuid4().hex[:8]}"
+    with fleet(temporal_address, tmp_path) as workers:
+        sup = workers.start(dirs["v1"], "--workflow", "ops_report:workflow", "--task-queue", queue, "--processes", "2")
+
+        async def children_ready(n: int) -> list[int]:
+            found: list[int] = []
+
+            async def enough() -> bool:
+                found[:] = [
+                    int(m.group(1))
+                    for m in re.finditer(r"^\[worker \d/2 pid (\d+)\] worker on task queue", workers.log_of(sup), re.M)
+                ]
+                return len(found) >= n
+
+            await _until(f"{n} worker processes started", enough, timeout=120)
+            return found
+
+        first, second = (await children_ready(2))[:2]
+        assert first != second
+        ids = [f"procs-{i}-{uuid.uuid4().hex[:6]}" for i in range(6)]
+        await start_runs_in(dirs["v1"], temporal_address, queue, *ids)
+        assert all(out == expected("v1") for out in (await _outputs(temporal_address, ids)).values())
+        # kill -9 of a child: reported, and another takes its place.
+        os.kill(first, signal.SIGKILL)
+        pids = await children_ready(3)
+        log = workers.log_of(sup)
+        assert f"(pid {first}) was killed by signal 9; starting another" in log, log
+        replacement = pids[-1]
+        assert replacement not in (first, second)
+        more = [f"procs-more-{i}-{uuid.uuid4().hex[:6]}" for i in range(4)]
+        await start_runs_in(dirs["v1"], temporal_address, queue, *more)
+        assert all(out == expected("v1") for out in (await _outputs(temporal_address, more)).values())
+        # SIGTERM to the supervisor stops every child, gracefully, and it exits 0.
+        assert await workers.stop(sup, signal.SIGTERM) == 0
+        log = workers.log_of(sup)
+        assert "every worker process has stopped" in log, log
+        for pid in (second, replacement):
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+        lines = log.splitlines()
+        assert all(line.startswith(("[worker ", "[supervisor ")) for line in lines), log
+
+
+async def test_worker_processes_stop_with_their_supervisor_and_a_start_up_failure_stops_them_all(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    import os
+    import signal
+
+    from temporal_workflows.temporal._client.devserver import free_port
+
+    dirs = write_versions(tmp_path)
+    queue = f"procs-kill-{uuid.uuid4().hex[:8]}"
+    with fleet(temporal_address, tmp_path) as workers:
+        sup = workers.start(dirs["v1"], "--workflow", "ops_report:workflow", "--task-queue", queue, "--processes", "2")
+
+        async def started() -> bool:
+            return len(re.findall(r"^\[worker \d/2 pid \d+\] worker on task queue", workers.log_of(sup), re.M)) == 2
+
+        await _until("both started", started, timeout=120)
+        pids = [int(p) for p in re.findall(r"^\[worker \d/2 pid (\d+)\] worker on", workers.log_of(sup), re.M)]
+        # kill -9 of the supervisor: the children are told (SIGTERM) and stop.
+        await workers.stop(sup, signal.SIGKILL)
+
+        async def gone() -> bool:
+            alive = 0
+            for pid in pids:
+                try:
+                    os.kill(pid, 0)
+                    alive += 1
+                except ProcessLookupError:
+                    pass
+            return alive == 0
+
+        await _until("the children stopped with their supervisor", gone, timeout=90)
+        # A child that cannot start (no server there) stops the others; the supervisor exits with its code.
+        bad = workers.start(
+            dirs["v1"], "--workflow", "ops_report:workflow", "--processes", "2", "--address", f"127.0.0.1:{free_port()}"
+        )
+        code = await asyncio.to_thread(bad.wait, 120)
+        log = workers.log_of(bad)
+        assert code != 0 and "before it started: stopping the others" in log, log
+        assert log.count("before it started") == 1, log

@@ -351,7 +351,7 @@ class _StepLog:
             return
         kind = (e.type if isinstance(e, ApplicationError) else None) or type(e).__name__
         if kind == FAILURE_SIGNATURE_MISMATCH:
-            _log.info("%s: refused here, left to a worker hosting the run's graph signature", self.what)
+            _log.debug("%s: refused here, left to a worker hosting the run's graph signature", self.what)
             return
         policy = self.info.retry_policy
         final = (
