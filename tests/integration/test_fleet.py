@@ -201,18 +201,24 @@ workflow = Greet(timeout=60)
 """
 
 
-@pytest.mark.parametrize("queue_flag", [True, False], ids=["--task-queue", "default-queues"])
+@pytest.fixture(params=[True, False], ids=["--task-queue", "default-queues"])
+def hosting(request: pytest.FixtureRequest, temporal_address: str) -> tuple[str, bool]:
+    """(server, whether the worker is given ``--task-queue``); the default queues on a server of this
+    module's own, where no other test's runs wait."""
+    if request.param:
+        return temporal_address, True
+    env: WorkflowEnvironment = request.getfixturevalue("eager_off_env")
+    return env.client.service_client.config.target_host, False
+
+
 async def test_one_worker_command_hosts_graphs_and_llamaindex_workflows_on_every_queue_it_polls(
-    temporal_address: str, tmp_path: Path, queue_flag: bool, request: pytest.FixtureRequest
+    hosting: tuple[str, bool], tmp_path: Path
 ) -> None:
     """``worker --workflow app:graph --workflow app:LlamaFlow [--task-queue X]``: one worker per queue, each
     registering every workflow type and activity: every graph run and LlamaIndex run finishes, a finished
     graph run answers every ``status`` query, and no task is refused as "not registered"."""
     pytest.importorskip("workflows")
-    if not queue_flag:
-        # The default queues, on a server of this module's own: no other test's runs wait there.
-        env: WorkflowEnvironment = request.getfixturevalue("eager_off_env")
-        temporal_address = env.client.service_client.config.target_host
+    temporal_address, queue_flag = hosting
     from temporal_workflows.llama import TemporalRuntime
     from temporal_workflows.temporal import ConnectionConfig
 
