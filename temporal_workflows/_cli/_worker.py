@@ -46,6 +46,7 @@ from temporalio.worker import Worker
 
 from temporal_workflows._cli._errors import EXIT_USAGE, CliError, connection_failure, load_graph
 from temporal_workflows._cli._llama import host, llama_task_queue, load_llama
+from temporal_workflows._cli._logs import configure_logging
 from temporal_workflows._cli._options import add_workflow_argument
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._client.connect import ConnectionConfig, ConnectionConfigError
@@ -268,16 +269,6 @@ def _worker_options(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "max_concurrent_workflow_tasks", None):
         options["max_concurrent_workflow_tasks"] = args.max_concurrent_workflow_tasks
     return options
-
-
-def configure_logging() -> None:
-    """One line per record, this library's at INFO (a retried or failed step, a refused input), others' at
-    WARNING; a log a process supervisor or ``--processes`` prefixes and collects."""
-    import logging
-
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("temporal_workflows").setLevel(logging.INFO)
 
 
 async def serve(

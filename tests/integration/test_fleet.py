@@ -400,3 +400,66 @@ async def test_worker_processes_stop_with_their_supervisor_and_a_start_up_failur
         log = workers.log_of(bad)
         assert code != 0 and "before it started: stopping the others" in log, log
         assert log.count("before it started") == 1, log
+
+
+# -- placement (issue 35, item 4) --------------------------------------------------------------------------
+
+FLAKY = """
+from pathlib import Path
+
+from temporal_workflows import Executor, WorkflowBuilder, WorkflowContext, handler
+
+
+class Flaky(Executor):
+    @handler
+    async def go(self, path: str, ctx: WorkflowContext[str, str]) -> None:
+        marker = Path(path)
+        if not marker.exists():
+            marker.write_text("failed once")
+            raise RuntimeError(f"cannot use {marker.name}")  # a value, at run time: never in a log
+        await ctx.yield_output("ok")
+
+
+workflow = WorkflowBuilder(start_executor=Flaky("flaky"), name="flaky_step").build()
+"""
+
+
+async def test_each_step_says_which_worker_ran_it_and_workers_log_failed_and_retried_steps_without_values(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    from temporal_workflows.events import ExecutorCompletedEvent
+    from temporal_workflows.temporal import TemporalWorkflowsPlugin, get_run
+
+    dirs = write_versions(tmp_path, delay=0.3)
+    app = dirs["v1"]
+    (app / "flaky.py").write_text(FLAKY)
+    queue = f"placement-{uuid.uuid4().hex[:8]}"
+    args = ["--workflow", "ops_report:workflow", "--workflow", "flaky:workflow", "--task-queue", queue]
+    with fleet(temporal_address, tmp_path) as workers:
+        procs = [workers.start(app, *args) for _ in range(2)]
+        for proc in procs:
+            await workers.ready(proc)
+        ids = [f"placed-{i}-{uuid.uuid4().hex[:6]}" for i in range(8)]
+        await start_runs_in(app, temporal_address, queue, *ids)
+        await _outputs(temporal_address, ids)
+        client = await Client.connect(temporal_address, plugins=[TemporalWorkflowsPlugin()])
+        host = __import__("socket").gethostname()
+        fleet_ids = {f"{p.pid}@{host}" for p in procs}
+        seen: set[str] = set()
+        for wid in ids:
+            steps = [ev async for ev in get_run(client, wid).events() if isinstance(ev, ExecutorCompletedEvent)]
+            assert len(steps) == 4 and all(ev.worker in fleet_ids for ev in steps), steps
+            seen.update(ev.worker for ev in steps if ev.worker)
+        assert seen == fleet_ids  # both workers ran steps of these runs, and each step names its own
+        # The CLI shows it; a failed attempt and its retry are one line each in the workers' log, without values.
+        shown = await run_cli_in(
+            app, temporal_address, "run", "flaky:workflow", "--input", json.dumps(str(tmp_path / "s3cret-value")),
+            "--task-queue", queue, "--follow",
+        )  # fmt: skip
+        assert re.search(rf"flaky done in .* on ({'|'.join(map(re.escape, fleet_ids))})", shown), shown
+        logs = "".join(workers.log_of(p) for p in procs)
+        failed = [line for line in logs.splitlines() if "step 'flaky_step.flaky'" in line and "failed" in line]
+        retried = [line for line in logs.splitlines() if "step 'flaky_step.flaky'" in line and "a retry" in line]
+        assert len(failed) == 1 and "RuntimeError; Temporal retries it" in failed[0], logs
+        assert len(retried) == 1 and "attempt 2" in retried[0], logs
+        assert "s3cret" not in logs
