@@ -65,6 +65,12 @@ __all__ = ["DEFAULT_DEV_PORT", "DEFAULT_UI_PORT", "DevServer", "add_dev_argument
 DEFAULT_DEV_PORT = 7233
 DEFAULT_UI_PORT = 8233
 DEFAULT_DB = ".temporal/dev.sqlite"
+DEFAULT_STICKY_TIMEOUT = 3.0
+"""Seconds a run's workflow task waits on the sticky queue of the worker that last ran it (which caches the
+run) before it goes to the task queue, where any worker takes it. Temporal's Python SDK waits 10 s; a fleet
+with a worker killed mid-run then waits that long for the runs that worker cached (measured: bench --only
+fleet). A shorter wait costs a replay of the run's history on another worker when the sticky worker is merely
+busy for that long."""
 
 
 def add_worker_arguments(p: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -102,6 +108,15 @@ def add_worker_arguments(p: argparse.ArgumentParser, *, required: bool = True) -
         default=None,
         metavar="N",
         help="steps one worker process runs at once (default 100, Temporal's); the fleet takes the rest",
+    )
+    p.add_argument(
+        "--sticky-timeout",
+        type=float,
+        default=DEFAULT_STICKY_TIMEOUT,
+        metavar="SECONDS",
+        help="how long a run's next workflow task waits for the worker that ran its last one before any worker "
+        f"may take it (default {DEFAULT_STICKY_TIMEOUT:g}; Temporal's Python default is 10): how soon a fleet "
+        "notices a worker that died",
     )
     p.add_argument(
         "--max-concurrent-workflow-tasks",
@@ -264,6 +279,9 @@ def _queues(args: argparse.Namespace, graphs: bool, llama: bool) -> list[str]:
 
 def _worker_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {"graceful_shutdown_timeout": timedelta(seconds=args.graceful_shutdown)}
+    sticky = getattr(args, "sticky_timeout", None)
+    if sticky is not None:
+        options["sticky_queue_schedule_to_start_timeout"] = timedelta(seconds=sticky)
     if getattr(args, "max_concurrent_activities", None):
         options["max_concurrent_activities"] = args.max_concurrent_activities
     if getattr(args, "max_concurrent_workflow_tasks", None):

@@ -11,7 +11,8 @@ So a versioned worker records the signatures of the graphs it hosts in its versi
 (:data:`GRAPHS_METADATA_KEY`, written by ``WorkerVersioning.announce``), and a starter whose signature the
 current (and ramping) version does not host pins the run to the newest version that does, with a
 versioning override. When no version records it, the run starts where Temporal puts it and waits, saying
-so. An unversioned task queue costs one ``DescribeTaskQueue`` call per few seconds per queue (cached).
+so. Each start on a versioned queue asks the queue's routing (``DescribeTaskQueue``) afresh; an unversioned
+queue costs one such call per few seconds per queue (the answer is kept for :data:`QUEUE_TTL`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ GRAPHS_METADATA_KEY = "temporal_workflows.graphs"
 name → signature (its first ``SIGNATURE_PREFIX`` hex characters)."""
 
 QUEUE_TTL = 5.0
-"""Seconds a task queue's routing (current and ramping version) is kept before it is asked again."""
+"""Seconds the answer "this queue is unversioned" is kept before it is asked again."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,10 @@ async def _routing(client: Client, task_queue: str) -> _Routing:
         current.build_id or None,
         ramping.build_id or None,
     )
-    _queues[(address, namespace, task_queue)] = (now + QUEUE_TTL, routing)
+    if routing.deployment is None:
+        # Only "unversioned" is kept: a versioned queue's current version changes with every rollout, and a
+        # start routed on a stale one would go where its graph is not (asked again on every start).
+        _queues[(address, namespace, task_queue)] = (now + QUEUE_TTL, routing)
     return routing
 
 
