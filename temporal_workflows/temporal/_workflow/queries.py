@@ -102,7 +102,7 @@ class QueryHandlers(HandlerBase):
             if self._topology
             else self._input.graph_signature,
             # "starter": the graph its start input named; "first worker": none was named (``temporal workflow
-            # start``), so the first worker that took it chose; ``None``: not pinned yet.
+            # start``), so the first worker that took it chose.
             "graph_signature_from": self._signature_from,
         }
 
