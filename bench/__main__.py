@@ -1,5 +1,5 @@
-"""``python -m bench``: see :mod:`bench.run`; ``--only llama``: :mod:`bench.llama`; ``--only llama-runtime``:
-:mod:`bench.llama_runtime`; ``--only fleet``: :mod:`bench.fleet`."""
+"""``python -m bench``: see :mod:`bench.run`; ``--only llama-runtime``: :mod:`bench.llama_runtime`; ``--only fleet``:
+:mod:`bench.fleet`."""
 
 import sys
 
@@ -11,10 +11,6 @@ elif sys.argv[1:3] == ["--only", "llama-runtime"]:
     from bench.llama_runtime import main as llama_runtime_main
 
     llama_runtime_main(sys.argv[3:])
-elif sys.argv[1:3] == ["--only", "llama"]:
-    from bench.llama import main as llama_main
-
-    llama_main(sys.argv[3:])
 else:
     from bench.run import main
 

@@ -33,7 +33,7 @@ from temporal_workflows._checkpoints.base import CheckpointCipher, CheckpointSto
 from temporal_workflows._checkpoints.file import FileCheckpointStorage
 from temporal_workflows._checkpoints.memory import HistoryCheckpointStorage, InMemoryCheckpointStorage
 from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
-from temporal_workflows._engine.limits import max_payload_bytes
+from temporal_workflows._engine.limits import max_payload_bytes, stored_value_threshold
 from temporal_workflows._engine.serde import Envelope, decode, validation_message
 from temporal_workflows._errors import NotSerializableError, UnknownGraphError, WorkflowError, class_path
 from temporal_workflows._graph.context import run_step
@@ -43,7 +43,6 @@ from temporal_workflows.temporal._failures import sever_cause_cycles, to_failure
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_PIN,
     ACTIVITY_REDUCE,
-    ACTIVITY_ROUTE,
     ACTIVITY_TOPOLOGY,
     ACTIVITY_VALIDATE,
     FAILURE_SIGNATURE_MISMATCH,
@@ -57,8 +56,6 @@ from temporal_workflows.temporal._protocol import (
     PinInput,
     Pinned,
     ReduceInput,
-    Routed,
-    RouteInput,
     StatePage,
     StateSnapshot,
     Validated,
@@ -570,7 +567,8 @@ def build_activities(
             options,
             shape,
             note,
-            child_signatures or None,
+            stored_over=stored_value_threshold(),
+            subworkflow_signatures=child_signatures or None,
         )
 
     @activity.defn(name=ACTIVITY_TOPOLOGY)
@@ -611,24 +609,6 @@ def build_activities(
             detail = validation_message(e) if isinstance(e, ValidationError) else f"{type(e).__name__}: {e}"
             return Validated(error=f"the {what} cannot be used: {detail}", error_type=kind)
 
-    @activity.defn(name=ACTIVITY_ROUTE)
-    async def route(inp: RouteInput) -> Routed:
-        wf = hosted(inp.graph, inp.signature, "routing an event")
-        try:
-            found = wf.graph.route_event(inp.event, inp.step, inp.pending, busy=inp.busy)
-            checked = Validated.of(inp.event, found.value, limit=max_payload_bytes(), what="the event once typed")
-            if checked.error is not None:
-                return Routed(checked)
-            return Routed(checked, list(found.answers), list(found.targets), found.notice)
-        except Exception as e:
-            # As for validate: an event the run cannot read is refused (a warning for a signal), never a failure.
-            if isinstance(e, WorkflowError) and not isinstance(e, NotSerializableError):
-                return Routed(Validated(error=str(e), error_type=type(e).__name__))
-            detail = validation_message(e) if isinstance(e, ValidationError) else f"{type(e).__name__}: {e}"
-            return Routed(
-                Validated(error=f"the event cannot be used: {detail}", error_type="UndeliverableMessageError")
-            )
-
     @activity.defn(name=ACTIVITY_REDUCE)
     async def reduce(inp: ReduceInput) -> Envelope:
         wf = hosted(inp.graph, inp.signature, "a reducer")
@@ -646,7 +626,6 @@ def build_activities(
         pin,
         reduce,
         validate,
-        route,
         *build_checkpoint_activities(hosted, storage_for),
     ]
     for wf in registry.values():

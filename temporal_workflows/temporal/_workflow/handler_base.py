@@ -33,6 +33,7 @@ from temporal_workflows.temporal._protocol import (
     FAILURE_RUN_BUSY,
     FAILURE_RUN_CLOSED,
     SIGNATURE_PREFIX,
+    Carried,
     RunInput,
     SubWorkflowInput,
     Validated,
@@ -74,6 +75,7 @@ class HandlerBase:
     # Set by ``GraphWorkflow.__init__`` (and ``_run``), read by the handlers.
     _input: RunInput
     _input_error: str | None
+    _carried: Carried | None
     _board: StatusBoard
     _inbox: Inbox
     _checkpoints: Checkpoints
