@@ -46,7 +46,7 @@ from typing import IO, Any
 
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import FixedSizeSlotSupplier, Worker, WorkerTuner
 
 from temporal_workflows._cli._errors import EXIT_USAGE, CliError, connection_failure, load_graph
 from temporal_workflows._cli._llama import host, llama_task_queue, load_llama
@@ -56,6 +56,7 @@ from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.temporal._client.connect import ConnectionConfig, ConnectionConfigError
 from temporal_workflows.temporal._client.devserver import DevServerError, free_port, port_free, start_dev_server
 from temporal_workflows.temporal._client.unversioned import check_open_runs
+from temporal_workflows.temporal._worker.drain import DrainableActivitySlots, leave
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
 from temporal_workflows.temporal._worker.versioning import (
     ENV_BUILD_ID,
@@ -281,15 +282,18 @@ def _queues(args: argparse.Namespace, graphs: bool, llama: bool) -> list[str]:
     return list(dict.fromkeys(queues))
 
 
-def _worker_options(args: argparse.Namespace) -> dict[str, Any]:
+def _worker_options(args: argparse.Namespace, slots: DrainableActivitySlots) -> dict[str, Any]:
+    """One worker's options: its slots (activity slots that stop being handed out when it leaves: drain.py)."""
     options: dict[str, Any] = {"graceful_shutdown_timeout": timedelta(seconds=args.graceful_shutdown)}
     sticky = getattr(args, "sticky_timeout", None)
     if sticky is not None:
         options["sticky_queue_schedule_to_start_timeout"] = timedelta(seconds=sticky)
-    if getattr(args, "max_concurrent_activities", None):
-        options["max_concurrent_activities"] = args.max_concurrent_activities
-    if getattr(args, "max_concurrent_workflow_tasks", None):
-        options["max_concurrent_workflow_tasks"] = args.max_concurrent_workflow_tasks
+    options["tuner"] = WorkerTuner.create_composite(
+        workflow_supplier=FixedSizeSlotSupplier(getattr(args, "max_concurrent_workflow_tasks", None) or 100),
+        activity_supplier=slots,
+        local_activity_supplier=FixedSizeSlotSupplier(100),
+        nexus_supplier=FixedSizeSlotSupplier(100),
+    )
     return options
 
 
@@ -344,7 +348,7 @@ async def serve(
             return 0
         client, workers, versioning = await _workers(args, connection, workflows, llama_specs, llama_targets, prog, out)
         async with contextlib.AsyncExitStack() as running:
-            for worker in workers:
+            for worker, _ in workers:
                 await running.enter_async_context(worker)
             checking: asyncio.Task[int] | None = None
             if versioning is None and workflows:
@@ -354,6 +358,11 @@ async def serve(
             if checking is not None:
                 checking.cancel()
             print("shutting down: letting in-flight steps finish", flush=True, file=out)
+            # Its steps finish while it still runs their runs, then its runs go back to the queue (drain.py).
+            left = await asyncio.gather(*(leave(w, slots, args.graceful_shutdown) for w, slots in workers))
+            handed = sum(x["runs_handed_back"] for x in left)
+            undrained = "" if all(x["drained"] for x in left) else "; some steps were still running"
+            print(f"stopped: {handed} cached runs handed back to the task queue{undrained}", flush=True, file=out)
         return 0
     finally:
         if server is not None:
@@ -370,7 +379,7 @@ async def _workers(
     llama_targets: dict[str, Any],
     prog: str,
     out: IO[str],
-) -> tuple[Client, list[Worker], WorkerVersioning | None]:
+) -> tuple[Client, list[tuple[Worker, DrainableActivitySlots]], WorkerVersioning | None]:
     """One worker per task queue (``_queues``), each registering every workflow type and activity given:
     the graphs (``GraphWorkflow``, their steps) and the LlamaIndex workflows (``TemporalRuntime``'s
     ``LlamaIndexRun`` and its step activity). Two workers on one queue with different registrations would
@@ -391,9 +400,8 @@ async def _workers(
         both = f"{build_id_for(workflows)}\n{runtime.build_id()}"
         build_id = "graphs-llama-" + hashlib.sha256(both.encode()).hexdigest()[:16]
     versioning = _versioning(args, build_id)
-    options = _worker_options(args)
     queues = _queues(args, bool(workflows), runtime is not None)
-    workers: list[Worker] = []
+    workers: list[tuple[Worker, DrainableActivitySlots]] = []
     if workflows:
         plugin = TemporalWorkflowsPlugin(workflows, versioning=versioning)
         client = await _connect(connection, prog, plugins=[plugin])
@@ -402,23 +410,24 @@ async def _workers(
         codec = EncryptionCodec.from_env()
         client = await _connect(connection, prog, data_converter=data_converter(codec))
     for queue in queues:
+        slots = DrainableActivitySlots(getattr(args, "max_concurrent_activities", None) or 100)
+        options = _worker_options(args, slots)
         if runtime is None:
-            workers.append(Worker(client, task_queue=queue, **options))
+            worker = Worker(client, task_queue=queue, **options)
         elif workflows:
             # The graphs' plugin (on the client) adds their workflow and activities to the runtime's worker,
             # and its version (for both kinds) when versioned.
-            workers.append(runtime.worker(client, task_queue=queue, **options))
+            worker = runtime.worker(client, task_queue=queue, **options)
         else:
-            workers.append(
-                runtime.worker(
-                    client,
-                    task_queue=queue,
-                    deployment_name=args.deployment_name,
-                    build_id=args.build_id,
-                    make_current=not args.no_make_current,
-                    **options,
-                )
+            worker = runtime.worker(
+                client,
+                task_queue=queue,
+                deployment_name=args.deployment_name,
+                build_id=args.build_id,
+                make_current=not args.no_make_current,
+                **options,
             )
+        workers.append((worker, slots))
     hosting = ": " + ", ".join(w.name or "?" for w in workflows) if workflows else ""
     if hosted:
         names = ", ".join(w.workflow_name for w in hosted)

@@ -64,16 +64,13 @@ STARTER = textwrap.dedent(
     """
     import asyncio, sys
 
-    from temporalio.client import Client
-
-    from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
+    from temporal_workflows.temporal import ConnectionConfig, TemporalWorkflowsPlugin, start_run
     import ops_report
 
 
     async def main(queue: str, *ids: str) -> None:
-        import os
-
-        client = await Client.connect(os.environ["TEMPORAL_ADDRESS"], plugins=[TemporalWorkflowsPlugin()])
+        # Connected as the CLI connects (TEMPORAL_ADDRESS), which also ends the process cleanly at exit.
+        client = await ConnectionConfig.from_env().connect(plugins=[TemporalWorkflowsPlugin()])
         for id in ids:
             await start_run(client, ops_report.workflow, "x", id=id, task_queue=queue)
 

@@ -45,6 +45,23 @@ async def eager_off_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
+@pytest.fixture(scope="module")
+async def polls_completed_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A dev server that completes a worker's polls when it shuts down (``worker_poll_complete_on_shutdown``),
+    so a stopping worker is handed no task it will not run (docs/deployment.md)."""
+    env = await start_dev_server(
+        extra_args=["--dynamic-config-value", "frontend.enableCancelWorkerPollsOnShutdown=true"]
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture
+def polls_completed_server(request: pytest.FixtureRequest) -> str:
+    env: WorkflowEnvironment = request.getfixturevalue("polls_completed_env")
+    return env.client.service_client.config.target_host
+
+
 @pytest.fixture(params=["eager-on", "eager-off"])
 def server(request: pytest.FixtureRequest, temporal_address: str) -> str:
     if request.param == "eager-on":
@@ -528,3 +545,54 @@ async def test_a_wide_fan_out_spreads_over_every_worker_of_the_fleet(temporal_ad
         host = __import__("socket").gethostname()
         shares = {f"{p.pid}@{host}": ran.get(f"{p.pid}@{host}", 0) / 80 for p in procs}
         assert sum(ran.values()) == 80 and all(share >= 0.15 for share in shares.values()), shares
+
+
+# -- leaving without a timeout (issue 35, item 6: rolling restarts) ----------------------------------------
+
+
+async def test_a_worker_stopped_under_load_drains_its_steps_and_hands_its_runs_back_without_a_timeout(
+    polls_completed_server: str, tmp_path: Path
+) -> None:
+    """SIGTERM to each of two workers in turn, each replaced, while runs keep starting: the stopped worker
+    takes no new step, lets its running ones finish while it still runs their runs' workflow tasks, then
+    resets the stickiness of the runs it cached; no run fails, and no history records a timeout (an
+    activity's, or a workflow task's that waited on a stopped worker's sticky queue or was lost)."""
+    from temporalio.api.enums.v1 import EventType
+
+    dirs = write_versions(tmp_path, delay=0.3)
+    queue = f"leave-{uuid.uuid4().hex[:8]}"
+    args = ["--workflow", "ops_report:workflow", "--task-queue", queue]
+    client = await Client.connect(polls_completed_server)
+    with fleet(polls_completed_server, tmp_path) as workers:
+        procs = [workers.start(dirs["v1"], *args) for _ in range(2)]
+        await asyncio.gather(*(workers.ready(p) for p in procs))
+        ids: list[str] = []
+        stop = asyncio.Event()
+
+        async def load() -> None:
+            i = 0
+            while not stop.is_set():
+                batch = [f"leave-{i}-{j}-{uuid.uuid4().hex[:4]}" for j in range(3)]
+                await start_runs_in(dirs["v1"], polls_completed_server, queue, *batch)
+                ids.extend(batch)
+                i += 1
+
+        loader = asyncio.create_task(load())
+        for old in procs:
+            await _until("runs under way", lambda: _true_after(len(ids) >= 6), timeout=120)
+            assert await workers.stop(old) == 0
+            log = workers.log_of(old)
+            assert "cached runs handed back to the task queue" in log and "still running" not in log, log
+            await workers.ready(workers.start(dirs["v1"], *args))
+        stop.set()
+        await loader
+        outputs = await _outputs(polls_completed_server, ids)
+        assert all(out == expected("v1") for out in outputs.values()), outputs
+        timed_out = (EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT, EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)
+        for wid in ids:
+            history = await client.get_workflow_handle(wid).fetch_history()
+            assert not [e for e in history.events if e.event_type in timed_out], wid
+
+
+async def _true_after(value: bool) -> bool:
+    return value
