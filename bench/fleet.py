@@ -875,12 +875,21 @@ def _table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+async def _interruptible(work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """``work``, cancelled by SIGTERM or SIGINT, so its worker processes and servers are stopped on the way out."""
+    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    return await task
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench --only fleet", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="every stage scaled down, to check it runs (CI)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout (the table on stderr)")
     args = parser.parse_args(argv)
-    report = asyncio.run(run_bench(Config.of(args.quick)))
+    report = asyncio.run(_interruptible(run_bench(Config.of(args.quick))))
     if args.json:
         _say(_table(report))
         print(json.dumps(report, default=str), flush=True)
