@@ -2,7 +2,7 @@
 
     temporal-workflows worker --workflow examples.research:workflow [--workflow ...]
                               [--task-queue temporal-workflows] [--dev] [--processes N]
-                              [--max-concurrent-activities N] [--sticky-timeout SECONDS]
+                              [--max-concurrent-activities N] [--max-cached-workflows N] [--sticky-timeout SECONDS]
                               [--deployment-name NAME [--build-id ID] [--no-make-current]]
                               [--address host:7233] [--namespace default] [--profile NAME]
                               [--tls] [--tls-cert PATH --tls-key PATH] [--tls-ca PATH] [--api-key KEY]
@@ -86,6 +86,14 @@ def add_worker_arguments(p: argparse.ArgumentParser, *, required: bool = True) -
     p.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"default {DEFAULT_TASK_QUEUE!r}")
     p.add_argument("--graceful-shutdown", type=float, default=30.0, help="seconds in-flight steps get on shutdown")
     p.add_argument(
+        "--max-cached-workflows",
+        type=_cache_size,
+        default=None,
+        metavar="N",
+        help="runs kept in this worker's workflow cache (default: the SDK's, 1000); 0 replays every workflow task "
+        "from history, for testing and debugging replay",
+    )
+    p.add_argument(
         "--deployment-name",
         default=os.environ.get(ENV_DEPLOYMENT_NAME) or None,
         help=f"pin runs to the worker version they start on (Worker Versioning); env {ENV_DEPLOYMENT_NAME}",
@@ -139,6 +147,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def _cache_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of runs, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"0 or more, not {value}")
     return value
 
 
@@ -285,6 +303,9 @@ def _queues(args: argparse.Namespace, graphs: bool, llama: bool) -> list[str]:
 def _worker_options(args: argparse.Namespace, slots: DrainableActivitySlots) -> dict[str, Any]:
     """One worker's options: its slots (activity slots that stop being handed out when it leaves: drain.py)."""
     options: dict[str, Any] = {"graceful_shutdown_timeout": timedelta(seconds=args.graceful_shutdown)}
+    cache = getattr(args, "max_cached_workflows", None)
+    if cache is not None:
+        options["max_cached_workflows"] = cache
     sticky = getattr(args, "sticky_timeout", None)
     if sticky is not None:
         options["sticky_queue_schedule_to_start_timeout"] = timedelta(seconds=sticky)
@@ -434,6 +455,9 @@ async def _workers(
         llama = f"LlamaIndex workflows (TemporalRuntime, workflow type LlamaIndexRun): {names}"
         hosting = f"{hosting}; {llama}" if hosting else f" {llama}"
     keys = f"; payloads encrypted with key {codec.key_ring.current!r}" if codec else ""
+    cache = getattr(args, "max_cached_workflows", None)
+    if cache is not None:
+        keys += f"; workflow cache {cache} run{'s' * (cache != 1)}" + (" (every task replays)" * (cache == 0))
     if versioning is not None and workflows:
         keys += f"; version {versioning.version(workflows).build_id!r} of deployment {versioning.deployment_name!r}"
     elif args.deployment_name is not None and runtime is not None:
