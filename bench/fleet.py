@@ -889,9 +889,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="every stage scaled down, to check it runs (CI)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout (the table on stderr)")
     args = parser.parse_args(argv)
+    report_to = sys.stdout
+    if args.json:
+        # The JSON object alone on stdout: the servers and workers this bench starts inherit its file
+        # descriptors (the dev server prints a banner on its stdout), so theirs is pointed at stderr.
+        sys.stdout.flush()
+        report_to = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
     report = asyncio.run(_interruptible(run_bench(Config.of(args.quick))))
     if args.json:
         _say(_table(report))
-        print(json.dumps(report, default=str), flush=True)
+        print(json.dumps(report, default=str), file=report_to, flush=True)
     else:
         print(_table(report), flush=True)
