@@ -27,6 +27,7 @@ __all__ = ["main", "parse_args"]
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv, prog="worker.py")
+    args.argv = ["worker", *(sys.argv[1:] if argv is None else argv)]  # for --processes' children
     start_telemetry("worker", "worker.py")
     run_main(args, lambda: run_worker_args(args, sys.stdout, "temporal-workflows"), prog="worker.py", label="worker.py")
 

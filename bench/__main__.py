@@ -1,8 +1,13 @@
-"""``python -m bench``: see :mod:`bench.run`; ``--only llama-runtime``: :mod:`bench.llama_runtime`."""
+"""``python -m bench``: see :mod:`bench.run`; ``--only llama-runtime``: :mod:`bench.llama_runtime`; ``--only fleet``:
+:mod:`bench.fleet`."""
 
 import sys
 
-if sys.argv[1:3] == ["--only", "llama-runtime"]:
+if sys.argv[1:3] == ["--only", "fleet"]:
+    from bench.fleet import main as fleet_main
+
+    fleet_main(sys.argv[3:])
+elif sys.argv[1:3] == ["--only", "llama-runtime"]:
     from bench.llama_runtime import main as llama_runtime_main
 
     llama_runtime_main(sys.argv[3:])

@@ -328,6 +328,9 @@ class ExecutorCompletedEvent(_FrameworkEvent[Any]):
     """Type key of each item of ``data`` when they are of different types (JSON in transit)."""
     data_omitted: int | None = None
     """JSON bytes of what it sent and yielded, when too large to carry here (``data`` is then ``None``)."""
+    worker: str | None = None
+    """Which worker ran the step, on Temporal: the worker's identity (``<pid>@<host>`` unless the worker was
+    given another). ``None`` in process."""
     _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "data", "data_omitted")
 
 
@@ -337,6 +340,9 @@ class ExecutorFailedEvent(_FrameworkEvent[Any]):
     superstep: int
     error_type: str
     error: str
+    worker: str | None = None
+    """Which worker's attempt failed last, on Temporal (its identity); ``None`` in process, or when the step
+    timed out with no worker to name."""
     _maf_repr: ClassVar[tuple[str, ...] | None] = ("executor_id", "details")
 
 
@@ -593,7 +599,7 @@ def _layout(cls: type[WorkflowEvent], fields: tuple[str, ...], *given: str) -> _
 # The driver's events of every superstep, each with the fields the driver gives (the same objects
 # ``cls(**fields)`` makes, in about a third of ``built_event``'s time).
 _INVOKED_FIELDS = ("type", "data", "data_type", "timestamp", "executor_id", "superstep", "item_types", "data_omitted")
-_COMPLETED_FIELDS = _INVOKED_FIELDS
+_COMPLETED_FIELDS = (*_INVOKED_FIELDS, "worker")
 _STARTED_FIELDS = ("type", "data", "data_type", "timestamp", "superstep", "executor_ids")
 _SUPERSTEP_COMPLETED_FIELDS = (
     "type",
@@ -625,8 +631,11 @@ def invoked_event(executor_id: str, superstep: int, data: Any, data_type: str | 
     )
 
 
-def completed_event(executor_id: str, superstep: int, data: list[Any]) -> ExecutorCompletedEvent:
-    """``ExecutorCompletedEvent(data=..., executor_id=..., superstep=...)`` for JSON ``data``, values already valid."""
+def completed_event(
+    executor_id: str, superstep: int, data: list[Any], worker: str | None = None
+) -> ExecutorCompletedEvent:
+    """``ExecutorCompletedEvent(data=..., executor_id=..., superstep=...[, worker=...])`` for JSON ``data``,
+    values already valid."""
     return _made(
         ExecutorCompletedEvent,
         {
@@ -638,8 +647,9 @@ def completed_event(executor_id: str, superstep: int, data: list[Any]) -> Execut
             "superstep": superstep,
             "item_types": None,
             "data_omitted": None,
+            "worker": worker,
         },
-        _COMPLETED_NAMES,
+        _COMPLETED_NAMES if worker is None else _COMPLETED_WORKER_NAMES,
     )
 
 
@@ -798,6 +808,9 @@ def built_event(cls: type[_E], /, **fields: Any) -> _E:
 
 _INVOKED_NAMES = _layout(ExecutorInvokedEvent, _INVOKED_FIELDS, "data", "data_type", "executor_id", "superstep")
 _COMPLETED_NAMES = _layout(ExecutorCompletedEvent, _COMPLETED_FIELDS, "data", "executor_id", "superstep")
+_COMPLETED_WORKER_NAMES = _layout(
+    ExecutorCompletedEvent, _COMPLETED_FIELDS, "data", "executor_id", "superstep", "worker"
+)
 _STARTED_NAMES = _layout(SuperStepStartedEvent, _STARTED_FIELDS, "superstep", "executor_ids")
 _SUPERSTEP_COMPLETED_NAMES = _layout(
     SuperStepCompletedEvent, _SUPERSTEP_COMPLETED_FIELDS, "superstep", "state_keys_written", "checkpoint_id"

@@ -60,3 +60,32 @@ def test_quick_benchmark_reports_every_key() -> None:
     assert report["config"]["sandboxed"] == {"ours": False, "base": True}
     if not report["fanout_5000_ok"]:
         assert report["fanout_5000_error"]
+
+
+def test_quick_fleet_benchmark_reports_every_key_and_loses_nothing() -> None:
+    """``python -m bench --only fleet --quick --json``: every stage runs on real worker processes (scaled down);
+    what must hold whatever the timing holds: no run lost, failed, stuck or wrong under kill -9, no step's
+    effect committed twice, no duplicate in a live reader's committed view, none failed by a rolling restart
+    or a versioned rollout."""
+    from bench.fleet import REQUIRED_KEYS as FLEET_KEYS
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "fleet", "--quick", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report: dict[str, Any] = json.loads(proc.stdout)  # one JSON object, nothing else on stdout
+    for key, typ in FLEET_KEYS.items():
+        assert isinstance(report[key], typ), f"{key} = {report.get(key)!r} is not a {typ.__name__}"
+    assert report["chaos_runs"] > 0 and report["details"]["chaos"]["kills"] > 0
+    for key in ("chaos_lost", "chaos_failed", "chaos_stuck", "chaos_wrong", "chaos_duplicate_commits"):
+        assert report[key] == 0, (key, report["details"]["chaos"]["problems"])
+    assert report["chaos_reader_duplicates"] == 0 and report["details"]["chaos"]["readers"] > 0
+    assert report["rolling_failures"] == 0 and report["details"]["rolling"]["exit_codes"] == [0, 0]
+    assert report["versioned_rollout_failures"] == 0, report["details"]["versioned"]["problems"]
+    # The spread stage's steps say which worker ran them: each of the two workers ran some.
+    assert report["spread_min_share"] > 0
+    assert report["config"]["quick"] is True and all(t["met"] is None for t in report["targets"].values())

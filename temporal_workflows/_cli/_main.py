@@ -37,6 +37,7 @@ import traceback
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -322,6 +323,26 @@ async def _follow_run(
         raise _run_failed(handle.id, e, task_queue) from e
 
 
+def _running_steps(desc: Any) -> list[dict[str, Any]]:
+    """The run's activities in flight, as Temporal tracks them: which worker runs each (placement), its
+    attempt, and the last attempt's failure type (no message: it may quote values)."""
+    steps = []
+    for pending in desc.raw_description.pending_activities:
+        state = PendingActivityState.Name(pending.state).removeprefix("PENDING_ACTIVITY_STATE_").lower()
+        step: dict[str, Any] = {
+            "activity_id": pending.activity_id,
+            "activity_type": pending.activity_type.name,
+            "state": state,
+            "attempt": pending.attempt,
+            "worker": pending.last_worker_identity or None,
+        }
+        if pending.HasField("last_failure"):
+            info = pending.last_failure.application_failure_info
+            step["last_failure"] = info.type or pending.last_failure.WhichOneof("failure_info")
+        steps.append(step)
+    return steps
+
+
 async def _command(args: argparse.Namespace, prog: str) -> int:
     if args.command == "console":
         return run_console(args, _stdout())  # blocks: uvicorn runs its own loop
@@ -438,6 +459,9 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
             info["scheduled_by"] = scheduled_by[0]
         if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
             info.update(await handle.status())
+            running = _running_steps(desc)
+            if running:
+                info["running_steps"] = running
         elif desc.status == WorkflowExecutionStatus.FAILED:
             info["failure"] = await _failure_of(handle)
         _print(info)
@@ -651,6 +675,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """The ``temporal-workflows`` console script and ``python -m temporal_workflows``."""
     prog = program_name()
     args = parser(prog).parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what `worker --processes N` gives its children
     start_telemetry(
         "worker" if args.command in ("dev", "worker") else "console" if args.command == "console" else "cli",
         "temporal-workflows",

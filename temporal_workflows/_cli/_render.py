@@ -313,10 +313,12 @@ class DetailedView:
         if isinstance(ev, ExecutorInvokedEvent):
             return []
         if isinstance(ev, ExecutorCompletedEvent):
-            return [f"  {ev.executor_id} done" + (f" in {took}" if took is not None else "")]
+            where = f" on {ev.worker}" if ev.worker else ""
+            return [f"  {ev.executor_id} done" + (f" in {took}" if took is not None else "") + where]
         if isinstance(ev, ExecutorFailedEvent):
             after = f" after {took}" if took is not None else ""
-            return [f"  {ev.executor_id} failed{after}: {ev.error_type}: {short(ev.error)}"]
+            where = f" on {ev.worker}" if ev.worker else ""
+            return [f"  {ev.executor_id} failed{after}{where}: {ev.error_type}: {short(ev.error)}"]
         if isinstance(ev, SuperStepCompletedEvent):
             extra = [f"in {took}"] if took is not None else []
             if ev.state_keys_written:

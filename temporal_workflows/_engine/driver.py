@@ -162,6 +162,8 @@ class StepFailure:
     message: str
     cause: BaseException | None = None
     error_class: str | None = None
+    worker: str | None = None
+    """Which worker's attempt failed last, where the host knows (on Temporal: its identity)."""
 
     @staticmethod
     def of(e: BaseException) -> StepFailure:
@@ -929,6 +931,7 @@ class SuperstepDriver:
                     superstep=task.superstep,
                     error_type=outcome.error_type,
                     error=outcome.message,
+                    **({"worker": outcome.worker} if outcome.worker else {}),
                 )
             )
             return
@@ -939,7 +942,7 @@ class SuperstepDriver:
             # Most steps: one message sent to one target, nothing else (the order it was made in says nothing).
             sent_one = sent[0].messages
             if sent_one[0].type is None and outcome.emitted in _ONE_SEND and _surely_small(sent_one):
-                self._emit(completed_event(task.executor_id, task.superstep, [sent_one[0].data]))
+                self._emit(completed_event(task.executor_id, task.superstep, [sent_one[0].data], outcome.worker))
                 return
         order = _production_order(outcome)
         unrouted, outputs, events, requests = (
@@ -1000,11 +1003,13 @@ class SuperstepDriver:
                         self._emit(status_event(self._shown))
         done = messages + yielded if yielded else messages
         if len(done) == 1 and done[0].type is None and _surely_small(done):  # most steps: one JSON message
-            self._emit(completed_event(task.executor_id, task.superstep, [done[0].data]))
+            self._emit(completed_event(task.executor_id, task.superstep, [done[0].data], outcome.worker))
             return
         fields = _listed(done)
         fields["executor_id"] = task.executor_id
         fields["superstep"] = task.superstep
+        if outcome.worker:
+            fields["worker"] = outcome.worker
         self._emit(built_event(ExecutorCompletedEvent, **_step_data(fields, done)))
 
     def _check_step_inputs(self, tasks: Sequence[StepTask], step: int) -> None:

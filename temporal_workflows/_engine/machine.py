@@ -263,6 +263,7 @@ class StepResult:
             is also how results recorded before this existed read.
         unrouted: Messages a ``send_message`` routed nowhere (every edge
             condition false); shown in the step's ``executor_completed`` event.
+        worker: Which worker ran the step (placement), where the host knows.
     """
 
     writes: list[StateWrite] = field(default_factory=list)
@@ -272,6 +273,9 @@ class StepResult:
     events: list[Envelope] = field(default_factory=list)
     emitted: list[str] = field(default_factory=list)
     unrouted: list[Envelope] = field(default_factory=list)
+    worker: str | None = None
+    """Which worker ran the step, where the host knows (on Temporal: the worker's identity, by default
+    ``<pid>@<host>``); its ``executor_completed`` event says so. Nothing of the run's semantics reads it."""
 
     def production_order(self) -> list[str]:
         """:attr:`emitted`, or the default order when the step did not record one."""

@@ -34,6 +34,7 @@ __all__ = [
     "ACTIVITY_LOAD_CHECKPOINT",
     "ACTIVITY_REDUCE",
     "ACTIVITY_SAVE_CHECKPOINT",
+    "ACTIVITY_PIN",
     "ACTIVITY_TOPOLOGY",
     "ACTIVITY_VALIDATE",
     "EVENTS_TOPIC",
@@ -67,6 +68,7 @@ __all__ = [
     "QUERY_OUTSIDE_INPUT",
     "VALIDATE_INLINE_BYTES",
     "SIGNATURE_WAIT",
+    "SIGNATURE_WAIT_TEXT",
     "SIGNATURE_RETRY_DELAYS",
     "QUERY_PENDING_REQUESTS",
     "QUERY_STATE",
@@ -94,6 +96,7 @@ __all__ = [
     "CheckpointSetup",
     "ForkSource",
     "LoadCheckpointInput",
+    "PinInput",
     "Pinned",
     "ReduceInput",
     "ResetRequest",
@@ -186,7 +189,13 @@ ACTIVITY_LOAD_CHECKPOINT = "temporal_workflows.load_checkpoint"
 """Local activity reading a checkpoint for a reset or fork (from storage, or by query)."""
 
 ACTIVITY_TOPOLOGY = "temporal_workflows.topology"
-"""Local activity that returns a graph's topology; its result pins the graph for the run."""
+"""Local activity that returns a graph's topology; its result pins the graph for the run (a run whose start
+input names no graph signature: the first worker's graph)."""
+
+ACTIVITY_PIN = "temporal_workflows.pin"
+"""Activity returning the topology of the graph signature a run's start input names (:class:`PinInput`):
+first as a local activity on the worker that took the run's first workflow task, and when that worker hosts
+another signature, as a regular activity that only a worker hosting the run's signature completes."""
 
 ACTIVITY_REDUCE = "temporal_workflows.reduce"
 """Activity running callable state reducers (user code) for a commit."""
@@ -206,7 +215,10 @@ SIGNATURE_WAIT = timedelta(hours=24)
 """How long a step refused by workers of another graph signature (a deploy without Worker Versioning)
 is scheduled again, waiting for a worker hosting the run's graph, before the run fails."""
 
-SIGNATURE_RETRY_DELAYS = (timedelta(seconds=15), timedelta(minutes=5))
+SIGNATURE_WAIT_TEXT = f"{SIGNATURE_WAIT.total_seconds() / 3600:g} hours"
+""":data:`SIGNATURE_WAIT` as messages say it."""
+
+SIGNATURE_RETRY_DELAYS = (timedelta(seconds=1), timedelta(minutes=5))
 """First and longest wait before such a step is scheduled again (doubling)."""
 
 VALIDATE_INLINE_BYTES = 16 * 1024
@@ -512,11 +524,25 @@ class RunInput:
     (``{"client_kwargs": {...}, ...}``): every step gets them (``ctx.invocation_kwargs``); ``AgentExecutor``
     passes them to its agent. Carried across continue-as-new; a ``submit_responses`` update may replace them."""
     """Set when a ``WorkflowExecutor`` of a parent run starts this run as its child; never by callers."""
+    graph_signature: str | None = None
+    """The graph signature the run must execute (its first :data:`SIGNATURE_PREFIX` hex characters): set by
+    every client that has the graph (``start_run``, the CLI's ``run module:attr``, the console), carried
+    across continue-as-new and resets, and given to sub-workflows' children. The run pins that graph, on
+    whichever worker hosts it, and waits (saying so in its status) while none does. ``None`` (``temporal
+    workflow start``): the graph of the first worker that takes the run."""
 
     @property
     def envelope(self) -> Envelope:
         """The start message as the engine takes it (its JSON keeps the two plain fields the CLI writes)."""
         return Envelope(self.message_type, self.message)
+
+
+@dataclass
+class PinInput:
+    """Argument of :data:`ACTIVITY_PIN`: the graph a run runs, and the signature it must have."""
+
+    graph: str
+    signature: str
 
 
 @dataclass
@@ -555,6 +581,9 @@ class Pinned:
     stored_over: int | None = None
     """With a store for large values (``LargeValues``): payloads of at least this many bytes are kept there, and
     history records a reference in their place (what the run's task budget counts); absent: none."""
+    subworkflow_signatures: dict[str, str] | None = None
+    """Child graph name → its signature (:data:`SIGNATURE_PREFIX` characters), for the sub-workflows' children
+    the run starts (``RunInput.graph_signature``); absent in runs recorded before it."""
 
 
 class CheckpointRequest(BaseModel):
@@ -715,6 +744,8 @@ class ValidateInput:
     ref: str | None = None
     """Set for large input: ``value`` holds its type only, and the activity reads the value from the run
     with the ``QUERY_OUTSIDE_INPUT`` query (history holds it once already)."""
+    signature: str | None = None
+    """The run's graph signature: a worker hosting another refuses the activity (retryably)."""
 
 
 @dataclass
@@ -873,3 +904,5 @@ class ReduceInput:
     key: str
     committed: Envelope | None
     writes: list[Envelope] = field(default_factory=list)
+    signature: str | None = None
+    """The run's graph signature: a worker hosting another refuses the activity (retryably)."""

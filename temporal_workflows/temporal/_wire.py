@@ -257,4 +257,5 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
         events=[Envelope.from_json(e) for e in raw.get("events") or ()],
         emitted=[str(c) for c in raw.get("emitted") or ()],
         unrouted=[Envelope.from_json(m) for m in raw.get("unrouted") or ()],
+        worker=worker if isinstance(worker := raw.get("worker"), str) else None,
     )

@@ -152,6 +152,7 @@ class Masker:
     def event(self, ev: WorkflowEvent) -> dict[str, Json]:
         body = ev.model_dump(mode="json", fallback=_jsonable)  # a plain class in an event's data: its stored JSON
         body.pop("timestamp", None)  # when the event was published: Temporal's workflow time, none in process
+        body.pop("worker", None)  # which worker ran a step: a Temporal worker's identity, none in process
         if isinstance(ev, WorkflowStartedEvent):
             body["run_id"] = "<run>"
         # Request ids first, so that messages quoting them are mapped in order of appearance.

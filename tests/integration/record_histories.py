@@ -137,6 +137,28 @@ async def drive_concurrent_updates(client: Client, workflow_id: str, queue: str)
     return handle
 
 
+async def drive_pin_waits(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """A run started from graph version B while only a worker of version A polls its queue: the local
+    pinning is refused, the regular one waits until a worker of B comes; then both versions' workers poll
+    while the run asks for a word and finishes on B's edges (a step that lands on A is refused, retried)."""
+    from tests.integration.test_versioning import pending_id, version
+
+    a, b = version("finish_a"), version("finish_b")
+    target = client.service_client.config.target_host
+    mixed = f"{queue}-mixed"
+    client_a = await Client.connect(target, plugins=[TemporalWorkflowsPlugin([a])])
+    client_b = await Client.connect(target, plugins=[TemporalWorkflowsPlugin([b])])
+    async with Worker(client_a, task_queue=mixed):
+        handle = await start_run(client_b, b, "topic", id=workflow_id, task_queue=mixed)
+        while not (await handle.status())["warnings"]:
+            await asyncio.sleep(0.1)
+        async with Worker(client_b, task_queue=mixed):
+            request_id = await pending_id(handle)
+            await handle.respond(request_id, "word")
+            assert (await handle.result())["outputs"] == ["finish_b:word"]
+    return handle
+
+
 async def drive_concurrent_input(client: Client, workflow_id: str, queue: str) -> RunHandle:
     """A message that rolls a busy run's turn back (its running superstep cancelled), then one that interrupts
     the next turn's superstep, and a reject refused (docs/concurrent-input.md; patch concurrent-input-policy)."""
@@ -172,6 +194,11 @@ FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "concurrent_input_rollback_interrupt": drive_concurrent_input,
     # The same run once runs keep their graph's shape with the pinned topology (the ``topology`` query).
     "subworkflow_nested_shape": drive_subworkflow,
+    # Recorded by the release whose runs record one marker for every patch (``patches-1``), before runs pinned
+    # their starter's graph signature (``patches-2``): such runs keep replaying.
+    "approval_patches_1": drive_approval,
+    "subworkflow_nested_patches_1": drive_subworkflow,
+    "pin_waits_for_its_graph": drive_pin_waits,
 }
 
 

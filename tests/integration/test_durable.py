@@ -45,6 +45,7 @@ def seen(events: list[WorkflowEvent], ids: dict[str, str]) -> list[dict[str, Any
         fields = ev.model_dump(mode="json")
         fields.pop("run_id", None)
         fields.pop("timestamp", None)  # when Temporal published it (workflow time); in process events have none
+        fields.pop("worker", None)  # which worker ran a step, on Temporal; in process none
         out.append({"class": type(ev).__name__, **mask(fields)})
     return out
 

@@ -82,6 +82,7 @@ from temporal_workflows.llama._runtime_temporal._server import is_server_runtime
 from temporal_workflows.llama._runtime_temporal._versioning import build_id_for
 from temporal_workflows.llama._runtime_temporal._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
 from temporal_workflows.temporal._client.connect import ConnectionConfig
+from temporal_workflows.temporal._client.pollers import LLAMA_SERVE_HINT, check_pollers
 from temporal_workflows.temporal._exit import end_cleanly
 from temporal_workflows.temporal._worker.versioning import WorkerVersioning
 
@@ -644,7 +645,7 @@ class TemporalRuntime(Runtime):
 
     async def _start_execution(self, run_id: str, inp: RunInput) -> WorkflowHandle[Any, RunOutput]:
         client = await self.client()
-        return await client.start_workflow(
+        handle = await client.start_workflow(
             WORKFLOW_TYPE,
             inp,
             id=run_id,
@@ -652,6 +653,10 @@ class TemporalRuntime(Runtime):
             result_type=RunOutput,
             static_summary=inp.workflow_name,
         )
+        if not self.hosts_worker:
+            # A queue nobody polls looks like a hang: said in the log (temporal/_client/pollers.py).
+            check_pollers(client, self.task_queue, run_id, LLAMA_SERVE_HINT)
+        return handle
 
     def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
         adapter = _registry.current_adapter.get()

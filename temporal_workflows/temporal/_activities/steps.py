@@ -19,13 +19,14 @@ import logging
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from temporalio import activity
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory, CancelledError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._checkpoints.base import CheckpointCipher, CheckpointStorage
@@ -41,6 +42,7 @@ from temporal_workflows._telemetry import Attr, instruments
 from temporal_workflows.temporal._activities.checkpoints import build_checkpoint_activities
 from temporal_workflows.temporal._failures import sever_cause_cycles, to_failure
 from temporal_workflows.temporal._protocol import (
+    ACTIVITY_PIN,
     ACTIVITY_REDUCE,
     ACTIVITY_TOPOLOGY,
     ACTIVITY_VALIDATE,
@@ -48,9 +50,11 @@ from temporal_workflows.temporal._protocol import (
     FAILURE_STALE_STATE,
     QUERY_COMMITTED_STATE_PAGE,
     QUERY_OUTSIDE_INPUT,
+    SIGNATURE_PREFIX,
     STATUS_SEARCH_ATTRIBUTE,
     STEP_ERROR_CLASS,
     CheckpointSetup,
+    PinInput,
     Pinned,
     ReduceInput,
     StatePage,
@@ -67,7 +71,15 @@ from temporal_workflows.temporal._workflow.options import step_options
 if TYPE_CHECKING:
     from temporal_workflows._graph.workflow import Workflow
 
-__all__ = ["StateCache", "StepMeter", "build_activities"]
+__all__ = [
+    "StateCache",
+    "StepMeter",
+    "build_activities",
+    "build_not_hosted",
+    "graph_step_input",
+    "not_hosted_refusal",
+    "signature_refusal",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -205,6 +217,74 @@ def _non_retryable(e: WorkflowError) -> ApplicationError:
     return to_failure(e)
 
 
+def signature_refusal(graph: str, run_signature: str, hosted: Workflow | None, what: str) -> ApplicationError:
+    """Retryable ``GraphSignatureMismatchError``: this worker hosts another version of ``graph`` (or none).
+
+    Whatever needs the graph's code for a run (its pinning, a step, a validation, a reducer) is left to a
+    worker hosting the run's signature: Temporal retries the activity, and another worker takes it. The
+    details name both signatures; the run says in its status what it waits for.
+    """
+    mine = hosted.graph_signature_hash if hosted is not None else ""
+    here = (
+        f"graph {graph!r} on this worker has signature {mine[: len(run_signature)]}…"
+        if mine
+        else f"this worker hosts no graph {graph!r}"
+    )
+    return ApplicationError(
+        f"{here}, but the run was started under {run_signature}…; {what} is left to a worker hosting the run's "
+        "graph (Worker Versioning routes it there: docs/deployment.md)",
+        {"run_signature": run_signature, "worker_signature": mine},
+        type=FAILURE_SIGNATURE_MISMATCH,
+        non_retryable=False,
+        # A refusal is routing, not a failure: the SDK logs it at debug level, and this worker's own
+        # log says it once (_StepLog).
+        category=ApplicationErrorCategory.BENIGN,
+    )
+
+
+def graph_step_input(raw: object) -> bool:
+    """Whether an activity's first argument is a graph step's input (``_wire.encode_step_input``'s form)."""
+    return isinstance(raw, dict) and (("superstep" in raw and "messages" in raw) or isinstance(raw.get("task"), dict))
+
+
+def not_hosted_refusal(activity_type: str, raw: object, hosted: Mapping[str, Workflow]) -> ApplicationError:
+    """Retryable refusal of an activity type this worker does not register: a step of another version of a
+    graph (an executor this one lacks) or of a graph it does not host. Never the run's failure: the step is
+    left to a worker that has it, and the run waits for one as for a signature it lacks."""
+    graph = max((g for g in hosted if activity_type.startswith(f"{g}.")), key=len, default=None)
+    run_signature = raw.get("signature") if isinstance(raw, dict) else None
+    signature = run_signature if isinstance(run_signature, str) else ""
+    wf = hosted.get(graph) if graph is not None else None
+    mine = wf.graph_signature_hash if wf is not None else ""
+    if wf is not None:
+        executor = activity_type[len(graph or "") + 1 :]
+        here = f"graph {graph!r} on this worker (signature {mine[:SIGNATURE_PREFIX]}…) has no executor {executor!r}"
+    else:
+        here = f"no activity {activity_type!r} is registered on this worker (it hosts {sorted(hosted)})"
+    started = f"the run was started under {signature}…" if signature else "the run's graph differs"
+    return ApplicationError(
+        f"{here}; {started}: the step is left to a worker hosting the run's graph (Worker Versioning routes it "
+        "there: docs/deployment.md)",
+        {"run_signature": signature, "worker_signature": mine},
+        type=FAILURE_SIGNATURE_MISMATCH,
+        non_retryable=False,
+        # A refusal is routing, not a failure: the SDK logs it at debug level, and this worker's own
+        # log says it once (_StepLog).
+        category=ApplicationErrorCategory.BENIGN,
+    )
+
+
+def _worker_identity() -> str:
+    """Who runs this activity: the worker's identity (Temporal's default is ``<pid>@<host>``)."""
+    try:
+        return activity.client().identity
+    except Exception:  # an ActivityEnvironment in tests has no client
+        import os
+        import socket
+
+        return f"{os.getpid()}@{socket.gethostname()}"
+
+
 class _Heartbeats:
     """One running step's heartbeats: automatic ones while it runs, and the handler's own (``ctx.heartbeat``).
 
@@ -247,6 +327,40 @@ class _Heartbeats:
         self.start()
 
 
+class _StepLog:
+    """The worker's one log line per retried or failed step: where and which attempt, never a value.
+
+    A retry says so as it starts (the worker that ran the attempt before may be gone, killed mid-step);
+    a failed attempt says its error's type and whether Temporal tries again. Messages are left out:
+    they may quote values (docs/security.md: no values in logs).
+    """
+
+    def __init__(self, info: activity.Info) -> None:
+        self.info = info
+        self.what = (
+            f"step {info.activity_type!r} of workflow {info.workflow_id!r} (activity {info.activity_id!r}, "
+            f"attempt {info.attempt})"
+        )
+        if info.attempt > 1:
+            _log.info("%s: a retry, running on this worker (%s)", self.what, _worker_identity())
+
+    def failed(self, e: BaseException) -> None:
+        if isinstance(e, (asyncio.CancelledError, CancelledError)):
+            return
+        kind = (e.type if isinstance(e, ApplicationError) else None) or type(e).__name__
+        if kind == FAILURE_SIGNATURE_MISMATCH:
+            _log.debug("%s: refused here, left to a worker hosting the run's graph signature", self.what)
+            return
+        policy = self.info.retry_policy
+        final = (
+            (isinstance(e, ApplicationError) and e.non_retryable)
+            or (policy is not None and kind in (policy.non_retryable_error_types or ()))
+            or (policy is not None and policy.maximum_attempts > 0 and self.info.attempt >= policy.maximum_attempts)
+        )
+        then = "its last attempt: the step fails" if final else "Temporal retries it"
+        _log.warning("%s failed on this worker (%s): %s; %s", self.what, _worker_identity(), kind, then)
+
+
 class StepMeter:
     """One step attempt's metrics, recorded by the worker that runs it (an attempt runs once, never replays).
 
@@ -281,31 +395,31 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
         info = activity.info()
         heartbeats = _Heartbeats(info)
         heartbeats.start()
+        where = _StepLog(info)
         live = LivePublisher()
         try:
-            return await _step(raw, info, heartbeats, live)
+            result = await _step(raw, info, heartbeats, live)
+        except BaseException as e:
+            where.failed(e)
+            raise
         finally:
             heartbeats.stop()
             if live.published:
                 instruments().live_events.add(
                     live.published, {Attr.WORKFLOW_NAME: graph.name or "", Attr.EXECUTOR_ID: executor_id}
                 )
+        # Which worker ran it (placement): the run's events say so (ExecutorCompletedEvent.worker).
+        result["worker"] = _worker_identity()
+        return result
 
     async def _step(
         raw: dict[str, Any], info: activity.Info, heartbeats: _Heartbeats, live: LivePublisher
     ) -> dict[str, Any]:
         inp = decode_step_input(raw, executor_id)
         if inp.signature and not graph_signature.startswith(inp.signature):
-            # A worker hosting another version of this graph (a rolling deploy without
-            # Worker Versioning): never run its edges for this run; another worker may take it.
-            raise ApplicationError(
-                f"graph {graph.name!r} on this worker has signature {graph_signature[: len(inp.signature)]}…, "
-                f"but the run was started under {inp.signature}…; this step is left to a worker hosting the "
-                "run's graph (turn on Worker Versioning to route it there: docs/deployment.md)",
-                {"run_signature": inp.signature, "worker_signature": graph_signature},
-                type=FAILURE_SIGNATURE_MISMATCH,
-                non_retryable=False,
-            )
+            # A worker hosting another version of this graph (a mixed fleet, a rolling deploy):
+            # never run its edges for this run; another worker takes it.
+            raise signature_refusal(graph.name or "", inp.signature, wf, "this step")
         state = inp.state
         if state is None:
             state = await cache.get(info.workflow_id or "", info.workflow_run_id or "", inp.state_version)
@@ -354,6 +468,28 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
 
     step.__name__ = step.__qualname__ = f"step_{graph.name}_{executor_id}".replace("-", "_")
     return activity.defn(name=step_activity_name(graph.name or "", executor_id))(step)
+
+
+def build_not_hosted(workflows: Sequence[Workflow], other: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    """The worker's dynamic activity: any activity type it does not register.
+
+    A step of an executor that another version of a graph has (or of a graph this worker does not host) is
+    refused retryably, as a step of another signature is: never the run's failure (Temporal's own answer,
+    ``NotFoundError``, counts against the step's attempts and fails the run once they run out). ``other``:
+    another dynamic activity of the same worker (a worker has one; ``TemporalRuntime``'s step activity is
+    one), which gets every call that is not a graph step's.
+    """
+    registry = {wf.name or "": wf for wf in workflows}
+
+    @activity.defn(dynamic=True)
+    async def not_hosted(args: Sequence[RawValue]) -> Any:
+        raw = activity.payload_converter().from_payload(args[0].payload) if args else None
+        kind = activity.info().activity_type
+        if other is not None and not (graph_step_input(raw) or any(kind.startswith(f"{g}.") for g in registry)):
+            return await other(args)
+        raise not_hosted_refusal(kind, raw, registry)
+
+    return not_hosted
 
 
 def _encrypt_store(storage: CheckpointStorage | None, cipher: CheckpointCipher) -> None:
@@ -405,8 +541,12 @@ def build_activities(
 
     status_attribute = _StatusAttribute()
 
-    def hosted(name: str) -> Workflow:
+    def hosted(name: str, signature: str | None = None, what: str = "") -> Workflow:
+        """The graph ``name``; with the run's ``signature``, only if this worker hosts that version of it
+        (else a retryable refusal: another worker takes the activity)."""
         wf = registry.get(name)
+        if signature and (wf is None or not wf.graph_signature_hash.startswith(signature)):
+            raise signature_refusal(name, signature, wf, what)
         if wf is None:
             raise to_failure(
                 UnknownGraphError(f"no graph named {name!r} is registered on this worker; known: {sorted(registry)}")
@@ -434,9 +574,7 @@ def build_activities(
             keep=storage.keep if isinstance(storage, HistoryCheckpointStorage) else 0,
         )
 
-    @activity.defn(name=ACTIVITY_TOPOLOGY)
-    async def topology(name: str) -> Pinned:
-        wf = hosted(name)
+    async def pinned_of(wf: Workflow) -> Pinned:
         # Edges in display form are for humans (viz, docs); the workflow never reads them.
         pinned = dataclasses.replace(wf.topology, edges=())
         options = {eid: spec for eid, ex in wf.graph.executors.items() if (spec := step_options(ex.options))}
@@ -445,6 +583,12 @@ def build_activities(
             shape, note = bounded_shape(wf.graph, min(MAX_SHAPE_BYTES, max_payload_bytes() // 4))
         except Exception as e:
             shape, note = None, f"the graph's picture could not be made: {type(e).__name__}: {e}"[:500]
+        # The children a sub-workflow executor starts run the child graph this version was built with.
+        child_signatures = {
+            child: registry[child].graph_signature_hash[:SIGNATURE_PREFIX]
+            for child in sorted(set(wf.topology.subworkflows.values()))
+            if child in registry
+        }
         return Pinned(
             pinned,
             await status_attribute.get(),
@@ -454,11 +598,20 @@ def build_activities(
             shape,
             note,
             stored_over=stored_value_threshold(),
+            subworkflow_signatures=child_signatures or None,
         )
+
+    @activity.defn(name=ACTIVITY_TOPOLOGY)
+    async def topology(name: str) -> Pinned:
+        return await pinned_of(hosted(name))
+
+    @activity.defn(name=ACTIVITY_PIN)
+    async def pin(inp: PinInput) -> Pinned:
+        return await pinned_of(hosted(inp.graph, inp.signature, "its pinning"))
 
     @activity.defn(name=ACTIVITY_VALIDATE)
     async def validate(inp: ValidateInput) -> Validated:
-        wf = hosted(inp.graph)
+        wf = hosted(inp.graph, inp.signature, "checking outside input")
         if inp.ref is not None:
             # Large input is read from the run (history holds it once, in its update or signal).
             info = activity.info()
@@ -488,7 +641,7 @@ def build_activities(
 
     @activity.defn(name=ACTIVITY_REDUCE)
     async def reduce(inp: ReduceInput) -> Envelope:
-        wf = hosted(inp.graph)
+        wf = hosted(inp.graph, inp.signature, "a reducer")
         try:
             return wf.graph.reduce(inp.key, inp.committed, inp.writes)
         except WorkflowError as e:
@@ -500,6 +653,7 @@ def build_activities(
     cache = StateCache()
     acts: list[Callable[..., Any]] = [
         topology,
+        pin,
         reduce,
         validate,
         *build_checkpoint_activities(hosted, storage_for),

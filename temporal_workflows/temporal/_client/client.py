@@ -52,6 +52,7 @@ from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.runs import invocation_kwargs
 from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
 from temporal_workflows.temporal._client.feed import RunFeed, feed_for
+from temporal_workflows.temporal._client.routing import versioning_override
 from temporal_workflows.temporal._failures import innermost, library_error
 from temporal_workflows.temporal._protocol import (
     FAILURE_RUN_BUSY,
@@ -71,6 +72,7 @@ from temporal_workflows.temporal._protocol import (
     SIGNAL_RESET,
     SIGNAL_RESPOND,
     SIGNAL_SEND,
+    SIGNATURE_PREFIX,
     UPDATE_CHECKPOINT,
     UPDATE_CONFIRM,
     UPDATE_INLINE_BYTES,
@@ -900,18 +902,38 @@ async def fork(
     (``RunInput.stream``; the durable twin's ``run(checkpoint_id=..., stream=...)``).
     """
     _check_length("checkpoint id", checkpoint_id, MAX_ID_CHARS)
-    desc = await client.get_workflow_handle(source_workflow_id).describe()
+    source = client.get_workflow_handle(source_workflow_id)
+    desc = await source.describe()
     graph = desc.workflow_type
     lineage = {"workflow_id": source_workflow_id, "checkpoint_id": checkpoint_id}
+    queue = task_queue or desc.task_queue
+    signature = None if allow_signature_mismatch else await _signature_of(source)
+    override = await versioning_override(client, queue, graph, signature) if signature else None
     handle = await client.start_workflow(
         graph,
-        RunInput(fork_from=ForkSource(source_workflow_id, checkpoint_id, allow_signature_mismatch), stream=stream),
+        RunInput(
+            fork_from=ForkSource(source_workflow_id, checkpoint_id, allow_signature_mismatch),
+            stream=stream,
+            graph_signature=signature,
+        ),
         id=new_workflow_id,
-        task_queue=task_queue or desc.task_queue,
+        task_queue=queue,
         result_type=dict,
         memo={LINEAGE_MEMO: lineage},
+        versioning_override=override,
     )
     return RunHandle(handle, client)
+
+
+async def _signature_of(run: WorkflowHandle[Any, Any], timeout: float = 10.0) -> str | None:
+    """The graph signature a run executes (its checkpoints were taken under it), if it answers in time: a
+    fork of it runs the same graph, on a worker hosting it. ``None``: the fork takes the first worker's."""
+    try:
+        status: Any = await asyncio.wait_for(run.query(QUERY_STATUS), timeout)
+    except Exception:
+        return None
+    signature = status.get("graph_signature") if isinstance(status, dict) else None
+    return signature if isinstance(signature, str) and signature else None
 
 
 def get_run(client: Client, workflow_id: str) -> RunHandle:
@@ -1034,8 +1056,19 @@ async def start_run(
         client_kwargs=client_kwargs,
         concurrent_input=concurrent_input,
     )
+    override = None
+    if not isinstance(workflow, str):
+        # The run executes this graph, whichever worker takes it (docs/deployment.md, "A fleet of workers"). Not
+        # part of start_input: a schedule's runs take the graph deployed when each starts.
+        signature = arg["graph_signature"] = workflow.graph_signature_hash[:SIGNATURE_PREFIX]
+        override = await versioning_override(client, task_queue, name, signature)
     handle = await client.start_workflow(
-        name, arg, id=id or f"{name}-{uuid.uuid4().hex[:12]}", task_queue=task_queue, result_type=dict
+        name,
+        arg,
+        id=id or f"{name}-{uuid.uuid4().hex[:12]}",
+        task_queue=task_queue,
+        result_type=dict,
+        versioning_override=override,
     )
     return RunHandle(handle, client)
 
@@ -1068,6 +1101,10 @@ async def send_or_start(
         target = workflow.graph.topology.start_executor_id
     arg = _send_input(target, message)
     start = RunInput(keep_alive=True)
+    override = None
+    if not isinstance(workflow, str):
+        start.graph_signature = workflow.graph_signature_hash[:SIGNATURE_PREFIX]
+        override = await versioning_override(client, task_queue, name, start.graph_signature)
     if not wait:
         handle = await client.start_workflow(
             name,
@@ -1077,6 +1114,7 @@ async def send_or_start(
             result_type=dict,
             start_signal=SIGNAL_SEND,
             start_signal_args=[arg],
+            versioning_override=override,
         )
         return RunHandle(handle, client)
     op: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
@@ -1086,6 +1124,7 @@ async def send_or_start(
         task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         result_type=dict,
+        versioning_override=override,
     )
     await client.execute_update_with_start_workflow(UPDATE_SEND, arg, start_workflow_operation=op, result_type=dict)
     return RunHandle(await op.workflow_handle(), client)

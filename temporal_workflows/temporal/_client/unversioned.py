@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
-from temporal_workflows.temporal._protocol import QUERY_STATUS, SIGNATURE_PREFIX, SIGNATURE_WAIT
+from temporal_workflows.temporal._protocol import QUERY_STATUS, SIGNATURE_PREFIX, SIGNATURE_WAIT_TEXT
 
 if TYPE_CHECKING:
     from temporal_workflows._graph.workflow import Workflow
@@ -65,7 +65,7 @@ async def check_open_runs(
         print(
             f"warning: {n} open run{'s' if n != 1 else ''} of graph {name!r} started under another graph "
             f"signature ({', '.join(s + '…' for s in others)}); this worker hosts {mine}… without Worker "
-            f"Versioning, so it refuses their steps, and they wait (up to {SIGNATURE_WAIT}) for a worker of "
+            f"Versioning, so it refuses their steps, and they wait (up to {SIGNATURE_WAIT_TEXT}) for a worker of "
             "their graph: keep one running until they finish, or deploy with --deployment-name "
             "(docs/deployment.md)",
             flush=True,

@@ -26,7 +26,7 @@ from typing import Any
 from temporalio.bridge.proto.workflow_activation import RemoveFromCache, WorkflowActivation, WorkflowActivationJob
 from temporalio.worker import Worker
 
-__all__ = ["evict_cached_runs"]
+__all__ = ["cached_runs", "evict_cached_runs"]
 
 _log = logging.getLogger(__name__)
 
@@ -36,6 +36,16 @@ def _cached_runs(worker: Worker) -> dict[str, Any]:
     workflow_worker = getattr(worker, "_workflow_worker", None)
     running = getattr(workflow_worker, "_running_workflows", None)
     return running if isinstance(running, dict) else {}
+
+
+def cached_runs(worker: Worker) -> dict[str, str]:
+    """The runs ``worker`` caches now: run id → workflow id (``{}`` if the SDK keeps them elsewhere)."""
+    found = {}
+    for run_id, cached in list(_cached_runs(worker).items()):
+        workflow_id = getattr(cached, "workflow_id", None)
+        if isinstance(run_id, str) and isinstance(workflow_id, str):
+            found[run_id] = workflow_id
+    return found
 
 
 async def evict_cached_runs(worker: Worker) -> int:

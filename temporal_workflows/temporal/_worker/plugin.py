@@ -81,6 +81,27 @@ def _tracing_interceptor() -> Any:
     return TracingInterceptor()
 
 
+def _is_dynamic(fn: Callable[..., Any]) -> bool:
+    defn = getattr(fn, "__temporal_activity_definition", None)
+    return defn is not None and defn.name is None
+
+
+def _with_not_hosted(activities: list[Callable[..., Any]], graphs: Sequence[Workflow]) -> list[Callable[..., Any]]:
+    """``activities`` and the graphs' refusal of activity types the worker lacks (``build_not_hosted``).
+
+    A worker has one dynamic activity: another one given (``TemporalRuntime``'s LlamaIndex step activity,
+    when one worker hosts both kinds) keeps every call that is not a graph step's; two others are left to
+    the SDK, which refuses them.
+    """
+    from temporal_workflows.temporal._activities.steps import build_not_hosted
+
+    dynamic = [a for a in activities if _is_dynamic(a)]
+    if len(dynamic) > 1:
+        return activities
+    kept = [a for a in activities if not _is_dynamic(a)]
+    return [*kept, build_not_hosted(graphs, dynamic[0] if dynamic else None)]
+
+
 def data_converter(codec: EncryptionCodec | None, large_values: LargeValues | None = None) -> DataConverter:
     """The pydantic converter, encrypting payloads with ``codec`` if given, large ones kept by reference.
 
@@ -206,16 +227,19 @@ class TemporalWorkflowsPlugin(SimplePlugin):
             )
         if self.versioning is not None and self.graphs and config.get("deployment_config") is None:
             config["deployment_config"] = self.versioning.deployment_config(self.graphs)
+        if self.graphs:
+            config["activities"] = _with_not_hosted(list(config.get("activities") or ()), self.graphs)
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        promote = self.versioning is not None and self.versioning.make_current and self.graphs
+        versioning = self.versioning if self.graphs else None
         try:
-            async with (
-                self.versioning.promoting(worker.client, self.graphs)
-                if promote and self.versioning is not None
-                else contextlib.nullcontext()
-            ):
+            async with contextlib.AsyncExitStack() as beside:
+                if versioning is not None:
+                    # The version's graphs, for clients of other versions (``_client/routing.py``).
+                    await beside.enter_async_context(versioning.announcing(worker.client, self.graphs))
+                    if versioning.make_current:
+                        await beside.enter_async_context(versioning.promoting(worker.client, self.graphs))
                 await super().run_worker(worker, next)
         finally:
             await evict_cached_runs(worker)  # spans of runs left mid-superstep close where they opened

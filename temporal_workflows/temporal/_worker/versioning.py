@@ -25,16 +25,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentRequest, SetWorkerDeploymentCurrentVersionRequest
+from temporalio.api.common.v1 import Payload
+from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionProto
+from temporalio.api.workflowservice.v1 import (
+    DescribeWorkerDeploymentRequest,
+    SetWorkerDeploymentCurrentVersionRequest,
+    UpdateWorkerDeploymentVersionMetadataRequest,
+)
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
+
+from temporal_workflows.temporal._protocol import SIGNATURE_PREFIX
 
 if TYPE_CHECKING:
     from temporal_workflows._graph.workflow import Workflow
@@ -144,6 +153,60 @@ class WorkerVersioning:
         """While a worker runs: promote this version beside it (:meth:`promote_when_ready`), not before it,
         so a server that wants pollers first gets them; stopped with the worker."""
         task = asyncio.create_task(self.promote_when_ready(client, workflows))
+        try:
+            yield
+        finally:
+            task.cancel()
+
+    async def announce(self, client: Client, workflows: Sequence[Workflow], *, within: float = 120.0) -> bool:
+        """Record in this version's metadata the graphs its workers host (name → signature), so a client
+        that built another version of a graph starts its runs on a version hosting it
+        (``_client/routing.py``). Retried while the server does not know the version yet (until this
+        worker's first poll registers it). Returns whether it was recorded."""
+        from temporal_workflows.temporal._client.routing import GRAPHS_METADATA_KEY
+
+        version = self.version(workflows)
+        graphs = {wf.name or "": wf.graph_signature_hash[:SIGNATURE_PREFIX] for wf in workflows}
+        payload = Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(graphs, sort_keys=True).encode())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        delay = 0.2
+        while True:
+            try:
+                await client.workflow_service.update_worker_deployment_version_metadata(
+                    UpdateWorkerDeploymentVersionMetadataRequest(
+                        namespace=client.namespace,
+                        deployment_version=VersionProto(
+                            deployment_name=version.deployment_name, build_id=version.build_id
+                        ),
+                        upsert_entries={GRAPHS_METADATA_KEY: payload},
+                        identity=client.identity,
+                    )
+                )
+                return True
+            except RPCError as e:
+                retryable = e.status in (
+                    RPCStatusCode.NOT_FOUND,
+                    RPCStatusCode.FAILED_PRECONDITION,
+                    RPCStatusCode.UNAVAILABLE,
+                    RPCStatusCode.ABORTED,
+                )
+                if not retryable or loop.time() + delay > deadline:
+                    _log.warning(
+                        "could not record the graphs of build %r in deployment %r (%s); clients built from another "
+                        "version of a graph start runs on the current version, where they wait",
+                        version.build_id,
+                        self.deployment_name,
+                        e,
+                    )
+                    return False
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    @contextlib.asynccontextmanager
+    async def announcing(self, client: Client, workflows: Sequence[Workflow]) -> AsyncIterator[None]:
+        """While a worker runs: :meth:`announce` its graphs beside it (the version exists once it polls)."""
+        task = asyncio.create_task(self.announce(client, workflows))
         try:
             yield
         finally:

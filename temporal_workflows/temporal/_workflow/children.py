@@ -73,12 +73,18 @@ Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]
 
 
 async def run_child(
-    act: Activation, *, budget: TaskBudget, max_steps_in_flight: int | None = None, stream: bool | None = None
+    act: Activation,
+    *,
+    budget: TaskBudget,
+    max_steps_in_flight: int | None = None,
+    stream: bool | None = None,
+    signature: str | None = None,
 ) -> SubWorkflowOutcome:
     """Run one activation of a child as a child workflow, to rest; its outcome.
 
     The child runs at most as many steps at once as its parent (``max_steps_in_flight``), and is read as
-    its parent is (``stream``).
+    its parent is (``stream``), and runs the child graph its parent's version was built with
+    (``signature``, pinned with the parent's graph).
 
     Raises:
         ChildWorkflowError: the child failed (its own error is the cause: the
@@ -97,6 +103,7 @@ async def run_child(
         max_steps_in_flight=max_steps_in_flight,
         subrun=subrun,
         stream=stream,
+        graph_signature=signature,
     )
     size = json_size(inp)
     async with budget.lock:

@@ -29,6 +29,7 @@ from temporal_workflows._events import WorkflowEvent, WorkflowResetEvent
 from temporal_workflows.temporal._protocol import (
     POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES,
     POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS,
+    SIGNATURE_PREFIX,
     Carried,
     CarriedCheckpoints,
     RunInput,
@@ -300,6 +301,8 @@ class Continuation:
             concurrent_input=now.input.concurrent_input,
             carried=carried,
             subrun=now.subrun,
+            # The next execution pins the graph this one runs, on a worker hosting it (pinning.py).
+            graph_signature=engine.topology.signature_hash[:SIGNATURE_PREFIX],
         )
         size = json_size(arg)
         if size > self._payload_limit():

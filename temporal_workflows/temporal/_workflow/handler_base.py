@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue, RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
@@ -31,6 +32,7 @@ from temporal_workflows.temporal._protocol import (
     ACTIVITY_VALIDATE,
     FAILURE_RUN_BUSY,
     FAILURE_RUN_CLOSED,
+    SIGNATURE_PREFIX,
     Carried,
     RunInput,
     SubWorkflowInput,
@@ -48,6 +50,7 @@ from temporal_workflows.temporal._workflow.patches import (
     PATCH_VALIDATE_IN_ACTIVITY,
     RunPatches,
 )
+from temporal_workflows.temporal._workflow.pinning import elsewhere, local_first, refusal, waiting_note
 from temporal_workflows.temporal._workflow.status import StatusBoard
 from temporal_workflows.temporal._workflow.supersteps import StepRunner
 
@@ -82,6 +85,7 @@ class HandlerBase:
     locals: LocalActivities
     _engine: Engine | None
     _topology: Topology | None
+    _signature_from: str | None
     _shape: GraphShape | None
     _shape_note: str | None
     _steps: StepRunner | None
@@ -180,6 +184,10 @@ class HandlerBase:
             locals_ = self.locals
             await workflow.wait_condition(lambda: locals_.idle)
 
+    def _signature(self) -> str | None:
+        """The run's graph signature as activities that run its code check it (``None``: not pinned yet)."""
+        return self._topology.signature_hash[:SIGNATURE_PREFIX] if self._topology is not None else None
+
     def _check_open(self) -> None:
         if self._sub_workflow is not None:
             raise refuse(FAILURE_RUN_CLOSED, sub_workflow_refusal(self._sub_workflow))
@@ -191,17 +199,29 @@ class HandlerBase:
         """Type-check outside input in a local activity: the types are user code."""
         name = workflow.info().workflow_type
 
-        async def validate() -> Validated:
-            checked: Validated = await execute_local_activity(
-                ACTIVITY_VALIDATE,
-                ValidateInput(name, executor_id, value, request),
-                result_type=Validated,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=3),
-                summary=f"validate {'response to ' + request.request_id if request else 'message for ' + executor_id}",
-            )
+        arg = ValidateInput(name, executor_id, value, request, signature=self._signature())
+        summary = f"validate {'response to ' + request.request_id if request else 'message for ' + executor_id}"
+
+        async def validate() -> Validated | None:
+            """Checked by this worker, or ``None``: it hosts another version of the graph."""
+            try:
+                checked: Validated = await execute_local_activity(
+                    ACTIVITY_VALIDATE,
+                    arg,
+                    result_type=Validated,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=local_first(RetryPolicy(maximum_attempts=3)),
+                    summary=summary,
+                )
+            except (ActivityError, ApplicationError) as e:  # a local activity's refusal arrives unwrapped
+                details = refusal(e)
+                if details is None:
+                    raise
+                refused.append(details)
+                return None
             return checked
 
+        refused: list[dict[str, Any]] = []
         budget = self._budget
         if not self.patches.get(PATCH_TASK_BUDGET):
             result = await validate()  # recorded before: validations ran side by side
@@ -212,5 +232,19 @@ class HandlerBase:
                 await budget.room(self._payload_limit)
                 result = await validate()
                 budget.charge(json_size(result))
+        if result is None:
+            # A worker hosting the run's graph checks it (the types are its version's), however long that takes.
+            what = f"response to request {request.request_id!r}" if request else f"message for {executor_id!r}"
+            worker = refused[0].get("worker_signature")
+            theirs = worker if isinstance(worker, str) else None
+            note = waiting_note(f"checking the {what}", name, arg.signature or "", theirs)
+            result = await elsewhere(
+                ACTIVITY_VALIDATE,
+                arg,
+                Validated,
+                board=self._board,
+                note=note,
+                summary=f"{summary} (on a worker hosting the run's graph)",
+            )
         # The activity returns only what validation changed (the value is in history already).
         return result.resolved(value)

@@ -351,9 +351,11 @@ class InputHandlers(HandlerBase):
             self._held_count += 1
             ref = f"input-{self._held_count}"
             self._held[ref] = value
-            arg = ValidateInput(name, executor_id, Envelope(value.type, None), request, ref=ref)
+            arg = ValidateInput(
+                name, executor_id, Envelope(value.type, None), request, ref=ref, signature=self._signature()
+            )
         else:
-            arg = ValidateInput(name, executor_id, value, request)
+            arg = ValidateInput(name, executor_id, value, request, signature=self._signature())
         try:
             handle = await self._budget.start_activity(
                 json_size(arg),

@@ -35,6 +35,9 @@ __all__ = [
     "PATCH_ARRIVAL_ORDER",
     "PATCHES_AT_START",
     "PATCHES_BUNDLE",
+    "PATCHES_BUNDLE_2",
+    "BUNDLED_2",
+    "PATCH_PIN_SIGNATURE",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_CHILD_START",
@@ -170,6 +173,20 @@ BUNDLED = (
 recorded with the bundle replays with exactly these on); a new patch is asked on its own, after the bundle."""
 
 
+PATCH_PIN_SIGNATURE = "pin-the-starters-graph-signature"
+"""Runs recorded before this pinned the graph of the first worker that took them, whatever signature their
+start input named; newer ones pin the signature their starter named (``RunInput.graph_signature``), on a
+worker hosting it: a local activity first, then, if that worker hosts another version, a regular activity
+that only a worker hosting the run's signature completes (the run waits for one, saying so)."""
+
+PATCHES_BUNDLE_2 = "patches-2"
+"""One marker for :data:`BUNDLED_2`: everything :data:`PATCHES_BUNDLE` stands for, and the patches made
+after it. A run started now records this one marker instead of the first bundle's (the same cost)."""
+
+BUNDLED_2 = (*BUNDLED, PATCH_PIN_SIGNATURE)
+"""What :data:`PATCHES_BUNDLE_2` stands for. Never changes; a later patch goes in a third bundle."""
+
+
 class RunPatches:
     """One run's answers, asked for once, first thing (see the module)."""
 
@@ -178,7 +195,9 @@ class RunPatches:
 
     def ask_at_start(self) -> None:
         """Call first in the run, before any activity or timer."""
-        if workflow.patched(PATCHES_BUNDLE):
+        if workflow.patched(PATCHES_BUNDLE_2):
+            self._answers = dict.fromkeys(BUNDLED_2, True)
+        elif workflow.patched(PATCHES_BUNDLE):
             self._answers = dict.fromkeys(BUNDLED, True)
         elif workflow.patched(PATCHES_AT_START):
             self._answers = {patch: workflow.patched(patch) for patch in PATCHES}

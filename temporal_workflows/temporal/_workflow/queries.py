@@ -98,7 +98,13 @@ class QueryHandlers(HandlerBase):
             "continued_as_new": self._segment,
             "lineage": self._lineage,
             # The run's graph version: a worker without Worker Versioning compares its own at start-up.
-            "graph_signature": self._topology.signature_hash[:SIGNATURE_PREFIX] if self._topology else None,
+            # Before it is pinned, the signature the run waits for (its starter's), if it names one.
+            "graph_signature": self._topology.signature_hash[:SIGNATURE_PREFIX]
+            if self._topology
+            else self._input.graph_signature,
+            # "starter": the graph its start input named; "first worker": none was named (``temporal workflow
+            # start``), so the first worker that took it chose.
+            "graph_signature_from": self._signature_from,
         }
 
     @workflow.query(name=QUERY_TOPOLOGY)

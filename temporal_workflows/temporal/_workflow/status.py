@@ -92,5 +92,10 @@ class StatusBoard:
         warning = {"message": _bounded(message, WARNING_LIMIT) or "", "request_id": None, "executor_id": None}
         self.warnings = [*self.warnings, warning][-MAX_WARNINGS:]
 
+    def unnote(self, message: str) -> None:
+        """Take back a :meth:`note` that no longer holds (what the run waited for has come)."""
+        kept = _bounded(message, WARNING_LIMIT)
+        self.warnings = [w for w in self.warnings if w.get("message") != kept]
+
     def carry(self) -> CarriedStatus:
         return CarriedStatus(warnings=list(self.warnings))

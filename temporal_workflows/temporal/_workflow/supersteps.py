@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -41,6 +42,7 @@ from temporal_workflows.temporal._protocol import (
     SIGNATURE_PREFIX,
     SIGNATURE_RETRY_DELAYS,
     SIGNATURE_WAIT,
+    SIGNATURE_WAIT_TEXT,
     STEP_ERROR_CLASS,
     ReduceInput,
     StepInput,
@@ -58,6 +60,7 @@ from temporal_workflows.temporal._workflow.patches import (
     PATCH_WAIT_FOR_SIGNATURE,
     patched,
 )
+from temporal_workflows.temporal._workflow.pinning import local_first, refusal
 
 __all__ = ["INLINE_STATE_LIMIT", "PATCH_EVERY_FAILED_STEP", "PATCH_TASK_BUDGET", "StepRunner", "TaskBudget"]
 
@@ -78,7 +81,14 @@ def _approx_json_size(value: Any) -> int:
 
 
 def failure_of(e: BaseException) -> StepFailure:
-    """A failed activity as the driver reports it: the user's error type and message, once each."""
+    """A failed activity as the driver reports it: the user's error type and message, once each, and the
+    worker whose attempt failed last (placement; none for a timeout no worker reported)."""
+    failure = _failure_of(e)
+    worker = e.identity if isinstance(e, ActivityError) and e.identity else None
+    return dataclasses.replace(failure, worker=worker) if worker else failure
+
+
+def _failure_of(e: BaseException) -> StepFailure:
     cause = innermost(e)
     inner = cause.cause if isinstance(cause, ApplicationError) and not cause.type else None
     if isinstance(inner, ApplicationError) and inner.type in error_classes():
@@ -122,9 +132,12 @@ class StepRunner:
         epoch: int,
         budget: TaskBudget | None = None,
         notice: Callable[[str], None] | None = None,
+        settled: Callable[[str], None] | None = None,
     ) -> None:
         self.topology = topology
         self.notice = notice  # says in the run's status what a step waits for
+        self.settled = settled  # takes it back once the step ran
+        self._waiting: dict[tuple[int, int], str] = {}
         self.step_options = step_options
         self.epoch = epoch
         self.budget = budget or TaskBudget()
@@ -136,6 +149,8 @@ class StepRunner:
         self.state_version = "0"
         self.state_size = 0
         self.in_flight: list[str] = []
+        self.child_signatures: dict[str, str] = {}
+        """Child graph name → the signature its children run (``Pinned.subworkflow_signatures``)."""
 
     def restored(self, engine: Engine) -> None:
         self.state_size = sum(_approx_json_size(v.data) for v in engine.state.values())
@@ -226,7 +241,13 @@ class StepRunner:
                 # A running child counts against the window like a step (Temporal also bounds pending children).
                 async with window:
                     limit = self.max_in_flight if self.max_in_flight != MAX_STEPS_IN_FLIGHT else None
-                    return await run_child(act, budget=self.budget, max_steps_in_flight=limit, stream=self.streaming)
+                    return await run_child(
+                        act,
+                        budget=self.budget,
+                        max_steps_in_flight=limit,
+                        stream=self.streaming,
+                        signature=self.child_signatures.get(act.graph),
+                    )
 
             async def report(report_task: StepTask) -> StepResult:
                 return await self._activity_step(report_task, inline, window)
@@ -254,11 +275,26 @@ class StepRunner:
             budget = self.budget
             if local:
                 # Its input is not recorded; its result is, in a marker, in the task it comes back in.
-                raw = await execute_local_activity(
-                    activity_type, arg, result_type=dict, activity_id=activity_id, **options
-                )
-                budget.charge(len(to_json(raw)))
-            else:
+                try:
+                    raw = await execute_local_activity(
+                        activity_type,
+                        arg,
+                        result_type=dict,
+                        activity_id=activity_id,
+                        **{**options, "retry_policy": local_first(options["retry_policy"])},
+                    )
+                except (ActivityError, ApplicationError) as e:  # a local activity's refusal arrives unwrapped
+                    if refusal(e) is None:
+                        raise
+                    # The worker holding the workflow task hosts another version of the graph: the step
+                    # runs as a regular activity, which a worker hosting the run's graph takes.
+                    local = False
+                    options = activity_options(
+                        {k: v for k, v in self.step_options.get(task.executor_id, {}).items() if k != "local"}
+                    )[1]
+                else:
+                    budget.charge(len(to_json(raw)))
+            if not local:
                 size = budget.size_of(arg)
                 rounds = 0
                 while True:
@@ -273,11 +309,14 @@ class StepRunner:
                     )
                     try:
                         raw = await handle
-                        break
                     except ActivityError as e:
                         delay = self._signature_wait(e, task, rounds)
                         if delay is None:
                             raise
+                    else:
+                        if rounds and self.settled is not None:
+                            self.settled(self._waiting.pop((task.superstep, task.index), ""))
+                        break
                     rounds += 1
                     await workflow.sleep(delay, summary=f"wait for a worker hosting {self.topology.name}'s graph")
         return decode_step_result(raw, task, self.topology.fan_in_groups)
@@ -306,13 +345,17 @@ class StepRunner:
         delay = backoff(rounds)
         if rounds == 0 and self.notice is not None:
             details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
-            self.notice(
+            theirs = str(details.get("worker_signature") or "")
+            note = (
                 f"step {task.executor_id!r} of superstep {task.superstep} waits for a worker hosting graph "
                 f"{self.topology.name!r} with signature {str(details.get('run_signature', '?'))[:16]}… (the "
-                f"run's); the workers polling its task queue host signature "
-                f"{str(details.get('worker_signature', '?'))[:16]}…. It is scheduled again, with backoff, for up "
-                f"to {SIGNATURE_WAIT}; run such a worker, or turn on Worker Versioning (docs/deployment.md)"
+                f"run's); the workers that took it host "
+                + (f"signature {theirs[:16]}…" if theirs else "no such step")
+                + f". It is scheduled again, with backoff, for up to {SIGNATURE_WAIT_TEXT}; run such a worker, "
+                "or turn on Worker Versioning (docs/deployment.md)"
             )
+            self._waiting[(task.superstep, task.index)] = note
+            self.notice(note)
         return delay
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
@@ -321,7 +364,13 @@ class StepRunner:
         Raises:
             ReducerFailed: it raised (after its retries).
         """
-        inp = ReduceInput(self.topology.name or "", reduction.key, reduction.committed, list(reduction.writes))
+        inp = ReduceInput(
+            self.topology.name or "",
+            reduction.key,
+            reduction.committed,
+            list(reduction.writes),
+            self.topology.signature_hash[:SIGNATURE_PREFIX],
+        )
         size = len(to_json(inp))
         budget = self.budget
         try:

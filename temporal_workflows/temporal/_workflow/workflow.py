@@ -35,13 +35,12 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from pydantic_core import to_json
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError, FailureError
 
@@ -75,11 +74,8 @@ from temporal_workflows._events import (
 from temporal_workflows._graph.shape import GraphShape
 from temporal_workflows.temporal._failures import short_message, to_failure
 from temporal_workflows.temporal._protocol import (
-    ACTIVITY_TOPOLOGY,
     DEFAULT_MAX_HISTORY_EVENTS,
     EVENTS_TOPIC,
-    FAILURE_UNKNOWN_GRAPH,
-    LEGACY_FAILURE_TYPES,
     MAX_ID_CHARS,
     MAX_STEPS_IN_FLIGHT,
     MAX_TYPE_NAME_CHARS,
@@ -99,11 +95,12 @@ from temporal_workflows.temporal._workflow.continuation import Continuation, Run
 from temporal_workflows.temporal._workflow.controls import ControlHandlers
 from temporal_workflows.temporal._workflow.handlers import InputHandlers
 from temporal_workflows.temporal._workflow.inbox import Inbox
-from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity
+from temporal_workflows.temporal._workflow.locals import LocalActivities
 from temporal_workflows.temporal._workflow.patches import (
     PATCH_CARRY_LATER,
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
     PATCH_ENTRY_CHECKPOINT,
+    PATCH_PIN_SIGNATURE,
     PATCH_RELEASE_OUTPUTS,
     PATCH_STATE_LIMIT,
     PATCH_STATE_PAGES,
@@ -111,6 +108,7 @@ from temporal_workflows.temporal._workflow.patches import (
     PATCH_STATUS_ON_EVERY_FAILURE,
     RunPatches,
 )
+from temporal_workflows.temporal._workflow.pinning import pin_topology
 from temporal_workflows.temporal._workflow.queries import QueryHandlers, _request_json
 from temporal_workflows.temporal._workflow.readers import admit_stream_polls
 from temporal_workflows.temporal._workflow.startup import start_engine
@@ -252,6 +250,8 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
         self._engine: Engine | None = None
         self._topology: Topology | None = None
+        self._signature_from: str | None = None
+        """How the run's graph was chosen: ``"starter"`` (its start input's signature) or ``"first worker"``."""
         self._shape: GraphShape | None = None
         self._shape_note: str | None = None
         self._steps: StepRunner | None = None
@@ -336,18 +336,11 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             _check_input(inp)
         except InvalidRunInputError as e:
             raise to_failure(e) from None
-        raw: RawValue = await execute_local_activity(
-            ACTIVITY_TOPOLOGY,
-            name,
-            result_type=RawValue,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(
-                maximum_attempts=3,
-                non_retryable_error_types=[FAILURE_UNKNOWN_GRAPH]
-                + [k for k, v in LEGACY_FAILURE_TYPES.items() if v == FAILURE_UNKNOWN_GRAPH],
-            ),
-            summary=f"pin topology of {name}",
-        )
+        # The graph its starter built (its signature in the input), else the first worker's (pinning.py).
+        signature = inp.graph_signature if inp.graph_signature and self.patches.get(PATCH_PIN_SIGNATURE) else None
+        self._signature_from = "starter" if signature else "first worker"
+        first_segment = self._carried is None and self._sub_workflow is None
+        raw = await pin_topology(name, signature, self._board, first_segment=first_segment)
         pinned = _pinned(raw)
         topology = pinned.topology
         self._topology = topology
@@ -360,8 +353,14 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self._budget.stored_over = pinned.stored_over
         self._continuation.max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
         steps = self._steps = StepRunner(
-            topology, pinned.step_options or {}, epoch=self._epoch, budget=self._budget, notice=self._board.warn
+            topology,
+            pinned.step_options or {},
+            epoch=self._epoch,
+            budget=self._budget,
+            notice=self._board.note,
+            settled=self._board.unnote,
         )
+        steps.child_signatures = pinned.subworkflow_signatures or {}
         steps.max_in_flight = inp.max_steps_in_flight or MAX_STEPS_IN_FLIGHT
         steps.streaming = inp.stream
         steps.invocation_kwargs = inp.invocation_kwargs

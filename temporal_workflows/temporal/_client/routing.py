@@ -1,0 +1,149 @@
+"""Where a run starts on a versioned task queue: on a Worker Deployment version hosting its starter's graph.
+
+A run started by a client that has the graph carries the graph's signature (``RunInput.graph_signature``)
+and pins that graph on a worker hosting it (``_workflow/pinning.py``). With Worker Versioning the run is
+also pinned, by Temporal, to the deployment version it starts on, and only that version's workers get its
+tasks: Temporal starts it on the deployment's *current* version (or the ramping one), whatever graph the
+starter built. A client built from an older (or newer) graph than the current version's would then start
+a run that no worker of its version can take, and that waits for ever.
+
+So a versioned worker records the signatures of the graphs it hosts in its version's metadata
+(:data:`GRAPHS_METADATA_KEY`, written by ``WorkerVersioning.announce``), and a starter whose signature the
+current (and ramping) version does not host pins the run to the newest version that does, with a
+versioning override. When no version records it, the run starts where Temporal puts it and waits, saying
+so. Each start on a versioned queue asks the queue's routing (``DescribeTaskQueue``) afresh; an unversioned
+queue costs one such call per few seconds per queue (the answer is kept for :data:`QUEUE_TTL`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionProto
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    DescribeWorkerDeploymentRequest,
+    DescribeWorkerDeploymentVersionRequest,
+)
+from temporalio.client import Client
+from temporalio.common import PinnedVersioningOverride, VersioningOverride, WorkerDeploymentVersion
+from temporalio.service import RPCError
+
+__all__ = ["GRAPHS_METADATA_KEY", "graphs_of_version", "versioning_override"]
+
+GRAPHS_METADATA_KEY = "temporal_workflows.graphs"
+"""Key, in a Worker Deployment version's metadata, of the graphs its workers host: a JSON object of graph
+name → signature (its first ``SIGNATURE_PREFIX`` hex characters)."""
+
+QUEUE_TTL = 5.0
+"""Seconds the answer "this queue is unversioned" is kept before it is asked again."""
+
+
+@dataclass(frozen=True)
+class _Routing:
+    deployment: str | None
+    current: str | None
+    ramping: str | None
+
+
+_queues: dict[tuple[str, str, str], tuple[float, _Routing]] = {}
+_versions: dict[tuple[str, str, str, str], dict[str, str]] = {}
+"""(address, namespace, deployment, build id) → graphs it hosts: metadata is written once per version."""
+
+
+def _key(client: Client) -> tuple[str, str]:
+    return client.service_client.config.target_host, client.namespace
+
+
+async def _routing(client: Client, task_queue: str) -> _Routing:
+    address, namespace = _key(client)
+    cached = _queues.get((address, namespace, task_queue))
+    now = time.monotonic()
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    resp = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    info = resp.versioning_info
+    current, ramping = info.current_deployment_version, info.ramping_deployment_version
+    routing = _Routing(
+        current.deployment_name or ramping.deployment_name or None,
+        current.build_id or None,
+        ramping.build_id or None,
+    )
+    if routing.deployment is None:
+        # Only "unversioned" is kept: a versioned queue's current version changes with every rollout, and a
+        # start routed on a stale one would go where its graph is not (asked again on every start).
+        _queues[(address, namespace, task_queue)] = (now + QUEUE_TTL, routing)
+    return routing
+
+
+async def graphs_of_version(client: Client, deployment: str, build_id: str) -> dict[str, str]:
+    """The graphs a version's workers host, as they recorded them (empty: none recorded, or no such version)."""
+    address, namespace = _key(client)
+    key = (address, namespace, deployment, build_id)
+    if key in _versions:
+        return _versions[key]
+    try:
+        resp = await client.workflow_service.describe_worker_deployment_version(
+            DescribeWorkerDeploymentVersionRequest(
+                namespace=namespace,
+                deployment_version=VersionProto(deployment_name=deployment, build_id=build_id),
+            )
+        )
+    except RPCError:
+        return {}
+    entry = resp.worker_deployment_version_info.metadata.entries.get(GRAPHS_METADATA_KEY)
+    if entry is None:
+        return {}  # not recorded yet (its worker is starting): asked again next time
+    try:
+        graphs = json.loads(entry.data)
+    except ValueError:
+        graphs = {}
+    found = {str(k): str(v) for k, v in graphs.items()} if isinstance(graphs, dict) else {}
+    _versions[key] = found
+    return found
+
+
+async def versioning_override(client: Client, task_queue: str, graph: str, signature: str) -> VersioningOverride | None:
+    """A pinned override to the newest version of the queue's deployment that hosts ``graph`` at
+    ``signature``, when the version new runs go to does not; ``None`` otherwise (an unversioned queue, a
+    current version hosting it, or no version known to host it: the run then waits, saying so)."""
+    try:
+        routing = await _routing(client, task_queue)
+    except RPCError:
+        return None  # a server without worker deployments, or no permission: start as before
+    deployment = routing.deployment
+    if deployment is None or routing.current is None:
+        return None
+    targets = [b for b in (routing.current, routing.ramping) if b is not None]
+    hosted = [await graphs_of_version(client, deployment, b) for b in targets]
+    if all(graphs.get(graph) == signature or not graphs for graphs in hosted):
+        return None  # where new runs go hosts it (or says nothing: as before)
+    if hosted[0].get(graph) == signature:
+        # The current version hosts it, a ramping one does not: not left to the ramp.
+        return PinnedVersioningOverride(WorkerDeploymentVersion(deployment, routing.current))
+    try:
+        described = await client.workflow_service.describe_worker_deployment(
+            DescribeWorkerDeploymentRequest(namespace=_key(client)[1], deployment_name=deployment)
+        )
+    except RPCError:
+        return None
+    summaries = sorted(
+        described.worker_deployment_info.version_summaries,
+        key=lambda v: v.create_time.ToDatetime(),
+        reverse=True,
+    )
+    for summary in summaries:
+        build_id = summary.deployment_version.build_id
+        if build_id and (await graphs_of_version(client, deployment, build_id)).get(graph) == signature:
+            return PinnedVersioningOverride(WorkerDeploymentVersion(deployment, build_id))
+    return None
