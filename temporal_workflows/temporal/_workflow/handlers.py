@@ -68,6 +68,7 @@ from temporal_workflows.temporal._workflow.inbox import (
     oversized_send,
 )
 from temporal_workflows.temporal._workflow.patches import PATCH_CONCURRENT_INPUT, PATCH_VALIDATE_IN_ACTIVITY
+from temporal_workflows.temporal._workflow.turns import delivery_key
 
 __all__ = ["InputHandlers", "SIGNALS", "UPDATES"]
 
@@ -274,7 +275,7 @@ class InputHandlers(HandlerBase):
                 self._check_send(d.send)
                 self._check_policy(d.send)
                 outcome = await self._inbox.accept_message(
-                    d.send, self._check_open, lambda i: self._arrive(i, signal=False)
+                    d.send, self._check_open, lambda i: self._arrive(i, signal=False), tag=delivery_key(d.id)
                 )
             else:
                 assert d.respond is not None

@@ -116,6 +116,7 @@ from temporal_workflows.temporal._workflow.queries import QueryHandlers, _reques
 from temporal_workflows.temporal._workflow.startup import start_engine
 from temporal_workflows.temporal._workflow.status import StatusBoard
 from temporal_workflows.temporal._workflow.supersteps import StepRunner
+from temporal_workflows.temporal._workflow.turns import Turns
 
 __all__ = [
     "GraphWorkflow",
@@ -238,12 +239,15 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self._input_taken = (-1, 0)  # (workflow task, bytes of update input its validators let in)
         self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
         self._held_count = 0
+        carried_inbox = carried.inbox if carried else None
         self._inbox = Inbox(
             self._validate,
             self._board,
-            carried.inbox if carried else None,
+            carried_inbox,
             budget=self._budget,
             validate_update=self._validate_update,
+            # (the stream's offset now: what the next event published gets; the SDK has no public reader of it)
+            turns=Turns(self._stream._on_offset, carried_inbox.tracked if carried_inbox else ()),
         )
         self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
         self._engine: Engine | None = None
@@ -542,6 +546,8 @@ class _TemporalHost(DriverHost):
             )
 
     def on_status(self, status: RunStatus, details: str) -> None:
+        if status in (RunStatus.IDLE, RunStatus.WAITING_FOR_INPUT):
+            self.inbox.turns.ended()  # the driver decided to wait: the turn of what it took ends at this rest
         self.board.set(status, details)
 
     def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
@@ -562,6 +568,7 @@ class _TemporalHost(DriverHost):
         return await self.steps.run(tasks, engine, lambda: controls.abandons)
 
     def interrupted(self, engine: Engine, policy: str, changed_keys: Sequence[str]) -> None:
+        self.inbox.turns.ended(interrupted=True)  # before the interrupting message is taken: its turn begins
         steps = self.steps
         # Steps read the state of this boundary, not one a worker cached before the interruption.
         steps.state_version = f"{workflow.info().run_id}:{engine.superstep}:{policy}"
