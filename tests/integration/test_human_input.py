@@ -20,6 +20,7 @@ from temporal_workflows import WorkflowEvent, WorkflowRunState
 from temporal_workflows.errors import (
     AlreadyAnsweredError,
     InvalidResponseError,
+    RunClosedError,
     UndeliverableMessageError,
     UnknownRequestError,
 )
@@ -249,6 +250,32 @@ async def test_keep_alive_conversation_with_update_and_signal_with_start(client:
     result = await handle.result()
     assert result["outputs"] == ["#1: HELLO", "#2: AGAIN", "#3: THIRD"]
     assert (await handle.state()) == {"turns": 3}
+
+
+async def test_close_waits_for_pending_requests_then_completes(client: Client, workflow_id: str) -> None:
+    """``close`` while requests wait: the run takes no new message but still takes the answers, and completes
+    once the last is answered; no request is dropped (docs/temporal.md, ``close``)."""
+    handle = await start_run(
+        client, graphs.two_questions, "bees", id=workflow_id, task_queue=TASK_QUEUE, keep_alive=True
+    )
+    await events_until(
+        handle, lambda e: isinstance(e, WorkflowStatusEvent) and e.state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS
+    )
+    await handle.close()
+    status = await handle.status()
+    assert status["closing"] is True and status["status"] == "waiting_for_input", status
+    with pytest.raises(RunClosedError, match="closing"):
+        await handle.send("fan", "wasps")
+    await handle.send("fan", "wasps", wait=False)  # by signal: a warning, not taken
+    first, second = sorted(await handle.pending_requests(), key=lambda r: r.source_executor_id)
+    await handle.respond(first.request_id, {"text": "buzz"})
+    assert (await handle.status())["status"] in ("running", "waiting_for_input")  # one still waits
+    await handle.respond(second.request_id, {"text": "hum"}, wait=False)  # by signal too
+    result = await handle.result()
+    assert result["outputs"] == [["alice=buzz", "bob=hum"]] and result["unanswered_requests"] == []
+    status = await handle.status()
+    assert status["status"] == "completed" and status["closing"] is False
+    assert any("the run is closing" in w["message"] for w in status["warnings"])
 
 
 async def test_bad_messages_are_rejected_by_update_and_warned_by_signal(client: Client, workflow_id: str) -> None:

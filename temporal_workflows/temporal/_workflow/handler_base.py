@@ -87,6 +87,7 @@ class HandlerBase:
     _steps: StepRunner | None
     _keep_alive: bool
     _closing: bool
+    _close_waits: bool
     _epoch: int
     _segment: int
     _start_env: Envelope | None
@@ -109,7 +110,7 @@ class HandlerBase:
             return None, False
         return value, True
 
-    async def _started_engine(self) -> Engine:
+    async def _started_engine(self, *, answer: bool = False) -> Engine:
         """The engine, once this execution has one (the first task pins the topology and builds it).
 
         An answer arriving before then (at the start of the next execution after
@@ -117,7 +118,7 @@ class HandlerBase:
         """
         if self._engine is None:  # (recorded runs never waited here: their engine was there)
             await workflow.wait_condition(lambda: self._engine is not None or self._board.closed)
-            self._check_open()
+            self._check_open(answer=answer)
         assert self._engine is not None
         return self._engine
 
@@ -180,10 +181,12 @@ class HandlerBase:
             locals_ = self.locals
             await workflow.wait_condition(lambda: locals_.idle)
 
-    def _check_open(self) -> None:
+    def _check_open(self, *, answer: bool = False) -> None:
+        """Refuse input to a run that has ended or is closing; ``answer``: an answer, which a closing run that
+        waits for its pending requests still takes (``PATCH_CLOSE_WAITS``)."""
         if self._sub_workflow is not None:
             raise refuse(FAILURE_RUN_CLOSED, sub_workflow_refusal(self._sub_workflow))
-        if self._board.closed or self._closing:
+        if self._board.closed or (self._closing and not (answer and self._close_waits)):
             state = "closing" if self._closing and not self._board.closed else self._board.status
             raise refuse(FAILURE_RUN_CLOSED, f"the run is {state}")
 

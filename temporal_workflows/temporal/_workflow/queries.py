@@ -98,6 +98,8 @@ class QueryHandlers(HandlerBase):
             "outputs": [o.value.data for o in engine.outputs] if engine else [],
             "outputs_released": engine.outputs_released if engine else 0,
             "keep_alive": self._keep_alive,
+            # Asked to close: it takes no new messages and completes once no request waits for an answer.
+            "closing": self._closing and not board.closed,
             "concurrent_input": self._input.concurrent_input or "enqueue",
             "warnings": list(board.warnings),
             "error": board.error,
