@@ -204,7 +204,8 @@ class Turn:
         # The run says where it is with the turn's input (a run recorded before it, or served by workers before
         # it, does not): then a rest, or an interruption, ends the turn exactly when the run's turn that took
         # the input ended there, whether the run had other work before, or said it was idle as it woke.
-        exact = bool(keys) and await kind.turns(client, wid, keys) is not None
+        found = await kind.turns(client, wid, keys) if keys else None
+        exact = found is not None and any(v is not None for v in found.values())
         if exact:
             translator.activated = True
         owed = after is not None
