@@ -142,7 +142,7 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     for name, text in (
         ("status", "print a run's status as JSON"),
         ("requests", "list pending requests with the JSON schema of the expected response"),
-        ("close", "let a keep-alive run complete once idle"),
+        ("close", "let a keep-alive run complete once idle (its pending requests answered; new messages refused)"),
     ):
         sub.add_parser(name, parents=after, help=text).add_argument("id")
     respond = sub.add_parser("respond", parents=after, help="answer a pending request")

@@ -125,6 +125,8 @@ class Inbound:
     interrupts: bool = False
     """It arrived while the run was busy, with policy interrupt or rollback: its host takes it only at a
     boundary where that interruption was carried out (``Controls.interrupt``), never at one before."""
+    tag: str | None = None
+    """Its host's name for it, for a client that follows it (the engine never reads it)."""
 
 
 @dataclass(eq=False, slots=True)

@@ -30,6 +30,7 @@ from temporalio.service import RPCError
 
 from temporal_workflows._console.codec import BodyRefused, read_body
 from temporal_workflows._console.server import Limits
+from temporal_workflows._engine.inbound import check_policy
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.ag_ui._graph import GraphKind
 from temporal_workflows.ag_ui._ids import TurnCursor
@@ -44,6 +45,31 @@ _log = logging.getLogger("temporal_workflows.ag_ui")
 
 MAX_RESUME_ENTRIES = 100
 """Answers one turn may carry (a run answers at most this many requests in one update)."""
+
+POLICY_PROPS = ("concurrentInput", "multitaskStrategy")
+"""Where a turn's ``forwardedProps`` say what its message does if the run is busy: this library's name
+(``concurrent_input``), and LangGraph's (``multitask_strategy``, which its AG-UI adapter forwards), so a front
+end written for either works unchanged. The values are the same four: ``enqueue``, ``reject``,
+``interrupt``, ``rollback``."""
+
+
+def turn_policy(forwarded: Any) -> str | None:
+    """The concurrent-input policy a turn's ``forwardedProps`` name (``None``: the run's own).
+
+    Raises:
+        ValueError: a value that is not one of the four, or the two names given different values (naming the field).
+    """
+    if not isinstance(forwarded, dict):
+        return None  # forwardedProps is the client's own: only an object can name a policy
+    found: dict[str, str] = {}
+    for name in POLICY_PROPS:
+        value = forwarded.get(name)
+        if value is not None:
+            found[name] = check_policy(value, f"forwardedProps.{name}")
+    if len(set(found.values())) > 1:
+        given = ", ".join(f"{k}={v!r}" for k, v in found.items())
+        raise ValueError(f"forwardedProps: {given} disagree; give one of {' or '.join(POLICY_PROPS)}")
+    return next(iter(found.values()), None)
 
 
 @dataclass(frozen=True)
@@ -180,6 +206,10 @@ class AGUIApp(Starlette):
                 return _error(400, f"{what}: 1 to {MAX_ID_CHARS} characters")
         if inp.resume and len(inp.resume) > MAX_RESUME_ENTRIES:
             return _error(400, f"resume: at most {MAX_RESUME_ENTRIES} entries")
+        try:
+            policy = turn_policy(inp.forwarded_props)
+        except ValueError as e:
+            return _error(400, str(e))
         after: TurnCursor | None = None
         last_id = request.headers.get("last-event-id")
         if last_id is not None:
@@ -194,6 +224,7 @@ class AGUIApp(Starlette):
                 task_queue=self.settings.task_queue,
                 id_prefix=self.settings.workflow_id_prefix,
                 last_event_id=after,
+                policy=policy,
             )
             refused = await turn.begin()
         except RPCError as e:

@@ -15,7 +15,8 @@ turn's ``runId`` and the owner, so a reconnect makes the same ids again.
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Iterable
+import re
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from ag_ui.core import (
@@ -40,10 +41,32 @@ from ag_ui.core import (
 
 from temporal_workflows.ag_ui._kinds import TurnContext
 
-__all__ = ["Emitter", "Owner", "to_json"]
+__all__ = ["Emitter", "Owner", "superstep_of", "superstep_of_id", "to_json"]
 
 Owner = Hashable
-"""Who text belongs to: a step attempt, or an output."""
+"""Who text belongs to: a step attempt ``(superstep, index, attempt)``, or an output
+``("out", superstep, offset, n)``."""
+
+_OUR_ID = re.compile(r".*/(?:(\d+)\.\d+\.\d+|out\.(\d+)\.\d+\.\d+)/[mrt]\d+")
+"""A message id this endpoint made (any turn's): its owner's superstep (a step attempt's, or an output's)."""
+
+
+def superstep_of(owner: Owner) -> int | None:
+    """The superstep whose work ``owner`` is (``None``: not a step attempt or an output)."""
+    if isinstance(owner, tuple):
+        if len(owner) == 3 and all(isinstance(p, int) for p in owner):
+            return int(owner[0])
+        if len(owner) == 4 and owner[0] == "out" and isinstance(owner[1], int):
+            return owner[1]
+    return None
+
+
+def superstep_of_id(message_id: str) -> int | None:
+    """The superstep of a message this endpoint made in any turn, read from its id (``None``: not one of ours)."""
+    m = _OUR_ID.fullmatch(message_id)
+    if m is None:
+        return None
+    return int(m.group(1) if m.group(1) is not None else m.group(2))
 
 
 def to_json(value: Any) -> Any:
@@ -231,6 +254,26 @@ class Emitter:
             del self._owner_of[mid]
         kept = [m.model_dump(mode="json", by_alias=True) for m in self.ctx.input_messages]
         self.emit(MessagesSnapshotEvent(messages=[*kept, *self._messages.values()]))  # type: ignore[list-item]
+
+    def void_supersteps(self, gone: Callable[[int], bool]) -> None:
+        """Take back everything said in the supersteps ``gone`` names (cancelled by an interruption, or undone by a
+        rollback): what this turn streamed of them, and the client's copies of what earlier turns did (their ids
+        say their superstep), in one ``MESSAGES_SNAPSHOT``."""
+        owners = [
+            o
+            for o in dict.fromkeys([*self._owner_of.values(), *self._text, *self._reasoning, *self._tools.values()])
+            if (s := superstep_of(o)) is not None and gone(s)
+        ]
+        for owner in owners:
+            self.end(owner)
+        dropped = [mid for mid, o in self._owner_of.items() if o in owners]
+        for mid in dropped:
+            self._messages.pop(mid, None)
+            del self._owner_of[mid]
+        inputs = [m.model_dump(mode="json", by_alias=True) for m in self.ctx.input_messages]
+        kept = [m for m in inputs if not ((s := superstep_of_id(str(m.get("id") or ""))) is not None and gone(s))]
+        if dropped or len(kept) < len(inputs):
+            self.emit(MessagesSnapshotEvent(messages=[*kept, *self._messages.values()]))  # type: ignore[list-item]
 
     # -- steps -----------------------------------------------------------------------------------
 

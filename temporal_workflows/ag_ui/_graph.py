@@ -27,7 +27,13 @@ from ag_ui.core import (
     SubagentFinishedSuspendedOutcome,
     SubagentStartedEvent,
 )
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -41,8 +47,10 @@ from temporal_workflows._events import (
     ExecutorInvokedEvent,
     RequestInfoEvent,
     SuperStepCompletedEvent,
+    SuperStepStartedEvent,
     WorkflowEvent,
     WorkflowFailedEvent,
+    WorkflowInterruptedEvent,
     WorkflowOutputEvent,
     WorkflowResetEvent,
     WorkflowRunState,
@@ -67,6 +75,7 @@ from temporal_workflows.temporal._client.client import RawLiveEvent, RunHandle, 
 from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._protocol import (
     FAILURE_UNKNOWN_DELIVERY,
+    QUERY_TURNS,
     SIGNAL_DELIVER,
     UPDATE_CONFIRM,
     ConfirmInput,
@@ -240,10 +249,12 @@ class GraphTranslator(Translator):
         self._client = client
         self.state: dict[str, Any] | None = None
         self.outputs = []
+        self._output_steps: list[int] = []  # the superstep of each of ``outputs``
         self._streamed: set[str] = set()
         self._open: dict[tuple[int, str], list[_Invocation]] = {}
         self._attempts: dict[tuple[int, int, str], int] = {}
         self._invocations = 0
+        self._superstep = 0  # the superstep the stream is in (outputs name it: a rollback takes theirs back)
 
     # -- state (queried: never counted) ------------------------------------------------------------
 
@@ -399,7 +410,12 @@ class GraphTranslator(Translator):
             self._live(event)
             return
         if isinstance(event, ExecutorInvokedEvent):
+            self._superstep = event.superstep
             self._start(event.superstep, event.executor_id, None, invoked=True)
+            return
+        if isinstance(event, SuperStepStartedEvent):
+            self._superstep = event.superstep
+            em.custom(event.type, event)
             return
         if isinstance(event, (ExecutorCompletedEvent, ExecutorFailedEvent)):
             self._finish(event.superstep, event.executor_id, event if isinstance(event, ExecutorFailedEvent) else None)
@@ -409,6 +425,7 @@ class GraphTranslator(Translator):
             if isinstance(data, dict) and data.get("type") == "agent_response":
                 if event.executor_id in self._streamed:
                     self.outputs.append(data)
+                    self._output_steps.append(self._superstep)
                     return  # its text streamed already, update by update
                 text = "".join(
                     str(c.get("text") or "")
@@ -420,9 +437,10 @@ class GraphTranslator(Translator):
             else:
                 text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
             self.outputs.append(data)
+            self._output_steps.append(self._superstep)
             if text:
                 tag = {"temporal_workflows": {"executor_id": event.executor_id, "output": True}}
-                em.message(("out", offset, n), text, name=event.executor_id, metadata=tag)
+                em.message(("out", self._superstep, offset, n), text, name=event.executor_id, metadata=tag)
             return
         if isinstance(event, RequestInfoEvent):
             for inv in self._open.get((event.superstep or 0, event.source_executor_id), ()):
@@ -448,6 +466,9 @@ class GraphTranslator(Translator):
             self.error = (f"{event.error_type}: {event.error}", event.error_type)
             self.ended = "failed"
             return
+        if isinstance(event, WorkflowInterruptedEvent):
+            await self._interrupted(event, live=live)
+            return
         if isinstance(event, WorkflowResetEvent):
             self._attempts.clear()
             em.custom("reset", {"checkpoint_id": event.checkpoint_id, "superstep": event.superstep})
@@ -458,6 +479,35 @@ class GraphTranslator(Translator):
         if isinstance(event, LiveCommittedEvent):
             return  # bookkeeping of the live stream
         em.custom(event.type, event)
+
+    async def _interrupted(self, event: WorkflowInterruptedEvent, *, live: bool) -> None:
+        """A message sent while the run was busy interrupted its turn (``concurrent_input``): say so, and take back
+        what was said in the supersteps it voided (the cancelled one; for a rollback, the whole turn's)."""
+        cancelled = event.superstep if event.cancelled else None
+        back_to = event.rolled_back_to if event.policy == "rollback" else None
+
+        def gone(superstep: int) -> bool:
+            return superstep == cancelled or (back_to is not None and superstep > back_to)
+
+        self._end_superstep(event.superstep)  # the cancelled steps end (their work is void)
+        self.em.custom(
+            "interrupted",
+            {
+                "policy": event.policy,
+                "superstep": event.superstep,
+                "cancelled": list(event.cancelled),
+                "rolled_back_to": event.rolled_back_to,
+            },
+        )
+        self.em.void_supersteps(gone)
+        self.outputs = [o for o, s in zip(self.outputs, self._output_steps, strict=True) if not gone(s)]
+        self._output_steps = [s for s in self._output_steps if not gone(s)]
+        for step in [k for k in self._attempts if gone(k[0])]:
+            del self._attempts[step]
+        self.interruption = event
+        if back_to is not None and live:  # the state went back too
+            for e in await self.snapshot():
+                self.em.emit(e, counted=False)
 
     def close(self) -> list[Any]:
         for (s, executor_id), opened in list(self._open.items()):
@@ -524,7 +574,16 @@ class GraphKind(RunKind):
                 return 0
             raise
 
-    async def deliver(self, client: Client, workflow_id: str, value: Any, delivery_id: str, *, task_queue: str) -> bool:
+    async def deliver(
+        self,
+        client: Client,
+        workflow_id: str,
+        value: Any,
+        delivery_id: str,
+        *,
+        task_queue: str,
+        policy: str | None = None,
+    ) -> bool:
         handle = self._handle(client, workflow_id)
         confirm = ConfirmInput(delivery_id)
         # Has the run taken this message before? (A retried request, a client sending its history again.)
@@ -544,7 +603,7 @@ class GraphKind(RunKind):
         try:
             from temporal_workflows.temporal._client.client import _send_input
 
-            send: SendInput = _send_input(self.start_executor, value)
+            send: SendInput = _send_input(self.start_executor, value, policy=policy)
             check_payload(send.message.data, what="message")
         except (WorkflowError, ValueError) as e:
             raise Refusal(str(e), type(e).__name__) from None
@@ -561,6 +620,13 @@ class GraphKind(RunKind):
         except (WorkflowUpdateFailedError, WorkflowError) as e:
             raise Refusal(_why(e), _code(e) if isinstance(e, WorkflowUpdateFailedError) else type(e).__name__) from None
         return True
+
+    async def turns(self, client: Client, workflow_id: str, keys: list[str]) -> dict[str, Any] | None:
+        try:
+            found = await self._handle(client, workflow_id).handle.query(QUERY_TURNS, keys)
+        except (RPCError, WorkflowQueryFailedError):
+            return None  # a run (or a worker) that keeps no such record: the turn asks whether the run works
+        return found if isinstance(found, dict) else None
 
     async def asks(self, client: Client, workflow_id: str) -> list[Ask]:
         try:

@@ -109,10 +109,15 @@ class Translator(abc.ABC):
     events that depend on a query (state) are not counted and carry no id.
     """
 
-    ended: Literal["idle", "waiting", "failed", "closed"] | None = None
+    ended: Literal["idle", "waiting", "failed", "closed", "interrupted"] | None = None
     error: tuple[str, str] | None = None
     """``(message, code)`` of a run that failed."""
     outputs: list[Any]
+    activated: bool = False
+    """Whether a rest the stream shows may end the turn (the run has taken up the turn's work)."""
+    interruption: Any = None
+    """The last interruption of the run's turn read (``concurrent_input``): the turn decides whether it was its
+    own turn that was interrupted (it ends there) or one it interrupts (it goes on)."""
 
     @abc.abstractmethod
     async def feed(self, offset: int, events: list[Any], *, live: bool) -> list[tuple[bool, BaseEvent]]:
@@ -148,13 +153,28 @@ class RunKind(abc.ABC):
         """The offset the run's event stream will give its next item at."""
 
     @abc.abstractmethod
-    async def deliver(self, client: Client, workflow_id: str, value: Any, delivery_id: str, *, task_queue: str) -> bool:
+    async def deliver(
+        self,
+        client: Client,
+        workflow_id: str,
+        value: Any,
+        delivery_id: str,
+        *,
+        task_queue: str,
+        policy: str | None = None,
+    ) -> bool:
         """Give the run a message, starting the run if there is none (in the same call); whether it took it now.
 
         A message the run took before (the same ``delivery_id``) is not taken
-        again (``False``). Raises :class:`Refusal` with the run's own words
-        when it refuses it.
+        again (``False``). ``policy``: what it does if the run is busy
+        (``concurrent_input``; ``None``: the run's own). Raises
+        :class:`Refusal` with the run's own words when it refuses it.
         """
+
+    async def turns(self, client: Client, workflow_id: str, keys: list[str]) -> dict[str, Any] | None:
+        """Where the run is with input the turn gave it (``keys``: ``"delivery:<id>"``, ``"request:<id>"``): per
+        key ``{"taken", "done_at", "interrupted"}`` or ``None``; ``None`` for all: the run does not say."""
+        return None
 
     @abc.abstractmethod
     async def asks(self, client: Client, workflow_id: str) -> list[Ask]:

@@ -32,6 +32,8 @@ from temporalio.client import Client
 
 from temporal_workflows.ag_ui._ids import TurnCursor, TurnMode, delivery_id, thread_workflow_id
 from temporal_workflows.ag_ui._kinds import Refusal, RunKind, Translator, TurnContext
+from temporal_workflows.temporal._protocol import MAX_TURN_KEYS
+from temporal_workflows.temporal._workflow.turns import delivery_key, request_key
 
 __all__ = ["Made", "Turn", "new_message", "sse"]
 
@@ -85,14 +87,18 @@ class Turn:
         task_queue: str,
         id_prefix: str,
         last_event_id: TurnCursor | None = None,
+        policy: str | None = None,
     ) -> None:
         self.kind = kind
         self.client = client
         self.inp = inp
+        self.policy = policy
+        """What the turn's message does if the run is busy (``concurrent_input``); ``None``: the run's own."""
         self.task_queue = task_queue
         self.workflow_id = thread_workflow_id(id_prefix, kind.name, inp.thread_id)
         self.after = last_event_id
         self._cursor = TurnCursor("f", 0)
+        self._interrupted: Any = None
         self.ctx = TurnContext(
             thread_id=inp.thread_id,
             run_id=inp.run_id,
@@ -110,8 +116,8 @@ class Turn:
             Refusal: the endpoint or the run refused the input (nothing was given).
         """
         kind, client, wid = self.kind, self.client, self.workflow_id
-        # How input meets a run that is still working (double texting: refuse, queue, interrupt, roll back) is
-        # the run's policy; today the run queues it. A client's choice would be read here, from forwardedProps.
+        # How the message meets a run that is still working (double texting: refuse, queue, interrupt, roll back)
+        # is the client's choice (forwardedProps, read by the app), else the run's own policy.
         message = new_message(self.inp)
         value = kind.message_input(message[1]) if message is not None else None
         phase = await kind.phase(client, wid)
@@ -128,7 +134,12 @@ class Turn:
                 await kind.respond(client, wid, answers)
                 took = True
         if message is not None:
-            took = await kind.deliver(client, wid, value, delivery_id(message[0]), task_queue=self.task_queue) or took
+            took = (
+                await kind.deliver(
+                    client, wid, value, delivery_id(message[0]), task_queue=self.task_queue, policy=self.policy
+                )
+                or took
+            )
         if phase == "working":
             return "r", start
         return ("i" if took else "f"), start
@@ -164,10 +175,39 @@ class Turn:
         async for made in self._follow(self._cursor):
             yield sse(made)
 
+    def _keys(self) -> list[str]:
+        """What the run is asked about to know this turn's end: its message's delivery, the requests it answers."""
+        keys: list[str] = []
+        try:
+            message = new_message(self.inp)
+        except Refusal:
+            message = None
+        if message is not None:
+            keys.append(delivery_key(delivery_id(message[0])))
+        keys.extend(request_key(entry.interrupt_id) for entry in self.inp.resume or ())
+        return keys[:MAX_TURN_KEYS]
+
+    async def _done(self, keys: list[str], offset: int) -> bool | None:
+        """Whether the turn that took this turn's input had ended by stream item ``offset`` (a rest, or an
+        interruption of it); ``None``: the run does not say (it keeps no such record)."""
+        found = await self.kind.turns(self.client, self.workflow_id, keys)
+        known = [v for v in (found or {}).values() if isinstance(v, dict)]
+        if not known:
+            return None
+        return all(v.get("done_at") is not None and v["done_at"] <= offset for v in known)
+
     async def _follow(self, cursor: TurnCursor) -> AsyncIterator[Made]:
         after = self.after
         kind, client, wid = self.kind, self.client, self.workflow_id
         translator = await kind.translator(client, self.ctx, cursor.mode)
+        keys = self._keys() if cursor.mode != "f" else []
+        # The run says where it is with the turn's input (a run recorded before it, or served by workers before
+        # it, does not): then a rest, or an interruption, ends the turn exactly when the run's turn that took
+        # the input ended there, whether the run had other work before, or said it was idle as it woke.
+        found = await kind.turns(client, wid, keys) if keys else None
+        exact = found is not None and any(v is not None for v in found.values())
+        if exact:
+            translator.activated = True
         owed = after is not None
         """A reconnecting client is owed the run's state afresh before the first event it has not seen: the
         deltas it missed were made from queries, which cannot be made again."""
@@ -210,13 +250,21 @@ class Turn:
             made = await translator.feed(offset, events, live=live)
             for item in await show(offset, made):
                 yield item
+            interruption, translator.interruption = translator.interruption, None
+            if translator.ended is None and interruption is not None and exact and await self._done(keys, offset):
+                translator.ended = "interrupted"  # a message sent while the run was busy interrupted this turn
+                self._interrupted = interruption
             if translator.ended is None:
                 continue
-            # The run was working when the turn began: this rest may come before it took the turn's input.
-            recheck = cursor.mode == "r" and translator.ended != "failed" and live
-            if recheck and await kind.phase(client, wid) == "working":
-                translator.ended = None
-                continue
+            if translator.ended in ("idle", "waiting"):
+                if exact:
+                    if await self._done(keys, offset) is False:
+                        translator.ended = None  # a rest before the run took (or finished) this turn's input
+                        continue
+                # The run was working when the turn began: this rest may come before it took the turn's input.
+                elif cursor.mode == "r" and live and await kind.phase(client, wid) == "working":
+                    translator.ended = None
+                    continue
             async for item in self._finish(translator, cursor, offset, sum(1 for c, _ in made if c), show):
                 yield item
             return
@@ -238,7 +286,19 @@ class Turn:
             final = RunErrorEvent(message=error[0], code=error[1])
         else:
             asks = await kind.asks(client, wid) if translator.ended == "waiting" else []
-            result = {"outputs": translator.outputs} if translator.outputs else None
+            result: dict[str, Any] | None = {"outputs": translator.outputs} if translator.outputs else None
+            if translator.ended == "interrupted" and self._interrupted is not None:
+                event = self._interrupted
+                # What became of the turn: a message sent while it was busy interrupted it (its own turn goes on).
+                result = {
+                    **(result or {}),
+                    "interrupted": {
+                        "policy": event.policy,
+                        "superstep": event.superstep,
+                        "cancelled": list(event.cancelled),
+                        "rolledBackTo": event.rolled_back_to,
+                    },
+                }
             outcome: Any = (
                 RunFinishedInterruptOutcome(interrupts=[a.interrupt() for a in asks])
                 if asks

@@ -66,6 +66,9 @@ __all__ = [
     "QUERY_COMMITTED_STATE",
     "QUERY_COMMITTED_STATE_PAGE",
     "QUERY_OUTSIDE_INPUT",
+    "QUERY_TURNS",
+    "MAX_TURN_KEYS",
+    "TrackedInput",
     "VALIDATE_INLINE_BYTES",
     "SIGNATURE_WAIT",
     "SIGNATURE_WAIT_TEXT",
@@ -207,6 +210,16 @@ before ``QUERY_COMMITTED_STATE_PAGE`` use it; it fails when the state does not f
 QUERY_COMMITTED_STATE_PAGE = "temporal_workflows.committed_state_page"
 """Query serving the committed state in pages (:class:`StatePage`), so a state larger than one query answer
 still reaches a step: the argument is the offset of the page in the state's JSON text."""
+
+QUERY_TURNS = "temporal_workflows.turns"
+"""Query (a list of input keys: ``"delivery:<id>"`` for a ``deliver`` signal's message, ``"request:<id>"`` for an
+answer): where the run is with each, ``{"taken": bool, "done_at": offset | None, "interrupted": bool}`` or
+``None`` when it does not know the key. ``done_at`` is the offset in the run's event stream at which the turn
+that took the input ended (it rested, or a message sent while it was busy interrupted it): a client that gave
+the input and follows the stream knows which rest is its own (``_workflow/turns.py``)."""
+
+MAX_TURN_KEYS = 128
+"""Keys one ``QUERY_TURNS`` query may ask about."""
 
 QUERY_OUTSIDE_INPUT = "temporal_workflows.outside_input"
 """Query serving the ``validate`` activity a large input it checks by reference (``ValidateInput.ref``)."""
@@ -367,6 +380,21 @@ class CarriedInput:
     key: str
     value: Envelope
     validated: bool = False
+    tag: str | None = None
+    """The key a client follows it by (``QUERY_TURNS``), if any."""
+
+
+@dataclass
+class TrackedInput:
+    """Where the run is with one piece of outside input a client follows (``QUERY_TURNS``)."""
+
+    key: str
+    taken: bool = False
+    """The run took it (at a boundary): the turn that processes it has begun."""
+    done_at: int | None = None
+    """The event stream offset at which that turn ended: ``None`` while it goes on (or before it was taken)."""
+    interrupted: bool = False
+    """The turn ended because a message sent while it was busy interrupted it (``concurrent_input``)."""
 
 
 @dataclass
@@ -382,6 +410,8 @@ class CarriedInbox:
     """Short digests of delivery ids whose outcomes are no longer kept (to answer "too old", not "never")."""
     forgotten_count: int = 0
     """How many outcomes were let go in all (more than ``forgotten`` holds: some ids are not remembered)."""
+    tracked: list[TrackedInput] = field(default_factory=list)
+    """Input clients follow, and where the run is with it (``QUERY_TURNS``)."""
 
 
 @dataclass

@@ -10,6 +10,11 @@
 //             connection drops, printing "PROGRESS {...}" lines as text arrives (for the test to kill
 //             processes); then the whole stream is given to an agent whose run() replays it, so the client's
 //             verifyEvents and its own message building judge it. Prints REPORT {...}.
+//   "double": a second message while the run is busy (double texting): one HttpAgent runs a turn; once it has
+//             shown plan.afterTexts text deltas, another HttpAgent on the same thread (holding what the first
+//             holds, as a second tab or a cloned agent does) sends plan.second with forwardedProps
+//             plan.forwardedProps; plan.bad lists forwardedProps sent the same way that must be refused. Both
+//             turns go through the client's own pipeline and are verified on their own. Prints REPORT {...}.
 import { readFileSync } from "node:fs";
 import { AbstractAgent, HttpAgent, buildResumeArray, verifyEvents } from "@ag-ui/client";
 import { from, lastValueFrom, toArray } from "rxjs";
@@ -151,5 +156,56 @@ async function stream() {
   return { ended, connections, verify: await verified(events), error, events, messages: agent.messages };
 }
 
-const report = plan.mode === "stream" ? await stream() : await turns();
+async function runTurn(agent, input) {
+  const recorder = new Recorder();
+  let error = null;
+  let result = null;
+  try {
+    result = await agent.runAgent(input, recorder);
+  } catch (e) {
+    error = String(e && e.message ? e.message : e);
+  }
+  const finished = recorder.events.filter((e) => e.type === "RUN_FINISHED").pop();
+  const runError = recorder.events.filter((e) => e.type === "RUN_ERROR").pop();
+  return {
+    error,
+    verify: await verified(recorder.events),
+    types: recorder.events.map((e) => e.type),
+    events: recorder.events,
+    outcome: finished ? (finished.outcome || { type: "success" }) : null,
+    result: finished ? finished.result ?? null : null,
+    runError: runError || null,
+    messages: agent.messages,
+  };
+}
+
+async function double() {
+  const headers = plan.headers || {};
+  const first = new HttpAgent({ url: plan.url, headers, threadId: plan.threadId });
+  first.addMessage({ id: `${plan.threadId}-m1`, role: "user", content: plan.first });
+  let texts = 0;
+  let reached;
+  const busy = new Promise((r) => (reached = r));
+  first.subscribe({
+    onTextMessageContentEvent() {
+      texts += 1;
+      if (texts >= plan.afterTexts) reached();
+    },
+  });
+  const firstTurn = runTurn(first, { runId: `${plan.threadId}-turn-1` });
+  await Promise.race([busy, firstTurn]);
+  const held = structuredClone(first.messages); // what the first client holds now (its answer so far)
+  const second = (n, content, forwardedProps) => {
+    const agent = new HttpAgent({ url: plan.url, headers, threadId: plan.threadId, initialMessages: held });
+    agent.addMessage({ id: `${plan.threadId}-m${n}`, role: "user", content });
+    return runTurn(agent, { runId: `${plan.threadId}-turn-${n}`, forwardedProps });
+  };
+  const bad = [];
+  for (const [i, props] of (plan.bad || []).entries()) bad.push(await second(10 + i, "never taken", props));
+  const rejected = plan.reject ? await second(20, "not now", plan.reject) : null;
+  const secondTurn = await second(2, plan.second, plan.forwardedProps);
+  return { textsBefore: held, first: await firstTurn, second: secondTurn, rejected, bad };
+}
+
+const report = plan.mode === "stream" ? await stream() : plan.mode === "double" ? await double() : await turns();
 console.log("REPORT " + JSON.stringify(report));

@@ -8,6 +8,7 @@ messages in every process, on every attempt.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from datetime import timedelta
 
@@ -133,5 +134,21 @@ failing = WorkflowBuilder(start_executor=broken, name="ag_ui_failing").build()
 """A graph whose only step fails: the run fails, the turn ends with RUN_ERROR."""
 
 
+GATES: dict[str, asyncio.Event] = {}
+"""A message named here waits for its gate before it is answered (only where the test runs the worker itself)."""
+
+
+@executor(id="gated")
+async def gated(text: str, ctx: WorkflowContext[None, str]) -> None:
+    gate = GATES.get(text)
+    if gate is not None:
+        await gate.wait()
+    await ctx.yield_output(f"done: {text}")
+
+
+gated_graph = WorkflowBuilder(start_executor=gated, name="ag_ui_gated").build()
+"""A one-step graph whose step a test holds: a run is busy exactly as long as the test wants."""
+
+
 def all_workflows() -> list:  # type: ignore[type-arg]
-    return [publishing, story, nested, failing, devui]
+    return [publishing, story, nested, failing, devui, gated_graph]

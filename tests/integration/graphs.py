@@ -301,6 +301,60 @@ shared_store = InMemoryCheckpointStorage()
 planted_ticker = _ticker("it_planted_ticker", checkpoint_storage=shared_store, checkpoint_every=0)
 
 
+# -- an answer that arrives while another branch's step runs ------------------------------------------
+
+
+class Draft(BaseModel):
+    text: str
+
+
+@executor(id="split")
+async def split(topic: str, ctx: WorkflowContext[str]) -> None:
+    await ctx.send_message(topic)
+
+
+class Reviewer(Executor):
+    @handler
+    async def ask(self, topic: str, ctx: WorkflowContext) -> None:
+        await ctx.request_info(Question(asker=self.id, text=f"review {topic}?"), Answer)
+
+    @response_handler
+    async def answered(self, q: Question, a: Answer, ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message(f"review={a.text}")
+
+
+@executor(id="drafter")
+async def drafter(topic: str, ctx: WorkflowContext[Draft]) -> None:
+    await ctx.send_message(Draft(text=f"draft of {topic}"))
+
+
+@executor(id="polisher")
+async def polisher(d: Draft, ctx: WorkflowContext[str]) -> None:
+    hold = HOLDS.get(ctx.run_id)
+    if hold is not None:
+        hold.reached.set()
+        await hold.release.wait()
+    ctx.set_state("polished", d.text)
+    await ctx.send_message(f"polished {d.text}")
+
+
+@executor(id="publish")
+async def publish(parts: list[str], ctx: WorkflowContext[None, list[str]]) -> None:
+    await ctx.yield_output(sorted(parts))
+
+
+reviewer, polishing = Reviewer("reviewer"), polisher
+answer_mid_step = (
+    WorkflowBuilder(start_executor=split, name="it_answer_mid_step")
+    .add_fan_out_edges(split, [reviewer, drafter])
+    .add_edge(drafter, polishing)
+    .add_fan_in_edges([reviewer, polishing], publish)
+    .build()
+)
+"""A request asked in superstep 2 while the other branch's step runs in superstep 3 (held by ``HOLDS``): an
+answer that arrives during it is taken at the boundary after it."""
+
+
 def all_workflows() -> list[Workflow]:
     from examples import approval, counter_loop, research
 
@@ -314,6 +368,7 @@ def all_workflows() -> list[Workflow]:
         flaky_graph,
         big_state,
         two_questions,
+        answer_mid_step,
         timed,
         conversation,
         ticker,

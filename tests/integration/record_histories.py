@@ -1,10 +1,13 @@
-"""Record run histories into tests/histories/ for the replay tests.
+"""Record run histories for the replay tests.
 
     python -m tests.integration.record_histories [NAME ...]
 
-Re-record only on purpose: a replay failure of a committed history means a
-change would break executions that are running in production. Histories
-recorded by older versions stay, so the replay tests keep checking them.
+New recordings go to ``tests/histories/patches_1/`` (runs recorded with the
+``patches-1`` bundle marker every run records at its start today); the files
+directly in ``tests/histories/`` were recorded by older versions and are never
+written again: they prove that runs started then still replay. Re-record only
+on purpose: a replay failure of a committed history means a change would break
+executions that are running in production.
 """
 
 from __future__ import annotations
@@ -21,10 +24,19 @@ from temporalio.worker import Worker
 
 from temporal_workflows import SqliteCheckpointStorage
 from temporal_workflows.events import RequestInfoEvent
-from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, send_or_start, start_dev_server, start_run
+from temporal_workflows.temporal import (
+    RunHandle,
+    TemporalWorkflowsPlugin,
+    get_run,
+    send_or_start,
+    start_dev_server,
+    start_run,
+)
 from tests.integration import graphs, subgraphs
 
 HISTORIES = Path(__file__).parents[1] / "histories"
+RECORDED_INTO = HISTORIES / "patches_1"
+"""Where new recordings go: runs that record the ``patches-1`` bundle (``temporal/_workflow/patches.py``)."""
 
 
 async def drive_example(client: Client, name: str, workflow_id: str, queue: str) -> RunHandle:
@@ -182,6 +194,109 @@ async def drive_concurrent_input(client: Client, workflow_id: str, queue: str) -
     return handle
 
 
+async def drive_answer_mid_step(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """Under concurrent load: eight runs at once, a reader polling every run's status and requests in a loop and
+    an events reader on each, each run answered while its other branch's step runs (superstep 3; by update or
+    signal, in turn), so the answer is taken at the boundary after it. The run recorded is the first."""
+    from tests.integration import graphs
+
+    ids = [workflow_id, *(f"{workflow_id}-{i}" for i in range(1, 8))]
+    holds = {i: graphs.Hold(0) for i in ids}
+    graphs.HOLDS.update(holds)
+    handles = await asyncio.gather(
+        *(start_run(client, graphs.answer_mid_step, f"topic {k}", id=i, task_queue=queue) for k, i in enumerate(ids))
+    )
+    stop = asyncio.Event()
+
+    async def poll() -> int:
+        polls = 0
+        while not stop.is_set():
+            for handle in handles:
+                await handle.status()
+                await handle.pending_requests()
+                polls += 1
+        return polls
+
+    async def read(handle: RunHandle) -> int:
+        return len([e async for e in handle.events()])
+
+    async def answer(k: int, handle: RunHandle) -> dict[str, object]:
+        hold = holds[handle.id]
+        await asyncio.wait_for(hold.reached.wait(), 120)  # superstep 3 runs; the request of superstep 2 waits
+        (asked,) = await handle.pending_requests()
+        await handle.respond(asked.request_id, {"text": f"ok {k}"}, wait=k % 2 == 0)
+        hold.release.set()
+        return await handle.result()
+
+    poller = asyncio.create_task(poll())
+    readers = [asyncio.create_task(read(h)) for h in handles]
+    try:
+        results = await asyncio.gather(*(answer(k, h) for k, h in enumerate(handles)))
+    finally:
+        stop.set()
+        assert await poller
+    assert all(await asyncio.gather(*readers))
+    for k, result in enumerate(results):
+        assert result["outputs"] == [[f"polished draft of topic {k}", f"review=ok {k}"]], result
+    for i in ids:
+        graphs.HOLDS.pop(i, None)
+    return handles[0]
+
+
+async def drive_deliver_interrupt(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """As the AG-UI endpoint gives a thread's run its messages: a keep-alive, streamed run started by a
+    delivered message (signal-with-start, confirmed), a second delivery with policy interrupt while the
+    first one's step runs, the turns query saying which turn each message's work ended in, then close."""
+    from temporal_workflows.ag_ui._graph import GraphKind
+    from tests.conformance import scenarios as sc
+
+    kind = GraphKind(sc.busy)
+    first, second = f"a {workflow_id}", f"b {workflow_id}"
+    assert await kind.deliver(client, workflow_id, first, f"{workflow_id}:1", task_queue=queue)
+    await asyncio.wait_for(sc.busy_gate(sc.STARTED, first).wait(), 60)
+    assert await kind.deliver(client, workflow_id, second, f"{workflow_id}:2", task_queue=queue, policy="interrupt")
+    await asyncio.wait_for(sc.busy_gate(sc.STARTED, second).wait(), 60)
+    sc.busy_gate(sc.GATES, second).set()
+    handle = get_run(client, workflow_id)
+    keys = [f"delivery:{workflow_id}:1", f"delivery:{workflow_id}:2"]
+    async with asyncio.timeout(60):
+        while True:
+            turns = await kind.turns(client, workflow_id, keys)
+            assert turns is not None
+            if all(t is not None and t["done_at"] is not None for t in turns.values()):
+                break
+            await asyncio.sleep(0.05)
+    interrupted, answered = (turns[k] for k in keys)
+    assert interrupted["interrupted"] and not answered["interrupted"] and interrupted["done_at"] < answered["done_at"]
+    await handle.close()
+    await handle.result()
+    return handle
+
+
+async def drive_close_waits(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """close while two requests wait: the run refuses a new message and completes once both are answered (an
+    update and a signal). Records the close-waits-for-pending-requests patch."""
+    from temporal_workflows import WorkflowRunState
+    from temporal_workflows.errors import RunClosedError
+    from temporal_workflows.events import WorkflowStatusEvent
+
+    handle = await start_run(client, graphs.two_questions, "bees", id=workflow_id, task_queue=queue, keep_alive=True)
+    async for ev in handle.events():
+        if isinstance(ev, WorkflowStatusEvent) and ev.state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS:
+            break
+    await handle.close()
+    try:
+        await handle.send("fan", "wasps")
+        raise AssertionError("a closing run took a new message")
+    except RunClosedError:
+        pass
+    first, second = sorted(await handle.pending_requests(), key=lambda r: r.source_executor_id)
+    await handle.respond(first.request_id, {"text": "buzz"})
+    await handle.respond(second.request_id, {"text": "hum"}, wait=False)
+    await handle.result()
+    return handle
+
+
 FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "research": lambda c, i, q: drive_example(c, "research", i, q),
     "counter_loop": lambda c, i, q: drive_example(c, "counter_loop", i, q),
@@ -199,7 +314,20 @@ FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "approval_patches_1": drive_approval,
     "subworkflow_nested_patches_1": drive_subworkflow,
     "pin_waits_for_its_graph": drive_pin_waits,
+    "answer_mid_step_under_load": drive_answer_mid_step,
+    "deliver_interrupt_keep_alive": drive_deliver_interrupt,
+    "close_waits_for_answers": drive_close_waits,
 }
+
+RECORDED_NOW = [
+    name
+    for name in FLOWS
+    if name
+    not in ("subworkflow_nested_shape", "approval_patches_1", "subworkflow_nested_patches_1", "pin_waits_for_its_graph")
+]
+"""The flows recorded into :data:`RECORDED_INTO` with the ``patches-1`` bundle (``subworkflow_nested_shape`` is
+``subworkflow_nested``'s run, recorded once a run kept its graph's shape, which every run does now; the three
+``*_patches_1`` / ``pin_*`` flows are recorded at the top of ``tests/histories/``)."""
 
 
 async def main(names: list[str]) -> None:
@@ -219,12 +347,13 @@ async def main(names: list[str]) -> None:
             ],
         )
         async with Worker(client, task_queue="record"):
-            for name in names or list(FLOWS):
+            RECORDED_INTO.mkdir(exist_ok=True)
+            for name in names or RECORDED_NOW:
                 handle = await FLOWS[name](client, f"recorded-{name}", "record")
                 # The first execution: for a run that continued as new, the part with the switch.
                 first = client.get_workflow_handle(handle.id, run_id=handle.handle.first_execution_run_id)
                 history = await first.fetch_history()
-                path = HISTORIES / f"{name}.json"
+                path = RECORDED_INTO / f"{name}.json"
                 path.write_text(json.dumps(history.to_json_dict(), indent=1))
                 print(f"wrote {path}")
     finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,6 +36,7 @@ from ag_ui.core import (
 )
 from pydantic import TypeAdapter
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from temporal_workflows._console.app import ConsoleSettings, make_app
@@ -136,7 +137,12 @@ class Frame:
 
 
 async def turn(
-    http: httpx.AsyncClient, url: str, body: dict[str, Any], *, last_event_id: str | None = None
+    http: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    *,
+    last_event_id: str | None = None,
+    on_frame: Callable[[Frame], None] | None = None,
 ) -> list[Frame]:
     """One turn's events, each validated as an AG-UI ``Event`` (frames split on blank lines, as clients do)."""
     headers = {"Accept": "text/event-stream"}
@@ -160,6 +166,8 @@ async def turn(
                         data = line[5:].strip()
                 if data is not None:
                     frames.append(Frame(eid, EVENTS.validate_json(data)))
+                    if on_frame is not None:
+                        on_frame(frames[-1])
     return frames
 
 
@@ -316,6 +324,241 @@ async def test_a_sub_workflow_is_a_sub_agent_and_a_failed_run_a_run_error(fastap
         assert isinstance(error, RunErrorEvent), _types(failed)
         assert "broken" in error.message and "cannot handle 'quiet please'" in error.message
         assert _types(failed).count("STEP_STARTED") == _types(failed).count("STEP_FINISHED") == 1
+
+
+# -- a second message while the run is busy (concurrent input, double texting) ---------------------------
+
+
+def _text_of(frames: list[Frame]) -> str:
+    return "".join(f.event.delta for f in frames if isinstance(f.event, TextMessageContentEvent))
+
+
+def _custom(frames: list[Frame], name: str) -> list[Any]:
+    return [f.event.value for f in frames if f.event.type == EventType.CUSTOM and f.event.name == name]
+
+
+def _held(body: dict[str, Any], frames: list[Frame]) -> list[dict[str, Any]]:
+    """What a client holds after reading ``frames`` of a turn: the messages it sent and the text it was shown."""
+    held = list(body["messages"])
+    texts: dict[str, str] = {}
+    for f in frames:
+        if f.event.type == EventType.TEXT_MESSAGE_START:
+            texts[f.event.message_id] = ""
+        elif isinstance(f.event, TextMessageContentEvent):
+            texts[f.event.message_id] += f.event.delta
+    return held + [{"id": mid, "role": "assistant", "content": text} for mid, text in texts.items()]
+
+
+async def _while_streaming(
+    http: httpx.AsyncClient, url: str, body: dict[str, Any], texts: int
+) -> tuple[asyncio.Task[list[Frame]], list[Frame]]:
+    """A turn read in the background, returned once it has shown ``texts`` text deltas (and what it showed)."""
+    shown: list[Frame] = []
+    reached = asyncio.Event()
+
+    def seen(frame: Frame) -> None:
+        shown.append(frame)
+        if sum(isinstance(f.event, TextMessageContentEvent) for f in shown) >= texts:
+            reached.set()
+
+    task = asyncio.create_task(turn(http, url, body, on_frame=seen))
+    waiter = asyncio.create_task(reached.wait())
+    await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    assert reached.is_set(), "the first turn ended before the agent streamed"
+    return task, list(shown)
+
+
+async def test_a_second_message_while_busy_follows_forwarded_props_policy(fastapi_endpoint: Served) -> None:
+    url = f"{fastapi_endpoint.url}/ag_ui_story"
+    thread = f"dt-{uuid.uuid4().hex[:8]}"
+    first_body = _body(thread, "t1", [{"id": f"{thread}-u1", "role": "user", "content": "owls at night"}])
+    run = get_run(fastapi_endpoint.client, thread_workflow_id("ag-ui", "ag_ui_story", thread))
+    async with httpx.AsyncClient(timeout=180) as http:
+        first, shown = await _while_streaming(http, url, first_body, texts=3)
+        held = _held(first_body, shown)
+        partial = held[-1]
+        assert partial["role"] == "assistant" and partial["content"].startswith("owls0")
+
+        # Bad values: a 400 naming the field; nothing reaches the run.
+        for props, field in (
+            ({"concurrentInput": "sometimes"}, "forwardedProps.concurrentInput"),
+            ({"multitaskStrategy": 3}, "forwardedProps.multitaskStrategy"),
+            ({"concurrentInput": "reject", "multitaskStrategy": "interrupt"}, "disagree"),
+        ):
+            body = _body(thread, "bad", [*held, {"id": f"{thread}-x", "role": "user", "content": "x"}])
+            r = await http.post(url, json={**body, "forwardedProps": props})
+            assert r.status_code == 400 and field in r.json()["error"], r.text
+            assert "enqueue" in r.json()["error"] or "disagree" in r.json()["error"]
+
+        # reject (LangGraph's name for it too): refused with the run's own words; the run is untouched.
+        for n, props in enumerate(({"concurrentInput": "reject"}, {"multitaskStrategy": "reject"})):
+            body = _body(thread, f"r{n}", [*held, {"id": f"{thread}-r{n}", "role": "user", "content": "not now"}])
+            refused = await turn(http, url, {**body, "forwardedProps": props})
+            assert _types(refused) == ["RUN_STARTED", "RUN_ERROR"], _types(refused)
+            error = refused[1].event
+            assert error.code == "RunInProgressError" and "'reject'" in error.message
+        assert (await run.status())["status"] == "running"
+
+        # interrupt: the running superstep is cancelled; this turn says so, takes back what the first turn showed
+        # of it, and goes on with its own message.
+        second_body = _body(thread, "t2", [*held, {"id": f"{thread}-u2", "role": "user", "content": "bats"}])
+        second = await turn(http, url, {**second_body, "forwardedProps": {"concurrentInput": "interrupt"}})
+        first_frames = await first
+
+    (interrupted,) = _custom(second, "interrupted")
+    assert interrupted["policy"] == "interrupt" and interrupted["cancelled"] == ["teller"]
+    snapshot = next(f.event for f in second if isinstance(f.event, MessagesSnapshotEvent))
+    kept = [m.model_dump(by_alias=True) for m in snapshot.messages]
+    assert [m["id"] for m in kept] == [f"{thread}-u1", f"{thread}-u2"]  # the cancelled answer taken back
+    cut = next(i for i, f in enumerate(second) if isinstance(f.event, MessagesSnapshotEvent))
+    # Before it: what the cancelled answer streamed after this turn began (taken back by the snapshot); after it,
+    # this turn's own answer, once, whole.
+    before = {f.event.message_id for f in second[:cut] if isinstance(f.event, TextMessageContentEvent)}
+    assert not before & {m["id"] for m in kept} and all(w.startswith("owls") for w in _text_of(second[:cut]).split())
+    assert _text_of(second[cut:]).split() == [f"bats{i}" for i in range(ag_ui_graphs.STORY_WORDS)]
+    final = second[-1].event
+    assert isinstance(final, RunFinishedEvent) and final.outcome.type == "success", _types(second)
+
+    # The first turn ends where its work was cancelled: it says so, takes back its own text, and says why it ended.
+    assert _custom(first_frames, "interrupted") == [interrupted]
+    last = first_frames[-1].event
+    assert isinstance(last, RunFinishedEvent) and last.result["interrupted"]["policy"] == "interrupt"
+    taken_back = [f.event for f in first_frames if isinstance(f.event, MessagesSnapshotEvent)][-1]
+    assert [m.id for m in taken_back.messages] == [f"{thread}-u1"]
+    assert "bats0" not in _text_of(first_frames)  # the second turn's answer is not the first turn's
+
+    # The run: one interruption, and the conversation it committed holds the second message and its answer only.
+    conversation = (await run.state())["conversation:teller"]
+    assert [m["role"] for m in conversation] == ["user", "assistant"]
+    assert "bats" in json.dumps(conversation) and "owls" not in json.dumps(conversation)
+
+
+async def test_rollback_through_ag_ui_takes_back_the_rolled_back_turn(fastapi_endpoint: Served) -> None:
+    url = f"{fastapi_endpoint.url}/ag_ui_story"
+    thread = f"rb-{uuid.uuid4().hex[:8]}"
+    one = _body(thread, "t1", [{"id": f"{thread}-u1", "role": "user", "content": "owls"}])
+    async with httpx.AsyncClient(timeout=180) as http:
+        done = await turn(http, url, one)
+        assert done[-1].event.type == EventType.RUN_FINISHED
+        two = _body(thread, "t2", [*_held(one, done), {"id": f"{thread}-u2", "role": "user", "content": "cats"}])
+        busy, shown = await _while_streaming(http, url, two, texts=2)
+        held = _held(two, shown)
+        three = _body(thread, "t3", [*held, {"id": f"{thread}-u3", "role": "user", "content": "bats"}])
+        third = await turn(http, url, {**three, "forwardedProps": {"multitaskStrategy": "rollback"}})
+        second = await busy
+    (rolled,) = _custom(third, "interrupted")
+    assert rolled["policy"] == "rollback" and rolled["rolled_back_to"] == 1 and rolled["superstep"] == 2
+    snapshot = next(f.event for f in third if isinstance(f.event, MessagesSnapshotEvent))
+    ids = [m.id for m in snapshot.messages]
+    # The first turn's answer stays (committed before the rolled-back turn); the second's partial answer goes.
+    assert ids[:2] == [f"{thread}-u1", _held(one, done)[-1]["id"]] and held[-1]["id"] not in ids
+    assert ids[-1] == f"{thread}-u3"
+    assert second[-1].event.result["interrupted"]["rolledBackTo"] == 1
+    assert third[-1].event.type == EventType.RUN_FINISHED
+    conversation = (await get_run(fastapi_endpoint.client, thread_workflow_id("ag-ui", "ag_ui_story", thread)).state())[
+        "conversation:teller"
+    ]
+    assert [m["role"] for m in conversation] == ["user", "assistant", "user", "assistant"]
+    assert "cats" not in json.dumps(conversation)
+
+
+async def test_ag_ui_client_double_texting_interrupt_reject_and_bad_values(fastapi_endpoint: Served) -> None:
+    """``@ag-ui/client``: a second client on the thread sends while the first one's answer streams."""
+    thread = f"jsdt-{uuid.uuid4().hex[:8]}"
+    report = await run_client(
+        {
+            "mode": "double",
+            "url": f"{fastapi_endpoint.url}/ag_ui_story",
+            "threadId": thread,
+            "first": "owls at night",
+            "second": "bats",
+            "afterTexts": 3,
+            "forwardedProps": {"concurrentInput": "interrupt"},
+            "reject": {"multitaskStrategy": "reject"},
+            "bad": [{"concurrentInput": "later"}, {"concurrentInput": "interrupt", "multitaskStrategy": "enqueue"}],
+        }
+    )
+    first, second, rejected = report["first"], report["second"], report["rejected"]
+    for t in (first, second, rejected):
+        assert t["verify"] is None, t  # the client's own verifyEvents, on each turn's stream alone
+    # Bad values: HTTP 400, the JSON error naming the field; the client raises it.
+    (later, disagree) = report["bad"]
+    assert "HTTP 400" in later["error"] and "forwardedProps.concurrentInput" in later["error"], later
+    assert "HTTP 400" in disagree["error"] and "disagree" in disagree["error"], disagree
+    assert rejected["types"] == ["RUN_STARTED", "RUN_ERROR"] and rejected["runError"]["code"] == "RunInProgressError"
+    # The interrupting turn: the event that says so, then its own answer; the client ends with the conversation
+    # the run has: the first message, the second, and the second's answer (the cancelled answer taken back).
+    interrupted = [e for e in second["events"] if e["type"] == "CUSTOM" and e["name"] == "interrupted"]
+    assert [e["value"]["policy"] for e in interrupted] == ["interrupt"]
+    assert second["outcome"] == {"type": "success"}
+    roles = [(m["role"], m.get("content", "").split()[0] if m.get("content") else "") for m in second["messages"]]
+    assert roles == [("user", "owls"), ("user", "bats"), ("assistant", "bats0")], roles
+    assert second["messages"][-1]["content"].split() == [f"bats{i}" for i in range(ag_ui_graphs.STORY_WORDS)]
+    # The first client's turn ended at the interruption, its partial answer taken back.
+    assert first["outcome"] == {"type": "success"} and first["result"]["interrupted"]["policy"] == "interrupt"
+    assert [m["role"] for m in first["messages"]] == ["user"]
+
+
+async def _until_status(run: Any, check: Callable[[dict[str, Any]], bool], timeout: float = 60) -> None:
+    """Wait (polling the run's status) until ``check`` holds."""
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                if check(await run.status()):
+                    return
+            except RPCError as e:  # (not started yet)
+                if e.status != RPCStatusCode.NOT_FOUND:
+                    raise
+            await asyncio.sleep(0.05)
+
+
+async def test_a_turn_that_begins_as_the_busy_run_rests_ends_at_its_own_rest(
+    fastapi_endpoint: Served, agui_client: Client
+) -> None:
+    """A turn that finds the run working, whose message the run takes only after it rested (its earlier work
+    done), and answers before the turn reads that rest, ends at the rest after its own answer, not the one before."""
+    from ag_ui.core import RunAgentInput
+
+    from temporal_workflows.ag_ui._graph import GraphKind
+    from temporal_workflows.ag_ui._turn import Turn
+
+    thread = f"race-{uuid.uuid4().hex[:8]}"
+    hold = f"hold {thread}"
+    ag_ui_graphs.GATES[hold] = gate = asyncio.Event()
+    run = get_run(agui_client, thread_workflow_id("ag-ui", "ag_ui_gated", thread))
+
+    class Racing(GraphKind):
+        """Delivers just after the run, found working, has rested; the turn reads on once it answered."""
+
+        async def deliver(self, client: Client, workflow_id: str, value: Any, delivery_id: str, **kw: Any) -> bool:
+            gate.set()
+            await _until_status(run, lambda s: s["status"] == "idle")
+            took = await super().deliver(client, workflow_id, value, delivery_id, **kw)
+            await _until_status(run, lambda s: s["status"] == "idle" and "done: quick" in s["outputs"])
+            return took
+
+    url = f"{fastapi_endpoint.url}/ag_ui_gated"
+    messages = [{"id": f"{thread}-u1", "role": "user", "content": hold}]
+    async with httpx.AsyncClient(timeout=120) as http:
+        first = asyncio.create_task(turn(http, url, _body(thread, "t1", messages)))
+        await _until_status(run, lambda s: s["in_flight"] == ["gated"])
+        body = _body(thread, "t2", [*messages, {"id": f"{thread}-u2", "role": "user", "content": "quick"}])
+        second = Turn(
+            Racing(ag_ui_graphs.gated_graph),
+            agui_client,
+            RunAgentInput.model_validate(body),
+            task_queue=QUEUE,
+            id_prefix="ag-ui",
+        )
+        assert await second.begin() is None
+        made = [event async for _, event in second.made()]
+        first_frames = await first
+    texts = "".join(e.delta for e in made if isinstance(e, TextMessageContentEvent))
+    # What the run did from where the turn began (the earlier answer), then its own answer: it ended at its rest.
+    assert texts == f"done: {hold}done: quick", [e.type.value for e in made]
+    assert isinstance(made[-1], RunFinishedEvent) and made[-1].result["outputs"][-1] == "done: quick"
+    assert _text_of(first_frames) == f"done: {hold}"
 
 
 # -- the console's rules for its AG-UI routes ----------------------------------------------------------

@@ -20,6 +20,7 @@ from temporal_workflows import WorkflowEvent, WorkflowRunState
 from temporal_workflows.errors import (
     AlreadyAnsweredError,
     InvalidResponseError,
+    RunClosedError,
     UndeliverableMessageError,
     UnknownRequestError,
 )
@@ -249,6 +250,71 @@ async def test_keep_alive_conversation_with_update_and_signal_with_start(client:
     result = await handle.result()
     assert result["outputs"] == ["#1: HELLO", "#2: AGAIN", "#3: THIRD"]
     assert (await handle.state()) == {"turns": 3}
+
+
+async def test_close_waits_for_pending_requests_then_completes(client: Client, workflow_id: str) -> None:
+    """``close`` while requests wait: the run takes no new message but still takes the answers, and completes
+    once the last is answered; no request is dropped (docs/temporal.md, ``close``)."""
+    handle = await start_run(
+        client, graphs.two_questions, "bees", id=workflow_id, task_queue=TASK_QUEUE, keep_alive=True
+    )
+    await events_until(
+        handle, lambda e: isinstance(e, WorkflowStatusEvent) and e.state is WorkflowRunState.IDLE_WITH_PENDING_REQUESTS
+    )
+    await handle.close()
+    status = await handle.status()
+    assert status["closing"] is True and status["status"] == "waiting_for_input", status
+    with pytest.raises(RunClosedError, match="closing"):
+        await handle.send("fan", "wasps")
+    await handle.send("fan", "wasps", wait=False)  # by signal: a warning, not taken
+    first, second = sorted(await handle.pending_requests(), key=lambda r: r.source_executor_id)
+    await handle.respond(first.request_id, {"text": "buzz"})
+    assert (await handle.status())["status"] in ("running", "waiting_for_input")  # one still waits
+    await handle.respond(second.request_id, {"text": "hum"}, wait=False)  # by signal too
+    result = await handle.result()
+    assert result["outputs"] == [["alice=buzz", "bob=hum"]] and result["unanswered_requests"] == []
+    status = await handle.status()
+    assert status["status"] == "completed" and status["closing"] is False
+    assert any("the run is closing" in w["message"] for w in status["warnings"])
+
+
+async def test_a_close_while_a_step_runs_still_waits_for_the_request_already_asked(
+    client: Client, workflow_id: str
+) -> None:
+    """``close`` comes while the run works (superstep 3's step is held) and superstep 2's request waits: the
+    run finishes its work, then rests waiting for the answer instead of completing; the answer is taken and
+    the run completes once idle, with nothing unanswered."""
+    hold = graphs.Hold(0)
+    graphs.HOLDS[workflow_id] = hold
+    try:
+        handle = await start_run(
+            client, graphs.answer_mid_step, "moths", id=workflow_id, task_queue=TASK_QUEUE, keep_alive=True
+        )
+        await asyncio.wait_for(hold.reached.wait(), 30)
+        await handle.close()
+        status = await handle.status()
+        assert status["closing"] is True and status["status"] == "running", status
+        hold.release.set()
+
+        done = 0
+
+        def rests_after_the_held_step(ev: WorkflowEvent) -> bool:
+            nonlocal done
+            done += isinstance(ev, SuperStepCompletedEvent) and ev.superstep >= 3
+            return done > 0 and waiting(ev)
+
+        # (Before close waited for answers, the run completed right after this rest, its request unanswered.)
+        await events_until(handle, rests_after_the_held_step)
+        status = await handle.status()
+        assert status["closing"] is True and status["status"] == "waiting_for_input", status
+        (asked,) = await handle.pending_requests()
+        await handle.respond(asked.request_id, {"text": "ok"})
+        result = await asyncio.wait_for(handle.result(), 30)
+        assert result["outputs"] == [["polished draft of moths", "review=ok"]], result
+        assert result["unanswered_requests"] == []
+        assert (await handle.status())["status"] == "completed"
+    finally:
+        graphs.HOLDS.pop(workflow_id, None)
 
 
 async def test_bad_messages_are_rejected_by_update_and_warned_by_signal(client: Client, workflow_id: str) -> None:

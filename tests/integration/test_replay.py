@@ -27,16 +27,29 @@ from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
 from temporal_workflows.temporal._workflow.patches import (
     BUNDLED,
     BUNDLED_2,
+    PATCH_CLOSE_WAITS,
+    PATCH_CONCURRENT_INPUT,
+    PATCH_VALIDATE_IN_ACTIVITY,
     PATCHES,
     PATCHES_AT_START,
+    PATCHES_BUNDLE,
     PATCHES_BUNDLE_2,
 )
 from temporal_workflows.temporal.integration import ENCRYPTED_ENCODING
 from tests.conftest import TASK_QUEUE, hosted_workflows
-from tests.integration.record_histories import FLOWS
+from tests.integration.record_histories import FLOWS, RECORDED_NOW
 
-HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
-HISTORIES_BY_NAME = {p.stem: p for p in HISTORIES}
+ROOT = Path(__file__).parents[1] / "histories"
+# Runs recorded by older versions (directly in histories/: never written again), and runs recorded with the
+# patches-1 bundle every run records at its start now (histories/patches_1/, record_histories.RECORDED_INTO).
+HISTORIES = sorted(ROOT.glob("*.json")) + sorted((ROOT / "patches_1").glob("*.json"))
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(ROOT).with_suffix("").as_posix()
+
+
+HISTORIES_BY_NAME = {_name(p): p for p in HISTORIES}
 
 
 RUNNERS = ["unsandboxed", "sandbox-restricted"]
@@ -59,27 +72,69 @@ def _replayer(runner: str) -> Replayer:
 
 
 def test_recorded_histories_exist() -> None:
-    assert {p.stem for p in HISTORIES} >= {
+    assert set(HISTORIES_BY_NAME) >= {
         "research",
         "counter_loop",
         "approval_signals_and_updates",
         "chat_keep_alive",
         "checkpoint_reset",
         "subworkflow_nested",
+        # A keep-alive run closed while two requests waited, recorded by the version before close waited for
+        # answers (it completed at once, listing them in unanswered_requests): it replays as it ran.
+        "close_with_pending_requests_before",
+        *(f"patches_1/{name}" for name in RECORDED_NOW),
     }
 
 
+def _patches(history: WorkflowHistory) -> list[str]:
+    markers = [
+        e.marker_recorded_event_attributes for e in history.events if e.HasField("marker_recorded_event_attributes")
+    ]
+    return [
+        json.loads(m.details["patch-data"].payloads[0].data)["id"] for m in markers if m.marker_name == "core_patch"
+    ]
+
+
+@pytest.mark.parametrize("name", RECORDED_NOW)
+def test_histories_recorded_now_carry_the_bundle(name: str) -> None:
+    # What they are for: replaying runs as every run records itself today (the bundle at its start, then the
+    # patches asked where their behaviour starts), beside the older histories that prove older runs replay.
+    path = HISTORIES_BY_NAME[f"patches_1/{name}"]
+    patches = _patches(WorkflowHistory.from_json(name, json.loads(path.read_text())))
+    # A run started with its first input (update- or signal-with-start) asks, in that input's handler, before
+    # its first line asks for the bundle.
+    with_start = [PATCH_VALIDATE_IN_ACTIVITY] if name in ("chat_keep_alive", "deliver_interrupt_keep_alive") else []
+    later = {
+        "concurrent_input_rollback_interrupt": [PATCH_CONCURRENT_INPUT],
+        "deliver_interrupt_keep_alive": [PATCH_CONCURRENT_INPUT, PATCH_CLOSE_WAITS],
+        "close_waits_for_answers": [PATCH_CLOSE_WAITS],
+        "chat_keep_alive": [PATCH_CLOSE_WAITS],
+        "concurrent_updates": [PATCH_CLOSE_WAITS],
+    }
+    assert patches == [*with_start, PATCHES_BUNDLE, *later.get(name, [])], patches
+
+
 @pytest.mark.parametrize("runner", RUNNERS)
-@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", HISTORIES, ids=_name)
 async def test_recorded_history_replays(path: Path, runner: str) -> None:
-    history = WorkflowHistory.from_json(f"recorded-{path.stem}", json.loads(path.read_text()))
+    history = WorkflowHistory.from_json(f"recorded-{path.stem}", json.loads(path.read_text()))  # its own id
     result = await _replayer(runner).replay_workflow(history)
     assert result.replay_failure is None
 
 
 @pytest.mark.usefixtures("worker")
 @pytest.mark.parametrize(
-    "flow", ["research", "approval_signals_and_updates", "chat_keep_alive", "checkpoint_reset", "subworkflow_nested"]
+    "flow",
+    [
+        "research",
+        "approval_signals_and_updates",
+        "chat_keep_alive",
+        "checkpoint_reset",
+        "subworkflow_nested",
+        "answer_mid_step_under_load",
+        "deliver_interrupt_keep_alive",
+        "close_waits_for_answers",
+    ],
 )
 async def test_fresh_history_replays(client: Client, workflow_id: str, flow: str) -> None:
     handle = await FLOWS[flow](client, workflow_id, TASK_QUEUE)
@@ -145,13 +200,7 @@ async def test_a_new_run_records_one_patch_marker_for_every_patch(client: Client
     )
     await handle.result()
     history = await handle.handle.fetch_history()
-    markers = [
-        e.marker_recorded_event_attributes for e in history.events if e.HasField("marker_recorded_event_attributes")
-    ]
-    patches = [
-        json.loads(m.details["patch-data"].payloads[0].data)["id"] for m in markers if m.marker_name == "core_patch"
-    ]
-    assert patches == [PATCHES_BUNDLE_2]
+    assert _patches(history) == [PATCHES_BUNDLE_2]
     assert set(BUNDLED_2) >= {PATCHES_AT_START, *PATCHES, *BUNDLED}
     # A run recorded before the bundle (its nine markers) still replays: approval_patches_at_start.json.
     assert "approval_patches_at_start" in HISTORIES_BY_NAME

@@ -610,7 +610,12 @@ class RunHandle:
         return await self._update_or_deliver(UPDATE_SEND, Delivery(str(uuid.uuid4()), send=arg))
 
     async def close(self) -> None:
-        """Let a keep-alive run complete once it is idle."""
+        """Let a keep-alive run complete once it is idle: its work done and no request waiting for an answer.
+
+        From now on the run refuses new messages (``RunClosedError``: "the run is closing") but still takes
+        answers to its pending requests; it completes when the last one is answered (or times out). Nothing
+        is dropped. ``status()`` says ``"closing": True`` meanwhile.
+        """
         await self._signal(SIGNAL_CLOSE)
 
     # -- checkpoints, reset, fork ----------------------------------------------------

@@ -38,6 +38,7 @@ from temporal_workflows.temporal._protocol import (
 )
 from temporal_workflows.temporal._workflow.checkpointing import ResetPlan
 from temporal_workflows.temporal._workflow.handler_base import _NO_ARGUMENT, HandlerBase
+from temporal_workflows.temporal._workflow.patches import PATCH_CLOSE_WAITS
 
 __all__ = ["ControlHandlers"]
 
@@ -58,7 +59,16 @@ class ControlHandlers(HandlerBase):
 
     @workflow.signal(name=SIGNAL_CLOSE)
     def close(self) -> None:
-        """Let a keep-alive run complete once it is idle."""
+        """Let a keep-alive run complete once it is idle: no work, and no request waiting for an answer.
+
+        From now on new messages are refused (``RunClosedError``, "the run is closing"); the work the run
+        has (the running superstep, messages already queued) is done, and answers to its pending requests
+        are still taken. A request is never dropped: the run completes when the last one is answered (or
+        times out, by its own ``on_timeout``). Runs recorded before ``PATCH_CLOSE_WAITS`` completed at once,
+        listing pending requests in the result's ``unanswered_requests``.
+        """
+        if not self._closing:
+            self._close_waits = self.patches.get(PATCH_CLOSE_WAITS)
         self._closing = True
 
     @workflow.signal(name=SIGNAL_CHECKPOINT)

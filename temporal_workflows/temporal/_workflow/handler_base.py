@@ -91,6 +91,7 @@ class HandlerBase:
     _steps: StepRunner | None
     _keep_alive: bool
     _closing: bool
+    _close_waits: bool
     _epoch: int
     _segment: int
     _start_env: Envelope | None
@@ -113,7 +114,7 @@ class HandlerBase:
             return None, False
         return value, True
 
-    async def _started_engine(self) -> Engine:
+    async def _started_engine(self, *, answer: bool = False) -> Engine:
         """The engine, once this execution has one (the first task pins the topology and builds it).
 
         An answer arriving before then (at the start of the next execution after
@@ -121,7 +122,7 @@ class HandlerBase:
         """
         if self._engine is None:  # (recorded runs never waited here: their engine was there)
             await workflow.wait_condition(lambda: self._engine is not None or self._board.closed)
-            self._check_open()
+            self._check_open(answer=answer)
         assert self._engine is not None
         return self._engine
 
@@ -188,10 +189,12 @@ class HandlerBase:
         """The run's graph signature as activities that run its code check it (``None``: not pinned yet)."""
         return self._topology.signature_hash[:SIGNATURE_PREFIX] if self._topology is not None else None
 
-    def _check_open(self) -> None:
+    def _check_open(self, *, answer: bool = False) -> None:
+        """Refuse input to a run that has ended or is closing; ``answer``: an answer, which a closing run that
+        waits for its pending requests still takes (``PATCH_CLOSE_WAITS``)."""
         if self._sub_workflow is not None:
             raise refuse(FAILURE_RUN_CLOSED, sub_workflow_refusal(self._sub_workflow))
-        if self._board.closed or self._closing:
+        if self._board.closed or (self._closing and not (answer and self._close_waits)):
             state = "closing" if self._closing and not self._board.closed else self._board.status
             raise refuse(FAILURE_RUN_CLOSED, f"the run is {state}")
 

@@ -68,6 +68,7 @@ from temporal_workflows.temporal._workflow.inbox import (
     oversized_send,
 )
 from temporal_workflows.temporal._workflow.patches import PATCH_CONCURRENT_INPUT, PATCH_VALIDATE_IN_ACTIVITY
+from temporal_workflows.temporal._workflow.turns import delivery_key
 
 __all__ = ["InputHandlers", "SIGNALS", "UPDATES"]
 
@@ -120,6 +121,9 @@ class InputHandlers(HandlerBase):
             if inp.policy is not None and inp.policy not in CONCURRENT_INPUT:
                 self._board.warn(f"signal 'send' ignored: {_bad_policy(inp.policy)}", executor_id=inp.executor_id)
                 return
+            if self._closing and self._close_waits:  # as the update is refused (runs closed before: queued)
+                self._board.warn("signal 'send' ignored: the run is closing", executor_id=inp.executor_id)
+                return
             self._inbox.send_signal(inp, lambda i: self._arrive(i, signal=True))
 
     # -- a message while the run is busy (concurrent_input) -----------------------------
@@ -170,9 +174,9 @@ class InputHandlers(HandlerBase):
     async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
         """Answer a request; returns once accepted (delivered at the next boundary)."""
         self._continuation.updates_since_task = True
-        self._check_open()
+        self._check_open(answer=True)
         self._inbox.charge_update(inp)
-        return await self._inbox.accept_response(await self._started_engine(), inp)
+        return await self._inbox.accept_response(await self._started_engine(answer=True), inp)
 
     @submit_response.validator
     def _validate_submit_response(self, inp: RespondInput) -> None:
@@ -182,16 +186,16 @@ class InputHandlers(HandlerBase):
         self._check_room_for(inp)
 
     def _check_respond(self, inp: RespondInput) -> None:
-        self._check_open()
+        self._check_open(answer=True)
         self._inbox.check_request(self._engine, inp.request_id)
 
     @workflow.update(name=UPDATE_RESPOND_ALL)
     async def submit_responses(self, inp: RespondAllInput) -> dict[str, Any]:
         """Answer several requests together (all or none); returns once all are accepted, applied at one boundary."""
         self._continuation.updates_since_task = True
-        self._check_open()
+        self._check_open(answer=True)
         self._inbox.charge_update(inp)
-        accepted = await self._inbox.accept_responses(await self._started_engine(), inp)
+        accepted = await self._inbox.accept_responses(await self._started_engine(answer=True), inp)
         if inp.stream is not None and self._steps is not None:
             self._steps.streaming = inp.stream  # how the caller reads the supersteps these answers start
         if inp.invocation_kwargs is not None and self._steps is not None:
@@ -201,7 +205,7 @@ class InputHandlers(HandlerBase):
     @submit_responses.validator
     def _validate_submit_responses(self, inp: RespondAllInput) -> None:
         self._check_not_busy()
-        self._check_open()
+        self._check_open(answer=True)
         if not inp.responses or len(inp.responses) > MAX_RESPONSES_PER_UPDATE:
             raise refuse(
                 FAILURE_INPUT_TOO_LONG,
@@ -274,12 +278,12 @@ class InputHandlers(HandlerBase):
                 self._check_send(d.send)
                 self._check_policy(d.send)
                 outcome = await self._inbox.accept_message(
-                    d.send, self._check_open, lambda i: self._arrive(i, signal=False)
+                    d.send, self._check_open, lambda i: self._arrive(i, signal=False), tag=delivery_key(d.id)
                 )
             else:
                 assert d.respond is not None
                 self._check_respond(d.respond)
-                outcome = await self._inbox.accept_response(await self._started_engine(), d.respond)
+                outcome = await self._inbox.accept_response(await self._started_engine(answer=True), d.respond)
         except ApplicationError as e:
             outcome = e
         deliveries.settle(d.id, outcome)

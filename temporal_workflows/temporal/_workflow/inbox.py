@@ -40,6 +40,7 @@ from temporal_workflows.temporal._protocol import (
 )
 from temporal_workflows.temporal._workflow.budget import TaskBudget
 from temporal_workflows.temporal._workflow.status import StatusBoard, quote
+from temporal_workflows.temporal._workflow.turns import Turns, request_key
 
 __all__ = [
     "DELIVERED_CARRIED",
@@ -86,6 +87,7 @@ class Inbox:
             (a regular activity: see ``locals.py``); ``validate`` if not given.
         board: Where warnings about unusable signal input go.
         carried: What the previous execution handed over when it continued as new.
+        turns: Where input clients follow is tracked (``turns.py``); none: not tracked.
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class Inbox:
         *,
         budget: TaskBudget | None = None,
         validate_update: Validate | None = None,
+        turns: Turns | None = None,
     ) -> None:
         carried = carried or CarriedInbox()
         self._validate = validate
@@ -104,8 +107,11 @@ class Inbox:
         self._budget = budget or TaskBudget()
         # (a carried item's kind was checked when the run started: ``startup._check_carried``)
         self.items: list[Inbound] = [
-            Inbound(cast(InboundKind, i.kind), i.key, i.value, i.validated) for i in carried.items if i.kind != "event"
+            Inbound(cast(InboundKind, i.kind), i.key, i.value, i.validated, tag=i.tag)
+            for i in carried.items
+            if i.kind != "event"
         ]
+        self.turns = turns or Turns(lambda: 0)
         if len(self.items) < len(carried.items):
             # An event a client sent by ``send_event`` before a deploy, carried from the execution before: no
             # graph takes events (that signal served the retired LlamaIndex front end), so it is dropped.
@@ -135,6 +141,7 @@ class Inbox:
             self._board.warn(f"signal 'respond' ignored: {error}", request_id=inp.request_id)
             return
         self.items.append(Inbound("respond", inp.request_id, Envelope(None, inp.response)))
+        self.turns.queued(request_key(inp.request_id))
 
     def send_signal(self, inp: SendInput, arrive: Callable[[SendInput], str] | None = None) -> None:
         error = oversized_send(inp)
@@ -205,6 +212,7 @@ class Inbox:
         req = self.pending_request(engine, inp.request_id)
         self._answered.add(req.request_id)
         self.items.append(Inbound("respond", req.request_id, value, checked=True))
+        self.turns.queued(request_key(req.request_id))
         return {"request_id": req.request_id, "executor_id": req.executor_id, "accepted": True}
 
     def check_requests(self, engine: Engine | None, inp: RespondAllInput) -> None:
@@ -235,18 +243,29 @@ class Inbox:
         for req, value in checked:
             self._answered.add(req.request_id)
             self.items.append(Inbound("respond", req.request_id, value, checked=True))
+            self.turns.queued(request_key(req.request_id))
         return {"request_ids": [req.request_id for req, _ in checked], "accepted": True}
 
     async def accept_message(
-        self, inp: SendInput, check_open: Callable[[], None], arrive: Callable[[SendInput], str] | None = None
+        self,
+        inp: SendInput,
+        check_open: Callable[[], None],
+        arrive: Callable[[SendInput], str] | None = None,
+        *,
+        tag: str | None = None,
     ) -> dict[str, Any]:
+        """Check a message (in an activity), then queue it; ``tag``: the key a client follows it by."""
         checked = await self._validate_update(inp.executor_id, inp.message, None)
         if checked.value is None:
             raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "undeliverable message")
         check_open()
         # Whether the run is busy is decided now, as the message is queued (it may have become so meanwhile).
         action = arrive(inp) if arrive is not None else "take"
-        self.items.append(Inbound("send", inp.executor_id, checked.value, checked=True, interrupts=action != "take"))
+        self.items.append(
+            Inbound("send", inp.executor_id, checked.value, checked=True, interrupts=action != "take", tag=tag)
+        )
+        if tag is not None:
+            self.turns.queued(tag)
         if inp.policy is None and action == "take":
             return {"executor_id": inp.executor_id, "accepted": True}
         return {"executor_id": inp.executor_id, "accepted": True, "interrupts": action != "take"}
@@ -273,6 +292,9 @@ class Inbox:
             if interrupt_waits is not None and self.items[0].interrupts and interrupt_waits():
                 return
             item = self.items.pop(0)
+            tracked = request_key(item.key) if item.kind == "respond" else item.tag
+            if tracked is not None:
+                self.turns.taken(tracked)
             if item.kind == "respond":
                 await self._take_response(engine, item)
             else:
@@ -326,11 +348,12 @@ class Inbox:
 
     def carry(self) -> CarriedInbox:
         return CarriedInbox(
-            items=[CarriedInput(i.kind, i.key, i.value, i.checked) for i in self.items],
+            items=[CarriedInput(i.kind, i.key, i.value, i.checked, i.tag) for i in self.items],
             delivered=self._delivered_order[-DELIVERED_CARRIED:],
             outcomes=self.deliveries.carry(),
             forgotten=self.deliveries.carry_forgotten(),
             forgotten_count=self.deliveries.forgotten_count,
+            tracked=self.turns.carry(),
         )
 
 

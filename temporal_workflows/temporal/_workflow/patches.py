@@ -41,6 +41,7 @@ __all__ = [
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_CHILD_START",
+    "PATCH_CLOSE_WAITS",
     "PATCH_CONCURRENT_INPUT",
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
@@ -136,6 +137,13 @@ PATCH_CONCURRENT_INPUT = "concurrent-input-policy"
 """A message sent while the run was busy with policy interrupt or rollback abandons the running superstep
 (its steps' activities are cancelled) and interrupts the turn at the next boundary. Asked only when such a
 message arrives: a run recorded before it never had one."""
+
+PATCH_CLOSE_WAITS = "close-waits-for-pending-requests"
+"""A closed keep-alive run ends as a run without keep-alive does: once it has no work and no request waits for an
+answer (answers are still taken; new messages are refused). Runs recorded before it completed at the next boundary
+with no work, leaving pending requests unanswered (listed in the result's ``unanswered_requests``). Asked when the
+close comes (or at the start of an execution that continued as new while closing): a run recorded before it was
+never closed under it."""
 
 PATCHES = (
     PATCH_DEFAULT_HEARTBEAT,

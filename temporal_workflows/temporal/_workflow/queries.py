@@ -24,6 +24,7 @@ from temporal_workflows._engine.machine import (
 )
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._protocol import (
+    MAX_TURN_KEYS,
     QUERY_CHECKPOINT,
     QUERY_CHECKPOINTS,
     QUERY_COMMITTED_STATE,
@@ -33,6 +34,7 @@ from temporal_workflows.temporal._protocol import (
     QUERY_STATE,
     QUERY_STATUS,
     QUERY_TOPOLOGY,
+    QUERY_TURNS,
     SIGNATURE_PREFIX,
     StatePage,
     StateSnapshot,
@@ -77,6 +79,13 @@ class QueryHandlers(HandlerBase):
         """Large outside input the ``validate`` activity checks by reference (``ValidateInput.ref``)."""
         return self._held.get(ref)
 
+    @workflow.query(name=QUERY_TURNS)
+    def turns(self, keys: list[str]) -> dict[str, dict[str, Any] | None]:
+        """Where the run is with input a client follows: taken, and the stream offset its turn ended at."""
+        if not isinstance(keys, list) or len(keys) > MAX_TURN_KEYS or not all(isinstance(k, str) for k in keys):
+            raise ValueError(f"{QUERY_TURNS} takes a list of at most {MAX_TURN_KEYS} keys")
+        return self._inbox.turns.where(keys)
+
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> dict[str, Any]:
         """Where the run is: status, superstep, in-flight executors, requests, outputs so far, warnings."""
@@ -89,6 +98,8 @@ class QueryHandlers(HandlerBase):
             "outputs": [o.value.data for o in engine.outputs] if engine else [],
             "outputs_released": engine.outputs_released if engine else 0,
             "keep_alive": self._keep_alive,
+            # Asked to close: it takes no new messages and completes once no request waits for an answer.
+            "closing": self._closing and not board.closed,
             "concurrent_input": self._input.concurrent_input or "enqueue",
             "warnings": list(board.warnings),
             "error": board.error,

@@ -99,6 +99,7 @@ from temporal_workflows.temporal._workflow.locals import LocalActivities
 from temporal_workflows.temporal._workflow.patches import (
     PATCH_CARRY_LATER,
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
+    PATCH_CLOSE_WAITS,
     PATCH_ENTRY_CHECKPOINT,
     PATCH_PIN_SIGNATURE,
     PATCH_RELEASE_OUTPUTS,
@@ -115,6 +116,7 @@ from temporal_workflows.temporal._workflow.startup import start_engine
 from temporal_workflows.temporal._workflow.status import StatusBoard
 from temporal_workflows.temporal._workflow.supersteps import StepRunner
 from temporal_workflows.temporal._workflow.telemetry import RunTelemetry
+from temporal_workflows.temporal._workflow.turns import Turns
 
 __all__ = [
     "GraphWorkflow",
@@ -240,12 +242,15 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self._input_taken = (-1, 0)  # (workflow task, bytes of update input its validators let in)
         self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
         self._held_count = 0
+        carried_inbox = carried.inbox if carried else None
         self._inbox = Inbox(
             self._validate,
             self._board,
-            carried.inbox if carried else None,
+            carried_inbox,
             budget=self._budget,
             validate_update=self._validate_update,
+            # (the stream's offset now: what the next event published gets; the SDK has no public reader of it)
+            turns=Turns(self._stream._on_offset, carried_inbox.tracked if carried_inbox else ()),
         )
         self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
         self._engine: Engine | None = None
@@ -257,6 +262,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self._steps: StepRunner | None = None
         self._keep_alive = inp.keep_alive
         self._closing = carried.closing if carried else False
+        self._close_waits = False  # asked when the close comes (controls.py), or at the start of a closing execution
         self._epoch = carried.epoch if carried else 0
         self._segment = carried.segment if carried else 0
         self._start_env: Envelope | None = carried.start if carried else None
@@ -328,6 +334,8 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
 
     async def _run(self) -> dict[str, Any]:
         self.patches.ask_at_start()  # first, before any activity (see patches.py)
+        if self._closing:  # carried across continue-as-new: this execution closes as the last one did
+            self._close_waits = self.patches.get(PATCH_CLOSE_WAITS)
         name = workflow.info().workflow_type
         inp = self._input
         if self._input_error is not None:
@@ -391,7 +399,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
                 continuation=self._continuation,
                 patches=self.patches,
                 run=RunControls(
-                    closing=lambda: self._closing,
+                    closing=self._closing_now,
                     may_finish=self._may_finish,
                     continue_as_new=lambda engine, may_postpone: self._continue_as_new(
                         engine, may_postpone=may_postpone
@@ -453,7 +461,17 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
     def _may_finish(self, engine: Engine) -> bool:
         """Whether the run ends when it has no work (otherwise it waits for input)."""
         # A sub-workflow's child ends each activation at rest; its parent keeps it while it waits.
-        return self._sub_workflow is not None or self._closing or (not self._keep_alive and not engine.pending_requests)
+        if self._sub_workflow is not None:
+            return True
+        if self._closing:
+            # Closed, a keep-alive run ends as a run without keep-alive does: once no request waits for an answer.
+            return not (self._close_waits and engine.pending_requests)
+        return not self._keep_alive and not engine.pending_requests
+
+    def _closing_now(self) -> bool:
+        """A close that ends the run at its next boundary with no work (not one that waits for answers)."""
+        engine = self._engine
+        return self._closing and not (self._close_waits and engine is not None and engine.pending_requests)
 
     # -- continue-as-new (continuation.py) --------------------------------------------
 
@@ -490,8 +508,9 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
 
 @dataclass(frozen=True)
 class RunControls:
-    """What the driver's host asks of the run itself, beyond its parts: whether a close is pending,
-    whether it may finish when idle, and continuing as new (``GraphWorkflow`` supplies them)."""
+    """What the driver's host asks of the run itself, beyond its parts: whether a close ends it at its next
+    boundary with no work, whether it may finish when idle, and continuing as new (``GraphWorkflow`` supplies
+    them)."""
 
     closing: Callable[[], bool]
     may_finish: Callable[[Engine], bool]
@@ -565,6 +584,8 @@ class _TemporalHost(DriverHost):
             )
 
     def on_status(self, status: RunStatus, details: str) -> None:
+        if status in (RunStatus.IDLE, RunStatus.WAITING_FOR_INPUT):
+            self.inbox.turns.ended()  # the driver decided to wait: the turn of what it took ends at this rest
         self.board.set(status, details)
 
     def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
@@ -581,6 +602,7 @@ class _TemporalHost(DriverHost):
         return outcomes
 
     def interrupted(self, engine: Engine, policy: str, changed_keys: Sequence[str]) -> None:
+        self.inbox.turns.ended(interrupted=True)  # before the interrupting message is taken: its turn begins
         steps = self.steps
         # Steps read the state of this boundary, not one a worker cached before the interruption.
         steps.state_version = f"{workflow.info().run_id}:{engine.superstep}:{policy}"
