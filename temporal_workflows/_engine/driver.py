@@ -63,6 +63,7 @@ from temporal_workflows._errors import (
     WorkflowError,
     WorkflowRunError,
     class_path,
+    error_args_of,
 )
 from temporal_workflows._events import (
     ExecutorCompletedEvent,
@@ -160,6 +161,8 @@ class StepFailure:
         error_class: The exception's class by its qualified name
             (``ExecutorFailedError.error_class``); on Temporal, what the step
             activity's failure carries.
+        args: The exception's arguments as JSON where its message alone does
+            not give them back (``ExecutorFailedError.error_args``).
     """
 
     error_type: str
@@ -168,6 +171,7 @@ class StepFailure:
     attempts: int | None = None
     elapsed_seconds: float | None = None
     error_class: str | None = None
+    args: list[Any] | None = None
 
     @staticmethod
     def of(e: BaseException) -> StepFailure:
@@ -179,7 +183,7 @@ class StepFailure:
             # An error that names its own type (Temporal's ApplicationError(type="Refused")): reported
             # under that type, as a Temporal activity failure is (without importing temporalio here).
             return StepFailure(kind, own, e, attempts, elapsed)
-        return StepFailure(type(e).__name__, message, e, attempts, elapsed, class_path(type(e)))
+        return StepFailure(type(e).__name__, message, e, attempts, elapsed, class_path(type(e)), error_args_of(e))
 
 
 STEP_ATTEMPTS = "__step_attempts__"
@@ -848,6 +852,7 @@ class SuperstepDriver:
                     attempts=first.attempts,
                     elapsed_seconds=first.elapsed_seconds,
                     error_class=first.error_class,
+                    error_args=first.args,
                 )
             results = (
                 cast("list[StepResult]", outcomes)  # (``plain``: each one is a StepResult)

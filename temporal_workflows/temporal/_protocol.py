@@ -40,6 +40,7 @@ __all__ = [
     "EVENTS_TOPIC",
     "LIVE_BATCH_TYPE",
     "LEGACY_FAILURE_TYPES",
+    "STEP_ERROR_ARGS",
     "STEP_ERROR_CLASS",
     "FAILURE_CHECKPOINT_BASE_MISSING",
     "FAILURE_STALE_STATE",
@@ -254,6 +255,9 @@ FAILURE_DELIVERY_FORGOTTEN = "DeliveryForgottenError"
 STEP_ERROR_CLASS = "error_class"
 """Key, in a failed step activity's failure details, of the user's error class by its qualified name
 (``module.QualName``): the failure's type is the class's bare name, as the SDK names it."""
+STEP_ERROR_ARGS = "error_args"
+"""Key beside it: the error's ``args`` as JSON, where its message alone does not make it again
+(``KeyError('k')`` reads ``'k'``, quoted); absent otherwise (``_errors.error_args_of``)."""
 LEGACY_FAILURE_TYPES = {
     "RunClosed": FAILURE_RUN_CLOSED,
     "InvalidRunInput": FAILURE_INVALID_RUN_INPUT,

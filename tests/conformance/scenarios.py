@@ -146,6 +146,14 @@ async def call_model(text: str, ctx: WorkflowContext[None, str]) -> None:
 own_error = WorkflowBuilder(start_executor=call_model, name="cf_own_error").build()
 
 
+@executor(id="look_up", options=ONE_ATTEMPT)
+async def look_up(key: str, ctx: WorkflowContext[None, str]) -> None:
+    raise KeyError(key)  # str() quotes it: 'missing-key'
+
+
+missing_key = WorkflowBuilder(start_executor=look_up, name="cf_missing_key").build()
+
+
 class Gatekeeper(Executor):
     """Asks, then fails with the program's own class when answered: the failure follows a response."""
 
@@ -831,6 +839,7 @@ def all_workflows() -> list[Workflow]:
         fan,
         raises,
         own_error,
+        missing_key,
         answer_fails,
         two_fail,
         bad_reducer,

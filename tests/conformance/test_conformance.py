@@ -417,6 +417,14 @@ def own_error_facts(s: Seen) -> None:
     assert s.error["library_class"] == "ExecutorFailedError"
 
 
+def missing_key_facts(s: Seen) -> None:
+    """An exception whose message quotes its argument reads as Python shows it, once quoted, on both hosts."""
+    (failed,) = s.of("ExecutorFailedEvent")
+    assert (failed["error_type"], failed["error"]) == ("KeyError", "'missing-key'")
+    assert s.error is not None and (s.error["class"], s.error["message"]) == ("KeyError", "'missing-key'")
+    assert s.error["summary"] == "executor 'look_up' failed in superstep 1: KeyError: 'missing-key'"
+
+
 def answer_fails_facts(s: Seen) -> None:
     """A response handler's own exception: raised as itself by the call that answered, on both hosts."""
     (failed,) = s.of("ExecutorFailedEvent")
@@ -736,6 +744,7 @@ SCENARIOS = [
     Scenario("example_approval", approval.workflow, approval.SAMPLE_INPUT, answer=_review, facts=approval_facts),
     Scenario("step_raises", sc.raises, "boom", fails_with=ExecutorFailedError, facts=raises_facts),
     Scenario("step_raises_own_class", sc.own_error, "ann", fails_with=ExecutorFailedError, facts=own_error_facts),
+    Scenario("step_raises_quoting", sc.missing_key, "missing-key", fails_with=KeyError, facts=missing_key_facts),
     Scenario("two_steps_fail", sc.two_fail, "go", fails_with=ExecutorFailedError, facts=two_fail_facts),
     Scenario(
         "answer_fails_own_class",

@@ -41,6 +41,7 @@ from temporal_workflows.temporal._protocol import (
     SIGNATURE_PREFIX,
     SIGNATURE_RETRY_DELAYS,
     SIGNATURE_WAIT,
+    STEP_ERROR_ARGS,
     STEP_ERROR_CLASS,
     ReduceInput,
     StepInput,
@@ -89,12 +90,14 @@ def failure_of(e: BaseException) -> StepFailure:
         # The library's own errors by their class (as in process); a user's, as the step activity named it.
         library = error_classes().get(kind)
         error_class = class_path(library) if library is not None else counted.get(STEP_ERROR_CLASS)
+        args = counted.get(STEP_ERROR_ARGS)
         return StepFailure(
             kind,
             cause.message,
             attempts=attempts if isinstance(attempts, int) else None,
             elapsed_seconds=float(elapsed) if isinstance(elapsed, (int, float)) else None,
             error_class=error_class if isinstance(error_class, str) else None,
+            args=args if isinstance(args, list) and library is None else None,
         )
     if isinstance(cause, TimeoutError):
         return StepFailure("TimeoutError", f"{cause.message} ({cause.type.name if cause.type else 'timeout'})")
