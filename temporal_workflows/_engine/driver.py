@@ -575,6 +575,12 @@ class SuperstepDriver:
             bubbled up), in order: a sub-workflow's child hands them to its
             parent, as Agent Framework's ``WorkflowExecutor`` does. ``None``
             (a top-level run): not collected, they are events only.
+        restored: The engine was just restored from a checkpoint (a resume, a
+            reset to a checkpoint, a fork): its first superstep runs even with
+            nothing to deliver, as Agent Framework's does, so the superstep
+            count and the automatic checkpoints go on from the checkpoint's as
+            there (a restored run waiting for answers: ``superstep_started``,
+            ``superstep_completed`` and a checkpoint one superstep on).
         reader_stops: Whether the reader of :meth:`batches` may stop the run
             between two batches (a stream: it stops where it stopped reading,
             before the next checkpoint or superstep). ``False`` (an in-process
@@ -597,9 +603,11 @@ class SuperstepDriver:
         state_limit: Callable[[], int] | None = None,
         release_outputs: Callable[[], bool] = lambda: True,
         intermediate: list[Envelope] | None = None,
+        restored: bool = False,
         reader_stops: bool = True,
     ) -> None:
         self.engine = engine
+        self._restore_due = restored
         self._pauses = reader_stops
         self.intermediate = intermediate
         self.host = host
@@ -756,6 +764,14 @@ class SuperstepDriver:
                 )
             if self._out and self._pauses:
                 yield self._flush()
+            if self._restore_due:
+                # A restored run's first superstep runs whatever it has to deliver (Agent Framework's).
+                self._restore_due = False
+                if not engine.has_work() and not engine.halted:
+                    self._activate()
+                    async for batch in self._superstep():
+                        yield batch
+                    continue
             if engine.halted or (not engine.has_work() and host.may_finish(engine)):
                 self._show_state()
                 host.on_status(RunStatus.COMPLETED, f"completed after {engine.superstep} supersteps")
@@ -806,7 +822,7 @@ class SuperstepDriver:
     async def _superstep(self) -> AsyncIterator[list[DriverEvent]]:
         engine, host = self.engine, self.host
         tasks = engine.begin_superstep()
-        step = tasks[0].superstep
+        step = tasks[0].superstep if tasks else engine.superstep + 1  # none: a restored run's first (see restored)
         executor_ids = [t.executor_id for t in tasks]  # (the event's own list; the scope only reads it)
         with host.superstep_scope(step, executor_ids):
             self._emit(superstep_started_event(step, executor_ids))
@@ -814,7 +830,7 @@ class SuperstepDriver:
             if self._out and self._pauses:
                 yield self._flush()
             try:
-                outcomes = await host.run_steps(tasks, engine)
+                outcomes = await host.run_steps(tasks, engine) if tasks else []
             except StepsInterrupted:
                 engine.abort_superstep()
                 return

@@ -351,6 +351,7 @@ class GraphLocalRunner:
             payload_limit=max_payload_bytes,
             # New input (a start message, responses) is checkpointed before it is processed; a restore is not.
             entry_checkpoint=started or responses is not None,
+            restored=restored,
             reader_stops=stream,  # an awaited run() reads every event: no hand-over until it ends
         )
         if not stream:

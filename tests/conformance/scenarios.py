@@ -472,6 +472,17 @@ resumable = (
 )
 
 
+# -- a paused run resumed from the checkpoint of its request, then answered (issue #39) ------------------------
+
+paused_store = InMemoryCheckpointStorage()
+paused_asker = Asker("asker")
+paused = (
+    WorkflowBuilder(start_executor=paused_asker, name="cf_paused", checkpoint_storage=paused_store, checkpoint_every=1)
+    .add_edge(paused_asker, archive)
+    .build()
+)
+
+
 # -- each step's events in the order it produced them (Agent Framework's order) -----------------
 
 
@@ -840,6 +851,7 @@ def all_workflows() -> list[Workflow]:
         raises,
         own_error,
         missing_key,
+        paused,
         answer_fails,
         two_fail,
         bad_reducer,

@@ -18,11 +18,13 @@ Each patch a run asks for costs it a marker and an upsert of Temporal's
 ``TemporalChangeVersion`` search attribute listing every patch so far (about
 3.4 KB of history for the nine markers a run used to record at its start: a
 sixth of a short LlamaIndex run's history). So a run started now records one
-marker, :data:`PATCHES_BUNDLE`, which stands for every patch of this module:
+marker, :data:`PATCHES_BUNDLE_2`, which stands for every patch of this module:
 each behaviour they gate is on, asked at the start or not. A run recorded
-before the bundle asks as it was recorded (the bundle's marker is not in its
-history, so ``patched`` says no to it). A patch added later is asked after the
-bundle, and the bundle's list never changes.
+with the first bundle (:data:`PATCHES_BUNDLE`) has that one's patches and none
+of the later ones (:data:`LATER`); a run recorded before any bundle asks as it
+was recorded (a bundle's marker is not in its history, so ``patched`` says no
+to it). A bundle's list never changes: patches added later make a new bundle,
+asked first.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ from temporalio import workflow
 
 __all__ = [
     "BUNDLED",
+    "LATER",
     "PATCHES",
     "PATCH_ARRIVAL_ORDER",
     "PATCHES_AT_START",
     "PATCHES_BUNDLE",
+    "PATCHES_BUNDLE_2",
+    "PATCH_RESTORE_SUPERSTEP",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_CHILD_START",
@@ -164,6 +169,19 @@ BUNDLED = (
 recorded with the bundle replays with exactly these on); a new patch is asked on its own, after the bundle."""
 
 
+PATCH_RESTORE_SUPERSTEP = "superstep-after-restore"
+"""Runs recorded before this went idle at once when restored from a checkpoint (a reset to one, a fork) with
+nothing to deliver; newer ones run that first superstep anyway, as Agent Framework does, so the superstep
+count and the automatic checkpoints after a restore are Agent Framework's (``SuperstepDriver(restored=...)``)."""
+
+LATER = (PATCH_RESTORE_SUPERSTEP,)
+"""Patches made after :data:`PATCHES_BUNDLE`: what :data:`PATCHES_BUNDLE_2` adds to it."""
+
+PATCHES_BUNDLE_2 = "patches-2"
+"""One marker for every patch of :data:`BUNDLED` and :data:`LATER`: a run started now records this one alone
+(asked before :data:`PATCHES_BUNDLE`, whose marker a run recorded with it still finds). Never changes either."""
+
+
 class RunPatches:
     """One run's answers, asked for once, first thing (see the module)."""
 
@@ -172,10 +190,13 @@ class RunPatches:
 
     def ask_at_start(self) -> None:
         """Call first in the run, before any activity or timer."""
-        if workflow.patched(PATCHES_BUNDLE):
-            self._answers = dict.fromkeys(BUNDLED, True)
+        if workflow.patched(PATCHES_BUNDLE_2):
+            self._answers = dict.fromkeys((*BUNDLED, *LATER), True)
+        elif workflow.patched(PATCHES_BUNDLE):
+            # Recorded with the first bundle: the later behaviours are off for it, as it was recorded.
+            self._answers = dict.fromkeys(BUNDLED, True) | dict.fromkeys(LATER, False)
         elif workflow.patched(PATCHES_AT_START):
-            self._answers = {patch: workflow.patched(patch) for patch in PATCHES}
+            self._answers = {patch: workflow.patched(patch) for patch in PATCHES} | dict.fromkeys(LATER, False)
 
     def get(self, patch: str) -> bool:
         """Whether the run has ``patch`` (asked where the behaviour starts for runs recorded before)."""

@@ -106,6 +106,7 @@ from temporal_workflows.temporal._workflow.patches import (
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
     PATCH_ENTRY_CHECKPOINT,
     PATCH_RELEASE_OUTPUTS,
+    PATCH_RESTORE_SUPERSTEP,
     PATCH_STATE_LIMIT,
     PATCH_STATE_PAGES,
     PATCH_STATUS_ON_CONTINUE_AS_NEW,
@@ -392,6 +393,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             state_limit=None if self.patches.get(PATCH_STATE_PAGES) else (lambda: self._payload_limit),
             release_outputs=lambda: self.patches.get(PATCH_RELEASE_OUTPUTS),
             intermediate=self._sub_workflow_intermediate if self._sub_workflow is not None else None,
+            restored=point.restored and self.patches.get(PATCH_RESTORE_SUPERSTEP),
         )
         carried = self._carried
         if carried is None or carried.reason != "history":
