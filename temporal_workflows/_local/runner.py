@@ -34,6 +34,7 @@ from temporal_workflows._engine.driver import (
 from temporal_workflows._engine.inbound import CheckpointAsk, Inbound, Unanswerable, apply, open_request
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.machine import Engine, Reduction, StepTask
+from temporal_workflows._engine.order import predecessors
 from temporal_workflows._engine.serde import Envelope, encode
 from temporal_workflows._engine.subworkflows import SubWorkflowSuperstep
 from temporal_workflows._errors import (
@@ -55,6 +56,7 @@ from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.graph import Graph
 from temporal_workflows._graph.runs import MISSING, Reservation, RunStream, check_run_arguments, materialize
 from temporal_workflows._local.live import LiveQueue, with_live
+from temporal_workflows._local.ordering import in_order
 from temporal_workflows._local.subworkflows import run_with_sub_workflows
 
 __all__ = ["GraphLocalRunner"]
@@ -126,14 +128,17 @@ class _GraphLocalHost(DriverHost):
             return StepFailure.of(e)
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
+        after = predecessors(engine.topology, tasks, self.runner.graph.concurrent)
         if SubWorkflowSuperstep.any_in(engine.topology, tasks):
-            return await run_with_sub_workflows(self, tasks, engine)
+            return await run_with_sub_workflows(self, tasks, engine, after)
         state = engine.state
         if len(tasks) == 1:  # (most supersteps of a chain: no gather, and no coroutine around the step's own)
             try:
                 return [await self._step(tasks[0], state)]
             except Exception as e:
                 return [StepFailure.of(e)]
+        if after is not None:  # a sender's messages to one executor: one after another (_engine/order.py)
+            return await in_order(tasks, after, lambda t: self._run_task(t, state))
         return list(await asyncio.gather(*(self._run_task(t, state) for t in tasks)))
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:

@@ -483,6 +483,39 @@ paused = (
 )
 
 
+# -- one sender's messages to one executor: handled in the order sent (issue #39) -------------------------
+
+
+@executor(id="dispatch")
+async def dispatch(n: int, ctx: WorkflowContext[int]) -> None:
+    for i in range(1, n + 1):
+        await ctx.send_message(i)
+
+
+class Collector(Executor):
+    """Collects what it receives in its attributes, as Agent Framework's ``sub_workflow_basics`` does.
+
+    Earlier messages take longer: run side by side, the steps would finish (and collect) in reverse order.
+    """
+
+    def __init__(self, id: str, *, options: ExecutorOptions | None = None) -> None:
+        super().__init__(id, options=options)
+        self.seen: dict[str, list[int]] = {}
+
+    @handler
+    async def take(self, i: int, ctx: WorkflowContext[None, list[int]]) -> None:
+        await asyncio.sleep(0.05 * (4 - i))
+        seen = self.seen.setdefault(ctx.run_id, [])
+        seen.append(i)
+        await ctx.yield_output(list(seen))
+
+
+in_order_collector = Collector("collector")
+in_send_order = (
+    WorkflowBuilder(start_executor=dispatch, name="cf_in_send_order").add_edge(dispatch, in_order_collector).build()
+)
+
+
 # -- each step's events in the order it produced them (Agent Framework's order) -----------------
 
 
@@ -852,6 +885,7 @@ def all_workflows() -> list[Workflow]:
         own_error,
         missing_key,
         paused,
+        in_send_order,
         answer_fails,
         two_fail,
         bad_reducer,

@@ -444,6 +444,13 @@ def paused_facts(s: Seen) -> None:
     assert s.outputs == ["archived bees: asker heard 'what about bees?'"]
 
 
+def in_send_order_facts(s: Seen) -> None:
+    """One sender's three messages to one executor are handled one after another, in the order sent (MAF's order):
+    the executor's attribute collects 1, 2, 3 on both hosts, though the first takes longest."""
+    assert s.steps() == [["dispatch"], ["collector"] * 3]
+    assert s.outputs == [[1], [1, 2], [1, 2, 3]]
+
+
 def answer_fails_facts(s: Seen) -> None:
     """A response handler's own exception: raised as itself by the call that answered, on both hosts."""
     (failed,) = s.of("ExecutorFailedEvent")
@@ -808,8 +815,15 @@ SCENARIOS = [
         facts=resume_facts,
     ),
     Scenario("step_event_order", sc.ordered, "go", answer=sc.answer_question, facts=ordered_facts),
-    Scenario("resume_waiting_run_then_answer", sc.paused, "bees", answer=sc.answer_question, resume_from=1,
-             facts=paused_facts),
+    Scenario(
+        "resume_waiting_run_then_answer",
+        sc.paused,
+        "bees",
+        answer=sc.answer_question,
+        resume_from=1,
+        facts=paused_facts,
+    ),
+    Scenario("one_sender_in_send_order", sc.in_send_order, 3, facts=in_send_order_facts),
     Scenario("checkpoint_hooks", sc.hooked, 4, answer=sc.answer_question, resume_from=2, facts=hooks_facts),
     Scenario("output_designation", sc.designated, "why", facts=designated_facts),
     Scenario("typed_event_data", sc.typed_fan, "hi", facts=typed_fan_facts),

@@ -40,6 +40,7 @@ __all__ = [
     "PATCHES_BUNDLE",
     "PATCHES_BUNDLE_2",
     "PATCH_RESTORE_SUPERSTEP",
+    "PATCH_SENDER_ORDER",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_CHILD_START",
@@ -174,7 +175,12 @@ PATCH_RESTORE_SUPERSTEP = "superstep-after-restore"
 nothing to deliver; newer ones run that first superstep anyway, as Agent Framework does, so the superstep
 count and the automatic checkpoints after a restore are Agent Framework's (``SuperstepDriver(restored=...)``)."""
 
-LATER = (PATCH_RESTORE_SUPERSTEP,)
+PATCH_SENDER_ORDER = "one-sender-in-order"
+"""Runs recorded before this ran every step of a superstep at once; newer ones run the messages one sender sent
+one executor in a superstep one after another, in the order sent, as Agent Framework delivers them
+(``_engine/order.py``; not for executors with ``ExecutorOptions(concurrent=True)``)."""
+
+LATER = (PATCH_RESTORE_SUPERSTEP, PATCH_SENDER_ORDER)
 """Patches made after :data:`PATCHES_BUNDLE`: what :data:`PATCHES_BUNDLE_2` adds to it."""
 
 PATCHES_BUNDLE_2 = "patches-2"
