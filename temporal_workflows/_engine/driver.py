@@ -253,6 +253,14 @@ class DriverHost:
     async def before_superstep(self, engine: Engine) -> None:
         """Last look before a superstep or an idle wait (Temporal: continue as new if history is long)."""
 
+    async def reader_caught_up(self) -> None:
+        """Before work a stream's reader would hold back (steps, a checkpoint), once the events so far are out.
+
+        In process the stream itself holds the run (its reader asks for the next batch, or leaves). On
+        Temporal a streamed caller of the durable twin paces the run: this waits until it has read them
+        (``temporal/_workflow/pacing.py``).
+        """
+
     async def wait_for_input(self, engine: Engine) -> None:
         """Idle with nothing to do: return when input may have arrived or a request deadline passed."""
         raise NotImplementedError
@@ -626,6 +634,7 @@ class SuperstepDriver:
         self._takes_input = _overrides(host, "take_input")
         self._controls = host.controls
         self._looks_before = _overrides(host, "before_superstep")
+        self._paced = _overrides(host, "reader_caught_up")
         self._shows_status = _overrides(host, "on_status")
         self._tracks_commits = _overrides(host, "committed")
 
@@ -779,6 +788,8 @@ class SuperstepDriver:
                     yield self._flush()
                 return
             if engine.has_work() and self._entry_due:
+                if self._paced and self.checkpoint_every > 0:
+                    await host.reader_caught_up()
                 await self._entry_checkpoint()
             if self._looks_before:
                 await host.before_superstep(engine)
@@ -829,6 +840,8 @@ class SuperstepDriver:
             self._check_step_inputs(tasks, step)
             if self._out and self._pauses:
                 yield self._flush()
+            if self._paced and tasks:
+                await host.reader_caught_up()
             try:
                 outcomes = await host.run_steps(tasks, engine) if tasks else []
             except StepsInterrupted:
@@ -905,6 +918,8 @@ class SuperstepDriver:
             if checkpoint_due(engine.superstep, self.checkpoint_every):
                 if self._out and self._pauses:
                     yield self._flush()
+                if self._paced:
+                    await host.reader_caught_up()
                 try:
                     checkpoint_id = await host.save_checkpoint(engine, "auto")
                 except CheckpointStorageError as e:

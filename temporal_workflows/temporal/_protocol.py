@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 from pydantic_core import PydanticCustomError, to_json
@@ -79,6 +79,10 @@ __all__ = [
     "STATUS_SEARCH_ATTRIBUTE",
     "UPDATE_CHECKPOINT",
     "UPDATE_RESET",
+    "UPDATE_PACE",
+    "READER_TOPIC_PREFIX",
+    "READER_LAPSE",
+    "PaceInput",
     "UPDATE_RESPOND",
     "UPDATE_RESPOND_ALL",
     "MAX_RESPONSES_PER_UPDATE",
@@ -151,6 +155,17 @@ SIGNAL_RESET = "reset"
 ``{"checkpoint_id": ...}`` (back to a checkpoint); the run continues as new."""
 UPDATE_RESET = "reset_run"
 """Update with the same argument: returns once the reset is accepted, rejects an unknown checkpoint."""
+UPDATE_PACE = "pace"
+"""Update ``{"reader": ..., "action": "follow" | "release" | "stop"}`` (:class:`PaceInput`): a streamed caller of
+the durable twin says the run should go no further than it has read (``follow``), that it stopped following
+(``release``: the run goes on) or that it left the stream (``stop``: the run stays where its reader left it,
+and the caller cancels it there). Returns ``{"run_id", "paced"}``."""
+READER_TOPIC_PREFIX = "reader:"
+"""A topic (never published to) a paced reader adds to its stream polls, ``reader:<token>``: how the run tells its
+paced reader's polls (and the offset it has read to) from any other reader's."""
+READER_LAPSE = timedelta(seconds=30)
+"""A paced run waits no longer than this for a reader that has stopped polling: a caller that crashed (or was
+killed) leaves its run going on, as an unread stream of it would; the default step heartbeat timeout."""
 SIGNAL_DELIVER = "deliver"
 """Signal ``{"id": ..., "send": {...}}`` or ``{"id": ..., "respond": {...}}``: large input a client
 waits for. The run checks it as the update would and keeps the outcome for ``confirm_delivery``."""
@@ -419,6 +434,8 @@ class Carried(BaseModel):
     checkpoints: CarriedCheckpoints | None = None
     status: CarriedStatus | None = None
     stream: WorkflowStreamState | None = None
+    reader: str | None = None
+    """The reader pacing the run (:attr:`RunInput.reader`), if any: it goes on pacing the next execution."""
 
     @model_validator(mode="before")
     @classmethod
@@ -508,6 +525,9 @@ class RunInput:
     (the durable twin's ``run()``), ``None`` not said (``start_run``). Steps read it as
     ``ctx.is_streaming()``; ``AgentExecutor`` calls its model and yields outputs accordingly. A
     ``submit_responses`` update may change it for the supersteps that follow."""
+    reader: str | None = None
+    """A streamed caller's token (the durable twin's ``run(..., stream=True)``): the run goes no further than
+    this reader has read, as an in-process stream goes no further than its reader (``UPDATE_PACE``)."""
     invocation_kwargs: dict[str, Any] | None = None
     """Agent Framework's ``run(function_invocation_kwargs=..., client_kwargs=...)``, as plain JSON
     (``{"client_kwargs": {...}, ...}``): every step gets them (``ctx.invocation_kwargs``); ``AgentExecutor``
@@ -629,6 +649,15 @@ class RespondAllInput:
     """How the call that gives them reads the run from here on (:attr:`RunInput.stream`); ``None``: unchanged."""
     invocation_kwargs: dict[str, Any] | None = None
     """The call's invocation kwargs (:attr:`RunInput.invocation_kwargs`); ``None``: unchanged."""
+
+
+@dataclass
+class PaceInput:
+    """Argument of the ``pace`` update (:data:`UPDATE_PACE`)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+    reader: str
+    action: Literal["follow", "release", "stop"] = "follow"
 
 
 class SendInput(BaseModel):

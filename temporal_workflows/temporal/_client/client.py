@@ -65,6 +65,7 @@ from temporal_workflows.temporal._protocol import (
     QUERY_STATE,
     QUERY_STATUS,
     QUERY_TOPOLOGY,
+    READER_TOPIC_PREFIX,
     SIGNAL_CHECKPOINT,
     SIGNAL_CLOSE,
     SIGNAL_DELIVER,
@@ -75,6 +76,7 @@ from temporal_workflows.temporal._protocol import (
     UPDATE_CHECKPOINT,
     UPDATE_CONFIRM,
     UPDATE_INLINE_BYTES,
+    UPDATE_PACE,
     UPDATE_RESET,
     UPDATE_RESPOND,
     UPDATE_RESPOND_ALL,
@@ -85,6 +87,7 @@ from temporal_workflows.temporal._protocol import (
     Delivery,
     EventInput,
     ForkSource,
+    PaceInput,
     ResetRequest,
     RespondAllInput,
     RespondInput,
@@ -712,12 +715,23 @@ class RunHandle:
             allow_signature_mismatch=allow_signature_mismatch,
         )
 
+    async def pace(self, reader: str, action: Literal["follow", "release", "stop"] = "follow") -> dict[str, Any]:
+        """The run goes no further than ``reader`` has read (``follow``), goes on (``release``), or stays where
+        its reader left it for the caller to cancel (``stop``): the durable twin's streamed calls
+        (``temporal/_workflow/pacing.py``).
+
+        Returns ``{"run_id": the execution that took it, "paced": whether reader paces it}``.
+        """
+        _check_length("reader", reader, MAX_ID_CHARS)
+        return await self._update(UPDATE_PACE, PaceInput(reader, action))
+
     async def events(
         self,
         *,
         from_offset: int = 0,
         poll_cooldown: timedelta = timedelta(milliseconds=100),
         view: EventView = "live",
+        reader: str | None = None,
     ) -> AsyncIterator[WorkflowEvent]:
         """The run's events as they happen, from ``from_offset``; ends after the run closes.
 
@@ -740,22 +754,24 @@ class RunHandle:
                 done), in ``seq`` order; retry markers and items of failed
                 attempts never appear. Both views read the same stream, also
                 after the run has ended.
+            reader: Read as this reader (a run started or followed with it, see
+                :meth:`pace`): the run goes no further than this reader has read.
         """
         if self._client is None:
             raise RuntimeError("events() needs the Client: build the handle with RunHandle(handle, client)")
         if view not in ("live", "committed"):
             raise ValueError(f"view is 'live' or 'committed', not {view!r}")
-        reader = _LiveView() if view == "live" else _CommittedView()
+        viewer = _LiveView() if view == "live" else _CommittedView()
         stream = WorkflowStreamClient.create(self._client, self.id)
         offset, retries = from_offset, 0
+        # A pacing reader's polls also name it, by a topic nothing is published to (pacing.py).
+        topics = [EVENTS_TOPIC] if reader is None else [EVENTS_TOPIC, READER_TOPIC_PREFIX + reader]
         while True:
             try:
-                async for item in stream.subscribe(
-                    [EVENTS_TOPIC], offset, result_type=Envelope, poll_cooldown=poll_cooldown
-                ):
+                async for item in stream.subscribe(topics, offset, result_type=Envelope, poll_cooldown=poll_cooldown):
                     offset, retries = item.offset + 1, 0
                     for one in _events(item.data):
-                        for event in reader.feed(one):
+                        for event in viewer.feed(one):
                             yield event
                 return
             except RPCError as e:
@@ -794,6 +810,7 @@ async def fork(
     task_queue: str | None = None,
     allow_signature_mismatch: bool = False,
     stream: bool | None = None,
+    reader: str | None = None,
 ) -> RunHandle:
     """Start ``new_workflow_id`` from a checkpoint of ``source_workflow_id`` (time travel).
 
@@ -806,7 +823,8 @@ async def fork(
     ``allow_signature_mismatch``; an unknown checkpoint fails it with
     ``CheckpointNotFoundError``. The new run goes to the source's task queue
     unless ``task_queue`` says otherwise. ``stream`` is how the new run is read
-    (``RunInput.stream``; the durable twin's ``run(checkpoint_id=..., stream=...)``).
+    (``RunInput.stream``; the durable twin's ``run(checkpoint_id=..., stream=...)``), ``reader``
+    the reader it goes no further than (as for :func:`start_run`).
     """
     _check_length("checkpoint id", checkpoint_id, MAX_ID_CHARS)
     desc = await client.get_workflow_handle(source_workflow_id).describe()
@@ -814,7 +832,11 @@ async def fork(
     lineage = {"workflow_id": source_workflow_id, "checkpoint_id": checkpoint_id}
     handle = await client.start_workflow(
         graph,
-        RunInput(fork_from=ForkSource(source_workflow_id, checkpoint_id, allow_signature_mismatch), stream=stream),
+        RunInput(
+            fork_from=ForkSource(source_workflow_id, checkpoint_id, allow_signature_mismatch),
+            stream=stream,
+            reader=reader,
+        ),
         id=new_workflow_id,
         task_queue=task_queue or desc.task_queue,
         result_type=dict,
@@ -842,6 +864,7 @@ async def start_run(
     stream: bool | None = None,
     function_invocation_kwargs: Mapping[str, Any] | None = None,
     client_kwargs: Mapping[str, Any] | None = None,
+    reader: str | None = None,
 ) -> RunHandle:
     """Start a run of ``workflow`` (a built graph, or its name) with a start message.
 
@@ -865,6 +888,11 @@ async def start_run(
         function_invocation_kwargs, client_kwargs: As Agent Framework's
             ``run()`` takes them (plain JSON): every step gets them, and
             ``AgentExecutor`` passes them to its agent's tools and chat client.
+        reader: A token the caller reads the run's events under
+            (``RunHandle.events(reader=...)``): the run goes no further than
+            that reader has read, as an in-process stream goes no further than
+            its reader (the durable twin's ``run(..., stream=True)``;
+            ``temporal/_workflow/pacing.py``).
 
     Raises:
         PayloadTooLargeError: the start message is too large for one Temporal
@@ -897,6 +925,9 @@ async def start_run(
     kwargs = invocation_kwargs(function_invocation_kwargs, client_kwargs)
     if kwargs:
         arg["invocation_kwargs"] = kwargs
+    if reader is not None:
+        _check_length("reader", reader, MAX_ID_CHARS)
+        arg["reader"] = reader
     handle = await client.start_workflow(
         name, arg, id=id or f"{name}-{uuid.uuid4().hex[:12]}", task_queue=task_queue, result_type=dict
     )

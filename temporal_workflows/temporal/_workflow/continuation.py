@@ -75,6 +75,7 @@ class RunCarry:
         stream: Steps stream their events (``run(stream=True)``).
         invocation_kwargs: The run's invocation kwargs.
         subrun: A sub-workflow child's carried input, or ``None``.
+        reader: The reader pacing the run (``pacing.py``), or ``None``.
     """
 
     reset: ResetPlan | None
@@ -88,6 +89,7 @@ class RunCarry:
     stream: bool | None
     invocation_kwargs: dict[str, Any] | None
     subrun: SubWorkflowInput | None
+    reader: str | None = None
 
 
 class Continuation:
@@ -281,6 +283,7 @@ class Continuation:
             )
         carried.segment = now.segment + 1
         carried.lineage = now.lineage
+        carried.reader = now.reader
         carried.stream = self._stream_state()
         arg = RunInput(
             keep_alive=now.keep_alive,

@@ -39,6 +39,7 @@ from temporal_workflows.temporal._protocol import (
     SIGNAL_SEND_EVENT,
     UPDATE_CHECKPOINT,
     UPDATE_CONFIRM,
+    UPDATE_PACE,
     UPDATE_RESET,
     UPDATE_RESPOND,
     UPDATE_RESPOND_ALL,
@@ -90,6 +91,7 @@ UPDATES = (
     UPDATE_CHECKPOINT,
     UPDATE_RESET,
     UPDATE_CONFIRM,
+    UPDATE_PACE,
 )
 
 

@@ -101,6 +101,7 @@ from temporal_workflows.temporal._workflow.controls import ControlHandlers
 from temporal_workflows.temporal._workflow.handlers import InputHandlers
 from temporal_workflows.temporal._workflow.inbox import Inbox
 from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity, hold_stream_polls
+from temporal_workflows.temporal._workflow.pacing import ReaderPace, stream_offset
 from temporal_workflows.temporal._workflow.patches import (
     PATCH_CARRY_LATER,
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
@@ -230,8 +231,11 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self.patches = RunPatches()
         self._budget = TaskBudget()
         self.locals = LocalActivities()  # read by locals.execute_local_activity
-        # The stream's poll update is refused like ours while a local activity is in flight (locals.py).
-        hold_stream_polls(self._stream, self.locals)
+        # The reader a streamed call of the durable twin paces the run by (pacing.py).
+        self._pace = ReaderPace(carried.reader if carried else inp.reader, self._board.warn)
+        # The stream's poll update is refused like ours while a local activity is in flight (locals.py);
+        # its accepted polls tell how far a pacing reader has read.
+        hold_stream_polls(self._stream, self.locals, self._pace.polled)
         self._input_taken = (-1, 0)  # (workflow task, bytes of update input its validators let in)
         self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
         self._held_count = 0
@@ -376,6 +380,8 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
                 board=self._board,
                 continuation=self._continuation,
                 patches=self.patches,
+                pace=self._pace,
+                stream=self._stream,
                 run=RunControls(
                     closing=lambda: self._closing,
                     may_finish=self._may_finish,
@@ -458,6 +464,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             stream=steps.streaming if steps is not None else self._input.stream,
             invocation_kwargs=steps.invocation_kwargs if steps is not None else self._input.invocation_kwargs,
             subrun=carry_sub_workflow(self._sub_workflow, self._sub_workflow_known, self._sub_workflow_intermediate),
+            reader=self._pace.reader,
         )
 
     async def _continue_as_new(self, engine: Engine, *, may_postpone: bool = False) -> None:
@@ -496,9 +503,13 @@ class _TemporalHost(DriverHost):
         board: StatusBoard,
         continuation: Continuation,
         patches: RunPatches,
+        pace: ReaderPace,
+        stream: WorkflowStream,
         run: RunControls,
     ) -> None:
         self.steps = steps
+        self.pace = pace
+        self.stream = stream
         self.inbox = inbox
         self.checkpoints = checkpoints
         self.board = board
@@ -527,7 +538,12 @@ class _TemporalHost(DriverHost):
         if later.history_is_long() and not later.carry_later(engine) and not later.inbox_takes_first():
             await self.run.continue_as_new(engine, True)
 
+    async def reader_caught_up(self) -> None:
+        controls, run = self.controls, self.run
+        await self.pace.caught_up(stream_offset(self.stream), lambda: controls.reset is not None or run.closing())
+
     async def wait_for_input(self, engine: Engine) -> None:
+        self.pace.idle()  # the call that paced the run has read on to here, and returned
         inbox, controls, run = self.inbox, self.controls, self.run
         deadline = engine.next_deadline()
         timeout = max(0.0, deadline - workflow.now().timestamp()) if deadline is not None else None
