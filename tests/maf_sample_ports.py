@@ -1861,7 +1861,9 @@ class SanitizedEmailResult:
 
 
 @dataclass
-class Email:
+class Letter:
+    """The sample's ``Email`` (named apart from the switch-case sample's)."""
+
     recipient: str
     subject: str
     body: str
@@ -1941,10 +1943,10 @@ async def sub_workflow_request_interception(mod: Any, durable: Durable = in_proc
             self._approved_domains = approved_domains
             self._approved_recipients: set[str] = set()
             self._disapproved_recipients: set[str] = set()
-            self._pending_emails: dict[str, Email] = {}
+            self._pending_emails: dict[str, Letter] = {}
 
         @mod.handler  # type: ignore[misc]
-        async def run(self, email: Email, ctx: mod.WorkflowContext[Email | str, bool]) -> None:  # type: ignore[name-defined]
+        async def run(self, email: Letter, ctx: mod.WorkflowContext[Letter | str, bool]) -> None:  # type: ignore[name-defined]
             recipient = email.recipient
             if recipient in self._approved_recipients:
                 print(f"Recipient '{recipient}' has been previously approved.")
@@ -1975,7 +1977,7 @@ async def sub_workflow_request_interception(mod: Any, durable: Durable = in_proc
         async def handle_validation_result(
             self,
             result: SanitizedEmailResult,
-            ctx: mod.WorkflowContext[Email, bool],  # type: ignore[name-defined]
+            ctx: mod.WorkflowContext[Letter, bool],  # type: ignore[name-defined]
         ) -> None:
             email = self._pending_emails.pop(result.original)
             email.recipient = result.sanitized  # Use the sanitized email address
@@ -1990,7 +1992,7 @@ async def sub_workflow_request_interception(mod: Any, durable: Durable = in_proc
 
     class EmailDelivery(mod.Executor):  # type: ignore[misc,name-defined]
         @mod.handler  # type: ignore[misc]
-        async def handle(self, email: Email, ctx: mod.WorkflowContext[Never, bool]) -> None:  # type: ignore[name-defined]
+        async def handle(self, email: Letter, ctx: mod.WorkflowContext[Never, bool]) -> None:  # type: ignore[name-defined]
             print(f"Sending email to '{email.recipient}' with subject '{email.subject}'")
             await asyncio.sleep(0)  # the sample's 1 s of "network delay"
             print(f"Email sent to '{email.recipient}' successfully.")
@@ -2009,12 +2011,12 @@ async def sub_workflow_request_interception(mod: Any, durable: Durable = in_proc
         .build()
     )
     test_emails = [
-        Email(recipient="user1@example.com", subject="Hello User1", body="This is a test email."),
-        Email(recipient=" user2@invalid", subject="Hello User2", body="This is a test email."),
-        Email(recipient="  user3@company.com  ", subject="Hello User3", body="This is a test email."),
-        Email(recipient="user4@unknown.com", subject="Hello User4", body="This is a test email."),
-        Email(recipient="user1@example.com", subject="Hello User1", body="This is a test email."),
-        Email(recipient=" user2@invalid", subject="Hello User2", body="This is a test email."),
+        Letter(recipient="user1@example.com", subject="Hello User1", body="This is a test email."),
+        Letter(recipient=" user2@invalid", subject="Hello User2", body="This is a test email."),
+        Letter(recipient="  user3@company.com  ", subject="Hello User3", body="This is a test email."),
+        Letter(recipient="user4@unknown.com", subject="Hello User4", body="This is a test email."),
+        Letter(recipient="user1@example.com", subject="Hello User1", body="This is a test email."),
+        Letter(recipient=" user2@invalid", subject="Hello User2", body="This is a test email."),
     ]
     for email in test_emails:
         print(f"\nProcessing email to '{email.recipient}'")

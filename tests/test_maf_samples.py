@@ -25,7 +25,7 @@ checkpoint/checkpoint_with_resume              test_maf_programs / test_maf_prog
 checkpoint/sub_workflow_checkpoint             here / test_maf_samples_temporal
 composition/sub_workflow_basics                test_maf_subworkflow_samples, both hosts (maf_ports/text_processing)
 composition/sub_workflow_parallel_requests     test_maf_subworkflow_samples, both hosts (maf_ports/resource_requests)
-composition/sub_workflow_request_interception  here / test_maf_samples_temporal (the caller's own ``Email``: docs/maf.md)
+composition/sub_workflow_request_interception  here / test_maf_samples_temporal (the caller's ``Email``: docs/maf.md)
 =============================================  =====================================================================
 
 The agent samples, each with a ``ScriptedChatClient`` (``agents/testing.py``) in
