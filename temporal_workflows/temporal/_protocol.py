@@ -933,6 +933,8 @@ class StepInput:
     """How the run is read (``ctx.is_streaming()``, :attr:`RunInput.stream`); ``None``: not said."""
     invocation_kwargs: dict[str, Any] | None = None
     """The run's ``function_invocation_kwargs`` / ``client_kwargs`` (:attr:`RunInput.invocation_kwargs`)."""
+    share: bool = False
+    """The workflow reads a result whose long repeated strings are recorded once (``_wire._share``)."""
 
 
 @dataclass

@@ -335,7 +335,7 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
             follows = e.__cause__ if e.__cause__ is not None or e.__suppress_context__ else e.__context__
             raise named.with_traceback(e.__traceback__) from follows
         await live.close()
-        return encode_step_result(result, task, fan_in_groups)
+        return encode_step_result(result, task, fan_in_groups, share=inp.share)
 
     step.__name__ = step.__qualname__ = f"step_{graph.name}_{executor_id}".replace("-", "_")
     return activity.defn(name=step_activity_name(graph.name or "", executor_id))(step)

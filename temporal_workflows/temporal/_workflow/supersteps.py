@@ -310,7 +310,14 @@ class StepRunner:
             signature = self.topology.signature_hash[:SIGNATURE_PREFIX]
             arg = encode_step_input(
                 StepInput(
-                    task, self.state_version, inline, self.epoch, signature, self.streaming, self.invocation_kwargs
+                    task,
+                    self.state_version,
+                    inline,
+                    self.epoch,
+                    signature,
+                    self.streaming,
+                    self.invocation_kwargs,
+                    share=True,  # this workflow reads results whose repeated long strings go once (_wire.py)
                 )
             )
             # "<superstep>.<index>.<executor>" is what the Web UI lists, so a step
