@@ -39,7 +39,7 @@ from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoin
 from temporal_workflows._engine.driver import pending_request_from_json
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
-from temporal_workflows._errors import RunBusyError, WorkflowRunError, peer_error
+from temporal_workflows._errors import RunBusyError, RunClosedError, WorkflowRunError, peer_error
 from temporal_workflows._events import (
     ExecutorFailedEvent,
     RequestInfoEvent,
@@ -382,10 +382,13 @@ class RunHandle:
                 if not isinstance(e, RPCError) or e.status != RPCStatusCode.NOT_FOUND:
                     raise
                 can_attempts += 1
+                try:
+                    desc = await self._latest.describe()
+                except RPCError:
+                    raise e from None  # no run of this id at all
+                if desc.status != WorkflowExecutionStatus.RUNNING and desc.status is not None:
+                    raise RunClosedError(closed_run_message(self.id, desc.status)) from e
                 if can_attempts >= _CAN_RETRIES:
-                    raise
-                desc = await self._latest.describe()
-                if desc.status != WorkflowExecutionStatus.RUNNING:
                     raise
                 await asyncio.sleep(0.05 * 2 ** (can_attempts - 1))  # the new execution is being created
 
@@ -782,6 +785,24 @@ class RunHandle:
                     raise
                 await asyncio.sleep(min(1.0, 0.05 * 2**retries))
                 retries += 1
+
+
+_CLOSED = {
+    WorkflowExecutionStatus.COMPLETED: "has completed",
+    WorkflowExecutionStatus.FAILED: "has failed",
+    WorkflowExecutionStatus.CANCELED: "was cancelled",
+    WorkflowExecutionStatus.TERMINATED: "was terminated",
+    WorkflowExecutionStatus.TIMED_OUT: "timed out",
+}
+
+
+def closed_run_message(workflow_id: str, status: WorkflowExecutionStatus) -> str:
+    """What input for a closed run is told: the run exists, and how it ended."""
+    ended = _CLOSED.get(status, f"is closed ({status.name.lower()})")
+    return (
+        f"run {workflow_id!r} {ended}: it takes no more input (answers, messages, checkpoints, resets); its "
+        "checkpoints can still be listed and forked into a new run"
+    )
 
 
 def _graph_name(workflow: Workflow | str) -> str:
