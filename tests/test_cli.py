@@ -343,6 +343,46 @@ async def test_dev_takes_the_next_free_port_says_so_and_keeps_the_documented_dat
             server.lock.close()
 
 
+async def test_a_restarted_dev_keeps_its_port_or_says_where_it_went(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A second shell exported the address the first ``dev`` printed: a restart takes that port again even when
+    the default has come free, and when it cannot, it prints the new ``export TEMPORAL_ADDRESS=...``."""
+    from temporal_workflows._cli import _worker
+
+    db = tmp_path / ".temporal" / "dev.sqlite"
+    monkeypatch.setattr(_worker, "DEFAULT_DB", str(db))
+    free = [p for p in range(20000, 21000) if port_free(p) and port_free(p + 1)]
+    default = free[0]
+    monkeypatch.setattr(_worker, "DEFAULT_DEV_PORT", default)
+    monkeypatch.setattr(_worker, "DEFAULT_UI_PORT", free[-1])
+
+    async def started() -> tuple[int, tuple[str, ...]]:
+        server = await _worker.start_dev(None, None, None)
+        try:
+            return int(server.address.rsplit(":", 1)[1]), server.notes
+        finally:
+            await server.env.shutdown()
+            assert server.lock is not None
+            server.lock.close()
+
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", default))
+        holder.listen()
+        first, notes = await started()  # the default is taken: the next free one, said
+        assert first != default and any(f"export TEMPORAL_ADDRESS=127.0.0.1:{first}" in n for n in notes)
+    again, notes = await started()  # the default is free now: the same port as last time, said again
+    assert again == first and any(f"export TEMPORAL_ADDRESS=127.0.0.1:{first}" in n for n in notes), notes
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the server just left it (TIME_WAIT)
+        holder.bind(("127.0.0.1", first))
+        holder.listen()
+        moved, notes = await started()  # last time's port is taken now: where it went, and the export line
+    assert moved == default
+    assert any(f"not on {first}" in n and f"export TEMPORAL_ADDRESS=127.0.0.1:{default}" in n for n in notes), notes
+
+
 def test_without_the_temporal_cli_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     monkeypatch.setenv("PATH", str(tmp_path))
