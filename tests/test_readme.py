@@ -50,8 +50,9 @@ _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*([\w-]+)\s*:\s*(.*?)\s*-->$")
 _START = re.compile(r"^start ([\w.]+:\w+) as ([\w-]+) with (\{.*\})$")
 _WORKER = re.compile(r"^[\w.]+:\w+( [\w.]+:\w+)*$")
-EXTRAS = "dev-server,testing,agents,llama-runtime"
-"""What the README has the reader install (with pytest and pytest-asyncio for the test example)."""
+EXTRAS = "all"
+"""What the README has the reader install first, one line for everything (with pytest and pytest-asyncio for the
+test example): ``test_the_readme_installs_everything_in_one_line`` keeps the two the same."""
 
 
 @dataclass
@@ -310,6 +311,20 @@ async def test_the_snippet_runs_as_written(snippet: Snippet, client: Client, rea
         code, out, err = await _run(reader, reader.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", script.name)
         assert code == 0, out + err
         assert "warning" not in out.lower(), out
+
+
+def test_the_readme_installs_everything_in_one_line() -> None:
+    """The set-up's one ``pip install`` names ``[all]``, and ``[all]`` holds every extra a later section uses."""
+    import tomllib
+
+    text = README.read_text()
+    first = re.search(r"^pip install '([\w-]+)\[([\w,-]+)\]'", text, re.M)
+    assert first is not None and first.group(2) == EXTRAS
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    everything = set(re.findall(r"temporal-workflows\[([\w,-]+)\]", extras["all"][0])[0].split(","))
+    named = set(re.findall(r"the `([\w-]+)` extra, in `\[all\]`", text))
+    assert named and named <= everything, named - everything
+    assert {"dev-server", "testing", "console", "agents", "llama-runtime", "otlp"} <= everything
 
 
 def test_the_readme_shows_no_checkout_only_command_first() -> None:
