@@ -10,6 +10,8 @@ lines, exit with a non-zero code, and show no traceback (``--debug`` shows it).
 from __future__ import annotations
 
 import io
+import os
+import re
 import json
 import socket
 import subprocess
@@ -199,6 +201,37 @@ def test_the_html_page_draws_the_graph_with_nothing_installed(tmp_path: Path) ->
     assert page.startswith("<!doctype html>") and '<pre class="mermaid">' in page and "mermaid.initialize" in page
     assert "flowchart TD" in page and "planner" in page
     assert sorted(p.name for p in tmp_path.iterdir()) == ["research.html"]
+    # Mermaid is in the page (the console's vendored copy), not fetched from a CDN: it draws offline.
+    assert re.search(r"<script[^>]*\bsrc=", page) is None and "import mermaid from" not in page
+    assert 'globalThis["mermaid"]' in page
+
+
+async def test_the_html_page_draws_in_a_browser_with_no_network(tmp_path: Path) -> None:
+    import shutil
+
+    chromium = os.environ.get("TW_CHROMIUM", "/usr/bin/chromium")
+    if not Path(chromium).exists() and shutil.which("chromium") is None:
+        pytest.skip(f"no Chromium at {chromium} (apt-get install chromium)")
+    playwright = pytest.importorskip("playwright.async_api")
+    run = cli("graph", "examples.research:workflow", "--format", "html", "-o", "research.html", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    async with playwright.async_playwright() as p:
+        browser = await p.chromium.launch(
+            executable_path=chromium if Path(chromium).exists() else shutil.which("chromium"),
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            page = await browser.new_page()
+            requests: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
+            await page.route("http*://**", lambda route: route.abort())  # no network at all
+            await page.goto((tmp_path / "research.html").as_uri())
+            svg = page.locator("pre.mermaid svg")
+            await svg.wait_for(timeout=30_000)
+            assert "planner" in await svg.text_content()
+            assert [u for u in requests if not u.startswith(("file:", "data:"))] == []
+        finally:
+            await browser.close()
 
 
 def test_a_picture_drawn_leaves_only_the_picture(tmp_path: Path) -> None:
