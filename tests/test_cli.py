@@ -10,9 +10,9 @@ lines, exit with a non-zero code, and show no traceback (``--debug`` shows it).
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
-import json
 import socket
 import subprocess
 import sys
