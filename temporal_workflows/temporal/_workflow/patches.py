@@ -41,6 +41,7 @@ __all__ = [
     "PATCHES_BUNDLE_2",
     "PATCH_RESTORE_SUPERSTEP",
     "PATCH_SENDER_ORDER",
+    "PATCH_CARRY_PAYS",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_CHILD_START",
@@ -180,7 +181,13 @@ PATCH_SENDER_ORDER = "one-sender-in-order"
 one executor in a superstep one after another, in the order sent, as Agent Framework delivers them
 (``_engine/order.py``; not for executors with ``ExecutorOptions(concurrent=True)``)."""
 
-LATER = (PATCH_RESTORE_SUPERSTEP, PATCH_SENDER_ORDER)
+PATCH_CARRY_PAYS = "continue-as-new-when-it-pays"
+"""Runs recorded before this continued as new whenever Temporal suggested it; newer ones postpone a suggested
+continue-as-new while what it would carry (the engine snapshot, recorded twice: in the closing execution's last
+event and the next one's first) is more than a quarter of the history it would leave behind, and history is
+below the postponement limits (``Continuation.worth_continuing``)."""
+
+LATER = (PATCH_RESTORE_SUPERSTEP, PATCH_SENDER_ORDER, PATCH_CARRY_PAYS)
 """Patches made after :data:`PATCHES_BUNDLE`: what :data:`PATCHES_BUNDLE_2` adds to it."""
 
 PATCHES_BUNDLE_2 = "patches-2"

@@ -350,6 +350,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         cps.setup = pinned.checkpoints or CheckpointSetup()
         self._payload_limit = pinned.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
         self._continuation.max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
+        self._continuation.explicit_max_events = inp.max_history_events is not None
         steps = self._steps = StepRunner(
             topology, pinned.step_options or {}, epoch=self._epoch, budget=self._budget, notice=self._board.warn
         )
@@ -535,7 +536,12 @@ class _TemporalHost(DriverHost):
 
     async def before_superstep(self, engine: Engine) -> None:
         later = self.continuation
-        if later.history_is_long() and not later.carry_later(engine) and not later.inbox_takes_first():
+        if (
+            later.history_is_long()
+            and later.worth_continuing(engine)
+            and not later.carry_later(engine)
+            and not later.inbox_takes_first()
+        ):
             await self.run.continue_as_new(engine, True)
 
     async def reader_caught_up(self) -> None:
