@@ -75,9 +75,9 @@ def _fold(node: Any) -> Any:
             if out is node:
                 out = dict(node)
             out[key] = new
-    if out.get("type") == "function_result" and isinstance(result := out.get("result"), str):
-        if out.get("items") == [_text_item(result)]:
-            out = {**out, "items": RESULT_ITEMS}
+    result = out.get("result")
+    if out.get("type") == "function_result" and isinstance(result, str) and out.get("items") == [_text_item(result)]:
+        out = {**out, "items": RESULT_ITEMS}
     return out
 
 
