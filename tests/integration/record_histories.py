@@ -10,6 +10,7 @@ recorded by older versions stay, so the replay tests keep checking them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import sys
@@ -137,6 +138,51 @@ async def drive_concurrent_updates(client: Client, workflow_id: str, queue: str)
     return handle
 
 
+async def drive_in_send_order(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """One sender's three messages to one executor, handled one after another (patch one-sender-in-order)."""
+    from tests.conformance import scenarios
+
+    handle = await start_run(client, scenarios.in_send_order, 3, id=workflow_id, task_queue=queue)
+    await handle.result()
+    return handle
+
+
+async def drive_restore_superstep(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """A waiting run reset to its request's checkpoint runs a superstep with nothing to deliver, then is
+    answered (patch superstep-after-restore; the execution after the reset is recorded)."""
+    from tests.conformance import scenarios
+
+    handle = await start_run(client, scenarios.paused, "bees", id=workflow_id, task_queue=queue, checkpoint_every=1)
+    while not await handle.pending_requests():
+        await asyncio.sleep(0.05)
+    asked = next(c for c in await handle.checkpoints() if c["superstep"] == 1)
+    await handle.reset(checkpoint_id=asked["checkpoint_id"])
+    while not (pending := await handle.pending_requests()) or (await handle.status())["superstep"] < 2:
+        await asyncio.sleep(0.05)
+    await handle.respond(pending[0].request_id, scenarios.Answer(text="hum"))
+    await handle.result()
+    return handle
+
+
+async def drive_paced_stream(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """A streamed call of the durable twin paces its run, leaves the stream after superstep 2, and the run is
+    cancelled where its reader left it (pacing.py)."""
+    from temporal_workflows.events import SuperStepCompletedEvent
+    from tests.conformance import scenarios
+
+    twin = scenarios.resumable.on_temporal(client, id=workflow_id, task_queue=queue)
+    events = twin.run(scenarios.Count(n=1, upto=6), stream=True)
+    async for ev in events:
+        if isinstance(ev, SuperStepCompletedEvent) and ev.superstep == 2:
+            break
+    await events.aclose()  # type: ignore[attr-defined]
+    handle = twin.handle
+    assert handle is not None
+    with contextlib.suppress(Exception):
+        await handle.result()
+    return handle
+
+
 FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "research": lambda c, i, q: drive_example(c, "research", i, q),
     "counter_loop": lambda c, i, q: drive_example(c, "counter_loop", i, q),
@@ -148,7 +194,14 @@ FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "concurrent_updates": drive_concurrent_updates,
     # The same run once runs keep their graph's shape with the pinned topology (the ``topology`` query).
     "subworkflow_nested_shape": drive_subworkflow,
+    # Issue #39: the patches-2 bundle's behaviours.
+    "in_send_order": drive_in_send_order,
+    "restore_superstep": drive_restore_superstep,
+    "paced_stream": drive_paced_stream,
 }
+
+LAST_EXECUTION = {"restore_superstep"}
+"""Flows whose last execution is recorded (the one after a reset), not their first."""
 
 
 async def main(names: list[str]) -> None:
@@ -171,7 +224,8 @@ async def main(names: list[str]) -> None:
             for name in names or list(FLOWS):
                 handle = await FLOWS[name](client, f"recorded-{name}", "record")
                 # The first execution: for a run that continued as new, the part with the switch.
-                first = client.get_workflow_handle(handle.id, run_id=handle.handle.first_execution_run_id)
+                run_id = None if name in LAST_EXECUTION else handle.handle.first_execution_run_id
+                first = client.get_workflow_handle(handle.id, run_id=run_id)
                 history = await first.fetch_history()
                 path = HISTORIES / f"{name}.json"
                 path.write_text(json.dumps(history.to_json_dict(), indent=1))
