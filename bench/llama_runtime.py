@@ -1,14 +1,13 @@
 # mypy: disable-error-code="attr-defined"
-"""LlamaIndex's own ``workflows`` on ``TemporalRuntime``, beside ``temporal_workflows.llama`` on Temporal.
+"""LlamaIndex's own ``workflows`` on ``TemporalRuntime``, per step.
 
     python -m bench --only llama-runtime           # a dev server of its own
     python -m bench --only llama-runtime --quick   # one repetition, to check it runs
 
-The same two programs (``bench.llama.make``: a 20-step chain, and a 50-way ``send_event`` fan-out
-joined by ``collect_events``) run twice on one dev server: written against LlamaIndex's ``workflows``
-and run by ``TemporalRuntime`` (LlamaIndex's loop as workflow code), and written against
-``temporal_workflows.llama`` and run on this project's engine (the import-swap front end). Reported per
-step: wall ms and history bytes, medians, and their ratio (target: within 1.2x).
+Two programs (``bench.llama.make``: a 20-step chain, and a 50-way ``send_event`` fan-out joined by
+``collect_events``), written against LlamaIndex's ``workflows``, run on one dev server by
+``TemporalRuntime`` (LlamaIndex's loop as workflow code). Reported per step: wall ms and history bytes,
+medians.
 
 With ``llama-agents-dbos`` installed (the ``llama-bench`` extra), the same programs also run on its own
 ``DBOSRuntime`` over a fresh SQLite file: wall ms and the database's growth per step.
@@ -22,16 +21,10 @@ import os
 import shutil
 import sys
 import tempfile
-import uuid
 from typing import Any
 
-from temporalio.client import Client
-from temporalio.worker import Worker
-
-from temporal_workflows._graph.workflow import as_graph_workflow
-
-from .llama import CHAIN_LENGTH, FAN_WIDTH, _llamaindex, _ours, make, report_main
-from .measure import Sample, history_bytes, ratio, timed
+from .llama import CHAIN_LENGTH, FAN_WIDTH, _llamaindex, make, report_main
+from .measure import Sample, history_bytes, timed
 
 __all__ = ["main", "measure"]
 
@@ -39,19 +32,12 @@ TASK_QUEUE = "bench-llama-runtime"
 
 
 async def measure(address: str, reps: int, timeout: float = 300.0) -> dict[str, Any]:
-    from temporal_workflows.llama import TemporalRuntime, start_run
-    from temporal_workflows.temporal import ConnectionConfig, TemporalWorkflowsPlugin
+    from temporal_workflows.llama import TemporalRuntime
+    from temporal_workflows.temporal import ConnectionConfig
 
     llamaindex = _llamaindex()
     if llamaindex is None:
         raise RuntimeError("llama-index-workflows is not installed (pip install 'temporal-workflows[llama-runtime]')")
-    ours_api = make(_ours())
-    chain = ours_api["loop"](timeout=600, name="bench_llama_runtime_chain")
-    chain.bench_steps = CHAIN_LENGTH
-    fan = ours_api["fan"](timeout=600, name="bench_llama_runtime_fan")
-    client = await Client.connect(
-        address, plugins=[TemporalWorkflowsPlugin([as_graph_workflow(chain), as_graph_workflow(fan)])]
-    )
     rt = TemporalRuntime(worker=True, task_queue=f"{TASK_QUEUE}-rt", connection=ConnectionConfig(address=address))
     li_api = make(llamaindex)
     li_chain = li_api["loop"](timeout=600, runtime=rt)
@@ -65,41 +51,30 @@ async def measure(address: str, reps: int, timeout: float = 300.0) -> dict[str, 
                 setattr(sys.modules[event_type.__module__], event_type.__name__, event_type)
     rt_client = await rt.client()
 
-    shapes = {"chain": (CHAIN_LENGTH, chain, li_chain), "fan": (FAN_WIDTH, fan, li_fan)}
-    samples = {(shape, v): Sample() for shape in shapes for v in ("runtime", "engine")}
+    shapes = {"chain": (CHAIN_LENGTH, li_chain), "fan": (FAN_WIDTH, li_fan)}
+    samples = {shape: Sample() for shape in shapes}
 
-    async def once(shape: str, variant: str) -> None:
-        steps, engine_wf, runtime_wf = shapes[shape]
+    async def once(shape: str, *, kept: bool = True) -> None:
+        steps, runtime_wf = shapes[shape]
         with timed() as t:
-            if variant == "engine":
-                wid = f"bench-lr-{shape}-{uuid.uuid4().hex[:10]}"
-                run = await start_run(client, engine_wf, id=wid, task_queue=TASK_QUEUE)
-                await asyncio.wait_for(run.result(), timeout)
-            else:
-                handler = runtime_wf.run()
-                await asyncio.wait_for(handler, timeout)
-        # Each history is fetched after its run's time is taken (the engine's was timed with its fetch).
-        if variant == "engine":
-            history = await run.run.handle.fetch_history()
-        else:
-            history = await rt_client.get_workflow_handle(handler.run_id).fetch_history()
-        samples[(shape, variant)].add(wall_ms=t.wall * 1e3 / steps, bytes=history_bytes(history) / steps)
+            handler = runtime_wf.run()
+            await asyncio.wait_for(handler, timeout)
+        # The history is fetched after the run's time is taken.
+        history = await rt_client.get_workflow_handle(handler.run_id).fetch_history()
+        if kept:
+            samples[shape].add(wall_ms=t.wall * 1e3 / steps, bytes=history_bytes(history) / steps)
 
-    async with Worker(client, task_queue=TASK_QUEUE):
-        for shape in shapes:
-            await once(shape, "engine")  # warm-up
-            await once(shape, "runtime")
-            for rep in range(reps):
-                for variant in ("engine", "runtime") if rep % 2 == 0 else ("runtime", "engine"):
-                    await once(shape, variant)
+    for shape in shapes:
+        await once(shape, kept=False)  # warm-up
+        for _ in range(reps):
+            await once(shape)
     await rt.destroy()
     dbos = await _measure_dbos(reps)
     out: dict[str, Any] = {"chain_steps": CHAIN_LENGTH, "fan_width": FAN_WIDTH, "dbos": dbos}
     for shape in shapes:
         for metric in ("wall_ms", "bytes"):
-            r = samples[(shape, "runtime")].median(metric)
-            e = samples[(shape, "engine")].median(metric)
-            out[f"{shape}_{metric}"] = {"runtime": round(r, 3), "engine": round(e, 3), "ratio": ratio(r, e)}
+            r = samples[shape].median(metric)
+            out[f"{shape}_{metric}"] = {"runtime": round(r, 3)}
             if isinstance(dbos, dict):
                 out[f"{shape}_{metric}"]["dbos"] = dbos[f"{shape}_{metric}"]
     return out
@@ -154,18 +129,17 @@ async def _measure_dbos(reps: int) -> dict[str, float] | str:
 
 def _table(details: dict[str, Any]) -> str:
     lines = [
-        "| per step | TemporalRuntime (LlamaIndex's loop) | temporal_workflows.llama on Temporal | ratio "
-        "| llama-agents-dbos on SQLite |",
-        "|---|---:|---:|---:|---:|",
+        "| per step | TemporalRuntime (LlamaIndex's loop) | llama-agents-dbos on SQLite |",
+        "|---|---:|---:|",
     ]
     labels = {"chain": f"chain of {CHAIN_LENGTH}", "fan": f"{FAN_WIDTH}-way send_event + collect_events"}
     for shape, label in labels.items():
         for metric, name in (("wall_ms", "wall ms"), ("bytes", "history bytes (DBOS: SQLite growth)")):
             m = details[f"{shape}_{metric}"]
             dbos = f"{m['dbos']:,.2f}" if "dbos" in m else "-"
-            lines.append(f"| {label}: {name} | {m['runtime']:,.2f} | {m['engine']:,.2f} | {m['ratio']} | {dbos} |")
+            lines.append(f"| {label}: {name} | {m['runtime']:,.2f} | {dbos} |")
     if not isinstance(details["dbos"], dict):
-        lines.append(f"| llama-agents-dbos on SQLite | {details['dbos']} | | | |")
+        lines.append(f"| llama-agents-dbos on SQLite | {details['dbos']} | |")
     return "\n".join(lines)
 
 

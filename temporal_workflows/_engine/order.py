@@ -15,8 +15,7 @@ order is of running, not of seeing each other's writes.
 
 An executor whose ``ExecutorOptions(concurrent=True)`` says its messages may
 be handled side by side (a wide fan-out through one edge: thousands of items
-for one worker executor) is left out, and so are LlamaIndex graphs, whose steps
-run as their events arrive (``Topology.arrival_order``).
+for one worker executor) is left out.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ def predecessors(topology: Topology, tasks: Sequence[StepTask], concurrent: Coll
     Messages from outside the run (no sender), fan-ins, batches and responses
     start at once.
     """
-    if topology.arrival_order or len(tasks) < 2:
+    if len(tasks) < 2:
         return None
     last: dict[tuple[str, str], int] = {}
     after: list[int | None] = [None] * len(tasks)
