@@ -20,6 +20,8 @@ JSON routes (all behind :class:`~._console.gate.Gate`):
   the one the run keeps of the graph it pinned (its ``topology`` query), else that of the graph given with
   ``--workflow``, else none and ``picture_note`` saying why.
 - ``GET /api/runs/{id}/events``: the run's events over SSE, batched.
+- ``GET /api/runs/{id}/timeline``: supersteps by executors with times, attempts and workers, from the run's
+  history (``timeline.py``).
 - ``GET /api/schedules``: the namespace's schedules (``schedule_json``: id,
   graph, calendar, paused, next and recent runs); a run a schedule started
   says so in ``GET /api/runs/{id}`` (``scheduled_by``, Temporal's
@@ -70,6 +72,7 @@ from temporal_workflows._console.codec import BodyRefused, codec_routes, read_bo
 from temporal_workflows._console.gate import AG_UI_PREFIX, Gate
 from temporal_workflows._console.guard import COOKIE_NAME, Guard
 from temporal_workflows._console.server import Limits
+from temporal_workflows._console.timeline import timeline_route
 from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._engine.inbound import CONCURRENT_INPUT
 from temporal_workflows._errors import WorkflowError
@@ -264,6 +267,12 @@ def make_app(
         if not run_id or len(run_id) > MAX_ID_CHARS:
             raise _Refused(400, f"a workflow id of 1 to {MAX_ID_CHARS} characters")
         return get_run(await client(), run_id)
+
+    def run_id_of(request: Request) -> str:
+        run_id = str(request.path_params["run_id"])
+        if not run_id or len(run_id) > MAX_ID_CHARS:
+            raise _Refused(400, f"a workflow id of 1 to {MAX_ID_CHARS} characters")
+        return run_id
 
     async def body_json(request: Request) -> dict[str, Any]:
         try:
@@ -578,6 +587,7 @@ def make_app(
         Route("/api/runs", guarded(runs)),
         Route("/api/schedules", guarded(schedules)),
         Route("/api/runs/{run_id:path}/events", guarded(events)),
+        Route("/api/runs/{run_id:path}/timeline", guarded(timeline_route(client, run_id_of))),
         Route("/api/runs/{run_id:path}/requests/{request_id}", guarded(answer), methods=["POST"]),
         Route("/api/runs/{run_id:path}/reset", guarded(reset), methods=["POST"]),
         Route("/api/runs/{run_id:path}/fork", guarded(fork), methods=["POST"]),

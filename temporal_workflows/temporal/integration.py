@@ -29,7 +29,7 @@ from temporal_workflows.temporal._codec import (
     KEY_ID_METADATA,
 )
 from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE, RunInput, step_activity_name
-from temporal_workflows.temporal._tracing import flush_tracing
+from temporal_workflows.temporal._telemetry.config import flush_tracing
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES
 from temporal_workflows.temporal._worker.versioning import build_id_for
 from temporal_workflows.temporal._workflow.workflow import GraphWorkflow

@@ -1,5 +1,6 @@
 // The console's page: runs (#/), a run (#/run/<id>), start a run (#/start). Plain ES modules, no build step.
 import { el, schemaForm } from "./form.js";
+import { timelinePanel } from "./timeline.js";
 
 const main = document.getElementById("main");
 let info = null;
@@ -196,12 +197,14 @@ function runView(runId) {
   const log = el("div", { class: "log", id: "events" });
   const eventsCount = el("span", { class: "muted", id: "events-count" }, "0 events");
   const superstepText = el("span", { class: "muted", id: "superstep" });
+  const timeline = timelinePanel(runId, api);
   main.replaceChildren(
     header,
     el("div", { class: "grid" },
       el("div", {},
         el("section", { class: "card" }, el("h2", {}, "Graph ", superstepText), graphBox, legend),
         el("section", { class: "card" }, el("h2", {}, "Requests"), requestsBox),
+        el("section", { class: "card" }, el("h2", {}, "Timeline"), timeline.element),
         sendCard(runId),
         el("section", { class: "card" }, el("h2", {}, "Live output"), streamBox),
         el("section", { class: "card" }, el("h2", {}, "Events ", eventsCount), log)),
@@ -287,6 +290,7 @@ function runView(runId) {
     outputsBox.replaceChildren(st && st.outputs && st.outputs.length ? st.outputs.map(pretty) : el("p", { class: "muted" }, "None yet."));
     stateBox.replaceChildren(run.state && !run.state.unavailable ? pretty(run.state) : el("p", { class: "muted" }, run.state && run.state.unavailable ? run.state.unavailable : "Empty."));
     renderCheckpoints(run.checkpoints, run.temporal_status === "running");
+    timeline.refresh();
   }
   function scheduleRefresh() {
     clearTimeout(refreshTimer);

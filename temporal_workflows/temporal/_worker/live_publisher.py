@@ -146,6 +146,8 @@ class LivePublisher:
         """Consecutive batches the server did not accept (backpressure is off while it is not zero)."""
         self._closed = False
         self.batches = 0
+        self.published = 0
+        """Events the run's stream has accepted (the ``live_events.published`` metric)."""
         """Signals sent (for tests and measurements)."""
         self.largest_batch = 0
         """Bytes of the largest batch sent, as :func:`wire_size` counts them (for tests and measurements)."""
@@ -244,6 +246,7 @@ class LivePublisher:
         # The stream client sends its whole buffer as one signal (and keeps it to send again if that fails):
         # it never holds more than this one batch.
         await client.flush()
+        self.published += self._unconfirmed
         self._unconfirmed = 0
         self._failures = 0
         self.batches += 1
