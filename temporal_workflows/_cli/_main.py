@@ -676,7 +676,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     )
     if args.command in ("codec-server", "console"):
         try:
-            code = _codec_server(args) if args.command == "codec-server" else run_console(args, _stdout())
+            code = _codec_server(args) if args.command == "codec-server" else run_console(args, _stdout(), prog)
         except CliError as e:
             _report(e, "temporal-workflows")
             code = e.code

@@ -1,4 +1,4 @@
-// The run page's timeline: supersteps by executors as bars (/api/runs/<id>/timeline, read from the run's history).
+// The run page's timeline: supersteps by executors as bars (/api/run/timeline?id=<id>, so any id reaches its own run; read from the run's history).
 // Each step's bar runs from when it was scheduled to when it ended; its darker part is its last attempt, and its
 // label says how long it took, how many attempts, and which worker (<pid>@<host>) ran that attempt.
 import { el } from "./form.js";
@@ -82,7 +82,7 @@ export function timelinePanel(runId, fetchJson) {
   async function refresh() {
     if (busy) return;
     busy = true;
-    try { render(await fetchJson(`/api/runs/${encodeURIComponent(runId)}/timeline`)); } catch (e) {
+    try { render(await fetchJson(`/api/run/timeline?${new URLSearchParams({ id: runId })}`)); } catch (e) {
       box.replaceChildren(el("p", { class: "error" }, `no timeline: ${e.message}`));
     } finally { busy = false; }
   }

@@ -59,9 +59,13 @@ class ReaderPace:
         self._warn = warn
         self._watch: asyncio.Task[None] | None = None
 
+    def paces(self, topics: Sequence[str]) -> bool:
+        """Whether a stream poll with these topics is the pacing reader's (the run waits for it)."""
+        return self.reader is not None and READER_TOPIC_PREFIX + self.reader in topics
+
     def polled(self, topics: Sequence[str], from_offset: int) -> None:
         """A stream poll was accepted (its update's handler): the pacing reader's says how far it has read."""
-        if self.reader is not None and READER_TOPIC_PREFIX + self.reader in topics:
+        if self.paces(topics):
             self.read_to = max(self.read_to, from_offset)
             self.polls += 1
 

@@ -99,7 +99,7 @@ from temporal_workflows.temporal._workflow.continuation import Continuation, Run
 from temporal_workflows.temporal._workflow.controls import ControlHandlers
 from temporal_workflows.temporal._workflow.handlers import InputHandlers
 from temporal_workflows.temporal._workflow.inbox import Inbox
-from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity, hold_stream_polls
+from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity
 from temporal_workflows.temporal._workflow.pacing import ReaderPace, stream_offset
 from temporal_workflows.temporal._workflow.patches import (
     PATCH_CARRY_LATER,
@@ -114,6 +114,7 @@ from temporal_workflows.temporal._workflow.patches import (
     RunPatches,
 )
 from temporal_workflows.temporal._workflow.queries import QueryHandlers, _request_json
+from temporal_workflows.temporal._workflow.readers import admit_stream_polls
 from temporal_workflows.temporal._workflow.startup import start_engine
 from temporal_workflows.temporal._workflow.status import StatusBoard
 from temporal_workflows.temporal._workflow.supersteps import StepRunner
@@ -239,9 +240,9 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self.locals = LocalActivities()  # read by locals.execute_local_activity
         # The reader a streamed call of the durable twin paces the run by (pacing.py).
         self._pace = ReaderPace(carried.reader if carried else inp.reader, self._board.warn)
-        # The stream's poll update is refused like ours while a local activity is in flight (locals.py);
-        # its accepted polls tell how far a pacing reader has read.
-        hold_stream_polls(self._stream, self.locals, self._pace.polled)
+        # The stream's polls: at most a few in flight, so input keeps its room, and none while a local
+        # activity is in flight (readers.py); accepted ones tell how far a pacing reader has read.
+        self._stream_polls = admit_stream_polls(self._stream, self.locals, self._pace.polled, self._pace.paces)
         self._input_taken = (-1, 0)  # (workflow task, bytes of update input its validators let in)
         self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
         self._held_count = 0
