@@ -165,8 +165,12 @@ class Leaf(Executor):
 
 
 def wide(name: str) -> Workflow:
-    """``spread → N x leaf``: the width is the start message, so one graph serves 1,000 and 5,000."""
-    spread, leaf = Spread("spread"), Leaf("leaf")
+    """``spread → N x leaf``: the width is the start message, so one graph serves 1,000 and 5,000.
+
+    ``leaf`` takes its N messages side by side (``ExecutorOptions(concurrent=True)``); by default one
+    sender's messages to one executor run one after another, in the order sent, as Agent Framework runs them.
+    """
+    spread, leaf = Spread("spread"), Leaf("leaf", options=ExecutorOptions(concurrent=True))
     return (
         WorkflowBuilder(start_executor=spread, name=name)
         .add_edge(spread, leaf)

@@ -7,9 +7,11 @@ log line or the Temporal Web UI, not from a debugger.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import contextlib
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -236,6 +238,11 @@ class ExecutorFailedError(WorkflowRunError):
             client can tell (and :func:`step_error` rebuild) the user's own
             exception class; ``None`` where the error named its own type
             (a Temporal ``ApplicationError``) or a run recorded before.
+        error_args: The step error's ``args`` as JSON, where its message alone
+            does not give them back (``KeyError('missing-key')``, whose
+            message is ``'missing-key'`` with the quotes): a Temporal step's
+            failure carries them, so :func:`step_error` makes the same
+            exception again (``str()`` reads as in Python, as in process).
     """
 
     def __init__(
@@ -247,10 +254,12 @@ class ExecutorFailedError(WorkflowRunError):
         error_type: str | None = None,
         detail: str | None = None,
         error_class: str | None = None,
+        error_args: list[Any] | None = None,
     ) -> None:
         self.error_type = error_type or type(original).__name__
         self.detail = detail if detail is not None else str(original)
         self.error_class = error_class
+        self.error_args = error_args if error_args is not None else (error_args_of(original) if original else None)
         super().__init__(
             f"executor {executor_id!r} failed in superstep {superstep}: {self.error_type}: {self.detail}",
             superstep=superstep,
@@ -410,6 +419,7 @@ def rebuild_error(type_name: str, message: str, details: dict[str, Any] | None =
     if isinstance(error, ExecutorFailedError):
         error.original = None
         error.error_class = None  # runs recorded before failures carried it
+        error.error_args = None
     for key, value in (details or {}).items():
         if isinstance(key, str) and not key.startswith("_") and key != "original":
             setattr(error, key, tuple(value) if key == "executor_ids" and isinstance(value, list) else value)
@@ -448,15 +458,61 @@ def imported_class(path: str) -> type | None:
     return None
 
 
+_ARGS_JSON_LIMIT = 8192
+"""Most characters of text an exception's ``args`` may hold to travel with its failure (the message is there too)."""
+
+
+def error_args_of(e: BaseException) -> list[Any] | None:
+    """``e.args`` as JSON when its message alone would not make ``e`` again; ``None`` when it would, or cannot be sent.
+
+    Most exceptions take their message as their one argument (``ValueError('x')``:
+    ``str()`` is ``x``), so the message is enough. Some do not:
+    ``KeyError('missing-key')`` reads ``'missing-key'`` (quoted), ``KeyError(42)``
+    reads ``42``, ``OSError(2, 'gone')`` reads ``[Errno 2] gone``. Their
+    arguments travel with the failure when they are plain scalars of bounded size.
+    """
+    args = e.args
+    if len(args) == 1 and type(args[0]) is str and str(e) == args[0]:
+        return None
+    if not all(a is None or type(a) in (str, int, float, bool) for a in args):
+        return None
+    if sum(len(a) if isinstance(a, str) else 24 for a in args) > _ARGS_JSON_LIMIT:
+        return None
+    return list(args)
+
+
+def _made_again(cls: type, args: Sequence[Any], message: str) -> BaseException | None:
+    """``cls(*args)`` if it reads ``message``, else ``None`` (a constructor that takes other arguments)."""
+    try:
+        made = cls(*args)
+    except Exception:
+        return None
+    return made if str(made) == message else None
+
+
+def _literal(message: str) -> list[Any] | None:
+    """The one argument a quoting exception's message shows (``'missing-key'`` → ``missing-key``), if it is one."""
+    if not message or message[0] not in "'\"0123456789-":
+        return None
+    with contextlib.suppress(ValueError, SyntaxError, MemoryError, RecursionError):
+        value = ast.literal_eval(message)
+        if value is None or type(value) in (str, int, float, bool):
+            return [value]
+    return None
+
+
 def step_error(error: ExecutorFailedError) -> BaseException:
     """A failed step's own exception, as the peer raises it: the step's class, where it can be had again.
 
     In process that is the exception the step raised (``error.original``). From
     a Temporal run it is rebuilt from :attr:`ExecutorFailedError.error_class`
-    and the step's message when the class is imported in this process, is an
-    ``Exception`` that is not one of the library's, and its constructor takes
-    the message and gives it back (``cls(message)``, ``str()`` the same); its
-    ``__cause__`` is ``error`` (which names the executor and superstep).
+    when the class is imported in this process, is an ``Exception`` that is
+    not one of the library's, and can be made again reading the same message:
+    from the arguments the failure carried (:attr:`ExecutorFailedError.error_args`,
+    ``KeyError('missing-key')``), else from the message (``cls(message)``;
+    a builtin that quotes its argument, from what the message shows), ``str()``
+    the same as the step's; its ``__cause__`` is ``error`` (which names the
+    executor and superstep).
     Otherwise ``error`` itself, whose ``error_type`` and ``error_class`` name
     the step's class.
     """
@@ -470,12 +526,17 @@ def step_error(error: ExecutorFailedError) -> BaseException:
         cls = _builtin_exception(error.error_type)
     if cls is None or not issubclass(cls, Exception) or issubclass(cls, WorkflowError):
         return error
-    try:
-        rebuilt = cls(error.detail)
-    except Exception:
-        return error
-    if cls.__module__ != "builtins" and str(rebuilt) != error.detail:
-        return error  # its constructor does not take the message as it is: not one we can make again
+    args = getattr(error, "error_args", None)
+    rebuilt = _made_again(cls, args, error.detail) if isinstance(args, list) else None
+    if rebuilt is None:
+        rebuilt = _made_again(cls, [error.detail], error.detail)
+    if rebuilt is None and cls.__module__ == "builtins":
+        # A run recorded before failures carried the arguments: a builtin that quotes its one
+        # argument (KeyError) is made from what its message shows.
+        shown = _literal(error.detail)
+        rebuilt = _made_again(cls, shown, error.detail) if shown is not None else None
+    if rebuilt is None:
+        return error  # its constructor does not give the message back: not one we can make again
     rebuilt.__cause__ = error
     return rebuilt
 

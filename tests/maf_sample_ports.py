@@ -857,6 +857,10 @@ async def checkpoint_with_human_in_the_loop(mod: Any, storage_dir: Path, durable
     new_workflow = create_workflow(checkpoint_storage=storage)
     result = await run_interactive_session(new_workflow, checkpoint_id=chosen.checkpoint_id)
     print(f"Workflow completed with: {result}")
+    # Not in the sample: the checkpoints once the resumed run's request is answered (issue #39), by time.
+    checkpoints = await storage.list_checkpoints(workflow_name=workflow.name)
+    listed = sorted(checkpoints, key=lambda cp: datetime.fromisoformat(cp.timestamp))
+    print(f"iter={[cp.iteration_count for cp in listed]}")
 
 
 # -- 03-workflows/control-flow/workflow_cancellation.py (its sleeps shortened; cancelled during step2) -------
@@ -1844,3 +1848,178 @@ async def map_reduce_and_visualization(mod: Any, temp_dir: Path, durable: Durabl
         print(f"Event: {event}")
         if event.type == "output":
             print(f"Final Output: {event.data}")
+
+
+# -- 03-workflows/composition/sub_workflow_request_interception.py -------------------------------------------
+
+
+@dataclass
+class SanitizedEmailResult:
+    original: str
+    sanitized: str
+    is_valid: bool
+
+
+@dataclass
+class Letter:
+    """The sample's ``Email`` (named apart from the switch-case sample's)."""
+
+    recipient: str
+    subject: str
+    body: str
+
+
+async def sub_workflow_request_interception(mod: Any, durable: Durable = in_process) -> None:
+    """The sample as written (the parent intercepts its sub-workflow's domain checks).
+
+    Its last line per email prints the caller's own ``Email``, which Agent Framework's
+    orchestrator rewrote in place (messages are passed by reference there); here a message
+    is a copy (docs/maf.md, "Mutating a received message"), so that line shows the address
+    as the caller gave it.
+    """
+
+    def build_email_address_validation_workflow() -> Any:
+        class EmailSanitizer(mod.Executor):  # type: ignore[misc,name-defined]
+            @mod.handler  # type: ignore[misc]
+            async def handle(self, email_address: str, ctx: mod.WorkflowContext[SanitizedEmailResult]) -> None:  # type: ignore[name-defined]
+                sanitized = email_address.strip()
+                print(f"Sanitized email address: '{sanitized}'")
+                await ctx.send_message(
+                    SanitizedEmailResult(original=email_address, sanitized=sanitized, is_valid=False)
+                )
+
+        class EmailFormatValidator(mod.Executor):  # type: ignore[misc,name-defined]
+            @mod.handler  # type: ignore[misc]
+            async def handle(
+                self,
+                partial_result: SanitizedEmailResult,
+                ctx: mod.WorkflowContext[SanitizedEmailResult, SanitizedEmailResult],  # type: ignore[name-defined]
+            ) -> None:
+                if "@" not in partial_result.sanitized or "." not in partial_result.sanitized.split("@")[-1]:
+                    print(f"Invalid email format: '{partial_result.sanitized}'")
+                    await ctx.yield_output(replace(partial_result, is_valid=False))
+                    return
+                print(f"Validated email format: '{partial_result.sanitized}'")
+                await ctx.send_message(replace(partial_result, is_valid=False))
+
+        class DomainValidator(mod.Executor):  # type: ignore[misc,name-defined]
+            def __init__(self, id: str):
+                super().__init__(id=id)
+                self._pending_domains: dict[str, SanitizedEmailResult] = {}
+
+            @mod.handler  # type: ignore[misc]
+            async def handle(self, partial_result: SanitizedEmailResult, ctx: mod.WorkflowContext) -> None:  # type: ignore[name-defined]
+                domain = partial_result.sanitized.split("@")[-1]
+                print(f"Validating domain: '{domain}'")
+                self._pending_domains[domain] = partial_result
+                await ctx.request_info(request_data=domain, response_type=bool)
+
+            @mod.response_handler  # type: ignore[misc]
+            async def handle_domain_validation_response(
+                self,
+                original_request: str,
+                is_valid: bool,
+                ctx: mod.WorkflowContext[Never, SanitizedEmailResult],  # type: ignore[name-defined]
+            ) -> None:
+                if original_request not in self._pending_domains:
+                    raise ValueError(f"Received response for unknown domain: '{original_request}'")
+                partial_result = self._pending_domains.pop(original_request)
+                print(f"Domain '{original_request}' is {'valid' if is_valid else 'invalid'}.")
+                await ctx.yield_output(replace(partial_result, is_valid=is_valid))
+
+        sanitizer = EmailSanitizer(id="email_sanitizer")
+        validator = EmailFormatValidator(id="email_format_validator")
+        domains = DomainValidator(id="domain_validator")
+        return (
+            mod.WorkflowBuilder(start_executor=sanitizer)
+            .add_edge(sanitizer, validator)
+            .add_edge(validator, domains)
+            .build()
+        )
+
+    class SmartEmailOrchestrator(mod.Executor):  # type: ignore[misc,name-defined]
+        def __init__(self, id: str, approved_domains: set[str]):
+            super().__init__(id=id)
+            self._approved_domains = approved_domains
+            self._approved_recipients: set[str] = set()
+            self._disapproved_recipients: set[str] = set()
+            self._pending_emails: dict[str, Letter] = {}
+
+        @mod.handler  # type: ignore[misc]
+        async def run(self, email: Letter, ctx: mod.WorkflowContext[Letter | str, bool]) -> None:  # type: ignore[name-defined]
+            recipient = email.recipient
+            if recipient in self._approved_recipients:
+                print(f"Recipient '{recipient}' has been previously approved.")
+                await ctx.send_message(email)
+                return
+            if recipient in self._disapproved_recipients:
+                print(f"Blocking email to previously disapproved recipient: '{recipient}'")
+                await ctx.yield_output(False)
+                return
+            print(f"Validating new recipient email address: '{recipient}'")
+            self._pending_emails[recipient] = email
+            await ctx.send_message(recipient)
+
+        @mod.handler  # type: ignore[misc]
+        async def handler_domain_validation_request(
+            self,
+            request: mod.SubWorkflowRequestMessage,  # type: ignore[name-defined]
+            ctx: mod.WorkflowContext[mod.SubWorkflowResponseMessage],  # type: ignore[name-defined]
+        ) -> None:
+            if not isinstance(request.source_event.data, str):
+                raise TypeError(f"Expected domain string, got {type(request.source_event.data)}")
+            domain = request.source_event.data
+            is_valid = domain in self._approved_domains
+            print(f"External domain validation for '{domain}': {'valid' if is_valid else 'invalid'}")
+            await ctx.send_message(request.create_response(is_valid), target_id=request.executor_id)
+
+        @mod.handler  # type: ignore[misc]
+        async def handle_validation_result(
+            self,
+            result: SanitizedEmailResult,
+            ctx: mod.WorkflowContext[Letter, bool],  # type: ignore[name-defined]
+        ) -> None:
+            email = self._pending_emails.pop(result.original)
+            email.recipient = result.sanitized  # Use the sanitized email address
+            if result.is_valid:
+                print(f"Email address '{result.original}' is valid.")
+                self._approved_recipients.add(result.original)
+                await ctx.send_message(email)
+            else:
+                print(f"Email address '{result.original}' is invalid. Blocking email.")
+                self._disapproved_recipients.add(result.original)
+                await ctx.yield_output(False)
+
+    class EmailDelivery(mod.Executor):  # type: ignore[misc,name-defined]
+        @mod.handler  # type: ignore[misc]
+        async def handle(self, email: Letter, ctx: mod.WorkflowContext[Never, bool]) -> None:  # type: ignore[name-defined]
+            print(f"Sending email to '{email.recipient}' with subject '{email.subject}'")
+            await asyncio.sleep(0)  # the sample's 1 s of "network delay"
+            print(f"Email sent to '{email.recipient}' successfully.")
+            await ctx.yield_output(True)
+
+    orchestrator = SmartEmailOrchestrator(
+        id="smart_email_orchestrator", approved_domains={"example.com", "company.com"}
+    )
+    delivery = EmailDelivery(id="email_delivery")
+    validation = mod.WorkflowExecutor(build_email_address_validation_workflow(), id="email_validation_workflow")
+    workflow = durable(
+        mod.WorkflowBuilder(start_executor=orchestrator, name="email_interception")
+        .add_edge(orchestrator, validation)
+        .add_edge(validation, orchestrator)
+        .add_edge(orchestrator, delivery)
+        .build()
+    )
+    test_emails = [
+        Letter(recipient="user1@example.com", subject="Hello User1", body="This is a test email."),
+        Letter(recipient=" user2@invalid", subject="Hello User2", body="This is a test email."),
+        Letter(recipient="  user3@company.com  ", subject="Hello User3", body="This is a test email."),
+        Letter(recipient="user4@unknown.com", subject="Hello User4", body="This is a test email."),
+        Letter(recipient="user1@example.com", subject="Hello User1", body="This is a test email."),
+        Letter(recipient=" user2@invalid", subject="Hello User2", body="This is a test email."),
+    ]
+    for email in test_emails:
+        print(f"\nProcessing email to '{email.recipient}'")
+        async for event in workflow.run(email, stream=True):
+            if event.type == "output":
+                print(f"Final result for '{email.recipient}': {'Delivered' if event.data else 'Blocked'}")

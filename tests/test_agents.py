@@ -336,3 +336,24 @@ def test_permanent_model_errors_are_told_apart_from_ones_a_retry_may_fix() -> No
         assert is_permanent_model_error(ModelHTTPError(400, "gpt", {"error": "bad"}))
         assert not is_permanent_model_error(ModelHTTPError(500, "gpt", {"error": "down"}))
         assert is_permanent_model_error(ContentFilterError("filtered"))
+
+
+def test_a_tool_output_is_in_a_responses_json_once_and_the_response_reads_back_the_same() -> None:
+    """Agent Framework's ``function_result`` holds a tool's output twice (``result`` and a text item): its JSON
+    here holds it once, and reads back as the same object (issue #39: every output, event and checkpoint)."""
+    from agent_framework import AgentResponse, Content, Message
+
+    from temporal_workflows._engine.serde import decode, encode
+
+    document = "document 7: " + "0123456789 " * 400
+    result = Content.from_function_result(call_id="fetch-7", result=document)
+    response = AgentResponse(messages=[Message("tool", [result]), Message("assistant", ["Noted."])])
+    import json
+
+    env = encode(response)
+    assert len(json.dumps(env.data)) < len(document) + 1000
+    assert decode(env).to_dict() == response.to_dict()
+    # Items of their own (not the one text item of the result) are kept as they are.
+    own = Content("function_result", call_id="c", result="short", items=[Content.from_text("other")])
+    assert decode(encode(own)).to_dict() == own.to_dict()
+    assert encode(own).data["items"] != "=result"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import re
 import socket
 import subprocess
 import sys
@@ -199,6 +201,37 @@ def test_the_html_page_draws_the_graph_with_nothing_installed(tmp_path: Path) ->
     assert page.startswith("<!doctype html>") and '<pre class="mermaid">' in page and "mermaid.initialize" in page
     assert "flowchart TD" in page and "planner" in page
     assert sorted(p.name for p in tmp_path.iterdir()) == ["research.html"]
+    # Mermaid is in the page (the console's vendored copy), not fetched from a CDN: it draws offline.
+    assert re.search(r"<script[^>]*\bsrc=", page) is None and "import mermaid from" not in page
+    assert 'globalThis["mermaid"]' in page
+
+
+async def test_the_html_page_draws_in_a_browser_with_no_network(tmp_path: Path) -> None:
+    import shutil
+
+    chromium = os.environ.get("TW_CHROMIUM", "/usr/bin/chromium")
+    if not Path(chromium).exists() and shutil.which("chromium") is None:
+        pytest.skip(f"no Chromium at {chromium} (apt-get install chromium)")
+    playwright = pytest.importorskip("playwright.async_api")
+    run = cli("graph", "examples.research:workflow", "--format", "html", "-o", "research.html", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    async with playwright.async_playwright() as p:
+        browser = await p.chromium.launch(
+            executable_path=chromium if Path(chromium).exists() else shutil.which("chromium"),
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            page = await browser.new_page()
+            requests: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
+            await page.route("http*://**", lambda route: route.abort())  # no network at all
+            await page.goto((tmp_path / "research.html").as_uri())
+            svg = page.locator("pre.mermaid svg")
+            await svg.wait_for(timeout=30_000)
+            assert "planner" in await svg.text_content()
+            assert [u for u in requests if not u.startswith(("file:", "data:"))] == []
+        finally:
+            await browser.close()
 
 
 def test_a_picture_drawn_leaves_only_the_picture(tmp_path: Path) -> None:
@@ -341,6 +374,46 @@ async def test_dev_takes_the_next_free_port_says_so_and_keeps_the_documented_dat
             await server.env.shutdown()
             assert server.lock is not None
             server.lock.close()
+
+
+async def test_a_restarted_dev_keeps_its_port_or_says_where_it_went(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A second shell exported the address the first ``dev`` printed: a restart takes that port again even when
+    the default has come free, and when it cannot, it prints the new ``export TEMPORAL_ADDRESS=...``."""
+    from temporal_workflows._cli import _worker
+
+    db = tmp_path / ".temporal" / "dev.sqlite"
+    monkeypatch.setattr(_worker, "DEFAULT_DB", str(db))
+    free = [p for p in range(20000, 21000) if port_free(p) and port_free(p + 1)]
+    default = free[0]
+    monkeypatch.setattr(_worker, "DEFAULT_DEV_PORT", default)
+    monkeypatch.setattr(_worker, "DEFAULT_UI_PORT", free[-1])
+
+    async def started() -> tuple[int, tuple[str, ...]]:
+        server = await _worker.start_dev(None, None, None)
+        try:
+            return int(server.address.rsplit(":", 1)[1]), server.notes
+        finally:
+            await server.env.shutdown()
+            assert server.lock is not None
+            server.lock.close()
+
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", default))
+        holder.listen()
+        first, notes = await started()  # the default is taken: the next free one, said
+        assert first != default and any(f"export TEMPORAL_ADDRESS=127.0.0.1:{first}" in n for n in notes)
+    again, notes = await started()  # the default is free now: the same port as last time, said again
+    assert again == first and any(f"export TEMPORAL_ADDRESS=127.0.0.1:{first}" in n for n in notes), notes
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the server just left it (TIME_WAIT)
+        holder.bind(("127.0.0.1", first))
+        holder.listen()
+        moved, notes = await started()  # last time's port is taken now: where it went, and the export line
+    assert moved == default
+    assert any(f"not on {first}" in n and f"export TEMPORAL_ADDRESS=127.0.0.1:{default}" in n for n in notes), notes
 
 
 def test_without_the_temporal_cli_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -737,6 +737,39 @@ class Refused(Exception):
     pass
 
 
+@pytest.mark.parametrize(
+    "own",
+    [KeyError("missing-key"), KeyError(42), KeyError(""), OSError(2, "gone"), UnicodeError("x", 1), ValueError("bad")],
+    ids=repr,
+)
+def test_a_steps_exception_whose_message_quotes_reads_on_temporal_as_python_shows_it(own: Exception) -> None:
+    """What a Temporal client makes of a step's failure reads as the step's exception read (issue #39).
+
+    ``str(KeyError('missing-key'))`` is ``'missing-key'``, quoted: made again from that
+    message it would read ``"'missing-key'"``. The step's arguments travel with its
+    failure where its message alone does not give them back.
+    """
+    from temporal_workflows._errors import class_path, error_args_of, failure_details, rebuild_error
+
+    sent = ExecutorFailedError("s", 1, own, error_class=class_path(type(own)))
+    details = failure_details(sent)  # what the run's failure carries (JSON)
+    assert (details.get("error_args") is not None) == (type(own) is not ValueError)
+    error = rebuild_error("ExecutorFailedError", str(sent), details)
+    assert isinstance(error, ExecutorFailedError) and error.original is not None
+    assert type(error.original) is type(own)
+    assert (str(error.original), repr(error.original), error.original.args) == (str(own), repr(own), own.args)
+    assert error_args_of(ValueError("bad")) is None and error_args_of(KeyError(object())) is None
+
+
+def test_a_quoting_builtin_from_a_run_recorded_before_arguments_travelled_reads_as_python_shows_it() -> None:
+    from temporal_workflows._errors import rebuild_error
+
+    details = {"error_type": "KeyError", "detail": "'missing-key'", "error_class": "builtins.KeyError"}
+    error = rebuild_error("ExecutorFailedError", "executor 's' failed in superstep 1: KeyError: 'missing-key'", details)
+    assert isinstance(error, ExecutorFailedError) and error.original is not None
+    assert str(error.original) == "'missing-key'" and error.original.args == ("missing-key",)
+
+
 # -- a step's own exception, combined with ExecutorFailedError ---------------------------------------------
 
 

@@ -10,6 +10,7 @@ import gc
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Never
 
@@ -356,8 +357,14 @@ class ComputeTask:
     remaining_numbers: list[int]
 
 
-async def checkpoint_with_resume(mod: Any, interrupt: list[bool]) -> list[str]:
-    """The sample, with its random interruptions replaced by a fixed pattern; returns what it prints."""
+async def checkpoint_with_resume(
+    mod: Any, interrupt: list[bool], durable: Callable[[Any], Any] = lambda wf: wf
+) -> list[str]:
+    """The sample, with its random interruptions replaced by a fixed pattern; returns what it prints.
+
+    ``durable`` turns each workflow the sample builds into what it calls ``run`` on (the durable
+    twin, in ``tests/integration/test_maf_programs_temporal.py``).
+    """
     printed: list[str] = []
     pattern = iter(interrupt)
 
@@ -395,13 +402,13 @@ async def checkpoint_with_resume(mod: Any, interrupt: list[bool]) -> list[str]:
     storage = mod.InMemoryCheckpointStorage()
     start, worker = StartExecutor(id="start"), WorkerExecutor(id="worker")
     builder = (
-        mod.WorkflowBuilder(start_executor=start, checkpoint_storage=storage)
+        mod.WorkflowBuilder(start_executor=start, checkpoint_storage=storage, name="cp_with_resume")
         .add_edge(start, worker)
         .add_edge(worker, worker)
     )
     latest = None
     for _ in range(20):
-        workflow = builder.build()
+        workflow = durable(builder.build())
         events = (
             workflow.run(message=5, stream=True)
             if latest is None

@@ -3,6 +3,41 @@
 Each sample in ``tests/maf_sample_ports.py`` runs twice in this test, on
 ``agent_framework`` (installed) and on ``temporal_workflows`` in process, and
 the lines they print must be the same, with ids (UUIDs) masked.
+
+The samples of Agent Framework 1.23's ``python/samples`` that run offline, and
+where each is compared (in process with Agent Framework; on Temporal, through
+the durable twin, with the in-process run):
+
+=============================================  =====================================================================
+workflow sample                                in process / on Temporal
+=============================================  =====================================================================
+01-get-started/07_first_graph_workflow         here / test_maf_samples_temporal
+_start-here/step1_executors_and_edges          here / test_maf_samples_temporal
+control-flow/sequential_executors              here / test_maf_samples_temporal
+control-flow/sequential_streaming              here / test_maf_samples_temporal
+control-flow/workflow_cancellation             here / -- (cancelling the caller of the twin's awaited run only stops
+                                               following: docs/maf.md)
+control-flow/intermediate_vs_terminal_outputs  here / test_maf_samples_temporal (without ``as_agent()``, not provided)
+observability/executor_io_observation          here / test_maf_samples_temporal
+parallelism/aggregate_results_of_different...  here / test_maf_samples_temporal (its random numbers fixed)
+parallelism/map_reduce_and_visualization       here / test_maf_samples_temporal
+checkpoint/checkpoint_with_resume              test_maf_programs / test_maf_programs_temporal (interruptions fixed)
+checkpoint/sub_workflow_checkpoint             here / test_maf_samples_temporal
+composition/sub_workflow_basics                test_maf_subworkflow_samples, both hosts (maf_ports/text_processing)
+composition/sub_workflow_parallel_requests     test_maf_subworkflow_samples, both hosts (maf_ports/resource_requests)
+composition/sub_workflow_request_interception  here / test_maf_samples_temporal (the caller's ``Email``: docs/maf.md)
+=============================================  =====================================================================
+
+The agent samples, each with a ``ScriptedChatClient`` (``agents/testing.py``) in
+place of the model: ``_start-here/step2_agents_in_a_workflow``,
+``step3_streaming``, ``agents/custom_agent_executors``,
+``control-flow/simple_loop``, ``switch_case_edge_group``,
+``multi_selection_edge_group``, ``human-in-the-loop/guessing_game_with_human_input``,
+``agents_with_approval_requests`` (``maf_samples.email_approvals``),
+``checkpoint/checkpoint_with_human_in_the_loop``, ``state-management/state_with_agents``,
+``parallelism/fan_out_fan_in_edges`` (here and in test_maf_samples_temporal),
+``agents_with_shared_session`` and a structured-output agent (test_maf_programs
+and its Temporal twin).
 """
 
 import re
@@ -168,3 +203,22 @@ async def test_the_map_reduce_samples_drawings_read_as_agent_frameworks(
     maf = await printed(ports.map_reduce_and_visualization, agent_framework, capsys, temp_dir=tmp_path)
     ours = await printed(ports.map_reduce_and_visualization, temporal_workflows, capsys, temp_dir=tmp_path)
     assert without_drawings(ours)[1] == without_drawings(maf)[1]
+
+
+async def test_the_request_interception_sample_prints_what_agent_framework_prints_but_the_callers_own_object(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every line the workflow prints is Agent Framework's; the caller's own ``Email`` is not rewritten here.
+
+    Agent Framework passes a message by reference, so the sample's orchestrator, which strips the
+    recipient of the ``Email`` it received, rewrites the caller's object, and the caller prints the
+    stripped address. Here a message is a copy (docs/maf.md, "Mutating a received message").
+    """
+    maf = await printed(ports.sub_workflow_request_interception, agent_framework, capsys)
+    ours = await printed(ports.sub_workflow_request_interception, temporal_workflows, capsys)
+    assert len(ours) == len(maf) == 51
+    differ = [(m, o) for m, o in zip(maf, ours, strict=True) if m != o]
+    assert differ == [
+        ("Final result for 'user2@invalid': Blocked", "Final result for ' user2@invalid': Blocked"),
+        ("Final result for 'user3@company.com': Delivered", "Final result for '  user3@company.com  ': Delivered"),
+    ]

@@ -1,24 +1,29 @@
-"""Every Python snippet of README.md runs as written, from the installed wheel, as a reader would run it.
+"""README.md, followed as a person follows it: every block, in order, from the installed wheel, in one empty directory.
 
-The checkout's wheel is built and installed, with the extras the README
-names, into a fresh virtualenv (``tests/wheel_check.py``'s user
-environment: nothing of the checkout on the path, no Temporal profile).
-Every ```python block then runs in order, in one empty directory, with that
-virtualenv's ``python snippet.py`` and ``TEMPORAL_ADDRESS`` pointing at the
-session's dev server. A block must exit 0; top-level ``await`` is a
-``SyntaxError`` there, as it would be for the reader.
+The checkout's wheel is built and installed, with the extras the README's
+set-up names, into a fresh virtualenv (``tests/wheel_check.py``'s user
+environment: nothing of the checkout on the path, no Temporal profile), and
+``TEMPORAL_ADDRESS`` points at the session's dev server. Then, in order:
 
-An HTML comment right before a block says more about it:
+- every ```python block runs with that virtualenv's ``python snippet.py``; it
+  must exit 0 (top-level ``await`` is a ``SyntaxError`` there, as it would be
+  for the reader);
+- every ```bash block runs line by line, as a person types it: the
+  ``temporal-workflows`` / ``python -m temporal_workflows`` and ``temporal``
+  commands as written, with the virtualenv's programs; ``<request-id>``,
+  ``<checkpoint-id>`` and ``<workflow-id>`` are what the reader copies from
+  the output before (the run's pending request, its latest checkpoint, the
+  run just started); ``temporal-workflows dev --workflow ...`` is the
+  session's server with a ``temporal-workflows worker`` hosting those graphs
+  (started again when the list changes), and ``run`` without ``--no-wait``
+  follows the run until it ends or says it waits, then gets Ctrl-C, as the
+  README says. A command this test does not know fails it.
+
+So a step that needs a run waiting works only if the README's own words
+started one. An HTML comment right before a block may only say what it is:
 
 - ``<!-- file: NAME.py -->``: the reader saves the block as ``NAME.py`` (later
   blocks import it). A ``test_*.py`` file also runs under ``pytest``.
-- ``<!-- worker: MODULE:ATTR ... -->``: the README's ``temporal-workflows dev
-  --workflow ...`` command is running: a ``temporal-workflows worker`` of the
-  virtualenv hosts these graphs on the default task queue (started again when
-  the list changes).
-- ``<!-- before: start MODULE:ATTR as ID with JSON -->``: before the block
-  runs, ``temporal-workflows run MODULE:ATTR --id ID --input JSON`` has
-  started a run that now waits for input, as the README tells the reader.
 - ``<!-- notebook: REASON -->``: the block is a notebook cell: it runs with
   top-level ``await`` on an event loop, as Jupyter runs a cell, and the value
   of its last line must display (``_repr_mimebundle_``) as SVG or Mermaid.
@@ -31,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -42,27 +48,26 @@ import pytest
 from temporalio.client import Client
 
 from temporal_workflows.temporal import get_run
-from tests.integration.runs import terminate_if_running
 from tests.wheel_check import ROOT, build_dist, user_env
 
 README = ROOT / "README.md"
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*([\w-]+)\s*:\s*(.*?)\s*-->$")
-_START = re.compile(r"^start ([\w.]+:\w+) as ([\w-]+) with (\{.*\})$")
-_WORKER = re.compile(r"^[\w.]+:\w+( [\w.]+:\w+)*$")
-EXTRAS = "dev-server,testing,agents,llama-runtime"
-"""What the README has the reader install (with pytest and pytest-asyncio for the test example)."""
+EXTRAS = "all"
+"""What the README has the reader install first, one line for everything (with pytest and pytest-asyncio for the
+test example): ``test_the_readme_installs_everything_in_one_line`` keeps the two the same."""
 
 
 @dataclass
 class Snippet:
-    """One ```python block of the README and what the comments before it say."""
+    """One ```python or ```bash block of the README and what the comments before it say."""
 
     index: int
     line: int
     heading: str
     code: str
     markers: dict[str, str] = field(default_factory=dict)
+    lang: str = "python"
 
     @property
     def id(self) -> str:
@@ -84,7 +89,7 @@ def snippets(text: str) -> list[Snippet]:
             i += 1
             continue
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-        if fence.group(1) == "python":
+        if fence.group(1) in ("python", "bash"):
             markers: dict[str, str] = {}
             k = i - 1
             while k >= 0 and (not lines[k].strip() or _MARKER.match(lines[k].strip())):
@@ -92,7 +97,8 @@ def snippets(text: str) -> list[Snippet]:
                 if marker:
                     markers[marker.group(1)] = marker.group(2)
                 k -= 1
-            found.append(Snippet(len(found), i + 1, heading, "\n".join(lines[i + 1 : end]) + "\n", markers))
+            code = "\n".join(lines[i + 1 : end]) + "\n"
+            found.append(Snippet(len(found), i + 1, heading, code, markers, fence.group(1)))
         i = end + 1
     return found
 
@@ -103,24 +109,22 @@ SNIPPETS = snippets(README.read_text())
 def test_the_readme_has_snippets_and_every_marker_is_known() -> None:
     assert len(SNIPPETS) >= 5
     for snippet in SNIPPETS:
-        unknown = set(snippet.markers) - {"file", "before", "no-run", "worker", "notebook"}
+        # No marker sets anything up: what a block needs, the README's words (and blocks) do.
+        unknown = set(snippet.markers) - {"file", "no-run", "notebook"}
         assert not unknown, f"{snippet.id}: unknown marker(s) {unknown}"
         if "no-run" in snippet.markers:
             assert snippet.markers["no-run"], f"{snippet.id}: a no-run marker needs a reason"
-        if "before" in snippet.markers:
-            assert _START.match(snippet.markers["before"]), f"{snippet.id}: {snippet.markers['before']!r}"
         if "file" in snippet.markers:
-            assert re.fullmatch(r"\w+\.py", snippet.markers["file"]), snippet.markers["file"]
-        if "worker" in snippet.markers:
-            assert _WORKER.match(snippet.markers["worker"]), f"{snippet.id}: {snippet.markers['worker']!r}"
+            assert snippet.lang == "python" and re.fullmatch(r"\w+\.py", snippet.markers["file"]), snippet.markers
         assert "examples" not in snippet.code, f"{snippet.id}: the examples package is not installed with the wheel"
 
 
 def test_the_parser_reads_markers_and_code() -> None:
     text = "# T\n\n<!-- no-run: needs an API key -->\n```python\nx = 1\n```\n\n```bash\nls\n```\n```python\ny\n```\n"
-    first, second = snippets(text)
+    first, shell, second = snippets(text)
     assert first.markers == {"no-run": "needs an API key"} and first.code == "x = 1\n" and first.heading == "T"
-    assert second.markers == {} and second.line == 11
+    assert (shell.lang, shell.code) == ("bash", "ls\n")
+    assert second.markers == {} and second.line == 11 and second.lang == "python"
 
 
 @dataclass
@@ -132,6 +136,8 @@ class Reader:
     home: Path
     worker: subprocess.Popen[str] | None = None
     worker_spec: str = ""
+    last_run: str = ""
+    """The run the reader started last (what ``<workflow-id>`` stands for)."""
 
     @property
     def python(self) -> str:
@@ -208,21 +214,6 @@ def reader(tmp_path_factory: pytest.TempPathFactory, temporal_address: str) -> I
         r.stop_worker()
 
 
-async def _waiting_run(client: Client, reader: Reader, spec: str) -> None:
-    match = _START.match(spec)
-    assert match, spec
-    target, workflow_id, message = match.groups()
-    await terminate_if_running(client.get_workflow_handle(workflow_id))
-    started = reader.cli("run", target, "--id", workflow_id, "--input", message, "--no-wait")
-    assert started.returncode == 0, started.stdout + started.stderr
-    handle = get_run(client, workflow_id)
-    for _ in range(150):
-        if await handle.pending_requests():
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{workflow_id} never waited for input")
-
-
 _AS_CELL = """
 import ast, asyncio, os, sys
 sys.path.insert(0, os.getcwd())
@@ -294,10 +285,10 @@ async def test_the_snippet_runs_as_written(snippet: Snippet, client: Client, rea
     for earlier in SNIPPETS[: snippet.index]:
         if "file" in earlier.markers:
             (reader.home / earlier.markers["file"]).write_text(earlier.code)
-    if "worker" in snippet.markers:
-        await reader.host(snippet.markers["worker"])
-    if "before" in snippet.markers:
-        await _waiting_run(client, reader, snippet.markers["before"])
+    if snippet.lang == "bash":
+        for line, argv in _commands(snippet.code):
+            await _shell(reader, client, argv, f"README line {snippet.line} ({snippet.heading}): {line}")
+        return
     script = reader.home / snippet.markers.get("file", f"snippet_{snippet.index}.py")
     script.write_text(snippet.code)
     runner = _AS_CELL if "notebook" in snippet.markers else _AS_MAIN
@@ -310,6 +301,119 @@ async def test_the_snippet_runs_as_written(snippet: Snippet, client: Client, rea
         code, out, err = await _run(reader, reader.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", script.name)
         assert code == 0, out + err
         assert "warning" not in out.lower(), out
+
+
+def _commands(code: str) -> Iterator[tuple[str, list[str]]]:
+    """Each command line of a shell block (continuations joined), as the shell splits it, comments left out."""
+    for line in code.replace("\\\n", " ").splitlines():
+        argv = shlex.split(line, comments=True)
+        if argv:
+            yield line.strip(), argv
+
+
+_PROGRAMS = {"temporal-workflows", "temporal", "python", "pip"}
+
+
+async def _placeholders(client: Client, reader: Reader, argv: list[str]) -> list[str]:
+    """``argv`` with what the reader copies from the output before in place of ``<request-id>`` and friends."""
+
+    def run_named() -> str:
+        for flag in ("--workflow-id", "--from"):
+            if flag in argv:
+                return argv[argv.index(flag) + 1]
+        return argv[2]  # `respond ID ...`, `reset ID ...`
+
+    out: list[str] = []
+    for arg in argv:
+        if "<request-id>" in arg:
+            handle = get_run(client, run_named())
+            for _ in range(150):  # the request the reader saw listed (a rework asks again after a moment)
+                pending = await handle.pending_requests()
+                if pending:
+                    break
+                await asyncio.sleep(0.2)
+            assert pending, f"{run_named()} has no pending request to answer"
+            arg = arg.replace("<request-id>", pending[0].request_id)
+        if "<checkpoint-id>" in arg:
+            listed = await get_run(client, run_named()).checkpoints()
+            assert listed, f"{run_named()} has no checkpoint"
+            arg = arg.replace("<checkpoint-id>", listed[-1]["checkpoint_id"])
+        if "<workflow-id>" in arg:
+            assert reader.last_run, "no run was started before"
+            arg = arg.replace("<workflow-id>", reader.last_run)
+        out.append(arg)
+    return out
+
+
+async def _shell(reader: Reader, client: Client, argv: list[str], where: str) -> None:
+    """One command of a shell block, as the reader runs it (see the module)."""
+    assert argv[0] in _PROGRAMS, f"{where}: a command this test does not run; mark the block no-run, or add it"
+    if argv[0] == "pip":
+        extras = set(re.findall(r"\[([\w,-]+)\]", " ".join(argv))[0].split(",")) if "[" in " ".join(argv) else set()
+        assert extras <= {EXTRAS} | set(_extras_in_all()), f"{where}: installs what the set-up does not"
+        return
+    if argv[0] == "python" and argv[1].endswith(".py"):
+        code, out, err = await _run(reader, reader.python, "-c", _AS_MAIN, *argv[1:])
+        assert code == 0, f"{where}:\n{err[-3000:]}"
+        return
+    if argv[0] == "python":
+        assert argv[1:3] == ["-m", "temporal_workflows"], where
+        argv = ["temporal-workflows", *argv[3:]]
+    if argv[0] == "temporal-workflows" and argv[1] in ("dev", "worker"):
+        # The session's server stands in for dev's; a worker of the virtualenv hosts the graphs named.
+        await reader.host(" ".join(argv[i + 1] for i, a in enumerate(argv) if a == "--workflow"))
+        return
+    argv = await _placeholders(client, reader, argv)
+    program = str(reader.bin / argv[0])
+    if argv[0] == "temporal-workflows" and argv[1] == "run" and "--no-wait" not in argv:
+        code, out, err = await _follow_until_waiting(reader, [program, *argv[1:]])
+        assert code in (0, 130), f"{where}: exit {code}\n{out[-2000:]}\n{err[-2000:]}"
+    else:
+        code, out, err = await _run(reader, program, *argv[1:])
+        assert code == 0, f"{where}: exit {code}\n{out[-2000:]}\n{err[-3000:]}"
+    started = re.search(r"^started (\S+)", out, re.M)
+    if started:
+        reader.last_run = started.group(1)
+
+
+async def _follow_until_waiting(reader: Reader, argv: list[str]) -> tuple[int, str, str]:
+    """``run`` following its run: until the run ends, or says it waits (then Ctrl-C, as the README says)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=reader.home, env=reader.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(180):
+            while line := (await proc.stdout.readline()).decode():
+                seen.append(line)
+                if "waiting for an answer:" in line:
+                    proc.send_signal(signal.SIGINT)  # the run goes on waiting
+                    break
+            rest, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    assert proc.returncode is not None
+    return proc.returncode, "".join(seen) + rest.decode(), err.decode()
+
+
+def _extras_in_all() -> list[str]:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return re.findall(r"temporal-workflows\[([\w,-]+)\]", extras["all"][0])[0].split(",")
+
+
+def test_the_readme_installs_everything_in_one_line() -> None:
+    """The set-up's one ``pip install`` names ``[all]``, and ``[all]`` holds every extra a later section uses."""
+    text = README.read_text()
+    first = re.search(r"^pip install '([\w-]+)\[([\w,-]+)\]'", text, re.M)
+    assert first is not None and first.group(2) == EXTRAS
+    everything = set(_extras_in_all())
+    named = set(re.findall(r"the `([\w-]+)` extra, in `\[all\]`", text))
+    assert named and named <= everything, named - everything
+    assert {"dev-server", "testing", "console", "agents", "llama-runtime", "otlp"} <= everything
 
 
 def test_the_readme_shows_no_checkout_only_command_first() -> None:

@@ -82,3 +82,46 @@ async def test_polls_past_the_cap_are_refused_so_input_keeps_its_room(monkeypatc
     assert polls.in_flight == 0
     registered["v"](PollInput(from_offset=9))  # room again
     assert stream.validated[-1].from_offset == 9
+
+
+async def test_the_pacing_readers_poll_is_told_and_let_in_past_the_cap_one_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A paced run waits for its reader's poll (pacing.py): the cap must not keep that reader out for good."""
+    release = asyncio.Event()
+
+    async def handler(payload: PollInput) -> PollResult:
+        await release.wait()
+        return PollResult(next_offset=payload.from_offset)
+
+    registered: dict[str, Any] = {}
+    monkeypatch.setattr(workflow, "get_update_handler", lambda name: handler if name == readers.STREAM_POLL else None)
+    monkeypatch.setattr(
+        workflow, "set_update_handler", lambda name, h, *, validator: registered.update(name=name, h=h, v=validator)
+    )
+    told: list[tuple[list[str], int]] = []
+    mine = ["events", "reader:r1"]
+    polls = readers.admit_stream_polls(
+        _Stream(),  # type: ignore[arg-type]
+        LocalActivities(),
+        lambda topics, offset: told.append((list(topics), offset)),
+        lambda topics: "reader:r1" in topics,
+    )
+    held = []
+    for i in range(readers.MAX_STREAM_POLLS):
+        registered["v"](PollInput(topics=["events"], from_offset=i))
+        held.append(asyncio.ensure_future(registered["h"](PollInput(topics=["events"], from_offset=i))))
+        await asyncio.sleep(0)
+    with pytest.raises(ApplicationError):
+        registered["v"](PollInput(topics=["events"], from_offset=7))  # another reader: refused, as before
+    registered["v"](PollInput(topics=mine, from_offset=5))  # the pacing reader's: let in
+    held.append(asyncio.ensure_future(registered["h"](PollInput(topics=mine, from_offset=5))))
+    await asyncio.sleep(0)
+    assert polls.in_flight == readers.MAX_STREAM_POLLS + 1 and polls.pacing == 1
+    with pytest.raises(ApplicationError) as refused:
+        registered["v"](PollInput(topics=mine, from_offset=5))  # a second of its polls at once is not
+    assert refused.value.details == (readers.POLLS_FULL,)
+    assert told[-1] == (mine, 5)
+    release.set()
+    await asyncio.gather(*held)
+    assert polls.in_flight == 0 and polls.pacing == 0

@@ -27,6 +27,7 @@ from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._converter import PayloadConverter, _adapter
 from temporal_workflows.temporal._protocol import RunInput, StepInput
 from temporal_workflows.temporal._wire import (
+    SHARED_MIN_CHARS,
     decode_step_input,
     decode_step_result,
     encode_step_input,
@@ -132,6 +133,45 @@ def test_step_result_round_trips_exactly_even_where_fan_in_is_ambiguous(data: st
     task = data.draw(tasks())
     result = data.draw(results(task))
     assert decode_step_result(_through_json(encode_step_result(result, task, GROUPS)), task, GROUPS) == result
+
+
+@given(st.data(), st.booleans())
+def test_step_result_round_trips_exactly_when_long_strings_are_shared(data: st.DataObject, share: bool) -> None:
+    task = data.draw(tasks())
+    result = data.draw(results(task))
+    long = st.sampled_from(["a" * SHARED_MIN_CHARS, "b" * 300, "c" * (SHARED_MIN_CHARS - 1)])
+    # Values that hold the same long strings several times, beside data that looks like the encoding's own.
+    result.outputs.append(Envelope(None, {"shared": [0, [0]], "x": [data.draw(long), 0, data.draw(long)]}))
+    result.writes.append(StateWrite("k", Envelope(None, [data.draw(long), {"result": data.draw(long)}])))
+    encoded = _through_json(encode_step_result(result, task, GROUPS, share=share))
+    assert decode_step_result(encoded, task, GROUPS) == result
+    if not share:
+        assert "shared" not in encoded
+
+
+def test_a_tool_output_an_agent_step_holds_three_times_is_recorded_once() -> None:
+    """An agent turn writes the tool's output to its conversation and yields a response holding it twice
+    (Agent Framework's ``function_result``: as ``result`` and as a text item): the result records it once."""
+    task = StepTask(4, 0, "assistant", "message", (Envelope(None, "question 4"),), ("assistant",))
+    document = "document 4: " + "0123456789 " * 500
+    conversation = [{"parts": [{"part_kind": "tool-return", "content": document}]}]
+    response = {"messages": [{"contents": [{"type": "function_result", "result": document, "items": [document]}]}]}
+    result = StepResult(
+        writes=[StateWrite("conversation:assistant", Envelope(None, conversation))],
+        outputs=[Envelope("agent_framework._types:AgentResponse", response)],
+    )
+    encoded = encode_step_result(result, task, GROUPS, share=True)
+    assert len(json.dumps(encoded)) < len(document) + 1000  # once, not three times
+    assert decode_step_result(_through_json(encoded), task, GROUPS) == result
+    assert result.outputs[0].data["messages"][0]["contents"][0]["result"] == document  # the step's own: untouched
+
+
+def test_a_step_shares_strings_only_with_a_workflow_that_asks() -> None:
+    task = StepTask(1, 0, "e", "message", (Envelope(None, 1),), (None,))
+    for share in (False, True):
+        raw = _through_json(encode_step_input(StepInput(task, "", {}, share=share)))
+        assert ("share" in raw) is share
+        assert decode_step_input(raw, "e").share is share
 
 
 def test_older_fully_spelled_out_payloads_still_decode() -> None:

@@ -39,6 +39,7 @@ from typing import IO, Any, NoReturn
 
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._cli._console import add_console_arguments, run_console
@@ -58,7 +59,13 @@ from temporal_workflows._cli._render import CompactView, DetailedView, JsonView,
 from temporal_workflows._cli._schedules import add_schedule_arguments, schedule_command, schedule_input
 from temporal_workflows._cli._worker import add_dev_arguments, add_worker_arguments, serve
 from temporal_workflows._engine.inbound import CONCURRENT_INPUT
-from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, WorkflowError, library_account
+from temporal_workflows._errors import (
+    InvalidRunInputError,
+    RunClosedError,
+    UnknownGraphError,
+    WorkflowError,
+    library_account,
+)
 from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._version import __version__
@@ -607,8 +614,20 @@ def explain(e: BaseException, args: argparse.Namespace) -> CliError | None:
         return CliError(str(e), code=EXIT_USAGE)
     if isinstance(e, WorkflowUpdateFailedError):
         return CliError(f"refused: {e.cause or e}")
+    if isinstance(e, RunClosedError):  # the run has ended (or is closing): it exists, and takes no input
+        run_id = getattr(args, "id", None) or getattr(args, "source", None) or "<workflow-id>"
+        return CliError(
+            str(e),
+            hint=f"`temporal-workflows status {run_id}` shows how it ended; start a new run, or fork one from its "
+            f"checkpoints (`temporal-workflows checkpoints {run_id}`)",
+        )
     if isinstance(e, WorkflowError):  # the run refused an update (RunHandle raises the library's error)
         return CliError(f"refused: {type(e).__name__}: {e}")
+    if isinstance(e, WorkflowAlreadyStartedError):
+        return CliError(
+            f"a run with id {e.workflow_id!r} already exists (of {e.workflow_type!r})",
+            hint=f"choose another id (--id), or see it with `temporal-workflows status {e.workflow_id}`",
+        )
     if isinstance(e, RPCError):
         return _rpc_error(e, args)
     if isinstance(e, asyncio.CancelledError | KeyboardInterrupt):

@@ -22,7 +22,9 @@ hosts the ``--workflow`` graphs on it if any are given: ``worker --dev`` is
 the same. It takes port 7233 when that is free; when another server holds it,
 it takes the next free one and says which (``--port`` chooses), keeping runs
 in ``.temporal/dev.sqlite`` all the same (it never attaches to a server it did
-not start).
+not start). A restart takes the port the last ``dev`` of the directory took
+(``.temporal/dev.port``), so a shell that exported its address keeps working;
+when that port is taken it prints the new ``export TEMPORAL_ADDRESS=...``.
 
 Connection flags override the ``TEMPORAL_*`` environment variables, which
 override the TOML profile, as for the ``temporal`` CLI. Payloads and
@@ -206,6 +208,25 @@ def _next_free(default: int) -> int:
     return free_port()
 
 
+def _port_file(db: str | None) -> Path:
+    return Path(db if db and db != ":memory:" else DEFAULT_DB).with_suffix(".port")
+
+
+def _last_port(db: str | None) -> int | None:
+    """The port the last ``dev`` of this directory (its database) listened on, if it said."""
+    try:
+        text = _port_file(db).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
+
+
+def _remember_port(db: str, port: int) -> None:
+    """Note the port beside the database, so the next ``dev`` here takes it again (or says it moved)."""
+    with contextlib.suppress(OSError):
+        _port_file(db).write_text(f"{port}\n")
+
+
 def _claim(db: str) -> IO[str] | None:
     """Lock ``db`` for this process (a lock file next to it), or ``None`` when another live ``dev`` holds it.
 
@@ -238,14 +259,29 @@ async def start_dev(port: int | None, ui_port: int | None, db: str | None) -> De
     """
     notes: list[str] = []
     chosen = port
+    last = _last_port(db)
     if chosen is None:
-        chosen = _next_free(DEFAULT_DEV_PORT)
-        if chosen != DEFAULT_DEV_PORT:
+        if last is not None and last != DEFAULT_DEV_PORT and port_free(last):
+            # The port the last `dev` here took: other shells told to export it keep working.
+            chosen = last
             notes.append(
-                f"port {DEFAULT_DEV_PORT} is taken (another Temporal server?), so this dev server listens on "
-                f"127.0.0.1:{chosen} (--port chooses another); in other shells: "
-                f"export TEMPORAL_ADDRESS=127.0.0.1:{chosen}"
+                f"this dev server listens on 127.0.0.1:{chosen}, as the last one in this directory did "
+                f"(--port chooses another); in other shells: export TEMPORAL_ADDRESS=127.0.0.1:{chosen}"
             )
+        else:
+            chosen = _next_free(DEFAULT_DEV_PORT)
+            if chosen != DEFAULT_DEV_PORT:
+                notes.append(
+                    f"port {DEFAULT_DEV_PORT} is taken (another Temporal server?), so this dev server listens on "
+                    f"127.0.0.1:{chosen} (--port chooses another); in other shells: "
+                    f"export TEMPORAL_ADDRESS=127.0.0.1:{chosen}"
+                )
+    if last is not None and last != chosen and not any("export TEMPORAL_ADDRESS" in n for n in notes):
+        # The last `dev` here listened elsewhere: a shell that exported its address must follow.
+        notes.append(
+            f"this dev server listens on 127.0.0.1:{chosen}, not on {last} as the last one in this directory; "
+            f"in other shells: export TEMPORAL_ADDRESS=127.0.0.1:{chosen}"
+        )
     ui = ui_port
     if ui is None:
         ui = _next_free(DEFAULT_UI_PORT)
@@ -274,6 +310,7 @@ async def start_dev(port: int | None, ui_port: int | None, db: str | None) -> De
         raise CliError(str(e), code=EXIT_USAGE) from None
     if db != ":memory:":
         notes.append(f"runs are kept in {db}")
+        _remember_port(db, chosen)
     address = env.client.service_client.config.target_host
     return DevServer(env, address, f"http://127.0.0.1:{ui}", tuple(notes), lock)
 

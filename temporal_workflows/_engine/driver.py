@@ -64,6 +64,7 @@ from temporal_workflows._errors import (
     WorkflowError,
     WorkflowRunError,
     class_path,
+    error_args_of,
 )
 from temporal_workflows._events import (
     ExecutorCompletedEvent,
@@ -156,6 +157,8 @@ class StepFailure:
         error_class: The exception's class by its qualified name
             (``ExecutorFailedError.error_class``); on Temporal, what the step
             activity's failure carries.
+        args: The exception's arguments as JSON where its message alone does
+            not give them back (``ExecutorFailedError.error_args``).
     """
 
     error_type: str
@@ -164,6 +167,7 @@ class StepFailure:
     error_class: str | None = None
     worker: str | None = None
     """Which worker's attempt failed last, where the host knows (on Temporal: its identity)."""
+    args: list[Any] | None = None
 
     @staticmethod
     def of(e: BaseException) -> StepFailure:
@@ -174,7 +178,7 @@ class StepFailure:
             # An error that names its own type (Temporal's ApplicationError(type="Refused")): reported
             # under that type, as a Temporal activity failure is (without importing temporalio here).
             return StepFailure(kind, own, e)
-        return StepFailure(type(e).__name__, message, e, class_path(type(e)))
+        return StepFailure(type(e).__name__, message, e, class_path(type(e)), args=error_args_of(e))
 
 
 class StepsInterrupted(Exception):
@@ -228,6 +232,14 @@ class DriverHost:
 
     async def before_superstep(self, engine: Engine) -> None:
         """Last look before a superstep or an idle wait (Temporal: continue as new if history is long)."""
+
+    async def reader_caught_up(self) -> None:
+        """Before work a stream's reader would hold back (steps, a checkpoint), once the events so far are out.
+
+        In process the stream itself holds the run (its reader asks for the next batch, or leaves). On
+        Temporal a streamed caller of the durable twin paces the run: this waits until it has read them
+        (``temporal/_workflow/pacing.py``).
+        """
 
     async def wait_for_input(self, engine: Engine) -> None:
         """Idle with nothing to do: return when input may have arrived or a request deadline passed."""
@@ -541,6 +553,12 @@ class SuperstepDriver:
             bubbled up), in order: a sub-workflow's child hands them to its
             parent, as Agent Framework's ``WorkflowExecutor`` does. ``None``
             (a top-level run): not collected, they are events only.
+        restored: The engine was just restored from a checkpoint (a resume, a
+            reset to a checkpoint, a fork): its first superstep runs even with
+            nothing to deliver, as Agent Framework's does, so the superstep
+            count and the automatic checkpoints go on from the checkpoint's as
+            there (a restored run waiting for answers: ``superstep_started``,
+            ``superstep_completed`` and a checkpoint one superstep on).
         reader_stops: Whether the reader of :meth:`batches` may stop the run
             between two batches (a stream: it stops where it stopped reading,
             before the next checkpoint or superstep). ``False`` (an in-process
@@ -563,10 +581,12 @@ class SuperstepDriver:
         state_limit: Callable[[], int] | None = None,
         release_outputs: Callable[[], bool] = lambda: True,
         intermediate: list[Envelope] | None = None,
+        restored: bool = False,
         reader_stops: bool = True,
         turn_start: EngineSnapshot | None = None,
     ) -> None:
         self.engine = engine
+        self._restore_due = restored
         self._pauses = reader_stops
         self.intermediate = intermediate
         self.host = host
@@ -591,6 +611,7 @@ class SuperstepDriver:
         self._takes_input = _overrides(host, "take_input")
         self._controls = host.controls
         self._looks_before = _overrides(host, "before_superstep")
+        self._paced = _overrides(host, "reader_caught_up")
         self._shows_status = _overrides(host, "on_status")
         self._tracks_commits = _overrides(host, "committed")
 
@@ -774,6 +795,14 @@ class SuperstepDriver:
                 )
             if self._out and self._pauses:
                 yield self._flush()
+            if self._restore_due:
+                # A restored run's first superstep runs whatever it has to deliver (Agent Framework's).
+                self._restore_due = False
+                if not engine.has_work():
+                    self._activate()
+                    async for batch in self._superstep():
+                        yield batch
+                    continue
             if not engine.has_work() and host.may_finish(engine):
                 self._show_state()
                 host.on_status(RunStatus.COMPLETED, f"completed after {engine.superstep} supersteps")
@@ -781,6 +810,8 @@ class SuperstepDriver:
                     yield self._flush()
                 return
             if engine.has_work() and self._entry_due:
+                if self._paced and self.checkpoint_every > 0:
+                    await host.reader_caught_up()
                 await self._entry_checkpoint()
             if self._looks_before:
                 await host.before_superstep(engine)
@@ -824,15 +855,17 @@ class SuperstepDriver:
     async def _superstep(self) -> AsyncIterator[list[DriverEvent]]:
         engine, host = self.engine, self.host
         tasks = engine.begin_superstep()
-        step = tasks[0].superstep
+        step = tasks[0].superstep if tasks else engine.superstep + 1  # none: a restored run's first (see restored)
         executor_ids = [t.executor_id for t in tasks]  # (the event's own list; the scope only reads it)
         with host.superstep_scope(step, executor_ids):
             self._emit(superstep_started_event(step, executor_ids))
             self._check_step_inputs(tasks, step)
             if self._out and self._pauses:
                 yield self._flush()
+            if self._paced and tasks:
+                await host.reader_caught_up()
             try:
-                outcomes = await host.run_steps(tasks, engine)
+                outcomes = await host.run_steps(tasks, engine) if tasks else []
             except StepsInterrupted:
                 engine.abort_superstep()
                 self._cancelled = executor_ids
@@ -863,6 +896,7 @@ class SuperstepDriver:
                     error_type=first.error_type,
                     detail=first.message,
                     error_class=first.error_class,
+                    error_args=first.args,
                 )
             results = (
                 cast("list[StepResult]", outcomes)  # (``plain``: each one is a StepResult)
@@ -898,6 +932,8 @@ class SuperstepDriver:
             if checkpoint_due(engine.superstep, self.checkpoint_every):
                 if self._out and self._pauses:
                     yield self._flush()
+                if self._paced:
+                    await host.reader_caught_up()
                 try:
                     checkpoint_id = await host.save_checkpoint(engine, "auto")
                 except CheckpointStorageError as e:

@@ -61,7 +61,7 @@ attempts, 1 s then 2 s apart (Temporal's own default would retry for ever)."""
 class ExecutorOptions:
     """How an executor's steps run when the graph is hosted on Temporal.
 
-    In process they are ignored: a failing handler fails the run at once. On
+    In process they are ignored (but ``concurrent``): a failing handler fails the run at once. On
     Temporal each step is an activity and these become its options (in one
     place, ``temporal_workflows.temporal._workflow.options``), so a flaky model call
     retries per its policy and a slow step gets its own worker pool.
@@ -87,6 +87,14 @@ class ExecutorOptions:
         retry_policy: A ``temporalio.common.RetryPolicy``; ``None`` means
             :data:`DEFAULT_RETRY_POLICY` (at most 3 attempts).
         local: Run as a local activity: for cheap, fast steps, fewer history events.
+        concurrent: Handle the messages one sender sends this executor in one
+            superstep side by side, not one after another. By default they
+            are handled in the order they were sent, each to its end before
+            the next (Agent Framework's order: a handler that collects what it
+            receives in its attributes sees it in send order); turn this on
+            for an executor that takes many independent items through one
+            edge (a wide fan-out), where running them concurrently is the
+            point. Unlike the options above it applies in process too.
     """
 
     start_to_close_timeout: timedelta = DEFAULT_START_TO_CLOSE_TIMEOUT
@@ -94,6 +102,7 @@ class ExecutorOptions:
     task_queue: str | None = None
     retry_policy: RetryPolicy | None = None
     local: bool = False
+    concurrent: bool = False
 
 
 @dataclass(frozen=True)

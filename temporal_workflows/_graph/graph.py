@@ -78,6 +78,8 @@ class Graph:
         self.name_generated = name_generated
         """The name was made up by the builder (none given): it differs in every process."""
         self.executors = executors
+        self.concurrent = frozenset(eid for eid, ex in executors.items() if ex.options.concurrent)
+        """Executors whose messages from one sender run side by side (``ExecutorOptions.concurrent``)."""
         self.groups = groups
         self.reducer_funcs = reducer_funcs
         self.description = description

@@ -47,6 +47,7 @@ from temporal_workflows._engine.inbound import (
 )
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.machine import Engine, Reduction, StepTask
+from temporal_workflows._engine.order import predecessors
 from temporal_workflows._engine.serde import Envelope, encode
 from temporal_workflows._engine.subworkflows import SubWorkflowSuperstep
 from temporal_workflows._errors import (
@@ -70,6 +71,7 @@ from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.graph import Graph
 from temporal_workflows._graph.runs import MISSING, Reservation, RunStream, check_run_arguments, materialize
 from temporal_workflows._local.live import LiveQueue, with_live
+from temporal_workflows._local.ordering import in_order
 from temporal_workflows._local.subworkflows import run_with_sub_workflows
 
 __all__ = ["GraphLocalRunner"]
@@ -181,14 +183,17 @@ class _GraphLocalHost(DriverHost):
         # (``interrupt_steps``): nothing is added to a superstep that no such message reaches.
         self._steps_task = asyncio.current_task()
         try:
+            after = predecessors(engine.topology, tasks, self.runner.graph.concurrent)
             if SubWorkflowSuperstep.any_in(engine.topology, tasks):
-                return await run_with_sub_workflows(self, tasks, engine)
+                return await run_with_sub_workflows(self, tasks, engine, after)
             state = engine.state
             if len(tasks) == 1:  # (most supersteps of a chain: no gather, and no coroutine around the step's own)
                 try:
                     return [await self._step(tasks[0], state)]
                 except Exception as e:
                     return [StepFailure.of(e)]
+            if after is not None:  # a sender's messages to one executor: one after another (_engine/order.py)
+                return await in_order(tasks, after, lambda t: self._run_task(t, state))
             return list(await asyncio.gather(*(self._run_task(t, state) for t in tasks)))
         except asyncio.CancelledError:
             task = self._steps_task
@@ -469,6 +474,7 @@ class GraphLocalRunner:
             payload_limit=max_payload_bytes,
             # New input (a start message, responses) is checkpointed before it is processed; a restore is not.
             entry_checkpoint=started or responses is not None,
+            restored=restored,
             reader_stops=stream,  # an awaited run() reads every event: no hand-over until it ends
             turn_start=turn_start,
         )

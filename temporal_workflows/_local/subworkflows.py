@@ -30,6 +30,7 @@ from temporal_workflows._engine.subworkflows import (
 )
 from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.graph import Graph
+from temporal_workflows._local.ordering import in_order
 
 if TYPE_CHECKING:
     from temporal_workflows._local.runner import _GraphLocalHost
@@ -81,7 +82,9 @@ async def activate(
     return outcome
 
 
-async def run_with_sub_workflows(host: _GraphLocalHost, tasks: Sequence[StepTask], engine: Engine) -> list[StepOutcome]:
+async def run_with_sub_workflows(
+    host: _GraphLocalHost, tasks: Sequence[StepTask], engine: Engine, after: Sequence[int | None] | None = None
+) -> list[StepOutcome]:
     """The superstep's steps, those of sub-workflow executors running their children first (in task order)."""
     graph = host.runner.graph
     state = engine.state
@@ -104,4 +107,6 @@ async def run_with_sub_workflows(host: _GraphLocalHost, tasks: Sequence[StepTask
         except Exception as e:
             return StepFailure.of(e)
 
+    if after is not None:  # a sender's messages to one executor: one after another (_engine/order.py)
+        return await in_order(tasks, after, one)
     return list(await asyncio.gather(*(one(t) for t in tasks)))

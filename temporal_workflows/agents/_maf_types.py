@@ -12,6 +12,7 @@ sends the ``Content`` object's JSON; the run validates it back into one.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,61 @@ the format raises there (pydantic's ``ValidationError``), in the executor
 that reads it. The response carries the format's registered name instead of
 a value, so after a boundary ``.value`` is parsed, and raises, as in Agent
 Framework, rather than reading ``None``."""
+
+
+RESULT_ITEMS = "=result"
+"""A ``function_result`` content's ``items`` in its JSON when they are the one text item ``result`` holds.
+
+Agent Framework's ``Content.from_function_result`` keeps a tool's output twice, as
+``result`` and as a text item: every response, output, event and checkpoint of an
+agent step would carry each tool output twice. Here the second is this marker
+(``items`` is a list otherwise), and it is made again from ``result`` when the JSON
+is read, so the object is the same."""
+
+
+def _text_item(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text, "additional_properties": {}}
+
+
+def _fold(node: Any) -> Any:
+    """``node`` (a ``to_dict()`` tree) with each ``function_result``'s repeated text item folded (copied on change)."""
+    if isinstance(node, list):
+        folded = [_fold(v) for v in node]
+        return folded if any(a is not b for a, b in zip(folded, node, strict=True)) else node
+    if not isinstance(node, dict):
+        return node
+    out = node
+    for key, value in node.items():
+        new = _fold(value)
+        if new is not value:
+            if out is node:
+                out = dict(node)
+            out[key] = new
+    result = out.get("result")
+    if out.get("type") == "function_result" and isinstance(result, str) and out.get("items") == [_text_item(result)]:
+        out = {**out, "items": RESULT_ITEMS}
+    return out
+
+
+def _unfold(node: Any) -> Any:
+    """The inverse of :func:`_fold` (a tree JSON gave: changed in place)."""
+    if isinstance(node, list):
+        for v in node:
+            _unfold(v)
+    elif isinstance(node, dict):
+        for v in node.values():
+            _unfold(v)
+        if node.get("items") == RESULT_ITEMS and isinstance(result := node.get("result"), str):
+            node["items"] = [_text_item(result)]
+    return node
+
+
+def _has_folded(node: Any) -> bool:
+    if isinstance(node, list):
+        return any(_has_folded(v) for v in node)
+    if isinstance(node, dict):
+        return node.get("items") == RESULT_ITEMS or any(_has_folded(v) for v in node.values())
+    return False
 
 
 def _structured_value(response: Any) -> Any:
@@ -90,6 +146,7 @@ def _schema_for(cls: type) -> Callable[..., core_schema.CoreSchema]:
             if isinstance(value, cls):
                 return value
             if isinstance(value, dict):
+                value = _unfold(copy.deepcopy(value)) if _has_folded(value) else value
                 if keeps_value and VALUE_KEY in value:
                     value = {**value, VALUE_KEY: _value_of(value[VALUE_KEY])}
                 if keeps_value and FORMAT_KEY in value:
@@ -98,7 +155,7 @@ def _schema_for(cls: type) -> Callable[..., core_schema.CoreSchema]:
             raise ValueError(f"expected a {cls.__name__} or its JSON object, not a {type(value).__name__}")
 
         def serialize(value: Any) -> Any:
-            data = value.to_dict()
+            data = _fold(value.to_dict())
             if keeps_value:
                 structured = _structured_value(value)
                 if structured is not None:

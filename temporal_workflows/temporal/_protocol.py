@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 from pydantic_core import PydanticCustomError, to_json
@@ -43,6 +43,7 @@ __all__ = [
     "STREAM_POLL",
     "STREAM_POLLS_FULL",
     "LEGACY_FAILURE_TYPES",
+    "STEP_ERROR_ARGS",
     "STEP_ERROR_CLASS",
     "FAILURE_CHECKPOINT_BASE_MISSING",
     "FAILURE_STALE_STATE",
@@ -85,6 +86,10 @@ __all__ = [
     "STATUS_SEARCH_ATTRIBUTE",
     "UPDATE_CHECKPOINT",
     "UPDATE_RESET",
+    "UPDATE_PACE",
+    "READER_TOPIC_PREFIX",
+    "READER_LAPSE",
+    "PaceInput",
     "UPDATE_RESPOND",
     "UPDATE_RESPOND_ALL",
     "MAX_RESPONSES_PER_UPDATE",
@@ -148,6 +153,17 @@ SIGNAL_RESET = "reset"
 ``{"checkpoint_id": ...}`` (back to a checkpoint); the run continues as new."""
 UPDATE_RESET = "reset_run"
 """Update with the same argument: returns once the reset is accepted, rejects an unknown checkpoint."""
+UPDATE_PACE = "pace"
+"""Update ``{"reader": ..., "action": "follow" | "release" | "stop"}`` (:class:`PaceInput`): a streamed caller of
+the durable twin says the run should go no further than it has read (``follow``), that it stopped following
+(``release``: the run goes on) or that it left the stream (``stop``: the run stays where its reader left it,
+and the caller cancels it there). Returns ``{"run_id", "paced"}``."""
+READER_TOPIC_PREFIX = "reader:"
+"""A topic (never published to) a paced reader adds to its stream polls, ``reader:<token>``: how the run tells its
+paced reader's polls (and the offset it has read to) from any other reader's."""
+READER_LAPSE = timedelta(seconds=30)
+"""A paced run waits no longer than this for a reader that has stopped polling: a caller that crashed (or was
+killed) leaves its run going on, as an unread stream of it would; the default step heartbeat timeout."""
 SIGNAL_DELIVER = "deliver"
 """Signal ``{"id": ..., "send": {...}}`` or ``{"id": ..., "respond": {...}}``: large input a client
 waits for. The run checks it as the update would and keeps the outcome for ``confirm_delivery``."""
@@ -279,6 +295,9 @@ FAILURE_DELIVERY_FORGOTTEN = "DeliveryForgottenError"
 STEP_ERROR_CLASS = "error_class"
 """Key, in a failed step activity's failure details, of the user's error class by its qualified name
 (``module.QualName``): the failure's type is the class's bare name, as the SDK names it."""
+STEP_ERROR_ARGS = "error_args"
+"""Key beside it: the error's ``args`` as JSON, where its message alone does not make it again
+(``KeyError('k')`` reads ``'k'``, quoted); absent otherwise (``_errors.error_args_of``)."""
 LEGACY_FAILURE_TYPES = {
     "RunClosed": FAILURE_RUN_CLOSED,
     "InvalidRunInput": FAILURE_INVALID_RUN_INPUT,
@@ -457,6 +476,8 @@ class Carried(BaseModel):
     checkpoints: CarriedCheckpoints | None = None
     status: CarriedStatus | None = None
     stream: WorkflowStreamState | None = None
+    reader: str | None = None
+    """The reader pacing the run (:attr:`RunInput.reader`), if any: it goes on pacing the next execution."""
 
     @model_validator(mode="before")
     @classmethod
@@ -546,6 +567,9 @@ class RunInput:
     (the durable twin's ``run()``), ``None`` not said (``start_run``). Steps read it as
     ``ctx.is_streaming()``; ``AgentExecutor`` calls its model and yields outputs accordingly. A
     ``submit_responses`` update may change it for the supersteps that follow."""
+    reader: str | None = None
+    """A streamed caller's token (the durable twin's ``run(..., stream=True)``): the run goes no further than
+    this reader has read, as an in-process stream goes no further than its reader (``UPDATE_PACE``)."""
     concurrent_input: str | None = None
     """What a message that arrives while the run is busy does by default: ``"enqueue"`` (``None``), ``"reject"``,
     ``"interrupt"`` or ``"rollback"`` (``_engine.inbound.ConcurrentInput``); a ``send`` may say otherwise."""
@@ -690,6 +714,15 @@ class RespondAllInput:
     """How the call that gives them reads the run from here on (:attr:`RunInput.stream`); ``None``: unchanged."""
     invocation_kwargs: dict[str, Any] | None = None
     """The call's invocation kwargs (:attr:`RunInput.invocation_kwargs`); ``None``: unchanged."""
+
+
+@dataclass
+class PaceInput:
+    """Argument of the ``pace`` update (:data:`UPDATE_PACE`)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+    reader: str
+    action: Literal["follow", "release", "stop"] = "follow"
 
 
 class SendInput(BaseModel):
@@ -926,6 +959,8 @@ class StepInput:
     """How the run is read (``ctx.is_streaming()``, :attr:`RunInput.stream`); ``None``: not said."""
     invocation_kwargs: dict[str, Any] | None = None
     """The run's ``function_invocation_kwargs`` / ``client_kwargs`` (:attr:`RunInput.invocation_kwargs`)."""
+    share: bool = False
+    """The workflow reads a result whose long repeated strings are recorded once (``_wire._share``)."""
 
 
 @dataclass

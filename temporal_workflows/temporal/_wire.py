@@ -18,7 +18,12 @@ already knows:
   that target (spelled out only when that is ambiguous or not the case);
 * a request's executor and superstep, which are the step's;
 * the order the step did things in, when it differs from the default only in
-  where its sends are (they publish no event of their own).
+  where its sends are (they publish no event of their own);
+* a long string a result holds more than once (an agent's tool output is in
+  the conversation the step writes and in the response it yields, where Agent
+  Framework's ``function_result`` holds it twice more): once, with where else
+  it goes (``shared``), when the workflow that scheduled the step reads that
+  (``StepInput.share``; a workflow of an earlier version does not ask).
 
 Committed state rides inline only while it is small (see ``StepInput``);
 otherwise the input names the state version and the activity reads it from
@@ -42,6 +47,7 @@ from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._protocol import StepInput
 
 __all__ = [
+    "SHARED_MIN_CHARS",
     "decode_step_input",
     "decode_step_result",
     "encode_step_input",
@@ -110,6 +116,8 @@ def encode_step_input(inp: StepInput) -> dict[str, Any]:
         out["stream"] = inp.streaming
     if inp.invocation_kwargs:
         out["invocation_kwargs"] = inp.invocation_kwargs
+    if inp.share:
+        out["share"] = True
     return out
 
 
@@ -149,6 +157,7 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
         raw.get("signature", ""),
         stream if isinstance(stream, bool) else None,
         kwargs if isinstance(kwargs := raw.get("invocation_kwargs"), dict) else None,
+        raw.get("share") is True,
     )
 
 
@@ -175,8 +184,13 @@ def _derived_fan_in(groups: Mapping[str, FanInGroup], source_id: str | None, tar
     return found[0] if len(found) == 1 else None
 
 
-def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mapping[str, FanInGroup]) -> dict[str, Any]:
-    """What a step did, as its activity returns it (empty parts left out)."""
+def encode_step_result(
+    result: StepResult, task: StepTask, fan_in_groups: Mapping[str, FanInGroup], *, share: bool = False
+) -> dict[str, Any]:
+    """What a step did, as its activity returns it (empty parts left out).
+
+    ``share``: the workflow reads ``shared`` (:func:`_share`): a long string held more than once goes once.
+    """
     out: dict[str, Any] = {}
     if result.writes:
         out["writes"] = [
@@ -207,7 +221,73 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
     if result.emitted and not _same_events(result.emitted, _default_order(result)):
         # The order the step did things in (for its events), unless it is the order derived anyway.
         out["emitted"] = list(result.emitted)
-    return out
+    return _share(out) if share else out
+
+
+SHARED_MIN_CHARS = 256
+"""Strings at least this long that a step result holds more than once are recorded once (``shared``)."""
+
+_Path = list[str | int]
+
+
+def _share(out: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with each long string it holds more than once recorded once, under ``shared``.
+
+    ``shared`` lists ``[string, path, path, ...]``: the places (key and index
+    paths from the top) where the string goes, each holding ``0`` meanwhile.
+    Paths never collide with the data, whatever it holds, so nothing else of the
+    encoding changes. Containers on the way to a shared string are copied,
+    never changed in place (they may be a step's own values).
+    """
+    seen: dict[str, list[_Path]] = {}
+
+    def count(node: Any, path: _Path) -> None:
+        if type(node) is str:
+            if len(node) >= SHARED_MIN_CHARS:
+                seen.setdefault(node, []).append(list(path))
+        elif type(node) is dict:
+            for k, v in node.items():
+                path.append(k)
+                count(v, path)
+                path.pop()
+        elif type(node) is list:
+            for i, v in enumerate(node):
+                path.append(i)
+                count(v, path)
+                path.pop()
+
+    count(out, [])
+    twice = {text: paths for text, paths in seen.items() if len(paths) > 1}
+    if not twice:
+        return out
+
+    def without(node: Any) -> Any:
+        if type(node) is str:
+            return 0 if node in twice else node
+        if type(node) is dict:
+            return {k: without(v) for k, v in node.items()}
+        if type(node) is list:
+            return [without(v) for v in node]
+        return node
+
+    shared = without(out)
+    shared["shared"] = [[text, *paths] for text, paths in twice.items()]
+    return cast(dict[str, Any], shared)
+
+
+def _unshare(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The inverse of :func:`_share` (``raw`` as history holds it: a fresh copy, put back in place)."""
+    shared = raw.get("shared")
+    if not isinstance(shared, list):
+        return raw
+    for entry in shared:
+        text, *paths = entry
+        for path in paths:
+            node: Any = raw
+            for step in path[:-1]:
+                node = node[step]
+            node[path[-1]] = text
+    return raw
 
 
 def _default_order(result: StepResult) -> list[str]:
@@ -230,6 +310,7 @@ def _same_events(emitted: list[str], default: list[str]) -> bool:
 
 def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Mapping[str, FanInGroup]) -> StepResult:
     """The inverse of :func:`encode_step_result`; also reads the older, fully spelled-out form."""
+    raw = _unshare(raw)
     sent: list[RoutedMessage] = []
     for d in raw.get("sent") or ():
         messages = tuple(_from_input(m, task) for m in d["messages"])

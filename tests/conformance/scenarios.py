@@ -146,6 +146,14 @@ async def call_model(text: str, ctx: WorkflowContext[None, str]) -> None:
 own_error = WorkflowBuilder(start_executor=call_model, name="cf_own_error").build()
 
 
+@executor(id="look_up", options=ONE_ATTEMPT)
+async def look_up(key: str, ctx: WorkflowContext[None, str]) -> None:
+    raise KeyError(key)  # str() quotes it: 'missing-key'
+
+
+missing_key = WorkflowBuilder(start_executor=look_up, name="cf_missing_key").build()
+
+
 class Gatekeeper(Executor):
     """Asks, then fails with the program's own class when answered: the failure follows a response."""
 
@@ -461,6 +469,50 @@ resumable = (
     .add_edge(count, count)
     .add_edge(count, confirmer)
     .build()
+)
+
+
+# -- a paused run resumed from the checkpoint of its request, then answered (issue #39) ------------------------
+
+paused_store = InMemoryCheckpointStorage()
+paused_asker = Asker("asker")
+paused = (
+    WorkflowBuilder(start_executor=paused_asker, name="cf_paused", checkpoint_storage=paused_store, checkpoint_every=1)
+    .add_edge(paused_asker, archive)
+    .build()
+)
+
+
+# -- one sender's messages to one executor: handled in the order sent (issue #39) -------------------------
+
+
+@executor(id="dispatch")
+async def dispatch(n: int, ctx: WorkflowContext[int]) -> None:
+    for i in range(1, n + 1):
+        await ctx.send_message(i)
+
+
+class Collector(Executor):
+    """Collects what it receives in its attributes, as Agent Framework's ``sub_workflow_basics`` does.
+
+    Earlier messages take longer: run side by side, the steps would finish (and collect) in reverse order.
+    """
+
+    def __init__(self, id: str, *, options: ExecutorOptions | None = None) -> None:
+        super().__init__(id, options=options)
+        self.seen: dict[str, list[int]] = {}
+
+    @handler
+    async def take(self, i: int, ctx: WorkflowContext[None, list[int]]) -> None:
+        await asyncio.sleep(0.05 * (4 - i))
+        seen = self.seen.setdefault(ctx.run_id, [])
+        seen.append(i)
+        await ctx.yield_output(list(seen))
+
+
+in_order_collector = Collector("collector")
+in_send_order = (
+    WorkflowBuilder(start_executor=dispatch, name="cf_in_send_order").add_edge(dispatch, in_order_collector).build()
 )
 
 
@@ -859,6 +911,9 @@ def all_workflows() -> list[Workflow]:
         fan,
         raises,
         own_error,
+        missing_key,
+        paused,
+        in_send_order,
         answer_fails,
         two_fail,
         bad_reducer,

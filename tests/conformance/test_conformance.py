@@ -91,6 +91,8 @@ class Observed:
     error: BaseException | None = None
     run_ids: set[str] = field(default_factory=set)
     """Run-specific ids (run id, workflow id) masked as ``<run>`` wherever they appear."""
+    checkpoints: list[int] = field(default_factory=list)
+    """The superstep of each checkpoint of the run, oldest first (a graph with a checkpoint storage)."""
 
     @property
     def segment(self) -> Segment:
@@ -174,6 +176,8 @@ class Seen:
     outputs: list[Json]
     state: dict[str, Json]
     error: dict[str, Json] | None
+    checkpoints: list[int] = field(default_factory=list)
+    """The superstep of each of the run's checkpoints, oldest first (Agent Framework's ``iteration_count``)."""
 
     def comparable(self) -> dict[str, Json]:
         return {
@@ -183,6 +187,7 @@ class Seen:
             "outputs": self.outputs,
             "state": self.state,
             "error": self.error,
+            "checkpoints": self.checkpoints,
         }
 
     def all_events(self) -> Iterator[dict[str, Json]]:
@@ -238,7 +243,7 @@ def normalise(obs: Observed) -> Seen:
             "error_class": getattr(obs.error, "error_class", None),
         }
     outputs = [e["data"] for seg in events for e in seg if e["class"] == "WorkflowOutputEvent"]
-    return Seen(events, pending, requests, outputs, last.value(obs.state), error)
+    return Seen(events, pending, requests, outputs, last.value(obs.state), error, obs.checkpoints)
 
 
 def wf_run_id(obs: Observed) -> str:
@@ -416,6 +421,35 @@ def own_error_facts(s: Seen) -> None:
     # Rebuilt on the client (the class is imported there and takes its message): the same as in process.
     assert (s.error["class"], s.error["message"]) == ("QuotaExceeded", "quota exceeded for 'ann'")
     assert s.error["library_class"] == "ExecutorFailedError"
+
+
+def missing_key_facts(s: Seen) -> None:
+    """An exception whose message quotes its argument reads as Python shows it, once quoted, on both hosts."""
+    (failed,) = s.of("ExecutorFailedEvent")
+    assert (failed["error_type"], failed["error"]) == ("KeyError", "'missing-key'")
+    assert s.error is not None and (s.error["class"], s.error["message"]) == ("KeyError", "'missing-key'")
+    assert s.error["summary"] == "executor 'look_up' failed in superstep 1: KeyError: 'missing-key'"
+
+
+def paused_facts(s: Seen) -> None:
+    """Agent Framework's numbering of a run resumed from its request's checkpoint and answered (issue #39).
+
+    Agent Framework 1.23 lists ``iteration_count`` 0, 1, 2, 2, 3, 4 for this run: the
+    start's checkpoint, the request's, the restored run's first superstep (it runs with
+    nothing to deliver), the answer's entry checkpoint, then the two supersteps it starts.
+    """
+    assert s.steps(0) == [["asker"]]
+    assert s.steps(1) == [[], ["asker"], ["archive"]]
+    assert [e["superstep"] for e in s.of("SuperStepStartedEvent", 1)] == [2, 3, 4]
+    assert s.checkpoints == [0, 1, 2, 2, 3, 4]
+    assert s.outputs == ["archived bees: asker heard 'what about bees?'"]
+
+
+def in_send_order_facts(s: Seen) -> None:
+    """One sender's three messages to one executor are handled one after another, in the order sent (MAF's order):
+    the executor's attribute collects 1, 2, 3 on both hosts, though the first takes longest."""
+    assert s.steps() == [["dispatch"], ["collector"] * 3]
+    assert s.outputs == [[1], [1, 2], [1, 2, 3]]
 
 
 def answer_fails_facts(s: Seen) -> None:
@@ -737,6 +771,7 @@ SCENARIOS = [
     Scenario("example_approval", approval.workflow, approval.SAMPLE_INPUT, answer=_review, facts=approval_facts),
     Scenario("step_raises", sc.raises, "boom", fails_with=ExecutorFailedError, facts=raises_facts),
     Scenario("step_raises_own_class", sc.own_error, "ann", fails_with=ExecutorFailedError, facts=own_error_facts),
+    Scenario("step_raises_quoting", sc.missing_key, "missing-key", fails_with=KeyError, facts=missing_key_facts),
     Scenario("two_steps_fail", sc.two_fail, "go", fails_with=ExecutorFailedError, facts=two_fail_facts),
     Scenario(
         "answer_fails_own_class",
@@ -781,6 +816,15 @@ SCENARIOS = [
         facts=resume_facts,
     ),
     Scenario("step_event_order", sc.ordered, "go", answer=sc.answer_question, facts=ordered_facts),
+    Scenario(
+        "resume_waiting_run_then_answer",
+        sc.paused,
+        "bees",
+        answer=sc.answer_question,
+        resume_from=1,
+        facts=paused_facts,
+    ),
+    Scenario("one_sender_in_send_order", sc.in_send_order, 3, facts=in_send_order_facts),
     Scenario("checkpoint_hooks", sc.hooked, 4, answer=sc.answer_question, resume_from=2, facts=hooks_facts),
     Scenario("output_designation", sc.designated, "why", facts=designated_facts),
     Scenario("typed_event_data", sc.typed_fan, "hi", facts=typed_fan_facts),
@@ -889,6 +933,9 @@ async def run_in_process(s: Scenario) -> Observed:
         events = wf.run(responses=responses, stream=True)
     # Per key, as the state query shows it (cut to one payload, with a note, if it would not fit).
     obs.state = truncated_state({k: _jsonable(v) for k, v in wf.state.items()}, max_payload_bytes())
+    if wf.checkpoint_storage is not None and obs.error is None:
+        listed = await wf.checkpoint_storage.list_checkpoints(workflow_name=wf.name, run_id=wf_run_id(obs))
+        obs.checkpoints = [c.superstep for c in sorted(listed, key=lambda c: c.created_at)]
     return obs
 
 
@@ -904,6 +951,8 @@ async def run_on_temporal(s: Scenario, client: Client, workflow_id: str) -> Obse
                 except Exception as e:  # the run's failure, whatever its class: compared below
                     obs.error = e
         obs.state = await handle.state()
+        if s.graph.checkpoint_storage is not None and obs.error is None:
+            obs.checkpoints = [c["superstep"] for c in await handle.checkpoints()]
     finally:
         # A run left waiting (or stuck) is not left behind for the rest of the session.
         with contextlib.suppress(Exception):

@@ -13,6 +13,7 @@ executions that are running in production.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import sys
@@ -269,6 +270,13 @@ async def drive_deliver_interrupt(client: Client, workflow_id: str, queue: str) 
     interrupted, answered = (turns[k] for k in keys)
     assert interrupted["interrupted"] and not answered["interrupted"] and interrupted["done_at"] < answered["done_at"]
     await handle.close()
+
+
+async def drive_in_send_order(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """One sender's three messages to one executor, handled one after another (patch one-sender-in-order)."""
+    from tests.conformance import scenarios
+
+    handle = await start_run(client, scenarios.in_send_order, 3, id=workflow_id, task_queue=queue)
     await handle.result()
     return handle
 
@@ -294,6 +302,41 @@ async def drive_close_waits(client: Client, workflow_id: str, queue: str) -> Run
     await handle.respond(first.request_id, {"text": "buzz"})
     await handle.respond(second.request_id, {"text": "hum"}, wait=False)
     await handle.result()
+
+
+async def drive_restore_superstep(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """A waiting run reset to its request's checkpoint runs a superstep with nothing to deliver, then is
+    answered (patch superstep-after-restore; the execution after the reset is recorded)."""
+    from tests.conformance import scenarios
+
+    handle = await start_run(client, scenarios.paused, "bees", id=workflow_id, task_queue=queue, checkpoint_every=1)
+    while not await handle.pending_requests():
+        await asyncio.sleep(0.05)
+    asked = next(c for c in await handle.checkpoints() if c["superstep"] == 1)
+    await handle.reset(checkpoint_id=asked["checkpoint_id"])
+    while not (pending := await handle.pending_requests()) or (await handle.status())["superstep"] < 2:
+        await asyncio.sleep(0.05)
+    await handle.respond(pending[0].request_id, scenarios.Answer(text="hum"))
+    await handle.result()
+    return handle
+
+
+async def drive_paced_stream(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """A streamed call of the durable twin paces its run, leaves the stream after superstep 2, and the run is
+    cancelled where its reader left it (pacing.py)."""
+    from temporal_workflows.events import SuperStepCompletedEvent
+    from tests.conformance import scenarios
+
+    twin = scenarios.resumable.on_temporal(client, id=workflow_id, task_queue=queue)
+    events = twin.run(scenarios.Count(n=1, upto=6), stream=True)
+    async for ev in events:
+        if isinstance(ev, SuperStepCompletedEvent) and ev.superstep == 2:
+            break
+    await events.aclose()  # type: ignore[attr-defined]
+    handle = twin.handle
+    assert handle is not None
+    with contextlib.suppress(Exception):
+        await handle.result()
     return handle
 
 
@@ -317,17 +360,31 @@ FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "answer_mid_step_under_load": drive_answer_mid_step,
     "deliver_interrupt_keep_alive": drive_deliver_interrupt,
     "close_waits_for_answers": drive_close_waits,
+    # Issue #39: the patches-2 bundle's behaviours.
+    "in_send_order": drive_in_send_order,
+    "restore_superstep": drive_restore_superstep,
+    "paced_stream": drive_paced_stream,
 }
 
-RECORDED_NOW = [
-    name
-    for name in FLOWS
-    if name
-    not in ("subworkflow_nested_shape", "approval_patches_1", "subworkflow_nested_patches_1", "pin_waits_for_its_graph")
-]
-"""The flows recorded into :data:`RECORDED_INTO` with the ``patches-1`` bundle (``subworkflow_nested_shape`` is
-``subworkflow_nested``'s run, recorded once a run kept its graph's shape, which every run does now; the three
-``*_patches_1`` / ``pin_*`` flows are recorded at the top of ``tests/histories/``)."""
+AT_TOP = (
+    "subworkflow_nested_shape",
+    "approval_patches_1",
+    "subworkflow_nested_patches_1",
+    "pin_waits_for_its_graph",
+    "in_send_order",
+    "restore_superstep",
+    "paced_stream",
+)
+"""Flows recorded at the top of ``tests/histories/``: ``subworkflow_nested_shape`` is ``subworkflow_nested``'s run,
+recorded once a run kept its graph's shape; the ``*_patches_1`` ones with the first bundle of patches before runs
+pinned their starter's graph; the others with the second bundle (``patches-2``)."""
+
+RECORDED_NOW = [name for name in FLOWS if name not in AT_TOP]
+"""The flows recorded into :data:`RECORDED_INTO`, with the ``patches-1`` bundle when they were recorded."""
+
+
+LAST_EXECUTION = {"restore_superstep"}
+"""Flows whose last execution is recorded (the one after a reset), not their first."""
 
 
 async def main(names: list[str]) -> None:
@@ -351,9 +408,10 @@ async def main(names: list[str]) -> None:
             for name in names or RECORDED_NOW:
                 handle = await FLOWS[name](client, f"recorded-{name}", "record")
                 # The first execution: for a run that continued as new, the part with the switch.
-                first = client.get_workflow_handle(handle.id, run_id=handle.handle.first_execution_run_id)
+                run_id = None if name in LAST_EXECUTION else handle.handle.first_execution_run_id
+                first = client.get_workflow_handle(handle.id, run_id=run_id)
                 history = await first.fetch_history()
-                path = RECORDED_INTO / f"{name}.json"
+                path = (RECORDED_INTO if name in RECORDED_NOW else HISTORIES) / f"{name}.json"
                 path.write_text(json.dumps(history.to_json_dict(), indent=1))
                 print(f"wrote {path}")
     finally:

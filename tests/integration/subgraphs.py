@@ -89,7 +89,13 @@ async def collect(c: Count, ctx: WorkflowContext[None, str]) -> None:
 
 
 def build_out_of_order() -> Workflow:
-    counter = WorkflowExecutor(WorkflowBuilder(start_executor=count_slowly).build(), id="slow_counter")
+    # Concurrent: the three children run side by side (by default one sender's messages to one executor run
+    # one after another, in send order, as Agent Framework delivers them), so they can finish out of order.
+    counter = WorkflowExecutor(
+        WorkflowBuilder(start_executor=count_slowly).build(),
+        id="slow_counter",
+        options=ExecutorOptions(concurrent=True),
+    )
     return (
         WorkflowBuilder(start_executor=split, name="sw_out_of_order")
         .add_edge(split, counter)

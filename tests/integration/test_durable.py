@@ -8,6 +8,7 @@ its durable twin, and compares what the program saw: the events of every call
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,8 +19,15 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from examples import approval
 from temporal_workflows import Workflow, WorkflowEvent, WorkflowRunResult, WorkflowRunState
 from temporal_workflows.errors import ExecutorFailedError, UnknownRequestError, WorkflowError
-from temporal_workflows.events import RequestInfoEvent
+from temporal_workflows.events import (
+    RequestInfoEvent,
+    SuperStepCompletedEvent,
+    SuperStepStartedEvent,
+    WorkflowStartedEvent,
+)
 from temporal_workflows.temporal import DurableWorkflow
+from temporal_workflows.testing import GraphTestEnvironment
+from tests.conformance import scenarios as sc
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs
 
@@ -192,3 +200,85 @@ async def approval_answers_until_done(wf: Runner, result: WorkflowRunResult) -> 
             responses={r.request_id: approval.auto_answer(r) for r in result.get_request_info_events()}
         )
     return result
+
+
+# -- a streamed call paces its run (issue #39: Agent Framework's checkpoint_with_resume on the twin) ----------
+
+
+async def _left_after_superstep(wf: Runner, superstep: int, *, close: bool) -> str:
+    """Stream a run, and leave the stream once ``superstep`` has completed (``aclose()``, or ``break`` alone).
+
+    Returns the run's id, as its ``started`` event gives it.
+    """
+    events = wf.run(sc.Count(n=1, upto=6), stream=True)
+    run_id = ""
+    async for ev in events:
+        if isinstance(ev, WorkflowStartedEvent):
+            run_id = ev.run_id
+        if isinstance(ev, SuperStepCompletedEvent) and ev.superstep == superstep:
+            break
+    if close:
+        await events.aclose()  # type: ignore[attr-defined]
+    else:
+        del events  # dropped: closed when collected, as a sample's rebinding does it
+        gc.collect()
+    return run_id
+
+
+async def _closed(handle: Any, status: WorkflowExecutionStatus) -> None:
+    async with asyncio.timeout(30):
+        while (await handle.describe()).status != status:
+            await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("close", [True, False], ids=["aclose", "break-and-drop"])
+async def test_leaving_a_stream_stops_the_run_where_its_reader_left_it_as_in_process(
+    client: Client, close: bool
+) -> None:
+    """In process a stream is the run: its reader leaving stops it there, with no checkpoint past that point. The
+    twin's run is paced by its reader (docs/maf.md): it waits where the reader left it and is cancelled there."""
+    local_run = await _left_after_superstep(sc.resumable, 2, close=close)
+    local = [c.superstep for c in await sc.resume_store.list_checkpoints(workflow_name="cf_resume", run_id=local_run)]
+    twin = durable(client, sc.resumable)
+    await _left_after_superstep(twin, 2, close=close)
+    assert twin.handle is not None
+    await _closed(twin.handle.handle, WorkflowExecutionStatus.CANCELED)
+    assert [c["superstep"] for c in await twin.handle.checkpoints()] == local == [0, 1, 2]
+    # Resumed from the latest checkpoint, it goes on from there, as in process.
+    resumed = await twin.run(checkpoint_id=(await twin.handle.checkpoints())[-1]["checkpoint_id"])
+    assert [e.superstep for e in resumed if isinstance(e, SuperStepStartedEvent)] == [3, 4, 5, 6, 7]
+    await twin.cancel()
+
+
+async def test_cancelling_a_streamed_caller_stops_following_and_the_run_goes_on(client: Client) -> None:
+    twin = durable(client, sc.resumable)
+    reading = asyncio.Event()
+
+    async def follow() -> None:
+        async for ev in twin.run(sc.Count(n=1, upto=6), stream=True):
+            if isinstance(ev, SuperStepCompletedEvent) and ev.superstep == 1:
+                reading.set()
+                await asyncio.Event().wait()  # reads no further
+
+    task = asyncio.ensure_future(follow())
+    await asyncio.wait_for(reading.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert twin.handle is not None
+    async with asyncio.timeout(30):  # it goes on to the confirmer's question, unread
+        while not await twin.handle.pending_requests():
+            await asyncio.sleep(0.05)
+    assert (await twin.handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    await twin.cancel()
+
+
+async def test_a_reader_that_stops_polling_without_a_word_holds_its_run_no_longer_than_the_lapse() -> None:
+    """A caller that crashed never says it left: after ``READER_LAPSE`` the run goes on (skipped here)."""
+    async with await GraphTestEnvironment.start_time_skipping([sc.chain]) as env:
+        handle = await env.start_run(sc.chain, "hello", reader="a-reader-that-crashed")
+        async with asyncio.timeout(60):
+            result = await handle.result()
+        assert result["status"] == "completed"
+        warnings = (await handle.status())["warnings"]
+        assert any("has not read on for 30 s" in w["message"] for w in warnings)

@@ -8,15 +8,19 @@ dev server.
 from __future__ import annotations
 
 import uuid
+from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
 from temporalio.client import Client
 
+import temporal_workflows
 from temporal_workflows import WorkflowRunState
 from temporal_workflows.temporal import DurableWorkflow
 from tests.conformance import scenarios as sc
 from tests.conftest import TASK_QUEUE
+from tests.integration.test_maf_samples_temporal import Host
+from tests.test_maf_programs import checkpoint_with_resume
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -206,3 +210,21 @@ async def test_client_kwargs_reach_the_agents_on_temporal_as_in_process(client: 
         CLIENT_KWARGS.clear()
         await runner.run("hi", client_kwargs={"kw_second": {"store": True}, "__global__": {"tenant": "t1"}})
         assert CLIENT_KWARGS == [{"tenant": "t1"}, {"tenant": "t1", "store": True}]
+
+
+# -- issue #39: Agent Framework's checkpoint_with_resume on the twin --------------------------------------
+
+
+@pytest.mark.parametrize("interrupt", [[True, False, True], [False, True, True, True, False, True]])
+async def test_the_checkpoint_with_resume_sample_runs_to_its_result_on_the_twin_as_in_process(
+    temporal_address: str, interrupt: list[bool]
+) -> None:
+    """The sample leaves each stream after a superstep ("simulates an interruption") and resumes from the latest
+    checkpoint until done. On the twin each streamed run goes no further than its reader (docs/maf.md), so the
+    latest checkpoint is where the reader left, the sample resumes from there and finishes, printing what it
+    prints in process (and in Agent Framework: tests/test_maf_programs.py)."""
+    local = await checkpoint_with_resume(temporal_workflows, interrupt)
+    async with AsyncExitStack() as stack:
+        remote = await checkpoint_with_resume(temporal_workflows, interrupt, durable=Host(temporal_address, stack))
+    assert remote == local
+    assert local[-1].startswith("Workflow completed successfully with output: {1: []")

@@ -84,6 +84,7 @@ SUBSET = [
     ports.agents_streaming,
     ports.custom_agent_executors,
     ports.intermediate_vs_terminal_outputs,
+    ports.sub_workflow_request_interception,
 ]
 
 

@@ -38,7 +38,7 @@ def test_the_port_prints_what_agent_framework_prints_in_process(name: str) -> No
 
 
 def test_the_sub_workflow_basics_print_what_agent_framework_prints_on_temporal(temporal_address: str) -> None:
-    # Its run goes one step at a time (max_steps_in_flight=1), so the worker prints in task order.
+    # With default options: one sender's messages to one executor run in send order, as in Agent Framework.
     expected = (PORTS / "text_processing.expected.txt").read_text()
     assert run_port("text_processing", temporal_address).splitlines() == expected.splitlines()
 

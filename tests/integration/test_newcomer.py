@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from temporal_workflows.errors import RunClosedError
 from temporal_workflows.temporal import get_run, start_run
 from temporal_workflows.temporal._client.devserver import temporal_cli_path
 from tests.conftest import TASK_QUEUE
@@ -157,6 +158,36 @@ async def test_a_waiting_run_says_how_to_answer_and_ctrl_c_leaves_it_running(
     code, out, err = await run_cli(temporal_address, "events", workflow_id)
     assert code == 0, err
     assert "completed after" in out.splitlines()[-1]
+
+    # Answering (or checkpointing) the completed run says it has completed, not that there is no such run.
+    for args in (("respond", workflow_id, command[5], '{"approved": true}'), ("checkpoint", workflow_id)):
+        code, out, err = await run_cli(temporal_address, *args)
+        assert code == 1 and len(err.strip().splitlines()) == 2, err
+        assert f"run {workflow_id!r} has completed: it takes no more input" in err, err
+        assert f"hint: `temporal-workflows status {workflow_id}` shows how it ended" in err, err
+    # In Python: the library's named error, not the server's RPCError.
+    with pytest.raises(RunClosedError, match="has completed"):
+        await handle.respond(command[5], {"approved": True})
+    with pytest.raises(RunClosedError, match="has completed"):
+        await handle.checkpoint("late")
+
+
+async def test_forking_into_an_id_that_is_running_says_so(
+    client: Client, temporal_address: str, workflow_id: str
+) -> None:
+    from examples import approval
+
+    handle = await start_run(client, approval.workflow, approval.SAMPLE_INPUT, id=workflow_id, task_queue=TASK_QUEUE)
+    try:
+        taken = await handle.checkpoint("here")
+        assert taken is not None
+        args = ("fork", taken["checkpoint_id"], "--from", workflow_id, "--id", workflow_id)
+        code, out, err = await run_cli(temporal_address, *args)
+        assert code == 1, out + err
+        assert f"a run with id {workflow_id!r} already exists" in err and "choose another id (--id)" in err, err
+        assert "unexpected error" not in err
+    finally:
+        await handle.handle.terminate("done")
 
 
 async def test_a_reader_that_goes_away_is_no_traceback(client: Client, workflow_id: str, temporal_address: str) -> None:

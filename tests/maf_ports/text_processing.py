@@ -5,8 +5,10 @@ each text's words and characters; the six children run in one superstep and
 their results come back to the parent as messages. The printed output is
 compared with what Agent Framework 1.23 prints for its own sample
 (``text_processing.expected.txt``), in process and, given a Temporal server
-address, on Temporal (a worker in this process; the run goes one step at a
-time, so the worker prints in the same order as the in-process run).
+address, on Temporal (a worker in this process, with default options: the six
+messages the parent sends the sub-workflow, and the six results it sends the
+parent, are each handled one after another in the order sent, as Agent
+Framework delivers them, so the worker prints in the same order).
 
 Like Agent Framework's sample, the parent keeps what it collected in its
 executor's attributes; that holds while one process runs the steps (here), but
@@ -158,7 +160,7 @@ async def on_temporal(address: str) -> None:
     queue = f"maf-text-{uuid.uuid4().hex[:8]}"
     async with Worker(client, task_queue=queue):
         header()
-        handle = await start_run(client, workflow, TEXTS, task_queue=queue, max_steps_in_flight=1)
+        handle = await start_run(client, workflow, TEXTS, task_queue=queue)
         (results,) = await handle.outputs()
         report(results)
 

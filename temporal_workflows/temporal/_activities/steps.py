@@ -35,7 +35,13 @@ from temporal_workflows._checkpoints.memory import HistoryCheckpointStorage, InM
 from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
 from temporal_workflows._engine.limits import max_payload_bytes, stored_value_threshold
 from temporal_workflows._engine.serde import Envelope, decode, validation_message
-from temporal_workflows._errors import NotSerializableError, UnknownGraphError, WorkflowError, class_path
+from temporal_workflows._errors import (
+    NotSerializableError,
+    UnknownGraphError,
+    WorkflowError,
+    class_path,
+    error_args_of,
+)
 from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.shape import MAX_SHAPE_BYTES, bounded_shape
 from temporal_workflows._telemetry import Attr, instruments
@@ -52,6 +58,7 @@ from temporal_workflows.temporal._protocol import (
     QUERY_OUTSIDE_INPUT,
     SIGNATURE_PREFIX,
     STATUS_SEARCH_ATTRIBUTE,
+    STEP_ERROR_ARGS,
     STEP_ERROR_CLASS,
     CheckpointSetup,
     PinInput,
@@ -209,7 +216,11 @@ def _naming_its_class(e: BaseException) -> BaseException:
     """
     if not isinstance(e, Exception) or isinstance(e, FailureError):
         return e
-    return ApplicationError(str(e), {STEP_ERROR_CLASS: class_path(type(e))}, type=type(e).__name__)
+    details: dict[str, Any] = {STEP_ERROR_CLASS: class_path(type(e))}
+    args = error_args_of(e)
+    if args is not None:
+        details[STEP_ERROR_ARGS] = args  # KeyError('k'): its message ('k', quoted) does not give it back
+    return ApplicationError(str(e), details, type=type(e).__name__)
 
 
 def _non_retryable(e: WorkflowError) -> ApplicationError:
@@ -464,7 +475,7 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
             raise named.with_traceback(e.__traceback__) from follows
         counted.ended("completed")
         await live.close()
-        return encode_step_result(result, task, fan_in_groups)
+        return encode_step_result(result, task, fan_in_groups, share=inp.share)
 
     step.__name__ = step.__qualname__ = f"step_{graph.name}_{executor_id}".replace("-", "_")
     return activity.defn(name=step_activity_name(graph.name or "", executor_id))(step)

@@ -31,6 +31,7 @@ from temporalio.client import (
     WorkflowUpdateStage,
 )
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -39,7 +40,7 @@ from temporal_workflows._engine.driver import pending_request_from_json
 from temporal_workflows._engine.inbound import ConcurrentInput, check_policy
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
-from temporal_workflows._errors import RunBusyError, WorkflowRunError, peer_error
+from temporal_workflows._errors import RunBusyError, RunClosedError, WorkflowRunError, peer_error
 from temporal_workflows._events import (
     ExecutorFailedEvent,
     RequestInfoEvent,
@@ -55,6 +56,7 @@ from temporal_workflows.temporal._client.feed import RunFeed, feed_for
 from temporal_workflows.temporal._client.routing import versioning_override
 from temporal_workflows.temporal._failures import innermost, library_error
 from temporal_workflows.temporal._protocol import (
+    EVENTS_TOPIC,
     FAILURE_RUN_BUSY,
     LIVE_BATCH_TYPE,
     MAX_ID_CHARS,
@@ -66,6 +68,7 @@ from temporal_workflows.temporal._protocol import (
     QUERY_STATE,
     QUERY_STATUS,
     QUERY_TOPOLOGY,
+    READER_TOPIC_PREFIX,
     SIGNAL_CHECKPOINT,
     SIGNAL_CLOSE,
     SIGNAL_DELIVER,
@@ -76,6 +79,7 @@ from temporal_workflows.temporal._protocol import (
     UPDATE_CHECKPOINT,
     UPDATE_CONFIRM,
     UPDATE_INLINE_BYTES,
+    UPDATE_PACE,
     UPDATE_RESET,
     UPDATE_RESPOND,
     UPDATE_RESPOND_ALL,
@@ -84,6 +88,7 @@ from temporal_workflows.temporal._protocol import (
     ConfirmInput,
     Delivery,
     ForkSource,
+    PaceInput,
     ResetRequest,
     RespondAllInput,
     RespondInput,
@@ -132,6 +137,8 @@ instead of queueing. Senders in other processes are still retried."""
 
 BUSY_BACKOFF_SECONDS = (0.05, 2.0)
 """First and longest wait between two sends refused for load (doubling, with jitter)."""
+_NOT_READY_RETRIES = 12
+"""A pacing reader's polls retried while the run's workflow task is retried (about 8 s in all)."""
 T = TypeVar("T")
 
 
@@ -378,10 +385,13 @@ class RunHandle:
                 if not isinstance(e, RPCError) or e.status != RPCStatusCode.NOT_FOUND:
                     raise
                 can_attempts += 1
+                try:
+                    desc = await self._latest.describe()
+                except RPCError:
+                    raise e from None  # no run of this id at all
+                if desc.status != WorkflowExecutionStatus.RUNNING and desc.status is not None:
+                    raise RunClosedError(closed_run_message(self.id, desc.status)) from e
                 if can_attempts >= _CAN_RETRIES:
-                    raise
-                desc = await self._latest.describe()
-                if desc.status != WorkflowExecutionStatus.RUNNING:
                     raise
                 await asyncio.sleep(0.05 * 2 ** (can_attempts - 1))  # the new execution is being created
 
@@ -713,6 +723,16 @@ class RunHandle:
             allow_signature_mismatch=allow_signature_mismatch,
         )
 
+    async def pace(self, reader: str, action: Literal["follow", "release", "stop"] = "follow") -> dict[str, Any]:
+        """The run goes no further than ``reader`` has read (``follow``), goes on (``release``), or stays where
+        its reader left it for the caller to cancel (``stop``): the durable twin's streamed calls
+        (``temporal/_workflow/pacing.py``).
+
+        Returns ``{"run_id": the execution that took it, "paced": whether reader paces it}``.
+        """
+        _check_length("reader", reader, MAX_ID_CHARS)
+        return await self._update(UPDATE_PACE, PaceInput(reader, action))
+
     def events(
         self,
         *,
@@ -721,6 +741,7 @@ class RunHandle:
         poll_cooldown: timedelta = timedelta(milliseconds=100),
         view: EventView = "live",
         outage_timeout: timedelta | None = timedelta(minutes=5),
+        reader: str | None = None,
     ) -> EventStream:
         """The run's events as they happen; ends after the run closes.
 
@@ -763,6 +784,11 @@ class RunHandle:
                 (restarting, a network cut) before the stream raises its error;
                 until then it waits and resumes where it was, without loss or
                 duplicates. ``None`` waits for as long as it takes.
+            reader: Read as this reader (a run started or followed with it, see
+                :meth:`pace`): the run goes no further than this reader has read.
+                Such a reader polls the run itself, as it reads, rather than
+                through the process's shared reader of the run (which reads
+                ahead of its readers).
         """
         if self._client is None:
             raise RuntimeError("events() needs the Client: build the handle with RunHandle(handle, client)")
@@ -771,6 +797,15 @@ class RunHandle:
         if after is not None and (isinstance(after, bool) or not isinstance(after, int)):
             raise ValueError(f"after is a stream position (an int), not {after!r}")
         stream = EventStream(-1 if after is None else after)
+        if reader is not None:
+            stream._positions = self._paced_positions(
+                self._client,
+                reader,
+                from_offset=from_offset if after is None else after + 1,
+                view=view,
+                cooldown=poll_cooldown,
+            )
+            return stream
         stream._positions = self._positions(
             self._client,
             stream,
@@ -802,6 +837,33 @@ class RunHandle:
                 out.extend(reader.feed(one))
             if after is None or item.offset > after:
                 yield item.offset, out
+
+    async def _paced_positions(
+        self, client: Client, reader: str, *, from_offset: int, view: EventView, cooldown: timedelta
+    ) -> AsyncIterator[tuple[int, list[WorkflowEvent]]]:
+        """A pacing reader's own polls: made only as its caller reads, naming it by a topic nothing is published
+        to (``temporal/_workflow/pacing.py``), so the run learns how far this caller has read."""
+        viewer = _LiveView() if view == "live" else _CommittedView()
+        stream = WorkflowStreamClient.create(client, self.id)
+        offset, retries = from_offset, 0
+        topics = [EVENTS_TOPIC, READER_TOPIC_PREFIX + reader]
+        while True:
+            try:
+                async for item in stream.subscribe(topics, offset, result_type=Envelope, poll_cooldown=cooldown):
+                    offset, retries = item.offset + 1, 0
+                    out: list[WorkflowEvent] = []
+                    for one in _events(item.data):
+                        out.extend(viewer.feed(one))
+                    yield item.offset, out
+                return
+            except RPCError as e:
+                # The server refuses a poll while the run's workflow task is being retried (it fails one
+                # itself when signals it buffered meanwhile add up to megabytes): the run is not stuck,
+                # so poll again from where the stream was, a few times.
+                if e.status != RPCStatusCode.FAILED_PRECONDITION or retries >= _NOT_READY_RETRIES:
+                    raise
+                await asyncio.sleep(min(1.0, 0.05 * 2**retries))
+                retries += 1
 
 
 class EventStream:
@@ -864,6 +926,24 @@ async def _nothing() -> AsyncIterator[tuple[int, list[WorkflowEvent]]]:
     yield
 
 
+_CLOSED = {
+    WorkflowExecutionStatus.COMPLETED: "has completed",
+    WorkflowExecutionStatus.FAILED: "has failed",
+    WorkflowExecutionStatus.CANCELED: "was cancelled",
+    WorkflowExecutionStatus.TERMINATED: "was terminated",
+    WorkflowExecutionStatus.TIMED_OUT: "timed out",
+}
+
+
+def closed_run_message(workflow_id: str, status: WorkflowExecutionStatus) -> str:
+    """What input for a closed run is told: the run exists, and how it ended."""
+    ended = _CLOSED.get(status, f"is closed ({status.name.lower()})")
+    return (
+        f"run {workflow_id!r} {ended}: it takes no more input (answers, messages, checkpoints, resets); its "
+        "checkpoints can still be listed and forked into a new run"
+    )
+
+
 def _graph_name(workflow: Workflow | str) -> str:
     name = workflow if isinstance(workflow, str) else workflow.name
     if not name or (not isinstance(workflow, str) and workflow.name_is_generated):
@@ -892,6 +972,7 @@ async def fork(
     task_queue: str | None = None,
     allow_signature_mismatch: bool = False,
     stream: bool | None = None,
+    reader: str | None = None,
 ) -> RunHandle:
     """Start ``new_workflow_id`` from a checkpoint of ``source_workflow_id`` (time travel).
 
@@ -904,7 +985,8 @@ async def fork(
     ``allow_signature_mismatch``; an unknown checkpoint fails it with
     ``CheckpointNotFoundError``. The new run goes to the source's task queue
     unless ``task_queue`` says otherwise. ``stream`` is how the new run is read
-    (``RunInput.stream``; the durable twin's ``run(checkpoint_id=..., stream=...)``).
+    (``RunInput.stream``; the durable twin's ``run(checkpoint_id=..., stream=...)``), ``reader``
+    the reader it goes no further than (as for :func:`start_run`).
     """
     _check_length("checkpoint id", checkpoint_id, MAX_ID_CHARS)
     source = client.get_workflow_handle(source_workflow_id)
@@ -920,6 +1002,7 @@ async def fork(
             fork_from=ForkSource(source_workflow_id, checkpoint_id, allow_signature_mismatch),
             stream=stream,
             graph_signature=signature,
+            reader=reader,
         ),
         id=new_workflow_id,
         task_queue=queue,
@@ -1015,6 +1098,7 @@ async def start_run(
     function_invocation_kwargs: Mapping[str, Any] | None = None,
     client_kwargs: Mapping[str, Any] | None = None,
     concurrent_input: ConcurrentInput | None = None,
+    reader: str | None = None,
 ) -> RunHandle:
     """Start a run of ``workflow`` (a built graph, or its name) with a start message.
 
@@ -1041,6 +1125,11 @@ async def start_run(
         concurrent_input: What a message sent while the run is busy does by
             default (``"enqueue"``, ``"reject"``, ``"interrupt"``, ``"rollback"``;
             :meth:`RunHandle.send` may say otherwise per message).
+        reader: A token the caller reads the run's events under
+            (``RunHandle.events(reader=...)``): the run goes no further than
+            that reader has read, as an in-process stream goes no further than
+            its reader (the durable twin's ``run(..., stream=True)``;
+            ``temporal/_workflow/pacing.py``).
 
     Raises:
         PayloadTooLargeError: the start message is too large for one Temporal
@@ -1067,6 +1156,9 @@ async def start_run(
         # part of start_input: a schedule's runs take the graph deployed when each starts.
         signature = arg["graph_signature"] = workflow.graph_signature_hash[:SIGNATURE_PREFIX]
         override = await versioning_override(client, task_queue, name, signature)
+    if reader is not None:
+        _check_length("reader", reader, MAX_ID_CHARS)
+        arg["reader"] = reader
     handle = await client.start_workflow(
         name,
         arg,

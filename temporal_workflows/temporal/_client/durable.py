@@ -14,20 +14,32 @@ where the previous call stopped until the run is idle again (completed,
 waiting for responses, or failed), exactly as the in-process call runs until
 the graph is idle.
 
-Cancelling the caller's task (or breaking out of a stream) stops following
-the run and nothing else: the run goes on on Temporal, and the next call, or
-:meth:`DurableWorkflow.handle`, picks it up. :meth:`DurableWorkflow.cancel`
-cancels the run itself.
+A streamed call (``run(..., stream=True)``) paces its run as an in-process
+stream does: the run goes no further than the caller has read (its reader
+token, ``temporal/_workflow/pacing.py``). Leaving the stream (``break``,
+``aclose()``, dropping it) before the run is idle stops the run where the
+reader left it: it is cancelled there, having run, committed and
+checkpointed nothing more, so ``run(checkpoint_id=...)`` resumes it from its
+checkpoints as Agent Framework's ``checkpoint_with_resume`` does in process.
+Cancelling the caller's task (Ctrl-C, ``task.cancel()``) stops following the
+run and nothing else: the run goes on on Temporal, and the next call, or
+:meth:`DurableWorkflow.handle`, picks it up; a caller that crashes leaves it
+going on too (after ``READER_LAPSE``). :meth:`DurableWorkflow.cancel` cancels
+the run itself.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.service import RPCError
 
 from temporal_workflows._engine.inbound import ConcurrentInput, check_policy
 from temporal_workflows._errors import RunClosedError, WorkflowError, WorkflowRunError, attach_result
@@ -259,20 +271,46 @@ class DurableWorkflow:
         stream: bool,
         kwargs: dict[str, Any] | None = None,
     ) -> AsyncGenerator[WorkflowEvent, None]:
+        # A streamed call paces its run by a reader token of its own (see the module); an awaited one reads
+        # every event anyway, and never leaves part way.
+        reader = uuid.uuid4().hex if stream else None
         if checkpoint_id is not None:
-            handle = await self._restore(checkpoint_id, storage, stream)
+            handle = await self._restore(checkpoint_id, storage, stream, reader)
         elif message is not MISSING:
-            handle = await self._start(message, stream, kwargs)
+            handle = await self._start(message, stream, kwargs, reader)
         else:
             handle = await self._open_handle()
+            if reader is not None:
+                await _follow(handle, reader)
         if responses:
             await self._respond(handle, responses, stream, kwargs)
-        async for event in handle.events(from_offset=self._offset):
-            self._offset += 1
-            self._seen(event)
-            yield event
-            if isinstance(event, WorkflowStatusEvent) and event.state in _SETTLED:
-                break
+        settled = False
+        consumer = asyncio.current_task()  # the task reading the stream (it runs this code at each next event)
+        try:
+            async for event in handle.events(
+                from_offset=self._offset,
+                reader=reader,
+                poll_cooldown=_PACED_POLL_COOLDOWN if reader is not None else _POLL_COOLDOWN,
+            ):
+                self._offset += 1
+                self._seen(event)
+                settled = isinstance(event, WorkflowStatusEvent) and event.state in _SETTLED
+                yield event
+                consumer = asyncio.current_task()
+                if settled:
+                    break
+        except asyncio.CancelledError:
+            if reader is not None and not settled:
+                await self._leave(handle, reader, "release")  # the caller stopped following; the run goes on
+            raise
+        except GeneratorExit:
+            if reader is not None and not settled:
+                # Closed (``aclose()``, or collected) after the reader left the stream: the run stops where it
+                # waits. Unless the reading task was cancelled (its cancel came while it awaited something else
+                # in the loop, and left the stream to be collected): a cancelled caller only stops following.
+                cancelled = consumer is not None and (consumer.cancelled() or consumer.cancelling() > 0)
+                await self._leave(handle, reader, "release" if cancelled else "stop")
+            raise
         if self._state == WorkflowRunState.FAILED:
             await handle.result()  # raises the run's own error, as the in-process run does
             raise AssertionError("a failed run returned a result")  # pragma: no cover
@@ -285,7 +323,23 @@ class DurableWorkflow:
         elif isinstance(event, WorkflowStatusEvent):
             self._state = event.state
 
-    async def _start(self, message: Any, stream: bool, kwargs: dict[str, Any] | None) -> RunHandle:
+    async def _leave(self, handle: RunHandle, reader: str, action: Literal["release", "stop"]) -> None:
+        """Tell the run its reader stopped following (``release``) or left it (``stop``: cancel it where it waits).
+
+        Only the execution that ``reader`` paces is cancelled (the one that took the ``pace`` update): a
+        stream dropped after a newer call reset the run, whose reader paces it now, changes nothing. Best
+        effort: a run this cannot reach goes on without its reader after ``READER_LAPSE``.
+        """
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(_LEAVE_SECONDS):
+                told = await handle.pace(reader, action)
+                run_id = told.get("run_id")
+                if action == "stop" and told.get("paced") and isinstance(run_id, str):
+                    await self._client.get_workflow_handle(handle.id, run_id=run_id).cancel()
+
+    async def _start(
+        self, message: Any, stream: bool, kwargs: dict[str, Any] | None, reader: str | None = None
+    ) -> RunHandle:
         if self._handle is not None and await _is_open(self._handle):
             raise WorkflowError(
                 f"run {self._handle.id!r} is still open ({self._state}): answer it with run(responses=...), "
@@ -300,12 +354,15 @@ class DurableWorkflow:
             task_queue=self._task_queue,
             checkpoint_every=self._checkpoint_every,
             stream=stream,  # steps read it as ctx.is_streaming(), as in process
+            reader=reader,
             **(kwargs or {}),
         )
         self._new_run()
         return self._handle
 
-    async def _restore(self, checkpoint_id: str, storage: CheckpointStorage | None, stream: bool) -> RunHandle:
+    async def _restore(
+        self, checkpoint_id: str, storage: CheckpointStorage | None, stream: bool, reader: str | None = None
+    ) -> RunHandle:
         followed = self._handle is not None and self._run_id != ""
         handle = self._handle or await self._run_of(checkpoint_id, storage)
         if await _is_open(handle):
@@ -313,6 +370,8 @@ class DurableWorkflow:
                 # An open run this object has not read: its events from now on are this call's.
                 self._offset = await WorkflowStreamClient.create(self._client, handle.id).get_offset()
             try:
+                if reader is not None:
+                    await _follow(handle, reader)  # the reset carries it to the run's next execution
                 # The reset continues the run as new; its event stream goes on from the same offset.
                 await handle.reset(checkpoint_id=checkpoint_id)
             except Exception:
@@ -325,7 +384,13 @@ class DurableWorkflow:
                 self._pending.clear()
                 return handle
         self._handle = await fork(
-            self._client, handle.id, checkpoint_id, handle.id, task_queue=self._task_queue, stream=stream
+            self._client,
+            handle.id,
+            checkpoint_id,
+            handle.id,
+            task_queue=self._task_queue,
+            stream=stream,
+            reader=reader,
         )
         self._new_run()
         return self._handle
@@ -363,6 +428,23 @@ class DurableWorkflow:
         self._offset = 0
         self._pending.clear()
         self._state = WorkflowRunState.IN_PROGRESS
+
+
+_POLL_COOLDOWN = timedelta(milliseconds=100)
+"""An awaited call's reader polls at most this often while it is caught up (``RunHandle.events``' default)."""
+_PACED_POLL_COOLDOWN = timedelta(0)
+"""A paced reader polls again at once: the run waits for its poll (which waits, server-side, for new events)."""
+_LEAVE_SECONDS = 10.0
+"""Most a stream's ``aclose()`` (or a cancelled caller) waits to tell the run its reader left."""
+
+
+async def _follow(handle: RunHandle, reader: str) -> None:
+    """Pace ``handle``'s run by ``reader`` from now; a worker that predates pacing refuses it: then it is not paced."""
+    try:
+        await handle.pace(reader, "follow")
+    except (WorkflowUpdateFailedError, RPCError) as e:
+        if "pace" not in str(e) and not isinstance(e, RPCError):
+            raise
 
 
 async def _is_open(handle: RunHandle) -> bool:

@@ -41,6 +41,7 @@ from temporal_workflows.temporal._workflow.checkpointing import Checkpoints, Res
 from temporal_workflows.temporal._workflow.inbox import Inbox
 from temporal_workflows.temporal._workflow.patches import (
     PATCH_CARRY_LATER,
+    PATCH_CARRY_PAYS,
     PATCH_RELEASE_OUTPUTS,
     PATCH_STATE_PAGES,
     PATCH_STATUS_ON_CONTINUE_AS_NEW,
@@ -50,6 +51,9 @@ from temporal_workflows.temporal._workflow.patches import (
 from temporal_workflows.temporal._workflow.status import StatusBoard
 
 __all__ = ["MIN_SEGMENT_EVENTS", "STREAM_EVENTS_CARRIED", "Continuation", "RunCarry"]
+
+_CARRY_SHARE = 4
+"""A continue-as-new pays when what it carries is at most 1/this of the history it leaves behind."""
 
 STREAM_EVENTS_CARRIED = 1000
 """Most recent events a run carries across continue-as-new (older offsets are then gone)."""
@@ -76,6 +80,7 @@ class RunCarry:
         stream: Steps stream their events (``run(stream=True)``).
         invocation_kwargs: The run's invocation kwargs.
         subrun: A sub-workflow child's carried input, or ``None``.
+        reader: The reader pacing the run (``pacing.py``), or ``None``.
     """
 
     reset: ResetPlan | None
@@ -89,6 +94,7 @@ class RunCarry:
     stream: bool | None
     invocation_kwargs: dict[str, Any] | None
     subrun: SubWorkflowInput | None
+    reader: str | None = None
 
 
 class Continuation:
@@ -121,6 +127,10 @@ class Continuation:
         """An update completed since the last workflow task (its completion must be sent before continuing)."""
         self._segment_start: int | None = None
         self._told_state_too_large = False
+        self.explicit_max_events = False
+        """``max_events`` was the run's own ``max_history_events`` (a bound it asked for), not the default."""
+        self._not_worth_at: int | None = None
+        """The history size at which a continue-as-new last did not pay (checked again once history grew)."""
 
     def history_is_long(self) -> bool:
         info = workflow.info()
@@ -131,6 +141,34 @@ class Continuation:
         if length < self._segment_start + MIN_SEGMENT_EVENTS:
             return False
         return info.is_continue_as_new_suggested() or length >= self.max_events
+
+    def worth_continuing(self, engine: Engine) -> bool:
+        """Whether continuing as new now pays: what it carries is small beside the history it leaves behind.
+
+        A continue-as-new records its carry twice (the closing execution's last
+        event and the next one's first), so a run whose carry is most of its
+        history (a long agent conversation: its state is the conversation)
+        would make history larger, not smaller, by continuing as Temporal
+        suggests. It goes on in this execution while the carry is more than a
+        quarter of the history, and history is below the postponement limits
+        (:data:`POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES`, ``..._EVENTS``). A
+        ``max_history_events`` the run was started with is kept as asked.
+        Runs recorded before this continued whenever it was suggested.
+        """
+        if not self.patches.get(PATCH_CARRY_PAYS):
+            return True
+        info = workflow.info()
+        size, length = info.get_current_history_size(), info.get_current_history_length()
+        if self.explicit_max_events and length >= self.max_events:
+            return True
+        if size >= POSTPONE_CONTINUE_AS_NEW_HISTORY_BYTES or length >= POSTPONE_CONTINUE_AS_NEW_HISTORY_EVENTS:
+            return True
+        if self._not_worth_at is not None and size < self._not_worth_at + self._not_worth_at // 4:
+            return False  # measured lately: history has not grown enough to change the answer
+        if json_size(engine.snapshot()) * _CARRY_SHARE <= size:
+            return True
+        self._not_worth_at = size
+        return False
 
     def carry_later(self, engine: Engine) -> bool:
         """Whether a long history continues as new at a later boundary: the engine holds outside input that
@@ -290,6 +328,7 @@ class Continuation:
             )
         carried.segment = now.segment + 1
         carried.lineage = now.lineage
+        carried.reader = now.reader
         carried.stream = self._stream_state()
         arg = RunInput(
             keep_alive=now.keep_alive,

@@ -1,4 +1,4 @@
-"""The signal and update handlers of ``GraphWorkflow`` that control a run: close, checkpoint, reset.
+"""The signal and update handlers of ``GraphWorkflow`` that control a run: close, checkpoint, reset, pace.
 
 Checkpoint and reset requests are checked here and queued in the run's
 ``Controls`` (``Checkpoints.asked``, the engine's ``inbound.Controls``), which
@@ -31,8 +31,10 @@ from temporal_workflows.temporal._protocol import (
     SIGNAL_CLOSE,
     SIGNAL_RESET,
     UPDATE_CHECKPOINT,
+    UPDATE_PACE,
     UPDATE_RESET,
     CheckpointRequest,
+    PaceInput,
     ResetRequest,
     too_long,
 )
@@ -145,6 +147,20 @@ class ControlHandlers(HandlerBase):
         if cid is not None and cps.history_only and cid not in cps.kept:
             raise cps.unknown(cid)
         self._check_room_for(req)
+
+    @workflow.update(name=UPDATE_PACE)
+    def pace(self, inp: PaceInput) -> dict[str, Any]:
+        """A streamed caller of the durable twin follows the run, stops following, or left it (``pacing.py``)."""
+        paced = self._pace.act(inp.reader, inp.action)
+        return {"run_id": workflow.info().run_id, "paced": paced}
+
+    @pace.validator
+    def _validate_pace(self, inp: PaceInput) -> None:
+        self._check_open()
+        self._check_not_busy()
+        error = too_long("reader", inp.reader, MAX_ID_CHARS)
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
 
     async def _plan_reset(self, req: ResetRequest) -> ResetPlan:
         self._check_open()

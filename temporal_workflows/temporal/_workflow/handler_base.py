@@ -45,6 +45,7 @@ from temporal_workflows.temporal._workflow.children import sub_workflow_refusal
 from temporal_workflows.temporal._workflow.continuation import Continuation
 from temporal_workflows.temporal._workflow.inbox import Inbox
 from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity
+from temporal_workflows.temporal._workflow.pacing import ReaderPace
 from temporal_workflows.temporal._workflow.patches import (
     PATCH_TASK_BUDGET,
     PATCH_VALIDATE_IN_ACTIVITY,
@@ -102,6 +103,7 @@ class HandlerBase:
     _held: dict[str, Envelope]
     _held_count: int
     _state_text: tuple[str, str] | None
+    _pace: ReaderPace
 
     def _signal_arg(self, name: str, raw: RawValue, typ: type[_T]) -> tuple[_T | None, bool]:
         """``(value, ok)``; ``(None, True)`` for an omitted or null argument of an optional one."""

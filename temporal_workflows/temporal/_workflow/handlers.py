@@ -46,6 +46,7 @@ from temporal_workflows.temporal._protocol import (
     SIGNAL_SEND,
     UPDATE_CHECKPOINT,
     UPDATE_CONFIRM,
+    UPDATE_PACE,
     UPDATE_RESET,
     UPDATE_RESPOND,
     UPDATE_RESPOND_ALL,
@@ -94,6 +95,7 @@ UPDATES = (
     UPDATE_CHECKPOINT,
     UPDATE_RESET,
     UPDATE_CONFIRM,
+    UPDATE_PACE,
 )
 
 

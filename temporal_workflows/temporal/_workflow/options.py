@@ -57,6 +57,8 @@ def step_options(options: ExecutorOptions) -> dict[str, Any]:
         spec["local"] = True
     if options.retry_policy is not None:
         spec["retry_policy"] = _retry_json(options.retry_policy)
+    if options.concurrent:
+        spec["concurrent"] = True  # not an activity option: which steps wait for which (_engine/order.py)
     return spec
 
 

@@ -17,12 +17,14 @@ where it always did, as it was recorded.
 Each patch a run asks for costs it a marker and an upsert of Temporal's
 ``TemporalChangeVersion`` search attribute listing every patch so far (about
 3.4 KB of history for the nine markers a run used to record at its start). So
-a run started now records one marker, :data:`PATCHES_BUNDLE`, which stands
+a run started now records one marker, :data:`PATCHES_BUNDLE_2`, which stands
 for every patch of this module:
 each behaviour they gate is on, asked at the start or not. A run recorded
-before the bundle asks as it was recorded (the bundle's marker is not in its
-history, so ``patched`` says no to it). A patch added later is asked after the
-bundle, and the bundle's list never changes.
+with the first bundle (:data:`PATCHES_BUNDLE`) has that one's patches and none
+of the later ones (:data:`LATER`); a run recorded before any bundle asks as it
+was recorded (a bundle's marker is not in its history, so ``patched`` says no
+to it). A bundle's list never changes: patches added later make a new bundle,
+asked first.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from temporalio import workflow
 
 __all__ = [
     "BUNDLED",
+    "LATER",
     "PATCHES",
     "PATCH_ARRIVAL_ORDER",
     "PATCHES_AT_START",
@@ -38,6 +41,9 @@ __all__ = [
     "PATCHES_BUNDLE_2",
     "BUNDLED_2",
     "PATCH_PIN_SIGNATURE",
+    "PATCH_RESTORE_SUPERSTEP",
+    "PATCH_SENDER_ORDER",
+    "PATCH_CARRY_PAYS",
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_CHILD_START",
@@ -187,11 +193,33 @@ start input named; newer ones pin the signature their starter named (``RunInput.
 worker hosting it: a local activity first, then, if that worker hosts another version, a regular activity
 that only a worker hosting the run's signature completes (the run waits for one, saying so)."""
 
+
+PATCH_RESTORE_SUPERSTEP = "superstep-after-restore"
+"""Runs recorded before this went idle at once when restored from a checkpoint (a reset to one, a fork) with
+nothing to deliver; newer ones run that first superstep anyway, as Agent Framework does, so the superstep
+count and the automatic checkpoints after a restore are Agent Framework's (``SuperstepDriver(restored=...)``)."""
+
+PATCH_SENDER_ORDER = "one-sender-in-order"
+"""Runs recorded before this ran every step of a superstep at once; newer ones run the messages one sender sent
+one executor in a superstep one after another, in the order sent, as Agent Framework delivers them
+(``_engine/order.py``; not for executors with ``ExecutorOptions(concurrent=True)``)."""
+
+PATCH_CARRY_PAYS = "continue-as-new-when-it-pays"
+"""Runs recorded before this continued as new whenever Temporal suggested it; newer ones postpone a suggested
+continue-as-new while what it would carry (the engine snapshot, recorded twice: in the closing execution's last
+event and the next one's first) is more than a quarter of the history it would leave behind, and history is
+below the postponement limits (``Continuation.worth_continuing``)."""
+
+LATER = (PATCH_RESTORE_SUPERSTEP, PATCH_SENDER_ORDER, PATCH_CARRY_PAYS)
+"""Patches made after :data:`PATCHES_BUNDLE` that a run recorded with an older bundle never takes up (off for it);
+with :data:`PATCH_PIN_SIGNATURE` (asked on its own by such a run), what :data:`PATCHES_BUNDLE_2` adds to it."""
+
 PATCHES_BUNDLE_2 = "patches-2"
 """One marker for :data:`BUNDLED_2`: everything :data:`PATCHES_BUNDLE` stands for, and the patches made
-after it. A run started now records this one marker instead of the first bundle's (the same cost)."""
+after it. A run started now records this one marker instead of the first bundle's (the same cost); asked
+before :data:`PATCHES_BUNDLE`, whose marker a run recorded with it still finds."""
 
-BUNDLED_2 = (*BUNDLED, PATCH_PIN_SIGNATURE)
+BUNDLED_2 = (*BUNDLED, PATCH_PIN_SIGNATURE, *LATER)
 """What :data:`PATCHES_BUNDLE_2` stands for. Never changes; a later patch goes in a third bundle."""
 
 
@@ -206,9 +234,10 @@ class RunPatches:
         if workflow.patched(PATCHES_BUNDLE_2):
             self._answers = dict.fromkeys(BUNDLED_2, True)
         elif workflow.patched(PATCHES_BUNDLE):
-            self._answers = dict.fromkeys(BUNDLED, True)
+            # Recorded with the first bundle: the later behaviours are off for it, as it was recorded.
+            self._answers = dict.fromkeys(BUNDLED, True) | dict.fromkeys(LATER, False)
         elif workflow.patched(PATCHES_AT_START):
-            self._answers = {patch: workflow.patched(patch) for patch in PATCHES}
+            self._answers = {patch: workflow.patched(patch) for patch in PATCHES} | dict.fromkeys(LATER, False)
 
     def get(self, patch: str) -> bool:
         """Whether the run has ``patch`` (asked where the behaviour starts for runs recorded before)."""

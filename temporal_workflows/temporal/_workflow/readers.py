@@ -24,11 +24,16 @@ unchanged and no patch is needed. The count is rebuilt by replay (handlers
 run on replay, validators do not), so it is right after a worker restart.
 The poll is also refused while one of the run's local activities is in flight
 (``locals.py`` says why), as before.
+
+A run paced by its reader (the durable twin's streamed call, ``pacing.py``)
+is told of every accepted poll, and waits for that reader's: its poll is let
+in past the cap (one at a time), since the run would otherwise wait for a
+reader the cap keeps out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from temporalio import workflow
@@ -50,11 +55,22 @@ class StreamPolls:
 
     def __init__(self) -> None:
         self.in_flight = 0
+        self.pacing = 0
+        """Of them, the pacing reader's (``pacing.py``): let in past the cap, one at a time."""
 
 
-def admit_stream_polls(stream: WorkflowStream, locals_: LocalActivities) -> StreamPolls:
+def admit_stream_polls(
+    stream: WorkflowStream,
+    locals_: LocalActivities,
+    polled: Callable[[Sequence[str], int], None] | None = None,
+    pacing: Callable[[Sequence[str]], bool] | None = None,
+) -> StreamPolls:
     """Wrap the stream's poll update: count the polls in flight and refuse one past :data:`MAX_STREAM_POLLS`,
-    or while one of the run's local activities is in flight; otherwise the stream's own validator decides."""
+    or while one of the run's local activities is in flight; otherwise the stream's own validator decides.
+
+    ``polled`` is told of every accepted poll (its topics and offset) before the stream answers it: how a
+    paced run learns how far its reader has read. A poll whose topics ``pacing`` says are the pacing reader's
+    is let in past the cap while no other of its polls is in flight."""
     polls = StreamPolls()
     handler: Callable[[PollInput], Awaitable[PollResult]] | None = workflow.get_update_handler(STREAM_POLL)
     own: Callable[[Any], None] | None = getattr(stream, "_validate_poll", None)
@@ -62,21 +78,29 @@ def admit_stream_polls(stream: WorkflowStream, locals_: LocalActivities) -> Stre
         return polls
     inner = handler
 
+    def paces(payload: PollInput) -> bool:
+        return pacing is not None and pacing(payload.topics or ())
+
     async def poll(payload: PollInput) -> PollResult:
         # Counted from the handler's first line: the SDK runs a validator and its handler's start in one
         # step, so a second poll validated in the same activation already sees this one.
+        paced = paces(payload)
         polls.in_flight += 1
+        polls.pacing += paced
         try:
+            if polled is not None:
+                polled(payload.topics or (), payload.from_offset)
             return await inner(payload)
         finally:
             polls.in_flight -= 1
+            polls.pacing -= paced
 
     def validate(payload: PollInput) -> None:
         if not locals_.idle:
             raise ApplicationError(
                 "the run is busy with a local activity of its own; poll again shortly", type=STREAM_DRAINING
             )
-        if polls.in_flight >= MAX_STREAM_POLLS:
+        if polls.in_flight >= MAX_STREAM_POLLS and not (polls.pacing == 0 and paces(payload)):
             raise ApplicationError(
                 f"the run holds {polls.in_flight} polls of its event stream already, the most it holds so that "
                 "input always has room; read it by query meanwhile",

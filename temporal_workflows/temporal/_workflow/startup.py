@@ -48,6 +48,9 @@ class StartingPoint:
     start: Envelope | None = None
     lineage: dict[str, Any] | None = None
 
+    restored: bool = False
+    """The engine is a checkpoint's (a reset to it, a fork), not the run's own going on."""
+
     @property
     def new_input(self) -> bool:
         """Whether it is new input, not a restored snapshot: the driver checkpoints it before its first superstep."""
@@ -81,6 +84,7 @@ async def start_engine(
             if carried.snapshot is not None:
                 point.source = "carried.snapshot"
                 engine.restore(carried.snapshot.to_snapshot())
+                point.restored = carried.reason == "reset"
             elif carried.start is not None:
                 point.source = "carried.start"
                 engine.start(carried.start)
@@ -95,6 +99,7 @@ async def start_engine(
             point.source = f"fork_from: checkpoint {quote(fork.checkpoint_id)} of workflow {quote(fork.workflow_id)}"
             engine.restore(cp.to_snapshot())
             point.lineage = {"workflow_id": fork.workflow_id, "checkpoint_id": fork.checkpoint_id}
+            point.restored = True
             checkpoints.restored(cp.checkpoint_id, base=False)
         elif not (inp.keep_alive and inp.message is None and inp.message_type is None):
             point.start = inp.envelope

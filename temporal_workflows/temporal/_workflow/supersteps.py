@@ -30,6 +30,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 from temporal_workflows._engine.driver import ReducerFailed, StepFailure, StepOutcome, StepsInterrupted
 from temporal_workflows._engine.ids import bounded_id
 from temporal_workflows._engine.machine import CommitPlan, Engine, Reduction, StepResult, StepTask, Topology
+from temporal_workflows._engine.order import predecessors
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._engine.subworkflows import Activation, SubWorkflowOutcome, SubWorkflowSuperstep
 from temporal_workflows._errors import class_path, error_classes
@@ -43,6 +44,7 @@ from temporal_workflows.temporal._protocol import (
     SIGNATURE_RETRY_DELAYS,
     SIGNATURE_WAIT,
     SIGNATURE_WAIT_TEXT,
+    STEP_ERROR_ARGS,
     STEP_ERROR_CLASS,
     ReduceInput,
     StepInput,
@@ -56,6 +58,7 @@ from temporal_workflows.temporal._workflow.options import activity_options
 from temporal_workflows.temporal._workflow.patches import (
     PATCH_EVERY_FAILED_STEP,
     PATCH_FIRST_COME,
+    PATCH_SENDER_ORDER,
     PATCH_TASK_BUDGET,
     PATCH_WAIT_FOR_SIGNATURE,
     patched,
@@ -102,10 +105,12 @@ def _failure_of(e: BaseException) -> StepFailure:
         # The library's own errors by their class (as in process); a user's, as the step activity named it.
         library = error_classes().get(kind)
         error_class = class_path(library) if library is not None else details.get(STEP_ERROR_CLASS)
+        args = details.get(STEP_ERROR_ARGS)
         return StepFailure(
             kind,
             cause.message,
             error_class=error_class if isinstance(error_class, str) else None,
+            args=args if isinstance(args, list) and library is None else None,
         )
     if isinstance(cause, TimeoutError):
         return StepFailure("TimeoutError", f"{cause.message} ({cause.type.name if cause.type else 'timeout'})")
@@ -181,7 +186,13 @@ class StepRunner:
             sub_workflows = SubWorkflowSuperstep(
                 self.topology, tasks, engine.state, run_key=run_key, future=loop.create_future
             )
-        running = [asyncio.ensure_future(self._run_step(t, inline, window, sub_workflows)) for t in tasks]
+        concurrent = [eid for eid, spec in self.step_options.items() if spec.get("concurrent")]
+        after = predecessors(self.topology, tasks, concurrent) if patched(PATCH_SENDER_ORDER) else None
+        running: list[asyncio.Future[StepResult | None]]
+        if after is None:
+            running = [asyncio.ensure_future(self._run_step(t, inline, window, sub_workflows)) for t in tasks]
+        else:  # a sender's messages to one executor: one after another, in the order sent (_engine/order.py)
+            running = self._in_order(tasks, after, inline, window, sub_workflows)
         # Counted as steps finish, so the conditions below cost O(1) however wide the superstep
         # (they are checked after every activation job, e.g. each of 5,000 activity results).
         finished = [0, 0]  # steps done, steps failed
@@ -220,6 +231,38 @@ class StepRunner:
         outcomes = [_outcome(f) for f in running]
         self.in_flight = []
         return outcomes
+
+    def _in_order(
+        self,
+        tasks: Sequence[StepTask],
+        after: Sequence[int | None],
+        inline: dict[str, Envelope] | None,
+        window: asyncio.Semaphore,
+        sub_workflows: SubWorkflowSuperstep | None,
+    ) -> list[asyncio.Future[StepResult | None]]:
+        """The superstep's steps, each scheduled once the step it runs after has finished.
+
+        One whose predecessor did not finish with a result is not scheduled at all: it ends
+        cancelled (its outcome ``None``), and the superstep fails with the predecessor's error.
+        A step waiting for its turn holds no room in the window.
+        """
+        loop = asyncio.get_running_loop()
+        finished: list[asyncio.Future[bool]] = [loop.create_future() for _ in tasks]
+
+        async def one(i: int, task: StepTask) -> StepResult | None:
+            ok = False
+            try:
+                before = after[i]
+                if before is not None and not await finished[before]:
+                    raise asyncio.CancelledError()  # never scheduled
+                result = await self._run_step(task, inline, window, sub_workflows)
+                ok = result is not None
+                return result
+            finally:
+                if not finished[i].done():
+                    finished[i].set_result(ok)
+
+        return [asyncio.ensure_future(one(i, t)) for i, t in enumerate(tasks)]
 
     async def _cancel(self, running: Sequence[asyncio.Future[StepResult | None]]) -> None:
         for f in running:
@@ -264,7 +307,14 @@ class StepRunner:
             signature = self.topology.signature_hash[:SIGNATURE_PREFIX]
             arg = encode_step_input(
                 StepInput(
-                    task, self.state_version, inline, self.epoch, signature, self.streaming, self.invocation_kwargs
+                    task,
+                    self.state_version,
+                    inline,
+                    self.epoch,
+                    signature,
+                    self.streaming,
+                    self.invocation_kwargs,
+                    share=True,  # this workflow reads results whose repeated long strings go once (_wire.py)
                 )
             )
             # "<superstep>.<index>.<executor>" is what the Web UI lists, so a step

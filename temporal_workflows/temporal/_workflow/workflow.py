@@ -96,6 +96,7 @@ from temporal_workflows.temporal._workflow.controls import ControlHandlers
 from temporal_workflows.temporal._workflow.handlers import InputHandlers
 from temporal_workflows.temporal._workflow.inbox import Inbox
 from temporal_workflows.temporal._workflow.locals import LocalActivities
+from temporal_workflows.temporal._workflow.pacing import ReaderPace, stream_offset
 from temporal_workflows.temporal._workflow.patches import (
     PATCH_CARRY_LATER,
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
@@ -103,6 +104,7 @@ from temporal_workflows.temporal._workflow.patches import (
     PATCH_ENTRY_CHECKPOINT,
     PATCH_PIN_SIGNATURE,
     PATCH_RELEASE_OUTPUTS,
+    PATCH_RESTORE_SUPERSTEP,
     PATCH_STATE_LIMIT,
     PATCH_STATE_PAGES,
     PATCH_STATUS_ON_CONTINUE_AS_NEW,
@@ -236,9 +238,11 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self.patches = RunPatches()
         self._budget = TaskBudget()
         self.locals = LocalActivities()  # read by locals.execute_local_activity
+        # The reader a streamed call of the durable twin paces the run by (pacing.py).
+        self._pace = ReaderPace(carried.reader if carried else inp.reader, self._board.warn)
         # The stream's polls: at most a few in flight, so input keeps its room, and none while a local
-        # activity is in flight (readers.py).
-        self._stream_polls = admit_stream_polls(self._stream, self.locals)
+        # activity is in flight (readers.py); accepted ones tell how far a pacing reader has read.
+        self._stream_polls = admit_stream_polls(self._stream, self.locals, self._pace.polled, self._pace.paces)
         self._input_taken = (-1, 0)  # (workflow task, bytes of update input its validators let in)
         self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
         self._held_count = 0
@@ -360,6 +364,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self._payload_limit = pinned.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
         self._budget.stored_over = pinned.stored_over
         self._continuation.max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
+        self._continuation.explicit_max_events = inp.max_history_events is not None
         steps = self._steps = StepRunner(
             topology,
             pinned.step_options or {},
@@ -398,6 +403,8 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
                 board=self._board,
                 continuation=self._continuation,
                 patches=self.patches,
+                pace=self._pace,
+                stream=self._stream,
                 run=RunControls(
                     closing=self._closing_now,
                     may_finish=self._may_finish,
@@ -415,6 +422,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             state_limit=None if self.patches.get(PATCH_STATE_PAGES) else (lambda: self._payload_limit),
             release_outputs=lambda: self.patches.get(PATCH_RELEASE_OUTPUTS),
             intermediate=self._sub_workflow_intermediate if self._sub_workflow is not None else None,
+            restored=point.restored and self.patches.get(PATCH_RESTORE_SUPERSTEP),
         )
         carried = self._carried
         if carried is None or carried.reason != "history":
@@ -490,6 +498,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             stream=steps.streaming if steps is not None else self._input.stream,
             invocation_kwargs=steps.invocation_kwargs if steps is not None else self._input.invocation_kwargs,
             subrun=carry_sub_workflow(self._sub_workflow, self._sub_workflow_known, self._sub_workflow_intermediate),
+            reader=self._pace.reader,
         )
 
     async def _continue_as_new(self, engine: Engine, *, may_postpone: bool = False) -> None:
@@ -537,10 +546,14 @@ class _TemporalHost(DriverHost):
         board: StatusBoard,
         continuation: Continuation,
         patches: RunPatches,
+        pace: ReaderPace,
+        stream: WorkflowStream,
         run: RunControls,
     ) -> None:
         self.telemetry = telemetry
         self.steps = steps
+        self.pace = pace
+        self.stream = stream
         self.inbox = inbox
         self.checkpoints = checkpoints
         self.board = board
@@ -568,10 +581,20 @@ class _TemporalHost(DriverHost):
 
     async def before_superstep(self, engine: Engine) -> None:
         later = self.continuation
-        if later.history_is_long() and not later.carry_later(engine) and not later.inbox_takes_first():
+        if (
+            later.history_is_long()
+            and later.worth_continuing(engine)
+            and not later.carry_later(engine)
+            and not later.inbox_takes_first()
+        ):
             await self.run.continue_as_new(engine, True)
 
+    async def reader_caught_up(self) -> None:
+        controls, run = self.controls, self.run
+        await self.pace.caught_up(stream_offset(self.stream), lambda: controls.reset is not None or run.closing())
+
     async def wait_for_input(self, engine: Engine) -> None:
+        self.pace.idle()  # the call that paced the run has read on to here, and returned
         inbox, controls, run = self.inbox, self.controls, self.run
         deadline = engine.next_deadline()
         timeout = max(0.0, deadline - workflow.now().timestamp()) if deadline is not None else None
