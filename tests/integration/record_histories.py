@@ -270,6 +270,8 @@ async def drive_deliver_interrupt(client: Client, workflow_id: str, queue: str) 
     interrupted, answered = (turns[k] for k in keys)
     assert interrupted["interrupted"] and not answered["interrupted"] and interrupted["done_at"] < answered["done_at"]
     await handle.close()
+    await handle.result()
+    return handle
 
 
 async def drive_in_send_order(client: Client, workflow_id: str, queue: str) -> RunHandle:
@@ -302,6 +304,7 @@ async def drive_close_waits(client: Client, workflow_id: str, queue: str) -> Run
     await handle.respond(first.request_id, {"text": "buzz"})
     await handle.respond(second.request_id, {"text": "hum"}, wait=False)
     await handle.result()
+    return handle
 
 
 async def drive_restore_superstep(client: Client, workflow_id: str, queue: str) -> RunHandle:
