@@ -13,8 +13,8 @@ from unittest import mock
 from workflows.runtime.types.named_task import PendingPull, PendingWorker, PullTask, WorkerTask
 from workflows.runtime.types.step_id import StepId
 
-from temporal_workflows.llama._runtime_temporal._protocol import RunInput
-from temporal_workflows.llama._runtime_temporal._workflow import WorkflowRunAdapter
+from temporal_workflows._llama_runtime._protocol import RunInput
+from temporal_workflows._llama_runtime._workflow import WorkflowRunAdapter
 
 
 async def _value(v: Any) -> Any:
@@ -22,7 +22,7 @@ async def _value(v: Any) -> Any:
 
 
 def _adapter() -> WorkflowRunAdapter:
-    from temporal_workflows.llama._runtime_temporal._options import StepOptions
+    from temporal_workflows._llama_runtime._options import StepOptions
 
     adapter = WorkflowRunAdapter(None, None, None, RunInput(workflow_name="x"), StepOptions())  # type: ignore[arg-type]
     adapter.releasing = True  # no idle release here: that asks Temporal whether history is long
@@ -153,7 +153,7 @@ def test_a_workflows_steps_are_looked_up_once_until_a_step_is_added() -> None:
     from workflows import Context, Workflow, step
     from workflows.events import StartEvent, StopEvent
 
-    from temporal_workflows.llama._runtime_temporal import _reflection
+    from temporal_workflows._llama_runtime import _reflection
 
     class Counter(BaseModel):
         n: int = 0
@@ -197,8 +197,8 @@ def test_events_whose_dump_gives_them_back_skip_the_exact_form_check_and_others_
     from pydantic import BaseModel, field_validator
     from workflows.events import Event, StartEvent, StepState, StepStateChanged, StopEvent
 
-    from temporal_workflows.llama._runtime_temporal import _wire
-    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+    from temporal_workflows._llama_runtime import _wire
+    from temporal_workflows._llama_runtime._runtime import _DeclaredTypesSerializer
 
     class Color(enum.Enum):
         RED = 1
@@ -264,7 +264,7 @@ def test_an_events_record_is_llamaindexs_own_without_probing_for_a_class_name() 
     from workflows.context.serializers import JsonSerializer
     from workflows.events import Event, StartEvent, StepState, StepStateChanged, StopEvent
 
-    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows._llama_runtime import _wire
 
     class Plain(Event):
         n: int
@@ -301,8 +301,8 @@ def test_a_plain_events_key_decides_its_record() -> None:
 
     from workflows.events import Event, StepState, StepStateChanged
 
-    from temporal_workflows.llama._runtime_temporal import _wire
-    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+    from temporal_workflows._llama_runtime import _wire
+    from temporal_workflows._llama_runtime._runtime import _DeclaredTypesSerializer
 
     class Mode(enum.Enum):
         A = "a"
@@ -342,8 +342,8 @@ def test_a_steps_store_is_built_as_llamaindex_builds_it() -> None:
     from pydantic import BaseModel
     from workflows.context.state_store import DictState, InMemoryStateStore
 
-    from temporal_workflows.llama._runtime_temporal import _wire
-    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+    from temporal_workflows._llama_runtime import _wire
+    from temporal_workflows._llama_runtime._runtime import _DeclaredTypesSerializer
 
     class Counter(BaseModel):
         n: int = 0
@@ -381,8 +381,8 @@ def test_a_steps_store_is_built_as_llamaindex_builds_it() -> None:
 def test_an_equal_plain_event_in_another_object_is_encoded_once_and_the_same() -> None:
     from workflows.events import Event
 
-    from temporal_workflows.llama._runtime_temporal import _wire
-    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+    from temporal_workflows._llama_runtime import _wire
+    from temporal_workflows._llama_runtime._runtime import _DeclaredTypesSerializer
 
     class Done(Event):
         n: int
@@ -404,7 +404,7 @@ def test_a_run_result_json_cannot_carry_comes_back_in_process_and_fails_clearly_
     from workflows.events import StopEvent
     from workflows.runtime.types.results import StepWorkerResult
 
-    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows._llama_runtime import _wire
 
     class Connection:
         pass

@@ -82,7 +82,7 @@ def host(target: Any, runtime: TemporalRuntime, spec: str) -> LlamaWorkflow:
 def llama_task_queue(task_queue: str | None) -> str:
     """The queue LlamaIndex runs go to: ``--task-queue`` when given, else the runtime's default, which a
     client's ``TemporalRuntime()`` uses too (the graph CLI's default queue is another one)."""
-    from temporal_workflows.llama._runtime_temporal._protocol import DEFAULT_TASK_QUEUE as LLAMA_QUEUE
+    from temporal_workflows._llama_runtime._protocol import DEFAULT_TASK_QUEUE as LLAMA_QUEUE
 
     return LLAMA_QUEUE if task_queue in (None, DEFAULT_TASK_QUEUE) else task_queue
 

@@ -39,7 +39,8 @@ from temporal_workflows.llama.events import Event, HumanResponseEvent, InputRequ
 from temporal_workflows.llama.workflow import Workflow
 
 if TYPE_CHECKING:
-    from temporal_workflows.llama._runtime_temporal import TemporalRuntime
+    from temporal_workflows._llama_runtime._options import StepOptions as StepOptions
+    from temporal_workflows._llama_runtime._runtime import TemporalRuntime
     from temporal_workflows.llama.temporal import LlamaRunHandle, get_run, start_run
 
 retry_policy = _retry_policy.retry_policy
@@ -95,10 +96,15 @@ def __getattr__(name: str) -> Any:
         return value
     if name == "TemporalRuntime":
         # LlamaIndex's own `workflows` package (the `llama-runtime` extra) is needed only here.
-        from temporal_workflows.llama._runtime_temporal import TemporalRuntime
+        from temporal_workflows._llama_runtime._runtime import TemporalRuntime
 
         globals()[name] = TemporalRuntime
         return TemporalRuntime
+    if name == "StepOptions":  # TemporalRuntime(step_options=...)
+        from temporal_workflows._llama_runtime._options import StepOptions as StepOptions
+
+        globals()[name] = StepOptions
+        return StepOptions
     module = _MOVED.get(name)
     if module is not None:
         warnings.warn(

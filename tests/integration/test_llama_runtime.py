@@ -25,8 +25,8 @@ from workflows import Workflow
 from workflows import events as llama_events
 from workflows.errors import WorkflowCancelledByUser, WorkflowTimeoutError
 
+from temporal_workflows._llama_runtime._workflow import LlamaIndexRun
 from temporal_workflows.llama import TemporalRuntime
-from temporal_workflows.llama._runtime_temporal import LlamaIndexRun
 from temporal_workflows.temporal import ConnectionConfig
 from temporal_workflows.temporal._worker.plugin import data_converter
 from tests.integration import llama_runtime_workflows as lw
@@ -454,7 +454,7 @@ async def test_a_run_ahead_that_fails_costs_only_activities(
 ) -> None:
     """Running ahead is an optimisation: if it breaks (here LlamaIndex's reducer raises in the activity),
     the batch's own results stand and the run starts the rest as activities, with the same result."""
-    from temporal_workflows.llama._runtime_temporal import _activity
+    from temporal_workflows._llama_runtime import _activity
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("reducer broke")
@@ -908,7 +908,7 @@ from workflows.events import Event, StartEvent, StopEvent
 from workflows.handler import WorkflowHandler
 
 from temporal_workflows.llama import TemporalRuntime
-from temporal_workflows.llama._runtime_temporal import StepOptions
+from temporal_workflows._llama_runtime._options import StepOptions
 
 
 class Tick(Event):

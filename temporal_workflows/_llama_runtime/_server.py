@@ -28,7 +28,7 @@ from workflows.runtime.types.plugin import InternalRunAdapter, Runtime, WaitResu
 from workflows.runtime.types.ticks import WorkflowTick
 from workflows.workflow import Workflow
 
-from temporal_workflows.llama._runtime_temporal import _registry
+from temporal_workflows._llama_runtime import _registry
 
 if TYPE_CHECKING:
     from workflows.runtime.types.plugin import ExternalRunAdapter

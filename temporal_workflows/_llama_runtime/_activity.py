@@ -56,8 +56,8 @@ from workflows.runtime.types.results import (
 from workflows.runtime.types.step_function import StepWorkerFunction, as_step_worker_function
 from workflows.runtime.types.ticks import TickAddEvent, TickStepResult, WorkflowTick
 
-from temporal_workflows.llama._runtime_temporal import _reflection, _registry, _wire
-from temporal_workflows.llama._runtime_temporal._protocol import (
+from temporal_workflows._llama_runtime import _reflection, _registry, _wire
+from temporal_workflows._llama_runtime._protocol import (
     BATCH_GRACE_MIN_SECONDS,
     BATCH_TOO_LARGE,
     LIVE_SEND_DELAY_SECONDS,
@@ -75,7 +75,7 @@ from temporal_workflows.llama._runtime_temporal._protocol import (
     StepOutput,
     speculation_key,
 )
-from temporal_workflows.llama._runtime_temporal._server import run_view
+from temporal_workflows._llama_runtime._server import run_view
 
 __all__ = ["StepActivityAdapter", "llama_step"]
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from temporal_workflows.llama._runtime_temporal._protocol import DEFAULT_TASK_QUEUE
+from temporal_workflows._llama_runtime._protocol import DEFAULT_TASK_QUEUE
 
 if TYPE_CHECKING:
     from workflows.workflow import Workflow

@@ -62,11 +62,11 @@ from workflows.runtime.types.step_function import StepWorkerFunction
 from workflows.runtime.types.ticks import TickCancelRun, WorkflowTick
 from workflows.workflow import Workflow
 
-from temporal_workflows.llama._runtime_temporal import _registry, _wire
-from temporal_workflows.llama._runtime_temporal._activity import llama_step
-from temporal_workflows.llama._runtime_temporal._options import StepOptions
-from temporal_workflows.llama._runtime_temporal._program import program_task_queue
-from temporal_workflows.llama._runtime_temporal._protocol import (
+from temporal_workflows._llama_runtime import _registry, _wire
+from temporal_workflows._llama_runtime._activity import llama_step
+from temporal_workflows._llama_runtime._options import StepOptions
+from temporal_workflows._llama_runtime._program import program_task_queue
+from temporal_workflows._llama_runtime._protocol import (
     DEFAULT_TASK_QUEUE,
     EVENTS_TOPIC,
     RESULT_ERROR_TYPE,
@@ -78,9 +78,9 @@ from temporal_workflows.llama._runtime_temporal._protocol import (
     RunInput,
     RunOutput,
 )
-from temporal_workflows.llama._runtime_temporal._server import is_server_runtime, mirror_into_server
-from temporal_workflows.llama._runtime_temporal._versioning import build_id_for
-from temporal_workflows.llama._runtime_temporal._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
+from temporal_workflows._llama_runtime._server import is_server_runtime, mirror_into_server
+from temporal_workflows._llama_runtime._versioning import build_id_for
+from temporal_workflows._llama_runtime._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
 from temporal_workflows.temporal._client.connect import ConnectionConfig
 from temporal_workflows.temporal._exit import end_cleanly
 from temporal_workflows.temporal._worker.versioning import WorkerVersioning

@@ -75,10 +75,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.workflow import Workflow as LlamaWorkflow
 
-    from temporal_workflows.llama._runtime_temporal import _registry, _wire
-    from temporal_workflows.llama._runtime_temporal._live_sends import LiveSends, apply_leniently
-    from temporal_workflows.llama._runtime_temporal._options import StepOptions
-    from temporal_workflows.llama._runtime_temporal._protocol import (
+    from temporal_workflows._llama_runtime import _registry, _wire
+    from temporal_workflows._llama_runtime._live_sends import LiveSends, apply_leniently
+    from temporal_workflows._llama_runtime._options import StepOptions
+    from temporal_workflows._llama_runtime._protocol import (
         BATCH_TOO_LARGE,
         EVENTS_TOPIC,
         MAX_JOURNAL_CHARS,
@@ -110,7 +110,7 @@ with workflow.unsafe.imports_passed_through():
         StepOutput,
         speculation_key,
     )
-    from temporal_workflows.llama._runtime_temporal._server import run_view
+    from temporal_workflows._llama_runtime._server import run_view
 
 MAX_ITEM_ORDER_KEPT = 4096
 """Work items whose place in the reduce order a run keeps (the oldest go first)."""

@@ -94,7 +94,7 @@ def encode_event(serializer: BaseSerializer, event: Event, memo: EncodeMemo | No
         hit = memo.get(id(event))
         if hit is not None and hit[0] is event:
             return hit[1]
-    from temporal_workflows.llama._runtime_temporal._registry import note_type
+    from temporal_workflows._llama_runtime._registry import note_type
 
     note_type(event)
     key = plain_key(event) if memo is not None and getattr(serializer, "reads_exact_form", False) else None
@@ -125,7 +125,7 @@ def _resolve_class(serializer: BaseSerializer, qualified_name: str) -> Any:
 
 
 def _encode_waiter(serializer: BaseSerializer, w: StepWorkerWaiter[Any]) -> dict[str, Any]:
-    from temporal_workflows.llama._runtime_temporal._registry import note_class
+    from temporal_workflows._llama_runtime._registry import note_class
 
     note_class(w.waiting_for_event)  # a class defined in a function: read back by name in this process
     return {
@@ -570,7 +570,7 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
             if state is not None:
                 entry["exception_state"] = state
         if isinstance(item, AddWaiter):
-            from temporal_workflows.llama._runtime_temporal._registry import note_class
+            from temporal_workflows._llama_runtime._registry import note_class
 
             # The class it waits for is recorded by name: one defined in a function (a test, a notebook
             # cell), which nothing else declares, is read back by that name in this process.
@@ -598,7 +598,7 @@ def _keep_result_in_process(item: StepWorkerOutput) -> StepWorkerResult | None:
     ``Resource``, a DB connection): its result stays in this process, and the wire carries a token."""
     if not (isinstance(item, StepWorkerResult) and type(item.result) is StopEvent):
         return None
-    from temporal_workflows.llama._runtime_temporal._registry import keep_in_process
+    from temporal_workflows._llama_runtime._registry import keep_in_process
 
     token = keep_in_process(item.result.result)
     return item.model_copy(update={"result": StopEvent(result={IN_PROCESS_KEY: token})})
@@ -613,7 +613,7 @@ def resolve_in_process(stop: StopEvent, *, strict: bool) -> StopEvent:
     result = stop.result if type(stop) is StopEvent else None
     if not (isinstance(result, dict) and len(result) == 1 and isinstance(result.get(IN_PROCESS_KEY), str)):
         return stop
-    from temporal_workflows.llama._runtime_temporal._registry import in_process
+    from temporal_workflows._llama_runtime._registry import in_process
 
     found, value = in_process(result[IN_PROCESS_KEY])
     if found:
@@ -665,7 +665,7 @@ def exception_state(e: BaseException) -> dict[str, Any] | None:
     ``"'k'"`` then, ``MyError(42, "bad")`` cannot be rebuilt at all and arrives as
     ``UnreconstructedException``), and without its attributes (``e.code``).
     """
-    from temporal_workflows.llama._runtime_temporal._registry import note_class
+    from temporal_workflows._llama_runtime._registry import note_class
 
     note_class(type(e))  # a class defined in a function is read back by name in this process
     try:
@@ -695,7 +695,7 @@ def rebuild_exception(
         elif serializer is not None:
             cls = _resolve_class(serializer, type_name)
         else:
-            from temporal_workflows.llama._runtime_temporal._registry import seen_type
+            from temporal_workflows._llama_runtime._registry import seen_type
 
             cls = seen_type(type_name) or import_module_from_qualified_name(type_name)
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):
