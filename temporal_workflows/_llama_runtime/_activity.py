@@ -36,46 +36,36 @@ from llama_index_instrumentation.dispatcher import active_instrument_tags, instr
 from temporalio import activity
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
-from workflows.context.context_types import SerializedContext
 from workflows.context.serializers import BaseSerializer
-from workflows.context.state_store import InMemoryStateStore, StateStore, apply_state_patch
+from workflows.context.state_store import InMemoryStateStore, StateStore
 from workflows.errors import WorkflowRuntimeError
 from workflows.events import Event
-from workflows.runtime.control_loop.reduce import _reduce_tick
-from workflows.runtime.types.commands import CommandPublishEvent, CommandQueueEvent, CommandRunWorker
-from workflows.runtime.types.internal_state import BrokerState, InternalStepWorkerState
 from workflows.runtime.types.plugin import InternalRunAdapter, WaitResult
 from workflows.runtime.types.results import (
-    AddCollectedEvent,
     RetryAttempt,
-    SentEvent,
     StepWorkerFailed,
-    StepWorkerOutput,
     StepWorkerState,
 )
 from workflows.runtime.types.step_function import StepWorkerFunction, as_step_worker_function
-from workflows.runtime.types.ticks import TickAddEvent, TickStepResult, WorkflowTick
+from workflows.runtime.types.ticks import TickAddEvent, WorkflowTick
 
 from temporal_workflows._llama_runtime import _reflection, _registry, _wire
+from temporal_workflows._llama_runtime._llama_private import step_functions
 from temporal_workflows._llama_runtime._protocol import (
-    BATCH_GRACE_MIN_SECONDS,
     BATCH_TOO_LARGE,
     LIVE_SEND_DELAY_SECONDS,
-    MAX_RUN_AHEAD_RUNS,
-    MAX_SPECULATED_RUNS,
     MAX_STEP_INPUT_CHARS,
     MAX_TICK_CHARS,
-    RUN_AHEAD_MIN_SECONDS,
+    SIGNATURE_MISMATCH,
     STEP_SEND_SIGNAL,
     STEP_STREAM_SIGNAL,
-    SpeculatedStep,
     StepBatchInput,
     StepBatchOutput,
     StepInput,
     StepOutput,
-    speculation_key,
 )
 from temporal_workflows._llama_runtime._server import run_view
+from temporal_workflows._llama_runtime._versioning import signature
 
 __all__ = ["StepActivityAdapter", "llama_step"]
 
@@ -223,7 +213,7 @@ def _step_worker(llama_workflow: Any, step_name: str) -> StepWorkerFunction:
     key = (id(llama_workflow), step_name)
     fn = _workers.get(key)
     if fn is None:
-        func = llama_workflow._get_steps()[step_name]
+        func = step_functions(llama_workflow)[step_name]
         fn = as_step_worker_function(getattr(func, "__func__", func))
         _workers[key] = fn
     return fn
@@ -253,50 +243,16 @@ async def llama_step(args: Sequence[RawValue]) -> StepOutput | StepBatchOutput:
 
 
 async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
-    """Run a batch's invocations concurrently, as the default runtime runs a step's workers.
+    """Run a batch's invocations (scheduled by runs recorded before ``PATCH_EXACT``) concurrently, as the
+    default runtime runs a step's workers, each to its end: every invocation runs once.
 
-    Each starts from the run's store as the batch found it and returns its own patch, applied by the
-    run in the batch's order. The batch does not make a fast invocation wait for slow ones: once the
-    first finishes, the others get a grace of half the time it took (at least 50 ms); those still
-    running then are cancelled and reported unfinished (``None``), and the run runs each of them
-    alone (steps are at-least-once). So a race's winner returns when it wins, and its losers are
-    cancelled by the run as under the default runtime.
+    Each starts from the run's store as the batch found it and returns its own patch, applied by the run in
+    the batch's order. Nothing is run ahead (``StepBatchInput.broker``, ``speculate`` are ignored): the run
+    starts as activities whatever its loop asks for next.
     """
-    loop = asyncio.get_running_loop()
-    began = loop.time()
     invocations = [_unbatched(inp, batch) for inp in batch.batch]
-    raw: _RawOutputs = {}
-    tasks = [asyncio.ensure_future(_run_one(inp, raw=raw)) for inp in invocations]
-    try:
-        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        if pending:
-            grace = max(BATCH_GRACE_MIN_SECONDS, (loop.time() - began) / 2)
-            _, pending = await asyncio.wait(pending, timeout=grace)
-    finally:
-        for t in tasks:
-            if not t.done():
-                t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    results: list[StepOutput | None] = []
-    for t in tasks:
-        if t in pending or t.cancelled():
-            results.append(None)
-        else:
-            results.append(t.result())  # an error here is the activity's own (a step's is in its outputs)
-    speculated = await _speculate(invocations, results) if batch.speculate else []
-    if batch.broker is not None:
-        try:
-            speculated = await _run_ahead(batch, invocations, results, loop.time() - began, raw)
-        except Exception as e:
-            # Running ahead is an optimisation: whatever goes wrong there, the batch's own results stand
-            # and the run starts the rest as activities.
-            activity.logger.warning("run-ahead stopped: %s: %s", type(e).__name__, e)
-            speculated = []
-    out = StepBatchOutput(results=results, speculated=speculated)
-    while speculated and len(out.model_dump_json()) > MAX_STEP_INPUT_CHARS:
-        # What was run ahead last is dropped first: the run asks for it again.
-        speculated = speculated[: len(speculated) // 2]
-        out = StepBatchOutput(results=results, speculated=speculated)
+    results: list[StepOutput | None] = list(await asyncio.gather(*(_run_one(inp) for inp in invocations)))
+    out = StepBatchOutput(results=results)
     if len(out.model_dump_json()) > MAX_STEP_INPUT_CHARS:
         # Refused by Temporal, it would be retried for ever: the run runs each invocation alone.
         raise ApplicationError(
@@ -305,379 +261,12 @@ async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
     return out
 
 
-_SPECULATION_SAFE_KINDS = frozenset({"result", "failed", "add_collected", "delete_collected"})
-"""Output kinds a run-ahead result may hold: none of them carries the invocation's id (sends and waiters
-are keyed by it, so a result with those is not kept)."""
-
-
-def _added(out: StepOutput | None) -> tuple[str, dict[str, Any]] | None:
-    """The one ``AddCollectedEvent`` of a ``collect_events`` invocation that only buffered its event.
-
-    Anything else (it fired, it sent, it wrote the store or the stream, it failed) makes the loop's
-    next moves unpredictable here, so the run-ahead stops.
-    """
-    if out is None or out.stream or out.late_sends or out.store_patch:
-        return None
-    adds = [o["data"] for o in out.outputs if o["kind"] == "add_collected"]
-    others_idle = all(
-        o["kind"] == "add_collected" or (o["kind"] == "result" and o["data"].get("result") is None) for o in out.outputs
-    )
-    if len(adds) != 1 or not others_idle:
-        return None
-    return adds[0]["event_id"], adds[0]["event"]
-
-
-async def _speculate(invocations: list[StepInput], results: list[StepOutput | None]) -> list[SpeculatedStep]:
-    """Run ahead the reruns LlamaIndex's reducer will ask for after this batch of ``collect_events`` calls.
-
-    The loop hands each ``collect_events`` invocation a snapshot of the fan-in buffer. Reduced in the
-    batch's order, the first one to buffer its event appends it; every later one finds the buffer
-    changed since its snapshot and is rerun with the buffer as it then is, one at a time, each rerun
-    an activity round trip of its own: a 50-way fan-in took ~50 rounds in sequence. This simulates that
-    reduction (append if the snapshot is current, else rerun with the current buffer) and runs each
-    rerun here, round after round, while every result only buffers an event. The run uses a result
-    only for an invocation whose input is exactly the one it ran with (:func:`speculation_key`), so
-    anything else that happened in between (another event buffered, a store write) just means an
-    activity as before.
-    """
-    if len(invocations) < 2 or any(r is None for r in results) or _added(results[0]) is None:
-        return []
-    snapshots: list[dict[str, list[str]]] = [inp.state.get("collected_events") or {} for inp in invocations]
-    # The loop starts a join's invocations with the buffer as it is when each starts, so they are prefixes
-    # of one another, and the longest is the buffer as the batch went out (a freed worker starts the next
-    # event at once); the run keeps only what matches, so a wrong guess costs nothing but the run-ahead.
-    live = {k: list(v) for k, v in max(snapshots, key=lambda b: sum(len(v) for v in b.values())).items()}
-    if not all(all(live.get(k, [])[: len(v)] == v for k, v in snap.items()) for snap in snapshots):
-        return []
-    llama_workflow = run_view(_registry.lookup(invocations[0].workflow_name, invocations[0].instance_key))
-    serializer = llama_workflow.runtime.get_serializer(llama_workflow)
-    pending: list[tuple[StepInput, dict[str, list[str]], StepOutput | None]] = list(
-        zip(invocations, snapshots, results, strict=True)
-    )
-    out: list[SpeculatedStep] = []
-    budget = MAX_SPECULATED_RUNS
-    while pending and budget > 0:
-        reruns: list[tuple[StepInput, dict[str, list[str]]]] = []
-        for inp, seen, result in pending:
-            if result is None or _added(result) is None:
-                return out  # it fired, failed or did more: what the loop asks next is not predictable
-            if seen == live:  # its snapshot is current: the reducer buffers its event
-                for item in _wire.decode_outputs(serializer, result.outputs):
-                    if isinstance(item, AddCollectedEvent):
-                        live.setdefault(item.event_id, []).append(_wire.encode_event(serializer, item.event))
-            else:  # stale: rerun with the buffer as it is now
-                now = {k: list(v) for k, v in live.items()}
-                # Run ahead, not asked for yet: nothing of it goes live (its result carries its writes).
-                rerun = inp.model_copy(update={"state": {**inp.state, "collected_events": now}, "live_stream": False})
-                reruns.append((rerun, now))
-        reruns = reruns[:budget]
-        budget -= len(reruns)
-        ran = await asyncio.gather(*(_run_one(r) for r, _ in reruns), return_exceptions=True)
-        pending = []
-        for (rerun, seen), ran_one in zip(reruns, ran, strict=True):
-            if isinstance(ran_one, BaseException):
-                return out
-            if all(o["kind"] in _SPECULATION_SAFE_KINDS for o in ran_one.outputs):
-                out.append(SpeculatedStep(key=speculation_key(rerun), output=ran_one))
-            pending.append((rerun, seen, ran_one))
-    return out
-
-
-_RUN_AHEAD_KINDS = frozenset({"result", "add_collected", "delete_collected"})
-"""Output kinds a result may hold for the run-ahead to go on past it (and to be kept when it was run ahead):
-none carries the invocation's id, and none is a failure (whose retry verdict needs the run's own record)."""
-
-
-async def _run_ahead(
-    batch: StepBatchInput,
-    invocations: list[StepInput],
-    results: list[StepOutput | None],
-    took: float,
-    raw: _RawOutputs | None = None,
-) -> list[SpeculatedStep]:
-    """Run ahead the invocations of this step that the loop will start once it reduces the batch's results.
-
-    LlamaIndex's own reducer runs here over the loop's broker state as the batch went out
-    (``batch.broker``), reducing the results in the order the run reduces them (the order it started the
-    invocations; a result answered from run-ahead is ready at once, so it is reduced in start order too).
-    Each invocation of this step that the reduction starts (a queued event getting a free worker, the rerun
-    of a ``collect_events`` call whose buffer went stale) is run here, as soon as it starts, concurrently
-    with the others (so ``num_workers`` bounds this as it bounds the loop), and its result is reduced in
-    turn. It stops at anything it cannot predict (a send, a failure, a waiter, the run's end, another
-    step's result), at ``MAX_RUN_AHEAD_RUNS``, and when its time is up. The run uses a result only for an
-    invocation whose input is exactly the one run here (:func:`speculation_key`): a wrong guess costs the
-    run nothing but an activity, as before.
-    """
-    if any(r is None for r in results) or not invocations or batch.broker is None:
-        return []
-    loop = asyncio.get_running_loop()
-    timeout = activity.info().start_to_close_timeout
-    budget = max(RUN_AHEAD_MIN_SECONDS, took)
-    if timeout:
-        budget = min(budget, timeout.total_seconds() / 2)
-    deadline = loop.time() + budget
-    first = invocations[0]
-    step = first.step_name
-    llama_workflow = run_view(_registry.lookup(first.workflow_name, first.instance_key))
-    serializer = llama_workflow.runtime.get_serializer(llama_workflow)
-    state = BrokerState.from_serialized(SerializedContext.model_validate(batch.broker), llama_workflow, serializer)
-    state.__class__ = _OwnedBrokerState
-    for worker_state in state.workers.values():
-        if type(worker_state) is InternalStepWorkerState:
-            worker_state.__class__ = _OwnedWorkerState
-    step_id = next((k for k in state.workers if str(k) == step), None)
-    if step_id is None:
-        return []
-    # The store as each run-ahead invocation will find it in the run: the batch's patches land as its
-    # results arrive (before the run reduces any), and an invocation answered from run-ahead applies its
-    # own as it starts, in the order they start.
-    store = batch.store
-    for result in results:
-        if result is not None and result.store_patch and store is not None:
-            store = apply_state_patch(store, result.store_patch)
-    created: list[_Entry] = []
-    applied = 0
-    writes = any(r is not None and r.store_patch for r in results)
-    # The run reduces the done task that comes first in its order (``_workflow._priority``): a work item's
-    # first start, kept by its reruns. A task started by the reduction at pick ``i`` is started at pick
-    # ``i + 1`` and done (answered at once) from pick ``i + 1`` when the run lets it settle first
-    # (``batch.settled``, ``PATCH_SETTLE_STARTED``), else from pick ``i + 2``; when none is done, the run
-    # waits and all are.
-    order = batch.order if len(batch.order) == len(invocations) else list(range(len(invocations)))
-    item_order: dict[tuple[str, str], int] = {}  # (step, work item) -> its first start's place
-    for inp, place in zip(invocations, order, strict=True):
-        item = inp.state.get("work_item_id")
-        if isinstance(item, str):
-            item_order.setdefault((step, item), place)
-    next_place = max(order, default=0) + 1
-    entries: list[_Entry] = [
-        _Entry(place=place, started=-1, inp=inp, res=res, ahead=False, step_id=step_id)
-        for inp, res, place in zip(invocations, results, order, strict=True)
-    ]
-    out: list[SpeculatedStep] = []
-    first_seen: dict[str, int] = {}  # an output's JSON -> the entry that carries it
-    memo: _wire.EncodeMemo = {}
-    runs = 0
-    pick = 0
-    try:
-        while entries:
-            done = [e for e in entries if e.started < pick]
-            entry = min(done or entries, key=lambda e: e.place)
-            entries.remove(entry)
-            pick += 1
-            inp, res, ahead = entry.inp, entry.res, entry.ahead
-            if isinstance(res, asyncio.Task):
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                if not res.done():  # (a done one needs no wait, nor the loop round asyncio.wait takes)
-                    await asyncio.wait({res}, timeout=remaining)
-                if not res.done() or res.cancelled() or res.exception() is not None:
-                    break
-                res = res.result()
-            if res is None or res.late_sends or any(o["kind"] not in _RUN_AHEAD_KINDS for o in res.outputs):
-                break
-            if ahead:
-                key = speculation_key(inp, run_ahead=True)
-                text = res.model_dump_json()
-                if text in first_seen:
-                    out.append(SpeculatedStep(key=key, same_as=first_seen[text]))
-                else:
-                    first_seen[text] = len(out)
-                    out.append(SpeculatedStep(key=key, output=res))
-            invocation = inp.state.get("invocation_id")
-            workers = state.workers.get(entry.step_id)
-            worker = next((w for w in workers.in_progress if w.invocation_id == invocation), None) if workers else None
-            if worker is None:
-                break
-            kept = raw.get(id(res)) if raw is not None else None
-            # The step's own result objects when it ran here (decoding its JSON again gives equal ones).
-            decoded_outputs = (
-                kept[1] if kept is not None and kept[0] is res else _wire.decode_outputs(serializer, res.outputs)
-            )
-            outputs = [o for o in decoded_outputs if not isinstance(o, SentEvent)]
-            ticks: list[WorkflowTick] = [
-                TickStepResult(
-                    step_id=entry.step_id,
-                    worker_id=worker.worker_id,
-                    invocation_namespace=(),
-                    event=worker.event,
-                    result=outputs,  # type: ignore[arg-type]
-                    invocation_id=invocation,
-                    sends=[],
-                )
-            ]
-            while ticks:
-                state, commands = _reduce_tick(ticks.pop(0), state, time.time(), run_id=first.run_id)
-                for command in commands:
-                    if isinstance(command, CommandQueueEvent):
-                        ticks.append(
-                            TickAddEvent(
-                                event=command.event,
-                                step_id=command.step_id,
-                                origin_namespace=command.origin_namespace,
-                                recovery_counts=dict(command.recovery_counts),
-                                scope_path=command.scope_path,
-                                emission=command.emission,
-                            )
-                        )
-                    elif isinstance(command, CommandRunWorker):
-                        if command.invocation_namespace or (command.step_id != step_id and not batch.across_steps):
-                            continue  # a nested workflow's (or, before across_steps, another step's): not predicted
-                        if runs >= MAX_RUN_AHEAD_RUNS or loop.time() >= deadline:
-                            return out
-                        started = next(
-                            w
-                            for w in state.workers[command.step_id].in_progress
-                            if w.invocation_id == command.invocation_id
-                        )
-                        # The invocations started before this one apply their store writes first: once the step
-                        # is seen to write, wait for them (its run-ahead then goes one at a time).
-                        while applied < len(created) and store is not None:
-                            earlier = created[applied].res
-                            if isinstance(earlier, asyncio.Task) and not earlier.done():
-                                if not writes:
-                                    break  # assumed to write nothing; if it does, later guesses miss
-                                remaining = deadline - loop.time()
-                                if remaining <= 0:
-                                    return out
-                                await asyncio.wait({earlier}, timeout=remaining)
-                                if not earlier.done():
-                                    return out
-                            if isinstance(earlier, asyncio.Task):
-                                if earlier.cancelled() or earlier.exception() is not None:
-                                    return out
-                                earlier = earlier.result()
-                            if earlier is not None and earlier.store_patch:
-                                writes = True
-                                store = apply_state_patch(store, earlier.store_patch)
-                            applied += 1
-                        nxt, decoded = _ahead_input(first, serializer, started, command, store, memo)
-                        runs += 1
-                        if started.work_item_id is None:
-                            place = next_place
-                        else:
-                            place = item_order.setdefault((nxt.step_name, started.work_item_id), next_place)
-                        if place == next_place:
-                            next_place += 1
-                        task = asyncio.ensure_future(_run_one(nxt, decoded, raw))
-                        # Started at the next pick; done at it when the run lets it settle first
-                        # (``batch.settled``), else at the one after.
-                        new = _Entry(
-                            place=place,
-                            started=pick - 1 if batch.settled else pick,
-                            inp=nxt,
-                            res=task,
-                            ahead=True,
-                            step_id=command.step_id,
-                        )
-                        entries.append(new)
-                        created.append(new)
-                    elif not isinstance(command, CommandPublishEvent):
-                        return out  # the run ends, a timer, an idle check: what comes next is not predicted
-        return out
-    finally:
-        pending = [e.res for e in entries + created if isinstance(e.res, asyncio.Task) and not e.res.done()]
-        for t in pending:
-            t.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-
-
-class _OwnedBrokerState(BrokerState):
-    """The run-ahead's broker state, reduced in place.
-
-    LlamaIndex's reducer copies the state it is handed on every tick (``BrokerState.deepcopy``: every
-    worker's queue and every running invocation's fan-in snapshot), so that its caller keeps the state as
-    it was. The run-ahead never reads a state again once it has reduced the next tick, so the copy is
-    skipped: it was about a fifth of a 50-way fan-in's activity time. Only the copy of the state *handed
-    in* is skipped; the reducer's own copies (an invocation's snapshot of its fan-in buffer) are made as
-    ever. Whatever the run-ahead predicts is used only for an input the run builds identically
-    (``speculation_key``), so this cannot change a result, only how many the run finds ready.
-    """
-
-    def deepcopy(self) -> BrokerState:
-        return self
-
-
-class _OwnedWorkerState(InternalStepWorkerState):
-    """A step's worker state in the run-ahead's broker (``_OwnedBrokerState``).
-
-    With the broker reduced in place, the reducer copies a step's worker state only to start an
-    invocation, and reads just the copy's fan-in buffers and waiters (the invocation's snapshot). Those
-    are copied as LlamaIndex copies them; the queue and the running invocations (each with its own
-    snapshot of the buffers) are not deep-copied for a copy that is then dropped.
-    """
-
-    def _deepcopy(self) -> InternalStepWorkerState:
-        return InternalStepWorkerState(
-            queue=list(self.queue),
-            config=self.config,
-            in_progress=list(self.in_progress),
-            collected_events={k: list(v) for k, v in self.collected_events.items()},
-            static_collect_events=list(self.static_collect_events),
-            collected_waiters=[dataclasses.replace(x) for x in self.collected_waiters],
-            collect_generations=dict(self.collect_generations),
-        )
-
-
-@dataclasses.dataclass
-class _Entry:
-    """An invocation in the run-ahead: its place in the run's reduce order, the pick it starts at, its result."""
-
-    place: int
-    started: int
-    inp: StepInput
-    res: asyncio.Task[StepOutput] | StepOutput | None
-    ahead: bool
-    step_id: Any
-
-
 @dataclasses.dataclass(frozen=True)
 class _Decoded:
     state: StepWorkerState
     event: Event
     bound_events: dict[str, Event] | None
     retry: RetryAttempt
-
-
-def _ahead_input(
-    first: StepInput,
-    serializer: BaseSerializer,
-    worker: Any,
-    command: CommandRunWorker,
-    store: dict[str, Any] | None,
-    memo: _wire.EncodeMemo,
-) -> tuple[StepInput, _Decoded]:
-    """The input the run's ``run_step`` builds for an invocation the loop starts (``_workflow.run_step``),
-    and the same as objects (the step gets its own copy of the fan-in buffers, as a decoded input is)."""
-    retry = RetryAttempt(
-        retry_number=worker.attempts,
-        first_attempt_at=worker.first_attempt_at,
-        last_exception=worker.last_exception,
-        last_failed_at=worker.last_failed_at,
-        recovery_counts=dict(worker.recovery_counts),
-    )
-    shared: StepWorkerState = worker.shared_state
-    inp = StepInput(
-        workflow_name=first.workflow_name,
-        instance_key=first.instance_key,
-        run_id=first.run_id,
-        step_name=str(command.step_id),
-        event=_wire.encode_event(serializer, command.event, memo),
-        state=_wire.encode_state(serializer, shared, memo),
-        bound_events=None
-        if command.bound_events is None
-        else {k: _wire.encode_event(serializer, v, memo) for k, v in command.bound_events.items()},
-        retry=_wire.encode_retry(retry),
-        store=store,
-        live_stream=False,
-        instrument_tags=first.instrument_tags,
-    )
-    # The step gets its own containers and trigger event, as it would get decoded ones. The buffered events
-    # are the reducer's own objects, as the default runtime hands them to a step (copying each for every
-    # invocation would cost a wide fan-in what decoding does).
-    bound = None if command.bound_events is None else {k: v.model_copy() for k, v in command.bound_events.items()}
-    return inp, _Decoded(state=shared._deepcopy(), event=command.event.model_copy(), bound_events=bound, retry=retry)
 
 
 def _unbatched(inp: StepInput, batch: StepBatchInput) -> StepInput:
@@ -694,27 +283,20 @@ def _unbatched(inp: StepInput, batch: StepBatchInput) -> StepInput:
     return inp.model_copy(update={"store": batch.store if inp.store is None else inp.store, "state": state})
 
 
-_RawOutputs = dict[int, tuple[StepOutput, list[StepWorkerOutput]]]
-"""A batch's results as the steps returned them, by ``id`` of their :class:`StepOutput` (held too, so its id
-is not reused): the run-ahead reduces them without decoding what was just encoded."""
-
-
-async def _run_one(inp: StepInput, decoded: _Decoded | None = None, raw: _RawOutputs | None = None) -> StepOutput:
-    """Run one invocation; ``decoded`` is its state, event, bound events and retry as objects already (a
-    run-ahead invocation's, which come from the reducer: decoding them again would cost a wide fan-in
-    its whole buffer per invocation). With ``raw``, the step's result objects are kept there."""
-    llama_workflow = run_view(_registry.lookup(inp.workflow_name, inp.instance_key))
+async def _run_one(inp: StepInput) -> StepOutput:
+    """Run one invocation: LlamaIndex's step worker on this worker's instance of the run's workflow."""
+    served = _registry.lookup(inp.workflow_name, inp.instance_key)
+    _check_signature(inp, served)
+    llama_workflow = run_view(served)
     serializer = llama_workflow.runtime.get_serializer(llama_workflow)
-    if decoded is None:
-        decoded = _Decoded(
-            state=_wire.decode_state(serializer, inp.state),
-            event=_wire.decode_event(serializer, inp.event),
-            bound_events=None
-            if inp.bound_events is None
-            else {k: _wire.decode_event(serializer, v) for k, v in inp.bound_events.items()},
-            retry=_wire.decode_retry(serializer, inp.retry),
-        )
-    # The step wrapper looks the step's config up on every call: by then it is cached on the instance.
+    decoded = _Decoded(
+        state=_wire.decode_state(serializer, inp.state),
+        event=_wire.decode_event(serializer, inp.event),
+        bound_events=None
+        if inp.bound_events is None
+        else {k: _wire.decode_event(serializer, v) for k, v in inp.bound_events.items()},
+        retry=_wire.decode_retry(serializer, inp.retry),
+    )
     state_type = _reflection.state_type(llama_workflow)
     store = _wire.run_store(serializer, inp.store, state_type)
     # The patch is taken against a store of its own. LlamaIndex's checkpoint references the state without
@@ -778,6 +360,31 @@ async def _run_one(inp: StepInput, decoded: _Decoded | None = None, raw: _RawOut
             "of events and the store"
         )
         out = StepOutput(outputs=_wire.encode_outputs([StepWorkerFailed(exception=error, failed_at=time.time())]))
-    elif raw is not None:
-        raw[id(out)] = (out, outputs)
     return out
+
+
+def _check_signature(inp: StepInput, served: Any) -> None:
+    """Refuse (retryably) a step of a run started under another program's workflow of this name.
+
+    Two programs may build a workflow of one ``workflow_name`` (a rolling deploy of a changed workflow, two
+    programs on one queue): this worker must not run the run's step with its own code. The refusal is an
+    activity failure Temporal retries, so a worker hosting the run's workflow takes the step; its message
+    (in the Web UI's pending activity and the worker's log) says what differs.
+    """
+    if inp.signature is None:
+        return  # a run started before signatures (PATCH_EXACT)
+    mine = signature(served)
+    if mine == inp.signature:
+        return
+    message = (
+        f"workflow {inp.workflow_name!r} on this worker has signature {mine}, but run {inp.run_id!r} was started "
+        f"under {inp.signature}: another program (or version) of it; step {inp.step_name!r} is left to a worker "
+        "hosting the run's workflow (deploy with TemporalRuntime.worker(deployment_name=...) to route it there)"
+    )
+    activity.logger.warning(message)
+    raise ApplicationError(
+        message,
+        {"run_signature": inp.signature, "worker_signature": mine},
+        type=SIGNATURE_MISMATCH,
+        non_retryable=False,
+    )
