@@ -1,57 +1,31 @@
 """LlamaIndex's documented examples, unchanged (``from workflows import ...``), run under ``TemporalRuntime``
 on the dev server, print exactly what they print under LlamaIndex's default runtime.
 
-The examples are tests/test_llama_docs.py's (the README quick start, branches and loops, concurrency,
-streaming, human in the loop, state, retries, custom start/stop events), with their imports put back to
-LlamaIndex's own package, and the outputs recorded there under llama-index-workflows 2.26.1. Each runs
-inside ``with TemporalRuntime(worker=True).registering():``, as a held-out check would.
+The examples (the README quick start, branches and loops, concurrency, streaming, human in the loop, state,
+retries, custom start/stop events) and what they printed under llama-index-workflows 2.26.1 are in
+tests/llama_runtime_suite/docs_examples.py. Each runs inside ``with TemporalRuntime(worker=True).registering():``,
+as a held-out check would.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
-import sys
-import types
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
 import pytest
+
+pytest.importorskip("workflows")
+
 from temporalio.worker import Replayer
 
 from temporal_workflows._llama_runtime._workflow import LlamaIndexRun
 from temporal_workflows.llama import TemporalRuntime
 from temporal_workflows.temporal import ConnectionConfig
 from temporal_workflows.temporal._worker.plugin import data_converter
-
-_SOURCE = Path(__file__).parents[1] / "test_llama_docs.py"
-_UNCHANGED_IMPORTS = """from workflows import Context, Workflow, step
-from workflows.events import Event, HumanResponseEvent, InputRequiredEvent, StartEvent, StopEvent
-from workflows.retry_policy import retry_policy, stop_after_attempt, wait_fixed
-"""
-
-
-def _llamaindex_module() -> types.ModuleType:
-    """tests/test_llama_docs.py with ``from workflows import ...``: the programs as LlamaIndex documents them."""
-    name = "tests.integration._llama_docs_unchanged"
-    if name in sys.modules:
-        return sys.modules[name]
-    source = re.sub(
-        r"from temporal_workflows\.llama import \((.|\n)*?\)\n", _UNCHANGED_IMPORTS, _SOURCE.read_text(), count=1
-    )
-    source = re.sub(r"from temporal_workflows\.llama\.retry_policy import [^\n]*\n", "", source, count=1)
-    assert "temporal_workflows" not in source.split("EXAMPLES = ")[0]
-    module = types.ModuleType(name)
-    module.__file__ = str(_SOURCE)
-    sys.modules[name] = module  # the serializer resolves event classes by module path
-    exec(compile(source, str(_SOURCE), "exec"), module.__dict__)
-    return module
-
-
-DOCS = _llamaindex_module()
+from tests.llama_runtime_suite import docs_examples as DOCS
 
 
 @pytest.fixture(scope="module")
