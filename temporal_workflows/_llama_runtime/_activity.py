@@ -231,15 +231,18 @@ async def llama_step(args: Sequence[RawValue]) -> StepOutput | StepBatchOutput:
     ``<workflow_name>.<step>``)."""
     converter = activity.payload_converter()
     raw = converter.from_payload(args[0].payload, dict)
-    hb = activity.info().heartbeat_timeout
-    beating = asyncio.create_task(_heartbeat(hb.total_seconds() / 3 if hb else 10.0))
+    info = activity.info()
+    hb = info.heartbeat_timeout
+    # A local activity has no heartbeat (its worker running the workflow task stands for it).
+    beating = None if info.is_local else asyncio.create_task(_heartbeat(hb.total_seconds() / 3 if hb else 10.0))
     try:
         if "batch" not in raw:
             return await _run_one(StepInput.model_validate(raw))
         batch = StepBatchInput.model_validate(raw)
         return await _run_batch(batch)
     finally:
-        beating.cancel()
+        if beating is not None:
+            beating.cancel()
 
 
 async def _run_batch(batch: StepBatchInput) -> StepBatchOutput:
@@ -285,6 +288,7 @@ def _unbatched(inp: StepInput, batch: StepBatchInput) -> StepInput:
 
 async def _run_one(inp: StepInput) -> StepOutput:
     """Run one invocation: LlamaIndex's step worker on this worker's instance of the run's workflow."""
+    began = time.monotonic()
     served = _registry.lookup(inp.workflow_name, inp.instance_key)
     _check_signature(inp, served)
     llama_workflow = run_view(served)
@@ -360,7 +364,7 @@ async def _run_one(inp: StepInput) -> StepOutput:
             "of events and the store"
         )
         out = StepOutput(outputs=_wire.encode_outputs([StepWorkerFailed(exception=error, failed_at=time.time())]))
-    return out
+    return out.model_copy(update={"took_ms": round((time.monotonic() - began) * 1000, 3)})
 
 
 def _check_signature(inp: StepInput, served: Any) -> None:

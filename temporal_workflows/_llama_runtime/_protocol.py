@@ -242,6 +242,9 @@ class StepOutput(_Frozen):
     stream: list[str] = Field(default_factory=list)
     late_sends: list[str] = Field(default_factory=list)
     store_patch: list[dict[str, Any]] = Field(default_factory=list)
+    took_ms: float | None = None
+    """How long the step ran in its activity (``PATCH_EXACT`` runs): the run picks local activities by it
+    (``StepOptions.local_below``), from what its history recorded, so a replay picks the same."""
 
 
 BATCH_GRACE_MIN_SECONDS = 0.05

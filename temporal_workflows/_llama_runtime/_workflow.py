@@ -252,6 +252,10 @@ class WorkflowRunAdapter(InternalRunAdapter):
         """Let the tasks just started take their first step before picking a done one (``PATCH_SETTLE_STARTED``)."""
         self.runner: ControlLoopRunner | None = None
         """The loop (its broker state is what a run-ahead batch carries)."""
+        self._took: dict[str, list[Any]] = {}
+        self._held: list[asyncio.Task[Any]] = []
+        """Tasks the loop's other done tasks wait for (``_held_back``), in start order."""
+        """Per step: invocations completed in this run, and the longest took (ms): ``_short``."""
         self.exact = False
         """Each step invocation the loop starts is one activity, and nothing runs that it did not start; outside
         input is decoded only as classes the workflow declares (``PATCH_EXACT``)."""
@@ -334,6 +338,8 @@ class WorkflowRunAdapter(InternalRunAdapter):
             self._order[task] = self._priority(p)
             self._seq += 1
             started.append(p.start(task))
+            if self.exact and self._held_back(p):
+                self._held.append(task)
         named = sorted(
             running + started,
             key=lambda nt: (isinstance(nt, PullTask), self._order.get(nt.task, -1)),
@@ -346,7 +352,10 @@ class WorkflowRunAdapter(InternalRunAdapter):
             # event loop runs ready callbacks in the order they were scheduled; no timer).
             await asyncio.sleep(0)
         self._maybe_release(named, timeout)
-        done = self._first_done(named)
+        self._held = [t for t in self._held if any(nt.task is t for nt in named)]
+        # A short invocation of a collecting step just started goes first: see _held_back.
+        candidates = [nt for nt in named if nt.task in self._held] if self._held else named
+        done = self._first_done(candidates)
         if done is None:
             if timeout is not None and timeout <= 0:
                 return WaitForNextTaskResult(None, started)
@@ -357,7 +366,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 if not waiter.done():
                     waiter.set_result(None)
 
-            watched: list[asyncio.Future[Any]] = [nt.task for nt in named]
+            watched: list[asyncio.Future[Any]] = [nt.task for nt in candidates]
             if timer is not None:
                 watched.append(timer)
             for fut in watched:
@@ -367,13 +376,35 @@ class WorkflowRunAdapter(InternalRunAdapter):
             finally:
                 for fut in watched:
                     fut.remove_done_callback(wake)
-            done = self._first_done(named)
+            done = self._first_done(candidates)
         if done is None:
             self._timer = None  # it fired: the loop now pops the due ticks
             return WaitForNextTaskResult(None, started)
+        if done.task in self._held:
+            self._held.remove(done.task)
         self.completion_order.append(done.key)
         self._order.pop(done.task, None)
         return WaitForNextTaskResult(done.task, started)
+
+    def _held_back(self, p: PendingStart) -> bool:
+        """Whether the loop's other done tasks wait for this newly started invocation (``PATCH_EXACT`` runs).
+
+        ``collect_events`` hands each invocation of the joining step a snapshot of its buffer, and LlamaIndex's
+        reducer reruns every invocation whose snapshot went stale while another was running. Under the
+        default runtime a short join runs as soon as it starts, before the loop takes the next result, so
+        its invocations rarely overlap; here each is a round trip, and results arriving together would start
+        the join's workers all on one snapshot, then rerun all but one (a 50-way fan-out ran its join ~190
+        times for 50 events). So an invocation of a step that collects events (its buffer holds some) and is
+        short in this run (a local activity, ``_short``) is reduced before the loop gets any other done
+        task: the loop sees the buffer grown, as in process. Nothing runs that the loop did not start, and
+        no more run at once than ``num_workers`` allows; the loop only takes the short join's result first.
+        """
+        if not isinstance(p, PendingWorker) or p.invocation_namespace or self.runner is None:
+            return False
+        if not self._short(str(p.step_id)):
+            return False
+        worker = self.runner.state.workers.get(p.step_id)
+        return worker is not None and any(worker.collected_events.values())
 
     def _priority(self, p: PendingStart) -> int:
         """Where a task starting now comes in the order done tasks are reduced: the order it started in,
@@ -570,8 +601,40 @@ class WorkflowRunAdapter(InternalRunAdapter):
             self._handles.pop(seq, None)
 
     async def _single(self, inp: StepInput) -> StepOutput:
-        out: StepOutput = await self._awaited(self._start(inp.step_name, inp, inp.step_name))
+        if self.exact and self._short(inp.step_name):
+            # A step seen to be short in this run: a local activity on this worker (its input stays out of
+            # history, no round trip through the server). Its sends and stream writes go with its result.
+            local = inp.model_copy(update={"live_stream": False, "live_sends": False})
+            out: StepOutput = await self._awaited(self._start_local(inp.step_name, local))
+        else:
+            out = await self._awaited(self._start(inp.step_name, inp, inp.step_name))
+        if self.exact:
+            took = self._took.setdefault(inp.step_name, [0, 0.0])
+            took[0] += 1
+            took[1] = max(took[1], out.took_ms if out.took_ms is not None else math.inf)
         return out
+
+    def _short(self, step_name: str) -> bool:
+        """Whether ``step_name``'s invocations so far in this run all took less than ``StepOptions.local_below``
+        (by what the run's history recorded: a replay decides the same)."""
+        below = self._options.local_below
+        took = self._took.get(step_name)
+        return below is not None and took is not None and took[0] > 0 and took[1] < below.total_seconds() * 1000
+
+    def _start_local(self, step_name: str, arg: StepInput) -> ActivityHandle[Any]:
+        o = self._options
+        handle: ActivityHandle[Any] = workflow.start_local_activity(
+            f"{self._input.workflow_name}.{step_name}",
+            arg,
+            result_type=StepOutput,
+            start_to_close_timeout=o.start_to_close_timeout,
+            retry_policy=TemporalRetryPolicy(
+                initial_interval=timedelta(seconds=1), maximum_attempts=o.maximum_attempts
+            ),
+            cancellation_type=ActivityCancellationType.TRY_CANCEL,
+            summary=step_name,
+        )
+        return handle
 
     async def _batched(self, inp: StepInput, order: int = 0) -> StepOutput:
         """Queue the invocation; the invocations of one step queued in this activation go as one activity.

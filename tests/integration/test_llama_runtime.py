@@ -319,8 +319,9 @@ async def test_each_invocation_the_loop_starts_runs_once_as_one_activity(
     runtime: TemporalRuntime, invocations: dict[str, list[str]]
 ) -> None:
     """A 12-way fan-out to a 4-worker step joined by ``collect_events``: the default runtime's result and stream;
-    each invocation LlamaIndex's loop starts is one activity, run once; nothing runs that the loop did not
-    start (12 ``work`` invocations, not one more), and the history replays."""
+    each invocation LlamaIndex's loop starts is one activity (local, once its step is seen to be short), run
+    once; nothing runs that the loop did not start (12 ``work`` invocations, not one more), and the history
+    replays."""
     default, temporal = await _run_both(lw.FanOut, runtime, n=12)
     assert temporal == default
     handler = lw.FanOut(timeout=30, runtime=runtime).run(n=12)
@@ -330,7 +331,14 @@ async def test_each_invocation_the_loop_starts_runs_once_as_one_activity(
     assert sum(r.startswith("work:") for r in ran) == 12 and sum(r.startswith("start:") for r in ran) == 1
     events = await _history_events(runtime, handler.run_id)
     scheduled = [e for e in events if e.HasField("activity_task_scheduled_event_attributes")]
-    assert len(scheduled) == len(ran)
+    local = [
+        e
+        for e in events
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
+    assert len(scheduled) + len(local) == len(ran)
+    assert local  # the steps seen to be short ran as local activities
     await _replays(runtime, handler.run_id)
 
 

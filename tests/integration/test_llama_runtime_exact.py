@@ -25,7 +25,7 @@ pytest.importorskip("workflows")
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from workflows import Context, Workflow, step
 from workflows.errors import WorkflowCancelledByUser
-from workflows.events import HumanResponseEvent, InputRequiredEvent, StartEvent, StopEvent
+from workflows.events import Event, HumanResponseEvent, InputRequiredEvent, StartEvent, StopEvent
 
 from temporal_workflows.llama import TemporalRuntime
 from temporal_workflows.temporal import ConnectionConfig
@@ -465,3 +465,72 @@ async def test_the_dbos_counter_killed_mid_step_resumes_from_another_path_within
     described = await client.get_workflow_handle(run_id).describe()
     assert described.status == WorkflowExecutionStatus.COMPLETED
     assert json.dumps(str(described.id)) == json.dumps(run_id)
+
+
+_slow_at = {"n": -1}
+
+
+class Tick(Event):
+    n: int
+
+
+class MostlyShort(Workflow):
+    """``tick`` runs ten times; the invocation ``_slow_at`` names takes 2 s, the others a few ms."""
+
+    @step
+    async def start(self, ev: StartEvent) -> Tick:
+        return Tick(n=0)
+
+    @step
+    async def tick(self, ev: Tick) -> Tick | StopEvent:
+        if ev.n == _slow_at["n"]:
+            await asyncio.sleep(2)
+        if ev.n >= 9:
+            return StopEvent(result=ev.n)
+        return Tick(n=ev.n + 1)
+
+
+async def test_a_step_seen_to_be_short_runs_as_a_local_activity_until_one_takes_long(
+    temporal_address: str,
+) -> None:
+    """``tick``'s first invocation is an activity; once it is seen to be short (``StepOptions.local_below``, 1 s
+    here so that a loaded machine cannot make a trivial step look long) the next ones are local activities, on
+    the run's worker; the one that takes 2 s runs once, as a local activity, and the invocations after it are
+    activities again. The history replays."""
+    from datetime import timedelta
+
+    from temporal_workflows.llama import StepOptions
+
+    rt = TemporalRuntime(
+        worker=True,
+        task_queue=f"llama-short-{uuid.uuid4().hex[:8]}",
+        connection=ConnectionConfig(address=temporal_address),
+        step_options=StepOptions(local_below=timedelta(seconds=1)),
+    )
+    _slow_at["n"] = 5
+    try:
+        handler = MostlyShort(timeout=60, runtime=rt).run()
+        assert await asyncio.wait_for(handler, 60) == 9
+        client = await rt.client()
+        history = await client.get_workflow_handle(handler.run_id).fetch_history()
+    finally:
+        _slow_at["n"] = -1
+        await rt.destroy()
+    history = await client.get_workflow_handle(handler.run_id).fetch_history()
+    kinds = []
+    for e in history.events:
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            kinds.append("activity")
+        elif (
+            e.HasField("marker_recorded_event_attributes")
+            and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+        ):
+            kinds.append("local")
+    # start (activity), tick 0 (activity), ticks 1-5 (local, the fifth slow), ticks 6-9 (activities again)
+    assert kinds == ["activity", "activity", *["local"] * 5, *["activity"] * 4], kinds
+    from temporalio.worker import Replayer
+
+    from temporal_workflows._llama_runtime._workflow import LlamaIndexRun
+    from temporal_workflows.temporal._worker.plugin import data_converter
+
+    await Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None)).replay_workflow(history)
