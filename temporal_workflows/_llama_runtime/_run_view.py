@@ -70,7 +70,9 @@ class RunBoard:
         """Outside input the run could not use: kept (bounded) for the ``status`` query, logged without values."""
         if len(message) > WARNING_LIMIT:
             message = message[: WARNING_LIMIT - 1] + "…"
-        self.warnings = [*self.warnings, {"message": message}][-MAX_WARNINGS:]
+        # The graph runs' warning shape: {message, request_id, executor_id}.
+        warning = {"message": message, "request_id": None, "executor_id": None}
+        self.warnings = [*self.warnings, warning][-MAX_WARNINGS:]
         # The log names what was dropped, never a value (it may be a secret the codec encrypts elsewhere).
         workflow.logger.warning("%s", message)
 

@@ -1231,8 +1231,10 @@ class LlamaIndexRun:
                 )
                 workflow.logger.error(message)
                 raise SignatureMismatchError(message)
+        hosted_workflow = llama_workflow
         if raw.exact and inp.timeout_set:
-            # The run's timeout is its starter's, whatever this worker's instance was built with.
+            # The run's timeout is its starter's, whatever this worker's instance was built with (a copy for the
+            # loop; the hosted instance stays what the runtime registered).
             llama_workflow = with_timeout(llama_workflow, inp.timeout)
             raw._workflow = llama_workflow
         self._adapter = raw
@@ -1243,7 +1245,7 @@ class LlamaIndexRun:
             adapter = llama_workflow.runtime.get_internal_adapter(llama_workflow)
             if adapter is not raw:
                 adapter = _QuietOnReplay(adapter, raw)
-            registered = llama_workflow.runtime.get_or_register(llama_workflow)
+            registered = hosted_workflow.runtime.get_or_register(hosted_workflow)
             internal_ctx = create_internal_context(llama_workflow)
             init_state = BrokerState.from_serialized(
                 SerializedContext.model_validate(inp.init_state), llama_workflow, serializer

@@ -534,3 +534,46 @@ async def test_a_step_seen_to_be_short_runs_as_a_local_activity_until_one_takes_
     from temporal_workflows.temporal._worker.plugin import data_converter
 
     await Replayer(workflows=[LlamaIndexRun], data_converter=data_converter(None)).replay_workflow(history)
+
+
+SLOW_PROGRAM = textwrap.dedent(
+    """
+    import asyncio
+    from workflows import Workflow, step
+    from workflows.events import StartEvent, StopEvent
+
+
+    class Flow(Workflow):
+        @step
+        async def go(self, ev: StartEvent) -> StopEvent:
+            await asyncio.sleep(3)
+            return StopEvent(result="slept")
+
+
+    workflow = Flow(timeout=60)
+    """
+)
+
+
+async def test_a_run_keeps_the_timeout_its_starter_built_the_workflow_with(
+    tmp_path: Path, temporal_address: str
+) -> None:
+    """The CLI worker hosts ``Flow(timeout=60)``; a program starts ``Flow(timeout=1)``: the run times out after 1 s,
+    as the starter's workflow would under the default runtime (the timeout travels with the run)."""
+    from workflows.errors import WorkflowTimeoutError
+
+    (tmp_path / "flowapp.py").write_text(SLOW_PROGRAM)
+    queue = f"llama-timeout-{uuid.uuid4().hex[:8]}"
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import flowapp
+
+        with _cli_worker(tmp_path, queue, temporal_address):
+            rt = TemporalRuntime(task_queue=queue, connection=ConnectionConfig(address=temporal_address))
+            with pytest.raises(WorkflowTimeoutError, match="timed out after 1"):
+                await asyncio.wait_for(flowapp.Flow(timeout=1, runtime=rt).run(), 60)
+            assert await asyncio.wait_for(flowapp.Flow(timeout=30, runtime=rt).run(), 60) == "slept"
+            await rt.destroy()
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("flowapp", None)
