@@ -4,12 +4,15 @@ the order the adapter started the tasks (workers before the mailbox pull), never
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import pytest
 from workflows.runtime.types.named_task import PendingPull, PendingWorker, PullTask, WorkerTask
 from workflows.runtime.types.step_id import StepId
 
@@ -409,3 +412,106 @@ def test_a_run_result_json_cannot_carry_comes_back_in_process_and_fails_clearly_
     assert _wire.resolve_in_process(elsewhere, strict=False) is elsewhere
     with pytest.raises(WorkflowRuntimeError, match="made in another process"):
         _wire.resolve_in_process(elsewhere, strict=True)
+
+
+def test_the_private_names_module_refuses_another_llamaindex_version_naming_both() -> None:
+    """Every private LlamaIndex name is touched in ``_llama_private``, which loads only under the pinned version:
+    under another, importing the runtime fails at once with both versions named (not later, in a run)."""
+    from temporal_workflows._llama_runtime import _llama_private
+
+    assert _llama_private.installed_workflows_version() == _llama_private.PINNED_WORKFLOWS_VERSION == "2.26.1"
+    _llama_private.check_version("2.26.1")
+    with pytest.raises(ImportError, match=r"llama-index-workflows==2\.26\.1 exactly \(2\.27\.0 is installed\)"):
+        _llama_private.check_version("2.27.0")
+    with pytest.raises(_llama_private.LlamaIndexVersionError, match="not installed"):
+        _llama_private.check_version(None)
+
+
+def test_only_the_private_names_module_touches_llamaindex_private_names() -> None:
+    """No other module of the runtime imports an underscore name from LlamaIndex, swaps a class, or reaches
+    into a LlamaIndex object's private attributes by name."""
+    import ast
+    import re
+
+    package = Path(__file__).parents[1] / "temporal_workflows" / "_llama_runtime"
+    offenders = []
+    for path in sorted(package.glob("*.py")):
+        if path.name == "_llama_private.py":
+            continue
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "workflows":
+                offenders += [f"{path.name}: imports {a.name}" for a in node.names if a.name.startswith("_")]
+        if "__class__ =" in source:
+            offenders.append(f"{path.name}: assigns __class__")
+        for attr in ("_get_steps", "_step_configs", "_timeout", "_num_concurrent_runs", "_step_functions_version"):
+            if re.search(rf"\.{attr}\b", source):
+                offenders.append(f"{path.name}: reads .{attr}")
+    assert not offenders, offenders
+
+
+def test_a_store_keeps_the_types_json_would_change_and_refuses_what_it_cannot_keep() -> None:
+    """``ctx.store`` round-trips datetime, Decimal, UUID, NaN (as the default runtime keeps them in process); a
+    function is refused at ``set``, naming the key and the type, never the value."""
+    import datetime
+    import decimal
+    import math
+
+    from workflows.context.state_store import DictState
+
+    from temporal_workflows._llama_runtime import _wire
+    from temporal_workflows._llama_runtime._serializer import DeclaredTypesSerializer
+    from temporal_workflows._llama_runtime._store_values import StoreValueRefused
+
+    serializer = DeclaredTypesSerializer([])
+
+    async def check() -> None:
+        store = _wire.run_store(serializer, None, DictState)
+        before = _wire.run_store(serializer, None, DictState).checkpoint()
+        values = {
+            "when": datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=datetime.UTC),
+            "amount": decimal.Decimal("1.10"),
+            "id": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+            "nan": float("nan"),
+            "nested": {"day": [datetime.date(2024, 1, 1)]},
+        }
+        for key, value in values.items():
+            await store.set(key, value)
+        patch = store.checkpoint().diff(before)
+        sent = json.loads(json.dumps(patch))  # as the JSON data converter carries it
+        from workflows.context.state_store import apply_state_patch
+
+        data = apply_state_patch(_wire.run_store(serializer, None, DictState).checkpoint().to_dict(), sent)
+        back = _wire.run_store(serializer, data, DictState)
+        for key, value in values.items():
+            got = await back.get(key)
+            assert type(got) is type(value)
+            assert (math.isnan(got) and math.isnan(value)) if key == "nan" else got == value
+        with pytest.raises(StoreValueRefused, match=r"the value for 'fn' \(a function\) cannot be kept"):
+            await store.set("fn", lambda: None)
+        assert await store.get("fn", default=None) is None
+
+    asyncio.run(check())
+
+
+def test_the_state_query_shows_the_store_as_plain_json() -> None:
+    """The ``state`` query's answer from the store as the run holds it: a ``DictState``'s values as they are (a
+    string that looks like a number stays a string), a model's fields, a typed state's fields; the older
+    payload whose values are the serializer's strings reads the same."""
+    from temporal_workflows._llama_runtime._run_view import store_json
+
+    tree = {
+        "state_data": {
+            "_tree": "dict",
+            "_data": {
+                "a": "123",
+                "b": {"x": [1]},
+                "m": {"__is_pydantic": True, "value": {"n": 0}, "qualified_name": "app.S"},
+            },
+        }
+    }
+    assert store_json(tree, 1_000_000) == {"a": "123", "b": {"x": [1]}, "m": {"n": 0}}
+    typed = {"state_data": {"_tree": "model", "__is_pydantic": True, "value": {"n": 2}, "qualified_name": "app.S"}}
+    assert store_json(typed, 1_000_000) == {"n": 2}
+    assert store_json({"state_data": {"_data": {"a": '"123"', "b": "[1]"}}}, 1_000_000) == {"a": "123", "b": [1]}
+    assert store_json(None, 1_000_000) == {}

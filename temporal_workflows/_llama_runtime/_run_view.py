@@ -154,15 +154,19 @@ class RunBoard:
 
 
 def store_json(store: dict[str, Any] | None, payload_limit: int) -> dict[str, Any]:
-    """``ctx.store`` (as ``InMemoryStateStore.to_dict`` writes it) as plain JSON: ``{key: value}`` for a
+    """``ctx.store`` (as the run holds it: LlamaIndex's state payload) as plain JSON: ``{key: value}`` for a
     ``DictState``, the model's fields for a typed state. A value plain JSON would change shows in its tagged
     form (``{"__tagged": {"type": "datetime", "data": ...}}``); a model as its fields."""
     if not store:
         return {}
     data = store.get("state_data")
     values: Any
-    if isinstance(data, dict) and isinstance(data.get("_data"), dict):
-        values = {k: _plain(_parsed(v)) for k, v in data["_data"].items()}
+    if isinstance(data, dict) and data.get("_tree") == "dict" and isinstance(data.get("_data"), dict):
+        values = {k: _plain(v) for k, v in data["_data"].items()}  # the state tree: values as JSON already
+    elif isinstance(data, dict) and data.get("_tree") == "model":
+        values = _plain({k: v for k, v in data.items() if k != "_tree"})
+    elif isinstance(data, dict) and isinstance(data.get("_data"), dict):
+        values = {k: _plain(_parsed(v)) for k, v in data["_data"].items()}  # each value the serializer's string
     else:
         values = _plain(_parsed(data))
     if not isinstance(values, dict):
