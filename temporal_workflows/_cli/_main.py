@@ -51,7 +51,7 @@ from temporal_workflows._cli._errors import (
 )
 from temporal_workflows._cli._llama import load_llama, run_llama
 from temporal_workflows._cli._options import add_server_arguments
-from temporal_workflows._cli._render import _LLAMA_STOP, CompactView, DetailedView, JsonView, View, watch
+from temporal_workflows._cli._render import CompactView, DetailedView, JsonView, View, watch
 from temporal_workflows._cli._worker import add_dev_arguments, add_worker_arguments, serve
 from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, WorkflowError, library_account
 from temporal_workflows._graph.checkstart import check_start_message
@@ -193,33 +193,6 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     add_console_arguments(console)
     return p
-
-
-def _is_llama(workflow: Workflow) -> bool:
-    """A LlamaIndex front end's workflow (its steps are the front end's executors)."""
-    return type(workflow.get_start_executor()).__module__.startswith("temporal_workflows.llama")
-
-
-def _starts_without_fields(workflow: Workflow) -> bool:
-    """A LlamaIndex workflow whose StartEvent needs no field: ``run`` starts it without ``--input``, as
-    ``W().run()`` does."""
-    if not _is_llama(workflow):
-        return False
-    try:
-        check_start_message(workflow, {})
-    except InvalidRunInputError:
-        return False
-    return True
-
-
-def _shown_result(result: dict[str, Any]) -> Any:
-    """What ``run`` prints when the run completed: its outputs; a LlamaIndex run's ``StopEvent`` result, as
-    ``print(await handler)`` shows it (a custom StopEvent subclass: its fields)."""
-    outputs = result.get("outputs") or []
-    types = result.get("output_types") or []
-    if len(outputs) == 1 and types and types[0] == _LLAMA_STOP and isinstance(outputs[0], dict):
-        return outputs[0].get("result")
-    return outputs
 
 
 async def _failure_of(handle: RunHandle) -> dict[str, Any]:
@@ -373,9 +346,7 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
             by_name = False
         target = spec if by_name else load_graph(spec, what="the graph")
         if args.input is None and not args.keep_alive:
-            if not (isinstance(target, Workflow) and _starts_without_fields(target)):
-                raise CliError("--input is required (or pass --keep-alive to start idle)", code=EXIT_USAGE)
-            args.input = "{}"  # LlamaIndex: `W().run()` with no keyword arguments
+            raise CliError("--input is required (or pass --keep-alive to start idle)", code=EXIT_USAGE)
         message = _load_json(args.input, "--input")
         if isinstance(target, Workflow) and message is not None:
             try:
@@ -408,7 +379,7 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
             args, client, handle, prog, detailed=args.follow, task_queue=args.task_queue, spec=spec
         )
         if not args.json:
-            print(json.dumps(_shown_result(result), indent=2, ensure_ascii=False))
+            print(json.dumps(result.get("outputs") or [], indent=2, ensure_ascii=False))
             if result.get("outputs_released"):
                 print(
                     f"({result['outputs_released']:,} earlier outputs were released from the run's result: each was "

@@ -26,6 +26,10 @@ JSON routes (all behind :class:`~._console.gate.Gate`):
   ``POST /api/runs/{id}/fork`` ``{"checkpoint_id", "new_id"}``,
   ``POST /api/runs/{id}/checkpoint`` ``{"label"}``,
   ``POST /api/start`` ``{"graph", "message", "id"}``.
+
+AG-UI (``temporal_workflows.ag_ui``, with the ``ag-ui`` extra): ``POST
+/ag-ui/{name}`` for each graph given, a ``RunAgentInput`` answered by the
+AG-UI event stream; the gate's rules for front ends apply (``gate.py``).
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._console.codec import BodyRefused, codec_routes, read_body
-from temporal_workflows._console.gate import Gate
+from temporal_workflows._console.gate import AG_UI_PREFIX, Gate
 from temporal_workflows._console.guard import COOKIE_NAME, Guard
 from temporal_workflows._console.server import Limits
 from temporal_workflows._engine.driver import RunStatus
@@ -548,12 +552,44 @@ def make_app(
     ]
     if settings.codec is not None:
         routes += codec_routes(settings.codec, settings.limits, allow_encode=settings.allow_encode)
+    routes += _ag_ui_routes(graphs, settings, client, token_required=guard.token_required)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, f"no such page: {request.url.path}")
 
     app = Starlette(routes=routes, exception_handlers={404: not_found})
     return Gate(app, guard)
+
+
+def _ag_ui_routes(
+    graphs: Mapping[str, Workflow],
+    settings: ConsoleSettings,
+    client: Callable[[], Awaitable[Client]],
+    *,
+    token_required: bool,
+) -> list[Any]:
+    """``/ag-ui/{name}`` for each graph (the AG-UI endpoint on the console's client, or why there is none), and
+    Agent Framework DevUI's API and page over the same turns when ``agent-framework-devui`` is installed."""
+    try:
+        from temporal_workflows.ag_ui import AGUIApp, AGUISettings
+    except ImportError as e:
+        reason = str(e)
+
+        async def missing(request: Request) -> Response:
+            return _error(404, f"no AG-UI endpoints on this console: {reason}")
+
+        return [Mount(AG_UI_PREFIX, routes=[Route("/{path:path}", missing, methods=["GET", "POST"])])]
+    from temporal_workflows.ag_ui._devui import devui_available, devui_routes
+
+    app = AGUIApp(
+        client,
+        list(graphs.values()),
+        settings=AGUISettings(task_queue=settings.task_queue, max_body_bytes=settings.limits.max_body),
+    )
+    routes: list[Any] = [Mount(AG_UI_PREFIX, app=app)]
+    if devui_available():
+        routes += devui_routes(app, token_required=token_required)
+    return routes
 
 
 _COOLDOWN = timedelta(milliseconds=50)

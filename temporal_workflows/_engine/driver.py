@@ -88,12 +88,9 @@ __all__ = [
     "DriverHost",
     "RunStatus",
     "StepFailure",
-    "STEP_ATTEMPTS",
-    "STEP_ELAPSED",
     "StepsInterrupted",
     "SuperstepDriver",
     "checkpoint_due",
-    "counted_attempts",
     "pending_request_event",
     "pending_request_from_json",
     "serve_checkpoint_asks",
@@ -154,9 +151,6 @@ class StepFailure:
             failure's type, e.g. ``"ValueError"``, ``"TimeoutError"``).
         message: The exception's message, without its type.
         cause: The exception itself, where the host has it (in process).
-        attempts: How many attempts the step made, where it counted them
-            itself (a LlamaIndex step's retry policy runs inside the step).
-        elapsed_seconds: From its first attempt to its last failure, likewise.
         error_class: The exception's class by its qualified name
             (``ExecutorFailedError.error_class``); on Temporal, what the step
             activity's failure carries.
@@ -165,36 +159,18 @@ class StepFailure:
     error_type: str
     message: str
     cause: BaseException | None = None
-    attempts: int | None = None
-    elapsed_seconds: float | None = None
     error_class: str | None = None
 
     @staticmethod
     def of(e: BaseException) -> StepFailure:
         # pydantic's own text quotes the rejected input; failures reach logs and events.
         message = validation_message(e) if isinstance(e, ValidationError) else str(e)
-        attempts, elapsed = counted_attempts(e)
         kind, own = getattr(e, "type", None), getattr(e, "message", None)
         if isinstance(kind, str) and kind and isinstance(own, str):
             # An error that names its own type (Temporal's ApplicationError(type="Refused")): reported
             # under that type, as a Temporal activity failure is (without importing temporalio here).
-            return StepFailure(kind, own, e, attempts, elapsed)
-        return StepFailure(type(e).__name__, message, e, attempts, elapsed, class_path(type(e)))
-
-
-STEP_ATTEMPTS = "__step_attempts__"
-"""Attribute a step host sets on the exception a step failed with for good: how many attempts it made."""
-STEP_ELAPSED = "__step_elapsed__"
-"""Attribute beside it: seconds from the first attempt to the last failure."""
-
-
-def counted_attempts(e: BaseException) -> tuple[int | None, float | None]:
-    """What a step host recorded on a failed step's exception (:data:`STEP_ATTEMPTS`, :data:`STEP_ELAPSED`)."""
-    attempts, elapsed = getattr(e, STEP_ATTEMPTS, None), getattr(e, STEP_ELAPSED, None)
-    return (
-        attempts if isinstance(attempts, int) else None,
-        float(elapsed) if isinstance(elapsed, (int, float)) else None,
-    )
+            return StepFailure(kind, own, e)
+        return StepFailure(type(e).__name__, message, e, class_path(type(e)))
 
 
 class StepsInterrupted(Exception):
@@ -263,25 +239,10 @@ class DriverHost:
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         """Run every task against ``engine.state``; one outcome per task, in task order.
 
-        When a step's result ends the run (``StepResult.halt``, a LlamaIndex
-        ``StopEvent``) before the others finished, a host may cancel those and
-        give ``None`` for each (and for any that finished after it): the first
-        to finish wins, as in LlamaIndex, and nobody waits for the losers.
-
         Raises:
             StepsInterrupted: the superstep was abandoned (its steps cancelled).
         """
         raise NotImplementedError
-
-    def finish_order(self) -> Sequence[int] | None:
-        """The order the last :meth:`run_steps`' steps finished in (task indices), if the host kept it.
-
-        Asked only for a ``Topology.arrival_order`` graph (LlamaIndex), whose
-        steps' events are queued in that order. In process it is the order
-        the steps finished; on Temporal the order history records, so a
-        replay gives the same. ``None``: task order.
-        """
-        return None
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         """Run a callable reducer (user code).
@@ -752,7 +713,7 @@ class SuperstepDriver:
                 )
             if self._out and self._pauses:
                 yield self._flush()
-            if engine.halted or (not engine.has_work() and host.may_finish(engine)):
+            if not engine.has_work() and host.may_finish(engine):
                 self._show_state()
                 host.on_status(RunStatus.COMPLETED, f"completed after {engine.superstep} supersteps")
                 if self._out:
@@ -814,25 +775,19 @@ class SuperstepDriver:
             except StepsInterrupted:
                 engine.abort_superstep()
                 return
-            # One look at each outcome: failed steps, a halt, unfinished steps (most supersteps: none of them).
+            # One look at each outcome: failed steps, unfinished steps (most supersteps: none of them).
             failed: list[tuple[StepTask, StepFailure]] = []
-            halted = unfinished = False
+            unfinished = False
             plain = True  # every outcome is a StepResult itself (then they are the results as they are)
             for t, o in zip(tasks, outcomes, strict=True):
                 if type(o) is StepResult:
-                    halted = halted or o.halt
                     continue
                 plain = False
                 if o is None:
                     unfinished = True
                 elif isinstance(o, StepFailure):
                     failed.append((t, o))
-                elif isinstance(o, StepResult):
-                    halted = halted or o.halt
-            # A step that ended the run (a LlamaIndex StopEvent) before the others finished: the host
-            # cancelled them (``run_steps``), and they commit nothing; the rest of the superstep commits.
-            halted = halted and not failed
-            if failed or (not halted and unfinished):
+            if failed or unfinished:
                 engine.abort_superstep()
                 for t, o in zip(tasks, outcomes, strict=True):
                     self._step_events(t, o, committed=False)
@@ -845,8 +800,6 @@ class SuperstepDriver:
                     first.cause,
                     error_type=first.error_type,
                     detail=first.message,
-                    attempts=first.attempts,
-                    elapsed_seconds=first.elapsed_seconds,
                     error_class=first.error_class,
                 )
             results = (
@@ -854,9 +807,8 @@ class SuperstepDriver:
                 if plain and type(outcomes) is list
                 else [o if isinstance(o, StepResult) else StepResult() for o in outcomes]
             )
-            finished = host.finish_order() if engine.topology.arrival_order else None
             try:
-                plan = engine.prepare_commit(results, finished)
+                plan = engine.prepare_commit(results)
             except WorkflowRunError:
                 engine.abort_superstep()
                 self._steps_uncommitted(tasks, outcomes)

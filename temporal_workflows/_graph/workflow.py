@@ -456,9 +456,7 @@ def load_workflow(spec: str) -> Workflow:
     obj: Any = import_user_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
-    if isinstance(obj, type) and hasattr(obj, GRAPH_HOOK) and not issubclass(obj, Workflow):
-        obj = obj()  # a LlamaIndex workflow class: its instance is the workflow
-    elif isinstance(obj, Executor):
+    if isinstance(obj, Executor):
         raise TypeError(
             f"{spec!r} is an executor ({type(obj).__name__} {obj.id!r}), not a workflow: name the graph built "
             "from it (WorkflowBuilder(start_executor=...).build())"
@@ -483,6 +481,5 @@ def load_workflow(spec: str) -> Workflow:
         return as_graph_workflow(obj)
     except TypeError:
         raise TypeError(
-            f"{spec!r} is a {type(obj).__name__}, not a built Workflow (call WorkflowBuilder.build()) "
-            "nor a temporal_workflows.llama.Workflow"
+            f"{spec!r} is a {type(obj).__name__}, not a built Workflow (call WorkflowBuilder.build())"
         ) from None

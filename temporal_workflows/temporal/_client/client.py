@@ -71,7 +71,6 @@ from temporal_workflows.temporal._protocol import (
     SIGNAL_RESET,
     SIGNAL_RESPOND,
     SIGNAL_SEND,
-    SIGNAL_SEND_EVENT,
     UPDATE_CHECKPOINT,
     UPDATE_CONFIRM,
     UPDATE_INLINE_BYTES,
@@ -79,11 +78,9 @@ from temporal_workflows.temporal._protocol import (
     UPDATE_RESPOND,
     UPDATE_RESPOND_ALL,
     UPDATE_SEND,
-    UPDATE_SEND_EVENT,
     CheckpointRequest,
     ConfirmInput,
     Delivery,
-    EventInput,
     ForkSource,
     ResetRequest,
     RespondAllInput,
@@ -430,7 +427,7 @@ class RunHandle:
         holds, and a small ``confirm_delivery`` update returns what the update
         would have: the same result, or the same refusal.
         """
-        arg = next(a for a in (delivery.send, delivery.respond, delivery.event) if a is not None)
+        arg = next(a for a in (delivery.send, delivery.respond) if a is not None)
         if json_size(arg) <= UPDATE_INLINE_BYTES:
             return await self._update(name, arg)
         await self._signal(SIGNAL_DELIVER, delivery)
@@ -592,26 +589,6 @@ class RunHandle:
             await self._signal(SIGNAL_SEND, arg)
             return None
         return await self._update_or_deliver(UPDATE_SEND, Delivery(str(uuid.uuid4()), send=arg))
-
-    async def send_event(self, event: Any, *, step: str | None = None, wait: bool = True) -> dict[str, Any] | None:
-        """Send an event the run routes itself at its next boundary (a front end's ``send_event``).
-
-        One input, routed inside the run by its front end's rule over what is
-        pending at that boundary (LlamaIndex: the waits it answers, then the
-        steps that accept it), never by the client on a snapshot it queried.
-        ``wait`` as for :meth:`respond`: the ``submit_event`` update returns
-        once the run can read the event, and refuses one it cannot; ``False``
-        sends the ``send_event`` signal (what the ``temporal`` CLI sends, with
-        plain JSON).
-        """
-        _check_length("step", step, MAX_ID_CHARS)
-        env = encode(event, what="event")
-        check_payload(env.data, what="event")
-        arg = EventInput(env.data, env.type, step)
-        if not wait:
-            await self._signal(SIGNAL_SEND_EVENT, arg)
-            return None
-        return await self._update_or_deliver(UPDATE_SEND_EVENT, Delivery(str(uuid.uuid4()), event=arg))
 
     async def close(self) -> None:
         """Let a keep-alive run complete once it is idle."""

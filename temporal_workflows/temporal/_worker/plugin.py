@@ -110,9 +110,7 @@ class TemporalWorkflowsPlugin(SimplePlugin):
     executor of each graph, and the sandbox passthrough list.
 
     Args:
-        workflows: Graphs this worker hosts; each needs a unique ``name``. A
-            ``temporal_workflows.llama.Workflow`` instance is hosted as the graph
-            it compiles to (its workflow type is its class name, or ``name=``).
+        workflows: Graphs this worker hosts; each needs a unique ``name``.
         tracing: Trace runs with OpenTelemetry: client start → run → superstep →
             step, propagated across processes in Temporal headers. Installs
             :func:`configure_tracing`'s provider (exporter from ``OTEL_*``
@@ -150,8 +148,7 @@ class TemporalWorkflowsPlugin(SimplePlugin):
     ) -> None:
         from temporal_workflows.temporal._activities.steps import build_activities
 
-        # A LlamaIndex-style workflow (temporal_workflows.llama) is hosted as the graph it compiles to, and a
-        # worker hosting a graph hosts its sub-workflows' graphs too (children run as their own workflows).
+        # A worker hosting a graph hosts its sub-workflows' graphs too (children run as their own workflows).
         self.graphs = subworkflow_graphs([as_graph_workflow(w) for w in workflows])
         self.versioning = versioning
         self.codec = EncryptionCodec.from_env() if encryption == "env" else encryption

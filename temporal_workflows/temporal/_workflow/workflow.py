@@ -131,7 +131,7 @@ _JSON_PLAIN = {"encoding": b"json/plain"}
 
 
 def _is_event_type(key: str | None) -> bool:
-    """Whether ``key`` names a WorkflowEvent class (looked up, nothing built: LlamaIndex events are left as sent)."""
+    """Whether ``key`` names a WorkflowEvent class (looked up, nothing built: a step's own events are left as sent)."""
     if key is None:
         return False
     try:
@@ -239,8 +239,6 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             self._board,
             carried.inbox if carried else None,
             budget=self._budget,
-            route=self._route,
-            publish=self._publish,
             validate_update=self._validate_update,
         )
         self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
@@ -555,9 +553,6 @@ class _TemporalHost(DriverHost):
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         controls = self.controls
         return await self.steps.run(tasks, engine, lambda: controls.resetting)
-
-    def finish_order(self) -> Sequence[int] | None:
-        return self.steps.finished_order
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         return await self.steps.reduce(superstep, reduction)
