@@ -17,6 +17,8 @@ that contract does not (yet) expose are read here, and only here:
 * an in-memory store built around this runtime's serializer (``InMemoryStateStore._serializer``);
 * exceptions and collection payloads in LlamaIndex's own wire form (``_serialize_exception``,
   ``_deserialize_exception``, ``_serialize_release_payload_value``, ``_deserialize_release_payload_value``);
+* a handler's wait for its run's result (``WorkflowHandler._result_task``), stopped by a tool that only
+  starts a run (the console, an AG-UI thread): the run goes on, the process does not poll for its end;
 * ``llama-agents-server``'s decorators (``_decorated``, ``_handle_status_update``) and a
   workflow's runtime under them (``Workflow._runtime``).
 
@@ -86,6 +88,7 @@ __all__ = [
     "create_internal_context",
     "deserialize_exception",
     "deserialize_release_payload",
+    "detach_handler",
     "event_dump_serializer",
     "in_memory_store",
     "installed_workflows_version",
@@ -218,3 +221,10 @@ def server_status_updater(runtime: Any) -> Any:
 def set_runtime_view(view: Workflow, runtime: Any) -> None:
     """Give a shallow copy of a workflow another runtime, without LlamaIndex's (un)tracking."""
     view._runtime = runtime
+
+
+def detach_handler(handler: Any) -> None:
+    """Stop ``handler`` waiting for its run's result; the run goes on (a process that only starts runs)."""
+    task = getattr(handler, "_result_task", None)
+    if task is not None:
+        task.cancel()

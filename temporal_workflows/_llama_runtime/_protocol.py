@@ -37,6 +37,7 @@ __all__ = [
     "QUERY_PENDING_REQUESTS",
     "QUERY_STATE",
     "QUERY_STATUS",
+    "QUERY_TOPOLOGY",
     "SIGNAL_SEND_EVENT",
     "SIGNATURE_MISMATCH",
     "UPDATE_SEND_EVENT",
@@ -102,6 +103,10 @@ with the ``HumanResponseEvent`` type that answers it and that type's JSON schema
 
 QUERY_STATE = "state"
 """Query (as graph runs): ``ctx.store`` as plain JSON (cut, with a note, where it would not fit one payload)."""
+
+QUERY_TOPOLOGY = "topology"
+"""Query (as graph runs): the run's picture, LlamaIndex's own representation of the workflow it hosts
+(``_picture.py``): ``{"kind": "llama_index", "workflow": name, "representation": {...} | None, "note": ...}``."""
 
 QUERY_CONTEXT = "llama_context"
 """Query: what ``handler.ctx.to_dict()`` returns now (``Context.from_dict`` resumes it, or forks a new run)."""

@@ -95,6 +95,7 @@ with workflow.unsafe.imports_passed_through():
         with_timeout,
     )
     from temporal_workflows._llama_runtime._options import StepOptions
+    from temporal_workflows._llama_runtime._picture import topology_answer
     from temporal_workflows._llama_runtime._protocol import (
         BATCH_TOO_LARGE,
         EVENTS_TOPIC,
@@ -116,6 +117,7 @@ with workflow.unsafe.imports_passed_through():
         QUERY_PENDING_REQUESTS,
         QUERY_STATE,
         QUERY_STATUS,
+        QUERY_TOPOLOGY,
         RESULT_ERROR_TYPE,
         SIGNAL_SEND_EVENT,
         SNAPSHOT_QUERY,
@@ -1038,6 +1040,12 @@ class LlamaIndexRun:
     def state_json(self) -> dict[str, Any]:
         """``ctx.store`` as plain JSON (``{key: value}``; cut, with a note, where it would not fit one payload)."""
         return store_json(self.store, DEFAULT_MAX_PAYLOAD_BYTES)
+
+    @workflow.query(name=QUERY_TOPOLOGY)
+    def topology(self) -> dict[str, Any]:
+        """The run's picture: LlamaIndex's own representation of the workflow this worker hosts for it (its
+        signature checked at the start), as graph runs answer theirs (``_picture.py``)."""
+        return topology_answer(self.hosted()[0])
 
     @workflow.query(name=QUERY_CONTEXT)
     def context(self) -> dict[str, Any] | None:
