@@ -22,6 +22,8 @@ JSON routes (all behind :class:`~._console.gate.Gate`):
 - ``GET /api/runs/{id}/events``: the run's events over SSE, batched.
 - ``POST /api/runs/{id}/requests/{request_id}`` ``{"response": ...}`` or
   ``{"approve": true|false}`` (a tool approval in one click).
+- ``POST /api/runs/{id}/events`` ``{"event_type": "Answer", "event": {...}, "step": null}``: an event for a
+  LlamaIndex run (``RunHandle.send_event``), checked by the run.
 - ``POST /api/runs/{id}/reset`` ``{"checkpoint_id": ...}`` (or none: clean),
   ``POST /api/runs/{id}/fork`` ``{"checkpoint_id", "new_id"}``,
   ``POST /api/runs/{id}/checkpoint`` ``{"label"}``,
@@ -30,6 +32,12 @@ JSON routes (all behind :class:`~._console.gate.Gate`):
 AG-UI (``temporal_workflows.ag_ui``, with the ``ag-ui`` extra): ``POST
 /ag-ui/{name}`` for each graph given, a ``RunAgentInput`` answered by the
 AG-UI event stream; the gate's rules for front ends apply (``gate.py``).
+
+LlamaIndex runs (``TemporalRuntime``) go through the same routes: ``RunHandle`` serves both kinds, so a
+LlamaIndex run's status, requests, store (as state), context (as its checkpoint, forked into a new run) and
+events read as a graph run's do; its picture is its workflow's steps and events, as LlamaIndex describes them
+(``_llama_runtime/_picture.py``), lit per step from its ``StepStateChanged`` events. A LlamaIndex workflow
+given with ``--workflow`` can be started here and is served over AG-UI.
 """
 
 from __future__ import annotations
@@ -71,7 +79,9 @@ from temporal_workflows._graph.shape import GraphShape
 from temporal_workflows._graph.viz import mermaid_node_ids, to_mermaid
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._live import LiveEvent
+from temporal_workflows._llama_runtime._picture import to_mermaid as llama_mermaid
 from temporal_workflows.temporal._client.client import RunHandle, get_run, start_run
+from temporal_workflows.temporal._client.llama import WORKFLOW_TYPE as LLAMA_WORKFLOW_TYPE
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._protocol import MAX_ID_CHARS, STATUS_SEARCH_ATTRIBUTE
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
@@ -104,6 +114,8 @@ class ConsoleSettings:
     """
 
     graphs: Mapping[str, Workflow] = field(default_factory=dict)
+    llama_workflows: Mapping[str, Any] = field(default_factory=dict)
+    """LlamaIndex workflows by ``workflow_name``, each hosted on a ``TemporalRuntime`` (which starts their runs)."""
     task_queue: str = DEFAULT_TASK_QUEUE
     codec: EncryptionCodec | None = None
     allow_encode: bool = False
@@ -142,6 +154,46 @@ def _graph_json(workflow: Workflow) -> dict[str, Any]:
     }
 
 
+def _llama_picture(rep: dict[str, Any], source: str) -> dict[str, Any]:
+    """A LlamaIndex workflow's picture (its representation, ``_llama_runtime/_picture.py``) as the page draws one."""
+    mermaid, steps = llama_mermaid(rep)
+    # The events its steps take from outside: offered by the page's event form.
+    kinds = {str(n.get("id")): n.get("node_type") for n in rep.get("nodes") or ()}
+    takes = sorted(
+        {
+            str(e.get("source"))
+            for e in rep.get("edges") or ()
+            if kinds.get(str(e.get("source"))) == "event" and kinds.get(str(e.get("target"))) == "step"
+        }
+        - {"StartEvent"}
+    )
+    return {
+        "name": rep.get("workflow") or rep.get("name"),
+        "kind": "llama_index",
+        "mermaid": mermaid,
+        "node_ids": steps,
+        "start_executor": "StartEvent",
+        "accepted_events": takes,
+        "from": source,
+    }
+
+
+def _llama_json(workflow: Any) -> dict[str, Any]:
+    """A LlamaIndex workflow given with ``--workflow``: its picture, and the form of its start event."""
+    from temporal_workflows._llama_runtime._picture import representation
+
+    picture = _llama_picture(representation(workflow), "console")
+    start = workflow.start_event_class
+    schema: dict[str, Any] | None = None
+    with contextlib.suppress(Exception):
+        schema = start.model_json_schema()
+    if not schema or not schema.get("properties"):
+        # LlamaIndex's plain StartEvent takes any keyword: the run's keyword arguments as one JSON object.
+        schema = {"type": "object", "title": "keyword arguments of run() (JSON object)"}
+    picture.update(name=workflow.workflow_name, start_executor=start.__name__, start_schema=schema)
+    return picture
+
+
 _SHAPE = TypeAdapter(GraphShape)
 PICTURES_KEPT = 256
 """Pictures of runs the console keeps drawn (by Temporal run id; a run's pinned graph never changes)."""
@@ -154,6 +206,14 @@ def _run_picture(answer: Any) -> tuple[dict[str, Any] | None, str]:
         return None, "the run did not answer"
     if "unavailable" in answer:
         return None, f"the run did not answer its topology query ({answer['unavailable']})"
+    if answer.get("kind") == "llama_index":
+        rep = answer.get("representation")
+        if not isinstance(rep, dict):
+            return None, str(answer.get("note") or "the run keeps no picture of its workflow")
+        try:
+            return _llama_picture(rep, "run"), ""
+        except Exception as e:
+            return None, f"the run's picture could not be drawn: {type(e).__name__}: {e}"[:500]
     if answer.get("shape") is None:
         return None, str(answer.get("note") or "the run keeps no picture of its graph")
     try:
@@ -239,7 +299,9 @@ def make_app(
         connect: Makes the Temporal client, once, on the server's event loop.
     """
     graphs = dict(settings.graphs)
+    llama_workflows = dict(settings.llama_workflows)
     graph_json = {name: _graph_json(wf) for name, wf in graphs.items()}
+    graph_json.update({name: _llama_json(wf) for name, wf in llama_workflows.items()})
     pictures: OrderedDict[str, dict[str, Any]] = OrderedDict()
     client_lock = asyncio.Lock()
     clients: list[Client] = []
@@ -329,8 +391,20 @@ def make_app(
             }
         )
 
+    async def llama_status(row: dict[str, Any], c: Client, limit: asyncio.Semaphore) -> None:
+        """A running LlamaIndex run says where it is by its status query (it sets no search attribute)."""
+        async with limit:
+            with contextlib.suppress(Exception):
+                status = await asyncio.wait_for(get_run(c, row["id"]).status(), 3)
+                row["status"] = status.get("status") or row["status"]
+                row["graph_status"] = row["status"]
+                row["graph"] = status.get("workflow") or row["graph"]
+                row["kind"] = "llama_index"
+
     async def runs(request: Request) -> Response:
-        params = request.query_params
+        params = dict(request.query_params)
+        if params.get("graph") in llama_workflows:
+            params["graph"] = LLAMA_WORKFLOW_TYPE  # LlamaIndex runs have one workflow type, whichever workflow
         query = _query_for(params)
         try:
             page_size = int(params.get("page_size") or 50)
@@ -366,6 +440,15 @@ def make_app(
                     "task_queue": ex.task_queue,
                 }
             )
+        limit = asyncio.Semaphore(8)
+        c = await client()
+        await asyncio.gather(
+            *(
+                llama_status(row, c, limit)
+                for row in rows
+                if row["graph"] == LLAMA_WORKFLOW_TYPE and row["temporal_status"] == "running"
+            )
+        )
         next_token = it.next_page_token
         return JSONResponse(
             {
@@ -404,11 +487,18 @@ def make_app(
         status, pending, state, checkpoints, (graph, note) = await asyncio.gather(
             maybe(h.status), maybe(pending_json), maybe(h.state), maybe(h.checkpoints), picture()
         )
+        if graph is None and isinstance(status, dict) and status.get("kind") == "llama_index":
+            graph = graph_json.get(str(status.get("workflow")))  # the LlamaIndex workflow given with --workflow
+        result = None
+        if desc.workflow_type == LLAMA_WORKFLOW_TYPE and desc.status == WorkflowExecutionStatus.COMPLETED:
+            result = await maybe(h.result)  # what `await handler` returned
+        llama = desc.workflow_type == LLAMA_WORKFLOW_TYPE
         return JSONResponse(
             {
                 "id": h.id,
                 "run_id": desc.run_id,
-                "graph": desc.workflow_type,
+                "kind": "llama_index" if llama else "graph",
+                "graph": (status.get("workflow") if llama and isinstance(status, dict) else None) or desc.workflow_type,
                 "temporal_status": desc.status.name.lower() if desc.status else None,
                 "start_time": _iso(desc.start_time),
                 "close_time": _iso(desc.close_time),
@@ -419,6 +509,7 @@ def make_app(
                 "checkpoints": checkpoints if isinstance(checkpoints, list) else [],
                 "picture": graph,
                 "picture_note": None if graph else note,
+                "result": result,
             }
         )
 
@@ -484,6 +575,22 @@ def make_app(
             raise _Refused(422, _why(e)) from None
         return JSONResponse({"accepted": accepted})
 
+    async def send_event(request: Request) -> Response:
+        h = await handle(request.path_params["run_id"])
+        body = await body_json(request)
+        event_type, step = body.get("event_type"), body.get("step")
+        if event_type is not None and not isinstance(event_type, str):
+            raise _Refused(400, "event_type: the event's class name (a string), or null")
+        if step is not None and not isinstance(step, str):
+            raise _Refused(400, "step: a step name, or null")
+        if not isinstance(body.get("event"), dict):
+            raise _Refused(400, 'the body is {"event_type": "Answer", "event": {...fields...}}')
+        try:
+            accepted = await h.send_event(event_type, body["event"], step=step)
+        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
+            raise _Refused(422, _why(e)) from None
+        return JSONResponse({"accepted": accepted})
+
     async def reset(request: Request) -> Response:
         h = await handle(request.path_params["run_id"])
         body = await body_json(request)
@@ -523,11 +630,23 @@ def make_app(
     async def start(request: Request) -> Response:
         body = await body_json(request)
         name = body.get("graph")
-        if not isinstance(name, str) or name not in graphs:
-            raise _Refused(400, f"graph: one of {', '.join(sorted(graphs)) or '(none: start with --workflow)'}")
+        if not isinstance(name, str) or (name not in graphs and name not in llama_workflows):
+            known = ", ".join(sorted([*graphs, *llama_workflows])) or "(none: start with --workflow)"
+            raise _Refused(400, f"graph: one of {known}")
         run_id = body.get("id") or None
         if run_id is not None and (not isinstance(run_id, str) or len(run_id) > MAX_ID_CHARS):
             raise _Refused(400, f"id: a workflow id of at most {MAX_ID_CHARS} characters")
+        if name in llama_workflows:
+            from temporal_workflows._llama_runtime._start import StartRefused
+            from temporal_workflows._llama_runtime._start import start_run as start_llama
+
+            kwargs = body.get("message") or {}
+            if not isinstance(kwargs, dict):
+                raise _Refused(400, "message: the run's keyword arguments (a JSON object)")
+            try:
+                return JSONResponse({"started": await start_llama(llama_workflows[name], kwargs, run_id=run_id)})
+            except (StartRefused, WorkflowError) as e:
+                raise _Refused(422, str(e)) from None
         try:
             h = await start_run(
                 await client(), graphs[name], body.get("message"), id=run_id, task_queue=settings.task_queue
@@ -545,6 +664,7 @@ def make_app(
         Route("/api/runs/{run_id:path}/requests/{request_id}", guarded(answer), methods=["POST"]),
         Route("/api/runs/{run_id:path}/reset", guarded(reset), methods=["POST"]),
         Route("/api/runs/{run_id:path}/fork", guarded(fork), methods=["POST"]),
+        Route("/api/runs/{run_id:path}/events", guarded(send_event), methods=["POST"]),
         Route("/api/runs/{run_id:path}/checkpoint", guarded(checkpoint), methods=["POST"]),
         Route("/api/runs/{run_id:path}", guarded(run)),
         Route("/api/start", guarded(start), methods=["POST"]),
@@ -552,7 +672,9 @@ def make_app(
     ]
     if settings.codec is not None:
         routes += codec_routes(settings.codec, settings.limits, allow_encode=settings.allow_encode)
-    routes += _ag_ui_routes(graphs, settings, client, token_required=guard.token_required)
+    routes += _ag_ui_routes(
+        [*graphs.values(), *llama_workflows.values()], settings, client, token_required=guard.token_required
+    )
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, f"no such page: {request.url.path}")
@@ -562,7 +684,7 @@ def make_app(
 
 
 def _ag_ui_routes(
-    graphs: Mapping[str, Workflow],
+    workflows: list[Any],
     settings: ConsoleSettings,
     client: Callable[[], Awaitable[Client]],
     *,
@@ -583,7 +705,7 @@ def _ag_ui_routes(
 
     app = AGUIApp(
         client,
-        list(graphs.values()),
+        workflows,
         settings=AGUISettings(task_queue=settings.task_queue, max_body_bytes=settings.limits.max_body),
     )
     routes: list[Any] = [Mount(AG_UI_PREFIX, app=app)]
