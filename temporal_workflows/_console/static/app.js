@@ -244,7 +244,7 @@ function runView(runId) {
     paint();
     renderRequests(run.pending_requests);
     const outputs = llama ? (run.result && !run.result.unavailable ? [run.result.result] : []) : (st && st.outputs) || [];
-    outputsBox.replaceChildren(outputs.length ? outputs.map(pretty) : el("p", { class: "muted" }, "None yet."));
+    outputsBox.replaceChildren(...(outputs.length ? outputs.map(pretty) : [el("p", { class: "muted" }, "None yet.")]));
     if (llama && run.temporal_status === "running") renderSendEvent(run.picture); else sendBox.hidden = true;
     stateBox.replaceChildren(run.state && !run.state.unavailable ? pretty(run.state) : el("p", { class: "muted" }, run.state && run.state.unavailable ? run.state.unavailable : "Empty."));
     renderCheckpoints(run.checkpoints, run.temporal_status === "running");
