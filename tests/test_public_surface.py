@@ -176,7 +176,7 @@ def test_a_module_of_the_retired_import_swap_front_end_says_how_to_move(module: 
 
 def test_the_runtime_itself_still_imports_from_the_package() -> None:
     pytest.importorskip("workflows")  # the llama-runtime extra
-    from temporal_workflows.llama import TemporalRuntime
     from temporal_workflows._llama_runtime._runtime import TemporalRuntime as defined
+    from temporal_workflows.llama import TemporalRuntime
 
     assert TemporalRuntime is defined
