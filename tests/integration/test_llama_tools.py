@@ -14,6 +14,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -31,17 +32,30 @@ from tests.llama_runtime_suite.docs_examples import HumanInTheLoopWorkflow
 APP = "tests.integration.llama_tools_app"
 
 
+HOSTED = [arg for spec in app.SPECS for arg in ("--workflow", spec)]
+
+
+@dataclass
+class Fleet:
+    queue: str
+    procs: Processes
+
+
 @pytest.fixture(scope="module")
-async def queue(temporal_address: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+async def fleet(temporal_address: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Fleet]:
     """Two ``temporal-workflows worker`` processes hosting the programs, on one queue of this module's own."""
     name = f"llama-tools-{uuid.uuid4().hex[:8]}"
-    hosted = [arg for spec in app.SPECS for arg in ("--workflow", spec)]
     async with Processes(temporal_address, tmp_path_factory.mktemp("llama-tools")) as procs:
         await asyncio.gather(
-            procs.worker("worker-1", *hosted, "--task-queue", name),
-            procs.worker("worker-2", *hosted, "--task-queue", name),
+            procs.worker("worker-1", *HOSTED, "--task-queue", name),
+            procs.worker("worker-2", *HOSTED, "--task-queue", name),
         )
-        yield name
+        yield Fleet(name, procs)
+
+
+@pytest.fixture
+def queue(fleet: Fleet) -> str:
+    return fleet.queue
 
 
 async def cli(address: str, *args: str) -> tuple[int, str, str]:
@@ -90,8 +104,9 @@ async def stream_event_names_in_process() -> list[str]:
 
 
 async def test_the_docs_human_in_the_loop_example_run_watched_and_answered_from_the_cli(
-    temporal_address: str, queue: str, client: Any
+    temporal_address: str, fleet: Fleet, client: Any
 ) -> None:
+    queue = fleet.queue
     run_id = f"hitl-{uuid.uuid4().hex[:8]}"
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -131,6 +146,8 @@ async def test_the_docs_human_in_the_loop_example_run_watched_and_answered_from_
     assert request["request_id"] == "input-1" and request["data"] == {"prefix": "Enter a number: "}
     assert request["response_type"] == "workflows.events.HumanResponseEvent"
     assert request["response_schema"]["required"] == ["response"]  # a form for LlamaIndex's documented field
+    # One worker dies while the run waits; the answer is taken by the other, which replays the run.
+    await fleet.procs.kill("worker-1")
     answered = await ok(temporal_address, "respond", run_id, "input-1", '{"response": "42"}')
     assert answered == {"accepted": "workflows.events.HumanResponseEvent", "request_id": "input-1"}
 
@@ -152,6 +169,7 @@ async def test_the_docs_human_in_the_loop_example_run_watched_and_answered_from_
     assert "StepStateChanged" in text and "WorkflowIdleEvent" in text  # as stream_events(expose_internal=True)
     status = await ok(temporal_address, "status", run_id)
     assert status["status"] == "completed" and status["pending_requests"] == 0
+    await fleet.procs.worker("worker-1", *HOSTED, "--task-queue", queue)  # the fleet back to two
 
 
 async def test_bad_input_to_a_llamaindex_run_is_refused_naming_what_it_accepts(
