@@ -25,6 +25,7 @@ the default runtime; only its adapter differs:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import json
@@ -207,6 +208,8 @@ class StepActivityAdapter(InternalRunAdapter):
 
 
 _workers: dict[tuple[int, str], StepWorkerFunction] = {}
+_BUFFERED: _wire.BufferedEvents = collections.OrderedDict()
+"""Fan-in buffer events decoded in this process (``_wire.decode_state``)."""
 
 
 def _step_worker(llama_workflow: Any, step_name: str) -> StepWorkerFunction:
@@ -294,7 +297,9 @@ async def _run_one(inp: StepInput) -> StepOutput:
     llama_workflow = run_view(served)
     serializer = llama_workflow.runtime.get_serializer(llama_workflow)
     decoded = _Decoded(
-        state=_wire.decode_state(serializer, inp.state),
+        state=_wire.decode_state(
+            serializer, inp.state, _BUFFERED if inp.signature is not None else None, inp.run_id
+        ),
         event=_wire.decode_event(serializer, inp.event),
         bound_events=None
         if inp.bound_events is None
