@@ -147,6 +147,32 @@ class RunBusyError(WorkflowError):
     """
 
 
+class RunInProgressError(WorkflowError):
+    """The run is working on earlier input and its concurrent-input policy is ``"reject"``.
+
+    Not a load refusal (:class:`RunBusyError`, which clients send again by
+    themselves): the run said no to a second message while busy, as the
+    policy asked. Nothing was delivered; send it again once the run is idle,
+    or with another policy (``enqueue``, ``interrupt``, ``rollback``).
+    """
+
+
+class ScheduleError(WorkflowError):
+    """A schedule could not be created or changed: a bad calendar, an unknown overlap policy, a taken id."""
+
+
+class ScheduleNotFoundError(ScheduleError):
+    """No schedule has this id (in this namespace)."""
+
+
+class StoredValueMissingError(WorkflowError):
+    """A value kept by reference (large values: docs/values.md) is not in its store, or not as it was stored.
+
+    Names the store, the key and the digest the reference holds. The step (or
+    reader) that needed it fails; nothing else of the run changes.
+    """
+
+
 class DeliveryForgottenError(WorkflowError, KeyError):
     """A delivery reached the run and was processed, but its outcome is older than those the run keeps.
 

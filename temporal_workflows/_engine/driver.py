@@ -48,6 +48,7 @@ from temporal_workflows._engine.limits import (
 from temporal_workflows._engine.machine import (
     CommitPlan,
     Engine,
+    EngineSnapshot,
     Output,
     PendingRequest,
     Reduction,
@@ -72,6 +73,7 @@ from temporal_workflows._events import (
     WorkflowEvent,
     WorkflowFailedEvent,
     WorkflowIntermediateEvent,
+    WorkflowInterruptedEvent,
     WorkflowOutputEvent,
     WorkflowRunState,
     built_event,
@@ -254,6 +256,11 @@ class DriverHost:
 
     def committed(self, plan: CommitPlan, engine: Engine) -> None:
         """A superstep's commit was applied (host bookkeeping: state size, dirty keys)."""
+
+    def interrupted(self, engine: Engine, policy: str, changed_keys: Sequence[str]) -> None:
+        """The turn was interrupted (``policy`` ``"interrupt"`` or ``"rollback"``): the engine's superstep, and for
+        a rollback its state (``changed_keys``) and requests, changed outside a commit (host bookkeeping: the
+        state steps read, checkpoint deltas, answered requests)."""
 
     async def save_checkpoint(self, engine: Engine, trigger: str, label: str | None = None) -> str | None:
         """Store a checkpoint of ``engine`` (a boundary); return its id (``None``: none was taken).
@@ -555,6 +562,7 @@ class SuperstepDriver:
         release_outputs: Callable[[], bool] = lambda: True,
         intermediate: list[Envelope] | None = None,
         reader_stops: bool = True,
+        turn_start: EngineSnapshot | None = None,
     ) -> None:
         self.engine = engine
         self._pauses = reader_stops
@@ -567,6 +575,12 @@ class SuperstepDriver:
         self._state_sizes = StateSizes()
         self.release_outputs = release_outputs
         self._entry_due = entry_checkpoint
+        # Where the current turn began (a rollback goes back there): given by the host, else the engine as it is
+        # if it has no work yet (its input comes next), a fresh run before its start message, or where the run
+        # was restored to (a checkpoint, a continue-as-new) in the middle of a turn.
+        self._turn_start: EngineSnapshot | None = turn_start
+        self._turn_given = turn_start is not None
+        self._cancelled: list[str] = []
         self._out: list[DriverEvent] = []
         self._shown: WorkflowRunState | None = None
         self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
@@ -686,15 +700,60 @@ class SuperstepDriver:
             yield out
             raise
 
+    def turn_start(self) -> EngineSnapshot:
+        """Where the current turn began: what a rollback returns the run to."""
+        if self._turn_start is None:
+            engine = self.engine
+            fresh = self._entry_due and engine.superstep == 0 and not engine.state and not engine.outputs
+            self._turn_start = Engine(engine.topology).snapshot() if fresh else engine.snapshot()
+        return self._turn_start
+
+    def _interrupt(self, controls: Controls[Any]) -> None:
+        """Carry out a waiting interruption at this boundary, before input is taken (``concurrent_input``)."""
+        policy, controls.interrupt = controls.interrupt, None
+        engine = self.engine
+        cancelled, self._cancelled = self._cancelled, []
+        superstep = engine.superstep + 1 if cancelled else engine.superstep
+        rolled_back_to: int | None = None
+        changed: list[str] = []
+        if policy == "rollback":
+            start = self.turn_start()
+            rolled_back_to = start.superstep
+            before = engine.state
+            engine.roll_back(start, superstep_used=bool(cancelled))
+            after = engine.state
+            changed = sorted(k for k in before.keys() | after.keys() if before.get(k) is not after.get(k))
+        else:
+            policy = "interrupt"
+            engine.interrupt(superstep_used=bool(cancelled))
+        self._state_sizes = StateSizes()
+        self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
+        self.host.interrupted(engine, policy, changed)
+        self._emit(
+            WorkflowInterruptedEvent(
+                policy=policy,  # type: ignore[arg-type]
+                superstep=superstep,
+                cancelled=cancelled,
+                rolled_back_to=rolled_back_to,
+            )
+        )
+
     async def _loop(self) -> AsyncIterator[list[DriverEvent]]:
         engine, host, controls = self.engine, self.host, self._controls
+        self.turn_start()
         while True:
             had_work = engine.has_work()
             idle = None if had_work else engine.run_state()
             # The order at a boundary (docs/architecture.md): an accepted reset first (it wins over
-            # what was queued with it), then input, expiry, requested checkpoints, the decision.
+            # what was queued with it), then an interruption (a message sent while busy), input, expiry,
+            # requested checkpoints, the decision.
             if controls is not None and controls.reset is not None:
                 await host.carry_out_reset(engine)
+            if controls is not None and controls.interrupt is not None:
+                self._interrupt(controls)
+            if idle is not None and not self._turn_given:
+                self._turn_start = engine.snapshot()  # at rest: the input that wakes the run begins a new turn
+            self._turn_given = False
             if self._takes_input:
                 await host.take_input(engine)
             self.expire()
@@ -774,6 +833,7 @@ class SuperstepDriver:
                 outcomes = await host.run_steps(tasks, engine)
             except StepsInterrupted:
                 engine.abort_superstep()
+                self._cancelled = executor_ids
                 return
             # One look at each outcome: failed steps, unfinished steps (most supersteps: none of them).
             failed: list[tuple[StepTask, StepFailure]] = []

@@ -33,23 +33,74 @@ from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar, get_args
 
 from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
 
 __all__ = [
+    "CONCURRENT_INPUT",
+    "DEFAULT_CONCURRENT_INPUT",
     "Applied",
+    "ConcurrentInput",
     "CheckpointAsk",
     "Controls",
     "Inbound",
     "InboundKind",
     "Unanswerable",
     "apply",
+    "arrival",
+    "check_policy",
     "open_request",
+    "stronger",
 ]
 
 InboundKind = Literal["respond", "send"]
+
+ConcurrentInput = Literal["enqueue", "reject", "interrupt", "rollback"]
+"""What a message that arrives while the run is busy does (LangGraph's double-texting strategies):
+
+- ``"enqueue"``: it waits for the next boundary and is taken there (the default, as before);
+- ``"reject"``: it is refused (``RunInProgressError``), nothing delivered;
+- ``"interrupt"``: the running superstep's steps are cancelled and commit nothing, the turn's remaining work is
+  dropped, committed state stays, and the message is taken at that boundary;
+- ``"rollback"``: as interrupt, and the run first goes back to where it was before the turn's input.
+
+"Busy": the run is in a turn (it has work, a superstep is running, or input is queued that will give it work);
+a run that is idle, or only waits for answers, is not. A turn starts with the input that wakes the run (its
+start message, a message or an answer to an idle run) and ends when the run is idle again.
+"""
+
+CONCURRENT_INPUT: tuple[str, ...] = get_args(ConcurrentInput)
+DEFAULT_CONCURRENT_INPUT: ConcurrentInput = "enqueue"
+
+Arrival = Literal["take", "refuse", "interrupt", "rollback"]
+
+
+def check_policy(policy: object, what: str = "concurrent_input") -> ConcurrentInput:
+    """``policy`` if it is one of :data:`CONCURRENT_INPUT`.
+
+    Raises:
+        ValueError: naming the value and the policies.
+    """
+    if isinstance(policy, str) and policy in CONCURRENT_INPUT:
+        return policy  # type: ignore[return-value]
+    raise ValueError(f"{what} must be one of {', '.join(CONCURRENT_INPUT)}, not {policy!r}")
+
+
+def arrival(policy: ConcurrentInput, *, busy: bool) -> Arrival:
+    """What a message does when it arrives, by its policy and whether the run is busy (the one rule)."""
+    if not busy or policy == "enqueue":
+        return "take"
+    if policy == "reject":
+        return "refuse"
+    return policy
+
+
+def stronger(a: str | None, b: str) -> str:
+    """Of two interruptions waiting for one boundary, the one carried out: a rollback wins over an interrupt."""
+    return "rollback" if "rollback" in (a, b) else b
+
 
 _Plan = TypeVar("_Plan")
 
@@ -71,6 +122,9 @@ class Inbound:
     key: str
     value: Envelope
     checked: bool = False
+    interrupts: bool = False
+    """It arrived while the run was busy, with policy interrupt or rollback: its host takes it only at a
+    boundary where that interruption was carried out (``Controls.interrupt``), never at one before."""
 
 
 @dataclass(eq=False, slots=True)
@@ -114,6 +168,9 @@ class Controls(Generic[_Plan]):
 
     checkpoints: list[CheckpointAsk] = field(default_factory=list)
     reset: _Plan | None = None
+    interrupt: str | None = None
+    """``"interrupt"`` or ``"rollback"``: a message that arrived while the run was busy, with that policy, waits
+    (in the host's queue of input); its turn is interrupted at the next boundary, before input is taken."""
 
     def __bool__(self) -> bool:
         """Whether anything waits for a boundary (an idle run wakes for it)."""
@@ -123,6 +180,11 @@ class Controls(Generic[_Plan]):
     def resetting(self) -> bool:
         """Whether a reset waits: a running superstep is abandoned for it."""
         return self.reset is not None
+
+    @property
+    def abandons(self) -> bool:
+        """Whether a running superstep is abandoned (its steps cancelled): a reset or an interruption waits."""
+        return self.reset is not None or self.interrupt is not None
 
 
 @dataclass(frozen=True, slots=True)

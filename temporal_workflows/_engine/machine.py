@@ -719,6 +719,41 @@ class Engine:
 
     # -- status and snapshots -----------------------------------------------
 
+    def interrupt(self, *, superstep_used: bool = True) -> None:
+        """Interrupt the current turn at a boundary: drop its work not yet done; keep what it committed.
+
+        The superstep that was running, if one was (``superstep_used``; its
+        host aborted it), keeps its number (the next one takes the number
+        after it: step ids stay unique on Temporal), the messages queued for later supersteps and the fan-in
+        buffers are dropped; committed state, pending requests, answers not
+        yet delivered and outputs stay.
+        """
+        self._running = None
+        self.superstep += superstep_used
+        self.pending = []
+        self.fan_in_buffers = {}
+        self.iterations = 0
+
+    def roll_back(self, snap: EngineSnapshot, *, superstep_used: bool = True) -> None:
+        """Interrupt, and go back to ``snap`` (the boundary before the turn's input), superstep numbers onward.
+
+        The snapshot is one this engine took itself (never outside input), so
+        it is not checked again.
+        """
+        superstep = self.superstep + superstep_used
+        self._running = None
+        self.state = dict(snap.state)
+        self.pending = list(snap.pending)
+        self.fan_in_buffers = {g: {s: list(m) for s, m in b.items()} for g, b in snap.fan_in_buffers.items()}
+        answered_ids = {rid for rid, _ in snap.responses}
+        self.pending_requests = {k: v for k, v in snap.pending_requests.items() if k not in answered_ids}
+        self._answered = {k: v for k, v in snap.pending_requests.items() if k in answered_ids}
+        self.responses = list(snap.responses)
+        self.outputs = list(snap.outputs)
+        self.outputs_released = snap.outputs_released
+        self.superstep = superstep
+        self.iterations = 0
+
     def run_state(self) -> WorkflowRunState:
         if self.has_work():
             return (

@@ -53,6 +53,7 @@ __all__ = [
     "FAILURE_ALREADY_ANSWERED",
     "FAILURE_RUN_CLOSED",
     "FAILURE_RUN_BUSY",
+    "FAILURE_RUN_IN_PROGRESS",
     "FAILURE_INPUT_TOO_LONG",
     "FAILURE_UNKNOWN_DELIVERY",
     "FAILURE_DELIVERY_FORGOTTEN",
@@ -208,6 +209,8 @@ update or signal) is not recorded a second time."""
 # update or run back into the exception a run in process raises (``_failures``).
 
 FAILURE_RUN_CLOSED = "RunClosedError"
+FAILURE_RUN_IN_PROGRESS = "RunInProgressError"
+"""Update refused: the run is busy and the message's concurrent-input policy is ``reject`` (not retried)."""
 FAILURE_RUN_BUSY = "RunBusyError"
 """An update refused for now (the run's own local activity in flight): retryable, the client retries it."""
 """Update refused: the run has completed, failed, or is closing."""
@@ -489,6 +492,9 @@ class RunInput:
     (the durable twin's ``run()``), ``None`` not said (``start_run``). Steps read it as
     ``ctx.is_streaming()``; ``AgentExecutor`` calls its model and yields outputs accordingly. A
     ``submit_responses`` update may change it for the supersteps that follow."""
+    concurrent_input: str | None = None
+    """What a message that arrives while the run is busy does by default: ``"enqueue"`` (``None``), ``"reject"``,
+    ``"interrupt"`` or ``"rollback"`` (``_engine.inbound.ConcurrentInput``); a ``send`` may say otherwise."""
     invocation_kwargs: dict[str, Any] | None = None
     """Agent Framework's ``run(function_invocation_kwargs=..., client_kwargs=...)``, as plain JSON
     (``{"client_kwargs": {...}, ...}``): every step gets them (``ctx.invocation_kwargs``); ``AgentExecutor``
@@ -534,6 +540,9 @@ class Pinned:
     and when the graph is too large to keep one (then ``shape_note`` says so)."""
     shape_note: str | None = None
     """Why the run keeps no shape, when the worker chose not to keep one."""
+    stored_over: int | None = None
+    """With a store for large values (``LargeValues``): payloads of at least this many bytes are kept there, and
+    history records a reference in their place (what the run's task budget counts); absent: none."""
 
 
 class CheckpointRequest(BaseModel):
@@ -626,6 +635,8 @@ class SendInput(BaseModel):
 
     executor_id: str
     message: Envelope = Envelope(None, None)
+    policy: str | None = None
+    """What the message does if the run is busy (``_engine.inbound.ConcurrentInput``); ``None``: the run's own."""
 
     @model_validator(mode="before")
     @classmethod
@@ -644,7 +655,10 @@ class SendInput(BaseModel):
 
     @model_serializer(mode="plain")
     def _to_json(self) -> dict[str, Any]:
-        return {"executor_id": self.executor_id, "message": self.message.data, "message_type": self.message.type}
+        out = {"executor_id": self.executor_id, "message": self.message.data, "message_type": self.message.type}
+        if self.policy is not None:
+            out["policy"] = self.policy
+        return out
 
 
 @dataclass

@@ -824,6 +824,34 @@ async def oversharer(text: str, ctx: WorkflowContext[None, str]) -> None:
 live_too_large = WorkflowBuilder(start_executor=oversharer, name="cf_live_too_large").build()
 
 
+# -- a message while the run is busy (concurrent_input) --------------------------------------------------
+
+GATES: dict[str, asyncio.Event] = {}
+"""Per message: set by the test to let ``busy_answer`` finish (the test worker runs in the test process)."""
+STARTED: dict[str, asyncio.Event] = {}
+"""Per message: set when ``busy_answer`` begins waiting (so the test sends while it runs)."""
+
+
+def busy_gate(table: dict[str, asyncio.Event], text: str) -> asyncio.Event:
+    return table.setdefault(text, asyncio.Event())
+
+
+@executor(id="busy_note")
+async def busy_note(text: str, ctx: WorkflowContext[str]) -> None:
+    ctx.set_state("seen", [*ctx.get_state("seen", []), text])
+    await ctx.send_message(text)
+
+
+@executor(id="busy_answer")
+async def busy_answer(text: str, ctx: WorkflowContext[None, str]) -> None:
+    busy_gate(STARTED, text).set()
+    await busy_gate(GATES, text).wait()
+    await ctx.yield_output(f"answered {text}")
+
+
+busy = WorkflowBuilder(start_executor=busy_note, name="cf_busy").add_edge(busy_note, busy_answer).build()
+
+
 def all_workflows() -> list[Workflow]:
     """Every graph of this suite, for the test worker (the examples it already hosts)."""
     return [
@@ -851,4 +879,5 @@ def all_workflows() -> list[Workflow]:
         values,
         markers,
         two_questions,
+        busy,
     ]

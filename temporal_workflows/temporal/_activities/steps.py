@@ -32,7 +32,7 @@ from temporal_workflows._checkpoints.base import CheckpointCipher, CheckpointSto
 from temporal_workflows._checkpoints.file import FileCheckpointStorage
 from temporal_workflows._checkpoints.memory import HistoryCheckpointStorage, InMemoryCheckpointStorage
 from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
-from temporal_workflows._engine.limits import max_payload_bytes
+from temporal_workflows._engine.limits import max_payload_bytes, stored_value_threshold
 from temporal_workflows._engine.serde import Envelope, decode, validation_message
 from temporal_workflows._errors import NotSerializableError, UnknownGraphError, WorkflowError, class_path
 from temporal_workflows._graph.context import run_step
@@ -417,7 +417,14 @@ def build_activities(
         except Exception as e:
             shape, note = None, f"the graph's picture could not be made: {type(e).__name__}: {e}"[:500]
         return Pinned(
-            pinned, await status_attribute.get(), checkpoint_setup(wf), max_payload_bytes(), options, shape, note
+            pinned,
+            await status_attribute.get(),
+            checkpoint_setup(wf),
+            max_payload_bytes(),
+            options,
+            shape,
+            note,
+            stored_over=stored_value_threshold(),
         )
 
     @activity.defn(name=ACTIVITY_VALIDATE)

@@ -17,6 +17,13 @@ from temporalio.exceptions import ApplicationError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
+from temporal_workflows._engine.inbound import (
+    CONCURRENT_INPUT,
+    DEFAULT_CONCURRENT_INPUT,
+    arrival,
+    check_policy,
+    stronger,
+)
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import PendingRequest
 from temporal_workflows._engine.serde import Envelope
@@ -25,6 +32,8 @@ from temporal_workflows.temporal._protocol import (
     ACTIVITY_VALIDATE,
     FAILURE_DELIVERY_FORGOTTEN,
     FAILURE_INPUT_TOO_LONG,
+    FAILURE_INVALID_RUN_INPUT,
+    FAILURE_RUN_IN_PROGRESS,
     FAILURE_UNDELIVERABLE,
     FAILURE_UNKNOWN_DELIVERY,
     MAX_ID_CHARS,
@@ -58,9 +67,13 @@ from temporal_workflows.temporal._workflow.inbox import (
     delivery_digest,
     oversized_send,
 )
-from temporal_workflows.temporal._workflow.patches import PATCH_VALIDATE_IN_ACTIVITY
+from temporal_workflows.temporal._workflow.patches import PATCH_CONCURRENT_INPUT, PATCH_VALIDATE_IN_ACTIVITY
 
 __all__ = ["InputHandlers", "SIGNALS", "UPDATES"]
+
+
+def _bad_policy(policy: object) -> str:
+    return f"policy must be one of {', '.join(CONCURRENT_INPUT)}, not {quote(str(policy))}"
 
 
 SIGNALS = (
@@ -104,7 +117,54 @@ class InputHandlers(HandlerBase):
         """Queue a message for an executor; bad input becomes a warning."""
         inp, _ = self._signal_arg(SIGNAL_SEND, raw, SendInput)
         if inp is not None and not self._sub_workflow_ignores(SIGNAL_SEND):
-            self._inbox.send_signal(inp)
+            if inp.policy is not None and inp.policy not in CONCURRENT_INPUT:
+                self._board.warn(f"signal 'send' ignored: {_bad_policy(inp.policy)}", executor_id=inp.executor_id)
+                return
+            self._inbox.send_signal(inp, lambda i: self._arrive(i, signal=True))
+
+    # -- a message while the run is busy (concurrent_input) -----------------------------
+
+    def _busy(self) -> bool:
+        """Whether the run is in a turn (``_engine.inbound.ConcurrentInput``): work queued or running, or input
+        waiting for the boundary that will give it work. Idle, or only waiting for answers, it is not."""
+        engine = self._engine
+        if engine is None:
+            # The first task, before the engine: busy with the start message unless it starts idle.
+            return self._input.message is not None or self._carried is not None or self._input.fork_from is not None
+        steps = self._steps
+        return engine.has_work() or bool(self._inbox) or bool(steps is not None and steps.in_flight)
+
+    def _arrive(self, inp: SendInput, *, signal: bool) -> str:
+        """What a message does as it is queued, by its policy (or the run's) and whether the run is busy.
+
+        ``"take"``, ``"interrupt"`` or ``"rollback"`` (then the interruption waits for the next boundary, and the
+        running superstep, if any, is abandoned), or ``"refuse"``: an update is refused with
+        ``RunInProgressError``; a signal is a warning.
+        """
+        policy = check_policy(inp.policy or self._input.concurrent_input or DEFAULT_CONCURRENT_INPUT)
+        action = arrival(policy, busy=self._busy())
+        if action == "refuse":
+            text = (
+                "the run is busy with its current turn and the message's concurrent-input policy is 'reject'; "
+                "send it again once the run is idle, or with policy 'enqueue', 'interrupt' or 'rollback'"
+            )
+            if signal:
+                self._board.warn(f"signal 'send' ignored: {text}", executor_id=inp.executor_id)
+                return action
+            raise refuse(FAILURE_RUN_IN_PROGRESS, text, executor_id=inp.executor_id)
+        if action != "take" and self.patches.get(PATCH_CONCURRENT_INPUT):
+            controls = self._checkpoints.asked
+            controls.interrupt = stronger(controls.interrupt, action)
+            return action
+        return "take"
+
+    def _check_policy(self, inp: SendInput) -> None:
+        """Refuse a send whose policy is unknown, or that a busy run refuses (its validator: no trace in history)."""
+        if inp.policy is not None and inp.policy not in CONCURRENT_INPUT:
+            raise refuse(FAILURE_INVALID_RUN_INPUT, _bad_policy(inp.policy))
+        policy = inp.policy or self._input.concurrent_input or DEFAULT_CONCURRENT_INPUT
+        if policy == "reject" and self._busy():
+            self._arrive(inp, signal=False)  # raises the refusal
 
     @workflow.update(name=UPDATE_RESPOND)
     async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
@@ -155,12 +215,13 @@ class InputHandlers(HandlerBase):
         """Queue a message for an executor; returns once it is accepted."""
         self._continuation.updates_since_task = True
         self._inbox.charge_update(inp)
-        return await self._inbox.accept_message(inp, self._check_open)
+        return await self._inbox.accept_message(inp, self._check_open, lambda i: self._arrive(i, signal=False))
 
     @send_message.validator
     def _validate_send_message(self, inp: SendInput) -> None:
         self._check_not_busy()
         self._check_send(inp)
+        self._check_policy(inp)
         self._check_room_for(inp)
 
     def _check_send(self, inp: SendInput) -> None:
@@ -211,7 +272,10 @@ class InputHandlers(HandlerBase):
             # As the update would, less charging the task for its input: the server records a signal's.
             if d.send is not None:
                 self._check_send(d.send)
-                outcome = await self._inbox.accept_message(d.send, self._check_open)
+                self._check_policy(d.send)
+                outcome = await self._inbox.accept_message(
+                    d.send, self._check_open, lambda i: self._arrive(i, signal=False)
+                )
             else:
                 assert d.respond is not None
                 self._check_respond(d.respond)

@@ -10,7 +10,7 @@ reads the state and inputs of the boundary it started at.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, cast
 
 from pydantic_core import to_json
@@ -136,12 +136,15 @@ class Inbox:
             return
         self.items.append(Inbound("respond", inp.request_id, Envelope(None, inp.response)))
 
-    def send_signal(self, inp: SendInput) -> None:
+    def send_signal(self, inp: SendInput, arrive: Callable[[SendInput], str] | None = None) -> None:
         error = oversized_send(inp)
         if error is not None:
             self._board.warn(f"signal 'send' ignored: {error}", executor_id=inp.executor_id)
             return
-        self.items.append(Inbound("send", inp.executor_id, inp.message))
+        action = arrive(inp) if arrive is not None else "take"
+        if action == "refuse":
+            return  # (``arrive`` warned: a busy run, policy reject)
+        self.items.append(Inbound("send", inp.executor_id, inp.message, interrupts=action != "take"))
 
     # -- updates: checked, then queued -----------------------------------------------------
 
@@ -234,13 +237,19 @@ class Inbox:
             self.items.append(Inbound("respond", req.request_id, value, checked=True))
         return {"request_ids": [req.request_id for req, _ in checked], "accepted": True}
 
-    async def accept_message(self, inp: SendInput, check_open: Callable[[], None]) -> dict[str, Any]:
+    async def accept_message(
+        self, inp: SendInput, check_open: Callable[[], None], arrive: Callable[[SendInput], str] | None = None
+    ) -> dict[str, Any]:
         checked = await self._validate_update(inp.executor_id, inp.message, None)
         if checked.value is None:
             raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "undeliverable message")
         check_open()
-        self.items.append(Inbound("send", inp.executor_id, checked.value, checked=True))
-        return {"executor_id": inp.executor_id, "accepted": True}
+        # Whether the run is busy is decided now, as the message is queued (it may have become so meanwhile).
+        action = arrive(inp) if arrive is not None else "take"
+        self.items.append(Inbound("send", inp.executor_id, checked.value, checked=True, interrupts=action != "take"))
+        if inp.policy is None and action == "take":
+            return {"executor_id": inp.executor_id, "accepted": True}
+        return {"executor_id": inp.executor_id, "accepted": True, "interrupts": action != "take"}
 
     def charge_update(self, inp: RespondInput | RespondAllInput | SendInput) -> None:
         """Count an accepted update's input against its workflow task (called first thing in the handler).
@@ -253,10 +262,16 @@ class Inbox:
 
     # -- at a boundary -------------------------------------------------------------------
 
-    async def drain(self, engine: Engine) -> None:
+    async def drain(self, engine: Engine, interrupt_waits: Callable[[], bool] | None = None) -> None:
         """Hand queued input to the engine, in arrival order: each item checked (signals' input, at this
-        boundary; a warning if unusable), then applied by the engine's one rule (``_engine/inbound``)."""
+        boundary; a warning if unusable), then applied by the engine's one rule (``_engine/inbound``).
+
+        A message that interrupts the run's turn, arriving while this boundary
+        drains (``interrupt_waits()``), and what came after it, wait for the next
+        boundary, where the interruption is carried out first."""
         while self.items:
+            if interrupt_waits is not None and self.items[0].interrupts and interrupt_waits():
+                return
             item = self.items.pop(0)
             if item.kind == "respond":
                 await self._take_response(engine, item)
@@ -296,6 +311,13 @@ class Inbox:
                 return
             item = Inbound("send", item.key, checked.value, checked=True)
         apply(engine, item)
+
+    def reopened(self, request_ids: Iterable[str]) -> None:
+        """Requests pending again after a rollback: answers to them are taken again, not "already answered"."""
+        for rid in request_ids:
+            if rid in self._delivered:
+                self._delivered.discard(rid)
+                self._delivered_order = [r for r in self._delivered_order if r != rid]
 
     def _remember(self, answered: tuple[str, ...]) -> None:
         for rid in answered:

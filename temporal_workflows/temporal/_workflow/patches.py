@@ -38,6 +38,7 @@ __all__ = [
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_CHILD_START",
+    "PATCH_CONCURRENT_INPUT",
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
@@ -128,6 +129,10 @@ PATCH_ARRIVAL_ORDER = "arrival-order"
 front end's runs only. Kept because every run asks for the patches of :data:`PATCHES` at its start (graph runs
 recorded with ``patches-at-start`` after it was added have its marker there) and :data:`BUNDLED` never changes;
 nothing reads its answer now."""
+PATCH_CONCURRENT_INPUT = "concurrent-input-policy"
+"""A message sent while the run was busy with policy interrupt or rollback abandons the running superstep
+(its steps' activities are cancelled) and interrupts the turn at the next boundary. Asked only when such a
+message arrives: a run recorded before it never had one."""
 
 PATCHES = (
     PATCH_DEFAULT_HEARTBEAT,

@@ -80,6 +80,11 @@ def _approx_json_size(value: Any) -> int:
 def failure_of(e: BaseException) -> StepFailure:
     """A failed activity as the driver reports it: the user's error type and message, once each."""
     cause = innermost(e)
+    inner = cause.cause if isinstance(cause, ApplicationError) and not cause.type else None
+    if isinstance(inner, ApplicationError) and inner.type in error_classes():
+        # The SDK's own wrapper around one of ours ("Failed decoding arguments": a step input kept by reference
+        # whose stored copy is missing, StoredValueMissingError): the step failed with ours.
+        cause = inner
     if isinstance(cause, ApplicationError):
         kind = cause.type or "ApplicationError"
         details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
@@ -254,7 +259,7 @@ class StepRunner:
                 )
                 budget.charge(len(to_json(raw)))
             else:
-                size = len(to_json(arg))
+                size = budget.size_of(arg)
                 rounds = 0
                 while True:
                     # Steps whose inputs would pass the budget together start in the next workflow task.
