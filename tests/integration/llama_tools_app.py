@@ -4,8 +4,8 @@
 
 ``hitl``, ``wait`` and ``streaming`` are LlamaIndex's own documented examples, unchanged
 (``tests/llama_runtime_suite/docs_examples.py``: human in the loop, with an ``InputRequiredEvent`` a step
-returns and with ``ctx.wait_for_event``; streaming); ``review`` waits for a typed ``HumanResponseEvent`` (so a
-wrong shape has something to be refused by); ``broken`` fails as LlamaIndex's error-text case does.
+returns and with ``ctx.wait_for_event``; streaming); ``review`` starts with a typed ``StartEvent`` (a field with a default) and waits for a
+typed ``HumanResponseEvent`` (so a wrong shape has something to be refused by); ``broken`` fails as LlamaIndex's error-text case does.
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ wait = WaitWorkflow(timeout=None)
 streaming = StreamingWorkflow(timeout=120)
 
 
+class ReviewStart(StartEvent):
+    topic: str
+    rounds: int = 1
+
+
 class Approval(HumanResponseEvent):
     approved: bool
     score: int = Field(ge=1, le=5)
@@ -29,7 +34,7 @@ class Approval(HumanResponseEvent):
 
 class ReviewWorkflow(Workflow):
     @step
-    async def ask(self, ctx: Context, ev: StartEvent) -> InputRequiredEvent:
+    async def ask(self, ctx: Context, ev: ReviewStart) -> InputRequiredEvent:
         await ctx.store.set("topic", ev.topic)
         return InputRequiredEvent(prefix=f"Review {ev.topic}")
 
