@@ -1,5 +1,4 @@
-"""``python -m bench``: see :mod:`bench.run`; ``--only llama``: :mod:`bench.llama`; ``--only llama-runtime``:
-:mod:`bench.llama_runtime`."""
+"""``python -m bench``: see :mod:`bench.run`; ``--only llama-runtime``: :mod:`bench.llama_runtime`."""
 
 import sys
 
@@ -7,10 +6,6 @@ if sys.argv[1:3] == ["--only", "llama-runtime"]:
     from bench.llama_runtime import main as llama_runtime_main
 
     llama_runtime_main(sys.argv[3:])
-elif sys.argv[1:3] == ["--only", "llama"]:
-    from bench.llama import main as llama_main
-
-    llama_main(sys.argv[3:])
 else:
     from bench.run import main
 

@@ -51,7 +51,6 @@ from temporal_workflows.temporal._client.devserver import temporal_cli_path
 from temporal_workflows.temporal.integration import GraphWorkflow, flush_tracing
 
 from . import agents, baseline, local, maf_shapes, recovery, shapes
-from . import llama as llama_bench
 from .measure import (
     Sample,
     activity_breakdown,
@@ -144,7 +143,6 @@ TARGETS: tuple[Target, ...] = (
     Target("concurrent_runs_throughput_ratio", ">=", 0.9, "hand-written Temporal"),
     Target("replay_cpu_ratio", "<=", 1.5, "hand-written Temporal"),
     Target("kill9_recovery_seconds", "<=", 45.0, "hand-written Temporal: its 5-minute start-to-close timeout"),
-    Target("llama_local_overhead_ratio", "<=", 1.5, "llama-index-workflows 2.26's own runtime (bench.llama)"),
 )
 
 
@@ -690,13 +688,10 @@ async def run_benchmarks(cfg: Config, *, verbose: bool = False) -> dict[str, Any
             maf_ms, _ = await local.maf_chain_ms(1)
             report["local_chain200_maf_ratio"] = round(chain_ms / maf_ms, 6)
             details["local"]["maf"]["chain200_checkpointed_ms"] = round(maf_ms, 1)
-    _log("in process: LlamaIndex-style loop and fan-out, this engine beside llama-index-workflows")
-    details["llama"] = {"local": await llama_bench.measure_in_process(cfg.local_reps)}
-    report["llama_local_overhead_ratio"] = details["llama"]["local"]["overhead_ratio"]
 
     env = await _start_server()
     address = env.client.service_client.config.target_host
-    plugin = TemporalWorkflowsPlugin([*shapes.HOSTED, *llama_bench.HOSTED])
+    plugin = TemporalWorkflowsPlugin(list(shapes.HOSTED))
     client = await Client.connect(address, plugins=[plugin])
     worker = Worker(
         client,
@@ -731,8 +726,6 @@ async def run_benchmarks(cfg: Config, *, verbose: bool = False) -> dict[str, Any
                 details[shape.key]["events_by_type"] = {
                     v: {k: c for k, (c, _) in bytes_by_event_type(res.history[v]).items()} for v in (OURS, BASE)
                 }
-        _log("LlamaIndex-style chain on Temporal beside the hand-written chain")
-        details["llama"]["temporal"] = await llama_bench.measure_temporal(client, TASK_QUEUE, cfg.reps, cfg.run_timeout)
         written = shapes.GROWTH_SUPERSTEPS * shapes.GROWTH_ITEM_BYTES
         growth = seq["growth"].samples
         report["growth_history_to_data_ratio"] = round(growth[OURS].median("total_bytes") / written, 3)
@@ -1031,15 +1024,6 @@ def render_table(report: dict[str, Any]) -> str:
         _ratio(report["local_chain200_maf_ratio"]),
         "local_chain200_maf_ratio",
         1,
-    )
-    for label, ours, other, value in llama_bench.rows(d.get("llama", {})):
-        add(label, ours, other, value, None, 1)
-    add(
-        "  LlamaIndex API in process, the worse ratio",
-        "",
-        "",
-        report["llama_local_overhead_ratio"],
-        "llama_local_overhead_ratio",
     )
 
     header = ("measurement", "this project", "hand-written", "ratio / value", "target", "")

@@ -19,7 +19,7 @@ from types import ModuleType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from examples import approval, counter_loop, llama_demo, research
+from examples import approval, counter_loop, research
 from temporal_workflows.__main__ import describe_event, hard_exit
 from temporal_workflows.events import RequestInfoEvent
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_dev_server, start_run
@@ -51,7 +51,6 @@ async def in_process() -> None:
         result = await module.build().run(module.SAMPLE_INPUT)
         print(f"[{module.workflow.name}] outputs: {result.get_outputs()}")
     print(f"[approval] outputs: {await approval.run()}")
-    await llama_demo.in_process()
     agents = _agents()
     if agents is not None:
         print("\n[agents] a writer and a reviewer, streamed; the reviewer's publish tool waits for a human")
@@ -72,7 +71,7 @@ async def on_temporal() -> None:
         address = env.client.service_client.config.target_host
         print(f"Temporal dev server at {address}" + ("; Web UI: http://localhost:8233" if ui else ""))
         agents = _agents()
-        graphs = [research.workflow, counter_loop.workflow, approval.workflow, *llama_demo.WORKFLOWS]
+        graphs = [research.workflow, counter_loop.workflow, approval.workflow]
         if agents is not None:
             graphs.append(agents.workflow)
         client = await Client.connect(address, plugins=[TemporalWorkflowsPlugin(graphs)])
@@ -95,7 +94,6 @@ async def on_temporal() -> None:
                 if isinstance(event, RequestInfoEvent):
                     await handle.respond(event.request_id, approval.auto_answer(event))
             print(f"[approval] outputs: {(await handle.result())['outputs']}")
-            await llama_demo.on_temporal(client, TASK_QUEUE)
             if agents is not None:
                 run_id = f"demo-agents-{uuid.uuid4().hex[:6]}"
                 print(f"\n[agents] started workflow {run_id}: a writer and a reviewer, streamed live")

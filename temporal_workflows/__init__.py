@@ -8,9 +8,10 @@ this module holds the graph API an Agent Framework user imports (builder,
 executors, context, run result, checkpoints); ``temporal_workflows.events``
 the event classes; ``temporal_workflows.errors`` the named errors;
 ``temporal_workflows.temporal`` the plugin and the client;
-``temporal_workflows.llama`` LlamaIndex's API; ``temporal_workflows.agents``
-agents as steps. Names that left this module in 0.x are still importable
-from it for one release, with a ``DeprecationWarning`` naming their new place.
+``temporal_workflows.llama`` LlamaIndex programs on Temporal
+(``TemporalRuntime``); ``temporal_workflows.agents`` agents as steps. Names
+that left this module in 0.x are still importable from it for one release,
+with a ``DeprecationWarning`` naming their new place.
 """
 
 import warnings

@@ -147,6 +147,32 @@ class RunBusyError(WorkflowError):
     """
 
 
+class RunInProgressError(WorkflowError):
+    """The run is working on earlier input and its concurrent-input policy is ``"reject"``.
+
+    Not a load refusal (:class:`RunBusyError`, which clients send again by
+    themselves): the run said no to a second message while busy, as the
+    policy asked. Nothing was delivered; send it again once the run is idle,
+    or with another policy (``enqueue``, ``interrupt``, ``rollback``).
+    """
+
+
+class ScheduleError(WorkflowError):
+    """A schedule could not be created or changed: a bad calendar, an unknown overlap policy, a taken id."""
+
+
+class ScheduleNotFoundError(ScheduleError):
+    """No schedule has this id (in this namespace)."""
+
+
+class StoredValueMissingError(WorkflowError):
+    """A value kept by reference (large values: docs/values.md) is not in its store, or not as it was stored.
+
+    Names the store, the key and the digest the reference holds. The step (or
+    reader) that needed it fails; nothing else of the run changes.
+    """
+
+
 class DeliveryForgottenError(WorkflowError, KeyError):
     """A delivery reached the run and was processed, but its outcome is older than those the run keeps.
 
@@ -204,9 +230,6 @@ class ExecutorFailedError(WorkflowRunError):
         original: The step's exception where the host has it (in process;
             also ``__cause__``); ``None`` on Temporal, where it was raised in
             an activity.
-        attempts: How many attempts the step made, where it counted them
-            itself (a LlamaIndex step's retry policy); else ``None``.
-        elapsed_seconds: From its first attempt to its last failure, likewise.
         error_class: The step error's class by its qualified name
             (``"app.errors.QuotaExceeded"``, ``"builtins.ValueError"``), the
             same on both hosts: a Temporal step's failure carries it, so a
@@ -223,15 +246,11 @@ class ExecutorFailedError(WorkflowRunError):
         *,
         error_type: str | None = None,
         detail: str | None = None,
-        attempts: int | None = None,
-        elapsed_seconds: float | None = None,
         error_class: str | None = None,
     ) -> None:
         self.error_type = error_type or type(original).__name__
         self.detail = detail if detail is not None else str(original)
         self.error_class = error_class
-        self.attempts = attempts
-        self.elapsed_seconds = elapsed_seconds
         super().__init__(
             f"executor {executor_id!r} failed in superstep {superstep}: {self.error_type}: {self.detail}",
             superstep=superstep,
@@ -391,7 +410,6 @@ def rebuild_error(type_name: str, message: str, details: dict[str, Any] | None =
     if isinstance(error, ExecutorFailedError):
         error.original = None
         error.error_class = None  # runs recorded before failures carried it
-        error.attempts = error.elapsed_seconds = None
     for key, value in (details or {}).items():
         if isinstance(key, str) and not key.startswith("_") and key != "original":
             setattr(error, key, tuple(value) if key == "executor_ids" and isinstance(value, list) else value)
@@ -465,7 +483,7 @@ def step_error(error: ExecutorFailedError) -> BaseException:
 _PEER_CLASSES: dict[type, type] = {}
 """One derived class per step error class, so ``type(e)`` is the same for every run that raises it."""
 
-_OWN_ATTRIBUTES = ("executor_id", "superstep", "result", "error_type", "detail", "error_class", "attempts")
+_OWN_ATTRIBUTES = ("executor_id", "superstep", "result", "error_type", "detail", "error_class")
 
 
 def peer_error(error: WorkflowRunError) -> WorkflowRunError:
@@ -508,7 +526,6 @@ def peer_error(error: WorkflowRunError) -> WorkflowRunError:
     combined.__dict__["_summary"] = str(error)
     for name in _OWN_ATTRIBUTES:
         _set_unless_own(combined, name, getattr(error, name, None))
-    _set_unless_own(combined, "elapsed_seconds", error.elapsed_seconds)
     _set_unless_own(combined, "original", own)
     combined.__dict__.update({k: v for k, v in vars(own).items() if k != "__notes__"})
     combined.__traceback__ = own.__traceback__

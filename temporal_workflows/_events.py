@@ -39,6 +39,7 @@ __all__ = [
     "WorkflowEventSource",
     "WorkflowFailedEvent",
     "WorkflowIntermediateEvent",
+    "WorkflowInterruptedEvent",
     "WorkflowOutputEvent",
     "WorkflowResetEvent",
     "WorkflowRunResult",
@@ -428,6 +429,27 @@ class WorkflowResetEvent(_FrameworkEvent[None]):
     superstep: int = 0
     resets: int = 1
     _maf_repr: ClassVar[tuple[str, ...] | None] = ("checkpoint_id",)
+
+
+class WorkflowInterruptedEvent(_FrameworkEvent[None]):
+    """A message that arrived while the run was busy interrupted its current turn (``concurrent_input``).
+
+    ``policy`` ``"interrupt"``: the superstep that was running (``superstep``,
+    its steps ``cancelled``) committed nothing, and the turn's remaining work
+    (messages queued for later supersteps, fan-in buffers) was dropped; the
+    committed state stays. ``"rollback"``: besides, the run went back to where
+    it was before the turn's input (state, requests and outputs), as it was
+    after superstep ``rolled_back_to``. The new message is taken at this
+    boundary, in the superstep after ``superstep``. Both hosts emit it
+    (docs/concurrent-input.md).
+    """
+
+    type: Literal["interrupted"] = "interrupted"
+    policy: Literal["interrupt", "rollback"]
+    superstep: int
+    cancelled: list[str] = []
+    rolled_back_to: int | None = None
+    _maf_repr: ClassVar[tuple[str, ...] | None] = ("policy",)
 
 
 class WorkflowFailedEvent(_FrameworkEvent[None]):

@@ -444,7 +444,7 @@ def test_helpers_of_the_views() -> None:
         "3.0 h",
         "2.0 days",
     ]
-    # A LlamaIndex wait's requirements are values the answer carries as they are.
+    # A Literal field's value is one the answer carries as it is.
     schema = {"properties": {"response": {"type": "string"}, "kind": {"const": "approval"}}, "required": ["response"]}
     assert answer_template(schema) == '{"response": <string>, "kind": "approval"}'
 

@@ -58,6 +58,12 @@ OWN: dict[str, list[tuple[str, str | None, Any]]] = {
         ("--allowed-host", ALLOWED_HOST, []),
         ("--origin", f"Web UI origin allowed to call /decode {ORIGINS}", None),
         ("--allow-encode", ENCODE, False),
+        (
+            "--allowed-origin",
+            "a front end's origin (e.g. https://app.example.com) allowed to call the AG-UI endpoints "
+            "/ag-ui/<name> from the browser, with CORS (repeatable; others are refused)",
+            [],
+        ),
     ],
     "codec-server": [
         ("--host", HOST, "127.0.0.1"),

@@ -1,11 +1,10 @@
 """What reaching the engine means for outside input (``_engine/inbound``), the rule every host applies.
 
 A response answers its pending request (or is told why it cannot: answered
-already, or no such request); a message is queued for its executor; an event
-answers the waits its front end's policy matched, then reaches the steps it
-routed it to, and says so when nothing took it. Checkpoint and reset requests
-wait in a host's ``Controls`` and the driver serves them at fixed points of a
-boundary: a reset first, then input, expiry, the checkpoints asked for.
+already, or no such request); a message is queued for its executor.
+Checkpoint and reset requests wait in a host's ``Controls`` and the driver
+serves them at fixed points of a boundary: a reset first, then input, expiry,
+the checkpoints asked for.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from temporal_workflows._engine.inbound import (
     CheckpointAsk,
     Controls,
     Inbound,
-    Route,
     Unanswerable,
     apply,
     open_request,
@@ -88,36 +86,12 @@ def test_a_checked_message_is_queued_for_its_executor() -> None:
     assert _next_tasks(engine) == [("message", "b", "hi")]
 
 
-def test_an_event_answers_its_waits_then_reaches_its_targets_in_one_boundary() -> None:
-    engine = _engine("w1", "w2")
-    event = Inbound("event", "", Envelope(None, {"ev": 1}), checked=True)
-    # A wait answered since the policy routed (here: w2 is gone) is skipped, not an error.
-    apply(engine, Inbound("respond", "w2", Envelope(None, "other"), checked=True))
-    applied = apply(engine, event, Route(answers=("w1", "w2"), targets=("b",)))
-    assert applied == Applied(answered=("w1",), unhandled=False)
-    assert not engine.pending_requests
-    tasks = _next_tasks(engine)
-    assert len(tasks) == 3
-    assert {repr(t) for t in tasks} == {
-        repr(("message", "b", {"ev": 1})),
-        repr(("response", "a", "other")),
-        repr(("response", "a", {"ev": 1})),
-    }
-
-
-def test_an_event_nothing_takes_is_reported_unhandled_and_changes_nothing() -> None:
-    engine = _engine("w1")
-    applied = apply(engine, Inbound("event", "", Envelope(None, 1), checked=True), Route())
-    assert applied == Applied(answered=(), unhandled=True)
-    assert set(engine.pending_requests) == {"w1"} and not engine.has_work()
-
-
-def test_unchecked_input_or_an_event_without_its_route_never_reaches_the_engine() -> None:
+def test_unchecked_input_never_reaches_the_engine() -> None:
     engine = _engine("r1")
     with pytest.raises(ValueError, match="only once checked"):
         apply(engine, Inbound("respond", "r1", Envelope(None, "yes")))
-    with pytest.raises(ValueError, match="only with its route"):
-        apply(engine, Inbound("event", "", Envelope(None, 1), checked=True))
+    with pytest.raises(ValueError, match="only once checked"):
+        apply(engine, Inbound("send", "b", Envelope(None, 1)))
     assert set(engine.pending_requests) == {"r1"} and not engine.has_work()
 
 

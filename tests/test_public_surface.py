@@ -56,15 +56,6 @@ def test_the_page_documents_every_public_module() -> None:
         "temporal_workflows.temporal",
         "temporal_workflows.temporal.integration",
         "temporal_workflows.llama",
-        "temporal_workflows.llama.events",
-        "temporal_workflows.llama.context",
-        "temporal_workflows.llama.decorators",
-        "temporal_workflows.llama.errors",
-        "temporal_workflows.llama.handler",
-        "temporal_workflows.llama.resource",
-        "temporal_workflows.llama.retry_policy",
-        "temporal_workflows.llama.workflow",
-        "temporal_workflows.llama.temporal",
         "temporal_workflows.agents",
         "temporal_workflows.agents.testing",
         "temporal_workflows.testing",
@@ -96,13 +87,12 @@ def test_the_top_level_surfaces_stay_small() -> None:
     import temporal_workflows.temporal
 
     assert len(temporal_workflows.__all__) <= 30
-    assert len(temporal_workflows.temporal.__all__) <= 15
-    assert len(temporal_workflows.llama.__all__) <= 13
+    assert len(temporal_workflows.temporal.__all__) <= 17
+    assert temporal_workflows.llama.__all__ == ["StepOptions", "TemporalRuntime"]
 
 
 def _moved() -> list[tuple[str, str, str]]:
     import temporal_workflows
-    import temporal_workflows.llama
     import temporal_workflows.temporal
 
     moved = [("temporal_workflows", name, new) for name, new in temporal_workflows._MOVED.items()]
@@ -110,7 +100,6 @@ def _moved() -> list[tuple[str, str, str]]:
         ("temporal_workflows.temporal", name, "temporal_workflows.temporal.integration")
         for name in temporal_workflows.temporal._MOVED
     ]
-    moved += [("temporal_workflows.llama", name, m.__name__) for name, m in temporal_workflows.llama._MOVED.items()]
     return moved
 
 
@@ -136,8 +125,6 @@ def test_the_plain_from_import_form_warns_too() -> None:
         from temporal_workflows import StateConflictError  # noqa: F401
     with pytest.warns(DeprecationWarning, match="temporal_workflows.temporal.integration"):
         from temporal_workflows.temporal import GraphWorkflow  # noqa: F401
-    with pytest.warns(DeprecationWarning, match="temporal_workflows.llama.retry_policy"):
-        from temporal_workflows.llama import wait_fixed  # noqa: F401
 
 
 def test_retired_names_warn_and_say_what_to_use() -> None:
@@ -159,9 +146,38 @@ def test_unknown_names_are_still_attribute_errors() -> None:
             module.NoSuchName  # noqa: B018
 
 
-def test_the_llama_retry_policy_decorator_keeps_its_old_import() -> None:
-    # `retry_policy` is both a LlamaIndex submodule and its decorator; the package keeps the decorator, as before.
-    from temporal_workflows.llama import retry_policy
-    from temporal_workflows.llama.retry_policy import retry_policy as decorator
+_MOVE_TO_THE_RUNTIME = "change your imports back to llamaindex's `workflows`"
 
-    assert retry_policy is decorator
+
+@pytest.mark.parametrize("name", ["Workflow", "step", "Context", "StartEvent", "StopEvent", "start_run", "wait_fixed"])
+def test_a_name_of_the_retired_import_swap_front_end_says_how_to_move(name: str) -> None:
+    # Its programs run unchanged on TemporalRuntime: the error says so, in both import forms.
+    import temporal_workflows.llama
+
+    with pytest.raises(ImportError) as caught:
+        exec(f"from temporal_workflows.llama import {name}", {})
+    message = str(caught.value)
+    assert f"temporal_workflows.llama.{name}" in message and "import-swap front end" in message
+    assert _MOVE_TO_THE_RUNTIME in message.lower() and "TemporalRuntime" in message
+    assert "docs/llama-runtime.md" in message
+    with pytest.raises(ImportError, match="retired"):
+        getattr(temporal_workflows.llama, name)
+    assert name not in temporal_workflows.llama.__all__
+
+
+@pytest.mark.parametrize("module", ["events", "context", "decorators", "retry_policy", "workflow", "temporal"])
+def test_a_module_of_the_retired_import_swap_front_end_says_how_to_move(module: str) -> None:
+    with pytest.raises(ImportError) as caught:
+        importlib.import_module(f"temporal_workflows.llama.{module}")
+    message = str(caught.value)
+    assert f"temporal_workflows.llama.{module}" in message and _MOVE_TO_THE_RUNTIME in message.lower()
+    assert "TemporalRuntime" in message
+
+
+def test_the_runtime_itself_still_imports_from_the_package() -> None:
+    pytest.importorskip("workflows")  # the llama-runtime extra
+    from temporal_workflows._llama_runtime._options import StepOptions as options
+    from temporal_workflows._llama_runtime._runtime import TemporalRuntime as defined
+    from temporal_workflows.llama import StepOptions, TemporalRuntime
+
+    assert TemporalRuntime is defined and StepOptions is options

@@ -249,18 +249,6 @@ def test_a_shape_names_conditions_for_people_and_nests_sub_workflows() -> None:
     assert nested.subworkflows["b"].executors == ("in-1", "in 2")
 
 
-def test_a_llamaindex_workflows_shape_names_the_events_its_edges_carry() -> None:
-    from examples.llama_fanout import Research
-
-    graph = Research()._compiled().graph.graph
-    shape = graph_shape(graph)
-    assert [(g.sources, g.targets, g.labels) for g in shape.groups] == [
-        (("plan",), ("research",), ("Question",)),
-        (("research",), ("report",), ("Finding",)),
-    ]
-    assert to_mermaid(shape) == to_mermaid(graph)  # the picture is the graph command's; the events are data
-
-
 def test_a_graph_too_large_to_keep_a_picture_of_says_so() -> None:
     shape, note = bounded_shape(graph().graph)
     assert shape is not None and note is None

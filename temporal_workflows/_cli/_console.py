@@ -1,12 +1,15 @@
 """``temporal-workflows console``: the web console (and the codec endpoints) in one process.
 
     temporal-workflows console [--workflow MODULE:ATTR ...] [--port 8080] [--host 127.0.0.1] [--token-file FILE]
+                               [--allowed-origin ORIGIN ...]
 
 Loopback only by default. Listening on any other address needs
 ``--token-file`` (the console refuses to start without one): every request
 then needs the token, as a bearer header or the session cookie its login
 page sets. With ``TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS`` set it decrypts what
-it shows, and serves ``/decode`` for the Temporal Web UI too.
+it shows, and serves ``/decode`` for the Temporal Web UI too. Each graph given
+with ``--workflow`` is also an AG-UI endpoint, ``POST /ag-ui/<name>``
+(``docs/ag-ui.md``); front ends on other origins need ``--allowed-origin``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ def add_console_arguments(p: argparse.ArgumentParser) -> None:
         task_queue_help="where runs started from the console go",
         token_help="require this token (bearer header, or the login page's cookie); needed off loopback",
         origin_help="Web UI origin allowed to call /decode",
+    )
+    p.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a front end's origin (e.g. https://app.example.com) allowed to call the AG-UI endpoints "
+        "/ag-ui/<name> from the browser, with CORS (repeatable; others are refused)",
     )
 
 
@@ -81,6 +92,7 @@ def run_console(args: argparse.Namespace, out: IO[str]) -> int:
             (args.host, int(sock.getsockname()[1])),
             allowed_hosts=args.allowed_host,
             origins=args.origin or DEFAULT_CODEC_ORIGINS,
+            app_origins=args.allowed_origin,
         )
     except GuardConfigError as e:
         sock.close()
@@ -92,6 +104,8 @@ def run_console(args: argparse.Namespace, out: IO[str]) -> int:
     server = ServerHandle(make_app(guard, settings, connect), sock, settings.limits)
     host = f"[{args.host}]" if ":" in args.host else args.host
     extra = ("; token required" if token else "") + ("; /decode for the Web UI" if codec else "")
+    if graphs:
+        extra += f"; AG-UI at /ag-ui/<name> for {', '.join(sorted(graphs))}"
     print(f"console on http://{host}:{server.server_port} ({config.describe()}{extra})", file=out, flush=True)
     if not is_loopback(args.host) and not args.allowed_host:
         print(

@@ -5,9 +5,11 @@
     temporal-workflows run MODULE:ATTR --input JSON [--follow | --json] [--id ID] [--no-wait]
     temporal-workflows status ID | events ID [--json] | requests ID
     temporal-workflows respond ID REQUEST_ID JSON [--signal]
-    temporal-workflows send ID EXECUTOR_ID JSON [--signal] | close ID
+    temporal-workflows send ID EXECUTOR_ID JSON [--signal] [--policy enqueue|reject|interrupt|rollback] | close ID
     temporal-workflows checkpoint ID [--label L] | checkpoints ID
     temporal-workflows reset ID [--to CHECKPOINT_ID | --input JSON] | fork CHECKPOINT_ID --from ID --id NEW_ID
+    temporal-workflows schedule create MODULE:ATTR --cron "0 9 * * 1-5" --input JSON [--overlap skip]
+    temporal-workflows schedule list | describe ID | pause ID | unpause ID | trigger ID | delete ID
     temporal-workflows graph MODULE:ATTR [--format mermaid|dot|html|svg|png] [-o FILE]
     temporal-workflows codec-server [--port 8081] [--origin URL]
     temporal-workflows console [--workflow MODULE:ATTR ...] [--port 8080]   a web console for people in the loop
@@ -51,8 +53,10 @@ from temporal_workflows._cli._errors import (
 )
 from temporal_workflows._cli._llama import load_llama, run_llama
 from temporal_workflows._cli._options import add_server_arguments
-from temporal_workflows._cli._render import _LLAMA_STOP, CompactView, DetailedView, JsonView, View, watch
+from temporal_workflows._cli._render import CompactView, DetailedView, JsonView, View, watch
+from temporal_workflows._cli._schedules import add_schedule_arguments, schedule_command, schedule_input
 from temporal_workflows._cli._worker import add_dev_arguments, add_worker_arguments, serve
+from temporal_workflows._engine.inbound import CONCURRENT_INPUT
 from temporal_workflows._errors import InvalidRunInputError, UnknownGraphError, WorkflowError, library_account
 from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.workflow import Workflow
@@ -60,6 +64,7 @@ from temporal_workflows._version import __version__
 from temporal_workflows.temporal._client.client import RunHandle, fork, get_run, start_run
 from temporal_workflows.temporal._client.connect import ConnectionConfig, ConnectionConfigError
 from temporal_workflows.temporal._client.devserver import DevServerError
+from temporal_workflows.temporal._client.schedules import SCHEDULED_BY_ATTRIBUTE
 from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError
 from temporal_workflows.temporal._tracing import flush_tracing
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
@@ -118,6 +123,12 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     run.add_argument("--id", default=None, help="workflow id (default: <name>-<random>)")
     run.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE)
     run.add_argument("--keep-alive", action="store_true", help="stay open when idle, for `send` (end with `close`)")
+    run.add_argument(
+        "--concurrent-input",
+        choices=CONCURRENT_INPUT,
+        default=None,
+        help="what a message sent while the run is busy does by default (send --policy overrides it)",
+    )
     view = run.add_mutually_exclusive_group()
     view.add_argument("--follow", action="store_true", help="show every event with times, durations and retries")
     view.add_argument("--json", action="store_true", help="every event as a JSON line (for programs)")
@@ -143,6 +154,13 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     send.add_argument("executor_id")
     send.add_argument("message", help="the message as JSON")
     send.add_argument("--signal", action="store_true", help="signal instead of update: do not wait for acceptance")
+    send.add_argument(
+        "--policy",
+        choices=CONCURRENT_INPUT,
+        default=None,
+        help="if the run is busy: enqueue (wait for the next boundary), reject, interrupt (cancel the running "
+        "superstep, take this at once) or rollback (and go back to before the turn's input); default: the run's",
+    )
     checkpoint = sub.add_parser("checkpoint", parents=after, help="take a checkpoint at the next superstep boundary")
     checkpoint.add_argument("id")
     checkpoint.add_argument("--label", default=None)
@@ -163,6 +181,10 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     fork_cmd.add_argument("--id", required=True, dest="new_id", help="workflow id of the new run")
     fork_cmd.add_argument("--task-queue", default=None, help="default: the source run's task queue")
     fork_cmd.add_argument("--allow-signature-mismatch", action="store_true")
+    schedule = sub.add_parser(
+        "schedule", parents=after, help="runs on a Temporal Schedule: create, list, describe, pause, trigger, delete"
+    )
+    add_schedule_arguments(schedule, after)
     graph = sub.add_parser(
         "graph", parents=after, help="draw a graph: Mermaid or DOT text, an HTML page, or an SVG/PNG picture (Graphviz)"
     )
@@ -193,33 +215,6 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     add_console_arguments(console)
     return p
-
-
-def _is_llama(workflow: Workflow) -> bool:
-    """A LlamaIndex front end's workflow (its steps are the front end's executors)."""
-    return type(workflow.get_start_executor()).__module__.startswith("temporal_workflows.llama")
-
-
-def _starts_without_fields(workflow: Workflow) -> bool:
-    """A LlamaIndex workflow whose StartEvent needs no field: ``run`` starts it without ``--input``, as
-    ``W().run()`` does."""
-    if not _is_llama(workflow):
-        return False
-    try:
-        check_start_message(workflow, {})
-    except InvalidRunInputError:
-        return False
-    return True
-
-
-def _shown_result(result: dict[str, Any]) -> Any:
-    """What ``run`` prints when the run completed: its outputs; a LlamaIndex run's ``StopEvent`` result, as
-    ``print(await handler)`` shows it (a custom StopEvent subclass: its fields)."""
-    outputs = result.get("outputs") or []
-    types = result.get("output_types") or []
-    if len(outputs) == 1 and types and types[0] == _LLAMA_STOP and isinstance(outputs[0], dict):
-        return outputs[0].get("result")
-    return outputs
 
 
 async def _failure_of(handle: RunHandle) -> dict[str, Any]:
@@ -373,15 +368,16 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
             by_name = False
         target = spec if by_name else load_graph(spec, what="the graph")
         if args.input is None and not args.keep_alive:
-            if not (isinstance(target, Workflow) and _starts_without_fields(target)):
-                raise CliError("--input is required (or pass --keep-alive to start idle)", code=EXIT_USAGE)
-            args.input = "{}"  # LlamaIndex: `W().run()` with no keyword arguments
+            raise CliError("--input is required (or pass --keep-alive to start idle)", code=EXIT_USAGE)
         message = _load_json(args.input, "--input")
         if isinstance(target, Workflow) and message is not None:
             try:
                 check_start_message(target, message)  # before connecting: a misspelled field is said at once
             except InvalidRunInputError as e:
                 raise CliError(str(e), hint=f"the graph's shape: {prog} graph {spec}", code=EXIT_USAGE) from None
+    scheduled: tuple[Any, Any] = (None, None)
+    if args.command == "schedule" and args.schedule_command == "create":
+        scheduled = schedule_input(args, prog)  # before connecting: a wrong graph or input is said at once
     try:
         client = await config.connect(plugins=[TemporalWorkflowsPlugin()])
     except RuntimeError as e:
@@ -392,7 +388,13 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
     if args.command == "run":
         assert target is not None
         handle = await start_run(
-            client, target, message, id=args.id, task_queue=args.task_queue, keep_alive=args.keep_alive
+            client,
+            target,
+            message,
+            id=args.id,
+            task_queue=args.task_queue,
+            keep_alive=args.keep_alive,
+            concurrent_input=args.concurrent_input,
         )
         started = f"started {handle.id}"
         if args.json:
@@ -408,13 +410,16 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
             args, client, handle, prog, detailed=args.follow, task_queue=args.task_queue, spec=spec
         )
         if not args.json:
-            print(json.dumps(_shown_result(result), indent=2, ensure_ascii=False))
+            print(json.dumps(result.get("outputs") or [], indent=2, ensure_ascii=False))
             if result.get("outputs_released"):
                 print(
                     f"({result['outputs_released']:,} earlier outputs were released from the run's result: each was "
                     "an output event when committed; see `events`)",
                     file=sys.stderr,
                 )
+        return 0
+    if args.command == "schedule":
+        _print(await schedule_command(args, client, *scheduled, prog))
         return 0
     if args.command == "fork":
         args.id = args.source
@@ -428,6 +433,9 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
         }
         if desc.close_time is not None:
             info["closed_at"] = desc.close_time.isoformat()
+        scheduled_by = desc.search_attributes.get(SCHEDULED_BY_ATTRIBUTE)
+        if scheduled_by:
+            info["scheduled_by"] = scheduled_by[0]
         if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
             info.update(await handle.status())
         elif desc.status == WorkflowExecutionStatus.FAILED:
@@ -444,7 +452,8 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
         _print(await handle.respond(args.request_id, response, wait=not args.signal) or {"signalled": True})
     elif args.command == "send":
         message = _load_json(args.message, "the message")
-        _print(await handle.send(args.executor_id, message, wait=not args.signal) or {"signalled": True})
+        sent = await handle.send(args.executor_id, message, wait=not args.signal, policy=args.policy)
+        _print(sent or {"signalled": True})
     elif args.command == "close":
         await handle.close()
         _print({"closing": args.id})

@@ -120,49 +120,17 @@ def event_time(ev: WorkflowEvent) -> datetime | None:
     return None
 
 
-_LLAMA_STOP = "temporal_workflows.llama.events:StopEvent"
-_LLAMA_INTERNAL = frozenset({"StepStateChanged"})
-"""LlamaIndex events a person following a run does not see (``stream_events()`` without ``expose_internal``)."""
-
-
-def _llama_event(value: Any) -> tuple[str, Any] | None:
-    """``(class name, fields)`` of a LlamaIndex event as the run streams it (``{"type": key, "data": {...}}``)."""
-    if isinstance(value, dict) and isinstance(value.get("type"), str) and "data" in value:
-        return _type_shown(value["type"]), value["data"]
-    return None
-
-
 def _output_text(ev: WorkflowOutputEvent) -> str:
-    """An output; a LlamaIndex run's StopEvent as its result, as ``await handler`` gives it."""
-    data = ev.data
-    if ev.data_type == _LLAMA_STOP or type(data).__name__ == "StopEvent":
-        fields = to_json(data)
-        if isinstance(fields, dict) and set(fields) <= {"result"}:
-            return f"result from {ev.executor_id}: {short(fields.get('result'))}"
-    return f"output from {ev.executor_id}: {short(data)}"
+    return f"output from {ev.executor_id}: {short(ev.data)}"
 
 
 def _request_text(ev: RequestInfoEvent) -> str:
-    """A request's data; a LlamaIndex ``wait_for_event`` as the event it waits for (and its waiter event)."""
-    data = to_json(ev.data)
-    if isinstance(data, dict) and {"event_type", "waiter_id"} <= set(data):
-        waits = f"waits for a {_type_shown(data['event_type'])}"
-        if data.get("requirements"):
-            waits += f" with {short(data['requirements'])}"
-        waiter = _llama_event(data.get("waiter_event"))
-        return f"{waits}; asked with {waiter[0]} {short(waiter[1])}" if waiter else waits
     return short(ev.data)
 
 
 def _type_shown(key: str | None) -> str:
     """A response type as a reader knows it: ``HumanResponseEvent``, not ``module:HumanResponseEvent``."""
     return (key or "response").rpartition(":")[2]
-
-
-def _internal_key(key: str) -> bool:
-    """State the front end keeps for itself (a LlamaIndex step's waits and collected events): not the user's."""
-    name = key.rpartition("/")[2] if key.startswith("@") else key
-    return name.startswith("llama.")
 
 
 def answer_template(schema: dict[str, Any]) -> str:
@@ -179,7 +147,7 @@ def answer_template(schema: dict[str, Any]) -> str:
         kind = spec.get("type") or (
             "|".join(str(o.get("type")) for o in spec.get("anyOf", []) if "type" in o) or "value"
         )
-        if "const" in spec:  # a value the answer must carry as it is (a LlamaIndex wait's requirements)
+        if "const" in spec:  # a value the answer must carry as it is (a Literal field)
             parts.append(f'"{name}": {json.dumps(spec["const"], ensure_ascii=False)}')
             continue
         optional = "" if name in required else "?"
@@ -351,9 +319,8 @@ class DetailedView:
             return [f"  {ev.executor_id} failed{after}: {ev.error_type}: {short(ev.error)}"]
         if isinstance(ev, SuperStepCompletedEvent):
             extra = [f"in {took}"] if took is not None else []
-            written = [k for k in ev.state_keys_written if not _internal_key(k)]
-            if written:
-                extra.append(f"wrote {', '.join(written)}")
+            if ev.state_keys_written:
+                extra.append(f"wrote {', '.join(ev.state_keys_written)}")
             if ev.checkpoint_id:
                 extra.append(f"checkpoint {ev.checkpoint_id}")
             return [f"superstep {ev.superstep} done" + (f" ({'; '.join(extra)})" if extra else "")]
@@ -372,11 +339,6 @@ class DetailedView:
             return [describe_event(ev) or ""]
         if isinstance(ev, RawEvent):
             return [f"  event {ev.event_type or ev.type}: {short(ev.data)}"]
-        llama = _llama_event(getattr(ev, "event", None)) if ev.type == "llama" else None
-        if llama is not None and llama[0] in _LLAMA_INTERNAL:
-            return []  # LlamaIndex's internal events, which its stream_events() shows only with expose_internal
-        if llama is not None:  # a LlamaIndex step's write_event_to_stream (or waiter event), as it wrote it
-            return [f"  event {llama[0]}: {short(llama[1])}"]
         data = ev.model_dump(mode="json", exclude={"type", "timestamp"})
         return [f"  event {ev.type}: {short(data)}"]
 

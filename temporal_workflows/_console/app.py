@@ -20,12 +20,22 @@ JSON routes (all behind :class:`~._console.gate.Gate`):
   the one the run keeps of the graph it pinned (its ``topology`` query), else that of the graph given with
   ``--workflow``, else none and ``picture_note`` saying why.
 - ``GET /api/runs/{id}/events``: the run's events over SSE, batched.
+- ``GET /api/schedules``: the namespace's schedules (``schedule_json``: id,
+  graph, calendar, paused, next and recent runs); a run a schedule started
+  says so in ``GET /api/runs/{id}`` (``scheduled_by``, Temporal's
+  ``TemporalScheduledById`` search attribute).
 - ``POST /api/runs/{id}/requests/{request_id}`` ``{"response": ...}`` or
   ``{"approve": true|false}`` (a tool approval in one click).
 - ``POST /api/runs/{id}/reset`` ``{"checkpoint_id": ...}`` (or none: clean),
   ``POST /api/runs/{id}/fork`` ``{"checkpoint_id", "new_id"}``,
   ``POST /api/runs/{id}/checkpoint`` ``{"label"}``,
+  ``POST /api/runs/{id}/send`` ``{"message", "executor_id"?, "policy"?}`` (a message into a
+  running or keep-alive run; ``policy``: what it does if the run is busy, docs/concurrent-input.md),
   ``POST /api/start`` ``{"graph", "message", "id"}``.
+
+AG-UI (``temporal_workflows.ag_ui``, with the ``ag-ui`` extra): ``POST
+/ag-ui/{name}`` for each graph given, a ``RunAgentInput`` answered by the
+AG-UI event stream; the gate's rules for front ends apply (``gate.py``).
 """
 
 from __future__ import annotations
@@ -57,10 +67,11 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._console.codec import BodyRefused, codec_routes, read_body
-from temporal_workflows._console.gate import Gate
+from temporal_workflows._console.gate import AG_UI_PREFIX, Gate
 from temporal_workflows._console.guard import COOKIE_NAME, Guard
 from temporal_workflows._console.server import Limits
 from temporal_workflows._engine.driver import RunStatus
+from temporal_workflows._engine.inbound import CONCURRENT_INPUT
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import WorkflowEvent
 from temporal_workflows._graph.shape import GraphShape
@@ -68,6 +79,7 @@ from temporal_workflows._graph.viz import mermaid_node_ids, to_mermaid
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._live import LiveEvent
 from temporal_workflows.temporal._client.client import RunHandle, get_run, start_run
+from temporal_workflows.temporal._client.schedules import SCHEDULED_BY_ATTRIBUTE, list_schedules
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._protocol import MAX_ID_CHARS, STATUS_SEARCH_ATTRIBUTE
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
@@ -83,6 +95,7 @@ MAX_PAGE_SIZE = 200
 EVENT_BATCH = 500
 """Events sent in one SSE message at most (a run emitting fast is followed in batches, not event by event)."""
 _STATUS_KEY = SearchAttributeKey.for_keyword(STATUS_SEARCH_ATTRIBUTE)
+_SCHEDULED_BY_KEY = SearchAttributeKey.for_keyword(SCHEDULED_BY_ATTRIBUTE)
 _SAFE_VALUE = re.compile(r"[^'\"\\\x00-\x1f]{1,200}")
 
 
@@ -360,6 +373,7 @@ def make_app(
                     "start_time": _iso(ex.start_time),
                     "close_time": _iso(ex.close_time),
                     "task_queue": ex.task_queue,
+                    "scheduled_by": ex.typed_search_attributes.get(_SCHEDULED_BY_KEY),
                 }
             )
         next_token = it.next_page_token
@@ -409,6 +423,7 @@ def make_app(
                 "start_time": _iso(desc.start_time),
                 "close_time": _iso(desc.close_time),
                 "task_queue": desc.task_queue,
+                "scheduled_by": desc.typed_search_attributes.get(_SCHEDULED_BY_KEY),
                 "status": status,
                 "pending_requests": pending if isinstance(pending, list) else [],
                 "state": state,
@@ -456,6 +471,9 @@ def make_app(
                     await reader
 
         return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-store"})
+
+    async def schedules(request: Request) -> Response:
+        return JSONResponse({"schedules": await list_schedules(await client(), limit=MAX_PAGE_SIZE)})
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -516,6 +534,27 @@ def make_app(
             raise _Refused(422, _why(e)) from None
         return JSONResponse({"taken": taken})
 
+    async def send(request: Request) -> Response:
+        h = await handle(request.path_params["run_id"])
+        body = await body_json(request)
+        if "message" not in body:
+            raise _Refused(400, 'the body is {"message": ..., "executor_id"?: ..., "policy"?: ...}')
+        policy, executor_id = body.get("policy") or None, body.get("executor_id") or None
+        if policy is not None and policy not in CONCURRENT_INPUT:
+            raise _Refused(400, f"policy: one of {', '.join(CONCURRENT_INPUT)}")
+        if executor_id is not None and not isinstance(executor_id, str):
+            raise _Refused(400, "executor_id: a string")
+        if executor_id is None:
+            topology = await h.topology()
+            executor_id = topology.get("start_executor") if isinstance(topology, dict) else None
+            if not isinstance(executor_id, str):
+                raise _Refused(400, "executor_id: this run does not say its start executor; name one")
+        try:
+            sent = await h.send(executor_id, body["message"], policy=policy)
+        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
+            raise _Refused(422, _why(e)) from None
+        return JSONResponse({"accepted": sent})
+
     async def start(request: Request) -> Response:
         body = await body_json(request)
         name = body.get("graph")
@@ -537,23 +576,57 @@ def make_app(
         Route("/login", login, methods=["GET", "POST"]),
         Route("/api/info", guarded(info)),
         Route("/api/runs", guarded(runs)),
+        Route("/api/schedules", guarded(schedules)),
         Route("/api/runs/{run_id:path}/events", guarded(events)),
         Route("/api/runs/{run_id:path}/requests/{request_id}", guarded(answer), methods=["POST"]),
         Route("/api/runs/{run_id:path}/reset", guarded(reset), methods=["POST"]),
         Route("/api/runs/{run_id:path}/fork", guarded(fork), methods=["POST"]),
         Route("/api/runs/{run_id:path}/checkpoint", guarded(checkpoint), methods=["POST"]),
+        Route("/api/runs/{run_id:path}/send", guarded(send), methods=["POST"]),
         Route("/api/runs/{run_id:path}", guarded(run)),
         Route("/api/start", guarded(start), methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(static)), name="static"),
     ]
     if settings.codec is not None:
         routes += codec_routes(settings.codec, settings.limits, allow_encode=settings.allow_encode)
+    routes += _ag_ui_routes(graphs, settings, client, token_required=guard.token_required)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, f"no such page: {request.url.path}")
 
     app = Starlette(routes=routes, exception_handlers={404: not_found})
     return Gate(app, guard)
+
+
+def _ag_ui_routes(
+    graphs: Mapping[str, Workflow],
+    settings: ConsoleSettings,
+    client: Callable[[], Awaitable[Client]],
+    *,
+    token_required: bool,
+) -> list[Any]:
+    """``/ag-ui/{name}`` for each graph (the AG-UI endpoint on the console's client, or why there is none), and
+    Agent Framework DevUI's API and page over the same turns when ``agent-framework-devui`` is installed."""
+    try:
+        from temporal_workflows.ag_ui import AGUIApp, AGUISettings
+    except ImportError as e:
+        reason = str(e)
+
+        async def missing(request: Request) -> Response:
+            return _error(404, f"no AG-UI endpoints on this console: {reason}")
+
+        return [Mount(AG_UI_PREFIX, routes=[Route("/{path:path}", missing, methods=["GET", "POST"])])]
+    from temporal_workflows.ag_ui._devui import devui_available, devui_routes
+
+    app = AGUIApp(
+        client,
+        list(graphs.values()),
+        settings=AGUISettings(task_queue=settings.task_queue, max_body_bytes=settings.limits.max_body),
+    )
+    routes: list[Any] = [Mount(AG_UI_PREFIX, app=app)]
+    if devui_available():
+        routes += devui_routes(app, token_required=token_required)
+    return routes
 
 
 _COOLDOWN = timedelta(milliseconds=50)

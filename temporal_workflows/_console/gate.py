@@ -7,11 +7,22 @@ Temporal client, nor the codec). What it answers:
   ``Origin`` that is neither the page's own nor (codec endpoints) a
   configured Web UI origin;
 - 401 without the token (``Authorization: Bearer``) or the session cookie,
-  on every path but the login page, the static assets (no data in them) and
-  a codec CORS preflight; a page load without them is sent to ``/login``;
+  on every path but the login page, the static assets and DevUI's page (no
+  data in them) and a codec CORS preflight; a page load without them is
+  sent to ``/login``;
 - 403 for a console action (any method but GET/HEAD) without the
   ``X-TW-Console`` header: a cross-site form cannot send it, and a
   cross-site script cannot either without a preflight, which is refused.
+
+The AG-UI endpoints (``/ag-ui/...``) and DevUI's API (``/v1/...``, ``/meta``,
+``/health``) are called by front ends, not the console's page:
+they answer 401 as JSON (never a redirect to the login page), take the
+bearer token (or the page's own cookie), and need no ``X-TW-Console``
+header: their ``POST`` must be JSON (``Content-Type: application/json``,
+which a cross-site form cannot send and a cross-site script cannot without a
+preflight). A front end on another origin is let in only when named with
+``--allowed-origin``: its preflight is answered with CORS headers (no
+credentials: it sends the token as a bearer header); any other origin gets 403.
 """
 
 from __future__ import annotations
@@ -27,12 +38,26 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from temporal_workflows._console.codec import is_codec_path
 from temporal_workflows._console.guard import COOKIE_NAME, Guard
 
-__all__ = ["ACTION_HEADER", "Gate"]
+__all__ = ["ACTION_HEADER", "AG_UI_PREFIX", "Gate", "is_ag_ui_path"]
 
 ACTION_HEADER = "x-tw-console"
 """A header every console action carries (CSRF: cross-site requests cannot send it without a refused preflight)."""
 
 _OPEN_PATHS = ("/login", "/favicon.ico")
+AG_UI_PREFIX = "/ag-ui"
+"""Where the console serves its AG-UI endpoints (``temporal_workflows.ag_ui``)."""
+DEVUI_API = ("/v1/", "/meta", "/health")
+"""Agent Framework DevUI's API, which its page calls at the root (``temporal_workflows.ag_ui._devui``)."""
+DEVUI_PAGE = "/devui"
+
+
+def is_ag_ui_path(path: str) -> bool:
+    """A front end's API (AG-UI, DevUI's): JSON 401, bearer or cookie, ``--allowed-origin`` CORS, no CSRF header."""
+    if path == AG_UI_PREFIX or path.startswith(AG_UI_PREFIX + "/"):
+        return True
+    return path.startswith(DEVUI_API[0]) or path in DEVUI_API[1:]
+
+
 """Paths served without the token (the static assets, under ``/static/``, too): no data in any of them."""
 
 
@@ -73,11 +98,52 @@ class Gate:
             headers["Access-Control-Allow-Origin"] = "*"
         return headers
 
+    def _app_cors(self, origin: str | None) -> dict[str, str]:
+        """CORS headers for an AG-UI front end named with ``--allowed-origin`` (bearer token, no cookies)."""
+        if origin is None or not self.guard.app_origin(origin):
+            return {}
+        return {
+            "Access-Control-Allow-Origin": origin.strip(),
+            "Access-Control-Allow-Methods": "POST, OPTIONS",
+            "Access-Control-Allow-Headers": "Content-Type, Authorization, Accept, Last-Event-ID",
+            "Access-Control-Max-Age": "600",
+        }
+
+    def _check_ag_ui(self, headers: Headers, method: str, host: str) -> tuple[Response | None, dict[str, str]]:
+        origin = headers.get("origin")
+        cors = self._app_cors(origin)
+        if self.guard.app_origins:
+            cors["Vary"] = "Origin"
+        if (
+            origin is not None
+            and not self.guard.same_origin(origin, host)
+            and not cors.get("Access-Control-Allow-Origin")
+        ):
+            return JSONResponse(
+                {"error": "origin not allowed: name the front end's origin with --allowed-origin"}, 403
+            ), cors
+        if method == "OPTIONS":
+            return (Response(status_code=204) if origin is not None else None), cors
+        authorized = self.guard.bearer_ok(headers.get("authorization")) or self.guard.cookie_ok(_cookie(headers))
+        if not authorized:
+            why = "this endpoint needs the console's token (Authorization: Bearer ...)"
+            refusal = JSONResponse({"error": why}, 401)
+            return refusal, {**cors, "WWW-Authenticate": 'Bearer realm="temporal-workflows-console"'}
+        return None, cors
+
     def _check(self, scope: Scope) -> tuple[Response | None, dict[str, str]]:
         """A refusal (or ``None``) and the CORS headers every answer to this request carries."""
         headers = Headers(scope=scope)
         path: str = scope["path"]
         method: str = scope["method"]
+        if self.console and is_ag_ui_path(path):
+            host_values = headers.getlist("host")
+            if not self.guard.host_allowed(host_values):
+                return JSONResponse(
+                    {"error": "this server is not reachable under that host name (add it to its allowed hosts)"},
+                    403,
+                ), {}
+            return self._check_ag_ui(headers, method, host_values[0])
         codec = is_codec_path(path)
         origin = headers.get("origin")
         cors = self._cors(origin) if codec else {}
@@ -97,7 +163,12 @@ class Gate:
                 return PlainTextResponse("origin not allowed", 403), cors
         if codec and method == "OPTIONS":
             return None, cors  # a CORS preflight: browsers send no token with it
-        if self.console and (path in _OPEN_PATHS or path.startswith("/static/")):
+        if self.console and (
+            path in _OPEN_PATHS
+            or path.startswith("/static/")
+            or path == DEVUI_PAGE
+            or path.startswith(DEVUI_PAGE + "/")
+        ):
             return None, cors
         authorized = self.guard.bearer_ok(headers.get("authorization")) or (
             not codec and self.guard.cookie_ok(_cookie(headers))

@@ -7,7 +7,8 @@ make, so they read the same (the codec server's protections, now shared):
   own names (its bind address, ``localhost``, ``127.0.0.1``, ``[::1]``, with
   its port) or an ``allowed_hosts`` entry; else 403.
 - **Origin**: a request that carries an ``Origin`` must come from the page's
-  own host, or (codec endpoints) a configured Web UI origin; else 403.
+  own host, or (codec endpoints) a configured Web UI origin, or (the AG-UI
+  endpoints) an app origin named with ``--allowed-origin``; else 403.
 - **Token**: with a token, every request but a CORS preflight and the login
   page needs ``Authorization: Bearer <token>`` or the session cookie the
   login page sets (an HMAC of the token, so the cookie is not the token);
@@ -31,6 +32,7 @@ __all__ = [
     "MIN_TOKEN_CHARS",
     "Guard",
     "GuardConfigError",
+    "check_origin",
     "is_loopback",
     "read_token_file",
     "split_host",
@@ -88,6 +90,24 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+_ORIGIN = re.compile(r"https?://[a-z0-9_.-]+(:\d{1,5})?|https?://\[[0-9a-f:.]+\](:\d{1,5})?")
+
+
+def check_origin(origin: str) -> str:
+    """An origin as browsers send it (``scheme://host[:port]``, lower case, no path); refused otherwise.
+
+    Raises:
+        GuardConfigError: not an origin (``*`` is refused: every front end is named).
+    """
+    value = origin.strip().rstrip("/").lower()
+    if not _ORIGIN.fullmatch(value):
+        raise GuardConfigError(
+            f"allowed origin {origin!r} is not an origin: give scheme, host and port as the browser sends them, "
+            "e.g. https://app.example.com or http://localhost:3000 (no path, no '*')"
+        )
+    return value
 
 
 def _check_token(token: str) -> str:
@@ -148,6 +168,7 @@ class Guard:
         allowed_hosts: Further ``(name, port or None)`` clients reach it by.
         origins: Web UI origins (lower case, no trailing ``/``) allowed to call the codec endpoints.
         any_origin: ``*`` was given: any origin, never with credentials.
+        app_origins: Front-end origins (lower case, no trailing ``/``) allowed to call the AG-UI endpoints.
     """
 
     token: str | None
@@ -155,6 +176,7 @@ class Guard:
     allowed_hosts: tuple[tuple[str, int | None], ...] = ()
     origins: frozenset[str] = frozenset()
     any_origin: bool = False
+    app_origins: frozenset[str] = frozenset()
     _expected: bytes | None = field(default=None, repr=False)
 
     @classmethod
@@ -165,6 +187,7 @@ class Guard:
         *,
         allowed_hosts: Sequence[str] = (),
         origins: Sequence[str] = (),
+        app_origins: Sequence[str] = (),
     ) -> Guard:
         extra: list[tuple[str, int | None]] = []
         for entry in allowed_hosts:
@@ -173,12 +196,14 @@ class Guard:
                 raise GuardConfigError(f"allowed host {entry!r} is not a host name or address (with an optional port)")
             extra.append(parsed)
         exact = frozenset(o.strip().rstrip("/").lower() for o in origins if o.strip() != "*")
+        apps = frozenset(check_origin(o) for o in app_origins)
         return cls(
             token=token,
             bound=bound,
             allowed_hosts=tuple(extra),
             origins=exact,
             any_origin=any(o.strip() == "*" for o in origins),
+            app_origins=apps,
             _expected=_digest(token) if token else None,
         )
 
@@ -204,6 +229,10 @@ class Guard:
         """Whether ``origin`` is the page's own (``http(s)://<Host header>``)."""
         origin = origin.strip().rstrip("/").lower()
         return origin in (f"http://{host.lower()}", f"https://{host.lower()}")
+
+    def app_origin(self, origin: str) -> bool:
+        """Whether ``origin`` is a front end named with ``--allowed-origin`` (AG-UI endpoints)."""
+        return origin.strip().rstrip("/").lower() in self.app_origins
 
     def web_ui_origin(self, origin: str) -> bool:
         return self.any_origin or origin.strip().rstrip("/").lower() in self.origins

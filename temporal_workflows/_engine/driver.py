@@ -48,6 +48,7 @@ from temporal_workflows._engine.limits import (
 from temporal_workflows._engine.machine import (
     CommitPlan,
     Engine,
+    EngineSnapshot,
     Output,
     PendingRequest,
     Reduction,
@@ -72,6 +73,7 @@ from temporal_workflows._events import (
     WorkflowEvent,
     WorkflowFailedEvent,
     WorkflowIntermediateEvent,
+    WorkflowInterruptedEvent,
     WorkflowOutputEvent,
     WorkflowRunState,
     built_event,
@@ -88,12 +90,9 @@ __all__ = [
     "DriverHost",
     "RunStatus",
     "StepFailure",
-    "STEP_ATTEMPTS",
-    "STEP_ELAPSED",
     "StepsInterrupted",
     "SuperstepDriver",
     "checkpoint_due",
-    "counted_attempts",
     "pending_request_event",
     "pending_request_from_json",
     "serve_checkpoint_asks",
@@ -154,9 +153,6 @@ class StepFailure:
             failure's type, e.g. ``"ValueError"``, ``"TimeoutError"``).
         message: The exception's message, without its type.
         cause: The exception itself, where the host has it (in process).
-        attempts: How many attempts the step made, where it counted them
-            itself (a LlamaIndex step's retry policy runs inside the step).
-        elapsed_seconds: From its first attempt to its last failure, likewise.
         error_class: The exception's class by its qualified name
             (``ExecutorFailedError.error_class``); on Temporal, what the step
             activity's failure carries.
@@ -165,36 +161,18 @@ class StepFailure:
     error_type: str
     message: str
     cause: BaseException | None = None
-    attempts: int | None = None
-    elapsed_seconds: float | None = None
     error_class: str | None = None
 
     @staticmethod
     def of(e: BaseException) -> StepFailure:
         # pydantic's own text quotes the rejected input; failures reach logs and events.
         message = validation_message(e) if isinstance(e, ValidationError) else str(e)
-        attempts, elapsed = counted_attempts(e)
         kind, own = getattr(e, "type", None), getattr(e, "message", None)
         if isinstance(kind, str) and kind and isinstance(own, str):
             # An error that names its own type (Temporal's ApplicationError(type="Refused")): reported
             # under that type, as a Temporal activity failure is (without importing temporalio here).
-            return StepFailure(kind, own, e, attempts, elapsed)
-        return StepFailure(type(e).__name__, message, e, attempts, elapsed, class_path(type(e)))
-
-
-STEP_ATTEMPTS = "__step_attempts__"
-"""Attribute a step host sets on the exception a step failed with for good: how many attempts it made."""
-STEP_ELAPSED = "__step_elapsed__"
-"""Attribute beside it: seconds from the first attempt to the last failure."""
-
-
-def counted_attempts(e: BaseException) -> tuple[int | None, float | None]:
-    """What a step host recorded on a failed step's exception (:data:`STEP_ATTEMPTS`, :data:`STEP_ELAPSED`)."""
-    attempts, elapsed = getattr(e, STEP_ATTEMPTS, None), getattr(e, STEP_ELAPSED, None)
-    return (
-        attempts if isinstance(attempts, int) else None,
-        float(elapsed) if isinstance(elapsed, (int, float)) else None,
-    )
+            return StepFailure(kind, own, e)
+        return StepFailure(type(e).__name__, message, e, class_path(type(e)))
 
 
 class StepsInterrupted(Exception):
@@ -263,25 +241,10 @@ class DriverHost:
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         """Run every task against ``engine.state``; one outcome per task, in task order.
 
-        When a step's result ends the run (``StepResult.halt``, a LlamaIndex
-        ``StopEvent``) before the others finished, a host may cancel those and
-        give ``None`` for each (and for any that finished after it): the first
-        to finish wins, as in LlamaIndex, and nobody waits for the losers.
-
         Raises:
             StepsInterrupted: the superstep was abandoned (its steps cancelled).
         """
         raise NotImplementedError
-
-    def finish_order(self) -> Sequence[int] | None:
-        """The order the last :meth:`run_steps`' steps finished in (task indices), if the host kept it.
-
-        Asked only for a ``Topology.arrival_order`` graph (LlamaIndex), whose
-        steps' events are queued in that order. In process it is the order
-        the steps finished; on Temporal the order history records, so a
-        replay gives the same. ``None``: task order.
-        """
-        return None
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         """Run a callable reducer (user code).
@@ -293,6 +256,11 @@ class DriverHost:
 
     def committed(self, plan: CommitPlan, engine: Engine) -> None:
         """A superstep's commit was applied (host bookkeeping: state size, dirty keys)."""
+
+    def interrupted(self, engine: Engine, policy: str, changed_keys: Sequence[str]) -> None:
+        """The turn was interrupted (``policy`` ``"interrupt"`` or ``"rollback"``): the engine's superstep, and for
+        a rollback its state (``changed_keys``) and requests, changed outside a commit (host bookkeeping: the
+        state steps read, checkpoint deltas, answered requests)."""
 
     async def save_checkpoint(self, engine: Engine, trigger: str, label: str | None = None) -> str | None:
         """Store a checkpoint of ``engine`` (a boundary); return its id (``None``: none was taken).
@@ -594,6 +562,7 @@ class SuperstepDriver:
         release_outputs: Callable[[], bool] = lambda: True,
         intermediate: list[Envelope] | None = None,
         reader_stops: bool = True,
+        turn_start: EngineSnapshot | None = None,
     ) -> None:
         self.engine = engine
         self._pauses = reader_stops
@@ -606,6 +575,12 @@ class SuperstepDriver:
         self._state_sizes = StateSizes()
         self.release_outputs = release_outputs
         self._entry_due = entry_checkpoint
+        # Where the current turn began (a rollback goes back there): given by the host, else the engine as it is
+        # if it has no work yet (its input comes next), a fresh run before its start message, or where the run
+        # was restored to (a checkpoint, a continue-as-new) in the middle of a turn.
+        self._turn_start: EngineSnapshot | None = turn_start
+        self._turn_given = turn_start is not None
+        self._cancelled: list[str] = []
         self._out: list[DriverEvent] = []
         self._shown: WorkflowRunState | None = None
         self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
@@ -725,15 +700,60 @@ class SuperstepDriver:
             yield out
             raise
 
+    def turn_start(self) -> EngineSnapshot:
+        """Where the current turn began: what a rollback returns the run to."""
+        if self._turn_start is None:
+            engine = self.engine
+            fresh = self._entry_due and engine.superstep == 0 and not engine.state and not engine.outputs
+            self._turn_start = Engine(engine.topology).snapshot() if fresh else engine.snapshot()
+        return self._turn_start
+
+    def _interrupt(self, controls: Controls[Any]) -> None:
+        """Carry out a waiting interruption at this boundary, before input is taken (``concurrent_input``)."""
+        policy, controls.interrupt = controls.interrupt, None
+        engine = self.engine
+        cancelled, self._cancelled = self._cancelled, []
+        superstep = engine.superstep + 1 if cancelled else engine.superstep
+        rolled_back_to: int | None = None
+        changed: list[str] = []
+        if policy == "rollback":
+            start = self.turn_start()
+            rolled_back_to = start.superstep
+            before = engine.state
+            engine.roll_back(start, superstep_used=bool(cancelled))
+            after = engine.state
+            changed = sorted(k for k in before.keys() | after.keys() if before.get(k) is not after.get(k))
+        else:
+            policy = "interrupt"
+            engine.interrupt(superstep_used=bool(cancelled))
+        self._state_sizes = StateSizes()
+        self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
+        self.host.interrupted(engine, policy, changed)
+        self._emit(
+            WorkflowInterruptedEvent(
+                policy=policy,  # type: ignore[arg-type]
+                superstep=superstep,
+                cancelled=cancelled,
+                rolled_back_to=rolled_back_to,
+            )
+        )
+
     async def _loop(self) -> AsyncIterator[list[DriverEvent]]:
         engine, host, controls = self.engine, self.host, self._controls
+        self.turn_start()
         while True:
             had_work = engine.has_work()
             idle = None if had_work else engine.run_state()
             # The order at a boundary (docs/architecture.md): an accepted reset first (it wins over
-            # what was queued with it), then input, expiry, requested checkpoints, the decision.
+            # what was queued with it), then an interruption (a message sent while busy), input, expiry,
+            # requested checkpoints, the decision.
             if controls is not None and controls.reset is not None:
                 await host.carry_out_reset(engine)
+            if controls is not None and controls.interrupt is not None:
+                self._interrupt(controls)
+            if idle is not None and not self._turn_given:
+                self._turn_start = engine.snapshot()  # at rest: the input that wakes the run begins a new turn
+            self._turn_given = False
             if self._takes_input:
                 await host.take_input(engine)
             self.expire()
@@ -752,7 +772,7 @@ class SuperstepDriver:
                 )
             if self._out and self._pauses:
                 yield self._flush()
-            if engine.halted or (not engine.has_work() and host.may_finish(engine)):
+            if not engine.has_work() and host.may_finish(engine):
                 self._show_state()
                 host.on_status(RunStatus.COMPLETED, f"completed after {engine.superstep} supersteps")
                 if self._out:
@@ -813,26 +833,21 @@ class SuperstepDriver:
                 outcomes = await host.run_steps(tasks, engine)
             except StepsInterrupted:
                 engine.abort_superstep()
+                self._cancelled = executor_ids
                 return
-            # One look at each outcome: failed steps, a halt, unfinished steps (most supersteps: none of them).
+            # One look at each outcome: failed steps, unfinished steps (most supersteps: none of them).
             failed: list[tuple[StepTask, StepFailure]] = []
-            halted = unfinished = False
+            unfinished = False
             plain = True  # every outcome is a StepResult itself (then they are the results as they are)
             for t, o in zip(tasks, outcomes, strict=True):
                 if type(o) is StepResult:
-                    halted = halted or o.halt
                     continue
                 plain = False
                 if o is None:
                     unfinished = True
                 elif isinstance(o, StepFailure):
                     failed.append((t, o))
-                elif isinstance(o, StepResult):
-                    halted = halted or o.halt
-            # A step that ended the run (a LlamaIndex StopEvent) before the others finished: the host
-            # cancelled them (``run_steps``), and they commit nothing; the rest of the superstep commits.
-            halted = halted and not failed
-            if failed or (not halted and unfinished):
+            if failed or unfinished:
                 engine.abort_superstep()
                 for t, o in zip(tasks, outcomes, strict=True):
                     self._step_events(t, o, committed=False)
@@ -845,8 +860,6 @@ class SuperstepDriver:
                     first.cause,
                     error_type=first.error_type,
                     detail=first.message,
-                    attempts=first.attempts,
-                    elapsed_seconds=first.elapsed_seconds,
                     error_class=first.error_class,
                 )
             results = (
@@ -854,9 +867,8 @@ class SuperstepDriver:
                 if plain and type(outcomes) is list
                 else [o if isinstance(o, StepResult) else StepResult() for o in outcomes]
             )
-            finished = host.finish_order() if engine.topology.arrival_order else None
             try:
-                plan = engine.prepare_commit(results, finished)
+                plan = engine.prepare_commit(results)
             except WorkflowRunError:
                 engine.abort_superstep()
                 self._steps_uncommitted(tasks, outcomes)

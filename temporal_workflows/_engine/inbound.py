@@ -1,8 +1,8 @@
 """Outside input reaching the engine: what that means, written once for every host.
 
-Outside input (a graph's ``send`` / ``respond``, a LlamaIndex ``send_event``,
-the answers a parent hands a sub-workflow's child) reaches an engine only at a
-boundary, after its host checked it. The hosts differ in how input arrives and
+Outside input (a graph's ``send`` / ``respond``, the answers a parent hands a
+sub-workflow's child) reaches an engine only at a boundary, after its host
+checked it. The hosts differ in how input arrives and
 how it is checked (in process: the arguments of ``run()``, validated by a call;
 on Temporal: signals and updates, validated in activities; a child: its
 parent's answers), and in how they report what cannot be taken (a raised
@@ -12,12 +12,9 @@ taking it does is the same everywhere, and is this module:
 - :func:`open_request`: whether a response can still answer its request
   (pending, not answered already), or why not (:class:`Unanswerable`);
 - :func:`apply`: a checked item to the engine: a response answers its
-  request, a message is queued for its executor, an event goes where its
-  front end's routing policy sent it (:class:`Route`: the waits it answers,
-  then the steps it is delivered to). It returns what became of it
-  (:class:`Applied`): the requests it answered (a host remembers them to
-  say "already answered" later) and whether nothing took an event (the front
-  end's notice, e.g. LlamaIndex's ``UnhandledEvent``).
+  request, a message is queued for its executor. It returns what became of
+  it (:class:`Applied`): the requests it answered (a host remembers them to
+  say "already answered" later).
 
 Checkpoint and reset requests are outside input too, but they do not reach
 the engine: they act on the run around it, at fixed points of a boundary
@@ -28,35 +25,82 @@ plan) and the driver serves them there, the same on every host
 (``driver.serve_checkpoint_asks``; the order at a boundary is listed in
 docs/architecture.md).
 
-The routing policy itself belongs to the front end (graphs: a message goes to
-the executor the client names, a response to its request; LlamaIndex:
-``llama/_routing.route_event``); the host asks it (in process: a call; on
-Temporal: the ``route`` local activity, since event classes are user code)
-and hands the :class:`Route` here. Pure: no host, clock or I/O.
+A message goes to the executor the client names, a response to its request.
+Pure: no host, clock or I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Container
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar, get_args
 
 from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
 
 __all__ = [
+    "CONCURRENT_INPUT",
+    "DEFAULT_CONCURRENT_INPUT",
     "Applied",
+    "ConcurrentInput",
     "CheckpointAsk",
     "Controls",
     "Inbound",
     "InboundKind",
-    "Route",
     "Unanswerable",
     "apply",
+    "arrival",
+    "check_policy",
     "open_request",
+    "stronger",
 ]
 
-InboundKind = Literal["respond", "send", "event"]
+InboundKind = Literal["respond", "send"]
+
+ConcurrentInput = Literal["enqueue", "reject", "interrupt", "rollback"]
+"""What a message that arrives while the run is busy does (LangGraph's double-texting strategies):
+
+- ``"enqueue"``: it waits for the next boundary and is taken there (the default, as before);
+- ``"reject"``: it is refused (``RunInProgressError``), nothing delivered;
+- ``"interrupt"``: the running superstep's steps are cancelled and commit nothing, the turn's remaining work is
+  dropped, committed state stays, and the message is taken at that boundary;
+- ``"rollback"``: as interrupt, and the run first goes back to where it was before the turn's input.
+
+"Busy": the run is in a turn (it has work, a superstep is running, or input is queued that will give it work);
+a run that is idle, or only waits for answers, is not. A turn starts with the input that wakes the run (its
+start message, a message or an answer to an idle run) and ends when the run is idle again.
+"""
+
+CONCURRENT_INPUT: tuple[str, ...] = get_args(ConcurrentInput)
+DEFAULT_CONCURRENT_INPUT: ConcurrentInput = "enqueue"
+
+Arrival = Literal["take", "refuse", "interrupt", "rollback"]
+
+
+def check_policy(policy: object, what: str = "concurrent_input") -> ConcurrentInput:
+    """``policy`` if it is one of :data:`CONCURRENT_INPUT`.
+
+    Raises:
+        ValueError: naming the value and the policies.
+    """
+    if isinstance(policy, str) and policy in CONCURRENT_INPUT:
+        return policy  # type: ignore[return-value]
+    raise ValueError(f"{what} must be one of {', '.join(CONCURRENT_INPUT)}, not {policy!r}")
+
+
+def arrival(policy: ConcurrentInput, *, busy: bool) -> Arrival:
+    """What a message does when it arrives, by its policy and whether the run is busy (the one rule)."""
+    if not busy or policy == "enqueue":
+        return "take"
+    if policy == "reject":
+        return "refuse"
+    return policy
+
+
+def stronger(a: str | None, b: str) -> str:
+    """Of two interruptions waiting for one boundary, the one carried out: a rollback wins over an interrupt."""
+    return "rollback" if "rollback" in (a, b) else b
+
 
 _Plan = TypeVar("_Plan")
 
@@ -66,10 +110,8 @@ class Inbound:
     """One piece of outside input, as a host queues it until a boundary.
 
     Attributes:
-        kind: ``"respond"`` (an answer), ``"send"`` (a message for one executor)
-            or ``"event"`` (routed at the boundary by the front end's policy).
-        key: The request id, the executor id, or the step an event is addressed
-            to (``""`` for none).
+        kind: ``"respond"`` (an answer) or ``"send"`` (a message for one executor).
+        key: The request id, or the executor id.
         value: The input, as an envelope.
         checked: Whether its host checked it already (an update's input, a
             value validated at arrival); unchecked input is checked at the
@@ -80,6 +122,9 @@ class Inbound:
     key: str
     value: Envelope
     checked: bool = False
+    interrupts: bool = False
+    """It arrived while the run was busy, with policy interrupt or rollback: its host takes it only at a
+    boundary where that interruption was carried out (``Controls.interrupt``), never at one before."""
 
 
 @dataclass(eq=False, slots=True)
@@ -123,6 +168,9 @@ class Controls(Generic[_Plan]):
 
     checkpoints: list[CheckpointAsk] = field(default_factory=list)
     reset: _Plan | None = None
+    interrupt: str | None = None
+    """``"interrupt"`` or ``"rollback"``: a message that arrived while the run was busy, with that policy, waits
+    (in the host's queue of input); its turn is interrupted at the next boundary, before input is taken."""
 
     def __bool__(self) -> bool:
         """Whether anything waits for a boundary (an idle run wakes for it)."""
@@ -133,19 +181,10 @@ class Controls(Generic[_Plan]):
         """Whether a reset waits: a running superstep is abandoned for it."""
         return self.reset is not None
 
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """Where a checked event goes, as its front end's routing policy decided at the boundary.
-
-    Attributes:
-        answers: Pending request ids it answers, in order (a request no longer
-            pending when the route is applied is skipped).
-        targets: Executors it is delivered to, in order.
-    """
-
-    answers: Sequence[str] = ()
-    targets: Sequence[str] = ()
+    @property
+    def abandons(self) -> bool:
+        """Whether a running superstep is abandoned (its steps cancelled): a reset or an interruption waits."""
+        return self.reset is not None or self.interrupt is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,12 +193,9 @@ class Applied:
 
     Attributes:
         answered: The request ids it answered.
-        unhandled: An event nothing took (no wait answered, no target): the
-            host publishes its front end's notice, if it has one.
     """
 
     answered: tuple[str, ...] = ()
-    unhandled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,27 +238,18 @@ def open_request(
     return Unanswerable(request_id, answered=False, pending=tuple(sorted(engine.pending_requests)))
 
 
-def apply(engine: Engine, item: Inbound, route: Route | None = None) -> Applied:
-    """Hand a checked item to the engine, at a boundary; ``route`` is where an event goes.
+def apply(engine: Engine, item: Inbound) -> Applied:
+    """Hand a checked item to the engine, at a boundary.
 
     Raises:
         UnknownRequestError: a response's request is not pending (check it with :func:`open_request`).
         WorkflowError: a message names an executor the graph does not have.
-        ValueError: an unchecked item, or an event without its route.
+        ValueError: an unchecked item.
     """
     if not item.checked:
         raise ValueError(f"outside input ({item.kind} {item.key!r}) reaches the engine only once checked")
     if item.kind == "respond":
         engine.respond(item.key, item.value)
         return Applied(answered=(item.key,))
-    if item.kind == "send":
-        engine.send(item.key, item.value)
-        return Applied()
-    if route is None:
-        raise ValueError("an event reaches the engine only with its route")
-    answered = tuple(rid for rid in route.answers if rid in engine.pending_requests)
-    for rid in answered:
-        engine.respond(rid, item.value)
-    for target in route.targets:
-        engine.send(target, item.value)
-    return Applied(answered=answered, unhandled=not (route.answers or route.targets))
+    engine.send(item.key, item.value)
+    return Applied()

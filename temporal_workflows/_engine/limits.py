@@ -46,6 +46,8 @@ __all__ = [
     "check_step_result",
     "input_may_exceed",
     "json_size",
+    "allow_stored_values",
+    "stored_value_threshold",
     "max_payload_bytes",
     "state_entry_size",
     "too_large",
@@ -97,8 +99,30 @@ _FRAMING_PER_PART = 512
 """Upper bound of the JSON around one value in a step result (key, type name, ids), for the fast path."""
 
 
+_STORED_VALUE_LIMIT: list[int] = []
+"""Set when this process keeps large values by reference (``LargeValues``): the largest value it takes."""
+
+
+def allow_stored_values(max_value_bytes: int | None, threshold: int | None = None) -> None:
+    """This process keeps values over a threshold in a store (``None``: no longer): values up to
+    ``max_value_bytes`` pass :func:`max_payload_bytes` (a reference is what a payload then holds).
+
+    Set by ``TemporalWorkflowsPlugin(large_values=...)`` in the workers and clients that have the store; no
+    I/O here, only the number.
+    """
+    _STORED_VALUE_LIMIT.clear()
+    if max_value_bytes is not None:
+        _STORED_VALUE_LIMIT.extend((max_value_bytes, threshold or 0))
+
+
+def stored_value_threshold() -> int | None:
+    """With a store for large values in this process: payloads of at least this many bytes go there."""
+    return (_STORED_VALUE_LIMIT[1] or None) if _STORED_VALUE_LIMIT else None
+
+
 def max_payload_bytes() -> int:
-    """The payload limit in bytes: :data:`ENV_MAX_PAYLOAD_BYTES` if set, else the default.
+    """The payload limit in bytes: :data:`ENV_MAX_PAYLOAD_BYTES` if set, else the default; with a store for
+    large values (:func:`allow_stored_values`), the largest value it takes, if that is more.
 
     Read on every call, so a test or a process can change it without
     reloading anything.
@@ -109,8 +133,9 @@ def max_payload_bytes() -> int:
             let the opaque Temporal error back in.
     """
     raw = os.environ.get(ENV_MAX_PAYLOAD_BYTES, "").strip()
+    stored = _STORED_VALUE_LIMIT[0] if _STORED_VALUE_LIMIT else 0
     if not raw:
-        return DEFAULT_MAX_PAYLOAD_BYTES
+        return max(DEFAULT_MAX_PAYLOAD_BYTES, stored)
     try:
         value = int(raw)
     except ValueError:
@@ -119,11 +144,31 @@ def max_payload_bytes() -> int:
         raise WorkflowError(
             f"{ENV_MAX_PAYLOAD_BYTES}={raw!r} must be a whole number of bytes, at least {MIN_MAX_PAYLOAD_BYTES:,}"
         )
-    return value
+    return max(value, stored)
+
+
+_MEASURED: dict[int, tuple[str, int]] = {}
+"""The JSON sizes of the last few very large strings measured, by identity (each kept alive by its entry)."""
+_MEASURED_KEPT = 8
+_MEASURED_FROM = 1 << 20
 
 
 def json_size(data: Any) -> int:
-    """Bytes of ``data`` as compact UTF-8 JSON: what the pydantic data converter sends for it."""
+    """Bytes of ``data`` as compact UTF-8 JSON: what the pydantic data converter sends for it.
+
+    A very large string (a document kept by reference, one message through several steps) is measured
+    once: the same object passes the step's events, the next step's input and its events in one workflow
+    task, and measuring 100 MB takes a third of a second (the SDK allows a workflow task 2 s of code).
+    """
+    if type(data) is str and len(data) >= _MEASURED_FROM:
+        known = _MEASURED.get(id(data))
+        if known is not None and known[0] is data:
+            return known[1]
+        size = len(to_json(data))
+        if len(_MEASURED) >= _MEASURED_KEPT:
+            del _MEASURED[next(iter(_MEASURED))]
+        _MEASURED[id(data)] = (data, size)
+        return size
     return len(to_json(data))
 
 

@@ -77,10 +77,9 @@ def is_shared_key(key: str) -> bool:
     """Whether ``key`` is shared state, the part of the state a user reads and writes by name.
 
     Keys under :data:`EXECUTOR_STATE_PREFIX` are the engine's: executors'
-    private state and checkpoint state, sub-workflow bookkeeping, LlamaIndex
-    waits. Every view of "the state" a user sees (``get_final_state``, the
-    ``state`` query, a LlamaIndex ``Context``'s store) leaves them out through
-    this one rule.
+    private state and checkpoint state, sub-workflow bookkeeping. Every view
+    of "the state" a user sees (``get_final_state``, the ``state`` query)
+    leaves them out through this one rule.
     """
     return not key.startswith(EXECUTOR_STATE_PREFIX)
 
@@ -136,19 +135,10 @@ class Topology:
         edges: Display form of every edge group (kind, sources, targets, labels).
         subworkflows: Executor id → child graph name, for each ``WorkflowExecutor``
             (each of its steps runs a child run of that graph: ``_engine/subworkflows.py``).
-        batched: Executors that take every message delivered to them in one
-            superstep as one task (``kind="batch"``, in delivery order), so the
-            executor decides how they run (LlamaIndex steps: one after another,
-            or ``num_workers`` at a time, seeing each other's writes). Empty for
-            graphs: each message is its own task.
         output_from: Executors whose yields are workflow outputs; ``None``: every
             executor's (unless ``intermediate_from`` is set, as in Agent Framework).
         intermediate_from: Executors whose yields are intermediate outputs
             (``intermediate`` events, not part of the run's outputs).
-        arrival_order: What a superstep's steps send is queued in the order
-            the steps finished, which the host reports (LlamaIndex hands a
-            step's events on when it returns); otherwise in task order (graphs).
-            Everything else of the commit stays in task order.
     """
 
     name: str | None
@@ -160,10 +150,8 @@ class Topology:
     signature_hash: str
     edges: tuple[dict[str, Any], ...] = ()
     subworkflows: dict[str, str] = field(default_factory=dict)
-    batched: tuple[str, ...] = ()
     output_from: tuple[str, ...] | None = None
     intermediate_from: tuple[str, ...] = ()
-    arrival_order: bool = False
 
     def output_kind(self, executor_id: str) -> Literal["output", "intermediate"] | None:
         """What an executor's ``yield_output`` makes: an output, an intermediate output, or nothing shown.
@@ -233,9 +221,7 @@ class StepTask:
         index: Its position in the superstep; fixes commit order.
         executor_id: The executor to invoke.
         kind: ``"message"`` (one message), ``"fan_in"`` (a list, one per
-            buffered message), ``"batch"`` (a list: the messages a
-            ``Topology.batched`` executor got in one superstep, when more than
-            one) or ``"response"`` (a response to a request).
+            buffered message) or ``"response"`` (a response to a request).
         messages: The message(s); for ``response`` the response itself.
         source_ids: Who sent each message (``None`` for outside input).
         request: The answered request, for ``response`` tasks.
@@ -244,7 +230,7 @@ class StepTask:
     superstep: int
     index: int
     executor_id: str
-    kind: Literal["message", "fan_in", "batch", "response"]
+    kind: Literal["message", "fan_in", "response"]
     messages: tuple[Envelope, ...]
     source_ids: tuple[str | None, ...] = ()
     request: PendingRequest | None = None
@@ -267,18 +253,6 @@ class StateWrite:
 class StepResult:
     """What one step produced; nothing of it is visible until the commit.
 
-    ``halt``: the step ended the run (a LlamaIndex ``StopEvent``): at this
-    superstep's commit every queued message, fan-in buffer and unanswered
-    request is dropped, and the run finishes at the boundary whatever the host
-    would otherwise wait for (a keep-alive run included). The superstep's other
-    results still commit (in task order), so a halt is as deterministic as any
-    commit.
-
-    ``answers``: ``(request_id, response)`` for pending requests the step
-    answers itself (a LlamaIndex event sent by one step that a
-    ``wait_for_event`` of another awaits): at the commit each still-pending one
-    is answered as a response from outside would be, delivered next superstep;
-    one already answered (by an earlier task of the superstep) is left alone.
     Attributes:
         emitted: What the step did, in the order it did it: ``"s<n>"`` for a
             ``send_message`` that made the next ``n`` routed messages of ``sent``
@@ -296,8 +270,6 @@ class StepResult:
     outputs: list[Envelope] = field(default_factory=list)
     requests: list[PendingRequest] = field(default_factory=list)
     events: list[Envelope] = field(default_factory=list)
-    halt: bool = False
-    answers: list[tuple[str, Envelope]] = field(default_factory=list)
     emitted: list[str] = field(default_factory=list)
     unrouted: list[Envelope] = field(default_factory=list)
 
@@ -333,8 +305,6 @@ class CommitPlan:
     outputs: list[Output]
     requests: list[PendingRequest]
     keys_written: list[str]
-    halt: bool = False
-    answers: list[tuple[str, Envelope]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -490,9 +460,6 @@ class Engine:
         self.outputs: list[Output] = []
         self.outputs_released = 0
         """How many of the run's oldest outputs it has released (:meth:`release_outputs`)."""
-        self.halted = False
-        """A step ended the run (``StepResult.halt``): the driver finishes it at the next boundary."""
-        self._batched = frozenset(topology.batched)
         self._running: list[StepTask] | None = None
         # Requests answered but not yet delivered (their response task still to run).
         self._answered: dict[str, PendingRequest] = {}
@@ -584,17 +551,7 @@ class Engine:
             )
         step = self.superstep + 1
         tasks: list[StepTask] = []
-        batched = self._batched
-        batch_of: dict[str, int] = {}
         for d in self.pending:
-            if batched and d.fan_in is None and d.target_id in batched:
-                i = batch_of.get(d.target_id)
-                if i is not None:  # a further message for a batched executor joins its task
-                    t = tasks[i]
-                    messages, sources = t.messages + d.messages, t.source_ids + d.source_ids
-                    tasks[i] = StepTask(step, i, t.executor_id, "batch", messages, sources)
-                    continue
-                batch_of[d.target_id] = len(tasks)
             kind: Literal["message", "fan_in"] = "fan_in" if d.fan_in is not None else "message"
             tasks.append(StepTask(step, len(tasks), d.target_id, kind, d.messages, d.source_ids))
         for rid, resp in self.responses:
@@ -610,14 +567,8 @@ class Engine:
         """Drop the running superstep: nothing it did is committed (a step failed)."""
         self._running = None
 
-    def prepare_commit(self, results: list[StepResult], finished: Sequence[int] | None = None) -> CommitPlan:
+    def prepare_commit(self, results: list[StepResult]) -> CommitPlan:
         """Merge the superstep's results in task order.
-
-        Args:
-            finished: Task indices in the order the steps finished, as the
-                host saw them: with ``Topology.arrival_order``, what the
-                steps sent is queued in that order (a list that is not a
-                permutation of the superstep's tasks is ignored).
 
         Raises:
             StateConflictError: two steps wrote one key without a reducer.
@@ -633,23 +584,8 @@ class Engine:
         sent: list[RoutedMessage] = []
         outputs: list[Output] = []
         requests: list[PendingRequest] = []
-        halt = False
-        answers: list[tuple[str, Envelope]] = []
-        arrival = (
-            self.topology.arrival_order
-            and finished is not None
-            and sorted(finished) == list(range(len(tasks)))
-            and list(finished) != list(range(len(tasks)))
-        )
-        if arrival:
-            assert finished is not None
-            for i in finished:
-                sent.extend(results[i].sent)
         for task, result in zip(tasks, results, strict=True):
             # (Each part is looked at only when the step made some: most steps make one or two kinds.)
-            halt = halt or result.halt
-            if result.answers:
-                answers.extend(result.answers)
             if result.writes:
                 own: dict[str, list[StateWrite]] = {}
                 for w in result.writes:
@@ -662,7 +598,7 @@ class Engine:
                         writes_by_key.setdefault(key, []).extend(ws)
                     else:
                         writes_by_key[key] = ws[-1:]  # a step's own later write wins over its earlier ones
-            if not arrival and result.sent:
+            if result.sent:
                 sent.extend(result.sent)
             if result.outputs and self.topology.output_kind(task.executor_id) == "output":
                 outputs.extend(Output(task.executor_id, o) for o in result.outputs)
@@ -697,8 +633,6 @@ class Engine:
             outputs,
             requests,
             list(writes_by_key),
-            halt,
-            answers,
         )
 
     def _conflict(self, key: str, executor_ids: tuple[str, str], superstep: int) -> StateConflictError:
@@ -756,11 +690,6 @@ class Engine:
                 req = replace(req, created_at=now, deadline=deadline)
             self.pending_requests[req.request_id] = req
         self.responses = []
-        for rid, response in plan.answers:  # a step's answers, in task order: the first one wins
-            answered = self.pending_requests.pop(rid, None)
-            if answered is not None:
-                self.responses.append((rid, response))
-                self._answered[rid] = answered
         # Queue direct routed messages; buffer fan-in messages and release full groups.
         pending: list[RoutedMessage] = []
         touched: list[str] = []
@@ -784,19 +713,46 @@ class Engine:
                 del self.fan_in_buffers[gid]
                 pending.append(RoutedMessage(group.target, tuple(msgs), tuple(sources), gid))
         self.pending = pending
-        if plan.halt:
-            # The run ends here: nothing queued, buffered or asked for outlives it.
-            self.pending = []
-            self.fan_in_buffers = {}
-            self.pending_requests = {}
-            self.responses = []
-            self._answered = {}
-            self.halted = True
         self.superstep = plan.superstep
         self.iterations += 1
         self._running = None
 
     # -- status and snapshots -----------------------------------------------
+
+    def interrupt(self, *, superstep_used: bool = True) -> None:
+        """Interrupt the current turn at a boundary: drop its work not yet done; keep what it committed.
+
+        The superstep that was running, if one was (``superstep_used``; its
+        host aborted it), keeps its number (the next one takes the number
+        after it: step ids stay unique on Temporal), the messages queued for later supersteps and the fan-in
+        buffers are dropped; committed state, pending requests, answers not
+        yet delivered and outputs stay.
+        """
+        self._running = None
+        self.superstep += superstep_used
+        self.pending = []
+        self.fan_in_buffers = {}
+        self.iterations = 0
+
+    def roll_back(self, snap: EngineSnapshot, *, superstep_used: bool = True) -> None:
+        """Interrupt, and go back to ``snap`` (the boundary before the turn's input), superstep numbers onward.
+
+        The snapshot is one this engine took itself (never outside input), so
+        it is not checked again.
+        """
+        superstep = self.superstep + superstep_used
+        self._running = None
+        self.state = dict(snap.state)
+        self.pending = list(snap.pending)
+        self.fan_in_buffers = {g: {s: list(m) for s, m in b.items()} for g, b in snap.fan_in_buffers.items()}
+        answered_ids = {rid for rid, _ in snap.responses}
+        self.pending_requests = {k: v for k, v in snap.pending_requests.items() if k not in answered_ids}
+        self._answered = {k: v for k, v in snap.pending_requests.items() if k in answered_ids}
+        self.responses = list(snap.responses)
+        self.outputs = list(snap.outputs)
+        self.outputs_released = snap.outputs_released
+        self.superstep = superstep
+        self.iterations = 0
 
     def run_state(self) -> WorkflowRunState:
         if self.has_work():

@@ -285,11 +285,6 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
         self._result.events.append(encode(event, what=f"event from executor {self.executor_id!r}"))
         self._result.emitted.append("e")
 
-    def _add_encoded_event(self, env: Envelope) -> None:
-        """:meth:`add_event` for an event a front end encoded itself (its JSON known: no pydantic round)."""
-        self._result.events.append(env)
-        self._result.emitted.append("e")
-
     def _publish_live(self, event: LiveEvent, *, counted: bool = True) -> None:
         what = f"live event from executor {self.executor_id!r}"
         tags = {
@@ -572,7 +567,7 @@ async def _run_handler(
         async with checkpoint_hooks(ex, state, ctx._result):
             await ex._invoke_response(rspec, request, response, ctx)
         return ctx._result
-    if task.kind in ("fan_in", "batch"):
+    if task.kind == "fan_in":
         value: Any = [decode(m) for m in task.messages]
         spec = ex.find_handler(value)
     else:

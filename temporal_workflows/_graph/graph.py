@@ -7,8 +7,7 @@ Only step hosts (the in-process runner, Temporal activities) touch a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, Union
 
 from temporal_workflows._engine.machine import PendingRequest, RoutedMessage, Topology
@@ -19,24 +18,7 @@ from temporal_workflows._graph.executor import Executor
 from temporal_workflows._graph.typecheck import flatten
 from temporal_workflows._requests import RequestTimedOut
 
-__all__ = ["EventRoute", "Graph"]
-
-
-@dataclass(frozen=True, slots=True)
-class EventRoute:
-    """Where an event from outside goes, as the front end's routing policy decides it at a boundary.
-
-    Attributes:
-        value: The event, typed.
-        answers: Pending request ids it answers, in order.
-        targets: Executors it is delivered to.
-        notice: What the run publishes when nothing took it (a custom event), or ``None``.
-    """
-
-    value: Envelope
-    answers: tuple[str, ...] = ()
-    targets: tuple[str, ...] = ()
-    notice: Envelope | None = None
+__all__ = ["Graph"]
 
 
 class Graph:
@@ -67,11 +49,6 @@ class Graph:
     @property
     def name(self) -> str | None:
         return self.topology.name
-
-    def edge_labels(self, group: EdgeGroup) -> tuple[str, ...]:
-        """Labels for people on a group's edges beyond its conditions' names (a graph's picture as data,
-        ``shape.py``): none here; a LlamaIndex workflow's graph names the events its edges carry."""
-        return ()
 
     def route(self, source_id: str, value: Any, envelope: Envelope, target_id: str | None) -> list[RoutedMessage]:
         """Where a message sent by ``source_id`` goes.
@@ -168,25 +145,6 @@ class Graph:
         if isinstance(typed, RequestTimedOut):
             raise posing
         return encode(typed, what=f"response to request {rid!r}")
-
-    def route_event(
-        self, event: Envelope, step: str | None, pending: Sequence[PendingRequest], *, busy: bool
-    ) -> EventRoute:
-        """Route an event sent into the run (a front end's outside input, e.g. LlamaIndex's ``send_event``).
-
-        A graph takes outside input as a message for one executor (``send``)
-        or a response to one request (``respond``), which the client names;
-        a front end whose model routes events itself overrides this.
-
-        Raises:
-            UndeliverableMessageError: This graph does not route events.
-        """
-        raise UndeliverableMessageError(
-            f"graph {self.name!r} does not route events: send a message to an executor, or respond to a request",
-            source_id="<input>",
-            type_name=event.type or "json",
-            targets=[step] if step else [],
-        )
 
     def validate_message(self, executor_id: str, message: Envelope) -> Envelope:
         """A message from outside, typed as one of ``executor_id``'s handlers expects it.

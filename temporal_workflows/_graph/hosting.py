@@ -1,8 +1,7 @@
-"""What a host needs of a workflow object: the graph :class:`Workflow` it is, or compiles to.
+"""What a host needs of a workflow object: the graph :class:`Workflow` it is.
 
 Hosts, the plugin and the sub-workflow executor take "a workflow" (a built
-graph, or another front end's workflow such as ``temporal_workflows.llama.Workflow``)
-and need the graph. They ask through :data:`GRAPH_HOOK` rather than by
+graph) and need the graph. They ask through :data:`GRAPH_HOOK` rather than by
 ``isinstance(obj, Workflow)``, so they need not import ``_graph/workflow.py``,
 which itself imports the hosts it runs on (in process, and ``on_temporal``):
 no import cycle between the graph API and its hosts.
@@ -18,11 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["GRAPH_HOOK", "as_graph_workflow", "is_graph_workflow"]
 
 GRAPH_HOOK = "__temporal_workflows_graph__"
-"""Name of the method a workflow object has to return the graph :class:`Workflow` it is or compiles to.
-
-A graph ``Workflow`` returns itself; another front end's workflow object
-(LlamaIndex's ``temporal_workflows.llama.Workflow``) returns the graph it
-compiles to, so the plugin, worker and CLI host it as they host graphs."""
+"""Name of the method a workflow object has to return the graph :class:`Workflow` it is (a graph returns itself)."""
 
 
 def is_graph_workflow(obj: Any) -> bool:
@@ -32,7 +27,7 @@ def is_graph_workflow(obj: Any) -> bool:
 
 
 def as_graph_workflow(obj: Any) -> Workflow:
-    """The graph :class:`Workflow` for ``obj``: itself, or what its front end compiles it to (:data:`GRAPH_HOOK`).
+    """The graph :class:`Workflow` for ``obj``: itself, found through :data:`GRAPH_HOOK`.
 
     Raises:
         TypeError: ``obj`` is neither.
@@ -43,7 +38,4 @@ def as_graph_workflow(obj: Any) -> Workflow:
         if is_graph_workflow(graph):
             found: Workflow = graph
             return found
-    raise TypeError(
-        f"{type(obj).__name__} is not a workflow: expected a built graph (WorkflowBuilder.build()) or a "
-        "temporal_workflows.llama.Workflow"
-    )
+    raise TypeError(f"{type(obj).__name__} is not a workflow: expected a built graph (WorkflowBuilder.build())")

@@ -40,8 +40,7 @@ class EdgeShape:
         conditional: A ``single`` edge with a condition (drawn dashed).
         labels: For people: the condition's name (``single``), each case's
             (``switch_case``, ``"default"`` for the default), or the selection
-            function's (``multi_selection``); for a LlamaIndex workflow's
-            steps, the events the source returns that the targets accept.
+            function's (``multi_selection``).
     """
 
     kind: str
@@ -76,7 +75,7 @@ def _label(fn: Callable[..., Any] | None) -> str:
     return label_of(fn) or ""
 
 
-def _edge_shape(g: EdgeGroup, extra: tuple[str, ...] = ()) -> EdgeShape:
+def _edge_shape(g: EdgeGroup) -> EdgeShape:
     labels: list[str] = []
     if g.kind == "switch_case":
         targets = [t for _, t in g.cases]
@@ -87,7 +86,6 @@ def _edge_shape(g: EdgeGroup, extra: tuple[str, ...] = ()) -> EdgeShape:
             labels = [_label(g.condition)]
         elif g.kind == "multi_selection" and g.selection is not None:
             labels = [_label(g.selection)]
-    labels += extra
     return EdgeShape(
         kind=g.kind,
         sources=tuple(g.sources),
@@ -111,7 +109,7 @@ def graph_shape(graph: Graph) -> GraphShape:
         name=graph.topology.name,
         start=graph.topology.start_executor_id,
         executors=tuple(graph.executors),
-        groups=tuple(_edge_shape(g, graph.edge_labels(g)) for g in graph.groups),
+        groups=tuple(_edge_shape(g) for g in graph.groups),
         subworkflows=subs,
     )
 

@@ -34,7 +34,7 @@ _UNION_ORIGINS: tuple[Any, ...] = (Union, types.UnionType)
 def caller_locals(depth: int, frames: int) -> dict[str, Any]:
     """Locals of ``frames`` frames from ``depth`` up (1 is the caller, 2 the caller's caller).
 
-    A decorator (``@handler``, LlamaIndex's ``@step``) resolves its function's
+    A decorator (``@handler``, ``@executor``) resolves its function's
     annotations with these as ``localns``, so a type defined in a function
     body (a test, a notebook cell wrapped in a function) resolves as it would
     at module level. The nearest frame wins a name two frames define.

@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Awaitable, Collection, Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from temporal_workflows._engine.inbound import ConcurrentInput
 from temporal_workflows._engine.registry import declare
 from temporal_workflows._errors import WorkflowRunError, attach_result
 from temporal_workflows._events import RequestInfoEvent, WorkflowEvent, WorkflowRunResult, WorkflowRunState
@@ -177,6 +178,7 @@ class Workflow:
         checkpoint_storage: CheckpointStorage | None = ...,
         function_invocation_kwargs: Mapping[str, Any] | None = ...,
         client_kwargs: Mapping[str, Any] | None = ...,
+        concurrent_input: ConcurrentInput | None = ...,
     ) -> RunStream: ...
 
     @overload
@@ -191,6 +193,7 @@ class Workflow:
         include_status_events: bool = ...,
         function_invocation_kwargs: Mapping[str, Any] | None = ...,
         client_kwargs: Mapping[str, Any] | None = ...,
+        concurrent_input: ConcurrentInput | None = ...,
     ) -> Awaitable[WorkflowRunResult]: ...
 
     def run(
@@ -204,6 +207,7 @@ class Workflow:
         include_status_events: bool = False,
         function_invocation_kwargs: Mapping[str, Any] | None = None,
         client_kwargs: Mapping[str, Any] | None = None,
+        concurrent_input: ConcurrentInput | None = None,
     ) -> RunStream | Awaitable[WorkflowRunResult]:
         """Run in this process until the graph is idle.
 
@@ -229,6 +233,10 @@ class Workflow:
                 gives each executor its own. They hold for the run (a call
                 continuing it with responses keeps them unless it gives new
                 ones) and must be plain JSON (they reach steps on Temporal too).
+            concurrent_input: What a message :meth:`send` brings while this run
+                is busy does by default: ``"enqueue"`` (the default), ``"reject"``,
+                ``"interrupt"`` or ``"rollback"`` (docs/concurrent-input.md). A
+                second ``run()`` while one goes is refused, as in Agent Framework.
 
         Raises:
             WorkflowRunError: the run failed (``ExecutorFailedError``,
@@ -247,10 +255,37 @@ class Workflow:
             checkpoint_storage=checkpoint_storage if checkpoint_storage is not None else self._storage,
             stream=stream,
             invocation_kwargs=invocation_kwargs(function_invocation_kwargs, client_kwargs),
+            concurrent_input=concurrent_input,
         )
         if stream:
             return events
         return self._collect(events, include_status_events)
+
+    def send(
+        self, message: Any, *, executor_id: str | None = None, policy: ConcurrentInput | None = None
+    ) -> dict[str, Any]:
+        """Send a message into the ``run()`` in progress (from another task), taken at its next boundary.
+
+        The in-process twin of ``RunHandle.send``: while a ``run()`` goes (awaited
+        or streamed), a second message reaches it here rather than by a second
+        ``run()``, which is refused. ``policy`` (default: the run's
+        ``concurrent_input``) says what the message does if the run is busy:
+        waits for the next boundary (``"enqueue"``), is refused (``"reject"``),
+        or cancels the running superstep and is taken at once, keeping the
+        turn's committed state (``"interrupt"``) or after going back to where
+        the run was before the turn's input (``"rollback"``). Returns
+        ``{"executor_id", "accepted": True, "policy", "interrupts"}``.
+
+        Args:
+            executor_id: Who gets it; the start executor by default.
+
+        Raises:
+            RunClosedError: no ``run()`` is in progress.
+            RunInProgressError: the run is busy and the policy is ``"reject"``.
+            UndeliverableMessageError: the executor has no handler for it.
+            ValueError: an unknown policy.
+        """
+        return self._runner.send(message, executor_id=executor_id, policy=policy)
 
     def run_stream(
         self,
@@ -456,9 +491,7 @@ def load_workflow(spec: str) -> Workflow:
     obj: Any = import_user_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
-    if isinstance(obj, type) and hasattr(obj, GRAPH_HOOK) and not issubclass(obj, Workflow):
-        obj = obj()  # a LlamaIndex workflow class: its instance is the workflow
-    elif isinstance(obj, Executor):
+    if isinstance(obj, Executor):
         raise TypeError(
             f"{spec!r} is an executor ({type(obj).__name__} {obj.id!r}), not a workflow: name the graph built "
             "from it (WorkflowBuilder(start_executor=...).build())"
@@ -483,6 +516,5 @@ def load_workflow(spec: str) -> Workflow:
         return as_graph_workflow(obj)
     except TypeError:
         raise TypeError(
-            f"{spec!r} is a {type(obj).__name__}, not a built Workflow (call WorkflowBuilder.build()) "
-            "nor a temporal_workflows.llama.Workflow"
+            f"{spec!r} is a {type(obj).__name__}, not a built Workflow (call WorkflowBuilder.build())"
         ) from None

@@ -28,16 +28,31 @@ from temporal_workflows._engine.driver import (
     ReducerFailed,
     StepFailure,
     StepOutcome,
+    StepsInterrupted,
     SuperstepDriver,
     serve_checkpoint_asks,
 )
-from temporal_workflows._engine.inbound import CheckpointAsk, Inbound, Unanswerable, apply, open_request
+from temporal_workflows._engine.inbound import (
+    DEFAULT_CONCURRENT_INPUT,
+    CheckpointAsk,
+    ConcurrentInput,
+    Controls,
+    Inbound,
+    Unanswerable,
+    apply,
+    arrival,
+    check_policy,
+    open_request,
+    stronger,
+)
 from temporal_workflows._engine.limits import max_payload_bytes
 from temporal_workflows._engine.machine import Engine, Reduction, StepTask
 from temporal_workflows._engine.serde import Envelope, encode
 from temporal_workflows._engine.subworkflows import SubWorkflowSuperstep
 from temporal_workflows._errors import (
     RequestTimeoutError,
+    RunClosedError,
+    RunInProgressError,
     UndeliverableMessageError,
     UnknownRequestError,
     WorkflowError,
@@ -98,6 +113,42 @@ class _GraphLocalHost(DriverHost):
         self.streaming = streaming
         self.invocation_kwargs = invocation_kwargs
         self.live: LiveQueue[DriverEvent] = LiveQueue()
+        # Messages sent into the run while it goes (``GraphLocalRunner.send``), taken at the next boundary.
+        self.inbox: list[Inbound] = []
+        self.controls: Controls[Any] = Controls()
+        self.engine: Engine | None = None
+        self.closed = False
+        self._steps_task: asyncio.Task[Any] | None = None  # the task running a superstep's steps (to cancel them)
+        self._cancelling = False
+
+    def busy(self) -> bool:
+        """Whether the run is in a turn: a superstep running, work queued, or input waiting for the boundary."""
+        engine = self.engine
+        return self._steps_task is not None or bool(self.inbox) or (engine is not None and engine.has_work())
+
+    def interrupt_steps(self) -> None:
+        """Cancel the running superstep's steps: ``run_steps`` then raises ``StepsInterrupted``."""
+        if self._steps_task is not None and not self._cancelling:
+            self._cancelling = True  # once per superstep: a second message that interrupts waits with the first
+            self._steps_task.cancel()
+
+    async def take_input(self, engine: Engine) -> None:
+        while self.inbox:
+            apply(engine, self.inbox.pop(0))
+
+    def may_finish(self, engine: Engine) -> bool:
+        # Input sent after this boundary took its input keeps the run going; otherwise it ends here, and
+        # nothing more is accepted (``closed``), so nothing sent is left behind untaken.
+        if self.inbox or self.controls.interrupt is not None:
+            return False
+        self.closed = True
+        return True
+
+    async def wait_for_input(self, engine: Engine) -> None:
+        return  # (only reached with input waiting: ``may_finish``)
+
+    def interrupted(self, engine: Engine, policy: str, changed_keys: Sequence[str]) -> None:
+        pass  # (nothing kept beside the engine: its storage gets whole checkpoints)
 
     def for_sub_workflow(self, graph: Graph, run_id: str) -> _GraphLocalHost:
         """The host of a sub-workflow's child run: no checkpoints, read as its parent is (streamed or not)."""
@@ -126,15 +177,27 @@ class _GraphLocalHost(DriverHost):
             return StepFailure.of(e)
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
-        if SubWorkflowSuperstep.any_in(engine.topology, tasks):
-            return await run_with_sub_workflows(self, tasks, engine)
-        state = engine.state
-        if len(tasks) == 1:  # (most supersteps of a chain: no gather, and no coroutine around the step's own)
-            try:
-                return [await self._step(tasks[0], state)]
-            except Exception as e:
-                return [StepFailure.of(e)]
-        return list(await asyncio.gather(*(self._run_task(t, state) for t in tasks)))
+        # A message sent with policy interrupt or rollback cancels this task where it awaits the steps
+        # (``interrupt_steps``): nothing is added to a superstep that no such message reaches.
+        self._steps_task = asyncio.current_task()
+        try:
+            if SubWorkflowSuperstep.any_in(engine.topology, tasks):
+                return await run_with_sub_workflows(self, tasks, engine)
+            state = engine.state
+            if len(tasks) == 1:  # (most supersteps of a chain: no gather, and no coroutine around the step's own)
+                try:
+                    return [await self._step(tasks[0], state)]
+                except Exception as e:
+                    return [StepFailure.of(e)]
+            return list(await asyncio.gather(*(self._run_task(t, state) for t in tasks)))
+        except asyncio.CancelledError:
+            task = self._steps_task
+            if self.controls.interrupt is None or task is None or task.uncancel() > 0:
+                raise  # (a cancellation of the run itself, too: it wins)
+            raise StepsInterrupted() from None
+        finally:
+            self._steps_task = None
+            self._cancelling = False
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         try:
@@ -173,6 +236,10 @@ class GraphLocalRunner:
         self.reservation = Reservation()
         self.invocation_kwargs: dict[str, Any] = {}
         """The run's ``function_invocation_kwargs`` / ``client_kwargs`` (Agent Framework's ``run()`` arguments)."""
+        self.concurrent_input: ConcurrentInput = DEFAULT_CONCURRENT_INPUT
+        """The run's policy for a message sent while it is busy (``run(..., concurrent_input=...)``)."""
+        self.host: _GraphLocalHost | None = None
+        """The host of the ``run()`` in progress (what :meth:`send` reaches)."""
 
     @property
     def running(self) -> bool:
@@ -239,6 +306,47 @@ class GraphLocalRunner:
         assert ask.checkpoint_id is not None
         return ask.checkpoint_id
 
+    # -- input while a run goes ---------------------------------------------------------
+
+    def send(
+        self, message: Any, *, executor_id: str | None = None, policy: ConcurrentInput | None = None
+    ) -> dict[str, Any]:
+        """A message into the ``run()`` in progress, taken at its next boundary by the concurrent-input rule.
+
+        ``policy`` (default: the run's ``concurrent_input``) decides what a
+        message does when the run is busy (``_engine.inbound.ConcurrentInput``):
+        queued (``enqueue``), refused (``reject``), or taken after the turn is
+        interrupted (``interrupt``) or rolled back (``rollback``). A run that
+        is not busy takes it at its next boundary whatever the policy.
+
+        Raises:
+            RunClosedError: no ``run()`` is in progress (start one with ``run(message)``).
+            RunInProgressError: the run is busy and the policy is ``reject``.
+            UndeliverableMessageError: no handler of the executor takes it.
+            ValueError: an unknown policy.
+        """
+        chosen = check_policy(policy if policy is not None else self.concurrent_input, "policy")
+        host = self.host
+        if host is None or host.closed or not self.running:
+            raise RunClosedError(
+                "no run of this workflow is in progress to send to; start one with run(message) "
+                "(a message sent while a run() goes is taken at its next superstep boundary)"
+            )
+        target = executor_id if executor_id is not None else self.graph.topology.start_executor_id
+        env = self.graph.validate_message(target, encode(message, what=f"message for executor {target!r}"))
+        action = arrival(chosen, busy=host.busy())
+        if action == "refuse":
+            raise RunInProgressError(
+                f"the run is busy (superstep {host.engine.superstep if host.engine else 0} of its current turn) "
+                "and the message's concurrent-input policy is 'reject'; send it again once the run is idle, or "
+                "with policy 'enqueue', 'interrupt' or 'rollback'"
+            )
+        host.inbox.append(Inbound("send", target, env, checked=True))
+        if action in ("interrupt", "rollback"):
+            host.controls.interrupt = stronger(host.controls.interrupt, action)
+            host.interrupt_steps()
+        return {"executor_id": target, "accepted": True, "policy": chosen, "interrupts": action != "take"}
+
     # -- state -------------------------------------------------------------------------
 
     @property
@@ -294,8 +402,12 @@ class GraphLocalRunner:
         checkpoint_storage: CheckpointStorage | None = None,
         stream: bool = False,
         invocation_kwargs: Mapping[str, Any] | None = None,
+        concurrent_input: ConcurrentInput | None = None,
     ) -> RunStream:
         """Reserve the workflow (now) and return the stream that runs it until the graph is idle.
+
+        ``concurrent_input``: the run's policy for messages :meth:`send` brings
+        while it is busy (``None``: a new run has ``"enqueue"``, a continued one keeps its own).
 
         ``stream``: the call is ``run(..., stream=True)`` (steps read it as ``ctx.is_streaming()``).
         ``invocation_kwargs``: the call's ``function_invocation_kwargs`` / ``client_kwargs``
@@ -305,9 +417,12 @@ class GraphLocalRunner:
             WorkflowError: it is already running, or the arguments cannot start anything.
         """
         check_run_arguments(message, responses, checkpoint_id)
+        policy = check_policy(concurrent_input) if concurrent_input is not None else None
         arrived = time.time()  # when the input arrived: the stream may be read later
         return self.reservation.take_batches(
-            self._batches(message, responses, checkpoint_id, checkpoint_storage, arrived, stream, invocation_kwargs)
+            self._batches(
+                message, responses, checkpoint_id, checkpoint_storage, arrived, stream, invocation_kwargs, policy
+            )
         )
 
     async def _batches(
@@ -319,6 +434,7 @@ class GraphLocalRunner:
         arrived: float,
         stream: bool = False,
         invocation_kwargs: Mapping[str, Any] | None = None,
+        concurrent_input: ConcurrentInput | None = None,
     ) -> AsyncIterator[list[WorkflowEvent]]:
         """The events of one ``run()`` call, in the batches the driver makes them (see ``with_live``)."""
         # Nothing about the current run changes until the new input (responses included) is accepted.
@@ -344,6 +460,8 @@ class GraphLocalRunner:
         if invocation_kwargs is not None or started or restored:
             kwargs = dict(invocation_kwargs or {})
         host = _GraphLocalHost(self, storage, streaming=stream, invocation_kwargs=kwargs)
+        # A continued run's turn begins before the responses this call brings (a rollback goes back there).
+        turn_start = engine.snapshot() if not (started or restored) and not engine.has_work() else None
         driver = SuperstepDriver(
             engine,
             host,
@@ -352,6 +470,7 @@ class GraphLocalRunner:
             # New input (a start message, responses) is checkpointed before it is processed; a restore is not.
             entry_checkpoint=started or responses is not None,
             reader_stops=stream,  # an awaited run() reads every event: no hand-over until it ends
+            turn_start=turn_start,
         )
         if not stream:
             host.live.deliver_to(driver.live_event)
@@ -375,6 +494,10 @@ class GraphLocalRunner:
         self.failed = None  # (a failed run took no responses above)
         self.engine, self.run_id, self.last_checkpoint_id = engine, run_id, last_checkpoint_id
         self.invocation_kwargs = kwargs
+        if concurrent_input is not None or started or restored:
+            self.concurrent_input = concurrent_input or DEFAULT_CONCURRENT_INPUT
+        host.engine = engine
+        self.host = host  # from here on, send() reaches this run
         if started or restored:
             # A run restored from a checkpoint starts again there (as a reset or fork does on Temporal).
             yield [WorkflowStartedEvent(run_id=run_id or "")]

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from temporal_workflows.temporal._client.connect import ConnectionConfig, ConnectionConfigError
     from temporal_workflows.temporal._client.devserver import start_dev_server
     from temporal_workflows.temporal._client.durable import DurableWorkflow
+    from temporal_workflows.temporal._client.schedules import create_schedule, list_schedules
     from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError, KeyRing
     from temporal_workflows.temporal._tracing import configure_tracing
     from temporal_workflows.temporal._worker.plugin import TemporalWorkflowsPlugin
@@ -41,6 +42,11 @@ _LAZY = {
     "get_run": "temporal_workflows.temporal._client.client",
     "send_or_start": "temporal_workflows.temporal._client.client",
     "start_run": "temporal_workflows.temporal._client.client",
+    "start_input": "temporal_workflows.temporal._client.client",
+    "create_schedule": "temporal_workflows.temporal._client.schedules",
+    "describe_schedule": "temporal_workflows.temporal._client.schedules",
+    "get_schedule": "temporal_workflows.temporal._client.schedules",
+    "list_schedules": "temporal_workflows.temporal._client.schedules",
     "ENCRYPTED_ENCODING": "temporal_workflows.temporal._codec",
     "ENV_ENCRYPTION_KEY": "temporal_workflows.temporal._codec",
     "ENV_ENCRYPTION_KEY_ID": "temporal_workflows.temporal._codec",
@@ -103,6 +109,10 @@ def _module(name: str) -> ModuleType:
         from temporal_workflows.temporal._client import client
 
         return client
+    if name == "temporal_workflows.temporal._client.schedules":
+        from temporal_workflows.temporal._client import schedules
+
+        return schedules
     if name == "temporal_workflows.temporal._codec":
         from temporal_workflows.temporal import _codec
 
@@ -183,6 +193,9 @@ __all__ = [
     "get_run",
     "send_or_start",
     "start_run",
+    # schedules
+    "create_schedule",
+    "list_schedules",
     # connections and encryption
     "ConnectionConfig",
     "ConnectionConfigError",

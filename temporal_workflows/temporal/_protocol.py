@@ -35,7 +35,6 @@ __all__ = [
     "ACTIVITY_REDUCE",
     "ACTIVITY_SAVE_CHECKPOINT",
     "ACTIVITY_TOPOLOGY",
-    "ACTIVITY_ROUTE",
     "ACTIVITY_VALIDATE",
     "EVENTS_TOPIC",
     "LIVE_BATCH_TYPE",
@@ -54,6 +53,7 @@ __all__ = [
     "FAILURE_ALREADY_ANSWERED",
     "FAILURE_RUN_CLOSED",
     "FAILURE_RUN_BUSY",
+    "FAILURE_RUN_IN_PROGRESS",
     "FAILURE_INPUT_TOO_LONG",
     "FAILURE_UNKNOWN_DELIVERY",
     "FAILURE_DELIVERY_FORGOTTEN",
@@ -74,7 +74,6 @@ __all__ = [
     "SIGNAL_RESET",
     "SIGNAL_RESPOND",
     "SIGNAL_SEND",
-    "SIGNAL_SEND_EVENT",
     "STATUS_SEARCH_ATTRIBUTE",
     "UPDATE_CHECKPOINT",
     "UPDATE_RESET",
@@ -83,7 +82,6 @@ __all__ = [
     "MAX_RESPONSES_PER_UPDATE",
     "RespondAllInput",
     "UPDATE_SEND",
-    "UPDATE_SEND_EVENT",
     "Carried",
     "CarriedInput",
     "CarriedStatus",
@@ -106,9 +104,6 @@ __all__ = [
     "state_from_text",
     "StepInput",
     "SubWorkflowInput",
-    "EventInput",
-    "RouteInput",
-    "Routed",
     "ValidateInput",
     "Validated",
     "DEFAULT_MAX_HISTORY_EVENTS",
@@ -133,12 +128,6 @@ SIGNAL_SEND = "send"
 """Signal ``{"executor_id": ..., "message": ...}``: a message from outside for the next superstep."""
 UPDATE_SEND = "send_message"
 """Update with the same argument: returns once the message is accepted, rejects bad input."""
-SIGNAL_SEND_EVENT = "send_event"
-"""Signal ``{"event": {...}, "event_type": "module:Class" (optional), "step": ... (optional)}``: an event
-the run routes itself at its next boundary, by its front end's rule (LlamaIndex: the waits it answers,
-then the steps that accept it; an event nothing takes is published as ``UnhandledEvent``)."""
-UPDATE_SEND_EVENT = "submit_event"
-"""Update with the same argument: returns once the event is accepted, rejects one the run cannot read."""
 SIGNAL_CLOSE = "close"
 """Signal (no argument): a keep-alive run completes once it is idle."""
 SIGNAL_CHECKPOINT = "checkpoint"
@@ -177,9 +166,6 @@ STATUS_SEARCH_ATTRIBUTE = "GraphRunStatus"
 
 ACTIVITY_VALIDATE = "temporal_workflows.validate"
 """Local activity checking a response or sent message against the graph's types (user code)."""
-
-ACTIVITY_ROUTE = "temporal_workflows.route"
-"""Local activity routing an event sent into the run by its front end's rule (event classes are user code)."""
 
 ACTIVITY_SAVE_CHECKPOINT = "temporal_workflows.save_checkpoint"
 """Local activity writing a checkpoint (sent as a delta of the last one) to the worker's storage."""
@@ -223,6 +209,8 @@ update or signal) is not recorded a second time."""
 # update or run back into the exception a run in process raises (``_failures``).
 
 FAILURE_RUN_CLOSED = "RunClosedError"
+FAILURE_RUN_IN_PROGRESS = "RunInProgressError"
+"""Update refused: the run is busy and the message's concurrent-input policy is ``reject`` (not retried)."""
 FAILURE_RUN_BUSY = "RunBusyError"
 """An update refused for now (the run's own local activity in flight): retryable, the client retries it."""
 """Update refused: the run has completed, failed, or is closing."""
@@ -504,6 +492,9 @@ class RunInput:
     (the durable twin's ``run()``), ``None`` not said (``start_run``). Steps read it as
     ``ctx.is_streaming()``; ``AgentExecutor`` calls its model and yields outputs accordingly. A
     ``submit_responses`` update may change it for the supersteps that follow."""
+    concurrent_input: str | None = None
+    """What a message that arrives while the run is busy does by default: ``"enqueue"`` (``None``), ``"reject"``,
+    ``"interrupt"`` or ``"rollback"`` (``_engine.inbound.ConcurrentInput``); a ``send`` may say otherwise."""
     invocation_kwargs: dict[str, Any] | None = None
     """Agent Framework's ``run(function_invocation_kwargs=..., client_kwargs=...)``, as plain JSON
     (``{"client_kwargs": {...}, ...}``): every step gets them (``ctx.invocation_kwargs``); ``AgentExecutor``
@@ -549,6 +540,9 @@ class Pinned:
     and when the graph is too large to keep one (then ``shape_note`` says so)."""
     shape_note: str | None = None
     """Why the run keeps no shape, when the worker chose not to keep one."""
+    stored_over: int | None = None
+    """With a store for large values (``LargeValues``): payloads of at least this many bytes are kept there, and
+    history records a reference in their place (what the run's task budget counts); absent: none."""
 
 
 class CheckpointRequest(BaseModel):
@@ -641,6 +635,8 @@ class SendInput(BaseModel):
 
     executor_id: str
     message: Envelope = Envelope(None, None)
+    policy: str | None = None
+    """What the message does if the run is busy (``_engine.inbound.ConcurrentInput``); ``None``: the run's own."""
 
     @model_validator(mode="before")
     @classmethod
@@ -659,40 +655,20 @@ class SendInput(BaseModel):
 
     @model_serializer(mode="plain")
     def _to_json(self) -> dict[str, Any]:
-        return {"executor_id": self.executor_id, "message": self.message.data, "message_type": self.message.type}
-
-
-@dataclass
-class EventInput:
-    """Argument of the ``send_event`` signal and ``submit_event`` update: an event the run routes itself.
-
-    Attributes:
-        event: The event's JSON.
-        event_type: Its class (``"module:Class"``); without one, the run reads
-            it as the first of the events it awaits or accepts that validates.
-        step: Address it to this step only (waits it matches are answered all the same).
-    """
-
-    __pydantic_config__ = ConfigDict(extra="forbid")
-    event: Any = None
-    event_type: str | None = None
-    step: str | None = None
-
-    @property
-    def envelope(self) -> Envelope:
-        """The event as the engine takes it (its JSON keeps the two plain fields the CLI writes)."""
-        return Envelope(self.event_type, self.event)
+        out = {"executor_id": self.executor_id, "message": self.message.data, "message_type": self.message.type}
+        if self.policy is not None:
+            out["policy"] = self.policy
+        return out
 
 
 @dataclass
 class Delivery:
-    """Argument of the ``deliver`` signal: one ``send``, ``respond`` or ``event`` input, and an id to confirm it by."""
+    """Argument of the ``deliver`` signal: one ``send`` or ``respond`` input, and an id to confirm it by."""
 
     __pydantic_config__ = ConfigDict(extra="forbid")
     id: str
     send: SendInput | None = None
     respond: RespondInput | None = None
-    event: EventInput | None = None
 
 
 @dataclass
@@ -727,29 +703,6 @@ class ValidateInput:
     ref: str | None = None
     """Set for large input: ``value`` holds its type only, and the activity reads the value from the run
     with the ``QUERY_OUTSIDE_INPUT`` query (history holds it once already)."""
-
-
-@dataclass
-class RouteInput:
-    """An event sent into the run, to type and route against the run's pending requests at a boundary."""
-
-    graph: str
-    event: Envelope
-    step: str | None = None
-    pending: list[PendingRequest] = field(default_factory=list)
-    busy: bool = False
-    """The run has work queued: it is not idle even if nothing takes the event."""
-
-
-@dataclass
-class Routed:
-    """The ``route`` activity's result: the typed event (as ``Validated`` returns it) and where it goes."""
-
-    checked: Validated
-    answers: list[str] = field(default_factory=list)
-    targets: list[str] = field(default_factory=list)
-    notice: Envelope | None = None
-    """A custom event the run publishes when nothing took the event (LlamaIndex's ``UnhandledEvent``)."""
 
 
 @dataclass

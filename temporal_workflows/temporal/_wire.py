@@ -17,8 +17,6 @@ already knows:
   executor, and its fan-in group is the one group joining that source to
   that target (spelled out only when that is ambiguous or not the case);
 * a request's executor and superstep, which are the step's;
-* what a LlamaIndex ``StepStateChanged`` says that the step's messages say
-  (``_compact.py``: a tuple of a few bytes in place of ~320);
 * the order the step did things in, when it differs from the default only in
   where its sends are (they publish no event of their own).
 
@@ -41,7 +39,6 @@ from temporal_workflows._engine.machine import (
     StepTask,
 )
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows.temporal._compact import compact_event, expand_event
 from temporal_workflows.temporal._protocol import StepInput
 
 __all__ = [
@@ -131,7 +128,7 @@ def decode_step_input(raw: Mapping[str, Any], executor_id: str) -> StepInput:
         superstep=t["superstep"],
         index=t.get("index", 0),
         executor_id=t.get("executor_id", executor_id),
-        kind=cast(Literal["message", "fan_in", "batch", "response"], t.get("kind", "message")),
+        kind=cast(Literal["message", "fan_in", "response"], t.get("kind", "message")),
         messages=messages,
         source_ids=tuple(sources) if sources is not None else (None,) * len(messages),
         request=_decode_request(request, executor_id=executor_id, superstep=None) if request is not None else None,
@@ -204,12 +201,7 @@ def encode_step_result(result: StepResult, task: StepTask, fan_in_groups: Mappin
             _encode_request(r, executor_id=task.executor_id, superstep=task.superstep) for r in result.requests
         ]
     if result.events:
-        kinds = _candidates(task, result)
-        out["events"] = [compact_event(e, task.executor_id, kinds) or e.to_json(compact=True) for e in result.events]
-    if result.halt:
-        out["halt"] = True
-    if result.answers:
-        out["answers"] = [{"request_id": rid, "response": env.to_json(compact=True)} for rid, env in result.answers]
+        out["events"] = [e.to_json(compact=True) for e in result.events]
     if result.unrouted:
         out["unrouted"] = [m.to_json(compact=True) for m in result.unrouted]
     if result.emitted and not _same_events(result.emitted, _default_order(result)):
@@ -236,15 +228,6 @@ def _same_events(emitted: list[str], default: list[str]) -> bool:
     ]
 
 
-def _candidates(task: StepTask, result: StepResult) -> list[str | None]:
-    """The classes a compact ``StepStateChanged`` names by index: the step's input, sent messages, outputs."""
-    return [
-        *(m.type for m in task.messages),
-        *(m.type for d in result.sent for m in d.messages),
-        *(o.type for o in result.outputs),
-    ]
-
-
 def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Mapping[str, FanInGroup]) -> StepResult:
     """The inverse of :func:`encode_step_result`; also reads the older, fully spelled-out form."""
     sent: list[RoutedMessage] = []
@@ -260,7 +243,7 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
             else _derived_fan_in(fan_in_groups, source_ids[0] if source_ids else None, d["target_id"])
         )
         sent.append(RoutedMessage(d["target_id"], messages, source_ids, fan_in))
-    result = StepResult(
+    return StepResult(
         writes=[
             StateWrite(w["key"], Envelope.from_json(w["value"]) if w.get("value") is not None else None)
             for w in raw.get("writes") or ()
@@ -271,14 +254,7 @@ def decode_step_result(raw: Mapping[str, Any], task: StepTask, fan_in_groups: Ma
             _decode_request(r, executor_id=task.executor_id, superstep=task.superstep)
             for r in raw.get("requests") or ()
         ],
-        halt=bool(raw.get("halt", False)),
-        answers=[(a["request_id"], Envelope.from_json(a["response"])) for a in raw.get("answers") or ()],
+        events=[Envelope.from_json(e) for e in raw.get("events") or ()],
         emitted=[str(c) for c in raw.get("emitted") or ()],
         unrouted=[Envelope.from_json(m) for m in raw.get("unrouted") or ()],
     )
-    kinds = _candidates(task, result)
-    result.events = [
-        expand_event(e, task.executor_id, kinds) if isinstance(e, list) else Envelope.from_json(e)
-        for e in raw.get("events") or ()
-    ]
-    return result

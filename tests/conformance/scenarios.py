@@ -824,6 +824,34 @@ async def oversharer(text: str, ctx: WorkflowContext[None, str]) -> None:
 live_too_large = WorkflowBuilder(start_executor=oversharer, name="cf_live_too_large").build()
 
 
+# -- a message while the run is busy (concurrent_input) --------------------------------------------------
+
+GATES: dict[str, asyncio.Event] = {}
+"""Per message: set by the test to let ``busy_answer`` finish (the test worker runs in the test process)."""
+STARTED: dict[str, asyncio.Event] = {}
+"""Per message: set when ``busy_answer`` begins waiting (so the test sends while it runs)."""
+
+
+def busy_gate(table: dict[str, asyncio.Event], text: str) -> asyncio.Event:
+    return table.setdefault(text, asyncio.Event())
+
+
+@executor(id="busy_note")
+async def busy_note(text: str, ctx: WorkflowContext[str]) -> None:
+    ctx.set_state("seen", [*ctx.get_state("seen", []), text])
+    await ctx.send_message(text)
+
+
+@executor(id="busy_answer")
+async def busy_answer(text: str, ctx: WorkflowContext[None, str]) -> None:
+    busy_gate(STARTED, text).set()
+    await busy_gate(GATES, text).wait()
+    await ctx.yield_output(f"answered {text}")
+
+
+busy = WorkflowBuilder(start_executor=busy_note, name="cf_busy").add_edge(busy_note, busy_answer).build()
+
+
 def all_workflows() -> list[Workflow]:
     """Every graph of this suite, for the test worker (the examples it already hosts)."""
     return [
@@ -851,256 +879,5 @@ def all_workflows() -> list[Workflow]:
         values,
         markers,
         two_questions,
-    ]
-
-
-# -- LlamaIndex-model scenarios (temporal_workflows.llama), run by tests/conformance/test_llama_conformance.py ---
-
-from temporal_workflows import llama as li  # noqa: E402 - the LlamaIndex-model section of this module
-
-
-class LlamaNote(li.Event):
-    text: str
-
-
-class LlamaPart(li.Event):
-    n: int
-
-
-class LlamaTally(BaseModel):
-    rounds: int = 0
-    seen: list[int] = []
-
-
-class CflChain(li.Workflow):
-    """Start → a (state, a streamed event) → b → StopEvent."""
-
-    @li.step
-    async def a(self, ctx: li.Context, ev: li.StartEvent) -> LlamaNote:
-        await ctx.store.set("topic", ev.topic)
-        ctx.write_event_to_stream(LlamaNote(text=f"writing about {ev.topic}"))
-        return LlamaNote(text=ev.topic.upper())
-
-    @li.step
-    async def b(self, ctx: li.Context, ev: LlamaNote) -> li.StopEvent:
-        await ctx.store.set("shout", ev.text + "!")
-        return li.StopEvent(result={"shout": ev.text + "!", "topic": await ctx.store.get("topic")})
-
-
-class CflFanOut(li.Workflow):
-    """send_event fan-out, a step with num_workers taking its events as one task, collect_events fan-in."""
-
-    @li.step
-    async def scatter(self, ctx: li.Context, ev: li.StartEvent) -> LlamaPart | None:
-        for n in range(ev.width):
-            ctx.send_event(LlamaPart(n=n))
-        return None
-
-    @li.step(num_workers=2)
-    async def square(self, ev: LlamaPart) -> LlamaNote:
-        return LlamaNote(text=str(ev.n * ev.n))
-
-    @li.step
-    async def join(self, ctx: li.Context, ev: LlamaNote) -> li.StopEvent | None:
-        got = ctx.collect_events(ev, [LlamaNote] * 4)
-        if got is None:
-            return None
-        return li.StopEvent(result=[int(n.text) for n in got])
-
-
-class CflLoop(li.Workflow):
-    """A loop counted in typed state (edit_state), ending with a custom stop event."""
-
-    @li.step
-    async def tick(self, ctx: li.Context[LlamaTally], ev: li.StartEvent | LlamaPart) -> LlamaPart | li.StopEvent:
-        n = ev.n if isinstance(ev, LlamaPart) else 0
-        async with ctx.store.edit_state() as tally:
-            tally.rounds += 1
-            tally.seen.append(n)
-        if n >= 3:
-            return li.StopEvent(result=(await ctx.store.get_state()).model_dump())
-        return LlamaPart(n=n + 1)
-
-
-class CflHuman(li.Workflow):
-    """A step returns an InputRequiredEvent; the caller's HumanResponseEvent goes to another step."""
-
-    @li.step
-    async def ask(self, ev: li.StartEvent) -> li.InputRequiredEvent:
-        return li.InputRequiredEvent(prefix=f"what about {ev.topic}?")
-
-    @li.step
-    async def hear(self, ctx: li.Context, ev: li.HumanResponseEvent) -> li.StopEvent:
-        await ctx.store.set("heard", ev.response)
-        return li.StopEvent(result=f"heard {ev.response!r}")
-
-
-class CflWait(li.Workflow):
-    """wait_for_event: suspended in process, re-run from the top on Temporal; both must tell the same story."""
-
-    @li.step
-    async def ask(self, ctx: li.Context, ev: li.StartEvent) -> LlamaNote | li.StopEvent:
-        n = await ctx.store.get("n", default=0)
-        await ctx.store.set("n", n + 1)
-        ctx.write_event_to_stream(LlamaNote(text="before the wait"))
-        ctx.send_event(LlamaNote(text="sent before the wait"))
-        reply = await ctx.wait_for_event(
-            li.HumanResponseEvent, waiter_event=li.InputRequiredEvent(prefix="name?"), requirements={"kind": "name"}
-        )
-        await ctx.store.set("reply", reply.response)
-        return li.StopEvent(result={"reply": reply.response, "n": await ctx.store.get("n")})
-
-    @li.step
-    async def note(self, ctx: li.Context, ev: LlamaNote) -> None:
-        await ctx.store.set("noted", ev.text)
-
-
-class CflFails(li.Workflow):
-    """A step's own error fails the run on both hosts, after a failure event."""
-
-    @li.step
-    async def prepare(self, ctx: li.Context, ev: li.StartEvent) -> LlamaNote:
-        await ctx.store.set("prepared", ev.what)
-        return LlamaNote(text=ev.what)
-
-    @li.step
-    async def explode(self, ev: LlamaNote) -> li.StopEvent:
-        raise ValueError(f"cannot handle {ev.text!r}")
-
-
-class CflConflict(li.Workflow):
-    """Two steps of one superstep write one store key: an error naming both, not last-writer-wins."""
-
-    @li.step
-    async def start(self, ctx: li.Context, ev: li.StartEvent) -> LlamaNote | LlamaPart | None:
-        ctx.send_event(LlamaNote(text="left"))
-        ctx.send_event(LlamaPart(n=1))
-        return None
-
-    @li.step
-    async def left(self, ctx: li.Context, ev: LlamaNote) -> li.StopEvent:
-        await ctx.store.set("owner", "left")
-        return li.StopEvent(result="left")
-
-    @li.step
-    async def right(self, ctx: li.Context, ev: LlamaPart) -> li.StopEvent:
-        await ctx.store.set("owner", "right")
-        return li.StopEvent(result="right")
-
-
-class CflHalt(li.Workflow):
-    """A StopEvent ends the run at its superstep: what other branches had queued is dropped."""
-
-    @li.step
-    async def start(self, ctx: li.Context, ev: li.StartEvent) -> LlamaNote | LlamaPart | None:
-        ctx.send_event(LlamaNote(text="fast"))
-        ctx.send_event(LlamaPart(n=1))
-        return None
-
-    @li.step
-    async def fast(self, ev: LlamaNote) -> li.StopEvent:
-        return li.StopEvent(result="fast wins")
-
-    @li.step
-    async def slow(self, ev: LlamaPart) -> LlamaNote:
-        return LlamaNote(text="too late")  # queued for `fast` at the superstep that halts: dropped
-
-
-class LlamaPing(li.Event):
-    text: str
-
-
-class LlamaStray(li.Event):
-    n: int
-
-
-class CflUnhandled(li.Workflow):
-    """Waits for a ping; an event nothing takes (sent first) is published as UnhandledEvent."""
-
-    @li.step
-    async def start(self, ctx: li.Context, ev: li.StartEvent) -> li.StopEvent:
-        ping = await ctx.wait_for_event(LlamaPing, waiter_event=li.InputRequiredEvent(prefix="ping?"))
-        return li.StopEvent(result=f"pong {ping.text}")
-
-
-class LlamaQuery(li.Event):
-    name: str
-    delay: float
-
-
-class LlamaSlow(li.Event):
-    pass
-
-
-class CflRace(li.Workflow):
-    """Races: three queries in one num_workers step (the fastest answers), beside a slow step (cancelled)."""
-
-    @li.step
-    async def scatter(self, ctx: li.Context, ev: li.StartEvent) -> LlamaQuery | LlamaSlow | None:
-        ctx.send_event(LlamaSlow())
-        for name, delay in (("medium", 0.6), ("slow", 1.5), ("fast", 0.05)):
-            ctx.send_event(LlamaQuery(name=name, delay=delay))
-        return None
-
-    @li.step
-    async def crawl(self, ev: LlamaSlow) -> li.StopEvent:
-        await asyncio.sleep(30)  # not synchronisation: a loser, cancelled when the first answer is in
-        return li.StopEvent(result="crawled")
-
-    @li.step(num_workers=4)
-    async def ask(self, ev: LlamaQuery) -> li.StopEvent:
-        await asyncio.sleep(ev.delay)  # not synchronisation: queries that take different times
-        return li.StopEvent(result=ev.name)
-
-
-class LlamaLate(li.Event):
-    name: str
-
-
-class LlamaEarly(li.Event):
-    name: str
-
-
-class LlamaArrived(li.Event):
-    name: str
-
-
-class CflArrival(li.Workflow):
-    """Two steps of one superstep answer; the one started first finishes last: its answer is collected last."""
-
-    @li.step
-    async def scatter(self, ctx: li.Context, ev: li.StartEvent) -> LlamaLate | LlamaEarly | None:
-        ctx.send_event(LlamaLate(name="late"))
-        ctx.send_event(LlamaEarly(name="early"))
-        return None
-
-    @li.step
-    async def late(self, ev: LlamaLate) -> LlamaArrived:
-        await asyncio.sleep(1.5)  # not synchronisation: answers that take different times
-        return LlamaArrived(name=ev.name)
-
-    @li.step
-    async def early(self, ev: LlamaEarly) -> LlamaArrived:
-        return LlamaArrived(name=ev.name)
-
-    @li.step
-    async def join(self, ctx: li.Context, ev: LlamaArrived) -> li.StopEvent | None:
-        got = ctx.collect_events(ev, [LlamaArrived] * 2)
-        return None if got is None else li.StopEvent(result=[a.name for a in got])
-
-
-def llama_workflows() -> list[li.Workflow]:
-    """The LlamaIndex-model scenarios' workflows (the test worker hosts them: tests/integration/llama_workflows)."""
-    return [
-        CflChain(),
-        CflFanOut(),
-        CflLoop(),
-        CflHuman(timeout=None),
-        CflWait(timeout=None),
-        CflFails(),
-        CflConflict(),
-        CflHalt(),
-        CflUnhandled(),
-        CflRace(),
-        CflArrival(),
+        busy,
     ]

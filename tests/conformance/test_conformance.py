@@ -1054,3 +1054,78 @@ def test_the_normaliser_masks_run_specific_values_only() -> None:
         "library_class": "WorkflowRunError",
         "summary": "request 'req-2' of <run> after checkpoint cp-1",
     }
+
+
+# -- a message while the run is busy (concurrent_input): both hosts, event for event -----------------------
+
+
+async def _busy_in_process(policy: str) -> Observed:
+    obs = Observed("in process")
+    wf = sc.busy
+    stream = wf.run("a", stream=True)
+
+    async def read() -> None:
+        async for ev in stream:
+            obs.segment.events.append(ev)
+
+    reader = asyncio.ensure_future(read())
+    await asyncio.wait_for(sc.busy_gate(sc.STARTED, "a").wait(), RUN_TIMEOUT)
+    wf.send("b", policy=policy)  # type: ignore[arg-type]
+    sc.busy_gate(sc.GATES, "b").set()
+    await asyncio.wait_for(reader, RUN_TIMEOUT)
+    obs.run_ids.add(wf_run_id(obs))
+    obs.state = {k: _jsonable(v) for k, v in wf.state.items()}
+    return obs
+
+
+async def _busy_on_temporal(client: Client, policy: str, workflow_id: str) -> Observed:
+    obs = Observed("temporal", run_ids={workflow_id})
+    handle = await start_run(client, sc.busy, "a", id=workflow_id, task_queue=TASK_QUEUE)
+
+    async def read() -> None:
+        async for ev in handle.events():
+            obs.segment.events.append(ev)
+
+    reader = asyncio.ensure_future(read())
+    await asyncio.wait_for(sc.busy_gate(sc.STARTED, "a").wait(), RUN_TIMEOUT)
+    accepted = await handle.send("busy_note", "b", policy=policy)  # type: ignore[arg-type]
+    assert accepted is not None and accepted["interrupts"] is True
+    sc.busy_gate(sc.GATES, "b").set()
+    await asyncio.wait_for(handle.result(), RUN_TIMEOUT)
+    await asyncio.wait_for(reader, RUN_TIMEOUT)
+    obs.run_ids.update(ev.run_id for ev in obs.segment.events if isinstance(ev, WorkflowStartedEvent))
+    obs.state = await handle.state()
+    return obs
+
+
+@pytest.mark.parametrize("policy", ["interrupt", "rollback"])
+async def test_a_message_that_interrupts_a_busy_run_reads_the_same_on_both_hosts(
+    client: Client, workflow_id: str, policy: str
+) -> None:
+    sc.GATES.clear()
+    sc.STARTED.clear()
+    local = await _busy_in_process(policy)
+    sc.GATES.clear()
+    sc.STARTED.clear()
+    remote = await _busy_on_temporal(client, policy, workflow_id)
+    mine, theirs = normalise(local), normalise(remote)
+    assert mine.events == theirs.events, "\n".join(
+        difflib.unified_diff(
+            [json.dumps(e, sort_keys=True) for e in mine.events[0]],
+            [json.dumps(e, sort_keys=True) for e in theirs.events[0]],
+            "in process",
+            "temporal",
+            lineterm="",
+        )
+    )
+    for seen in (mine, theirs):
+        (interrupted,) = seen.of("WorkflowInterruptedEvent")
+        assert (interrupted["policy"], interrupted["superstep"], interrupted["cancelled"]) == (
+            policy,
+            2,
+            ["busy_answer"],
+        )
+        assert interrupted["rolled_back_to"] == (0 if policy == "rollback" else None)
+        assert seen.outputs == ["answered b"]  # the cancelled step committed nothing
+        assert seen.steps() == [["busy_note"], ["busy_answer"], ["busy_note"], ["busy_answer"]]
+    assert mine.state == theirs.state == {"seen": ["b"] if policy == "rollback" else ["a", "b"]}

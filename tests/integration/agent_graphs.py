@@ -61,6 +61,13 @@ def _build() -> dict[str, Workflow]:
     )
     graphs["chain"] = WorkflowBuilder(start_executor=writer, name="it_agents_chain").add_edge(writer, reviewer).build()
 
+    # -- an agent streaming a long answer, which a second message interrupts (concurrent_input) -----------
+    def tell(ms: list[Message]) -> str:
+        return " ".join(f"story{i}" for i in range(400)) if "story" in ms[-1].text else "short answer"
+
+    teller = AgentExecutor(Agent(client=ScriptedChatClient(tell, delay=0.02), name="teller"))
+    graphs["busy"] = WorkflowBuilder(start_executor=teller, name="it_agents_busy").build()
+
     # -- structured output: response_format, read by the next executor (issue #25.9) ----------------
     judge = AgentExecutor(
         Agent(

@@ -137,6 +137,29 @@ async def drive_concurrent_updates(client: Client, workflow_id: str, queue: str)
     return handle
 
 
+async def drive_concurrent_input(client: Client, workflow_id: str, queue: str) -> RunHandle:
+    """A message that rolls a busy run's turn back (its running superstep cancelled), then one that interrupts
+    the next turn's superstep, and a reject refused (docs/concurrent-input.md; patch concurrent-input-policy)."""
+    from temporal_workflows.errors import RunInProgressError
+    from tests.conformance import scenarios as sc
+
+    sc.GATES.clear()
+    sc.STARTED.clear()
+    handle = await start_run(client, sc.busy, "a", id=workflow_id, task_queue=queue)
+    await asyncio.wait_for(sc.busy_gate(sc.STARTED, "a").wait(), 60)
+    await handle.send("busy_note", "b", policy="rollback")
+    await asyncio.wait_for(sc.busy_gate(sc.STARTED, "b").wait(), 60)
+    try:
+        await handle.send("busy_note", "x", policy="reject")
+        raise AssertionError("a busy run took a message whose policy is reject")
+    except RunInProgressError:
+        pass  # refused, as the policy asks
+    await handle.send("busy_note", "c", policy="interrupt")
+    sc.busy_gate(sc.GATES, "c").set()
+    await handle.result()
+    return handle
+
+
 FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "research": lambda c, i, q: drive_example(c, "research", i, q),
     "counter_loop": lambda c, i, q: drive_example(c, "counter_loop", i, q),
@@ -146,6 +169,7 @@ FLOWS: dict[str, Callable[[Client, str, str], Awaitable[RunHandle]]] = {
     "subworkflow_nested": drive_subworkflow,
     "checkpoint_hooks": drive_checkpoint_hooks,
     "concurrent_updates": drive_concurrent_updates,
+    "concurrent_input_rollback_interrupt": drive_concurrent_input,
     # The same run once runs keep their graph's shape with the pinned topology (the ``topology`` query).
     "subworkflow_nested_shape": drive_subworkflow,
 }

@@ -305,34 +305,3 @@ async def test_a_worker_shut_down_mid_step_closes_its_spans_without_errors(
         await terminate_if_running(client.get_workflow_handle(workflow_id))
     assert proc.returncode == 0 and out.decode().strip() == "collected", err.decode()
     assert "Failed to detach context" not in err.decode(), err.decode()
-
-
-async def test_a_llama_index_run_from_the_cli_reads_as_llama_index(
-    client: Client, temporal_address: str, workflow_id: str
-) -> None:
-    """No --input for a StartEvent without fields, the waiting step and the fields of the event it waits for,
-    no internal state keys, and the StopEvent's result printed as ``print(await handler)`` shows it."""
-    proc = await _spawn(
-        temporal_address,
-        *("run", "tests.test_llama_docs:WaitWorkflow", "--id", workflow_id, "--task-queue", TASK_QUEUE),
-        *("--follow", "--plain"),
-    )
-    try:
-        lines = await _read_until(proc, " respond ")
-        text = "".join(lines)
-        assert "the run waits for a HumanResponseEvent" in text, text
-        assert 'from ask_user: waits for a HumanResponseEvent; asked with InputRequiredEvent {"prefix": ' in text, text
-        assert 'event InputRequiredEvent: {"prefix": "Enter a number: "}' in text, text
-        command = lines[-1].split()
-        assert lines[-1].rstrip().endswith("""'{"response": <string>}'"""), lines[-1]
-        code, _, err = await run_cli(temporal_address, "respond", workflow_id, command[5], '{"response": "42"}')
-        assert code == 0, err
-        out_b, err_b = await asyncio.wait_for(proc.communicate(), 60)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-    assert proc.returncode == 0, err_b.decode()
-    shown = text + out_b.decode()
-    assert "llama." not in shown, shown  # the front end's own state keys stay out of "wrote ..."
-    assert 'result from ask_user: "42"' in shown, shown
-    assert shown.rstrip().endswith('"42"'), shown  # the result, not [{"result": "42"}]

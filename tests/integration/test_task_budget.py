@@ -378,7 +378,7 @@ async def test_a_confirmation_of_no_delivery_and_a_malformed_delivery_are_refuse
     )
     warning = (await events_until(handle, lambda e: isinstance(e, WorkflowWarningEvent)))[-1]
     assert isinstance(warning, WorkflowWarningEvent)
-    assert warning.message == "signal 'deliver' ignored: it needs exactly one of send, respond or event"
+    assert warning.message == "signal 'deliver' ignored: it needs exactly one of send or respond"
     await handle.send("measure", "small")
     await finish(handle, [len("small")])
 

@@ -114,10 +114,53 @@ function runsView(params) {
     error,
     el("table", { id: "runs" }, el("thead", {}, el("tr", {}, el("th", {}, "Workflow id"), el("th", {}, "Graph"), el("th", {}, "Status"),
       el("th", { class: "hide-narrow" }, "Started"), el("th", { class: "hide-narrow" }, "Closed"))), body),
-    el("div", { class: "actions", style: "margin-top:.8rem" }, more, count)));
+    el("div", { class: "actions", style: "margin-top:.8rem" }, more, count)),
+    schedulesCard());
   load(true);
   const timer = setInterval(() => { if (shown <= 50 && !document.hidden) load(true); }, 5000);
   leave = () => clearInterval(timer);
+}
+
+// Temporal Schedules that start runs (GET /api/schedules): a small list under the runs.
+function schedulesCard() {
+  const body = el("tbody");
+  const note = el("p", { class: "muted" }, "Loading…");
+  api("/api/schedules").then((data) => {
+    note.textContent = data.schedules.length ? "" : "No schedules.";
+    for (const s of data.schedules) {
+      const spec = [...(s.spec.cron || []), ...(s.spec.every_seconds || []).map((n) => `every ${n}s`)].join(", ");
+      body.append(el("tr", { "data-schedule": s.id },
+        el("td", { class: "id" }, s.id), el("td", {}, s.workflow || ""), el("td", {}, spec),
+        el("td", {}, s.paused ? "paused" : "active"),
+        el("td", { class: "hide-narrow" }, when(s.next_runs[0])),
+        el("td", { class: "hide-narrow" }, s.recent_runs.length ? el("a", { href: `#/run/${encodeURIComponent(s.recent_runs[s.recent_runs.length - 1].workflow_id)}` }, "last run") : "")));
+    }
+  }).catch((e) => { note.textContent = e.message; note.className = "error"; });
+  return el("section", { class: "card", id: "schedules" }, el("h2", {}, "Schedules"), note,
+    el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Schedule"), el("th", {}, "Graph"), el("th", {}, "When"),
+      el("th", {}, "State"), el("th", { class: "hide-narrow" }, "Next"), el("th", { class: "hide-narrow" }, "Recent"))), body));
+}
+
+// A message into a running or keep-alive run, with what it does if the run is busy (POST /api/runs/<id>/send).
+function sendCard(runId) {
+  const message = el("input", { name: "message", placeholder: '"hello" (JSON)', "aria-label": "message as JSON" });
+  const policy = el("select", { name: "policy", "aria-label": "if the run is busy" },
+    el("option", { value: "" }, "the run's policy"),
+    ["enqueue", "reject", "interrupt", "rollback"].map((p) => el("option", { value: p }, p)));
+  const error = el("p", { class: "error", role: "alert" });
+  async function send() {
+    error.textContent = "";
+    let value;
+    try { value = JSON.parse(message.value); } catch (e) { error.textContent = `not JSON: ${e.message}`; return; }
+    try {
+      const r = await api(`/api/runs/${encodeURIComponent(runId)}/send`, { body: { message: value, policy: policy.value || null } });
+      toast(r.accepted && r.accepted.interrupts ? "Sent: it interrupted the run's turn" : "Sent");
+      message.value = "";
+    } catch (e) { error.textContent = e.message; }
+  }
+  return el("section", { class: "card", id: "send" }, el("h2", {}, "Send a message"),
+    el("div", { class: "filters" }, el("label", {}, "Message", message), el("label", {}, "If busy", policy),
+      el("label", {}, "\u00a0", el("button", { type: "button", onclick: send }, "Send"))), error);
 }
 
 // -- a run --------------------------------------------------------------------------------------
@@ -159,6 +202,7 @@ function runView(runId) {
       el("div", {},
         el("section", { class: "card" }, el("h2", {}, "Graph ", superstepText), graphBox, legend),
         el("section", { class: "card" }, el("h2", {}, "Requests"), requestsBox),
+        sendCard(runId),
         el("section", { class: "card" }, el("h2", {}, "Live output"), streamBox),
         el("section", { class: "card" }, el("h2", {}, "Events ", eventsCount), log)),
       el("div", {},
@@ -226,6 +270,7 @@ function runView(runId) {
       el("h1", {}, run.id, " ", badge(shown)),
       el("dl", { class: "kv" },
         el("dt", {}, "Graph"), el("dd", {}, run.graph),
+        run.scheduled_by ? [el("dt", {}, "Scheduled by"), el("dd", { id: "scheduled-by" }, run.scheduled_by)] : null,
         el("dt", {}, "Started"), el("dd", {}, when(run.start_time)),
         run.close_time ? [el("dt", {}, "Closed"), el("dd", {}, when(run.close_time))] : null,
         st ? [el("dt", {}, "Superstep"), el("dd", {}, String(st.superstep))] : null,

@@ -32,7 +32,7 @@ from temporal_workflows._checkpoints.base import CheckpointCipher, CheckpointSto
 from temporal_workflows._checkpoints.file import FileCheckpointStorage
 from temporal_workflows._checkpoints.memory import HistoryCheckpointStorage, InMemoryCheckpointStorage
 from temporal_workflows._checkpoints.sqlite import SqliteCheckpointStorage
-from temporal_workflows._engine.limits import max_payload_bytes
+from temporal_workflows._engine.limits import max_payload_bytes, stored_value_threshold
 from temporal_workflows._engine.serde import Envelope, decode, validation_message
 from temporal_workflows._errors import NotSerializableError, UnknownGraphError, WorkflowError, class_path
 from temporal_workflows._graph.context import run_step
@@ -41,7 +41,6 @@ from temporal_workflows.temporal._activities.checkpoints import build_checkpoint
 from temporal_workflows.temporal._failures import sever_cause_cycles, to_failure
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_REDUCE,
-    ACTIVITY_ROUTE,
     ACTIVITY_TOPOLOGY,
     ACTIVITY_VALIDATE,
     FAILURE_SIGNATURE_MISMATCH,
@@ -53,8 +52,6 @@ from temporal_workflows.temporal._protocol import (
     CheckpointSetup,
     Pinned,
     ReduceInput,
-    Routed,
-    RouteInput,
     StatePage,
     StateSnapshot,
     Validated,
@@ -420,7 +417,14 @@ def build_activities(
         except Exception as e:
             shape, note = None, f"the graph's picture could not be made: {type(e).__name__}: {e}"[:500]
         return Pinned(
-            pinned, await status_attribute.get(), checkpoint_setup(wf), max_payload_bytes(), options, shape, note
+            pinned,
+            await status_attribute.get(),
+            checkpoint_setup(wf),
+            max_payload_bytes(),
+            options,
+            shape,
+            note,
+            stored_over=stored_value_threshold(),
         )
 
     @activity.defn(name=ACTIVITY_VALIDATE)
@@ -453,24 +457,6 @@ def build_activities(
             detail = validation_message(e) if isinstance(e, ValidationError) else f"{type(e).__name__}: {e}"
             return Validated(error=f"the {what} cannot be used: {detail}", error_type=kind)
 
-    @activity.defn(name=ACTIVITY_ROUTE)
-    async def route(inp: RouteInput) -> Routed:
-        wf = hosted(inp.graph)
-        try:
-            found = wf.graph.route_event(inp.event, inp.step, inp.pending, busy=inp.busy)
-            checked = Validated.of(inp.event, found.value, limit=max_payload_bytes(), what="the event once typed")
-            if checked.error is not None:
-                return Routed(checked)
-            return Routed(checked, list(found.answers), list(found.targets), found.notice)
-        except Exception as e:
-            # As for validate: an event the run cannot read is refused (a warning for a signal), never a failure.
-            if isinstance(e, WorkflowError) and not isinstance(e, NotSerializableError):
-                return Routed(Validated(error=str(e), error_type=type(e).__name__))
-            detail = validation_message(e) if isinstance(e, ValidationError) else f"{type(e).__name__}: {e}"
-            return Routed(
-                Validated(error=f"the event cannot be used: {detail}", error_type="UndeliverableMessageError")
-            )
-
     @activity.defn(name=ACTIVITY_REDUCE)
     async def reduce(inp: ReduceInput) -> Envelope:
         wf = hosted(inp.graph)
@@ -487,7 +473,6 @@ def build_activities(
         topology,
         reduce,
         validate,
-        route,
         *build_checkpoint_activities(hosted, storage_for),
     ]
     for wf in registry.values():

@@ -37,6 +37,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoint
 from temporal_workflows._engine.driver import pending_request_from_json
+from temporal_workflows._engine.inbound import ConcurrentInput, check_policy
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._errors import RunBusyError, WorkflowRunError, peer_error
@@ -71,7 +72,6 @@ from temporal_workflows.temporal._protocol import (
     SIGNAL_RESET,
     SIGNAL_RESPOND,
     SIGNAL_SEND,
-    SIGNAL_SEND_EVENT,
     UPDATE_CHECKPOINT,
     UPDATE_CONFIRM,
     UPDATE_INLINE_BYTES,
@@ -79,11 +79,9 @@ from temporal_workflows.temporal._protocol import (
     UPDATE_RESPOND,
     UPDATE_RESPOND_ALL,
     UPDATE_SEND,
-    UPDATE_SEND_EVENT,
     CheckpointRequest,
     ConfirmInput,
     Delivery,
-    EventInput,
     ForkSource,
     ResetRequest,
     RespondAllInput,
@@ -106,6 +104,7 @@ __all__ = [
     "fork",
     "get_run",
     "send_or_start",
+    "start_input",
     "start_run",
 ]
 
@@ -430,7 +429,7 @@ class RunHandle:
         holds, and a small ``confirm_delivery`` update returns what the update
         would have: the same result, or the same refusal.
         """
-        arg = next(a for a in (delivery.send, delivery.respond, delivery.event) if a is not None)
+        arg = next(a for a in (delivery.send, delivery.respond) if a is not None)
         if json_size(arg) <= UPDATE_INLINE_BYTES:
             return await self._update(name, arg)
         await self._signal(SIGNAL_DELIVER, delivery)
@@ -585,33 +584,30 @@ class RunHandle:
             await self._update_or_deliver(UPDATE_RESPOND, Delivery(str(uuid.uuid4()), respond=one))
         return {"request_ids": [one.request_id for one in arg.responses], "accepted": True}
 
-    async def send(self, executor_id: str, message: Any, *, wait: bool = True) -> dict[str, Any] | None:
-        """Send a message to an executor of a running or idle (keep-alive) run; see :meth:`respond` for ``wait``."""
-        arg = _send_input(executor_id, message)
+    async def send(
+        self, executor_id: str, message: Any, *, wait: bool = True, policy: ConcurrentInput | None = None
+    ) -> dict[str, Any] | None:
+        """Send a message to an executor of a running or idle (keep-alive) run; see :meth:`respond` for ``wait``.
+
+        ``policy``: what the message does if the run is busy with a turn
+        (default: the run's ``concurrent_input``, set at start): ``"enqueue"``
+        (wait for the next boundary), ``"reject"`` (refused:
+        ``RunInProgressError``; by signal, a warning), ``"interrupt"`` (the
+        running superstep's steps are cancelled and commit nothing; the
+        message is taken at that boundary) or ``"rollback"`` (and the run goes
+        back to where it was before the turn's input). The result then says
+        ``"interrupts": true`` when it interrupted the turn
+        (docs/concurrent-input.md).
+
+        Raises:
+            ValueError: an unknown policy (before anything is sent).
+            RunInProgressError: the run is busy and the policy is ``"reject"``.
+        """
+        arg = _send_input(executor_id, message, policy)
         if not wait:
             await self._signal(SIGNAL_SEND, arg)
             return None
         return await self._update_or_deliver(UPDATE_SEND, Delivery(str(uuid.uuid4()), send=arg))
-
-    async def send_event(self, event: Any, *, step: str | None = None, wait: bool = True) -> dict[str, Any] | None:
-        """Send an event the run routes itself at its next boundary (a front end's ``send_event``).
-
-        One input, routed inside the run by its front end's rule over what is
-        pending at that boundary (LlamaIndex: the waits it answers, then the
-        steps that accept it), never by the client on a snapshot it queried.
-        ``wait`` as for :meth:`respond`: the ``submit_event`` update returns
-        once the run can read the event, and refuses one it cannot; ``False``
-        sends the ``send_event`` signal (what the ``temporal`` CLI sends, with
-        plain JSON).
-        """
-        _check_length("step", step, MAX_ID_CHARS)
-        env = encode(event, what="event")
-        check_payload(env.data, what="event")
-        arg = EventInput(env.data, env.type, step)
-        if not wait:
-            await self._signal(SIGNAL_SEND_EVENT, arg)
-            return None
-        return await self._update_or_deliver(UPDATE_SEND_EVENT, Delivery(str(uuid.uuid4()), event=arg))
 
     async def close(self) -> None:
         """Let a keep-alive run complete once it is idle."""
@@ -777,12 +773,14 @@ def _graph_name(workflow: Workflow | str) -> str:
     return name
 
 
-def _send_input(executor_id: str, message: Any) -> SendInput:
+def _send_input(executor_id: str, message: Any, policy: str | None = None) -> SendInput:
     _check_length("executor id", executor_id, MAX_ID_CHARS)
+    if policy is not None:
+        check_policy(policy, "policy")
     what = f"message for executor {executor_id!r}"
     env = encode(message, what=what)
     check_payload(env.data, what=what)
-    return SendInput(executor_id=executor_id, message=env)
+    return SendInput(executor_id=executor_id, message=env, policy=policy)
 
 
 async def fork(
@@ -828,13 +826,10 @@ def get_run(client: Client, workflow_id: str) -> RunHandle:
     return RunHandle(client.get_workflow_handle(workflow_id), client)
 
 
-async def start_run(
-    client: Client,
+def start_input(
     workflow: Workflow | str,
     message: Any = None,
     *,
-    id: str | None = None,
-    task_queue: str = DEFAULT_TASK_QUEUE,
     keep_alive: bool = False,
     checkpoint_every: int | None = None,
     max_history_events: int | None = None,
@@ -842,37 +837,20 @@ async def start_run(
     stream: bool | None = None,
     function_invocation_kwargs: Mapping[str, Any] | None = None,
     client_kwargs: Mapping[str, Any] | None = None,
-) -> RunHandle:
-    """Start a run of ``workflow`` (a built graph, or its name) with a start message.
+    concurrent_input: ConcurrentInput | None = None,
+) -> dict[str, Any]:
+    """The start input of a run (``RunInput`` as JSON), checked as :func:`start_run` checks it.
 
-    Args:
-        keep_alive: Keep the run open when it is idle, for more :meth:`RunHandle.send`
-            messages (one run per conversation); end it with :meth:`RunHandle.close`.
-            A keep-alive run started without a message starts idle.
-        checkpoint_every: Take a checkpoint every N supersteps (0: only when
-            asked); default: the graph's ``checkpoint_every`` if it was built
-            with a storage, else only when asked.
-        max_history_events: Continue as new at the first boundary after history
-            reaches this many events (default 8,000), or when Temporal suggests it.
-        max_steps_in_flight: Run at most this many steps of a superstep at once
-            (1 to 1,000, the default); the others start as those finish, and
-            results still commit in the same order.
-        stream: How the run is read, as Agent Framework's ``run(stream=...)``
-            (``ctx.is_streaming()``; agents call their model and yield outputs
-            accordingly): ``True`` streamed, ``False`` awaited; ``None`` (the
-            default) not said: agents stream live and keep each response as an
-            output (docs/agents.md).
-        function_invocation_kwargs, client_kwargs: As Agent Framework's
-            ``run()`` takes them (plain JSON): every step gets them, and
-            ``AgentExecutor`` passes them to its agent's tools and chat client.
+    The one builder of a run's start input: :func:`start_run` sends it, and a
+    schedule (:func:`~temporal_workflows.temporal._client.schedules.create_schedule`)
+    starts every run with it, so a scheduled run starts exactly as one
+    started by hand. The arguments are :func:`start_run`'s.
 
     Raises:
-        PayloadTooLargeError: the start message is too large for one Temporal
-            payload (checked before the run is started).
-        InvalidRunInputError: ``workflow`` is a graph and the message fits no
-            handler of its start executor, naming the fields that failed.
+        PayloadTooLargeError: the start message is too large for one Temporal payload.
+        InvalidRunInputError: ``workflow`` is a graph and the message fits no handler of its start executor.
+        ValueError: an option out of range.
     """
-    name = _graph_name(workflow)
     if not isinstance(workflow, str) and message is not None:
         check_start_message(workflow, message)  # a misspelled field is named here, before the run starts
     env = encode(message, what="start message")
@@ -897,6 +875,72 @@ async def start_run(
     kwargs = invocation_kwargs(function_invocation_kwargs, client_kwargs)
     if kwargs:
         arg["invocation_kwargs"] = kwargs
+    if concurrent_input is not None:
+        arg["concurrent_input"] = check_policy(concurrent_input)
+    return arg
+
+
+async def start_run(
+    client: Client,
+    workflow: Workflow | str,
+    message: Any = None,
+    *,
+    id: str | None = None,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    keep_alive: bool = False,
+    checkpoint_every: int | None = None,
+    max_history_events: int | None = None,
+    max_steps_in_flight: int | None = None,
+    stream: bool | None = None,
+    function_invocation_kwargs: Mapping[str, Any] | None = None,
+    client_kwargs: Mapping[str, Any] | None = None,
+    concurrent_input: ConcurrentInput | None = None,
+) -> RunHandle:
+    """Start a run of ``workflow`` (a built graph, or its name) with a start message.
+
+    Args:
+        keep_alive: Keep the run open when it is idle, for more :meth:`RunHandle.send`
+            messages (one run per conversation); end it with :meth:`RunHandle.close`.
+            A keep-alive run started without a message starts idle.
+        checkpoint_every: Take a checkpoint every N supersteps (0: only when
+            asked); default: the graph's ``checkpoint_every`` if it was built
+            with a storage, else only when asked.
+        max_history_events: Continue as new at the first boundary after history
+            reaches this many events (default 8,000), or when Temporal suggests it.
+        max_steps_in_flight: Run at most this many steps of a superstep at once
+            (1 to 1,000, the default); the others start as those finish, and
+            results still commit in the same order.
+        stream: How the run is read, as Agent Framework's ``run(stream=...)``
+            (``ctx.is_streaming()``; agents call their model and yield outputs
+            accordingly): ``True`` streamed, ``False`` awaited; ``None`` (the
+            default) not said: agents stream live and keep each response as an
+            output (docs/agents.md).
+        function_invocation_kwargs, client_kwargs: As Agent Framework's
+            ``run()`` takes them (plain JSON): every step gets them, and
+            ``AgentExecutor`` passes them to its agent's tools and chat client.
+        concurrent_input: What a message sent while the run is busy does by
+            default (``"enqueue"``, ``"reject"``, ``"interrupt"``, ``"rollback"``;
+            :meth:`RunHandle.send` may say otherwise per message).
+
+    Raises:
+        PayloadTooLargeError: the start message is too large for one Temporal
+            payload (checked before the run is started).
+        InvalidRunInputError: ``workflow`` is a graph and the message fits no
+            handler of its start executor, naming the fields that failed.
+    """
+    name = _graph_name(workflow)
+    arg = start_input(
+        workflow,
+        message,
+        keep_alive=keep_alive,
+        checkpoint_every=checkpoint_every,
+        max_history_events=max_history_events,
+        max_steps_in_flight=max_steps_in_flight,
+        stream=stream,
+        function_invocation_kwargs=function_invocation_kwargs,
+        client_kwargs=client_kwargs,
+        concurrent_input=concurrent_input,
+    )
     handle = await client.start_workflow(
         name, arg, id=id or f"{name}-{uuid.uuid4().hex[:12]}", task_queue=task_queue, result_type=dict
     )

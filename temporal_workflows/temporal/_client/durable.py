@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from temporal_workflows._errors import WorkflowError, WorkflowRunError, attach_result
+from temporal_workflows._engine.inbound import ConcurrentInput, check_policy
+from temporal_workflows._errors import RunClosedError, WorkflowError, WorkflowRunError, attach_result
 from temporal_workflows._events import (
     RequestInfoEvent,
     WorkflowEvent,
@@ -135,6 +136,7 @@ class DurableWorkflow:
         checkpoint_storage: CheckpointStorage | None = ...,
         function_invocation_kwargs: Mapping[str, Any] | None = ...,
         client_kwargs: Mapping[str, Any] | None = ...,
+        concurrent_input: ConcurrentInput | None = ...,
     ) -> AsyncIterator[WorkflowEvent]: ...
 
     @overload
@@ -148,6 +150,7 @@ class DurableWorkflow:
         checkpoint_storage: CheckpointStorage | None = ...,
         function_invocation_kwargs: Mapping[str, Any] | None = ...,
         client_kwargs: Mapping[str, Any] | None = ...,
+        concurrent_input: ConcurrentInput | None = ...,
     ) -> Awaitable[WorkflowRunResult]: ...
 
     def run(
@@ -160,6 +163,7 @@ class DurableWorkflow:
         checkpoint_storage: CheckpointStorage | None = None,
         function_invocation_kwargs: Mapping[str, Any] | None = None,
         client_kwargs: Mapping[str, Any] | None = None,
+        concurrent_input: ConcurrentInput | None = None,
     ) -> AsyncIterator[WorkflowEvent] | Awaitable[WorkflowRunResult]:
         """As :meth:`Workflow.run`, on Temporal.
 
@@ -180,6 +184,8 @@ class DurableWorkflow:
                 ``checkpoint_id``); the checkpoint itself is loaded by the worker.
             function_invocation_kwargs, client_kwargs: As in process (a new run
                 gets them; responses may replace them).
+            concurrent_input: As in process: a new run's policy for messages
+                :meth:`send` brings while it is busy.
 
         Raises:
             WorkflowRunError: the run failed: the same class and message as in
@@ -192,6 +198,8 @@ class DurableWorkflow:
         """
         check_run_arguments(message, responses, checkpoint_id)
         kwargs = invocation_kwargs(function_invocation_kwargs, client_kwargs)
+        if concurrent_input is not None:
+            kwargs = {**(kwargs or {}), "concurrent_input": check_policy(concurrent_input)}
         # Taken here, synchronously, as in process: two calls started back to back cannot both pass.
         events = self._reservation.take(
             self._events(message, responses, checkpoint_id, checkpoint_storage, stream, kwargs)
@@ -199,6 +207,22 @@ class DurableWorkflow:
         if stream:
             return events
         return self._collect(events)
+
+    async def send(
+        self, message: Any, *, executor_id: str | None = None, policy: ConcurrentInput | None = None
+    ) -> dict[str, Any]:
+        """As :meth:`Workflow.send`: a message into this object's open run, by ``RunHandle.send``.
+
+        Raises:
+            WorkflowError: this object has no open run (start one with ``run(message)``).
+            RunInProgressError: the run is busy and the policy is ``"reject"``.
+        """
+        if self._handle is None or not await _is_open(self._handle):
+            raise RunClosedError("no run of this workflow is open to send to; start one with run(message)")
+        target = executor_id if executor_id is not None else self._workflow.graph.topology.start_executor_id
+        sent = await self._handle.send(target, message, policy=policy)
+        assert sent is not None
+        return sent
 
     def run_stream(
         self,
@@ -330,7 +354,8 @@ class DurableWorkflow:
         # One update with every answer (as in process, where a bad one changes nothing): the run checks them
         # all before taking any, and hands them to the engine at one boundary, so the superstep that follows
         # sees all of them and this call returns only once the run is idle again after it.
-        await handle.respond_all(responses, stream=stream, **(kwargs or {}))
+        given = {k: v for k, v in (kwargs or {}).items() if k != "concurrent_input"}  # (a new run's, at its start)
+        await handle.respond_all(responses, stream=stream, **given)
         for request_id in responses:
             self._pending.pop(request_id, None)
 

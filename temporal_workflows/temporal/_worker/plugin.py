@@ -20,12 +20,14 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from temporal_workflows._engine.limits import allow_stored_values
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._graph.hosting import as_graph_workflow
 from temporal_workflows._graph.subworkflow import subworkflow_graphs
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._converter import json_data_converter
 from temporal_workflows.temporal._failures import CycleSafeFailureConverterWithEncodedAttributes
+from temporal_workflows.temporal._storage import LargeValues
 from temporal_workflows.temporal._tracing import configure_tracing, replay_safe_provider
 from temporal_workflows.temporal._worker.eviction import evict_cached_runs
 from temporal_workflows.temporal._worker.versioning import WorkerVersioning
@@ -73,19 +75,24 @@ def _tracing_interceptor() -> Any:
     return TracingInterceptor()
 
 
-def data_converter(codec: EncryptionCodec | None) -> DataConverter:
-    """The pydantic converter, encrypting payloads with ``codec`` if given.
+def data_converter(codec: EncryptionCodec | None, large_values: LargeValues | None = None) -> DataConverter:
+    """The pydantic converter, encrypting payloads with ``codec`` if given, large ones kept by reference.
 
     With a codec, failure messages and stack traces are moved into an encoded
     (so encrypted) attribute too: they often quote the values that failed.
+    With ``large_values``, payloads over its threshold go to its store after
+    encoding (so stored bytes are encrypted too) and history holds a reference.
     """
-    if codec is None:
-        return json_data_converter
-    return dataclasses.replace(
-        json_data_converter,
-        payload_codec=codec,
-        failure_converter_class=CycleSafeFailureConverterWithEncodedAttributes,
-    )
+    converter = json_data_converter
+    if codec is not None:
+        converter = dataclasses.replace(
+            converter,
+            payload_codec=codec,
+            failure_converter_class=CycleSafeFailureConverterWithEncodedAttributes,
+        )
+    if large_values is not None:
+        converter = dataclasses.replace(converter, external_storage=large_values.external_storage())
+    return converter
 
 
 def _sandbox_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
@@ -110,9 +117,7 @@ class TemporalWorkflowsPlugin(SimplePlugin):
     executor of each graph, and the sandbox passthrough list.
 
     Args:
-        workflows: Graphs this worker hosts; each needs a unique ``name``. A
-            ``temporal_workflows.llama.Workflow`` instance is hosted as the graph
-            it compiles to (its workflow type is its class name, or ``name=``).
+        workflows: Graphs this worker hosts; each needs a unique ``name``.
         tracing: Trace runs with OpenTelemetry: client start → run → superstep →
             step, propagated across processes in Temporal headers. Installs
             :func:`configure_tracing`'s provider (exporter from ``OTEL_*``
@@ -131,6 +136,12 @@ class TemporalWorkflowsPlugin(SimplePlugin):
             default store, and file or SQLite stores (this plugin's or the
             graphs') built without a ``cipher`` of their own. Every client and
             worker of the namespace needs the keys to read the runs.
+        large_values: Keep payloads over a threshold in a store, history holding
+            a reference and a digest (a claim check; docs/values.md):
+            ``"env"`` (default): the store ``TEMPORAL_WORKFLOWS_VALUE_STORE`` names,
+            if set; ``None``: off; or a :class:`LargeValues`. With it, values may be
+            up to its ``max_value_bytes``. Every worker and client of the
+            namespace needs the same store (and the keys, when encrypted).
         versioning: Pin every run to the worker version (the graphs) it started
             on, with Temporal's Worker Versioning: the worker joins the
             deployment's version derived from its graphs' signatures and, by
@@ -147,18 +158,21 @@ class TemporalWorkflowsPlugin(SimplePlugin):
         checkpoint_storage: CheckpointStorage | None = None,
         encryption: EncryptionCodec | Literal["env"] | None = "env",
         versioning: WorkerVersioning | None = None,
+        large_values: LargeValues | Literal["env"] | None = "env",
     ) -> None:
         from temporal_workflows.temporal._activities.steps import build_activities
 
-        # A LlamaIndex-style workflow (temporal_workflows.llama) is hosted as the graph it compiles to, and a
-        # worker hosting a graph hosts its sub-workflows' graphs too (children run as their own workflows).
+        # A worker hosting a graph hosts its sub-workflows' graphs too (children run as their own workflows).
         self.graphs = subworkflow_graphs([as_graph_workflow(w) for w in workflows])
         self.versioning = versioning
         self.codec = EncryptionCodec.from_env() if encryption == "env" else encryption
         cipher = self.codec.key_ring if self.codec is not None else None
+        self.large_values = LargeValues.from_env() if large_values == "env" else large_values
+        if self.large_values is not None:
+            allow_stored_values(self.large_values.max_value_bytes, self.large_values.threshold)
         super().__init__(
             "temporal_workflows",
-            data_converter=data_converter(self.codec),
+            data_converter=data_converter(self.codec, self.large_values),
             interceptors=[_tracing_interceptor()] if tracing else None,
             workflows=[GraphWorkflow] if self.graphs else None,
             activities=build_activities(self.graphs, checkpoint_storage, cipher=cipher) if self.graphs else None,

@@ -289,6 +289,7 @@ class Continuation:
             checkpoint_every=now.input.checkpoint_every,
             max_history_events=now.input.max_history_events,
             max_steps_in_flight=now.input.max_steps_in_flight,
+            concurrent_input=now.input.concurrent_input,
             carried=carried,
             subrun=now.subrun,
         )

@@ -31,6 +31,7 @@ from temporal_workflows.temporal._protocol import (
     ACTIVITY_VALIDATE,
     FAILURE_RUN_BUSY,
     FAILURE_RUN_CLOSED,
+    Carried,
     RunInput,
     SubWorkflowInput,
     Validated,
@@ -71,6 +72,7 @@ class HandlerBase:
     # Set by ``GraphWorkflow.__init__`` (and ``_run``), read by the handlers.
     _input: RunInput
     _input_error: str | None
+    _carried: Carried | None
     _board: StatusBoard
     _inbox: Inbox
     _checkpoints: Checkpoints

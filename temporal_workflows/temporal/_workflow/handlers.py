@@ -1,4 +1,4 @@
-"""The signal and update handlers of ``GraphWorkflow`` for outside input: responses, messages, events, deliveries.
+"""The signal and update handlers of ``GraphWorkflow`` for outside input: responses, messages, deliveries.
 
 Each checks what it can where it arrives (an update's validator refuses it,
 leaving no trace; a signal's bad input becomes a warning) and hands the input
@@ -17,15 +17,23 @@ from temporalio.exceptions import ApplicationError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
+from temporal_workflows._engine.inbound import (
+    CONCURRENT_INPUT,
+    DEFAULT_CONCURRENT_INPUT,
+    arrival,
+    check_policy,
+    stronger,
+)
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import PendingRequest
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._failures import refuse
 from temporal_workflows.temporal._protocol import (
-    ACTIVITY_ROUTE,
     ACTIVITY_VALIDATE,
     FAILURE_DELIVERY_FORGOTTEN,
     FAILURE_INPUT_TOO_LONG,
+    FAILURE_INVALID_RUN_INPUT,
+    FAILURE_RUN_IN_PROGRESS,
     FAILURE_UNDELIVERABLE,
     FAILURE_UNKNOWN_DELIVERY,
     MAX_ID_CHARS,
@@ -36,22 +44,17 @@ from temporal_workflows.temporal._protocol import (
     SIGNAL_RESET,
     SIGNAL_RESPOND,
     SIGNAL_SEND,
-    SIGNAL_SEND_EVENT,
     UPDATE_CHECKPOINT,
     UPDATE_CONFIRM,
     UPDATE_RESET,
     UPDATE_RESPOND,
     UPDATE_RESPOND_ALL,
     UPDATE_SEND,
-    UPDATE_SEND_EVENT,
     VALIDATE_INLINE_BYTES,
     ConfirmInput,
     Delivery,
-    EventInput,
     RespondAllInput,
     RespondInput,
-    Routed,
-    RouteInput,
     SendInput,
     Validated,
     ValidateInput,
@@ -62,19 +65,20 @@ from temporal_workflows.temporal._workflow.handler_base import HandlerBase
 from temporal_workflows.temporal._workflow.inbox import (
     DELIVERED_CARRIED,
     delivery_digest,
-    oversized_event,
     oversized_send,
 )
-from temporal_workflows.temporal._workflow.locals import execute_local_activity
-from temporal_workflows.temporal._workflow.patches import PATCH_VALIDATE_IN_ACTIVITY
+from temporal_workflows.temporal._workflow.patches import PATCH_CONCURRENT_INPUT, PATCH_VALIDATE_IN_ACTIVITY
 
 __all__ = ["InputHandlers", "SIGNALS", "UPDATES"]
+
+
+def _bad_policy(policy: object) -> str:
+    return f"policy must be one of {', '.join(CONCURRENT_INPUT)}, not {quote(str(policy))}"
 
 
 SIGNALS = (
     SIGNAL_RESPOND,
     SIGNAL_SEND,
-    SIGNAL_SEND_EVENT,
     SIGNAL_CLOSE,
     SIGNAL_CHECKPOINT,
     SIGNAL_RESET,
@@ -86,7 +90,6 @@ UPDATES = (
     UPDATE_RESPOND,
     UPDATE_RESPOND_ALL,
     UPDATE_SEND,
-    UPDATE_SEND_EVENT,
     UPDATE_CHECKPOINT,
     UPDATE_RESET,
     UPDATE_CONFIRM,
@@ -114,14 +117,54 @@ class InputHandlers(HandlerBase):
         """Queue a message for an executor; bad input becomes a warning."""
         inp, _ = self._signal_arg(SIGNAL_SEND, raw, SendInput)
         if inp is not None and not self._sub_workflow_ignores(SIGNAL_SEND):
-            self._inbox.send_signal(inp)
+            if inp.policy is not None and inp.policy not in CONCURRENT_INPUT:
+                self._board.warn(f"signal 'send' ignored: {_bad_policy(inp.policy)}", executor_id=inp.executor_id)
+                return
+            self._inbox.send_signal(inp, lambda i: self._arrive(i, signal=True))
 
-    @workflow.signal(name=SIGNAL_SEND_EVENT)
-    def send_event_signal(self, raw: RawValue) -> None:
-        """An event for the run to route at its next boundary (a front end's ``send_event``); bad input warns."""
-        inp, _ = self._signal_arg(SIGNAL_SEND_EVENT, raw, EventInput)
-        if inp is not None and not self._sub_workflow_ignores(SIGNAL_SEND_EVENT):
-            self._inbox.event_signal(inp)
+    # -- a message while the run is busy (concurrent_input) -----------------------------
+
+    def _busy(self) -> bool:
+        """Whether the run is in a turn (``_engine.inbound.ConcurrentInput``): work queued or running, or input
+        waiting for the boundary that will give it work. Idle, or only waiting for answers, it is not."""
+        engine = self._engine
+        if engine is None:
+            # The first task, before the engine: busy with the start message unless it starts idle.
+            return self._input.message is not None or self._carried is not None or self._input.fork_from is not None
+        steps = self._steps
+        return engine.has_work() or bool(self._inbox) or bool(steps is not None and steps.in_flight)
+
+    def _arrive(self, inp: SendInput, *, signal: bool) -> str:
+        """What a message does as it is queued, by its policy (or the run's) and whether the run is busy.
+
+        ``"take"``, ``"interrupt"`` or ``"rollback"`` (then the interruption waits for the next boundary, and the
+        running superstep, if any, is abandoned), or ``"refuse"``: an update is refused with
+        ``RunInProgressError``; a signal is a warning.
+        """
+        policy = check_policy(inp.policy or self._input.concurrent_input or DEFAULT_CONCURRENT_INPUT)
+        action = arrival(policy, busy=self._busy())
+        if action == "refuse":
+            text = (
+                "the run is busy with its current turn and the message's concurrent-input policy is 'reject'; "
+                "send it again once the run is idle, or with policy 'enqueue', 'interrupt' or 'rollback'"
+            )
+            if signal:
+                self._board.warn(f"signal 'send' ignored: {text}", executor_id=inp.executor_id)
+                return action
+            raise refuse(FAILURE_RUN_IN_PROGRESS, text, executor_id=inp.executor_id)
+        if action != "take" and self.patches.get(PATCH_CONCURRENT_INPUT):
+            controls = self._checkpoints.asked
+            controls.interrupt = stronger(controls.interrupt, action)
+            return action
+        return "take"
+
+    def _check_policy(self, inp: SendInput) -> None:
+        """Refuse a send whose policy is unknown, or that a busy run refuses (its validator: no trace in history)."""
+        if inp.policy is not None and inp.policy not in CONCURRENT_INPUT:
+            raise refuse(FAILURE_INVALID_RUN_INPUT, _bad_policy(inp.policy))
+        policy = inp.policy or self._input.concurrent_input or DEFAULT_CONCURRENT_INPUT
+        if policy == "reject" and self._busy():
+            self._arrive(inp, signal=False)  # raises the refusal
 
     @workflow.update(name=UPDATE_RESPOND)
     async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
@@ -172,12 +215,13 @@ class InputHandlers(HandlerBase):
         """Queue a message for an executor; returns once it is accepted."""
         self._continuation.updates_since_task = True
         self._inbox.charge_update(inp)
-        return await self._inbox.accept_message(inp, self._check_open)
+        return await self._inbox.accept_message(inp, self._check_open, lambda i: self._arrive(i, signal=False))
 
     @send_message.validator
     def _validate_send_message(self, inp: SendInput) -> None:
         self._check_not_busy()
         self._check_send(inp)
+        self._check_policy(inp)
         self._check_room_for(inp)
 
     def _check_send(self, inp: SendInput) -> None:
@@ -193,31 +237,6 @@ class InputHandlers(HandlerBase):
                 f"executors: {sorted(topology.executor_ids)}",
             )
 
-    @workflow.update(name=UPDATE_SEND_EVENT)
-    async def submit_event(self, inp: EventInput) -> dict[str, Any]:
-        """An event for the run to route at its next boundary; returns once the run can read it."""
-        self._continuation.updates_since_task = True
-        self._check_open()
-        self._inbox.charge_update(inp)
-        return await self._inbox.accept_event(await self._started_engine(), inp, self._check_open)
-
-    @submit_event.validator
-    def _validate_submit_event(self, inp: EventInput) -> None:
-        # Rejected here, an update leaves no trace in history.
-        self._check_not_busy()
-        self._check_open()
-        error = oversized_event(inp)
-        if error is not None:
-            raise refuse(FAILURE_INPUT_TOO_LONG, error)
-        topology = self._topology
-        if topology is not None and inp.step is not None and inp.step not in topology.executor_ids:
-            raise refuse(
-                FAILURE_UNDELIVERABLE,
-                f"no step {quote(inp.step)} in workflow {workflow.info().workflow_type!r}; "
-                f"steps: {sorted(topology.executor_ids)}",
-            )
-        self._check_room_for(inp)
-
     @workflow.signal(name=SIGNAL_DELIVER)
     async def deliver(self, raw: RawValue) -> None:
         """Large input a client waits for: checked as its update would be, the outcome kept to confirm."""
@@ -227,8 +246,8 @@ class InputHandlers(HandlerBase):
                 self._board.warn("signal 'deliver' ignored: it needs a delivery (id, and send or respond), not null")
             return
         error = too_long("delivery id", d.id, MAX_ID_CHARS)
-        if error is not None or [d.send, d.respond, d.event].count(None) != 2:
-            self._board.warn(f"signal 'deliver' ignored: {error or 'it needs exactly one of send, respond or event'}")
+        if error is not None or [d.send, d.respond].count(None) != 1:
+            self._board.warn(f"signal 'deliver' ignored: {error or 'it needs exactly one of send or respond'}")
             return
         deliveries = self._inbox.deliveries
         digest = delivery_digest(d.send if d.send is not None else d.respond)
@@ -253,10 +272,10 @@ class InputHandlers(HandlerBase):
             # As the update would, less charging the task for its input: the server records a signal's.
             if d.send is not None:
                 self._check_send(d.send)
-                outcome = await self._inbox.accept_message(d.send, self._check_open)
-            elif d.event is not None:
-                self._validate_submit_event(d.event)
-                outcome = await self._inbox.accept_event(await self._started_engine(), d.event, self._check_open)
+                self._check_policy(d.send)
+                outcome = await self._inbox.accept_message(
+                    d.send, self._check_open, lambda i: self._arrive(i, signal=False)
+                )
             else:
                 assert d.respond is not None
                 self._check_respond(d.respond)
@@ -351,37 +370,3 @@ class InputHandlers(HandlerBase):
                 del self._held[ref]
         await self._quiet()  # what the handler does next follows any local activity's result
         return result.resolved(value)
-
-    async def _route(self, step: str | None, event: Envelope, pending: list[PendingRequest], busy: bool) -> Routed:
-        """Type and route an event sent into the run in a local activity: event classes are user code."""
-        name = workflow.info().workflow_type
-        summary = f"route {event.type or 'event'}" + (f" to {step}" if step else "")
-        arg = RouteInput(name, event, step, pending, busy)
-        if self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
-            # A regular activity, as for validation (``_validate_update``): a local activity in an update
-            # handler made concurrent input unreplayable (``locals.py``).
-            await self._quiet()
-            handle = await self._budget.start_activity(
-                json_size(arg),
-                ACTIVITY_ROUTE,
-                arg,
-                result_type=Routed,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=5)),
-                summary=summary,
-            )
-            result: Routed = await handle
-            await self._quiet()
-            return result
-        async with self._budget.lock:
-            await self._budget.room(self._payload_limit)
-            routed: Routed = await execute_local_activity(
-                ACTIVITY_ROUTE,
-                arg,
-                result_type=Routed,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=3),
-                summary=summary,
-            )
-            self._budget.charge(json_size(routed))
-        return routed

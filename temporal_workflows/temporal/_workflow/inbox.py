@@ -1,29 +1,22 @@
-"""Outside input (responses, messages, events) from arrival to the engine, at superstep boundaries only.
+"""Outside input (responses, messages) from arrival to the engine, at superstep boundaries only.
 
 Signals queue their input as it came (it is checked at the next boundary; bad
 input becomes a warning). Updates check theirs before accepting it (bad
 input is refused, the caller told why) and queue it checked. Either way the
 engine sees input only at a boundary, in arrival order, so a superstep always
 reads the state and inputs of the boundary it started at.
-
-An event (a front end's ``send_event``) is routed at the boundary that takes
-it, by the front end's rule over the requests pending there (the ``route``
-local activity: event classes are user code), never by a client on a
-snapshot it queried: so a wait committed just before the boundary is
-answered, and every target is reached at that one boundary.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, cast
 
 from pydantic_core import to_json
 from temporalio.exceptions import ApplicationError
 
-from temporal_workflows._engine.inbound import Inbound, InboundKind, Route, Unanswerable, apply, open_request
+from temporal_workflows._engine.inbound import Inbound, InboundKind, Unanswerable, apply, open_request
 from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
@@ -39,10 +32,8 @@ from temporal_workflows.temporal._protocol import (
     CarriedInbox,
     CarriedInput,
     DeliveryOutcome,
-    EventInput,
     RespondAllInput,
     RespondInput,
-    Routed,
     SendInput,
     Validated,
     too_long,
@@ -57,7 +48,6 @@ __all__ = [
     "Deliveries",
     "Inbox",
     "delivery_digest",
-    "oversized_event",
     "oversized_respond",
     "oversized_send",
     "refuse",
@@ -73,17 +63,11 @@ MAX_OUTCOME_CHARS = 2000
 """Characters of a refusal's message a delivery outcome keeps (it is carried across continue-as-new)."""
 
 Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]]
-RouteEvent = Callable[[str | None, Envelope, list[PendingRequest], bool], Awaitable[Routed]]
 
 
 def oversized_respond(inp: RespondInput) -> str | None:
     """Why a response is refused before it is even queued: its request id is too long (else ``None``)."""
     return too_long("request id", inp.request_id, MAX_ID_CHARS)
-
-
-def oversized_event(inp: EventInput) -> str | None:
-    """Why an event is refused before it is even queued: its step or type name is too long."""
-    return too_long("step", inp.step, MAX_ID_CHARS) or too_long("event type", inp.event_type, MAX_TYPE_NAME_CHARS)
 
 
 def oversized_send(inp: SendInput) -> str | None:
@@ -111,22 +95,21 @@ class Inbox:
         carried: CarriedInbox | None,
         *,
         budget: TaskBudget | None = None,
-        route: RouteEvent | None = None,
-        publish: Callable[[Envelope], None] | None = None,
         validate_update: Validate | None = None,
     ) -> None:
         carried = carried or CarriedInbox()
         self._validate = validate
         self._validate_update = validate_update or validate
-        self._route = route
-        self._publish = publish
         self._board = board
         self._budget = budget or TaskBudget()
+        # (a carried item's kind was checked when the run started: ``startup._check_carried``)
         self.items: list[Inbound] = [
-            # (a carried item's kind was checked when the run started: ``startup._check_carried``)
-            Inbound(cast(InboundKind, i.kind), i.key, i.value, i.validated)
-            for i in carried.items
+            Inbound(cast(InboundKind, i.kind), i.key, i.value, i.validated) for i in carried.items if i.kind != "event"
         ]
+        if len(self.items) < len(carried.items):
+            # An event a client sent by ``send_event`` before a deploy, carried from the execution before: no
+            # graph takes events (that signal served the retired LlamaIndex front end), so it is dropped.
+            board.warn("signal 'send_event' ignored: this run does not route events; send a message or respond")
         # Request ids answered (by a response taken into the inbox or the engine): a second answer is refused.
         self._answered: set[str] = {i.key for i in self.items if i.kind == "respond" and i.checked}
         # Request ids whose response reached the engine.
@@ -153,19 +136,15 @@ class Inbox:
             return
         self.items.append(Inbound("respond", inp.request_id, Envelope(None, inp.response)))
 
-    def send_signal(self, inp: SendInput) -> None:
+    def send_signal(self, inp: SendInput, arrive: Callable[[SendInput], str] | None = None) -> None:
         error = oversized_send(inp)
         if error is not None:
             self._board.warn(f"signal 'send' ignored: {error}", executor_id=inp.executor_id)
             return
-        self.items.append(Inbound("send", inp.executor_id, inp.message))
-
-    def event_signal(self, inp: EventInput) -> None:
-        error = oversized_event(inp)
-        if error is not None:
-            self._board.warn(f"signal 'send_event' ignored: {error}")
-            return
-        self.items.append(Inbound("event", inp.step or "", inp.envelope))
+        action = arrive(inp) if arrive is not None else "take"
+        if action == "refuse":
+            return  # (``arrive`` warned: a busy run, policy reject)
+        self.items.append(Inbound("send", inp.executor_id, inp.message, interrupts=action != "take"))
 
     # -- updates: checked, then queued -----------------------------------------------------
 
@@ -258,40 +237,21 @@ class Inbox:
             self.items.append(Inbound("respond", req.request_id, value, checked=True))
         return {"request_ids": [req.request_id for req, _ in checked], "accepted": True}
 
-    async def accept_message(self, inp: SendInput, check_open: Callable[[], None]) -> dict[str, Any]:
+    async def accept_message(
+        self, inp: SendInput, check_open: Callable[[], None], arrive: Callable[[SendInput], str] | None = None
+    ) -> dict[str, Any]:
         checked = await self._validate_update(inp.executor_id, inp.message, None)
         if checked.value is None:
             raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "undeliverable message")
         check_open()
-        self.items.append(Inbound("send", inp.executor_id, checked.value, checked=True))
-        return {"executor_id": inp.executor_id, "accepted": True}
+        # Whether the run is busy is decided now, as the message is queued (it may have become so meanwhile).
+        action = arrive(inp) if arrive is not None else "take"
+        self.items.append(Inbound("send", inp.executor_id, checked.value, checked=True, interrupts=action != "take"))
+        if inp.policy is None and action == "take":
+            return {"executor_id": inp.executor_id, "accepted": True}
+        return {"executor_id": inp.executor_id, "accepted": True, "interrupts": action != "take"}
 
-    async def accept_event(self, engine: Engine, inp: EventInput, check_open: Callable[[], None]) -> dict[str, Any]:
-        """Check that the run can read an event (its class, its step), then queue it to be routed at the boundary."""
-        error = oversized_event(inp)
-        if error is not None:
-            raise refuse(FAILURE_INPUT_TOO_LONG, error)
-        given = inp.envelope
-        routed = await self._routed(inp.step, given, engine)
-        checked = routed.checked.resolved(given)
-        if checked.value is None:
-            raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "the event cannot be used")
-        check_open()
-        self.items.append(Inbound("event", inp.step or "", checked.value, checked=True))
-        return {"accepted": True, "event_type": checked.value.type, "step": inp.step}
-
-    async def _routed(self, step: str | None, event: Envelope, engine: Engine) -> Routed:
-        if self._route is None:  # pragma: no cover - the workflow always gives one
-            return Routed(Validated(error="this run does not route events", error_type=FAILURE_UNDELIVERABLE))
-        # Routing reads what a request awaits, not the schema its answer must match: left out of history.
-        pending = [
-            replace(r, response_schema={})
-            for r in engine.pending_requests.values()
-            if r.request_id not in self._answered
-        ]
-        return await self._route(step, event, pending, engine.has_work())
-
-    def charge_update(self, inp: RespondInput | RespondAllInput | SendInput | EventInput) -> None:
+    def charge_update(self, inp: RespondInput | RespondAllInput | SendInput) -> None:
         """Count an accepted update's input against its workflow task (called first thing in the handler).
 
         The SDK repeats an accepted update's input in the task that accepts it:
@@ -302,15 +262,19 @@ class Inbox:
 
     # -- at a boundary -------------------------------------------------------------------
 
-    async def drain(self, engine: Engine) -> None:
+    async def drain(self, engine: Engine, interrupt_waits: Callable[[], bool] | None = None) -> None:
         """Hand queued input to the engine, in arrival order: each item checked (signals' input, at this
-        boundary; a warning if unusable), then applied by the engine's one rule (``_engine/inbound``)."""
+        boundary; a warning if unusable), then applied by the engine's one rule (``_engine/inbound``).
+
+        A message that interrupts the run's turn, arriving while this boundary
+        drains (``interrupt_waits()``), and what came after it, wait for the next
+        boundary, where the interruption is carried out first."""
         while self.items:
+            if interrupt_waits is not None and self.items[0].interrupts and interrupt_waits():
+                return
             item = self.items.pop(0)
             if item.kind == "respond":
                 await self._take_response(engine, item)
-            elif item.kind == "event":
-                await self._take_event(engine, item)
             else:
                 await self._take_message(engine, item)
 
@@ -348,20 +312,12 @@ class Inbox:
             item = Inbound("send", item.key, checked.value, checked=True)
         apply(engine, item)
 
-    async def _take_event(self, engine: Engine, item: Inbound) -> None:
-        """Route an event by the front end's rule over the requests pending at this boundary, and deliver it."""
-        step = item.key or None
-        routed = await self._routed(step, item.value, engine)
-        checked = routed.checked.resolved(item.value)
-        if checked.value is None:
-            self._board.warn(checked.error or "the event cannot be used", executor_id=step)
-            return
-        applied = apply(
-            engine, Inbound("event", item.key, checked.value, checked=True), Route(routed.answers, routed.targets)
-        )
-        self._remember(applied.answered)
-        if routed.notice is not None and self._publish is not None:  # the policy's notice: nothing took it
-            self._publish(routed.notice)
+    def reopened(self, request_ids: Iterable[str]) -> None:
+        """Requests pending again after a rollback: answers to them are taken again, not "already answered"."""
+        for rid in request_ids:
+            if rid in self._delivered:
+                self._delivered.discard(rid)
+                self._delivered_order = [r for r in self._delivered_order if r != rid]
 
     def _remember(self, answered: tuple[str, ...]) -> None:
         for rid in answered:

@@ -16,9 +16,9 @@ where it always did, as it was recorded.
 
 Each patch a run asks for costs it a marker and an upsert of Temporal's
 ``TemporalChangeVersion`` search attribute listing every patch so far (about
-3.4 KB of history for the nine markers a run used to record at its start: a
-sixth of a short LlamaIndex run's history). So a run started now records one
-marker, :data:`PATCHES_BUNDLE`, which stands for every patch of this module:
+3.4 KB of history for the nine markers a run used to record at its start). So
+a run started now records one marker, :data:`PATCHES_BUNDLE`, which stands
+for every patch of this module:
 each behaviour they gate is on, asked at the start or not. A run recorded
 before the bundle asks as it was recorded (the bundle's marker is not in its
 history, so ``patched`` says no to it). A patch added later is asked after the
@@ -38,6 +38,7 @@ __all__ = [
     "PATCH_CARRY_LATER",
     "PATCH_CHECKPOINT_FAILURE_FAILS_RUN",
     "PATCH_CHILD_START",
+    "PATCH_CONCURRENT_INPUT",
     "PATCH_DEFAULT_HEARTBEAT",
     "PATCH_ENTRY_CHECKPOINT",
     "PATCH_EVERY_FAILED_STEP",
@@ -99,9 +100,9 @@ only, when a query could not carry it); newer ones fail the superstep that would
 PATCH_FIRST_COME = "first-come-first-served"
 """What happened first wins, as recorded in history. Runs recorded before this resumed a sub-workflow's child
 by timing out its due requests first (an answer its parent took before the deadline lost when the parent's
-superstep started after it; newer children take their responses first, as every boundary does), and waited
-for every step of a superstep in which one ended the run (a LlamaIndex ``StopEvent``), taking the first in
-task order (newer ones take the first to finish and cancel the steps still running)."""
+superstep started after it; newer children take their responses first, as every boundary does). It also gated
+a step ending the run before the others finished, which only the retired LlamaIndex import-swap front end's
+steps did; graph runs still ask for it where they always did (``supersteps.py``)."""
 
 PATCH_RELEASE_OUTPUTS = "release-oldest-outputs"
 """Runs recorded before this failed (``RunTooLargeError``) when their outputs added up past one payload, or
@@ -124,9 +125,14 @@ PATCH_WAIT_FOR_SIGNATURE = "wait-for-a-worker-of-the-run-signature"
 (a deploy without Worker Versioning); newer ones schedule it again, with backoff, for ``SIGNATURE_WAIT``."""
 
 PATCH_ARRIVAL_ORDER = "arrival-order"
-"""Runs recorded before this queued what a LlamaIndex superstep's steps sent in task order; newer ones queue it
-in the order the steps finished, as history records it (``Topology.arrival_order``), as LlamaIndex delivers a
-step's events when it returns (the in-process host: the order they finished in)."""
+"""Gated queueing a superstep's sends in the order its steps finished, for the retired LlamaIndex import-swap
+front end's runs only. Kept because every run asks for the patches of :data:`PATCHES` at its start (graph runs
+recorded with ``patches-at-start`` after it was added have its marker there) and :data:`BUNDLED` never changes;
+nothing reads its answer now."""
+PATCH_CONCURRENT_INPUT = "concurrent-input-policy"
+"""A message sent while the run was busy with policy interrupt or rollback abandons the running superstep
+(its steps' activities are cancelled) and interrupts the turn at the next boundary. Asked only when such a
+message arrives: a run recorded before it never had one."""
 
 PATCHES = (
     PATCH_DEFAULT_HEARTBEAT,

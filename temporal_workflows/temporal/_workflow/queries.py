@@ -89,6 +89,7 @@ class QueryHandlers(HandlerBase):
             "outputs": [o.value.data for o in engine.outputs] if engine else [],
             "outputs_released": engine.outputs_released if engine else 0,
             "keep_alive": self._keep_alive,
+            "concurrent_input": self._input.concurrent_input or "enqueue",
             "warnings": list(board.warnings),
             "error": board.error,
             "last_checkpoint_id": cps.last_id,

@@ -109,14 +109,13 @@ def _check_carried(carried: Carried, topology: Topology) -> None:
     """Refuse a ``carried`` start input no run of this graph could have handed over (the snapshot: the engine's)."""
     for i, item in enumerate(carried.inbox.items if carried.inbox else ()):
         where = f"carried.inbox.items[{i}]"
+        # ('event': a send_event an execution of an older version carried; the inbox drops it with a warning)
         if item.kind not in ("respond", "send", "event"):
-            raise InvalidRunInputError(
-                f"{where}.kind must be 'respond', 'send' or 'event', not {quote(str(item.kind))}"
-            )
+            raise InvalidRunInputError(f"{where}.kind must be 'respond' or 'send', not {quote(str(item.kind))}")
         error = too_long(f"{where}.key", item.key, MAX_ID_CHARS)
         if error is not None:
             raise InvalidRunInputError(error)
-        if (item.kind == "send" or (item.kind == "event" and item.key)) and item.key not in topology.executor_ids:
+        if item.kind == "send" and item.key not in topology.executor_ids:
             raise InvalidRunInputError(
                 f"{where} is a message for {quote(item.key)}, not an executor of graph {topology.name!r}"
             )

@@ -52,7 +52,6 @@ from temporal_workflows.temporal._workflow.children import run_child
 from temporal_workflows.temporal._workflow.locals import execute_local_activity
 from temporal_workflows.temporal._workflow.options import activity_options
 from temporal_workflows.temporal._workflow.patches import (
-    PATCH_ARRIVAL_ORDER,
     PATCH_EVERY_FAILED_STEP,
     PATCH_FIRST_COME,
     PATCH_TASK_BUDGET,
@@ -81,19 +80,21 @@ def _approx_json_size(value: Any) -> int:
 def failure_of(e: BaseException) -> StepFailure:
     """A failed activity as the driver reports it: the user's error type and message, once each."""
     cause = innermost(e)
+    inner = cause.cause if isinstance(cause, ApplicationError) and not cause.type else None
+    if isinstance(inner, ApplicationError) and inner.type in error_classes():
+        # The SDK's own wrapper around one of ours ("Failed decoding arguments": a step input kept by reference
+        # whose stored copy is missing, StoredValueMissingError): the step failed with ours.
+        cause = inner
     if isinstance(cause, ApplicationError):
         kind = cause.type or "ApplicationError"
-        counted = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
-        attempts, elapsed = counted.get("attempts"), counted.get("elapsed_seconds")
+        details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
         kind = LEGACY_FAILURE_TYPES.get(kind, kind)
         # The library's own errors by their class (as in process); a user's, as the step activity named it.
         library = error_classes().get(kind)
-        error_class = class_path(library) if library is not None else counted.get(STEP_ERROR_CLASS)
+        error_class = class_path(library) if library is not None else details.get(STEP_ERROR_CLASS)
         return StepFailure(
             kind,
             cause.message,
-            attempts=attempts if isinstance(attempts, int) else None,
-            elapsed_seconds=float(elapsed) if isinstance(elapsed, (int, float)) else None,
             error_class=error_class if isinstance(error_class, str) else None,
         )
     if isinstance(cause, TimeoutError):
@@ -103,7 +104,7 @@ def failure_of(e: BaseException) -> StepFailure:
 
 def _outcome(f: asyncio.Future[StepResult | None]) -> StepOutcome:
     if not f.done() or f.cancelled():
-        return None  # a run recorded before every failed step was reported, or cancelled by a halt
+        return None  # a run recorded before every failed step was reported
     error = f.exception()
     if error is not None:
         return failure_of(error)
@@ -124,8 +125,6 @@ class StepRunner:
     ) -> None:
         self.topology = topology
         self.notice = notice  # says in the run's status what a step waits for
-        self.finished_order: list[int] | None = None
-        """The last superstep's steps in the order they finished (``Topology.arrival_order`` runs only)."""
         self.step_options = step_options
         self.epoch = epoch
         self.budget = budget or TaskBudget()
@@ -171,24 +170,15 @@ class StepRunner:
         # Counted as steps finish, so the conditions below cost O(1) however wide the superstep
         # (they are checked after every activation job, e.g. each of 5,000 activity results).
         finished = [0, 0]  # steps done, steps failed
-        halted: list[int] = []  # the first step whose result ended the run (a LlamaIndex StopEvent)
-        halt_cancels = patched(PATCH_FIRST_COME)
-        # The order the steps finished in, as history records it (Topology.arrival_order): deterministic on replay.
-        order: list[int] | None = [] if self.topology.arrival_order and patched(PATCH_ARRIVAL_ORDER) else None
-        self.finished_order = order
+        # Asked here by runs recorded before patches were asked at the start (``patches.py``): they have its
+        # marker at this point of their history, so the call stays, though what it gated (a step ending the
+        # run before the others finished) is gone with the front end that had such steps.
+        patched(PATCH_FIRST_COME)
 
         def count(i: int, f: asyncio.Future[StepResult | None]) -> None:
-            if order is not None and not halted:
-                order.append(i)
             finished[0] += 1
             if not f.cancelled() and f.exception() is not None:
                 finished[1] += 1
-            if halted:
-                return
-            if halt_cancels and not finished[1] and not f.cancelled() and f.exception() is None:
-                result = f.result()
-                if result is not None and result.halt:
-                    halted.append(i)
 
         for i, f in enumerate(running):
             f.add_done_callback(functools.partial(count, i))
@@ -200,21 +190,7 @@ class StepRunner:
             return finished[1] > 0
 
         try:
-            await workflow.wait_condition(lambda: settled() or failed() or interrupted() or bool(halted))
-            if halted:
-                # A step ended the run (a LlamaIndex StopEvent) before any failed: the others still running
-                # are cancelled, as LlamaIndex cancels them, and count for nothing; those that had finished
-                # by then (in this workflow task, as history records it) commit with it, in task order.
-                kept = {i for i, f in enumerate(running) if f.done()}
-                if order is not None:  # those cancelled send nothing: after the others, in task order
-                    seen = set(order)
-                    order.extend(i for i in range(len(running)) if i not in seen)
-                for f in running:
-                    # Cancelled without waiting for them to stop: the run ends at this boundary, and a
-                    # loser learns of it at its next heartbeat (or when its run is gone).
-                    f.cancel()
-                self.in_flight = []
-                return [_outcome(f) if i in kept else None for i, f in enumerate(running)]
+            await workflow.wait_condition(lambda: settled() or failed() or interrupted())
             if not settled() and not interrupted() and patched(PATCH_EVERY_FAILED_STEP):
                 # Every failed step of the superstep is reported, not only the first.
                 await workflow.wait_condition(lambda: settled() or interrupted())
@@ -283,7 +259,7 @@ class StepRunner:
                 )
                 budget.charge(len(to_json(raw)))
             else:
-                size = len(to_json(arg))
+                size = budget.size_of(arg)
                 rounds = 0
                 while True:
                     # Steps whose inputs would pass the budget together start in the next workflow task.

@@ -48,7 +48,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
 from temporal_workflows._engine.driver import DriverHost, RunStatus, StepOutcome, SuperstepDriver
-from temporal_workflows._engine.inbound import Controls
+from temporal_workflows._engine.inbound import CONCURRENT_INPUT, Controls
 from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
 from temporal_workflows._engine.machine import (
     CommitPlan,
@@ -131,7 +131,7 @@ _JSON_PLAIN = {"encoding": b"json/plain"}
 
 
 def _is_event_type(key: str | None) -> bool:
-    """Whether ``key`` names a WorkflowEvent class (looked up, nothing built: LlamaIndex events are left as sent)."""
+    """Whether ``key`` names a WorkflowEvent class (looked up, nothing built: a step's own events are left as sent)."""
     if key is None:
         return False
     try:
@@ -183,6 +183,10 @@ def _check_input(inp: RunInput) -> None:
     if inp.max_steps_in_flight is not None and not 1 <= inp.max_steps_in_flight <= MAX_STEPS_IN_FLIGHT:
         raise InvalidRunInputError(
             f"max_steps_in_flight must be 1 to {MAX_STEPS_IN_FLIGHT}, not {inp.max_steps_in_flight}"
+        )
+    if inp.concurrent_input is not None and inp.concurrent_input not in CONCURRENT_INPUT:
+        raise InvalidRunInputError(
+            f"concurrent_input must be one of {', '.join(CONCURRENT_INPUT)}, not {str(inp.concurrent_input)[:80]!r}"
         )
     if inp.message_type is not None and not isinstance(inp.message_type, str):
         raise InvalidRunInputError("message_type must be a type name (a string)")
@@ -239,8 +243,6 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             self._board,
             carried.inbox if carried else None,
             budget=self._budget,
-            route=self._route,
-            publish=self._publish,
             validate_update=self._validate_update,
         )
         self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
@@ -344,6 +346,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         cps = self._checkpoints
         cps.setup = pinned.checkpoints or CheckpointSetup()
         self._payload_limit = pinned.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
+        self._budget.stored_over = pinned.stored_over
         self._continuation.max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
         steps = self._steps = StepRunner(
             topology, pinned.step_options or {}, epoch=self._epoch, budget=self._budget, notice=self._board.warn
@@ -512,7 +515,8 @@ class _TemporalHost(DriverHost):
         await self.run.continue_as_new(engine, False)
 
     async def take_input(self, engine: Engine) -> None:
-        await self.inbox.drain(engine)
+        controls = self.controls
+        await self.inbox.drain(engine, lambda: controls.interrupt is not None)
 
     def warn(self, text: str) -> None:
         self.board.warn(text)
@@ -554,10 +558,19 @@ class _TemporalHost(DriverHost):
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         controls = self.controls
-        return await self.steps.run(tasks, engine, lambda: controls.resetting)
+        # A reset, or a message that interrupts the turn (concurrent_input), abandons the superstep.
+        return await self.steps.run(tasks, engine, lambda: controls.abandons)
 
-    def finish_order(self) -> Sequence[int] | None:
-        return self.steps.finished_order
+    def interrupted(self, engine: Engine, policy: str, changed_keys: Sequence[str]) -> None:
+        steps = self.steps
+        # Steps read the state of this boundary, not one a worker cached before the interruption.
+        steps.state_version = f"{workflow.info().run_id}:{engine.superstep}:{policy}"
+        steps.restored(engine)
+        steps.in_flight = []
+        if changed_keys:
+            self.checkpoints.written(list(changed_keys))
+        if policy == "rollback":
+            self.inbox.reopened(engine.pending_requests)
 
     async def reduce(self, superstep: int, reduction: Reduction) -> Envelope:
         return await self.steps.reduce(superstep, reduction)

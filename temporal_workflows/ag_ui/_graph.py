@@ -1,0 +1,631 @@
+"""A graph's runs behind an AG-UI endpoint: how a turn's input enters one, and how its events read as AG-UI.
+
+A thread is one keep-alive run of the graph (started streamed, so agents
+stream and their updates are the text). A user message goes to the start
+executor by the ``deliver`` signal with an id derived from the message id,
+signal-with-start (a new thread starts its run in the same call), and
+``confirm_delivery`` returns the run's own acceptance or refusal; the run
+remembers deliveries across continue-as-new, so a message it has is never
+taken twice. Answers go together by the ``submit_responses`` update (all or
+none: a refusal leaves the run as it was).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Hashable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from ag_ui.core import (
+    ResumeEntry,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentFinishedSuspendedOutcome,
+    SubagentStartedEvent,
+)
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from temporal_workflows._engine.driver import RunStatus
+from temporal_workflows._engine.limits import check_payload
+from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._errors import DeliveryForgottenError, WorkflowError
+from temporal_workflows._events import (
+    ExecutorCompletedEvent,
+    ExecutorFailedEvent,
+    ExecutorInvokedEvent,
+    RequestInfoEvent,
+    SuperStepCompletedEvent,
+    WorkflowEvent,
+    WorkflowFailedEvent,
+    WorkflowOutputEvent,
+    WorkflowResetEvent,
+    WorkflowRunState,
+    WorkflowStatusEvent,
+)
+from temporal_workflows._graph.checkstart import check_start_message
+from temporal_workflows._graph.typecheck import type_name
+from temporal_workflows._graph.workflow import Workflow
+from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
+from temporal_workflows.ag_ui._emit import Emitter, to_json
+from temporal_workflows.ag_ui._kinds import (
+    APPROVAL_SCHEMA,
+    Ask,
+    Phase,
+    Refusal,
+    RunKind,
+    Translator,
+    TurnContext,
+)
+from temporal_workflows.ag_ui._patch import json_patch
+from temporal_workflows.temporal._client.client import RawLiveEvent, RunHandle, _events, _LiveView, get_run
+from temporal_workflows.temporal._failures import innermost
+from temporal_workflows.temporal._protocol import (
+    EVENTS_TOPIC,
+    FAILURE_UNKNOWN_DELIVERY,
+    SIGNAL_DELIVER,
+    UPDATE_CONFIRM,
+    ConfirmInput,
+    Delivery,
+    RunInput,
+    SendInput,
+)
+
+__all__ = ["GraphKind", "GraphTranslator", "read_stream"]
+
+POLL_COOLDOWN = timedelta(milliseconds=50)
+"""How soon a turn polls the run's stream again after a poll returned (as the console's event route)."""
+_NOT_READY_RETRIES = 12
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, WorkflowUpdateFailedError):
+        cause = innermost(e)
+        return cause.message if isinstance(cause, ApplicationError) else str(e.cause or e)
+    if isinstance(e, WorkflowError):
+        return str(e)
+    if isinstance(e, RPCError):
+        return e.message
+    return f"{type(e).__name__}: {e}"
+
+
+def _code(e: BaseException) -> str:
+    if isinstance(e, WorkflowUpdateFailedError):
+        cause = innermost(e)
+        if isinstance(cause, ApplicationError) and cause.type:
+            return cause.type
+    return type(e).__name__
+
+
+async def read_stream(client: Client, workflow_id: str, from_offset: int) -> AsyncIterator[tuple[int, list[Any]]]:
+    """A run's event stream from ``from_offset``, item by item with its offset, as ``RunHandle.events()`` reads it
+    (live items of superseded attempts dropped); follows continue-as-new; ends after the run closes."""
+    view = _LiveView()
+    stream = WorkflowStreamClient.create(client, workflow_id)
+    offset, retries = from_offset, 0
+    while True:
+        try:
+            async for item in stream.subscribe(
+                [EVENTS_TOPIC], offset, result_type=Envelope, poll_cooldown=POLL_COOLDOWN
+            ):
+                offset, retries = item.offset + 1, 0
+                kept: list[Any] = []
+                for one in _events(item.data):
+                    kept.extend(view.feed(one))
+                yield item.offset, kept
+            return
+        except RPCError as e:
+            # As RunHandle.events(): a poll refused while the run's workflow task is retried is polled again.
+            if e.status != RPCStatusCode.FAILED_PRECONDITION or retries >= _NOT_READY_RETRIES:
+                raise
+            await asyncio.sleep(min(1.0, 0.05 * 2**retries))
+            retries += 1
+
+
+def _agent_update(event: LiveEvent) -> dict[str, Any] | None:
+    """An agent's streamed update as JSON (``AgentResponseUpdate``), whether or not its class is importable here."""
+    data: Any = event.data
+    if isinstance(event, RawLiveEvent) and isinstance(data, dict) and isinstance(data.get("data"), dict):
+        data = data["data"]
+    if type(event).__name__ != "AgentRunUpdateEvent" and not (
+        isinstance(data, dict) and data.get("type") == "agent_response_update"
+    ):
+        return None
+    update = to_json(data)
+    return update if isinstance(update, dict) else None
+
+
+def _approval_answer(request: Any, ask_id: str) -> Any:
+    """How a tool approval's resume entry becomes the run's response (Agent Framework's approval response)."""
+
+    def answer(entry: ResumeEntry) -> Any:
+        if entry.status == "cancelled":
+            approved = False
+        else:
+            payload = entry.payload
+            if isinstance(payload, bool):
+                approved = payload
+            elif isinstance(payload, dict) and isinstance(payload.get("approved"), bool):
+                approved = payload["approved"]
+            else:
+                raise Refusal(
+                    f"resume for interrupt {ask_id!r}: payload.approved: a boolean is required "
+                    '(the answer is {"approved": true} or {"approved": false})',
+                    "InvalidResponseError",
+                )
+        response = {k: v for k, v in request.items() if k != "user_input_request"}
+        response.update(type="function_approval_response", approved=approved)
+        return response
+
+    return answer
+
+
+def _request_answer(ask_id: str) -> Any:
+    def answer(entry: ResumeEntry) -> Any:
+        if entry.status == "cancelled":
+            raise Refusal(
+                f"resume for interrupt {ask_id!r}: this request cannot be cancelled; "
+                "answer it (status 'resolved' with its payload)",
+                "InvalidResponseError",
+            )
+        return entry.payload
+
+    return answer
+
+
+def ask_of(request: RequestInfoEvent, workflow_id: str) -> Ask:
+    """A pending request as the interrupt AG-UI shows, with how a resume entry answers it."""
+    data = request.data
+    metadata: dict[str, Any] = {
+        "temporal_workflows": {
+            "workflow_id": workflow_id,
+            "source_executor_id": request.source_executor_id,
+            "response_type": request.response_type,
+            "data": to_json(data),
+        }
+    }
+    if isinstance(data, dict) and data.get("type") == "function_approval_request":
+        found = data.get("function_call")
+        call: dict[str, Any] = found if isinstance(found, dict) else {}
+        name = str(call.get("name") or "a tool")
+        arguments = call.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(to_json(arguments or {}))
+        return Ask(
+            id=request.request_id,
+            reason="tool_call",
+            message=f"Approve {name}({arguments[:400]})?",
+            response_schema=dict(APPROVAL_SCHEMA),
+            tool_call_id=str(call["call_id"]) if call.get("call_id") else None,
+            expires_at=request.deadline,
+            metadata=metadata,
+            answer=_approval_answer(data, request.request_id),
+        )
+    shown = json.dumps(to_json(data), ensure_ascii=False)
+    if len(shown) > 400:
+        shown = shown[:399] + "…"
+    return Ask(
+        id=request.request_id,
+        reason="input_required",
+        message=f"{request.source_executor_id} asks for {request.response_type}: {shown}",
+        response_schema=request.response_schema or None,
+        expires_at=request.deadline,
+        metadata=metadata,
+        answer=_request_answer(request.request_id),
+    )
+
+
+@dataclass
+class _Invocation:
+    """One executor invocation of a superstep, from its first sign (a live item, or its invoked event)."""
+
+    key: Hashable
+    index: int | None
+    invoked: bool = False
+    subagent: str | None = None
+    asked: list[str] = field(default_factory=list)
+
+
+_REST = {
+    WorkflowRunState.IDLE: "idle",
+    WorkflowRunState.IDLE_WITH_PENDING_REQUESTS: "waiting",
+    WorkflowRunState.FAILED: "failed",
+    WorkflowRunState.CANCELLED: "failed",
+}
+
+
+class GraphTranslator(Translator):
+    """A graph run's events as AG-UI (the table in ``docs/ag-ui.md``)."""
+
+    def __init__(self, ctx: TurnContext, mode: str, subworkflows: dict[str, str], kind: GraphKind, client: Client):
+        self.ctx = ctx
+        self.em = Emitter(ctx)
+        self.activated = mode == "r"
+        self.subworkflows = subworkflows
+        self._kind = kind
+        self._client = client
+        self.state: dict[str, Any] | None = None
+        self.outputs = []
+        self._streamed: set[str] = set()
+        self._open: dict[tuple[int, str], list[_Invocation]] = {}
+        self._attempts: dict[tuple[int, int, str], int] = {}
+        self._invocations = 0
+
+    # -- state (queried: never counted) ------------------------------------------------------------
+
+    async def snapshot(self) -> list[Any]:
+        self.state = await self._kind.state(self._client, self.ctx.workflow_id)
+        return [StateSnapshotEvent(snapshot=self.state)]
+
+    async def _delta(self) -> None:
+        state = await self._kind.state(self._client, self.ctx.workflow_id)
+        if self.state is None:
+            self.state = state
+            self.em.emit(StateSnapshotEvent(snapshot=state), counted=False)
+            return
+        ops = json_patch(self.state, state)
+        self.state = state
+        if ops:
+            self.em.emit(StateDeltaEvent(delta=ops), counted=False)  # type: ignore[arg-type]
+
+    # -- invocations -------------------------------------------------------------------------------
+
+    def _start(self, superstep: int, executor_id: str, index: int | None, *, invoked: bool) -> _Invocation:
+        opened = self._open.setdefault((superstep, executor_id), [])
+        if index is not None:
+            for inv in opened:
+                if inv.index == index:
+                    return inv
+        elif invoked:
+            for inv in opened:
+                if not inv.invoked:
+                    inv.invoked = True
+                    return inv
+        self._invocations += 1
+        inv = _Invocation(key=(superstep, executor_id, self._invocations), index=index, invoked=invoked)
+        opened.append(inv)
+        self.em.step_started(inv.key, executor_id)
+        child = self.subworkflows.get(executor_id)
+        if child is not None:
+            inv.subagent = f"{self.ctx.workflow_id}/{executor_id}/{superstep}#{self._invocations}"
+            self.em.emit(SubagentStartedEvent(subagent_run_id=inv.subagent, name=child))
+        return inv
+
+    def _owners(self, superstep: int, executor_id: str, inv: _Invocation) -> list[Hashable]:
+        if inv.index is None:
+            return []
+        step = (superstep, inv.index, executor_id)
+        return [(superstep, inv.index, a) for a in range(1, self._attempts.get(step, 1) + 1)]
+
+    def _finish(self, superstep: int, executor_id: str, failed: ExecutorFailedEvent | None = None) -> None:
+        opened = self._open.get((superstep, executor_id), [])
+        inv = next((i for i in opened if i.invoked), opened[0] if opened else None)
+        if inv is None:
+            return
+        opened.remove(inv)
+        self._end(superstep, executor_id, inv, failed)
+
+    def _end(self, superstep: int, executor_id: str, inv: _Invocation, failed: ExecutorFailedEvent | None) -> None:
+        for owner in self._owners(superstep, executor_id, inv):
+            self.em.end(owner)
+        if inv.subagent is not None:
+            if failed is not None:
+                self.em.emit(
+                    SubagentErrorEvent(subagent_run_id=inv.subagent, message=failed.error, code=failed.error_type)
+                )
+            elif inv.asked:
+                self.em.emit(
+                    SubagentFinishedEvent(
+                        subagent_run_id=inv.subagent,
+                        outcome=SubagentFinishedSuspendedOutcome(interrupt_ids=list(inv.asked)),
+                    )
+                )
+            else:
+                self.em.emit(SubagentFinishedEvent(subagent_run_id=inv.subagent))
+        self.em.step_finished(inv.key)
+
+    def _end_superstep(self, superstep: int) -> None:
+        for (s, executor_id), opened in list(self._open.items()):
+            if s <= superstep:
+                for inv in opened:
+                    self._end(s, executor_id, inv, None)
+                del self._open[(s, executor_id)]
+
+    # -- live items --------------------------------------------------------------------------------
+
+    def _live(self, event: LiveEvent) -> None:
+        step = (event.superstep, event.index, event.executor_id)
+        if isinstance(event, StepRetryEvent):
+            before = self._attempts.get(step, 1)
+            self._attempts[step] = max(before, event.attempt)
+            # What the superseded attempts said is void: taken back, then the new attempt speaks afresh.
+            self.em.void([(event.superstep, event.index, a) for a in range(1, event.attempt)])
+            self.em.custom("step_retry", {"executor_id": event.executor_id, "attempt": event.attempt})
+            return
+        self._attempts[step] = max(self._attempts.get(step, 1), event.attempt)
+        self._start(event.superstep, event.executor_id, event.index, invoked=False)
+        owner = (event.superstep, event.index, event.attempt)
+        update = _agent_update(event)
+        if update is None:
+            value = to_json(event.data if isinstance(event, RawLiveEvent) else event)
+            name = (event.event_type if isinstance(event, RawLiveEvent) else None) or event.type
+            self.em.custom(str(name), value)
+            return
+        self._streamed.add(event.executor_id)
+        name = update.get("author_name") or event.executor_id
+        for content in update.get("contents") or ():
+            if not isinstance(content, dict):
+                continue
+            kind = content.get("type")
+            if kind == "text":
+                if content.get("text"):
+                    tag = {"temporal_workflows": {"executor_id": event.executor_id}}
+                    self.em.text(owner, str(content["text"]), name=str(name), metadata=tag)
+            elif kind == "text_reasoning":
+                if content.get("text"):
+                    self.em.reasoning(owner, str(content["text"]))
+            elif kind == "function_call":
+                arguments = content.get("arguments")
+                if not isinstance(arguments, str):
+                    arguments = json.dumps(to_json(arguments)) if arguments is not None else ""
+                call_id = str(content.get("call_id") or content.get("id") or "")
+                if call_id:
+                    self.em.tool_call(owner, call_id, str(content.get("name") or ""), arguments)
+            elif kind == "function_result":
+                call_id = str(content.get("call_id") or "")
+                result = content.get("result")
+                if call_id:
+                    self.em.tool_result(owner, call_id, result if result is not None else "")
+            elif kind in ("function_approval_request", "usage"):
+                pass  # an approval is the turn's interrupt; usage is not shown
+            else:
+                self.em.custom("agent_content", {"executor_id": event.executor_id, "content": content})
+
+    # -- one stream item ---------------------------------------------------------------------------
+
+    async def feed(self, offset: int, events: list[Any], *, live: bool) -> list[tuple[bool, Any]]:
+        for n, event in enumerate(events):
+            if self.ended is not None:
+                break
+            await self._one(offset, n, event, live=live)
+        return self.em.take()
+
+    async def _one(self, offset: int, n: int, event: WorkflowEvent, *, live: bool) -> None:
+        em = self.em
+        if isinstance(event, WorkflowStatusEvent):
+            if event.state in (WorkflowRunState.IN_PROGRESS, WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS):
+                self.activated = True
+            rest = _REST.get(event.state)
+            if rest is not None and self.activated and rest != "failed":
+                self.ended = rest  # type: ignore[assignment]
+                return
+            em.custom("status", {"state": event.state.value})
+            return
+        if isinstance(event, LiveEvent):
+            self._live(event)
+            return
+        if isinstance(event, ExecutorInvokedEvent):
+            self._start(event.superstep, event.executor_id, None, invoked=True)
+            return
+        if isinstance(event, (ExecutorCompletedEvent, ExecutorFailedEvent)):
+            self._finish(event.superstep, event.executor_id, event if isinstance(event, ExecutorFailedEvent) else None)
+            return
+        if isinstance(event, WorkflowOutputEvent):
+            data = to_json(event.data)
+            if isinstance(data, dict) and data.get("type") == "agent_response":
+                if event.executor_id in self._streamed:
+                    self.outputs.append(data)
+                    return  # its text streamed already, update by update
+                text = "".join(
+                    str(c.get("text") or "")
+                    for m in data.get("messages") or ()
+                    if isinstance(m, dict)
+                    for c in m.get("contents") or ()
+                    if isinstance(c, dict) and c.get("type") == "text"
+                )
+            else:
+                text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+            self.outputs.append(data)
+            if text:
+                tag = {"temporal_workflows": {"executor_id": event.executor_id, "output": True}}
+                em.message(("out", offset, n), text, name=event.executor_id, metadata=tag)
+            return
+        if isinstance(event, RequestInfoEvent):
+            for inv in self._open.get((event.superstep or 0, event.source_executor_id), ()):
+                if inv.subagent is not None:
+                    inv.asked.append(event.request_id)
+            em.custom(
+                "request_info",
+                {
+                    "request_id": event.request_id,
+                    "source_executor_id": event.source_executor_id,
+                    "response_type": event.response_type,
+                    "data": event.data,
+                },
+            )
+            return
+        if isinstance(event, SuperStepCompletedEvent):
+            self._end_superstep(event.superstep)
+            em.custom("superstep_completed", {"superstep": event.superstep})
+            if live and any(not k.startswith("@") for k in event.state_keys_written):
+                await self._delta()
+            return
+        if isinstance(event, WorkflowFailedEvent):
+            self.error = (f"{event.error_type}: {event.error}", event.error_type)
+            self.ended = "failed"
+            return
+        if isinstance(event, WorkflowResetEvent):
+            self._attempts.clear()
+            em.custom("reset", {"checkpoint_id": event.checkpoint_id, "superstep": event.superstep})
+            if live:
+                for e in await self.snapshot():
+                    self.em.emit(e, counted=False)
+            return
+        if isinstance(event, LiveCommittedEvent):
+            return  # bookkeeping of the live stream
+        em.custom(event.type, event)
+
+    def close(self) -> list[Any]:
+        for (s, executor_id), opened in list(self._open.items()):
+            for inv in opened:
+                self._end(s, executor_id, inv, None)
+        self._open.clear()
+        self.em.close()
+        return [e for _, e in self.em.take()]
+
+
+class GraphKind(RunKind):
+    """The runs of one graph: a thread is a keep-alive run of it, streamed."""
+
+    def __init__(self, workflow: Workflow) -> None:
+        if workflow.name_is_generated:
+            raise ValueError(
+                "a graph served over AG-UI needs a name that is the same in every process: WorkflowBuilder(name=...)"
+            )
+        self.workflow = workflow
+        self.name = workflow.name
+        graph = workflow.graph
+        self.start_executor = graph.topology.start_executor_id
+        self._start_types = graph.executors[self.start_executor].input_types
+
+    def message_input(self, text: str) -> Any:
+        if str in self._start_types:
+            return text
+        try:
+            value = json.loads(text)
+        except ValueError as e:
+            accepts = ", ".join(type_name(t) for t in self._start_types)
+            raise Refusal(
+                f"the message is the start of a {self.name!r} run, which takes {accepts}: "
+                f"send it as JSON of that type ({e})",
+                "InvalidRunInputError",
+            ) from None
+        try:
+            check_start_message(self.workflow, value)
+        except WorkflowError as e:
+            raise Refusal(str(e), type(e).__name__) from None
+        return value
+
+    def _handle(self, client: Client, workflow_id: str) -> RunHandle:
+        return get_run(client, workflow_id)
+
+    async def phase(self, client: Client, workflow_id: str) -> Phase | None:
+        handle = self._handle(client, workflow_id)
+        try:
+            desc = await handle.describe()
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            return "closed"
+        status = (await handle.status()).get("status")
+        return "working" if status in (RunStatus.RUNNING, RunStatus.STARTING) else "resting"
+
+    async def head(self, client: Client, workflow_id: str) -> int:
+        try:
+            return await WorkflowStreamClient.create(client, workflow_id).get_offset()
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                return 0
+            raise
+
+    async def deliver(self, client: Client, workflow_id: str, value: Any, delivery_id: str, *, task_queue: str) -> bool:
+        handle = self._handle(client, workflow_id)
+        confirm = ConfirmInput(delivery_id)
+        # Has the run taken this message before? (A retried request, a client sending its history again.)
+        try:
+            await handle._update(UPDATE_CONFIRM, confirm)
+            return False
+        except DeliveryForgottenError:
+            return False
+        except WorkflowUpdateFailedError as e:
+            if _code(e) != FAILURE_UNKNOWN_DELIVERY:
+                raise Refusal(_why(e), _code(e)) from None
+        except RPCError as e:
+            if e.status != RPCStatusCode.NOT_FOUND:
+                raise
+        except WorkflowError as e:
+            raise Refusal(str(e), type(e).__name__) from None
+        try:
+            from temporal_workflows.temporal._client.client import _send_input
+
+            send: SendInput = _send_input(self.start_executor, value)
+            check_payload(send.message.data, what="message")
+        except (WorkflowError, ValueError) as e:
+            raise Refusal(str(e), type(e).__name__) from None
+        started = await client.start_workflow(
+            self.name,
+            RunInput(keep_alive=True, stream=True),
+            id=workflow_id,
+            task_queue=task_queue,
+            start_signal=SIGNAL_DELIVER,
+            start_signal_args=[Delivery(delivery_id, send=send)],
+        )
+        try:
+            await RunHandle(started, client)._update(UPDATE_CONFIRM, confirm)
+        except (WorkflowUpdateFailedError, WorkflowError) as e:
+            raise Refusal(_why(e), _code(e) if isinstance(e, WorkflowUpdateFailedError) else type(e).__name__) from None
+        return True
+
+    async def asks(self, client: Client, workflow_id: str) -> list[Ask]:
+        try:
+            pending = await self._handle(client, workflow_id).pending_requests(restore=False)
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                return []
+            raise
+        return [ask_of(r, workflow_id) for r in pending]
+
+    async def respond(self, client: Client, workflow_id: str, answers: dict[str, Any]) -> None:
+        try:
+            await self._handle(client, workflow_id).respond_all(answers)
+        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
+            code = _code(e) if isinstance(e, WorkflowUpdateFailedError) else type(e).__name__
+            raise Refusal(_why(e), code) from None
+
+    async def state(self, client: Client, workflow_id: str) -> dict[str, Any]:
+        try:
+            state = await self._handle(client, workflow_id).state()
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                return {}
+            raise
+        return {k: v for k, v in state.items() if not k.startswith("@")}
+
+    def read(self, client: Client, workflow_id: str, from_offset: int) -> AsyncIterator[tuple[int, list[Any]]]:
+        return read_stream(client, workflow_id, from_offset)
+
+    async def translator(self, client: Client, ctx: TurnContext, mode: str) -> GraphTranslator:
+        subworkflows: dict[str, str] = {}
+        try:
+            topology = await self._handle(client, ctx.workflow_id).topology()
+            subworkflows = {str(k): str(v) for k, v in (topology.get("subworkflows") or {}).items()}
+        except (RPCError, WorkflowUpdateFailedError):
+            pass
+        except Exception:  # a run that has not pinned its graph yet: the graph given is the one it pins
+            pass
+        if not subworkflows:
+            subworkflows = {
+                eid: getattr(getattr(ex, "workflow", None), "name", eid)
+                for eid, ex in self.workflow.graph.executors.items()
+                if type(ex).__name__ == "WorkflowExecutor"
+            }
+        return GraphTranslator(ctx, mode, subworkflows, self, client)
+
+    async def closed_outcome(self, client: Client, workflow_id: str) -> tuple[str, str] | None:
+        handle = self._handle(client, workflow_id)
+        try:
+            await handle.result()
+        except WorkflowError as e:
+            return f"{type(e).__name__}: {e}", type(e).__name__
+        except WorkflowFailureError as e:
+            return str(e.cause or e), type(e.cause or e).__name__
+        return None
