@@ -297,9 +297,7 @@ async def _run_one(inp: StepInput) -> StepOutput:
     llama_workflow = run_view(served)
     serializer = llama_workflow.runtime.get_serializer(llama_workflow)
     decoded = _Decoded(
-        state=_wire.decode_state(
-            serializer, inp.state, _BUFFERED if inp.signature is not None else None, inp.run_id
-        ),
+        state=_wire.decode_state(serializer, inp.state, _BUFFERED if inp.signature is not None else None, inp.run_id),
         event=_wire.decode_event(serializer, inp.event),
         bound_events=None
         if inp.bound_events is None
