@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 
-from temporal_workflows._cli._main import run_main
+from temporal_workflows._cli._main import run_main, start_telemetry
 from temporal_workflows._cli._worker import parse_args, run_worker_args
 
 __all__ = ["main", "parse_args"]
@@ -27,6 +27,7 @@ __all__ = ["main", "parse_args"]
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv, prog="worker.py")
+    start_telemetry("worker", "worker.py")
     run_main(args, lambda: run_worker_args(args, sys.stdout, "temporal-workflows"), prog="worker.py", label="worker.py")
 
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import hypothesis  # noqa: F401 - see below
 import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -38,6 +39,7 @@ def hosted_workflows() -> list:  # type: ignore[type-arg]
         newcomer_graphs,
         robust_graphs,
         subgraphs,
+        telemetry_graphs,
     )
 
     return [
@@ -48,6 +50,8 @@ def hosted_workflows() -> list:  # type: ignore[type-arg]
         *live_graphs.all_workflows(),
         *agent_graphs.all_workflows(),
         *robust_graphs.all_workflows(),
+        telemetry_graphs.workflow,
+        telemetry_graphs.looping,
     ]
 
 
@@ -63,16 +67,27 @@ def temporal_address(temporal_env: WorkflowEnvironment) -> str:
     return temporal_env.client.service_client.config.target_host
 
 
+_METRICS = InMemoryMetricReader()
+"""Every metric this test process records (its workers' steps and runs among them)."""
+
+
 @pytest.fixture(scope="session")
 def span_exporter() -> InMemorySpanExporter:
     """Every span this test process ends (client, workflow and activity side).
 
     Installed before the plugin so the process's global provider is the
-    replay-safe one with this exporter attached.
+    replay-safe one with this exporter attached (and the meter provider the
+    one with :func:`metric_reader`'s reader).
     """
     exporter = InMemorySpanExporter()
-    configure_tracing(exporter, batch=False)
+    configure_tracing(exporter, batch=False, metric_reader=_METRICS)
     return exporter
+
+
+@pytest.fixture(scope="session")
+def metric_reader(span_exporter: InMemorySpanExporter) -> InMemoryMetricReader:
+    """What this process's instruments recorded so far (cumulative)."""
+    return _METRICS
 
 
 @pytest.fixture(scope="session")

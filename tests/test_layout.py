@@ -170,7 +170,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "engine",
         ("_engine", "_checkpoints", "_errors", "_events", "_requests", "_subworkflow", "_live", "_version"),
     ),
-    ("graph", ("_graph",)),
+    ("graph", ("_graph", "_telemetry")),
     (
         "hosts",
         # The console's HTTP pieces serve the console and temporal's codec server alike.

@@ -7,7 +7,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
 from temporal_workflows.errors import WorkflowError
-from temporal_workflows.temporal._tracing import _exporter_from_env
+from temporal_workflows.temporal._telemetry.config import _exporter_from_env
 
 OTEL_VARS = [
     "OTEL_SDK_DISABLED",

@@ -18,9 +18,11 @@ serves it at ``/ag-ui/<workflow_name>``.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 from typing import IO, Any
 
-from temporal_workflows._cli._errors import EXIT_USAGE, CliError, load_graph
+from temporal_workflows._cli._errors import EXIT_USAGE, CliError, connection_failure, load_graph
 from temporal_workflows._cli._llama import host as host_llama
 from temporal_workflows._cli._llama import llama_task_queue, load_llama
 from temporal_workflows._cli._options import add_server_arguments, add_workflow_argument
@@ -51,8 +53,13 @@ def add_console_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def run_console(args: argparse.Namespace, out: IO[str]) -> int:
-    """Serve until Ctrl-C. Blocks (uvicorn runs its own loop)."""
+def run_console(args: argparse.Namespace, out: IO[str], prog: str = "temporal-workflows") -> int:
+    """Serve until Ctrl-C. Blocks (uvicorn runs its own loop).
+
+    Refuses to start, in one line as every command does, when the port is
+    taken (naming ``--port``) or Temporal cannot be reached; once started, a
+    lost server is the page's banner and the API's JSON 502s until it is back.
+    """
     try:
         from temporal_workflows._console.app import ConsoleSettings, make_app
         from temporal_workflows._console.guard import Guard, GuardConfigError, is_loopback, read_token_file
@@ -109,7 +116,12 @@ def run_console(args: argparse.Namespace, out: IO[str]) -> int:
     try:
         sock = bind(args.host, args.port)
     except OSError as e:
-        raise CliError(f"cannot listen on {args.host}:{args.port}: {e}", code=EXIT_USAGE) from None
+        reason = "the port is taken (another console or server?)" if e.errno in (98, 48, 10048) else str(e)
+        raise CliError(
+            f"cannot listen on {args.host}:{args.port}: {reason}",
+            hint="choose another with --port (e.g. --port 8081), or stop what holds it",
+            code=EXIT_USAGE,
+        ) from None
     try:
         guard = Guard.make(
             token,
@@ -122,26 +134,39 @@ def run_console(args: argparse.Namespace, out: IO[str]) -> int:
         sock.close()
         raise CliError(str(e), code=EXIT_USAGE) from None
 
-    async def connect() -> Client:
-        return await config.connect(plugins=[TemporalWorkflowsPlugin(list(graphs.values()))])
+    async def serve() -> None:
+        # Temporal first: a console that cannot reach it says so now, not as every page's error later.
+        try:
+            client = await config.connect(plugins=[TemporalWorkflowsPlugin(list(graphs.values()))])
+        except RuntimeError as e:
+            failure = connection_failure(e, config.describe(), prog)
+            if failure is None:
+                raise
+            raise failure from None
 
-    server = ServerHandle(make_app(guard, settings, connect), sock, settings.limits)
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    extra = ("; token required" if token else "") + ("; /decode for the Web UI" if codec else "")
-    if graphs or llama:
-        extra += f"; AG-UI at /ag-ui/<name> for {', '.join(sorted([*graphs, *llama]))}"
-    print(f"console on http://{host}:{server.server_port} ({config.describe()}{extra})", file=out, flush=True)
-    if not is_loopback(args.host) and not args.allowed_host:
-        print(
-            "note: requests must name this server as it is bound (Host header); add the names clients use "
-            "with --allowed-host (e.g. --allowed-host console.example.com)",
-            file=out,
-            flush=True,
-        )
+        async def connect() -> Client:
+            return client
+
+        server = ServerHandle(make_app(guard, settings, connect), sock, settings.limits)
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        extra = ("; token required" if token else "") + ("; /decode for the Web UI" if codec else "")
+        if graphs or llama:
+            extra += f"; AG-UI at /ag-ui/<name> for {', '.join(sorted([*graphs, *llama]))}"
+        print(f"console on http://{host}:{server.server_port} ({config.describe()}{extra})", file=out, flush=True)
+        if not is_loopback(args.host) and not args.allowed_host:
+            print(
+                "note: requests must name this server as it is bound (Host header); add the names clients use "
+                "with --allowed-host (e.g. --allowed-host console.example.com)",
+                file=out,
+                flush=True,
+            )
+        await server.serve()
+
     try:
-        server.serve_forever()
+        asyncio.run(serve())  # uvicorn handles Ctrl-C itself (this is the main thread)
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
+        with contextlib.suppress(OSError):
+            sock.close()
     return 0

@@ -70,7 +70,7 @@ from temporal_workflows.temporal._client.devserver import DevServerError
 from temporal_workflows.temporal._client.llama import LlamaRunFailedError
 from temporal_workflows.temporal._client.schedules import SCHEDULED_BY_ATTRIBUTE
 from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError
-from temporal_workflows.temporal._tracing import flush_tracing
+from temporal_workflows.temporal._telemetry.config import Role, configure_telemetry, flush_tracing
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE, TemporalWorkflowsPlugin
 
 __all__ = ["hard_exit", "main", "parser", "program_name"]
@@ -700,14 +700,33 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """The ``temporal-workflows`` console script and ``python -m temporal_workflows``."""
     prog = program_name()
     args = parser(prog).parse_args(argv)
+    start_telemetry(
+        "worker" if args.command in ("dev", "worker") else "console" if args.command == "console" else "cli",
+        "temporal-workflows",
+    )
     if args.command in ("codec-server", "console"):
         try:
-            code = _codec_server(args) if args.command == "codec-server" else run_console(args, _stdout())
+            code = _codec_server(args) if args.command == "codec-server" else run_console(args, _stdout(), prog)
         except CliError as e:
             _report(e, "temporal-workflows")
             code = e.code
         hard_exit(code)
     run_main(args, lambda: _command(args, prog), prog=prog, label="temporal-workflows")
+
+
+def start_telemetry(role: Role, label: str) -> None:
+    """Traces and metrics from the standard ``OTEL_*`` variables, named for what this process is (``role``).
+
+    Set up before anything else makes a client, so this command's spans
+    (and a worker's) carry its ``service.name`` and identity. A
+    configuration that cannot work (OTLP without its exporter installed)
+    ends the command with its message, as a bad flag does.
+    """
+    try:
+        configure_telemetry(role)
+    except WorkflowError as e:
+        _report(CliError(str(e), code=EXIT_USAGE), label)
+        hard_exit(EXIT_USAGE)
 
 
 def hard_exit(code: int) -> NoReturn:

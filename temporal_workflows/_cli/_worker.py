@@ -1,7 +1,7 @@
 """``temporal-workflows worker`` and ``temporal-workflows dev``: host graphs, and a dev server to host them on.
 
     temporal-workflows worker --workflow examples.research:workflow [--workflow ...]
-                              [--task-queue temporal-workflows] [--dev]
+                              [--task-queue temporal-workflows] [--dev] [--max-cached-workflows N]
                               [--address host:7233] [--namespace default] [--profile NAME]
                               [--tls] [--tls-cert PATH --tls-key PATH] [--tls-ca PATH] [--api-key KEY]
     temporal-workflows dev [--workflow examples.research:workflow ...] [--port 7233] [--ui-port 8233]
@@ -68,6 +68,14 @@ def add_worker_arguments(p: argparse.ArgumentParser, *, required: bool = True) -
     p.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"default {DEFAULT_TASK_QUEUE!r}")
     p.add_argument("--graceful-shutdown", type=float, default=30.0, help="seconds in-flight steps get on shutdown")
     p.add_argument(
+        "--max-cached-workflows",
+        type=_cache_size,
+        default=None,
+        metavar="N",
+        help="runs kept in this worker's workflow cache (default: the SDK's, 1000); 0 replays every workflow task "
+        "from history, for testing and debugging replay",
+    )
+    p.add_argument(
         "--deployment-name",
         default=os.environ.get(ENV_DEPLOYMENT_NAME) or None,
         help=f"pin runs to the worker version they start on (Worker Versioning); env {ENV_DEPLOYMENT_NAME}",
@@ -82,6 +90,16 @@ def add_worker_arguments(p: argparse.ArgumentParser, *, required: bool = True) -
         action="store_true",
         help="do not make this version current on start (promote it yourself, e.g. to ramp it up)",
     )
+
+
+def _cache_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of runs, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"0 or more, not {value}")
+    return value
 
 
 def add_dev_arguments(p: argparse.ArgumentParser, *, prefix: str = "") -> None:
@@ -253,15 +271,19 @@ async def serve(
         client: Client | None = None
         if plugin is not None:
             client = await _connect(connection, prog, plugins=[plugin])
+            cache = getattr(args, "max_cached_workflows", None)
             workers.append(
                 Worker(
                     client,
                     task_queue=args.task_queue,
                     graceful_shutdown_timeout=timedelta(seconds=args.graceful_shutdown),
+                    **({"max_cached_workflows": cache} if cache is not None else {}),
                 )
             )
             names = ", ".join(w.name or "?" for w in workflows)
             keys = f"; payloads encrypted with key {plugin.codec.key_ring.current!r}" if plugin.codec else ""
+            if cache is not None:
+                keys += f"; workflow cache {cache} run{'s' * (cache != 1)}" + (" (every task replays)" * (cache == 0))
             if versioning is not None:
                 keys += (
                     f"; version {versioning.version(workflows).build_id!r} of deployment {versioning.deployment_name!r}"

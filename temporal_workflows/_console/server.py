@@ -11,12 +11,19 @@ here adds two rules:
   head must arrive within ``request_timeout`` seconds, else the connection
   gets 408 and is closed; the body must arrive by the same deadline (the app
   reads it under :data:`DEADLINE_KEY`, and answers 408 when it passes).
-- **A cap on unauthenticated connections**: a connection is a stranger until
-  its request head has arrived (only then can its token be checked). At most
-  ``max_unauthenticated`` strangers are held; one more evicts the oldest of
-  them. So slow clients cannot fill the server: a client that sends its
-  request at once is served however many slow ones are connected, and each
-  slow one is dropped by its deadline or by newer arrivals.
+- **A cap on unauthenticated connections** that tells a slow client from a
+  crowd: a connection is a stranger until its request head has arrived (only
+  then can its token be checked). Past ``max_unauthenticated`` strangers, a
+  new one evicts the oldest stranger that is *slow*: waiting longer than
+  ``stranger_grace`` seconds with nothing of its request unread. A crowd (a
+  thousand pages opened at once) is connections whose requests are in the
+  socket, or were sent a moment ago, that the server has not read yet: none
+  of them is evicted, each is served as the server gets to it. So slow
+  clients cannot fill the server (each is dropped by newer arrivals or its
+  deadline, and a client that sends its request at once is served however
+  many slow ones are connected), and a crowd is never mistaken for them.
+  Past ``32 times max_unauthenticated`` strangers, the oldest without a request
+  waiting is evicted whatever its age, so a flood stays bounded.
 
 Everything after the head (the token check, 401, the body, SSE streams that
 last hours) is the app's, on the event loop, where idle connections cost
@@ -28,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import threading
 from collections import OrderedDict
@@ -58,21 +66,51 @@ class Limits:
     request_timeout: float = 30.0
     max_unauthenticated: int = 32
     max_body: int = 32 * 1024 * 1024
+    stranger_grace: float = 1.0
+    """Seconds a new connection may wait for its request head before it counts as slow (never more than a
+    quarter of ``request_timeout``)."""
+
+
+def _unread(proto: Any) -> bool:
+    """Whether bytes of the connection's request wait in its socket, not yet read by the server (a crowd)."""
+    transport = getattr(proto, "transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return False
+    try:
+        with socket.socket(fileno=os.dup(sock.fileno())) as peek:
+            return bool(peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return False
 
 
 class _Strangers:
     """Connections still waiting for their request head, oldest first (one per server)."""
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, grace: float = 1.0) -> None:
         self.cap = max(1, cap)
+        self.flood = 32 * self.cap
+        self.grace = grace
         self._waiting: OrderedDict[int, Any] = OrderedDict()
         self.evicted = 0
 
     def add(self, proto: Any) -> None:
         self._waiting[id(proto)] = proto
         self._waiting.move_to_end(id(proto))
-        while len(self._waiting) > self.cap:
-            _, oldest = self._waiting.popitem(last=False)
+        if len(self._waiting) <= self.cap:
+            return
+        now = proto.loop.time()
+        for key, oldest in list(self._waiting.items()):
+            if len(self._waiting) <= self.cap:
+                break
+            young = now - getattr(oldest, "waiting_since", now) < self.grace
+            if young and len(self._waiting) <= self.flood:
+                break  # the rest are younger still: a crowd being served, not slow clients
+            if oldest is proto or _unread(oldest):
+                continue  # its request is here: the server gets to it next
+            del self._waiting[key]
             self.evicted += 1
             oldest.drop(b"503 Service Unavailable")
 
@@ -85,15 +123,17 @@ class _Strangers:
 
 def guarded_protocol(limits: Limits) -> type[H11Protocol]:
     """An ``H11Protocol`` class with the request deadline and the stranger cap (state shared by its connections)."""
-    strangers = _Strangers(limits.max_unauthenticated)
+    strangers = _Strangers(limits.max_unauthenticated, min(limits.stranger_grace, limits.request_timeout / 4))
 
     class GuardedH11Protocol(H11Protocol):
         stats = strangers
         _deadline_timer: asyncio.TimerHandle | None = None
         _deadline: float = 0.0
+        waiting_since: float = 0.0
 
         def _wait_for_request(self) -> None:
-            self._deadline = self.loop.time() + limits.request_timeout
+            self.waiting_since = self.loop.time()
+            self._deadline = self.waiting_since + limits.request_timeout
             if self._deadline_timer is not None:
                 self._deadline_timer.cancel()
             self._deadline_timer = self.loop.call_at(self._deadline, self._too_slow)
@@ -157,7 +197,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
-        sock.listen(512)
+        sock.listen(4096)  # a crowd connecting at once waits in the backlog, not refused by the kernel
     except OSError:
         sock.close()
         raise

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, Never, Protocol
 
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic_core import to_json
 from typing_extensions import TypeVar
 
@@ -45,11 +46,12 @@ from temporal_workflows._live import (
     StepRetryEvent,
 )
 from temporal_workflows._requests import RequestTimedOut
+from temporal_workflows._telemetry import Attr, tracer
 
 if TYPE_CHECKING:  # import cycle at runtime
     from temporal_workflows._graph.graph import Graph
 
-__all__ = ["LiveSink", "StateView", "WorkflowContext", "run_step"]
+__all__ = ["LiveSink", "StateView", "WorkflowContext", "payload_type", "run_step"]
 
 T_Out = TypeVar("T_Out", default=Never)
 T_W_Out = TypeVar("T_W_Out", default=Never)
@@ -235,7 +237,11 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
             NotSerializableError: the message cannot round-trip JSON.
         """
         env = encode(message, what=f"message sent by executor {self.executor_id!r}")
-        routed = self._graph.route(self.executor_id, message, env, target_id)
+        attributes = {Attr.MESSAGE_TYPE: type(message).__name__, Attr.MESSAGE_SOURCE_ID: self.executor_id}
+        if target_id:
+            attributes[Attr.MESSAGE_DESTINATION_EXECUTOR_ID] = target_id
+        with tracer().start_as_current_span(Attr.MESSAGE_SEND_SPAN, kind=SpanKind.PRODUCER, attributes=attributes):
+            routed = self._graph.route(self.executor_id, message, env, target_id)
         self._result.sent.extend(routed)
         self._result.emitted.append(f"s{len(routed)}")
         if not routed:
@@ -505,6 +511,7 @@ async def run_step(
     live: LiveSink | None = None,
     streaming: bool | None = None,
     invocation_kwargs: Mapping[str, Any] | None = None,
+    span_attributes: Mapping[str, Any] | None = None,
 ) -> StepResult:
     """Run one task's handler against the committed ``state``; return what it did.
 
@@ -520,6 +527,11 @@ async def run_step(
     published live items commits a ``LiveCommittedEvent`` (before its other
     events) naming its attempt and how many it published. ``streaming`` is how
     the run is read (:meth:`WorkflowContext.is_streaming`).
+
+    The step runs inside an ``executor.process <id>`` span (Agent Framework's
+    name and attributes, plus the superstep and attempt; a host adds
+    ``span_attributes``), which an agent's GenAI spans and the step's
+    ``message.send`` spans nest in.
     """
     ctx: WorkflowContext[Any, Any] = WorkflowContext(
         graph=graph,
@@ -535,7 +547,40 @@ async def run_step(
     )
     if attempt > 1 and live is not None:
         ctx._publish_live(StepRetryEvent(), counted=False)
-    result = await _run_handler(graph, task, ctx, state)
+    ex = graph.executors.get(task.executor_id)
+    attributes: dict[str, Any] = {
+        Attr.EXECUTOR_ID: task.executor_id,
+        Attr.EXECUTOR_TYPE: type(ex).__name__ if ex is not None else "",
+        Attr.MESSAGE_TYPE: "response" if task.kind == "response" else "standard",
+        Attr.MESSAGE_PAYLOAD_TYPE: payload_type(task),
+        Attr.GRAPH: graph.name or "",
+        Attr.SUPERSTEP: task.superstep,
+        Attr.ATTEMPT: attempt,
+        Attr.LEGACY_EXECUTOR_ID: task.executor_id,
+        Attr.LEGACY_MESSAGE_TYPE: payload_type(task, qualified=True),
+    }
+    if attempt > 1:
+        attributes[Attr.RETRY] = True
+    if span_attributes:
+        attributes.update(span_attributes)
+    # Agent Framework's executor span, one per attempt; what the handler does (agents, sends) nests in it.
+    with tracer().start_as_current_span(
+        f"{Attr.EXECUTOR_PROCESS_SPAN} {task.executor_id}",
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            result = await _run_handler(graph, task, ctx, state)
+        except BaseException as e:
+            if span.is_recording():
+                span.set_attribute(Attr.ERROR_TYPE, type(e).__qualname__)
+                span.set_status(Status(StatusCode.ERROR, f"{type(e).__name__}: {e}"[:1000]))
+                if isinstance(e, Exception):
+                    span.record_exception(e)
+            raise
+        if ctx._live_items and span.is_recording():
+            span.set_attribute("temporal_workflows.live_events", ctx._live_items)
     if ctx._live_items:
         committed = LiveCommittedEvent(
             executor_id=task.executor_id,
@@ -548,6 +593,41 @@ async def run_step(
         if result.emitted:
             result.emitted.insert(0, "e")  # the marker is the step's first committed event
     return check_step_result(result, executor_id=task.executor_id)
+
+
+def payload_type(task: StepTask, *, qualified: bool = False) -> str:
+    """The type of what a step receives, as spans name it: the message's class (``Finding``), a fan-in's list of
+    them (``list[Finding]``), or the JSON kind of a plain value (``str``); ``qualified``: with its module."""
+    messages = task.messages
+    if not messages:
+        return ""
+    names: list[str] = []
+    for env in messages:
+        if env.type is not None:
+            key = env.type.split("[", 1)[0]
+            names.append(key if qualified else key.rsplit(".", 1)[-1].rsplit(":", 1)[-1])
+        else:
+            names.append(_json_kind(env.data))
+        if len(set(names)) > 1:
+            break
+    one = names[0] if len(set(names)) == 1 else "object"
+    return f"list[{one}]" if task.kind in ("fan_in", "batch") else one
+
+
+def _json_kind(data: Any) -> str:
+    if data is None:
+        return "None"
+    if isinstance(data, bool):
+        return "bool"
+    if isinstance(data, int):
+        return "int"
+    if isinstance(data, float):
+        return "float"
+    if isinstance(data, str):
+        return "str"
+    if isinstance(data, list):
+        return "list"
+    return "dict"
 
 
 async def _run_handler(

@@ -17,8 +17,48 @@ from temporal_workflows._graph.edges import EdgeGroup
 from temporal_workflows._graph.executor import Executor
 from temporal_workflows._graph.typecheck import flatten
 from temporal_workflows._requests import RequestTimedOut
+from temporal_workflows._telemetry import Attr, tracer
 
 __all__ = ["Graph"]
+
+_GROUP_TYPES = {
+    "single": "SingleEdgeGroup",
+    "fan_out": "FanOutEdgeGroup",
+    "fan_in": "FanInEdgeGroup",
+    "switch_case": "SwitchCaseEdgeGroup",
+    "multi_selection": "FanOutEdgeGroup",
+}
+"""Agent Framework's class for each kind of edge group (its ``edge_group.type``)."""
+
+
+def _edge_group_attributes(
+    group: EdgeGroup,
+    source_id: str,
+    target_id: str | None,
+    delivered: list[RoutedMessage],
+    seen: int,
+    considered: list[str],
+) -> dict[str, Any]:
+    """An ``edge_group.process`` span's attributes, with Agent Framework's delivery statuses."""
+    if delivered:
+        status = "buffered" if group.kind == "fan_in" else "delivered"
+    elif target_id is not None and target_id not in group.targets:
+        status = "dropped target mismatch"
+    elif len(considered) > seen:
+        status = "dropped type mismatch"
+    else:
+        status = "dropped condition evaluated to false"
+    attributes: dict[str, Any] = {
+        Attr.EDGE_GROUP_TYPE: _GROUP_TYPES[group.kind],
+        Attr.EDGE_GROUP_ID: group.id,
+        Attr.MESSAGE_SOURCE_ID: source_id,
+        Attr.EDGE_GROUP_DELIVERED: bool(delivered),
+        Attr.EDGE_GROUP_DELIVERY_STATUS: status,
+    }
+    targets = [m.target_id for m in delivered] if delivered else ([target_id] if target_id else [])
+    if len(targets) == 1:
+        attributes[Attr.MESSAGE_TARGET_ID] = targets[0]
+    return attributes
 
 
 class Graph:
@@ -80,19 +120,25 @@ class Graph:
             )
         out: list[RoutedMessage] = []
         considered: list[str] = []
+        spans = tracer()
         for g in groups:
-            for t in g.candidates(value):
-                if target_id is not None and t != target_id:
-                    continue
-                considered.append(t)
-                target = self.executors[t]
-                if g.kind == "fan_in":
-                    if target.accepts_items(value):
-                        out.append(RoutedMessage.one(t, envelope, source_id, g.id))
-                elif (envelope.type is None and target.coerce(value) is not None) or target.find_handler(
-                    value
-                ) is not None:
-                    out.append(RoutedMessage.one(t, envelope, source_id))
+            # One span per edge group the message meets, as Agent Framework's edge runners make them.
+            with spans.start_as_current_span(f"{Attr.EDGE_GROUP_PROCESS_SPAN} {_GROUP_TYPES[g.kind]}") as span:
+                before, seen = len(out), len(considered)
+                for t in g.candidates(value):
+                    if target_id is not None and t != target_id:
+                        continue
+                    considered.append(t)
+                    target = self.executors[t]
+                    if g.kind == "fan_in":
+                        if target.accepts_items(value):
+                            out.append(RoutedMessage.one(t, envelope, source_id, g.id))
+                    elif (envelope.type is None and target.coerce(value) is not None) or target.find_handler(
+                        value
+                    ) is not None:
+                        out.append(RoutedMessage.one(t, envelope, source_id))
+                if span.is_recording():
+                    span.set_attributes(_edge_group_attributes(g, source_id, target_id, out[before:], seen, considered))
         if considered and not out:
             tname = describe(value)
             raise UndeliverableMessageError(

@@ -12,7 +12,6 @@ none: a refusal leaves the run as it was).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Hashable
 from dataclasses import dataclass, field
@@ -35,7 +34,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._engine.limits import check_payload
-from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import DeliveryForgottenError, WorkflowError
 from temporal_workflows._events import (
     ExecutorCompletedEvent,
@@ -65,10 +63,9 @@ from temporal_workflows.ag_ui._kinds import (
     TurnContext,
 )
 from temporal_workflows.ag_ui._patch import json_patch
-from temporal_workflows.temporal._client.client import RawLiveEvent, RunHandle, _events, _LiveView, get_run
+from temporal_workflows.temporal._client.client import RawLiveEvent, RunHandle, get_run
 from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._protocol import (
-    EVENTS_TOPIC,
     FAILURE_UNKNOWN_DELIVERY,
     SIGNAL_DELIVER,
     UPDATE_CONFIRM,
@@ -82,7 +79,6 @@ __all__ = ["GraphKind", "GraphTranslator", "read_stream"]
 
 POLL_COOLDOWN = timedelta(milliseconds=50)
 """How soon a turn polls the run's stream again after a poll returned (as the console's event route)."""
-_NOT_READY_RETRIES = 12
 
 
 def _why(e: BaseException) -> str:
@@ -106,27 +102,18 @@ def _code(e: BaseException) -> str:
 
 async def read_stream(client: Client, workflow_id: str, from_offset: int) -> AsyncIterator[tuple[int, list[Any]]]:
     """A run's event stream from ``from_offset``, item by item with its offset, as ``RunHandle.events()`` reads it
-    (live items of superseded attempts dropped); follows continue-as-new; ends after the run closes."""
-    view = _LiveView()
-    stream = WorkflowStreamClient.create(client, workflow_id)
-    offset, retries = from_offset, 0
-    while True:
-        try:
-            async for item in stream.subscribe(
-                [EVENTS_TOPIC], offset, result_type=Envelope, poll_cooldown=POLL_COOLDOWN
-            ):
-                offset, retries = item.offset + 1, 0
-                kept: list[Any] = []
-                for one in _events(item.data):
-                    kept.extend(view.feed(one))
-                yield item.offset, kept
-            return
-        except RPCError as e:
-            # As RunHandle.events(): a poll refused while the run's workflow task is retried is polled again.
-            if e.status != RPCStatusCode.FAILED_PRECONDITION or retries >= _NOT_READY_RETRIES:
-                raise
-            await asyncio.sleep(min(1.0, 0.05 * 2**retries))
-            retries += 1
+    (live items of superseded attempts dropped); follows continue-as-new; ends after the run closes.
+
+    Through the process's one reader of the run (``RunHandle.events``, ``temporal/_client/feed.py``), so any
+    number of AG-UI clients of a run take no more of its update room than one, and a server blip is ridden out.
+    """
+    handle = RunHandle(client.get_workflow_handle(workflow_id), client)
+    stream = handle.events(from_offset=from_offset, poll_cooldown=POLL_COOLDOWN)
+    try:
+        async for offset, kept in stream.batches(empty=True):
+            yield offset, kept
+    finally:
+        await stream.aclose()
 
 
 def _agent_update(event: LiveEvent) -> dict[str, Any] | None:

@@ -47,6 +47,7 @@ from temporal_workflows._graph.executor import Executor, ExecutorOptions, handle
 from temporal_workflows.agents._errors import AgentModelError, is_permanent_model_error
 from temporal_workflows.agents._events import AgentRunUpdateEvent
 from temporal_workflows.agents._maf_types import install_maf_types
+from temporal_workflows.agents._telemetry import follow_content_switch
 from temporal_workflows.agents._turns import (
     MafAgentTurns,
     PydanticAgentTurns,
@@ -220,6 +221,7 @@ class AgentExecutor(Executor):
                 f"not {describe(agent)}"
             )
         self._turns.streaming = stream
+        follow_content_switch()
 
     @property
     def agent(self) -> Any:

@@ -37,6 +37,8 @@ from agent_framework import (
     Message,
 )
 
+from temporal_workflows.agents._telemetry import maf_invoke_agent, pydantic_instrumentation
+
 __all__ = ["MafAgentTurns", "PydanticAgentTurns", "Turn", "TurnRunner", "is_maf_agent", "is_pydantic_ai_agent"]
 
 OnUpdate = Callable[[AgentResponseUpdate], None]
@@ -164,16 +166,18 @@ class MafAgentTurns(TurnRunner):
         session, source = self._session(kept, conversation)
         extra = run_kwargs or {}  # the run's client_kwargs / function_invocation_kwargs, as MAF's executor passes them
         response: AgentResponse
-        if not streaming:
-            # As Agent Framework's executor in a run that is not streamed: one non-streaming model call.
-            response = await self.agent.run(inputs, session=session, stream=False, **extra)
-        else:
-            updates = self.agent.run(inputs, session=session, stream=True, **extra)
-            async for update in updates:
-                if not update.user_input_requests:  # as Agent Framework's own executor: requests are not output
-                    on_update(update)
-            get_final = getattr(updates, "get_final_response", None)
-            response = await get_final() if callable(get_final) else AgentResponse(messages=[])
+        with maf_invoke_agent(self.agent) as traced:  # GenAI spans, one copy (_telemetry.py)
+            if not streaming:
+                # As Agent Framework's executor in a run that is not streamed: one non-streaming model call.
+                response = await self.agent.run(inputs, session=session, stream=False, **extra)
+            else:
+                updates = self.agent.run(inputs, session=session, stream=True, **extra)
+                async for update in updates:
+                    if not update.user_input_requests:  # as Agent Framework's own executor: requests are not output
+                        on_update(update)
+                get_final = getattr(updates, "get_final_response", None)
+                response = await get_final() if callable(get_final) else AgentResponse(messages=[])
+            traced(response)
         history = session.state.get(source, {}).get("messages")
         if isinstance(history, list) and all(a is b for a, b in zip(history, conversation, strict=False)):
             added: list[Message] = list(history[len(conversation) :])
@@ -417,6 +421,7 @@ class PydanticAgentTurns(TurnRunner):
         output_type = self._output_type()
         if output_type is not None:
             kwargs["output_type"] = output_type
+        kwargs.update(pydantic_instrumentation(self.agent))  # GenAI spans, one copy (_telemetry.py)
         result = await self.agent.run(prompt, **kwargs)
         every = list(result.all_messages())
         new = every[len(history) :]

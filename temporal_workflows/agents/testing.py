@@ -31,7 +31,9 @@ from agent_framework import (
     FunctionInvocationLayer,
     Message,
     ResponseStream,
+    UsageDetails,
 )
+from agent_framework.observability import ChatTelemetryLayer
 
 __all__ = ["Reply", "Script", "ScriptedChatClient", "ToolCall", "model_turn"]
 
@@ -63,7 +65,9 @@ def model_turn(messages: Sequence[Message]) -> int:
     return sum(1 for m in later if m.role == "assistant" and any(c.type == "function_call" for c in m.contents))
 
 
-class ScriptedChatClient(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatClient):  # type: ignore[misc]
+class ScriptedChatClient(  # type: ignore[misc]
+    FunctionInvocationLayer, ChatMiddlewareLayer, ChatTelemetryLayer, BaseChatClient
+):
     """An Agent Framework chat client that answers from a script: streaming, tool calls, errors.
 
     ``script`` is a list of replies, the n-th answering the n-th model call of
@@ -74,15 +78,28 @@ class ScriptedChatClient(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatC
     answers in one block sends it (the same response either way; only what
     a streamed run's reader sees differs). ``calls`` keeps the messages of
     every model call this object served (in this process), for assertions.
+
+    Like Agent Framework's own clients it is instrumented (its
+    ``ChatTelemetryLayer``): each model call is a ``chat <model>`` span with
+    OpenTelemetry's GenAI attributes, and records ``gen_ai.client.token.usage``.
+    Its response says which ``model`` answered, why it stopped
+    (``tool_calls`` or ``stop``) and what it used: tokens counted as words
+    (whitespace-separated pieces of the messages' text, tool arguments and
+    results), a deterministic stand-in for a tokenizer.
     """
 
-    def __init__(self, script: Script, *, delay: float = 0.0, stream_words: bool = True) -> None:
+    OTEL_PROVIDER_NAME = "temporal_workflows.scripted"
+
+    def __init__(
+        self, script: Script, *, delay: float = 0.0, stream_words: bool = True, model: str = "scripted"
+    ) -> None:
         super().__init__(middleware=[])
         if not callable(script) and not script:
             raise ValueError("ScriptedChatClient needs at least one reply")
         self.script = script
         self.delay = delay
         self.stream_words = stream_words
+        self.model = model
         self.calls: list[list[Message]] = []
 
     def reply_to(self, messages: list[Message]) -> Reply:
@@ -109,6 +126,16 @@ class ScriptedChatClient(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatC
 
             return ResponseStream(fail_stream(), finalizer=ChatResponse.from_updates) if stream else fail()
         updates = _updates(reply, call_prefix=f"call-{len(given)}", by_word=self.stream_words)
+        usage = UsageDetails(input_token_count=_words(given), output_token_count=_reply_words(reply))
+        finish_reason = "stop" if isinstance(reply, str) else "tool_calls"
+        model = self.model
+
+        def final(pieces: Sequence[ChatResponseUpdate]) -> ChatResponse:
+            response = ChatResponse.from_updates(pieces)
+            response.usage_details = usage
+            response.finish_reason = finish_reason  # type: ignore[assignment]
+            response.model = model
+            return response
 
         async def gen() -> AsyncIterable[ChatResponseUpdate]:
             for update in updates:
@@ -117,9 +144,30 @@ class ScriptedChatClient(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatC
                 yield update
 
         async def whole() -> ChatResponse:
-            return ChatResponse.from_updates(updates)
+            return final(updates)
 
-        return ResponseStream(gen(), finalizer=ChatResponse.from_updates) if stream else whole()
+        return ResponseStream(gen(), finalizer=final) if stream else whole()
+
+
+def _words(messages: Sequence[Message]) -> int:
+    """The scripted client's token count of a model call's input: words of its texts, tool arguments and results."""
+    count = 0
+    for m in messages:
+        for c in m.contents:
+            if c.type == "text":
+                count += len((c.text or "").split())
+            elif c.type == "function_call":
+                count += 1 + len(str(c.arguments or "").split())
+            elif c.type == "function_result":
+                count += len(str(c.result).split())
+    return count
+
+
+def _reply_words(reply: str | ToolCall | Sequence[ToolCall]) -> int:
+    if isinstance(reply, str):
+        return len(reply.split())
+    calls = [reply] if isinstance(reply, ToolCall) else list(reply)
+    return sum(1 + len(json.dumps(dict(c.arguments)).split()) for c in calls)
 
 
 def _updates(reply: str | ToolCall | Sequence[ToolCall], call_prefix: str, by_word: bool) -> list[ChatResponseUpdate]:

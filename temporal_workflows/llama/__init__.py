@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
 
-    from temporal_workflows._llama_runtime._options import StepOptions as StepOptions
+    from temporal_workflows._llama_runtime._options import StepOptions
     from temporal_workflows._llama_runtime._runtime import TemporalRuntime
 
-__all__ = ["TemporalRuntime"]
+__all__ = ["StepOptions", "TemporalRuntime"]
 
 _RETIRED_MESSAGE = (
     "{what} was part of the import-swap front end of temporal_workflows.llama, which was retired: LlamaIndex "
@@ -76,8 +76,8 @@ def __getattr__(name: str) -> Any:
 
         globals()[name] = TemporalRuntime
         return TemporalRuntime
-    if name == "StepOptions":  # TemporalRuntime(step_options=...)
-        from temporal_workflows._llama_runtime._options import StepOptions as StepOptions
+    if name == "StepOptions":  # TemporalRuntime(step_options=StepOptions(...))
+        from temporal_workflows._llama_runtime._options import StepOptions
 
         globals()[name] = StepOptions
         return StepOptions

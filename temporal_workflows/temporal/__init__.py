@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from temporal_workflows.temporal._client.durable import DurableWorkflow
     from temporal_workflows.temporal._client.schedules import create_schedule, list_schedules
     from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError, KeyRing
-    from temporal_workflows.temporal._tracing import configure_tracing
+    from temporal_workflows.temporal._telemetry.config import configure_tracing
     from temporal_workflows.temporal._worker.plugin import TemporalWorkflowsPlugin
     from temporal_workflows.temporal._worker.versioning import WorkerVersioning
 
@@ -37,6 +37,7 @@ _LAZY = {
     "RawEvent": "temporal_workflows.temporal._client.client",
     "RawLiveEvent": "temporal_workflows.temporal._client.client",
     "EventView": "temporal_workflows.temporal._client.client",
+    "EventStream": "temporal_workflows.temporal._client.client",
     "RunHandle": "temporal_workflows.temporal._client.client",
     "fork": "temporal_workflows.temporal._client.client",
     "get_run": "temporal_workflows.temporal._client.client",
@@ -67,10 +68,10 @@ _LAZY = {
     "STATUS_SEARCH_ATTRIBUTE": "temporal_workflows.temporal._protocol",
     "RunInput": "temporal_workflows.temporal._protocol",
     "step_activity_name": "temporal_workflows.temporal._protocol",
-    "configure_tracing": "temporal_workflows.temporal._tracing",
+    "configure_tracing": "temporal_workflows.temporal._telemetry.config",
     "WorkerVersioning": "temporal_workflows.temporal._worker.versioning",
     "build_id_for": "temporal_workflows.temporal._worker.versioning",
-    "flush_tracing": "temporal_workflows.temporal._tracing",
+    "flush_tracing": "temporal_workflows.temporal._telemetry.config",
     "GraphWorkflow": "temporal_workflows.temporal._workflow.workflow",
 }
 
@@ -83,6 +84,7 @@ _INTEGRATION = (
     "ENV_ENCRYPTION_KEY",
     "ENV_ENCRYPTION_KEYS",
     "ENV_ENCRYPTION_KEY_ID",
+    "EventStream",
     "EventView",
     "GraphWorkflow",
     "KEY_ID_METADATA",
@@ -141,10 +143,10 @@ def _module(name: str) -> ModuleType:
         from temporal_workflows.temporal import _protocol
 
         return _protocol
-    if name == "temporal_workflows.temporal._tracing":
-        from temporal_workflows.temporal import _tracing
+    if name == "temporal_workflows.temporal._telemetry.config":
+        from temporal_workflows.temporal._telemetry import config
 
-        return _tracing
+        return config
     if name == "temporal_workflows.temporal._worker.versioning":
         from temporal_workflows.temporal._worker import versioning
 

@@ -38,6 +38,9 @@ __all__ = [
     "ACTIVITY_VALIDATE",
     "EVENTS_TOPIC",
     "LIVE_BATCH_TYPE",
+    "MAX_STREAM_POLLS",
+    "STREAM_POLL",
+    "STREAM_POLLS_FULL",
     "LEGACY_FAILURE_TYPES",
     "STEP_ERROR_CLASS",
     "FAILURE_CHECKPOINT_BASE_MISSING",
@@ -161,6 +164,15 @@ LIVE_BATCH_TYPE = "temporal_workflows:live_batch"
 """Envelope type of one item of the events topic that holds a batch of a step's live events (its data: their
 envelopes, in order). A step publishes its live events so, one item per signal: what the stream stores, and
 what every poll of it walks, grows with batches, not with events (100,000 events make about 100 items)."""
+STREAM_POLL = "__temporal_workflow_stream_poll"
+"""The update (a long poll) and query (an answer at once) ``temporalio.contrib.workflow_streams`` reads a
+run's stream with."""
+MAX_STREAM_POLLS = 4
+"""Stream polls by update a run holds in flight at most: of the 10 updates Temporal lets an execution hold
+(``history.maxInFlightUpdates``), 6 stay for input (answers, messages, checkpoints, resets)."""
+STREAM_POLLS_FULL = "stream-polls-full"
+"""The detail of a stream poll the run refused because it holds :data:`MAX_STREAM_POLLS` already (its type
+is the stream's "draining"): the reader reads by query meanwhile."""
 STATUS_SEARCH_ATTRIBUTE = "GraphRunStatus"
 """Keyword search attribute holding the run status (running, waiting_for_input, idle, ...)."""
 

@@ -9,7 +9,8 @@ Temporal's own client (``RunInput``), another SDK or the ``temporal`` CLI
 default task queue), a sandboxed worker built by hand (``PASSTHROUGH_MODULES``),
 a codec server or key tooling of one's own (the encryption metadata and
 ``ENV_*`` variables, ``CheckpointCipher``, ``make_codec_server``), or a
-reader of raw event streams (``RawEvent``, ``RawLiveEvent``, ``EventView``; and
+reader of raw event streams (``RawEvent``, ``RawLiveEvent``, ``EventView``,
+``EventStream``: what ``RunHandle.events`` returns, with its resume offset; and
 what ``RunHandle`` reads of a LlamaIndex run: ``LlamaEvent``, ``LlamaRestEvent``,
 ``LlamaRunFailedError``).
 
@@ -21,7 +22,7 @@ apart from the user's surface.
 from __future__ import annotations
 
 from temporal_workflows._checkpoints.base import CheckpointCipher
-from temporal_workflows.temporal._client.client import LINEAGE_MEMO, EventView, RawEvent, RawLiveEvent
+from temporal_workflows.temporal._client.client import LINEAGE_MEMO, EventStream, EventView, RawEvent, RawLiveEvent
 from temporal_workflows.temporal._client.codec_server import CodecServer, make_codec_server
 from temporal_workflows.temporal._client.llama import LlamaEvent, LlamaRestEvent, LlamaRunFailedError
 from temporal_workflows.temporal._codec import (
@@ -32,7 +33,7 @@ from temporal_workflows.temporal._codec import (
     KEY_ID_METADATA,
 )
 from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE, RunInput, step_activity_name
-from temporal_workflows.temporal._tracing import flush_tracing
+from temporal_workflows.temporal._telemetry.config import flush_tracing
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE, PASSTHROUGH_MODULES
 from temporal_workflows.temporal._worker.versioning import build_id_for
 from temporal_workflows.temporal._workflow.workflow import GraphWorkflow
@@ -60,6 +61,7 @@ __all__ = [
     "KEY_ID_METADATA",
     "make_codec_server",
     # raw event streams
+    "EventStream",
     "EventView",
     "RawEvent",
     "RawLiveEvent",

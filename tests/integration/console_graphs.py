@@ -1,10 +1,14 @@
-"""Graphs the console's tests run: a draft reviewed by a person (a validated form), and a chatty one (10,000 events)."""
+"""Graphs the console's tests run: a draft reviewed by a person (a validated form), a chatty one (10,000
+events), a form whose answer must arrive exactly as typed, and a graph whose executor id is markup."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from temporal_workflows import Executor, WorkflowBuilder, WorkflowContext, executor, handler, response_handler
 from temporal_workflows._live import StepProgressEvent
@@ -77,5 +81,58 @@ async def chatter(spec: Chatter, ctx: WorkflowContext[None, int]) -> None:
 chatty = WorkflowBuilder(start_executor=chatter, name="console_chatty").build()
 
 
+class Exact(BaseModel):
+    """An answer whose every field the page must send exactly as typed, or leave to the run to check."""
+
+    model_config = ConfigDict(regex_engine="python-re")  # Python's regex syntax: backreferences, \A, \Z
+
+    confirm: str = Field(pattern=r"(?i)^yes$", description="type yes (any case)")
+    code: str = Field(pattern=r"\A[A-Z]{2}(?P<n>[0-9])(?P=n)\Z", description="two capitals, a digit twice")
+    digits: str = Field(pattern=r"^\d+$", description="digits (Unicode ones too)")
+    big: int
+    price: Decimal
+    when: date
+    at: datetime
+
+
+class Asker(Executor):
+    @handler
+    async def ask(self, topic: str, ctx: WorkflowContext) -> None:
+        await ctx.request_info({"topic": topic}, Exact)
+
+    @response_handler
+    async def answered(self, asked: dict[str, Any], a: Exact, ctx: WorkflowContext[None, dict[str, str]]) -> None:
+        await ctx.yield_output(
+            {
+                "confirm": a.confirm,
+                "code": a.code,
+                "digits": a.digits,
+                "big": str(a.big),
+                "price": str(a.price),
+                "when": a.when.isoformat(),
+                "at": a.at.isoformat(),
+            }
+        )
+
+
+forms = WorkflowBuilder(start_executor=Asker("asker"), name="console_forms").build()
+
+MARKUP_ID = "<img src=http://127.0.0.1:9/console-picture-fetch.png>"
+"""An executor id that is markup: drawn as text, it fetches nothing."""
+
+
+class Markup(Executor):
+    @handler
+    async def ask(self, topic: str, ctx: WorkflowContext) -> None:
+        await ctx.request_info({"topic": topic}, bool)
+
+    @response_handler
+    async def answered(self, asked: dict[str, Any], ok: bool, ctx: WorkflowContext[None, bool]) -> None:
+        await ctx.yield_output(ok)
+
+
+markup = WorkflowBuilder(start_executor=Markup(MARKUP_ID), name="console_markup").build()
+
+
 def all_workflows() -> list:  # type: ignore[type-arg]
-    return [review, chatty]
+    return [review, chatty, forms, markup]

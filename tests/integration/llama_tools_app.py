@@ -3,9 +3,10 @@
     temporal-workflows worker --workflow tests.integration.llama_tools_app:hitl ...
 
 ``hitl``, ``wait`` and ``streaming`` are LlamaIndex's own documented examples, unchanged
-(``tests/llama_runtime_suite/docs_examples.py``: human in the loop, with an ``InputRequiredEvent`` a step
-returns and with ``ctx.wait_for_event``; streaming); ``review`` starts with a typed ``StartEvent`` (a field with a default) and waits for a
-typed ``HumanResponseEvent`` (so a wrong shape has something to be refused by); ``broken`` fails as LlamaIndex's error-text case does.
+(``tests/integration/llama_docs_examples.py``: human in the loop, with an ``InputRequiredEvent`` a step
+returns and with ``ctx.wait_for_event``; streaming); ``review`` starts with a typed ``StartEvent`` (a field
+with a default) and waits for a typed ``HumanResponseEvent`` (so a wrong shape has something to be refused by);
+``broken`` fails as LlamaIndex's error-text case does.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import Field
 from workflows import Context, Workflow, step
 from workflows.events import HumanResponseEvent, InputRequiredEvent, StartEvent, StopEvent
 
-from tests.llama_runtime_suite.docs_examples import HumanInTheLoopWorkflow, StreamingWorkflow, WaitWorkflow
+from tests.integration.llama_docs_examples import HumanInTheLoopWorkflow, StreamingWorkflow, WaitWorkflow
 
 hitl = HumanInTheLoopWorkflow(timeout=None)
 """LlamaIndex's human-in-the-loop example; without a timeout, as a run that waits for a person is built."""

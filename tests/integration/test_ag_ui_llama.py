@@ -30,7 +30,7 @@ from tests.integration.ag_ui_support import Processes, run_client
 from tests.integration.test_ag_ui import _body, _interrupts, _types, turn
 
 APP = "tests.integration.llama_tools_app"
-HITL = "tests.llama_runtime_suite.docs_examples.HumanInTheLoopWorkflow"
+HITL = "tests.integration.llama_docs_examples.HumanInTheLoopWorkflow"
 REVIEW = "tests.integration.llama_tools_app.ReviewWorkflow"
 
 

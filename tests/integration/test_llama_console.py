@@ -30,7 +30,7 @@ page = console_tests.page
 _shot = console_tests._shot
 
 APP = "tests.integration.llama_tools_app"
-HITL = "tests.llama_runtime_suite.docs_examples.HumanInTheLoopWorkflow"
+HITL = "tests.integration.llama_docs_examples.HumanInTheLoopWorkflow"
 ACTION = {"X-TW-Console": "1"}
 
 

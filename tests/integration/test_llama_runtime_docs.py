@@ -1,10 +1,10 @@
 """LlamaIndex's documented examples, unchanged (``from workflows import ...``), run under ``TemporalRuntime``
 on the dev server, print exactly what they print under LlamaIndex's default runtime.
 
-The examples (the README quick start, branches and loops, concurrency, streaming, human in the loop, state,
-retries, custom start/stop events) and what they printed under llama-index-workflows 2.26.1 are in
-tests/llama_runtime_suite/docs_examples.py. Each runs inside ``with TemporalRuntime(worker=True).registering():``,
-as a held-out check would.
+The examples are tests/integration/llama_docs_examples.py's (the README quick start, branches and loops,
+concurrency, streaming, human in the loop, state, retries, custom start/stop events), with LlamaIndex's own
+imports, and the outputs recorded there under llama-index-workflows 2.26.1. Each runs inside
+``with TemporalRuntime(worker=True).registering():``, as a held-out check would.
 """
 
 from __future__ import annotations
@@ -16,16 +16,13 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
-
-pytest.importorskip("workflows")
-
 from temporalio.worker import Replayer
 
 from temporal_workflows._llama_runtime._workflow import LlamaIndexRun
 from temporal_workflows.llama import TemporalRuntime
 from temporal_workflows.temporal import ConnectionConfig
 from temporal_workflows.temporal._worker.plugin import data_converter
-from tests.llama_runtime_suite import docs_examples as DOCS
+from tests.integration import llama_docs_examples as DOCS
 
 
 @pytest.fixture(scope="module")

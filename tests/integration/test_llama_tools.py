@@ -27,7 +27,7 @@ from temporal_workflows.temporal import get_run
 from tests.integration import llama_tools_app as app
 from tests.integration.ag_ui_support import Processes
 from tests.integration.cli import ROOT, cli_env, run_cli
-from tests.llama_runtime_suite.docs_examples import HumanInTheLoopWorkflow
+from tests.integration.llama_docs_examples import HumanInTheLoopWorkflow
 
 APP = "tests.integration.llama_tools_app"
 
@@ -140,7 +140,7 @@ async def test_the_docs_human_in_the_loop_example_run_watched_and_answered_from_
 
     status = await ok(temporal_address, "status", run_id)
     assert status["kind"] == "llama_index" and status["status"] == "waiting_for_input"
-    assert status["workflow"] == "tests.llama_runtime_suite.docs_examples.HumanInTheLoopWorkflow"
+    assert status["workflow"] == "tests.integration.llama_docs_examples.HumanInTheLoopWorkflow"
     assert status["temporal_status"] == "RUNNING" and status["pending_requests"] == 1 and status["in_flight"] == []
     (request,) = await ok(temporal_address, "requests", run_id)
     assert request["request_id"] == "input-1" and request["data"] == {"prefix": "Enter a number: "}

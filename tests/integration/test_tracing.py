@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import uuid
@@ -46,17 +47,33 @@ class Tree:
         return found[0]
 
 
+async def run_span_exported(exporter: InMemorySpanExporter, workflow_id: str, name: str, timeout: float = 30) -> None:
+    """Wait until the run's ``name`` span has arrived: workflow-side spans are exported once their workflow task
+    is known to count (the next activation, the run's eviction, or a couple of seconds later)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not any(
+        s.name == name and s.attributes is not None and s.attributes.get("temporalWorkflowID") == workflow_id
+        for s in exporter.get_finished_spans()
+    ):
+        assert asyncio.get_running_loop().time() < deadline, f"no {name} span for {workflow_id}"
+        await asyncio.sleep(0.05)
+
+
 async def _traced_run(client: Client, exporter: InMemorySpanExporter, workflow_id: str, queue: str) -> Tree:
     with trace.get_tracer("tests").start_as_current_span("client request") as root:
         handle = await start_run(client, research.workflow, research.SAMPLE_INPUT, id=workflow_id, task_queue=queue)
         await handle.result()
+    await run_span_exported(exporter, workflow_id, "RunWorkflow:research")
     return Tree(exporter.get_finished_spans(), root.get_span_context().trace_id)
 
 
 def _assert_research_tree(tree: Tree, workflow_id: str) -> None:
     roots = tree.children[None]
     assert [r.name for r in roots] == ["client request"]
-    run = tree.only(tree.only(roots[0], "StartWorkflow:research"), "RunWorkflow:research")
+    temporal_run = tree.only(tree.only(roots[0], "StartWorkflow:research"), "RunWorkflow:research")
+    run = tree.only(temporal_run, "workflow.run")
+    assert run.attributes is not None
+    assert run.attributes["workflow.name"] == "research" and run.attributes["workflow.id"] == workflow_id
     supersteps = tree.kids(run, "superstep ")
     # planner, then the three researchers in parallel, then the writer: one span each, in order.
     assert [s.name for s in supersteps] == ["superstep 1", "superstep 2", "superstep 3"]
@@ -69,17 +86,25 @@ def _assert_research_tree(tree: Tree, workflow_id: str) -> None:
         assert sorted(s.name for s in starts) == sorted(f"StartActivity:research.{e}" for e in executors)
         for start in starts:
             executor_id = start.name.removeprefix("StartActivity:research.")
-            step = tree.only(tree.only(start, f"RunActivity:research.{executor_id}"), f"step {executor_id}")
+            step = tree.only(tree.only(start, f"RunActivity:research.{executor_id}"), f"executor.process {executor_id}")
             assert step.attributes is not None
-            assert dict(step.attributes) == {
+            attributes = dict(step.attributes)
+            assert attributes.pop("temporal_workflows.run_id")
+            expected_type = {1: "ResearchRequest", 2: "ResearchPlan", 3: "list[Finding]"}[number]
+            assert attributes == {
+                "executor.id": executor_id,
+                "executor.type": attributes["executor.type"],
+                "message.type": "standard",
+                "message.payload_type": expected_type,
                 "temporal_workflows.graph": "research",
                 "temporal_workflows.executor_id": executor_id,
                 "temporal_workflows.superstep": number,
-                "temporal_workflows.message_type": step.attributes["temporal_workflows.message_type"],
+                "temporal_workflows.message_type": "list[examples.research:Finding]"
+                if number == 3
+                else f"examples.research:{expected_type}",
                 "temporal_workflows.attempt": 1,
                 "temporal_workflows.workflow_id": workflow_id,
             }
-            assert "research" in str(step.attributes["temporal_workflows.message_type"]) or number == 3
         # Fan-out steps overlap: each starts before the superstep span ends and the
         # superstep lasts at least as long as its slowest step.
         assert span.end_time is not None and all(s.end_time is not None and s.end_time <= span.end_time for s in starts)
@@ -159,6 +184,7 @@ async def test_cli_exports_to_otlp_and_the_worker_continues_its_trace(
     start = [s for service, s in spans if s.name == "StartWorkflow:research"]
     assert len(start) == 1 and all(service == "tw-cli-test" for service, _ in spans)
     # This process's worker ran the workflow: its run span is the CLI span's child.
+    await run_span_exported(span_exporter, workflow_id, "RunWorkflow:research")
     runs = [
         s
         for s in span_exporter.get_finished_spans()

@@ -1,27 +1,69 @@
 // The console's page: runs (#/), a run (#/run/<id>), start a run (#/start). Plain ES modules, no build step.
-import { el, schemaForm } from "./form.js";
+import { RawJSON, el, parseJSON, schemaForm, stringify } from "./form.js";
+import { timelinePanel } from "./timeline.js";
 
 const main = document.getElementById("main");
+const banner = document.getElementById("banner");
 let info = null;
 let leave = () => {};  // what the current view closes when the page moves on (its event stream, timers)
+
+// One line at the top for what concerns the whole page: Temporal out of reach, an error in the page itself.
+function setBanner(text, kind = "temporal") {
+  if (!text && banner.dataset.kind && banner.dataset.kind !== kind) return;  // another kind's message stays
+  banner.textContent = text;
+  banner.hidden = !text;
+  banner.dataset.kind = text ? kind : "";
+}
+function pageError(text) {
+  setBanner(`Something went wrong in this page: ${text}. Reload it to start again.`, "page");
+}
+window.addEventListener("error", (e) => pageError(e.message || String(e.error)));
+window.addEventListener("unhandledrejection", (e) => pageError((e.reason && e.reason.message) || String(e.reason)));
 
 async function api(path, options = {}) {
   const init = { credentials: "same-origin", headers: {}, ...options };
   if (init.body !== undefined) {
     init.method = init.method || "POST";
     init.headers = { "Content-Type": "application/json", "X-TW-Console": "1", ...init.headers };
-    init.body = JSON.stringify(init.body);
+    init.body = stringify(init.body);  // integers past 2^53 and typed JSON travel as their digits
   }
-  const resp = await fetch(path, init);
+  let resp;
+  try { resp = await fetch(path, init); } catch (e) {
+    setBanner("The console does not answer (stopped or restarting?): trying again.", "console");
+    throw new Error(`the console does not answer: ${e.message}`);
+  }
+  setBanner("", "console");
   if (resp.status === 401) { location.href = "/login"; throw new Error("sign in"); }
   let data = null;
-  try { data = await resp.json(); } catch { data = { error: `${resp.status} ${resp.statusText}` }; }
+  try { data = parseJSON(await resp.text()); } catch { data = { error: `${resp.status} ${resp.statusText}` }; }
+  if (resp.status === 502) setBanner(`The console cannot reach Temporal: ${data && data.error ? data.error : resp.statusText}. It keeps trying.`);
+  else setBanner("");
   if (!resp.ok) {
     const e = new Error(data && data.error ? data.error : `${resp.status}`);
     e.status = resp.status;
     throw e;
   }
   return data;
+}
+
+// Ready: the view has drawn what it shows (data, picture, first events). The page's load event waits for it
+// (the held image, pages.py), and <html data-ready> says it for whoever waits on a marker instead.
+const HOLD_RELEASED = "data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7";
+function notReady() { document.documentElement.dataset.ready = "false"; }
+function releaseHold() {
+  const hold = document.getElementById("ready-hold");
+  if (hold && hold.dataset.released !== "1") { hold.dataset.released = "1"; hold.src = HOLD_RELEASED; }
+}
+function ready() {
+  document.documentElement.dataset.ready = "true";
+  releaseHold();
+}
+setTimeout(releaseHold, 9000);  // never hold a page's load longer than the console does (10 s)
+
+// A run's routes by ?id=, so any id a run can have (".", "..", one with "/" or "?") reaches its own run.
+function runUrl(runId, sub = "", params = {}) {
+  const q = new URLSearchParams({ id: runId, ...params });
+  return `/api/run${sub ? `/${sub}` : ""}?${q}`;
 }
 
 function toast(text) {
@@ -41,7 +83,7 @@ function when(iso) {
 }
 
 function pretty(value) {
-  return el("pre", { class: "json" }, JSON.stringify(value, null, 2));
+  return el("pre", { class: "json" }, stringify(value, 2));
 }
 
 // -- runs ---------------------------------------------------------------------------------------
@@ -95,6 +137,7 @@ function runsView(params) {
       more.hidden = !next;
       count.textContent = `${shown} shown${next ? ", more to load" : ""}`;
     } catch (e) { error.textContent = e.message; }
+    ready();
   }
 
   function apply() {
@@ -151,9 +194,9 @@ function sendCard(runId) {
   async function send() {
     error.textContent = "";
     let value;
-    try { value = JSON.parse(message.value); } catch (e) { error.textContent = `not JSON: ${e.message}`; return; }
+    try { JSON.parse(message.value); value = new RawJSON(message.value.trim()); } catch (e) { error.textContent = `not JSON: ${e.message}`; return; }
     try {
-      const r = await api(`/api/runs/${encodeURIComponent(runId)}/send`, { body: { message: value, policy: policy.value || null } });
+      const r = await api(runUrl(runId, "send"), { body: { message: value, policy: policy.value || null } });
       toast(r.accepted && r.accepted.interrupts ? "Sent: it interrupted the run's turn" : "Sent");
       message.value = "";
     } catch (e) { error.textContent = e.message; }
@@ -198,12 +241,14 @@ function runView(runId) {
   const log = el("div", { class: "log", id: "events" });
   const eventsCount = el("span", { class: "muted", id: "events-count" }, "0 events");
   const superstepText = el("span", { class: "muted", id: "superstep" });
+  const timeline = timelinePanel(runId, api);
   main.replaceChildren(
     header,
     el("div", { class: "grid" },
       el("div", {},
         el("section", { class: "card" }, el("h2", {}, "Graph ", superstepText), graphBox, legend),
         el("section", { class: "card" }, el("h2", {}, "Requests"), requestsBox),
+        el("section", { class: "card" }, el("h2", {}, "Timeline"), timeline.element),
         sendBox,
         messageCard,
         el("section", { class: "card" }, el("h2", {}, "Live output"), streamBox),
@@ -253,16 +298,27 @@ function runView(runId) {
     try {
       await loadMermaid();
       if (closed) return;
-      window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral", flowchart: { htmlLabels: false } });
+      // Labels as SVG text, never HTML (an executor id holding markup stays text: nothing is fetched); the
+      // top-level setting is the one Mermaid reads, the flowchart one is its older name.
+      window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral", htmlLabels: false, flowchart: { htmlLabels: false } });
       const { svg } = await window.mermaid.render(`graph-${++graphSeq}`, picture.mermaid);
       graphBox.innerHTML = svg;
       paint();
     } catch (e) { graphBox.replaceChildren(el("p", { class: "error" }, `could not draw the graph: ${e.message}`)); }
   }
 
+  // Ready once the run is drawn (its data and picture) and its first events are in (or 3 s have passed).
+  let drawnOnce = false;
+  let eventsOnce = false;
+  function maybeReady() { if (drawnOnce && eventsOnce && !closed) { flushLog(); ready(); } }
+  const eventsWait = setTimeout(() => { eventsOnce = true; maybeReady(); }, 3000);
+
   async function refresh() {
+    try { await draw(); } finally { if (!drawnOnce) { drawnOnce = true; maybeReady(); } }
+  }
+  async function draw() {
     let run;
-    try { run = await api(`/api/runs/${encodeURIComponent(runId)}`); } catch (e) {
+    try { run = await api(runUrl(runId)); } catch (e) {
       header.replaceChildren(el("section", { class: "card" }, el("h1", {}, runId), el("p", { class: "error" }, e.message)));
       return;
     }
@@ -290,11 +346,12 @@ function runView(runId) {
     paint();
     renderRequests(run.pending_requests);
     const outputs = llama ? (run.result && !run.result.unavailable ? [run.result.result] : []) : (st && st.outputs) || [];
-    outputsBox.replaceChildren(...(outputs.length ? outputs.map(pretty) : [el("p", { class: "muted" }, "None yet.")]));
+    outputsBox.replaceChildren(...(outputs.length ? outputs.map((o) => pretty(o)) : [el("p", { class: "muted" }, "None yet.")]));
     if (llama && run.temporal_status === "running") renderSendEvent(run.picture); else sendBox.hidden = true;
     messageCard.hidden = llama;
     stateBox.replaceChildren(run.state && !run.state.unavailable ? pretty(run.state) : el("p", { class: "muted" }, run.state && run.state.unavailable ? run.state.unavailable : "Empty."));
     renderCheckpoints(run.checkpoints, run.temporal_status === "running");
+    timeline.refresh();
   }
   function scheduleRefresh() {
     clearTimeout(refreshTimer);
@@ -316,7 +373,7 @@ function runView(runId) {
       error.textContent = "";
       buttons.forEach((b) => { b.disabled = true; });
       try {
-        await api(`/api/runs/${encodeURIComponent(runId)}/requests/${encodeURIComponent(r.request_id)}`, { body });
+        await api(runUrl(runId, "requests", { request_id: r.request_id }), { body });
         toast("Answer accepted");
         scheduleRefresh();
       } catch (e) { error.textContent = e.message; }
@@ -340,7 +397,8 @@ function runView(runId) {
     const f = el("form", { novalidate: true }, form.node, el("div", { class: "actions" }, submit), error);
     f.addEventListener("submit", (ev) => {
       ev.preventDefault();
-      const read = form.read();
+      let read;
+      try { read = form.read(); } catch (e) { error.textContent = `The page could not read the form: ${e.message}`; return; }
       if (read.errors) { error.textContent = "Fix the fields marked above."; return; }
       send({ response: read.value }, [submit]);
     });
@@ -390,13 +448,13 @@ function runView(runId) {
       reset.addEventListener("click", async () => {
         if (!confirm(`Reset ${runId} to checkpoint ${c.checkpoint_id} (superstep ${c.superstep})? Steps still running are cancelled.`)) return;
         error.textContent = "";
-        try { await api(`/api/runs/${encodeURIComponent(runId)}/reset`, { body: { checkpoint_id: c.checkpoint_id } }); toast("Reset accepted"); scheduleRefresh(); } catch (e) { error.textContent = e.message; }
+        try { await api(runUrl(runId, "reset"), { body: { checkpoint_id: c.checkpoint_id } }); toast("Reset accepted"); scheduleRefresh(); } catch (e) { error.textContent = e.message; }
       });
       fork.addEventListener("click", async () => {
         const newId = prompt("Workflow id of the new run", `${runId}-fork-${Date.now().toString(36)}`);
         if (!newId) return;
         error.textContent = "";
-        try { const r = await api(`/api/runs/${encodeURIComponent(runId)}/fork`, { body: { checkpoint_id: c.checkpoint_id, new_id: newId } }); location.hash = `#/run/${encodeURIComponent(r.started)}`; } catch (e) { error.textContent = e.message; }
+        try { const r = await api(runUrl(runId, "fork"), { body: { checkpoint_id: c.checkpoint_id, new_id: newId } }); location.hash = `#/run/${encodeURIComponent(r.started)}`; } catch (e) { error.textContent = e.message; }
       });
       return el("tr", { "data-checkpoint": c.checkpoint_id }, el("td", {}, c.superstep === null || c.superstep === undefined ? "" : String(c.superstep)), el("td", {}, c.label || ""),
         el("td", { class: "hide-narrow" }, when(c.created_at || c.timestamp)), el("td", {}, el("div", { class: "actions" }, reset, fork)));
@@ -437,10 +495,10 @@ function runView(runId) {
     if (e.type === "llama_event" && e.data !== undefined && e.data !== null) summary += ` ${JSON.stringify(e.data).slice(0, 200)}`;
     if (e.type === "llama_rest") summary = e.requests && e.requests.length ? `waiting for input (${e.requests.map((r) => r.request_id).join(", ")})` : "idle";
     if (e.executor_id) summary += ` ${e.executor_id}`;
-    if (e.type === "status" && e.state) summary += ` ${e.state}`;
+    if (e.type === "status" && e.status) summary += `: ${e.status.replaceAll("_", " ")}${e.state === "IN_PROGRESS_PENDING_REQUESTS" ? " (a request is pending)" : ""}`;
     if (e.type === "executor_failed") summary += `: ${e.error_type}: ${e.error}`;
     if (e.type === "warning") summary += `: ${e.message}`;
-    if (e.type === "output" && e.data !== undefined && !e.text) summary += ` ${JSON.stringify(e.data).slice(0, 200)}`;
+    if (e.type === "output" && e.data !== undefined && !e.text) summary += ` ${stringify(e.data).slice(0, 200)}`;
     lines.push(summary);
   }
   function flushLog() {
@@ -451,34 +509,68 @@ function runView(runId) {
     log.append(frag);
     while (log.childElementCount > 300) log.firstElementChild.remove();
     log.scrollTop = log.scrollHeight;
-    eventsCount.textContent = streamEnded ? `${total} events (run closed)` : `${total} events`;
+    setStreamNote(streamNote);
     eventsCount.setAttribute("data-count", String(total));
   }
-  const source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/events`);
-  let opened = false;
-  source.addEventListener("open", () => {
-    // A reconnect replays the stream from its start: rebuild from it rather than count twice.
-    if (opened) { total = 0; executorState.clear(); streams.clear(); streamBox.replaceChildren(); log.replaceChildren(); }
-    opened = true;
-  });
+  // The stream resumes where it was: each message's id is its stream position, which the browser sends back
+  // (Last-Event-ID) when it reconnects by itself, and which a new connection asks for (?after=) when the
+  // browser has given up (the console answered an error while it or Temporal was away).
+  let source = null;
+  let lastId = -1;
+  let reconnects = 0;
+  let reconnectTimer = null;
   let flushPending = false;
   let streamEnded = false;
-  source.addEventListener("events", (msg) => {
-    for (const e of JSON.parse(msg.data)) onEvent(e);
-    if (flushPending) return;  // the log is drawn once a frame, however many batches arrive in it
-    flushPending = true;
-    requestAnimationFrame(() => { flushPending = false; flushLog(); });
-  });
-  source.addEventListener("end", () => {
-    source.close();
-    streamEnded = true;
-    flushLog();
-    scheduleRefresh();
-  });
-  source.onerror = () => { if (source.readyState === EventSource.CLOSED) scheduleRefresh(); };
+  let streamNote = "";
+  function setStreamNote(text) {
+    streamNote = text;
+    eventsCount.textContent = streamEnded ? `${total} events (run closed)` : `${total} events${text ? ` (${text})` : ""}`;
+    eventsCount.setAttribute("data-stream", streamEnded ? "closed" : text ? "reconnecting" : "live");
+  }
+  function connect() {
+    const url = runUrl(runId, "events", lastId >= 0 ? { after: String(lastId) } : {});
+    source = new EventSource(url);
+    source.addEventListener("open", () => { reconnects = 0; setStreamNote(""); });
+    source.addEventListener("events", (msg) => {
+      if (msg.lastEventId) lastId = Number(msg.lastEventId);
+      for (const e of JSON.parse(msg.data)) onEvent(e);
+      if (!eventsOnce) { eventsOnce = true; maybeReady(); }
+      if (flushPending) return;  // the log is drawn once a frame, however many batches arrive in it
+      flushPending = true;
+      requestAnimationFrame(() => { flushPending = false; flushLog(); });
+    });
+    source.addEventListener("status", (msg) => {
+      const st = JSON.parse(msg.data);
+      if (st.temporal === "unreachable") { setBanner(`The console cannot reach Temporal (${st.message}): waiting for it to come back.`); setStreamNote("reconnecting"); }
+      else { setBanner(""); setStreamNote(""); scheduleRefresh(); }
+    });
+    source.addEventListener("error", (msg) => {
+      // The console's own report that the stream failed (a MessageEvent with data); it closes, the browser
+      // reconnects, resuming after the last id. A connection error is an Event without data (below).
+      if (msg.data) { lines.push(`stream: ${JSON.parse(msg.data).message}`); flushLog(); }
+    });
+    source.addEventListener("end", () => {
+      source.close();
+      streamEnded = true;
+      setStreamNote("");
+      flushLog();
+      scheduleRefresh();
+      if (!eventsOnce) { eventsOnce = true; maybeReady(); }
+    });
+    source.onerror = () => {
+      if (streamEnded || closed) return;
+      setStreamNote("reconnecting");
+      if (source.readyState === EventSource.CLOSED) {  // the browser gave up: connect again, after the last id
+        clearTimeout(reconnectTimer);
+        reconnectTimer = setTimeout(() => { if (!closed && !streamEnded) connect(); }, Math.min(10000, 500 * 2 ** reconnects++));
+        scheduleRefresh();
+      }
+    };
+  }
+  connect();
   refresh();
   const poll = setInterval(() => { if (!document.hidden) refresh(); }, 5000);
-  leave = () => { closed = true; source.close(); clearInterval(poll); clearTimeout(refreshTimer); };
+  leave = () => { closed = true; if (source) source.close(); clearInterval(poll); clearTimeout(refreshTimer); clearTimeout(reconnectTimer); clearTimeout(eventsWait); };
 }
 
 function legendColour(s) {
@@ -492,6 +584,7 @@ function startView(params) {
   if (!graphs.length) {
     main.replaceChildren(el("section", { class: "card" }, el("h1", {}, "Start a run"),
       el("p", { class: "muted" }, "This console knows no graph: start it with --workflow MODULE:ATTR.")));
+    ready();
     return;
   }
   const sel = el("select", { name: "graph", "aria-label": "graph" }, graphs.map((g) => el("option", { value: g.name }, g.name)));
@@ -512,7 +605,8 @@ function startView(params) {
   f.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     error.textContent = "";
-    const read = form.read();
+    let read;
+    try { read = form.read(); } catch (e) { error.textContent = `The page could not read the form: ${e.message}`; return; }
     if (read.errors) { error.textContent = "Fix the fields marked above."; return; }
     submit.disabled = true;
     try {
@@ -522,6 +616,7 @@ function startView(params) {
     submit.disabled = false;
   });
   main.replaceChildren(el("section", { class: "card" }, el("h1", {}, "Start a run"), f));
+  ready();
 }
 
 // -- routing ------------------------------------------------------------------------------------
@@ -529,6 +624,7 @@ function startView(params) {
 function route() {
   leave();
   leave = () => {};
+  notReady();
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
   const params = new URLSearchParams(query || "");
@@ -539,7 +635,9 @@ function route() {
 
 async function boot() {
   try { info = await api("/api/info"); } catch (e) {
-    main.replaceChildren(el("p", { class: "error" }, `The console cannot reach Temporal: ${e.message}`));
+    main.replaceChildren(el("p", { class: "error", id: "boot-error" }, `The console cannot reach Temporal: ${e.message}. Trying again…`));
+    ready();
+    setTimeout(boot, 3000);
     return;
   }
   document.getElementById("namespace").textContent = `namespace ${info.namespace}`;

@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import trace
 from pydantic import ValidationError
 from temporalio import activity
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
@@ -37,6 +37,7 @@ from temporal_workflows._engine.serde import Envelope, decode, validation_messag
 from temporal_workflows._errors import NotSerializableError, UnknownGraphError, WorkflowError, class_path
 from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.shape import MAX_SHAPE_BYTES, bounded_shape
+from temporal_workflows._telemetry import Attr, instruments
 from temporal_workflows.temporal._activities.checkpoints import build_checkpoint_activities
 from temporal_workflows.temporal._failures import sever_cause_cycles, to_failure
 from temporal_workflows.temporal._protocol import (
@@ -66,9 +67,8 @@ from temporal_workflows.temporal._workflow.options import step_options
 if TYPE_CHECKING:
     from temporal_workflows._graph.workflow import Workflow
 
-__all__ = ["StateCache", "build_activities"]
+__all__ = ["StateCache", "StepMeter", "build_activities"]
 
-_tracer = trace.get_tracer("temporal_workflows")
 _log = logging.getLogger(__name__)
 
 
@@ -247,6 +247,31 @@ class _Heartbeats:
         self.start()
 
 
+class StepMeter:
+    """One step attempt's metrics, recorded by the worker that runs it (an attempt runs once, never replays).
+
+    ``steps.started`` (and ``steps.retried`` for an attempt after the first)
+    when it starts; when it ends, ``step.duration`` by outcome and, if it
+    raised, ``steps.failed`` by error type. An attempt lost with its worker
+    records no end: the next attempt counts as retried. Completed steps are
+    counted by the run, once per step (``steps.completed``).
+    """
+
+    def __init__(self, graph: str, executor_id: str, attempt: int) -> None:
+        self._attributes = {Attr.WORKFLOW_NAME: graph, Attr.EXECUTOR_ID: executor_id}
+        self._start = time.monotonic()
+        m = instruments()
+        m.steps_started.add(1, self._attributes)
+        if attempt > 1:
+            m.steps_retried.add(1, self._attributes)
+
+    def ended(self, outcome: str, error: BaseException | None = None) -> None:
+        m = instruments()
+        m.step_duration.record(time.monotonic() - self._start, {**self._attributes, Attr.OUTCOME: outcome})
+        if error is not None:
+            m.steps_failed.add(1, {**self._attributes, Attr.ERROR_TYPE: type(error).__qualname__})
+
+
 def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Callable[..., Any]:
     graph = wf.graph
     graph_signature = wf.graph_signature_hash
@@ -256,12 +281,19 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
         info = activity.info()
         heartbeats = _Heartbeats(info)
         heartbeats.start()
+        live = LivePublisher()
         try:
-            return await _step(raw, info, heartbeats)
+            return await _step(raw, info, heartbeats, live)
         finally:
             heartbeats.stop()
+            if live.published:
+                instruments().live_events.add(
+                    live.published, {Attr.WORKFLOW_NAME: graph.name or "", Attr.EXECUTOR_ID: executor_id}
+                )
 
-    async def _step(raw: dict[str, Any], info: activity.Info, heartbeats: _Heartbeats) -> dict[str, Any]:
+    async def _step(
+        raw: dict[str, Any], info: activity.Info, heartbeats: _Heartbeats, live: LivePublisher
+    ) -> dict[str, Any]:
         inp = decode_step_input(raw, executor_id)
         if inp.signature and not graph_signature.startswith(inp.signature):
             # A worker hosting another version of this graph (a rolling deploy without
@@ -278,40 +310,36 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
         if state is None:
             state = await cache.get(info.workflow_id or "", info.workflow_run_id or "", inp.state_version)
         task = inp.task
-        attributes: dict[str, str | int] = {
-            "temporal_workflows.graph": graph.name or "",
-            "temporal_workflows.executor_id": executor_id,
-            "temporal_workflows.superstep": task.superstep,
-            "temporal_workflows.message_type": (task.messages[0].type or "json") if task.messages else "",
-            "temporal_workflows.attempt": info.attempt,
-            "temporal_workflows.workflow_id": info.workflow_id or "",
-        }
+        attributes = {Attr.RUN_ID: info.workflow_id or "", Attr.TEMPORAL_RUN_ID: info.workflow_run_id or ""}
         # Live events go to the run's stream while the handler runs; the last ones are
         # flushed before the result is returned, so they precede the step's completion.
-        live = LivePublisher()
+        counted = StepMeter(graph.name or "", executor_id, info.attempt)
         try:
-            with _tracer.start_as_current_span(f"step {executor_id}", attributes=attributes):
-                result = await run_step(
-                    graph,
-                    task,
-                    state,
-                    run_id=info.workflow_id or "",
-                    attempt=info.attempt,
-                    epoch=inp.epoch,
-                    heartbeat=heartbeats,
-                    live=live,
-                    streaming=inp.streaming,
-                    invocation_kwargs=inp.invocation_kwargs,
-                )
+            result = await run_step(
+                graph,
+                task,
+                state,
+                run_id=info.workflow_id or "",
+                attempt=info.attempt,
+                epoch=inp.epoch,
+                heartbeat=heartbeats,
+                live=live,
+                streaming=inp.streaming,
+                invocation_kwargs=inp.invocation_kwargs,
+                span_attributes=attributes,
+            )
         except asyncio.CancelledError:
+            counted.ended("cancelled")
             live.abandon()  # a cancelled attempt's items are void; its cancel must not wait on a flush
             raise
         except WorkflowError as e:
             # Graph-level errors (undeliverable message, unserializable value, bad
             # request_info) fail the same way on every attempt: do not retry them.
+            counted.ended("failed", e)
             await live.close()
             raise _non_retryable(e) from e
         except BaseException as e:
+            counted.ended("failed", e)
             await live.close()  # a reader sees what the failed attempt streamed, then the retry's marker
             sever_cause_cycles(e)  # the SDK reports this error, not a recursion error, for `raise e from e`
             named = _naming_its_class(e)
@@ -320,6 +348,7 @@ def _make_step_activity(wf: Workflow, executor_id: str, cache: StateCache) -> Ca
             # In its place, not on top of it: its stack trace and the chain the SDK would follow, its message once.
             follows = e.__cause__ if e.__cause__ is not None or e.__suppress_context__ else e.__context__
             raise named.with_traceback(e.__traceback__) from follows
+        counted.ended("completed")
         await live.close()
         return encode_step_result(result, task, fan_in_groups)
 

@@ -31,7 +31,6 @@ from temporalio.client import (
     WorkflowUpdateStage,
 )
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -53,9 +52,9 @@ from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.runs import invocation_kwargs
 from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
 from temporal_workflows.temporal._client import llama
+from temporal_workflows.temporal._client.feed import RunFeed, feed_for
 from temporal_workflows.temporal._failures import innermost, library_error
 from temporal_workflows.temporal._protocol import (
-    EVENTS_TOPIC,
     FAILURE_RUN_BUSY,
     LIVE_BATCH_TYPE,
     MAX_ID_CHARS,
@@ -98,6 +97,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LINEAGE_MEMO",
+    "EventStream",
     "EventView",
     "RawEvent",
     "RawLiveEvent",
@@ -131,8 +131,6 @@ instead of queueing. Senders in other processes are still retried."""
 
 BUSY_BACKOFF_SECONDS = (0.05, 2.0)
 """First and longest wait between two sends refused for load (doubling, with jitter)."""
-_NOT_READY_RETRIES = 12
-"""Polls of the event stream retried while the run's workflow task is retried (about 8 s in all)."""
 T = TypeVar("T")
 
 
@@ -796,26 +794,44 @@ class RunHandle:
             allow_signature_mismatch=allow_signature_mismatch,
         )
 
-    async def events(
+    def events(
         self,
         *,
+        after: int | None = None,
         from_offset: int = 0,
         poll_cooldown: timedelta = timedelta(milliseconds=100),
         view: EventView = "live",
-    ) -> AsyncIterator[WorkflowEvent]:
-        """The run's events as they happen, from ``from_offset``; ends after the run closes.
+        outage_timeout: timedelta | None = timedelta(minutes=5),
+    ) -> EventStream:
+        """The run's events as they happen; ends after the run closes.
 
         The same event classes as an in-process ``run_stream()``: supersteps,
         executor invocations and completions, outputs, requests, warnings,
         status changes and custom ``ctx.add_event`` events. Served by
-        ``temporalio.contrib.workflow_streams`` (long-poll updates), so a
-        subscriber that starts late or reconnects misses nothing.
+        ``temporalio.contrib.workflow_streams``, through one reader of the run
+        per process however many loops read it (``temporal/_client/feed.py``):
+        it long-polls the run by update while the run has room for that
+        (a run holds at most ``MAX_STREAM_POLLS`` such polls, so answers and
+        other input always get through), else reads by query.
 
         Live events (``LiveEvent`` subclasses: agent updates, progress) are
         published by steps while they run, tagged with their step, attempt
         and sequence number (docs/streaming.md).
 
+        Returns an :class:`EventStream`: iterate it for the events; its
+        ``offset`` is the stream position of the events yielded so far, and
+        ``events(after=offset)`` resumes right after them, in this process or
+        another, on a live run or a closed one: exactly the events a reader
+        that had gone on would have got next (docs/streaming.md).
+
         Args:
+            after: Resume after this stream position (an ``EventStream.offset``,
+                or an SSE ``id`` of the console): the stream is read from its
+                start so that the view is what it was there, and only the
+                events after the position are yielded.
+            from_offset: Read the stream's items from this offset, with a
+                fresh view (without ``after``).
+            poll_cooldown: How soon to poll again after a poll brought something.
             view: ``"live"``: live items as they arrive; a retried step's
                 ``StepRetryEvent`` comes before its new attempt's items, and
                 items of a superseded attempt that arrive late are dropped.
@@ -824,37 +840,117 @@ class RunHandle:
                 done), in ``seq`` order; retry markers and items of failed
                 attempts never appear. Both views read the same stream, also
                 after the run has ended.
+            outage_timeout: How long the Temporal server may stay unreachable
+                (restarting, a network cut) before the stream raises its error;
+                until then it waits and resumes where it was, without loss or
+                duplicates. ``None`` waits for as long as it takes.
         """
         if self._client is None:
             raise RuntimeError("events() needs the Client: build the handle with RunHandle(handle, client)")
         if view not in ("live", "committed"):
             raise ValueError(f"view is 'live' or 'committed', not {view!r}")
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int)):
+            raise ValueError(f"after is a stream position (an int), not {after!r}")
+        stream = EventStream(-1 if after is None else after)
+        stream._positions = self._positions(
+            self._client,
+            stream,
+            after=after,
+            from_offset=from_offset,
+            cooldown=poll_cooldown.total_seconds(),
+            view=view,
+            outage=None if outage_timeout is None else outage_timeout.total_seconds(),
+        )
+        return stream
+
+    async def _positions(
+        self,
+        client: Client,
+        stream: EventStream,
+        *,
+        after: int | None,
+        from_offset: int,
+        cooldown: float,
+        view: EventView,
+        outage: float | None,
+    ) -> AsyncIterator[tuple[int, list[WorkflowEvent]]]:
+        start = 0 if after is not None else from_offset
         if await self.is_llama():
             # What stream_events() shows (LlamaEvent), and what the run waits for each time it rests.
-            async for event in llama.events(self, self._client, from_offset=from_offset, poll_cooldown=poll_cooldown):
-                yield event
+            async for offset, event in llama.events(
+                self, client, from_offset=start, poll_cooldown=timedelta(seconds=cooldown)
+            ):
+                if after is None or offset > after:
+                    yield offset, [event]
             return
         reader = _LiveView() if view == "live" else _CommittedView()
-        stream = WorkflowStreamClient.create(self._client, self.id)
-        offset, retries = from_offset, 0
-        while True:
-            try:
-                async for item in stream.subscribe(
-                    [EVENTS_TOPIC], offset, result_type=Envelope, poll_cooldown=poll_cooldown
-                ):
-                    offset, retries = item.offset + 1, 0
-                    for one in _events(item.data):
-                        for event in reader.feed(one):
-                            yield event
-                return
-            except RPCError as e:
-                # The server refuses a poll while the run's workflow task is being retried (it fails one
-                # itself when signals it buffered meanwhile add up to megabytes): the run is not stuck,
-                # so poll again from where the stream was, a few times.
-                if e.status != RPCStatusCode.FAILED_PRECONDITION or retries >= _NOT_READY_RETRIES:
-                    raise
-                await asyncio.sleep(min(1.0, 0.05 * 2**retries))
-                retries += 1
+        stream._feed = feed = feed_for(client, self.id, start, _events)
+        async for item in feed.read(start, cooldown=cooldown, outage_timeout=outage):
+            out: list[WorkflowEvent] = []
+            for one in item.events:
+                out.extend(reader.feed(one))
+            if after is None or item.offset > after:
+                yield item.offset, out
+
+
+class EventStream:
+    """A run's events as they happen (:meth:`RunHandle.events`): an async iterator, and where it is.
+
+    Events at one stream position come together (a step's batch of live
+    events shares one position): ``offset`` covers a position once its last
+    event has been yielded. ``batches()`` yields whole positions instead,
+    ``(offset, events)``, for a reader that must resume exactly (the
+    console's server-sent events do: each message's ``id`` is its position).
+    """
+
+    def __init__(self, offset: int = -1) -> None:
+        self._positions: AsyncIterator[tuple[int, list[WorkflowEvent]]] = _nothing()
+        self._feed: RunFeed | None = None
+        self._pending: list[WorkflowEvent] = []
+        self._pending_offset = offset
+        self.offset = offset
+        """The stream position whose events have all been yielded (``-1``: none yet); resume with
+        ``RunHandle.events(after=offset)``."""
+
+    @property
+    def unreachable(self) -> BaseException | None:
+        """Why the Temporal server cannot be reached right now, while the stream waits for it (else ``None``)."""
+        return self._feed.outage if self._feed is not None else None
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> WorkflowEvent:
+        while not self._pending:
+            offset, events = await self._positions.__anext__()
+            if events:
+                self._pending = list(reversed(events))
+                self._pending_offset = offset
+            else:
+                self.offset = offset
+        event = self._pending.pop()
+        if not self._pending:
+            self.offset = self._pending_offset
+        return event
+
+    async def batches(self, *, empty: bool = False) -> AsyncIterator[tuple[int, list[WorkflowEvent]]]:
+        """Whole stream positions: ``(offset, events)``, each position's events together (``empty``: also the
+        positions whose events the view holds back or drops, so a reader's offset follows every item)."""
+        async for offset, events in self._positions:
+            self.offset = offset
+            if events or empty:
+                yield offset, events
+
+    async def aclose(self) -> None:
+        """Stop reading (the process's reader of the run goes on a while for others, then stops)."""
+        close = getattr(self._positions, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _nothing() -> AsyncIterator[tuple[int, list[WorkflowEvent]]]:
+    return
+    yield
 
 
 def _graph_name(workflow: Workflow | str) -> str:

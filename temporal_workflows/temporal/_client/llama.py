@@ -239,23 +239,25 @@ async def _at_head(stream: WorkflowStreamClient, offset: int) -> bool:
 
 async def events(
     handle: RunHandle, client: Client, *, from_offset: int = 0, poll_cooldown: timedelta
-) -> AsyncIterator[WorkflowEvent]:
-    """The run's stream as :class:`LlamaEvent`\\ s; each time the run comes to rest, what it waits for.
+) -> AsyncIterator[tuple[int, WorkflowEvent]]:
+    """The run's stream as :class:`LlamaEvent`\\ s, each with its stream position; each time the run comes to
+    rest, what it waits for.
 
     A rest is LlamaIndex's own ``WorkflowIdleEvent``; read at the stream's head (the run rests now), it is
-    followed by a :class:`LlamaRestEvent` with the run's pending requests, queried then. One read back later
-    (the run has gone on) is shown as the internal event it is.
+    followed by a :class:`LlamaRestEvent` with the run's pending requests, queried then (at the idle event's
+    position: resuming after it does not repeat either). One read back later (the run has gone on) is shown as
+    the internal event it is.
     """
     desc = await handle.describe()
     running = desc.status == WorkflowExecutionStatus.RUNNING
     stream = WorkflowStreamClient.create(client, handle.id)
     async for offset, event in read_stream(client, handle.id, from_offset, poll_cooldown=poll_cooldown):
-        yield event
+        yield offset, event
         if running and event.event_type == IDLE_EVENT and await _at_head(stream, offset):
             requests: list[RequestInfoEvent] = Field(default_factory=list)
             with contextlib.suppress(Exception):
                 requests = await asyncio.wait_for(pending_requests(handle), QUERY_TIMEOUT.total_seconds())
-            yield LlamaRestEvent(requests=requests)
+            yield offset, LlamaRestEvent(requests=requests)
 
 
 async def result(handle: RunHandle) -> dict[str, Any]:

@@ -146,6 +146,8 @@ class LivePublisher:
         """Consecutive batches the server did not accept (backpressure is off while it is not zero)."""
         self._closed = False
         self.batches = 0
+        self.published = 0
+        """Events the run's stream has accepted (the ``live_events.published`` metric)."""
         """Signals sent (for tests and measurements)."""
         self.largest_batch = 0
         """Bytes of the largest batch sent, as :func:`wire_size` counts them (for tests and measurements)."""
@@ -193,12 +195,13 @@ class LivePublisher:
     # -- batching -------------------------------------------------------------------
 
     async def _run(self) -> None:
-        while True:
+        while not self._closed:
             await self._wake.wait()  # the first event of a quiet spell
             if self._first_delay > 0 and not self._full.is_set():
                 # What the step publishes meanwhile (a model call's first burst) joins this batch.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._full.wait(), self._first_delay)
+                    async with asyncio.timeout(self._first_delay):  # not wait_for: see close()
+                        await self._full.wait()
             while self._pending or self._unconfirmed:
                 self._wake.clear()
                 self._full.clear()
@@ -223,7 +226,8 @@ class LivePublisher:
                     continue  # a backlog drains at full speed
                 # The next batch waits out the interval (or fills up); what arrives meanwhile joins it.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._full.wait(), self._interval)
+                    async with asyncio.timeout(self._interval):
+                        await self._full.wait()
             self._wake.clear()
 
     async def _send_one(self) -> None:
@@ -244,6 +248,7 @@ class LivePublisher:
         # The stream client sends its whole buffer as one signal (and keeps it to send again if that fails):
         # it never holds more than this one batch.
         await client.flush()
+        self.published += self._unconfirmed
         self._unconfirmed = 0
         self._failures = 0
         self.batches += 1
@@ -260,9 +265,16 @@ class LivePublisher:
             self._task = None
 
     async def close(self) -> None:
-        """Flush what is left (the step is ending); never raises."""
+        """Flush what is left (the step is ending); never raises.
+
+        The batching task is cancelled and awaited, and also told by ``_closed`` to stop: Python 3.11's
+        ``asyncio.wait_for`` loses a cancellation that comes as the awaited future completes (its waits
+        here are ``asyncio.timeout`` now), which left this await, and the step, waiting for ever.
+        """
         self._closed = True
         self._progress.set()
+        self._wake.set()
+        self._full.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(BaseException):

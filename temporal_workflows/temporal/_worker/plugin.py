@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
-from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, TracingInterceptor
+from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from temporal_workflows._engine.limits import allow_stored_values
@@ -28,7 +28,9 @@ from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._converter import json_data_converter
 from temporal_workflows.temporal._failures import CycleSafeFailureConverterWithEncodedAttributes
 from temporal_workflows.temporal._storage import LargeValues
-from temporal_workflows.temporal._tracing import configure_tracing, replay_safe_provider
+from temporal_workflows.temporal._telemetry.config import configure_tracing, replay_safe_provider
+from temporal_workflows.temporal._telemetry.interceptor import ProjectTracingInterceptor
+from temporal_workflows.temporal._telemetry.runner import gated
 from temporal_workflows.temporal._worker.eviction import evict_cached_runs
 from temporal_workflows.temporal._worker.versioning import WorkerVersioning
 from temporal_workflows.temporal._workflow.workflow import GraphWorkflow
@@ -57,15 +59,17 @@ def _tracing_interceptor() -> Any:
     """Temporal's OpenTelemetry interceptor, in the form the global provider allows.
 
     With a replay-safe provider (ours by default) workflow code opens real
-    superstep spans and Temporal's spans nest: start → run → superstep →
-    activity → step. An application that installed another provider first
-    keeps it and gets the older interceptor, whose workflow-side spans are
-    flat and instantaneous; superstep spans are then skipped.
+    spans and Temporal's spans nest: start → run → superstep → activity →
+    step (``ProjectTracingInterceptor``: Temporal's, without per-item stream
+    spans, with client calls parented to their run). An application that
+    installed another provider first keeps it and gets the older
+    interceptor, whose workflow-side spans are flat and instantaneous; the
+    run's own spans are then skipped.
     """
     if replay_safe_provider() is None and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         configure_tracing()
     if replay_safe_provider() is not None:
-        return OpenTelemetryInterceptor(add_temporal_spans=True)
+        return ProjectTracingInterceptor()
     warnings.warn(
         f"the global OpenTelemetry provider ({type(trace.get_tracer_provider()).__name__}) is not replay-safe, so "
         "runs get no superstep spans; build it with temporal_workflows.configure_tracing() or "
@@ -165,6 +169,7 @@ class TemporalWorkflowsPlugin(SimplePlugin):
         # A worker hosting a graph hosts its sub-workflows' graphs too (children run as their own workflows).
         self.graphs = subworkflow_graphs([as_graph_workflow(w) for w in workflows])
         self.versioning = versioning
+        self.tracing = tracing
         self.codec = EncryptionCodec.from_env() if encryption == "env" else encryption
         cipher = self.codec.key_ring if self.codec is not None else None
         self.large_values = LargeValues.from_env() if large_values == "env" else large_values
@@ -184,6 +189,11 @@ class TemporalWorkflowsPlugin(SimplePlugin):
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         config = super().configure_worker(config)
+        if self.tracing:
+            # The graph workflow runs unsandboxed; the replay gate sees its activations (telemetry once).
+            config["unsandboxed_workflow_runner"] = gated(
+                config.get("unsandboxed_workflow_runner") or UnsandboxedWorkflowRunner()
+            )
         if self.versioning is not None and self.graphs and config.get("deployment_config") is None:
             config["deployment_config"] = self.versioning.deployment_config(self.graphs)
         return config

@@ -216,14 +216,22 @@ class Continuation:
             state = dataclasses.replace(state, log=state.log[extra:], base_offset=state.base_offset + extra)
         return state
 
-    async def continue_as_new(self, engine: Engine, run: Callable[[], RunCarry], *, may_postpone: bool = False) -> None:
+    async def continue_as_new(
+        self,
+        engine: Engine,
+        run: Callable[[], RunCarry],
+        *,
+        may_postpone: bool = False,
+        before: Callable[[], None] | None = None,
+    ) -> None:
         """Continue as new at this boundary, for a reset or because history is long.
 
         The engine snapshot (or the reset's starting point) is the new run's
         input; each part carries itself. Nothing is lost: handlers finish first.
         Returns (``may_postpone``) when the handlers that finished left input
         too large to carry in the inbox: the next boundary takes it first.
-        ``run`` says what the run is once its handlers settled.
+        ``run`` says what the run is once its handlers settled; ``before`` is
+        called just before the run continues (its telemetry closes the segment).
         """
         await self.settle(engine, continuing=True)
         # Its input (up to a payload) waits for the next workflow task if this one has recorded much.
@@ -306,6 +314,8 @@ class Continuation:
         if self._board.attribute is not None and self.patches.get(PATCH_STATUS_ON_CONTINUE_AS_NEW):
             # This segment closes: it is no longer running or waiting; its successor says where the run is.
             self._board.set(RunStatus.CONTINUED_AS_NEW, "continued as new")
+        if before is not None:
+            before()
         workflow.continue_as_new(args=[arg])
         raise AssertionError("unreachable")  # continue_as_new raises
 

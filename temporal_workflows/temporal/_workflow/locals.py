@@ -31,20 +31,11 @@ replays histories made under that load.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
-from temporalio.contrib.workflow_streams import WorkflowStream
-from temporalio.exceptions import ApplicationError
 
-__all__ = ["STREAM_DRAINING", "LocalActivities", "execute_local_activity", "hold_stream_polls"]
-
-_STREAM_POLL = "__temporal_workflow_stream_poll"
-"""The update ``temporalio.contrib.workflow_streams`` readers long-poll a run's stream with."""
-
-STREAM_DRAINING = "StreamDraining"
-"""The refusal type its readers poll again after (``workflow_streams._types.STREAM_DRAINING_ERROR_TYPE``)."""
+__all__ = ["LocalActivities", "execute_local_activity"]
 
 
 class LocalActivities:
@@ -68,28 +59,3 @@ async def execute_local_activity(*args: Any, **kwargs: Any) -> Any:
         return await workflow.execute_local_activity(*args, **kwargs)
     finally:
         counter.in_flight -= 1
-
-
-def hold_stream_polls(stream: WorkflowStream, counter: LocalActivities) -> None:
-    """Refuse the stream's poll update while one of the run's local activities is in flight, as our own
-    updates are refused (``RunBusyError``): accepted then, a poll could be recorded before that activity's
-    result and replayed after it (seen in a CI run: ``UpsertWorkflowSearchAttributesMachine does not handle
-    HistoryEvent(..., WorkflowExecutionUpdateAccepted)``, the run's status upsert after a validated response
-    replayed before a reader's poll). The refusal is the stream's own "draining" one, which its readers
-    (``WorkflowStreamClient.subscribe``) take as "poll again after the cooldown": they see nothing, and a
-    refused update leaves no trace in history. Otherwise the stream's own validator decides, as before."""
-    handler = workflow.get_update_handler(_STREAM_POLL)
-    own: Callable[[Any], None] | None = getattr(stream, "_validate_poll", None)
-    if handler is None:
-        return
-
-    def validate(payload: Any) -> None:
-        if not counter.idle:
-            raise ApplicationError(
-                "the run is busy with a local activity of its own; poll again shortly",
-                type=STREAM_DRAINING,
-            )
-        if own is not None:
-            own(payload)
-
-    workflow.set_update_handler(_STREAM_POLL, handler, validator=validate)

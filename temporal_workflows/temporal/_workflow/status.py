@@ -41,6 +41,8 @@ class StatusBoard:
         self.warnings: list[dict[str, Any]] = list(carried.warnings) if carried else []
         self.attribute: str | None = None
         self._upserted: RunStatus | None = None
+        self.observe: Callable[[RunStatus], None] | None = None
+        """Told every status the run takes (its telemetry counts the ones that end a run or segment)."""
 
     @property
     def closed(self) -> bool:
@@ -48,6 +50,8 @@ class StatusBoard:
 
     def set(self, status: RunStatus, details: str) -> None:
         self.status = status
+        if self.observe is not None:
+            self.observe(status)
         workflow.set_current_details(details)
         if status == self._upserted:
             return
@@ -67,6 +71,8 @@ class StatusBoard:
             self.set(RunStatus.FAILED, f"failed: {_bounded(error, WARNING_LIMIT)}")
         else:
             self.status = RunStatus.FAILED
+            if self.observe is not None:
+                self.observe(RunStatus.FAILED)
             workflow.set_current_details(f"failed: {_bounded(error, WARNING_LIMIT)}")
 
     def warn(self, message: str, *, request_id: str | None = None, executor_id: str | None = None) -> None:

@@ -88,7 +88,6 @@ from temporal_workflows.temporal._protocol import (
     RunInput,
     too_long,
 )
-from temporal_workflows.temporal._tracing import workflow_span
 from temporal_workflows.temporal._workflow.budget import TaskBudget
 from temporal_workflows.temporal._workflow.checkpointing import Checkpoints, ResetPlan
 from temporal_workflows.temporal._workflow.children import (
@@ -100,7 +99,7 @@ from temporal_workflows.temporal._workflow.continuation import Continuation, Run
 from temporal_workflows.temporal._workflow.controls import ControlHandlers
 from temporal_workflows.temporal._workflow.handlers import InputHandlers
 from temporal_workflows.temporal._workflow.inbox import Inbox
-from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity, hold_stream_polls
+from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity
 from temporal_workflows.temporal._workflow.patches import (
     PATCH_CARRY_LATER,
     PATCH_CHECKPOINT_FAILURE_FAILS_RUN,
@@ -113,9 +112,11 @@ from temporal_workflows.temporal._workflow.patches import (
     RunPatches,
 )
 from temporal_workflows.temporal._workflow.queries import QueryHandlers, _request_json
+from temporal_workflows.temporal._workflow.readers import admit_stream_polls
 from temporal_workflows.temporal._workflow.startup import start_engine
 from temporal_workflows.temporal._workflow.status import StatusBoard
 from temporal_workflows.temporal._workflow.supersteps import StepRunner
+from temporal_workflows.temporal._workflow.telemetry import RunTelemetry
 
 __all__ = [
     "GraphWorkflow",
@@ -230,11 +231,14 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self._stream = WorkflowStream(prior_state=carried.stream if carried else None)
         self._events = self._stream.topic(EVENTS_TOPIC, type=Envelope)
         self._board = StatusBoard(self._publish, carried.status if carried else None)
+        self._telemetry = RunTelemetry()
+        self._board.observe = self._telemetry.status
         self.patches = RunPatches()
         self._budget = TaskBudget()
         self.locals = LocalActivities()  # read by locals.execute_local_activity
-        # The stream's poll update is refused like ours while a local activity is in flight (locals.py).
-        hold_stream_polls(self._stream, self.locals)
+        # The stream's polls: at most a few in flight, so input keeps its room, and none while a local
+        # activity is in flight (readers.py).
+        self._stream_polls = admit_stream_polls(self._stream, self.locals)
         self._input_taken = (-1, 0)  # (workflow task, bytes of update input its validators let in)
         self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
         self._held_count = 0
@@ -301,6 +305,11 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
 
     @workflow.run
     async def run(self, args: Sequence[RawValue]) -> dict[str, Any]:
+        # A new run (not the next segment of one) is counted started; each segment has its workflow.run span.
+        with self._telemetry.run(workflow.info().workflow_type, new_run=self._carried is None, segment=self._segment):
+            return await self._run_reported()
+
+    async def _run_reported(self) -> dict[str, Any]:
         try:
             return await self._run()
         except (FailureError, WorkflowError) as e:
@@ -313,6 +322,8 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
                 superstep = self._engine.superstep if self._engine is not None else 0
                 self._publish(WorkflowFailedEvent(error_type=_failure_type(e), error=message, superstep=superstep))
                 self._publish(WorkflowStatusEvent(state=WorkflowRunState.FAILED))
+            if self._engine is not None:
+                self._telemetry.requests(self._engine, ended="unanswered")
             raise
 
     async def _run(self) -> dict[str, Any]:
@@ -361,6 +372,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         if point.lineage is not None:
             self._lineage = point.lineage
         self._engine = engine
+        self._telemetry.requests(engine)  # requests a restored or continued run waits on
         steps.restored(engine)
         if self._epoch:
             cps.metadata["resets"] = self._epoch
@@ -372,6 +384,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         driver = SuperstepDriver(
             engine,
             _TemporalHost(
+                telemetry=self._telemetry,
                 steps=steps,
                 inbox=self._inbox,
                 checkpoints=cps,
@@ -414,6 +427,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             raise to_failure(e) from None
         # Let in-flight handlers finish (and stream pollers see the end) before closing.
         await self._continuation.settle(engine)
+        self._telemetry.requests(engine, ended="unanswered")
         if self._sub_workflow is not None:
             try:
                 return child_result(
@@ -465,7 +479,14 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         """Continue as new at this boundary (a reset, or a long history): steps in flight go with this run."""
         if self._steps is not None:
             self._steps.in_flight = []
-        await self._continuation.continue_as_new(engine, self._run_carry, may_postpone=may_postpone)
+
+        def closing_segment() -> None:
+            self._telemetry.requests(engine, ended="continued_as_new")
+            self._telemetry.status(RunStatus.CONTINUED_AS_NEW)
+
+        await self._continuation.continue_as_new(
+            engine, self._run_carry, may_postpone=may_postpone, before=closing_segment
+        )
 
 
 @dataclass(frozen=True)
@@ -491,6 +512,7 @@ class _TemporalHost(DriverHost):
     def __init__(
         self,
         *,
+        telemetry: RunTelemetry,
         steps: StepRunner,
         inbox: Inbox,
         checkpoints: Checkpoints,
@@ -499,6 +521,7 @@ class _TemporalHost(DriverHost):
         patches: RunPatches,
         run: RunControls,
     ) -> None:
+        self.telemetry = telemetry
         self.steps = steps
         self.inbox = inbox
         self.checkpoints = checkpoints
@@ -517,6 +540,7 @@ class _TemporalHost(DriverHost):
     async def take_input(self, engine: Engine) -> None:
         controls = self.controls
         await self.inbox.drain(engine, lambda: controls.interrupt is not None)
+        self.telemetry.requests(engine)
 
     def warn(self, text: str) -> None:
         self.board.warn(text)
@@ -547,19 +571,15 @@ class _TemporalHost(DriverHost):
     def superstep_scope(self, superstep: int, executor_ids: Sequence[str]) -> AbstractContextManager[Any]:
         # Steps started inside this span are its children (the context rides in
         # the activity headers), so a trace reads run → superstep → step.
-        attributes = {
-            "temporal_workflows.graph": workflow.info().workflow_type,
-            "temporal_workflows.superstep": superstep,
-            "temporal_workflows.executor_ids": list(executor_ids),
-            "temporal_workflows.workflow_id": workflow.info().workflow_id,
-        }
         workflow.set_current_details(f"superstep {superstep}: running {', '.join(executor_ids)}")
-        return workflow_span(f"superstep {superstep}", attributes)
+        return self.telemetry.superstep(superstep, executor_ids)
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
         controls = self.controls
         # A reset, or a message that interrupts the turn (concurrent_input), abandons the superstep.
-        return await self.steps.run(tasks, engine, lambda: controls.abandons)
+        outcomes = await self.steps.run(tasks, engine, lambda: controls.abandons)
+        self.telemetry.steps_finished(tasks, outcomes)
+        return outcomes
 
     def interrupted(self, engine: Engine, policy: str, changed_keys: Sequence[str]) -> None:
         steps = self.steps
@@ -578,6 +598,7 @@ class _TemporalHost(DriverHost):
     def committed(self, plan: CommitPlan, engine: Engine) -> None:
         self.steps.committed(plan, engine)
         self.checkpoints.written(plan.keys_written)
+        self.telemetry.requests(engine)
 
     async def save_checkpoint(self, engine: Engine, trigger: str, label: str | None = None) -> str | None:
         if trigger == "requested":

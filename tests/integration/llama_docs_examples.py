@@ -1,9 +1,10 @@
 # ruff: noqa: E501 - the recorded output lines below are verbatim
-"""LlamaIndex's documented examples (llama-index-workflows 2.26 docs and README), as LlamaIndex writes them
-(``from workflows import ...``), and what each printed under LlamaIndex's default runtime (2.26.1).
+"""LlamaIndex's documented examples (llama-index-workflows 2.26 docs and README), as LlamaIndex writes them.
 
-tests/integration/test_llama_runtime_docs.py runs each under ``TemporalRuntime`` on the dev server and
-compares what it prints with what is recorded here.
+Each example is the program LlamaIndex documents, with LlamaIndex's own imports (``from workflows
+import ...``), and :data:`LLAMAINDEX_PRINTED` what it printed under llama-index-workflows 2.26.1's
+default runtime. ``tests/integration/test_llama_runtime_docs.py`` runs each under ``TemporalRuntime``
+and compares.
 """
 
 from __future__ import annotations
