@@ -89,3 +89,32 @@ def test_quick_fleet_benchmark_reports_every_key_and_loses_nothing() -> None:
     # The spread stage's steps say which worker ran them: each of the two workers ran some.
     assert report["spread_min_share"] > 0
     assert report["config"]["quick"] is True and all(t["met"] is None for t in report["targets"].values())
+
+
+def test_the_llama_runtime_bench_reports_its_ratios_and_counts_invocations() -> None:
+    """``python -m bench --only llama-runtime --quick --json``: one JSON object on stdout with the ratios beside
+    hand-written Temporal code and llama-agents-dbos, and the step invocations counted by the steps themselves
+    (none ran twice); --quick judges no timing."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "llama-runtime", "--quick", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    for key in (
+        "chain_wall_ratio_vs_hand_written",
+        "fanout_wall_ratio_vs_hand_written",
+        "fanout_wall_ratio_vs_dbos",
+        "chain_bytes_ratio_vs_hand_written",
+        "fanout_bytes_ratio_vs_hand_written",
+    ):
+        assert isinstance(report[key], float) and report[key] > 0, key
+    assert report["duplicate_invocations"] == 0
+    joins = report["fan_join_invocations"]
+    assert joins["hand_written"] == [report["fan_width"]] and joins["runtime"][0] >= report["fan_width"]
+    assert report["targets"]["duplicate_invocations"]["met"] is True
+    assert all(t["met"] is None for k, t in report["targets"].items() if k != "duplicate_invocations")
+    assert len(report["load_average_before"]) == 3

@@ -44,7 +44,8 @@ OWN: dict[str, list[tuple[str, str | None, Any]]] = {
     "console": [
         (
             "--workflow",
-            "a graph to show pictures of and start runs of (repeatable); runs of others are listed and answered",
+            "a graph (or a LlamaIndex workflow) to show pictures of and start runs of (repeatable); runs of others "
+            "are listed and answered",
             [],
         ),
         ("--host", HOST, "127.0.0.1"),

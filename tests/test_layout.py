@@ -174,7 +174,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "hosts",
         # The console's HTTP pieces serve the console and temporal's codec server alike.
-        ("_local", "temporal", "testing", "_console.server", "_console.guard", "_console.gate", "_console.codec"),
+        # _llama_runtime hosts LlamaIndex's own loop on Temporal beside temporal/ (its README.md).
+        (
+            "_local",
+            "temporal",
+            "_llama_runtime",
+            "testing",
+            "_console.server",
+            "_console.guard",
+            "_console.gate",
+            "_console.codec",
+        ),
     ),
     # "": the package's __init__, Agent Framework's public API; errors, events: its named errors and events
     ("front ends", ("llama", "agents", "ag_ui", "", "errors", "events")),
@@ -257,6 +267,10 @@ def _graph_imports(module: str) -> list[_Import]:
                 name = ".".join(["temporal_workflows", *base, *([node.module] if node.module else [])])
             else:
                 name = node.module or ""
+            package_init = _inside(name)
+            if package_init is not None and package_init != module and MODULES[package_init].name == "__init__.py":
+                # "from pkg import x" runs pkg's __init__ first: a cycle through it is a cycle.
+                found.append(_Import(package_init, node.lineno, local))
             for alias in node.names:
                 inner = _inside(f"{name}.{alias.name}")  # "from pkg import module" imports the module
                 target = name.split(".")[0] if inner is None else inner

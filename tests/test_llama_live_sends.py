@@ -9,7 +9,7 @@ from typing import Any
 
 from workflows.context.state_store import apply_state_patch
 
-from temporal_workflows.llama._runtime_temporal._live_sends import LiveSends, apply_leniently, json_diff
+from temporal_workflows._llama_runtime._live_sends import LiveSends, apply_leniently, json_diff
 
 
 def _store(**data: Any) -> dict[str, Any]:
@@ -84,7 +84,7 @@ def test_no_store_no_change() -> None:
 def test_the_patch_bundle_stands_for_every_patch_a_run_asks_and_never_changes() -> None:
     """New runs record one marker (``llama-runtime-patches-1``) for the seven patches older runs asked one by
     one; the bundle's list is fixed (a later patch is asked on its own after it)."""
-    from temporal_workflows.llama._runtime_temporal import _protocol
+    from temporal_workflows._llama_runtime import _protocol
 
     asked = {v for k, v in vars(_protocol).items() if k.startswith("PATCH_") and k != "PATCH_BUNDLE"}
     assert set(_protocol.PATCHES_BUNDLED) <= asked

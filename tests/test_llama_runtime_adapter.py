@@ -4,17 +4,20 @@ the order the adapter started the tasks (workers before the mailbox pull), never
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import pytest
 from workflows.runtime.types.named_task import PendingPull, PendingWorker, PullTask, WorkerTask
 from workflows.runtime.types.step_id import StepId
 
-from temporal_workflows.llama._runtime_temporal._protocol import RunInput
-from temporal_workflows.llama._runtime_temporal._workflow import WorkflowRunAdapter
+from temporal_workflows._llama_runtime._protocol import RunInput
+from temporal_workflows._llama_runtime._workflow import WorkflowRunAdapter
 
 
 async def _value(v: Any) -> Any:
@@ -22,7 +25,7 @@ async def _value(v: Any) -> Any:
 
 
 def _adapter() -> WorkflowRunAdapter:
-    from temporal_workflows.llama._runtime_temporal._options import StepOptions
+    from temporal_workflows._llama_runtime._options import StepOptions
 
     adapter = WorkflowRunAdapter(None, None, None, RunInput(workflow_name="x"), StepOptions())  # type: ignore[arg-type]
     adapter.releasing = True  # no idle release here: that asks Temporal whether history is long
@@ -127,8 +130,8 @@ print(TemporalRuntime(worker=True).task_queue)
 
 
 def test_an_in_process_worker_queue_is_the_programs_so_a_restarted_program_polls_it_again(tmp_path: Path) -> None:
-    """A run stays on its queue: the same program started again gets the same queue (and so resumes its runs);
-    another program, or the same file hosting other workflows, gets another."""
+    """A run stays on its queue: the same program started again gets the same queue (and so resumes its runs),
+    also from another path (a workflow defined in ``__main__``); a program hosting other workflows gets another."""
 
     def queue_of(name: str, file: str) -> str:
         script = tmp_path / file
@@ -139,52 +142,43 @@ def test_an_in_process_worker_queue_is_the_programs_so_a_restarted_program_polls
     first = queue_of("Counter", "a.py")
     assert first.startswith("llama-index-workflows-")
     assert queue_of("Counter", "a.py") == first  # restarted: the same queue
-    assert queue_of("Counter", "b.py") != first  # another program
-    assert queue_of("Other", "a.py") != first  # the same file, other workflows
+    assert queue_of("Counter", "b.py") == first  # the same workflow from a copy of the file: it resumes there
+    assert queue_of("Other", "a.py") != first  # other workflows: another queue
 
 
-def test_a_workflows_steps_are_looked_up_once_until_a_step_is_added() -> None:
-    """The step activity caches a workflow's steps and store type per instance (LlamaIndex's step wrapper
-    reflects over the instance on every call): the cache answers as LlamaIndex does, and a step added
-    with ``Workflow.add_step`` shows at once."""
+def test_a_workflows_store_type_is_looked_up_once_until_a_step_is_added() -> None:
+    """The step activity caches a workflow's store type per instance and step set (LlamaIndex reflects over
+    the steps each time): the cache answers as LlamaIndex does, and a step added with ``Workflow.add_step``
+    shows at once."""
     from unittest import mock
 
     from pydantic import BaseModel
     from workflows import Context, Workflow, step
+    from workflows.context.state_store import DictState
     from workflows.events import StartEvent, StopEvent
 
-    from temporal_workflows.llama._runtime_temporal import _reflection
+    from temporal_workflows._llama_runtime import _reflection
 
     class Counter(BaseModel):
         n: int = 0
 
     class Steps(Workflow):
         @step
-        async def first(self, ctx: Context[Counter], ev: StartEvent) -> StopEvent:
+        async def first(self, ev: StartEvent) -> StopEvent:
             return StopEvent(result=1)
 
     wf = Steps()
-    expected = Workflow._get_steps(wf)
-    cache = _reflection.cached_steps(wf)
-    assert _reflection.cached_steps(wf) is cache and wf._get_steps() == expected
-    assert _reflection.state_type(wf) is Counter
-    with mock.patch("workflows.workflow.get_steps_from_instance") as reflect:
+    assert _reflection.state_type(wf) is DictState
+    with mock.patch("temporal_workflows._llama_runtime._reflection.infer_state_type") as infer:
         for _ in range(3):
-            assert wf._get_steps() == expected
-            assert _reflection.state_type(wf) is Counter
-        assert reflect.call_count == 0
-    returned = wf._get_steps()
-    returned.clear()  # a caller's copy: the cache keeps its own
-    assert wf._get_steps() == expected
+            assert _reflection.state_type(wf) is DictState
+        assert infer.call_count == 0
 
     @step(workflow=Steps)
-    async def extra(ev: StopEvent) -> None:
+    async def extra(ctx: Context[Counter], ev: StopEvent) -> None:
         return None
 
-    assert set(wf._get_steps()) == {"first", "extra"}
-    # Another instance of the class (a run view is a shallow copy) gets a cache of its own.
-    other = Steps()
-    assert _reflection.cached_steps(other) is not cache and set(other._get_steps()) == {"first", "extra"}
+    assert _reflection.state_type(wf) is Counter  # the class's steps changed: looked up again
 
 
 def test_events_whose_dump_gives_them_back_skip_the_exact_form_check_and_others_keep_it() -> None:
@@ -197,8 +191,8 @@ def test_events_whose_dump_gives_them_back_skip_the_exact_form_check_and_others_
     from pydantic import BaseModel, field_validator
     from workflows.events import Event, StartEvent, StepState, StepStateChanged, StopEvent
 
-    from temporal_workflows.llama._runtime_temporal import _wire
-    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+    from temporal_workflows._llama_runtime import _wire
+    from temporal_workflows._llama_runtime._serializer import DeclaredTypesSerializer as _DeclaredTypesSerializer
 
     class Color(enum.Enum):
         RED = 1
@@ -264,7 +258,7 @@ def test_an_events_record_is_llamaindexs_own_without_probing_for_a_class_name() 
     from workflows.context.serializers import JsonSerializer
     from workflows.events import Event, StartEvent, StepState, StepStateChanged, StopEvent
 
-    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows._llama_runtime import _wire
 
     class Plain(Event):
         n: int
@@ -301,8 +295,8 @@ def test_a_plain_events_key_decides_its_record() -> None:
 
     from workflows.events import Event, StepState, StepStateChanged
 
-    from temporal_workflows.llama._runtime_temporal import _wire
-    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+    from temporal_workflows._llama_runtime import _wire
+    from temporal_workflows._llama_runtime._serializer import DeclaredTypesSerializer as _DeclaredTypesSerializer
 
     class Mode(enum.Enum):
         A = "a"
@@ -336,14 +330,14 @@ def test_a_plain_events_key_decides_its_record() -> None:
 
 
 def test_a_steps_store_is_built_as_llamaindex_builds_it() -> None:
-    """The step activity builds a run's ctx.store per invocation without InMemoryStateStore's constructor
-    (its protocol check was most of the cost): the store has the same fields, reads and writes the same,
-    and two built from one payload are independent."""
+    """The step activity builds a run's ctx.store per invocation (an ``InMemoryStateStore`` recording with the
+    runtime's serializer): the store has the same fields, reads and writes the same, and two built from one
+    payload are independent."""
     from pydantic import BaseModel
     from workflows.context.state_store import DictState, InMemoryStateStore
 
-    from temporal_workflows.llama._runtime_temporal import _wire
-    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+    from temporal_workflows._llama_runtime import _wire
+    from temporal_workflows._llama_runtime._serializer import DeclaredTypesSerializer as _DeclaredTypesSerializer
 
     class Counter(BaseModel):
         n: int = 0
@@ -362,7 +356,7 @@ def test_a_steps_store_is_built_as_llamaindex_builds_it() -> None:
                 if payload is not None
                 else InMemoryStateStore(state_type())
             )
-            assert set(vars(ours)) == set(vars(theirs)) and ours.state_type is theirs.state_type
+            assert set(vars(ours)) - {"check"} == set(vars(theirs)) and ours.state_type is theirs.state_type
             assert (await ours.get_state()).model_dump() == (await theirs.get_state()).model_dump()
         first, second = _wire.run_store(serializer, data, DictState), _wire.run_store(serializer, data, DictState)
         theirs = InMemoryStateStore.from_dict(data, serializer)
@@ -381,8 +375,8 @@ def test_a_steps_store_is_built_as_llamaindex_builds_it() -> None:
 def test_an_equal_plain_event_in_another_object_is_encoded_once_and_the_same() -> None:
     from workflows.events import Event
 
-    from temporal_workflows.llama._runtime_temporal import _wire
-    from temporal_workflows.llama._runtime_temporal._runtime import _DeclaredTypesSerializer
+    from temporal_workflows._llama_runtime import _wire
+    from temporal_workflows._llama_runtime._serializer import DeclaredTypesSerializer as _DeclaredTypesSerializer
 
     class Done(Event):
         n: int
@@ -404,7 +398,7 @@ def test_a_run_result_json_cannot_carry_comes_back_in_process_and_fails_clearly_
     from workflows.events import StopEvent
     from workflows.runtime.types.results import StepWorkerResult
 
-    from temporal_workflows.llama._runtime_temporal import _wire
+    from temporal_workflows._llama_runtime import _wire
 
     class Connection:
         pass
@@ -418,3 +412,106 @@ def test_a_run_result_json_cannot_carry_comes_back_in_process_and_fails_clearly_
     assert _wire.resolve_in_process(elsewhere, strict=False) is elsewhere
     with pytest.raises(WorkflowRuntimeError, match="made in another process"):
         _wire.resolve_in_process(elsewhere, strict=True)
+
+
+def test_the_private_names_module_refuses_another_llamaindex_version_naming_both() -> None:
+    """Every private LlamaIndex name is touched in ``_llama_private``, which loads only under the pinned version:
+    under another, importing the runtime fails at once with both versions named (not later, in a run)."""
+    from temporal_workflows._llama_runtime import _llama_private
+
+    assert _llama_private.installed_workflows_version() == _llama_private.PINNED_WORKFLOWS_VERSION == "2.26.1"
+    _llama_private.check_version("2.26.1")
+    with pytest.raises(ImportError, match=r"llama-index-workflows==2\.26\.1 exactly \(2\.27\.0 is installed\)"):
+        _llama_private.check_version("2.27.0")
+    with pytest.raises(_llama_private.LlamaIndexVersionError, match="not installed"):
+        _llama_private.check_version(None)
+
+
+def test_only_the_private_names_module_touches_llamaindex_private_names() -> None:
+    """No other module of the runtime imports an underscore name from LlamaIndex, swaps a class, or reaches
+    into a LlamaIndex object's private attributes by name."""
+    import ast
+    import re
+
+    package = Path(__file__).parents[1] / "temporal_workflows" / "_llama_runtime"
+    offenders = []
+    for path in sorted(package.glob("*.py")):
+        if path.name == "_llama_private.py":
+            continue
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "workflows":
+                offenders += [f"{path.name}: imports {a.name}" for a in node.names if a.name.startswith("_")]
+        if "__class__ =" in source:
+            offenders.append(f"{path.name}: assigns __class__")
+        for attr in ("_get_steps", "_step_configs", "_timeout", "_num_concurrent_runs", "_step_functions_version"):
+            if re.search(rf"\.{attr}\b", source):
+                offenders.append(f"{path.name}: reads .{attr}")
+    assert not offenders, offenders
+
+
+def test_a_store_keeps_the_types_json_would_change_and_refuses_what_it_cannot_keep() -> None:
+    """``ctx.store`` round-trips datetime, Decimal, UUID, NaN (as the default runtime keeps them in process); a
+    function is refused at ``set``, naming the key and the type, never the value."""
+    import datetime
+    import decimal
+    import math
+
+    from workflows.context.state_store import DictState
+
+    from temporal_workflows._llama_runtime import _wire
+    from temporal_workflows._llama_runtime._serializer import DeclaredTypesSerializer
+    from temporal_workflows._llama_runtime._store_values import StoreValueRefused
+
+    serializer = DeclaredTypesSerializer([])
+
+    async def check() -> None:
+        store = _wire.run_store(serializer, None, DictState)
+        before = _wire.run_store(serializer, None, DictState).checkpoint()
+        values = {
+            "when": datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=datetime.UTC),
+            "amount": decimal.Decimal("1.10"),
+            "id": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+            "nan": float("nan"),
+            "nested": {"day": [datetime.date(2024, 1, 1)]},
+        }
+        for key, value in values.items():
+            await store.set(key, value)
+        patch = store.checkpoint().diff(before)
+        sent = json.loads(json.dumps(patch))  # as the JSON data converter carries it
+        from workflows.context.state_store import apply_state_patch
+
+        data = apply_state_patch(_wire.run_store(serializer, None, DictState).checkpoint().to_dict(), sent)
+        back = _wire.run_store(serializer, data, DictState)
+        for key, value in values.items():
+            got = await back.get(key)
+            assert type(got) is type(value)
+            assert (math.isnan(got) and math.isnan(value)) if key == "nan" else got == value
+        with pytest.raises(StoreValueRefused, match=r"the value for 'fn' \(a function\) cannot be kept"):
+            await store.set("fn", lambda: None)
+        assert await store.get("fn", default=None) is None
+
+    asyncio.run(check())
+
+
+def test_the_state_query_shows_the_store_as_plain_json() -> None:
+    """The ``state`` query's answer from the store as the run holds it: a ``DictState``'s values as they are (a
+    string that looks like a number stays a string), a model's fields, a typed state's fields; the older
+    payload whose values are the serializer's strings reads the same."""
+    from temporal_workflows._llama_runtime._run_view import store_json
+
+    tree = {
+        "state_data": {
+            "_tree": "dict",
+            "_data": {
+                "a": "123",
+                "b": {"x": [1]},
+                "m": {"__is_pydantic": True, "value": {"n": 0}, "qualified_name": "app.S"},
+            },
+        }
+    }
+    assert store_json(tree, 1_000_000) == {"a": "123", "b": {"x": [1]}, "m": {"n": 0}}
+    typed = {"state_data": {"_tree": "model", "__is_pydantic": True, "value": {"n": 2}, "qualified_name": "app.S"}}
+    assert store_json(typed, 1_000_000) == {"n": 2}
+    assert store_json({"state_data": {"_data": {"a": '"123"', "b": "[1]"}}}, 1_000_000) == {"a": "123", "b": [1]}
+    assert store_json(None, 1_000_000) == {}

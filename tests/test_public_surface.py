@@ -88,7 +88,7 @@ def test_the_top_level_surfaces_stay_small() -> None:
 
     assert len(temporal_workflows.__all__) <= 30
     assert len(temporal_workflows.temporal.__all__) <= 17
-    assert temporal_workflows.llama.__all__ == ["TemporalRuntime"]
+    assert temporal_workflows.llama.__all__ == ["StepOptions", "TemporalRuntime"]
 
 
 def _moved() -> list[tuple[str, str, str]]:
@@ -176,7 +176,8 @@ def test_a_module_of_the_retired_import_swap_front_end_says_how_to_move(module: 
 
 def test_the_runtime_itself_still_imports_from_the_package() -> None:
     pytest.importorskip("workflows")  # the llama-runtime extra
-    from temporal_workflows.llama import TemporalRuntime
-    from temporal_workflows.llama._runtime_temporal import TemporalRuntime as defined
+    from temporal_workflows._llama_runtime._options import StepOptions as options
+    from temporal_workflows._llama_runtime._runtime import TemporalRuntime as defined
+    from temporal_workflows.llama import StepOptions, TemporalRuntime
 
-    assert TemporalRuntime is defined
+    assert TemporalRuntime is defined and StepOptions is options

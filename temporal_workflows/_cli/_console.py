@@ -10,6 +10,9 @@ page sets. With ``TEMPORAL_WORKFLOWS_ENCRYPTION_KEYS`` set it decrypts what
 it shows, and serves ``/decode`` for the Temporal Web UI too. Each graph given
 with ``--workflow`` is also an AG-UI endpoint, ``POST /ag-ui/<name>``
 (``docs/ag-ui.md``); front ends on other origins need ``--allowed-origin``.
+``--workflow`` may name a LlamaIndex ``workflows.Workflow`` too: the console
+starts its runs on ``TemporalRuntime`` (the queue its workers poll) and
+serves it at ``/ag-ui/<workflow_name>``.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-from typing import IO
+from typing import IO, Any
 
 from temporal_workflows._cli._errors import EXIT_USAGE, CliError, connection_failure, load_graph
+from temporal_workflows._cli._llama import host as host_llama
+from temporal_workflows._cli._llama import llama_task_queue, load_llama
 from temporal_workflows._cli._options import add_server_arguments, add_workflow_argument
 
 __all__ = ["add_console_arguments", "run_console"]
@@ -27,7 +32,9 @@ __all__ = ["add_console_arguments", "run_console"]
 
 def add_console_arguments(p: argparse.ArgumentParser) -> None:
     add_workflow_argument(
-        p, help="a graph to show pictures of and start runs of (repeatable); runs of others are listed and answered"
+        p,
+        help="a graph (or a LlamaIndex workflow) to show pictures of and start runs of (repeatable); runs of others "
+        "are listed and answered",
     )
     add_server_arguments(
         p,
@@ -80,14 +87,31 @@ def run_console(args: argparse.Namespace, out: IO[str], prog: str = "temporal-wo
             hint="give --token-file FILE (every request then needs the token), or keep the default --host 127.0.0.1",
             code=EXIT_USAGE,
         )
+    config = ConnectionConfig.from_args(args)
     graphs = {}
+    llama: dict[str, Any] = {}
+    runtime = None
     for spec in args.workflow:
+        target = load_llama(spec)
+        if target is not None:
+            # A LlamaIndex workflow: hosted (client side) on a TemporalRuntime that starts its runs on the queue its
+            # workers poll, as `run` starts them.
+            if runtime is None:
+                from temporal_workflows.llama import TemporalRuntime
+
+                runtime = TemporalRuntime(task_queue=llama_task_queue(args.task_queue), connection=config)
+            hosted = host_llama(target, runtime, spec)
+            llama[hosted.workflow_name] = hosted
+            continue
         wf = load_graph(spec)
         graphs[wf.name] = wf
     codec = EncryptionCodec.from_env()
-    config = ConnectionConfig.from_args(args)
     settings = ConsoleSettings(
-        graphs=graphs, task_queue=args.task_queue or DEFAULT_TASK_QUEUE, codec=codec, allow_encode=args.allow_encode
+        graphs=graphs,
+        llama_workflows=llama,
+        task_queue=args.task_queue or DEFAULT_TASK_QUEUE,
+        codec=codec,
+        allow_encode=args.allow_encode,
     )
     try:
         sock = bind(args.host, args.port)
@@ -126,8 +150,8 @@ def run_console(args: argparse.Namespace, out: IO[str], prog: str = "temporal-wo
         server = ServerHandle(make_app(guard, settings, connect), sock, settings.limits)
         host = f"[{args.host}]" if ":" in args.host else args.host
         extra = ("; token required" if token else "") + ("; /decode for the Web UI" if codec else "")
-        if graphs:
-            extra += f"; AG-UI at /ag-ui/<name> for {', '.join(sorted(graphs))}"
+        if graphs or llama:
+            extra += f"; AG-UI at /ag-ui/<name> for {', '.join(sorted([*graphs, *llama]))}"
         print(f"console on http://{host}:{server.server_port} ({config.describe()}{extra})", file=out, flush=True)
         if not is_loopback(args.host) and not args.allowed_host:
             print(

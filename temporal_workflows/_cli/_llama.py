@@ -5,7 +5,9 @@
 production worker does: workflow type ``LlamaIndexRun``, one activity per step,
 on the queue the runtime's clients use (``llama-index-workflows`` unless
 ``--task-queue`` says otherwise). ``temporal-workflows run app:MyWorkflow --input
-'{...}'`` starts one run of it, as ``await MyWorkflow().run(**input)`` does.
+'{...}'`` starts one run of it, as ``await MyWorkflow().run(**input)`` does; the CLI
+then follows it like any run (its events, what it waits for, its result). The
+console takes the same specs (``console --workflow app:MyWorkflow``).
 
 Kept apart from the graph CLI because the two are different workflow types:
 the graph CLI's ``load_graph`` refuses a LlamaIndex ``Workflow`` (it is no
@@ -14,10 +16,11 @@ graph), so each spec is asked here first.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import Client
 
 from temporal_workflows._cli._errors import EXIT_USAGE, CliError
 from temporal_workflows._graph.workflow import import_user_module
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
 
     from temporal_workflows.llama import TemporalRuntime
 
-__all__ = ["host", "llama_task_queue", "load_llama", "run_llama"]
+__all__ = ["host", "llama_task_queue", "load_llama", "start_llama"]
 
 
 def load_llama(spec: str) -> Any | None:
@@ -82,12 +85,12 @@ def host(target: Any, runtime: TemporalRuntime, spec: str) -> LlamaWorkflow:
 def llama_task_queue(task_queue: str | None) -> str:
     """The queue LlamaIndex runs go to: ``--task-queue`` when given, else the runtime's default, which a
     client's ``TemporalRuntime()`` uses too (the graph CLI's default queue is another one)."""
-    from temporal_workflows.llama._runtime_temporal._protocol import DEFAULT_TASK_QUEUE as LLAMA_QUEUE
+    from temporal_workflows._llama_runtime._protocol import DEFAULT_TASK_QUEUE as LLAMA_QUEUE
 
     return LLAMA_QUEUE if task_queue in (None, DEFAULT_TASK_QUEUE) else task_queue
 
 
-async def run_llama(
+async def start_llama(
     target: Any,
     spec: str,
     message: Any,
@@ -95,12 +98,10 @@ async def run_llama(
     connection: ConnectionConfig,
     task_queue: str | None,
     run_id: str | None,
-    no_wait: bool,
-    as_json: bool,
-    out: IO[str],
-) -> int:
-    """``run app:MyWorkflow --input '{...}'``: start ``MyWorkflow().run(**input)`` on Temporal and print its
-    ``StopEvent`` result (or, with ``--no-wait``, only its id; the run goes on)."""
+) -> tuple[Client, str, str]:
+    """``run app:MyWorkflow --input '{...}'``: start ``MyWorkflow().run(**input)`` on Temporal, as the program
+    would; returns the client, the run id and the queue once the run exists (the CLI then follows it as any run)."""
+    from temporal_workflows._llama_runtime._start import StartRefused, start_run
     from temporal_workflows.llama import TemporalRuntime
 
     if message is not None and not isinstance(message, dict):
@@ -109,21 +110,8 @@ async def run_llama(
         )
     runtime = TemporalRuntime(task_queue=llama_task_queue(task_queue), connection=connection)
     workflow = host(target, runtime, spec)
-    kwargs: dict[str, Any] = dict(message or {})
-    if run_id is not None:
-        kwargs["run_id"] = run_id
-    handler = workflow.run(**kwargs)
-    adapter = runtime._adapters.get(handler.run_id)
-    if adapter is not None:
-        await adapter.started  # the execution exists: its id can be followed, signalled, found in the Web UI
-    started = {"type": "run_started", "workflow_id": handler.run_id, "task_queue": runtime.task_queue}
-    print(json.dumps(started) if as_json else f"started {handler.run_id}", flush=True, file=out)
-    if no_wait:
-        return 0
-    result: Any = await handler
-    shown = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
-    if as_json:
-        print(json.dumps({"type": "run_completed", "result": shown}, default=str), flush=True, file=out)
-    else:
-        print(json.dumps(shown, indent=2, ensure_ascii=False, default=str), flush=True, file=out)
-    return 0
+    try:
+        started: str = await start_run(workflow, dict(message or {}), run_id=run_id)
+    except StartRefused as e:
+        raise CliError(str(e), hint=f"the start event's fields are the run's keyword arguments ({spec})") from None
+    return await runtime.client(), started, runtime.task_queue

@@ -3,8 +3,9 @@
     temporal-workflows dev [--workflow MODULE:ATTR ...]          a dev server (and a worker) on this machine
     temporal-workflows worker --workflow MODULE:ATTR [--dev]     a worker hosting graphs
     temporal-workflows run MODULE:ATTR --input JSON [--follow | --json] [--id ID] [--no-wait]
-    temporal-workflows status ID | events ID [--json] | requests ID
+    temporal-workflows status ID | events ID [--json] [--internal] | requests ID
     temporal-workflows respond ID REQUEST_ID JSON [--signal]
+    temporal-workflows send-event ID EVENT_CLASS JSON [--step STEP] [--signal]   (a LlamaIndex run)
     temporal-workflows send ID EXECUTOR_ID JSON [--signal] [--policy enqueue|reject|interrupt|rollback] | close ID
     temporal-workflows checkpoint ID [--label L] | checkpoints ID
     temporal-workflows reset ID [--to CHECKPOINT_ID | --input JSON] | fork CHECKPOINT_ID --from ID --id NEW_ID
@@ -15,7 +16,9 @@
     temporal-workflows console [--workflow MODULE:ATTR ...] [--port 8080]   a web console for people in the loop
 
 Also ``python -m temporal_workflows ...``. A run needs a worker hosting its
-graph on its task queue (``worker``, or ``dev --workflow ...``). Connection
+graph on its task queue (``worker``, or ``dev --workflow ...``). MODULE:ATTR may
+also name a LlamaIndex ``workflows.Workflow``: it runs on ``TemporalRuntime``,
+and every command reads and answers its runs too. Connection
 flags (``--address --namespace --profile --config-file --tls --tls-cert
 --tls-key --tls-ca --tls-server-name --api-key --grpc-meta``) go before or
 after the command; they override the ``TEMPORAL_*`` environment variables,
@@ -53,7 +56,7 @@ from temporal_workflows._cli._errors import (
     connection_failure,
     load_graph,
 )
-from temporal_workflows._cli._llama import load_llama, run_llama
+from temporal_workflows._cli._llama import load_llama, start_llama
 from temporal_workflows._cli._options import add_server_arguments
 from temporal_workflows._cli._render import CompactView, DetailedView, JsonView, View, watch
 from temporal_workflows._cli._schedules import add_schedule_arguments, schedule_command, schedule_input
@@ -72,6 +75,7 @@ from temporal_workflows._version import __version__
 from temporal_workflows.temporal._client.client import RunHandle, fork, get_run, start_run
 from temporal_workflows.temporal._client.connect import ConnectionConfig, ConnectionConfigError
 from temporal_workflows.temporal._client.devserver import DevServerError
+from temporal_workflows.temporal._client.llama import LlamaRunFailedError
 from temporal_workflows.temporal._client.schedules import SCHEDULED_BY_ATTRIBUTE
 from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError
 from temporal_workflows.temporal._telemetry.config import Role, configure_telemetry, flush_tracing
@@ -146,6 +150,11 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     events.add_argument("id")
     events.add_argument("--json", action="store_true", help="one JSON object per line")
     events.add_argument("--plain", action="store_true", help="plain lines even on a terminal with rich installed")
+    events.add_argument(
+        "--internal",
+        action="store_true",
+        help="a LlamaIndex run: also LlamaIndex's internal events (StepStateChanged, ...), as expose_internal=True",
+    )
     for name, text in (
         ("status", "print a run's status as JSON"),
         ("requests", "list pending requests with the JSON schema of the expected response"),
@@ -157,6 +166,16 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     respond.add_argument("request_id")
     respond.add_argument("response", help="the response as JSON")
     respond.add_argument("--signal", action="store_true", help="signal instead of update: do not wait for acceptance")
+    send_event = sub.add_parser(
+        "send-event",
+        parents=after,
+        help="send a LlamaIndex run an event by class name and JSON, as handler.ctx.send_event (checked by the run)",
+    )
+    send_event.add_argument("id")
+    send_event.add_argument("event_type", metavar="EVENT_CLASS", help="the event's class: Name, or module.Name")
+    send_event.add_argument("event", help="its fields as a JSON object")
+    send_event.add_argument("--step", default=None, help="only this step gets it (send_event(ev, step=...))")
+    send_event.add_argument("--signal", action="store_true", help="signal instead of update: do not wait")
     send = sub.add_parser("send", parents=after, help="send a message to an executor of a running or keep-alive run")
     send.add_argument("id")
     send.add_argument("executor_id")
@@ -274,18 +293,19 @@ def _stdout() -> IO[str]:
 
 def _view(args: argparse.Namespace, run_id: str, prog: str, *, detailed: bool) -> View:
     out = _stdout()
+    internal = bool(getattr(args, "internal", False))
     if getattr(args, "json", False):
-        return JsonView(out, run_id, prog)
+        return JsonView(out, run_id, prog, internal=internal)
     if not detailed:
-        return CompactView(out, run_id, prog)
+        return CompactView(out, run_id, prog, internal=internal)
     if not getattr(args, "plain", False) and out.isatty():
         try:
             from temporal_workflows._cli._rich import RichView
         except ImportError:  # rich is an optional extra: plain lines without it
             pass
         else:
-            return RichView(out, run_id, prog)
-    return DetailedView(out, run_id, prog)
+            return RichView(out, run_id, prog, internal=internal)
+    return DetailedView(out, run_id, prog, internal=internal)
 
 
 def _run_failed(run_id: str, e: BaseException, task_queue: str | None) -> CliError:
@@ -297,6 +317,8 @@ def _run_failed(run_id: str, e: BaseException, task_queue: str | None) -> CliErr
         )
     if isinstance(e, WorkflowFailureError):
         return CliError(f"run {run_id} failed: {e.cause or e}")
+    if isinstance(e, LlamaRunFailedError):  # what LlamaIndex raised, in its words
+        return CliError(f"run {run_id} failed: {e}")
     name, message = library_account(e)
     return CliError(f"run {run_id} failed: {name}: {message}")
 
@@ -372,20 +394,38 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
     config = ConnectionConfig.from_args(args)
     target: Workflow | str | None = None
     if args.command == "run" and (llama := load_llama(args.workflow)) is not None:
-        # A plain LlamaIndex `workflows.Workflow`: one run on TemporalRuntime (workflow type LlamaIndexRun).
+        # A plain LlamaIndex `workflows.Workflow`: one run on TemporalRuntime (workflow type LlamaIndexRun),
+        # started as the program starts one, then followed like any run.
         if args.keep_alive:
             raise CliError("--keep-alive is for graphs; a LlamaIndex run waits for events by itself", code=EXIT_USAGE)
-        return await run_llama(
-            llama,
-            args.workflow,
-            _load_json(args.input or "{}", "--input"),
-            connection=config,
-            task_queue=args.task_queue,
-            run_id=args.id,
-            no_wait=args.no_wait,
-            as_json=args.json,
-            out=_stdout(),
+        try:
+            client, run_id, queue = await start_llama(
+                llama,
+                args.workflow,
+                _load_json(args.input or "{}", "--input"),
+                connection=config,
+                task_queue=args.task_queue,
+                run_id=args.id,
+            )
+        except RuntimeError as e:
+            failure = connection_failure(e, config.describe(), prog)
+            if failure is None:
+                raise
+            raise failure from None
+        if args.json:
+            print(json.dumps({"type": "run_started", "workflow_id": run_id, "task_queue": queue}), flush=True)
+        else:
+            print(f"started {run_id}", flush=True)
+        if args.no_wait:
+            return 0
+        handle = get_run(client, run_id)
+        spec = args.workflow
+        result = await _follow_run(
+            args, client, handle, prog, detailed=args.follow, task_queue=args.task_queue, spec=spec
         )
+        if not args.json:  # what `await handler` returns
+            print(json.dumps(result.get("result"), indent=2, ensure_ascii=False, default=str))
+        return 0
     if args.command == "run":
         # Loaded before connecting: a wrong module:attr is said at once, and the start message is checked.
         spec = args.workflow
@@ -481,6 +521,10 @@ async def _command(args: argparse.Namespace, prog: str) -> int:
     elif args.command == "respond":
         response = _load_json(args.response, "the response")
         _print(await handle.respond(args.request_id, response, wait=not args.signal) or {"signalled": True})
+    elif args.command == "send-event":
+        fields = _load_json(args.event, "the event")
+        sent = await handle.send_event(args.event_type, fields, step=args.step, wait=not args.signal)
+        _print(sent or {"signalled": True})
     elif args.command == "send":
         message = _load_json(args.message, "the message")
         sent = await handle.send(args.executor_id, message, wait=not args.signal, policy=args.policy)
@@ -595,6 +639,11 @@ def _codec_server(args: argparse.Namespace) -> int:
 
 def _rpc_error(e: RPCError, args: argparse.Namespace) -> CliError:
     run_id = getattr(args, "id", None)
+    if e.status == RPCStatusCode.NOT_FOUND and run_id and "already completed" in e.message:
+        return CliError(
+            f"run {run_id!r} has ended: it takes no more input ({e.message})",
+            hint=f"where it ended: {program_name()} status {run_id}",
+        )
     if e.status == RPCStatusCode.NOT_FOUND and run_id:
         namespace = ConnectionConfig.from_args(args).namespace
         return CliError(

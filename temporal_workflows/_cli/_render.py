@@ -11,6 +11,11 @@ Three views share one driver (:func:`watch`):
   line (:mod:`temporal_workflows._cli._rich`);
 - **json** (``--json``): one JSON object per line, nothing cut, for programs.
 
+A LlamaIndex run (``TemporalRuntime``) is watched the same way: its events are what ``stream_events()``
+shows (LlamaIndex's internal ones, ``StepStateChanged`` and the like, with ``--internal``), and each time it
+comes to rest the views say what it waits for: "waiting for input" with the command that answers each
+request, or "idle" when it waits for an outside event no request names.
+
 Retries are not events of the run (a step's attempts all happen inside one
 activity), so the driver reads them from the workflow's pending activities
 (``describe``) while the run has steps in flight.
@@ -49,6 +54,13 @@ from temporal_workflows._events import (
     WorkflowWarningEvent,
 )
 from temporal_workflows.temporal._client.client import RawEvent, RunHandle
+from temporal_workflows.temporal._client.llama import (
+    STEP_STATE_EVENT,
+    STOP_EVENTS,
+    WORKFLOW_TYPE,
+    LlamaEvent,
+    LlamaRestEvent,
+)
 
 __all__ = [
     "CompactView",
@@ -71,15 +83,33 @@ NO_WORKER_AFTER_SECONDS = 5.0
 """A run that has shown nothing for this long gets its task queue's pollers checked."""
 
 
+def llama_line(ev: LlamaEvent) -> str:
+    """A LlamaIndex event as a line: its class and its fields (``ProgressEvent {"msg": "..."}``)."""
+    return f"{ev.name} {short(ev.data)}" if ev.data not in (None, {}) else ev.name
+
+
+def shown(ev: WorkflowEvent, internal: bool) -> bool:
+    """Whether a view shows ``ev``: LlamaIndex's internal events only with ``--internal``, as
+    ``stream_events(expose_internal=True)``."""
+    return not (isinstance(ev, LlamaEvent) and ev.internal and not internal)
+
+
+def _from(ev: RequestInfoEvent) -> str:
+    return f" from {ev.source_executor_id}" if ev.source_executor_id else ""
+
+
 def describe_event(ev: WorkflowEvent) -> str | None:
     """One line for the events a person watching a run wants; ``None`` for the rest."""
+    if isinstance(ev, LlamaEvent):
+        # A LlamaIndex run's StopEvent is its result, printed when the run ends.
+        return None if ev.internal or ev.event_type in STOP_EVENTS else f"  {llama_line(ev)}"
     if isinstance(ev, SuperStepStartedEvent):
         return f"superstep {ev.superstep}: running {', '.join(ev.executor_ids)}"
     if isinstance(ev, WorkflowOutputEvent):
         return f"  {_output_text(ev)}"
     if isinstance(ev, RequestInfoEvent):
         expects = _type_shown(ev.response_type)
-        return f"  request {ev.request_id} from {ev.source_executor_id}: {_request_text(ev)} (expects {expects})"
+        return f"  request {ev.request_id}{_from(ev)}: {_request_text(ev)} (expects {expects})"
     if isinstance(ev, WorkflowWarningEvent):
         return f"  warning: {ev.message}"
     if isinstance(ev, WorkflowResetEvent):
@@ -129,8 +159,30 @@ def _request_text(ev: RequestInfoEvent) -> str:
 
 
 def _type_shown(key: str | None) -> str:
-    """A response type as a reader knows it: ``HumanResponseEvent``, not ``module:HumanResponseEvent``."""
-    return (key or "response").rpartition(":")[2]
+    """A response type as a reader knows it: ``HumanResponseEvent``, not ``module:HumanResponseEvent`` (nor a
+    LlamaIndex class's ``module.HumanResponseEvent``)."""
+    key = key or "response"
+    return key.rpartition(":")[2] if ":" in key else key.rpartition(".")[2]
+
+
+def _rest_lines(ev: LlamaRestEvent, prog: str, run_id: str, told: set[str]) -> list[str]:
+    """What a resting LlamaIndex run waits for, and the commands that answer it (each request told once)."""
+    if not ev.requests:
+        return [
+            "idle: the run waits for an outside event",
+            f"  send one it accepts: {prog} send-event {run_id} <EventClass> '<fields as JSON>'",
+        ]
+    lines = ["waiting for input"]
+    for r in ev.requests:
+        if r.request_id in told:
+            continue
+        told.add(r.request_id)
+        lines += [
+            f"  request {r.request_id}{_from(r)}: {_request_text(r)}",
+            f"    the run waits for a {_type_shown(r.response_type)}; answer it with:",
+            f"    {prog} respond {run_id} {r.request_id} '{answer_template(r.response_schema)}'",
+        ]
+    return lines
 
 
 def answer_template(schema: dict[str, Any]) -> str:
@@ -252,13 +304,22 @@ class _Timing:
 class CompactView:
     """``run`` without ``--follow``: supersteps, outputs, requests, warnings, retries; no times."""
 
-    def __init__(self, out: IO[str], run_id: str, prog: str) -> None:
+    def __init__(self, out: IO[str], run_id: str, prog: str, *, internal: bool = False) -> None:
         self.out, self.run_id, self.prog = out, run_id, prog
+        self.internal = internal
+        self._told: set[str] = set()
 
     def _print(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
     def event(self, ev: WorkflowEvent, at: datetime | None) -> None:
+        if isinstance(ev, LlamaRestEvent):
+            for text in _rest_lines(ev, self.prog, self.run_id, self._told):
+                self._print(text if text.startswith(" ") else f"  {text}")
+            return
+        if isinstance(ev, LlamaEvent) and ev.internal and self.internal:
+            self._print(f"  {llama_line(ev)}")
+            return
         line = describe_event(ev)
         if line is not None:
             self._print(line)
@@ -273,6 +334,8 @@ class CompactView:
         self._print(text)
 
     def done(self, result: dict[str, Any], at: datetime) -> None:
+        if result.get("kind") == "llama_index":
+            return  # its result (what `await handler` returns) is what `run` prints next
         self._print(f"{result['status']} after {result['superstep']} supersteps")
 
     def close(self) -> None:
@@ -291,9 +354,14 @@ def _retry_text(r: Retry, at: datetime) -> str:
 class DetailedView:
     """``run --follow`` and ``events`` as plain lines: time, what happened, durations, the answer to give."""
 
-    def __init__(self, out: IO[str], run_id: str, prog: str) -> None:
+    def __init__(self, out: IO[str], run_id: str, prog: str, *, internal: bool = False) -> None:
         self.out, self.run_id, self.prog = out, run_id, prog
+        self.internal = internal
         self.timing = _Timing()
+        self._told: set[str] = set()
+        self.llama_seen = False
+        self.llama_running: dict[tuple[str, str], datetime | None] = {}
+        """A LlamaIndex run's step invocations running now (step, worker), from its ``StepStateChanged`` events."""
 
     def _print(self, at: datetime | None, text: str) -> None:
         stamp = _clock(at) if at is not None else " " * 12
@@ -301,6 +369,18 @@ class DetailedView:
 
     def lines(self, ev: WorkflowEvent, at: datetime | None) -> list[str]:
         """The text for ``ev`` (shared with the rich view)."""
+        if isinstance(ev, LlamaEvent):
+            self.llama_seen = True
+            self.timing.first = self.timing.first or at
+            if ev.event_type == STEP_STATE_EVENT and isinstance(ev.data, dict):
+                key = (str(ev.data.get("name")), str(ev.data.get("worker_id")))
+                if ev.data.get("step_state") == "running":
+                    self.llama_running[key] = at
+                elif ev.data.get("step_state") == "not_running":
+                    self.llama_running.pop(key, None)
+            return [f"  {llama_line(ev)}"] if shown(ev, self.internal) else []
+        if isinstance(ev, LlamaRestEvent):
+            return _rest_lines(ev, self.prog, self.run_id, self._told)
         took_s = self.timing.seen(ev, at)
         took = None if took_s is None else _duration(took_s, exact=event_time(ev) is not None)
         if isinstance(ev, WorkflowStartedEvent):
@@ -331,7 +411,7 @@ class DetailedView:
         if isinstance(ev, RequestInfoEvent):
             deadline = f", answer within {_seconds(ev.timeout)}" if ev.timeout else ""
             return [
-                f"  request {ev.request_id} from {ev.source_executor_id}: {_request_text(ev)}",
+                f"  request {ev.request_id}{_from(ev)}: {_request_text(ev)}",
                 f"    the run waits for a {_type_shown(ev.response_type)}{deadline}; answer it with:",
                 f"    {self.prog} respond {self.run_id} {ev.request_id} '{answer_template(ev.response_schema)}'",
             ]
@@ -356,6 +436,9 @@ class DetailedView:
 
     def done(self, result: dict[str, Any], at: datetime) -> None:
         took = f" in {_seconds((at - self.timing.first).total_seconds())}" if self.timing.first else ""
+        if result.get("kind") == "llama_index":
+            self._print(at, f"{result['status']}{took}: {short(result.get('result'))}")
+            return
         self._print(at, f"{result['status']} after {result['superstep']} supersteps{took}")
 
     def close(self) -> None:
@@ -365,16 +448,23 @@ class DetailedView:
 class JsonView:
     """``--json``: one object per line with ``time`` and ``type``; values whole."""
 
-    def __init__(self, out: IO[str], run_id: str, prog: str) -> None:
+    def __init__(self, out: IO[str], run_id: str, prog: str, *, internal: bool = False) -> None:
         self.out, self.run_id, self.prog = out, run_id, prog
+        self.internal = internal
 
     def _emit(self, record: dict[str, Any]) -> None:
         print(json.dumps(record, default=str, ensure_ascii=False), file=self.out, flush=True)
 
     def event(self, ev: WorkflowEvent, at: datetime | None) -> None:
+        if not shown(ev, self.internal):
+            return
         record = {"time": at.isoformat() if at else None, **ev.model_dump(mode="json")}
         if isinstance(ev, RequestInfoEvent):
             record["answer_with"] = [self.prog, "respond", self.run_id, ev.request_id, "<JSON>"]
+        if isinstance(ev, LlamaRestEvent):
+            record["status"] = "waiting_for_input" if ev.requests else "idle"
+            for r, out in zip(ev.requests, record["requests"], strict=True):
+                out["answer_with"] = [self.prog, "respond", self.run_id, r.request_id, "<JSON>"]
         self._emit(record)
 
     def retry(self, r: Retry, at: datetime) -> None:
@@ -408,6 +498,8 @@ def _retries_from(desc: Any, graph: str) -> list[tuple[str, Retry]]:
             continue
         name = info.activity_type.name
         executor_id = name[len(graph) + 1 :] if name.startswith(graph + ".") else name
+        if graph == WORKFLOW_TYPE:  # a LlamaIndex step's activity: <workflow name>.<step>
+            executor_id = name.rpartition(".")[2]
         failure = info.last_failure
         error = failure.message if failure is not None and failure.message else "(no message)"
         kind = failure.application_failure_info.type if failure is not None else ""

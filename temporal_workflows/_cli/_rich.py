@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from temporal_workflows._cli._render import DetailedView, Retry, _clock, _retry_text, _seconds
+from temporal_workflows._cli._render import DetailedView, Retry, _clock, _retry_text, _seconds, short
 from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._events import (
     ExecutorFailedEvent,
@@ -56,8 +56,8 @@ class _Status:
 class RichView(DetailedView):
     """:class:`DetailedView` in colour, with a live line: superstep, steps running, time so far."""
 
-    def __init__(self, out: IO[str], run_id: str, prog: str) -> None:
-        super().__init__(out, run_id, prog)
+    def __init__(self, out: IO[str], run_id: str, prog: str, *, internal: bool = False) -> None:
+        super().__init__(out, run_id, prog, internal=internal)
         self.console = Console(file=out, highlight=False)
         self.superstep = 0
         self.started = time.monotonic()
@@ -65,8 +65,10 @@ class RichView(DetailedView):
         self.live.start()
 
     def status_text(self) -> str:
-        running = self.timing.running()
+        running = self.timing.running() or [step for step, _ in self.llama_running]
         text = f"superstep {self.superstep}" if self.superstep else "waiting for the run to start"
+        if self.llama_seen:  # a LlamaIndex run: no supersteps
+            text = "running" if self.llama_running else "no step running"
         if running:
             text += f" · running {', '.join(running[:6])}" + (f" (+{len(running) - 6})" if len(running) > 6 else "")
         return text + f" · {_seconds(time.monotonic() - self.started)}"
@@ -91,11 +93,11 @@ class RichView(DetailedView):
     def done(self, result: dict[str, Any], at: datetime) -> None:
         took = f" in {_seconds((at - self.timing.first).total_seconds())}" if self.timing.first else ""
         style = "bold green" if result.get("status") == RunStatus.COMPLETED else "bold"
-        self.console.print(
-            Text(_clock(at), style="dim")
-            + Text("  ")
-            + Text(f"{result['status']} after {result['superstep']} supersteps{took}", style=style)
-        )
+        if result.get("kind") == "llama_index":
+            text = f"{result['status']}{took}: {short(result.get('result'))}"
+        else:
+            text = f"{result['status']} after {result['superstep']} supersteps{took}"
+        self.console.print(Text(_clock(at), style="dim") + Text("  ") + Text(text, style=style))
 
     def close(self) -> None:
         self.live.stop()

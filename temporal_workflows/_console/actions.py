@@ -172,14 +172,41 @@ def routes(state: ConsoleState) -> list[Any]:
             raise Refused(422, why(e)) from None
         return JSONResponse({"accepted": sent})
 
+    async def send_event(request: Request) -> Response:
+        h = await state.handle(request.path_params["run_id"])
+        body = await state.body_json(request)
+        event_type, step = body.get("event_type"), body.get("step")
+        if event_type is not None and not isinstance(event_type, str):
+            raise Refused(400, "event_type: the event's class name (a string), or null")
+        if step is not None and not isinstance(step, str):
+            raise Refused(400, "step: a step name, or null")
+        if not isinstance(body.get("event"), dict):
+            raise Refused(400, 'the body is {"event_type": "Answer", "event": {...fields...}}')
+        try:
+            accepted = await h.send_event(event_type, body["event"], step=step)
+        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
+            raise Refused(422, why(e)) from None
+        return JSONResponse({"accepted": accepted})
+
     async def start(request: Request) -> Response:
         body = await state.body_json(request)
         name = body.get("graph")
-        if not isinstance(name, str) or name not in state.graphs:
-            known = ", ".join(sorted(state.graphs)) or "(none: start with --workflow)"
+        if not isinstance(name, str) or (name not in state.graphs and name not in state.llama_workflows):
+            known = ", ".join(sorted([*state.graphs, *state.llama_workflows])) or "(none: start with --workflow)"
             raise Refused(400, f"graph: one of {known}")
         given = body.get("id")
         run_id = None if given is None or given == "" else check_workflow_id(given)  # none given: one is made
+        if name in state.llama_workflows:
+            from temporal_workflows._llama_runtime._start import StartRefused
+            from temporal_workflows._llama_runtime._start import start_run as start_llama
+
+            kwargs = body.get("message") or {}
+            if not isinstance(kwargs, dict):
+                raise Refused(400, "message: the run's keyword arguments (a JSON object)")
+            try:
+                return JSONResponse({"started": await start_llama(state.llama_workflows[name], kwargs, run_id=run_id)})
+            except (StartRefused, WorkflowError) as e:
+                raise Refused(422, str(e)) from None
         try:
             h = await start_run(
                 await state.client(),
@@ -197,4 +224,5 @@ def routes(state: ConsoleState) -> list[Any]:
     state.run_route("POST", "fork", fork)
     state.run_route("POST", "checkpoint", checkpoint)
     state.run_route("POST", "send", send)
+    state.run_route("POST", "events", send_event)
     return [Route("/api/start", guarded(start), methods=["POST"])]

@@ -33,6 +33,8 @@ codec server's protocol. JSON routes (all behind :class:`~._console.gate.Gate`):
   ``TemporalScheduledById`` search attribute).
 - ``POST /api/runs/{id}/requests/{request_id}`` ``{"response": ...}`` or
   ``{"approve": true|false}`` (a tool approval in one click).
+- ``POST /api/runs/{id}/events`` ``{"event_type": "Answer", "event": {...}, "step": null}``: an event for a
+  LlamaIndex run (``RunHandle.send_event``), checked by the run.
 - ``POST /api/runs/{id}/reset`` ``{"checkpoint_id": ...}`` (or none: clean),
   ``POST /api/runs/{id}/fork`` ``{"checkpoint_id", "new_id"}``,
   ``POST /api/runs/{id}/checkpoint`` ``{"label"}``,
@@ -47,6 +49,12 @@ the id is one segment (a ``/`` in it written ``%2F``).
 AG-UI (``temporal_workflows.ag_ui``, with the ``ag-ui`` extra): ``POST
 /ag-ui/{name}`` for each graph given, a ``RunAgentInput`` answered by the
 AG-UI event stream; the gate's rules for front ends apply (``gate.py``).
+
+LlamaIndex runs (``TemporalRuntime``) go through the same routes: ``RunHandle`` serves both kinds, so a
+LlamaIndex run's status, requests, store (as state), context (as its checkpoint, forked into a new run) and
+events read as a graph run's do; its picture is its workflow's steps and events, as LlamaIndex describes them
+(``_llama_runtime/_picture.py``), lit per step from its ``StepStateChanged`` events. A LlamaIndex workflow
+given with ``--workflow`` can be started here and is served over AG-UI.
 """
 
 from __future__ import annotations
@@ -124,7 +132,7 @@ def _ag_ui_routes(state: ConsoleState) -> list[Any]:
 
     app = AGUIApp(
         state.client,
-        list(state.graphs.values()),
+        [*state.graphs.values(), *state.llama_workflows.values()],
         settings=AGUISettings(task_queue=state.settings.task_queue, max_body_bytes=state.settings.limits.max_body),
     )
     routes: list[Any] = [Mount(AG_UI_PREFIX, app=app)]

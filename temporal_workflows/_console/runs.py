@@ -24,10 +24,13 @@ from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._graph.shape import GraphShape
 from temporal_workflows._graph.viz import mermaid_node_ids, to_mermaid
 from temporal_workflows._graph.workflow import Workflow
+from temporal_workflows._llama_runtime._picture import to_mermaid as llama_mermaid
+from temporal_workflows.temporal._client.client import get_run
+from temporal_workflows.temporal._client.llama import WORKFLOW_TYPE as LLAMA_WORKFLOW_TYPE
 from temporal_workflows.temporal._client.schedules import SCHEDULED_BY_ATTRIBUTE, list_schedules
 from temporal_workflows.temporal._protocol import STATUS_SEARCH_ATTRIBUTE
 
-__all__ = ["MAX_PAGE_SIZE", "STATUSES", "graph_json", "query_for", "routes", "run_picture"]
+__all__ = ["MAX_PAGE_SIZE", "STATUSES", "graph_json", "llama_json", "query_for", "routes", "run_picture"]
 
 STATUSES: tuple[str, ...] = tuple(
     s.value
@@ -60,6 +63,46 @@ def graph_json(workflow: Workflow) -> dict[str, Any]:
     }
 
 
+def llama_picture(rep: dict[str, Any], source: str) -> dict[str, Any]:
+    """A LlamaIndex workflow's picture (its representation, ``_llama_runtime/_picture.py``) as the page draws one."""
+    mermaid, steps = llama_mermaid(rep)
+    # The events its steps take from outside: offered by the page's event form.
+    kinds = {str(n.get("id")): n.get("node_type") for n in rep.get("nodes") or ()}
+    takes = sorted(
+        {
+            str(e.get("source"))
+            for e in rep.get("edges") or ()
+            if kinds.get(str(e.get("source"))) == "event" and kinds.get(str(e.get("target"))) == "step"
+        }
+        - {"StartEvent"}
+    )
+    return {
+        "name": rep.get("workflow") or rep.get("name"),
+        "kind": "llama_index",
+        "mermaid": mermaid,
+        "node_ids": steps,
+        "start_executor": "StartEvent",
+        "accepted_events": takes,
+        "from": source,
+    }
+
+
+def llama_json(workflow: Any) -> dict[str, Any]:
+    """A LlamaIndex workflow given with ``--workflow``: its picture, and the form of its start event."""
+    from temporal_workflows._llama_runtime._picture import representation
+
+    picture = llama_picture(representation(workflow), "console")
+    start = workflow.start_event_class
+    schema: dict[str, Any] | None = None
+    with contextlib.suppress(Exception):
+        schema = start.model_json_schema()
+    if not schema or not schema.get("properties"):
+        # LlamaIndex's plain StartEvent takes any keyword: the run's keyword arguments as one JSON object.
+        schema = {"type": "object", "title": "keyword arguments of run() (JSON object)"}
+    picture.update(name=workflow.workflow_name, start_executor=start.__name__, start_schema=schema)
+    return picture
+
+
 def run_picture(answer: Any) -> tuple[dict[str, Any] | None, str]:
     """The picture a run keeps of its graph (its ``topology`` query's ``shape``), drawn by the same code as
     ``graph --format mermaid``; or ``None`` and why not."""
@@ -67,6 +110,14 @@ def run_picture(answer: Any) -> tuple[dict[str, Any] | None, str]:
         return None, "the run did not answer"
     if "unavailable" in answer:
         return None, f"the run did not answer its topology query ({answer['unavailable']})"
+    if answer.get("kind") == "llama_index":
+        rep = answer.get("representation")
+        if not isinstance(rep, dict):
+            return None, str(answer.get("note") or "the run keeps no picture of its workflow")
+        try:
+            return llama_picture(rep, "run"), ""
+        except Exception as e:
+            return None, f"the run's picture could not be drawn: {type(e).__name__}: {e}"[:500]
     if answer.get("shape") is None:
         return None, str(answer.get("note") or "the run keeps no picture of its graph")
     try:
@@ -121,6 +172,7 @@ def query_for(params: Mapping[str, str]) -> str:
 
 def routes(state: ConsoleState) -> list[Any]:
     known = {name: graph_json(wf) for name, wf in state.graphs.items()}
+    known.update({name: llama_json(wf) for name, wf in state.llama_workflows.items()})
 
     async def info(request: Request) -> Response:
         c = await state.client()
@@ -134,8 +186,20 @@ def routes(state: ConsoleState) -> list[Any]:
             }
         )
 
+    async def llama_status(row: dict[str, Any], limit: asyncio.Semaphore) -> None:
+        """A running LlamaIndex run says where it is by its status query (it sets no search attribute)."""
+        async with limit:
+            with contextlib.suppress(Exception):
+                status = await asyncio.wait_for(get_run(await state.client(), row["id"]).status(), 3)
+                row["status"] = status.get("status") or row["status"]
+                row["graph_status"] = row["status"]
+                row["graph"] = status.get("workflow") or row["graph"]
+                row["kind"] = "llama_index"
+
     async def runs(request: Request) -> Response:
-        params = request.query_params
+        params = dict(request.query_params)
+        if params.get("graph") in state.llama_workflows:
+            params["graph"] = LLAMA_WORKFLOW_TYPE  # LlamaIndex runs have one workflow type, whichever workflow
         query = query_for(params)
         try:
             page_size = int(params.get("page_size") or 50)
@@ -182,6 +246,14 @@ def routes(state: ConsoleState) -> list[Any]:
                     "scheduled_by": ex.typed_search_attributes.get(_SCHEDULED_BY_KEY),
                 }
             )
+        limit = asyncio.Semaphore(8)
+        await asyncio.gather(
+            *(
+                llama_status(row, limit)
+                for row in rows
+                if row["graph"] == LLAMA_WORKFLOW_TYPE and row["temporal_status"] == "running"
+            )
+        )
         next_token = it.next_page_token
         return JSONResponse(
             {
@@ -218,11 +290,18 @@ def routes(state: ConsoleState) -> list[Any]:
         status, pending, run_state, checkpoints, (graph, note) = await asyncio.gather(
             maybe(h.status), maybe(pending_json), maybe(h.state), maybe(h.checkpoints), picture()
         )
+        if graph is None and isinstance(status, dict) and status.get("kind") == "llama_index":
+            graph = known.get(str(status.get("workflow")))  # the LlamaIndex workflow given with --workflow
+        llama = desc.workflow_type == LLAMA_WORKFLOW_TYPE
+        result = None
+        if llama and desc.status == WorkflowExecutionStatus.COMPLETED:
+            result = await maybe(h.result)  # what `await handler` returned
         return JSONResponse(
             {
                 "id": h.id,
                 "run_id": desc.run_id,
-                "graph": desc.workflow_type,
+                "kind": "llama_index" if llama else "graph",
+                "graph": (status.get("workflow") if llama and isinstance(status, dict) else None) or desc.workflow_type,
                 "temporal_status": desc.status.name.lower() if desc.status else None,
                 "start_time": iso(desc.start_time),
                 "close_time": iso(desc.close_time),
@@ -234,6 +313,7 @@ def routes(state: ConsoleState) -> list[Any]:
                 "checkpoints": checkpoints if isinstance(checkpoints, list) else [],
                 "picture": graph,
                 "picture_note": None if graph else note,
+                "result": result,
             }
         )
 

@@ -72,6 +72,8 @@ class ConsoleSettings:
     """
 
     graphs: Mapping[str, Workflow] = field(default_factory=dict)
+    llama_workflows: Mapping[str, Any] = field(default_factory=dict)
+    """LlamaIndex workflows by ``workflow_name``, each hosted on a ``TemporalRuntime`` (which starts their runs)."""
     task_queue: str = DEFAULT_TASK_QUEUE
     codec: EncryptionCodec | None = None
     allow_encode: bool = False
@@ -181,6 +183,7 @@ class ConsoleState:
         self.guard = guard
         self.settings = settings
         self.graphs: dict[str, Workflow] = dict(settings.graphs)
+        self.llama_workflows: dict[str, Any] = dict(settings.llama_workflows)
         self.pictures: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.static: Traversable = resources.files("temporal_workflows._console") / "static"
         self._run_routes: dict[tuple[str, str], Handler] = {}

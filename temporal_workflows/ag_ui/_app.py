@@ -35,6 +35,7 @@ from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows.ag_ui._graph import GraphKind
 from temporal_workflows.ag_ui._ids import TurnCursor
 from temporal_workflows.ag_ui._kinds import Refusal, RunKind
+from temporal_workflows.ag_ui._llama import llama_kind
 from temporal_workflows.ag_ui._turn import Turn, sse
 from temporal_workflows.temporal._protocol import MAX_ID_CHARS
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
@@ -104,7 +105,13 @@ def _kind_of(workflow: Any) -> RunKind:
         return workflow
     if isinstance(workflow, Workflow):
         return GraphKind(workflow)
-    raise TypeError(f"an AG-UI endpoint serves graphs (temporal_workflows.Workflow), not {type(workflow).__name__}")
+    llama = llama_kind(workflow)  # a LlamaIndex workflow on TemporalRuntime
+    if llama is not None:
+        return llama
+    raise TypeError(
+        "an AG-UI endpoint serves graphs (temporal_workflows.Workflow) and LlamaIndex workflows on TemporalRuntime, "
+        f"not {type(workflow).__name__}"
+    )
 
 
 def _validation_errors(e: ValidationError) -> str:
@@ -117,7 +124,8 @@ def _validation_errors(e: ValidationError) -> str:
 
 
 class AGUIApp(Starlette):
-    """An AG-UI endpoint for durable runs: ``POST /{name}`` for each graph given (``name``: the graph's name).
+    """An AG-UI endpoint for durable runs: ``POST /{name}`` for each workflow given (``name``: the graph's name, or
+    the LlamaIndex workflow's ``workflow_name``).
 
     ``threadId`` names the run (the Temporal workflow id
     ``<prefix>:<name>:<threadId>``): the first turn of a thread starts it,
@@ -130,7 +138,8 @@ class AGUIApp(Starlette):
         client: A Temporal client whose data converter reads the runs (the
             ``TemporalWorkflowsPlugin``'s), or a coroutine function that makes
             one (called once, on the server's event loop).
-        workflows: The graphs it serves (built with a ``name``).
+        workflows: The graphs it serves (built with a ``name``), and LlamaIndex workflows hosted on a
+            ``TemporalRuntime`` (``MyFlow(runtime=TemporalRuntime(...))``: a thread is one run of it).
         settings: Task queue, id prefix, body limits.
     """
 

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
 
-    from temporal_workflows.llama._runtime_temporal import TemporalRuntime
+    from temporal_workflows._llama_runtime._options import StepOptions
+    from temporal_workflows._llama_runtime._runtime import TemporalRuntime
 
-__all__ = ["TemporalRuntime"]
+__all__ = ["StepOptions", "TemporalRuntime"]
 
 _RETIRED_MESSAGE = (
     "{what} was part of the import-swap front end of temporal_workflows.llama, which was retired: LlamaIndex "
@@ -71,10 +72,15 @@ _RETIRED_MODULES = frozenset(
 def __getattr__(name: str) -> Any:
     if name == "TemporalRuntime":
         # LlamaIndex's own `workflows` package (the `llama-runtime` extra) is needed only here.
-        from temporal_workflows.llama._runtime_temporal import TemporalRuntime
+        from temporal_workflows._llama_runtime._runtime import TemporalRuntime
 
         globals()[name] = TemporalRuntime
         return TemporalRuntime
+    if name == "StepOptions":  # TemporalRuntime(step_options=StepOptions(...))
+        from temporal_workflows._llama_runtime._options import StepOptions
+
+        globals()[name] = StepOptions
+        return StepOptions
     if name in _RETIRED_NAMES:
         # An ImportError, not an AttributeError: `from temporal_workflows.llama import Workflow` would replace an
         # AttributeError with its own "cannot import name", losing the way to move this message gives.

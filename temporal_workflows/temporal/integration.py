@@ -10,7 +10,9 @@ default task queue), a sandboxed worker built by hand (``PASSTHROUGH_MODULES``),
 a codec server or key tooling of one's own (the encryption metadata and
 ``ENV_*`` variables, ``CheckpointCipher``, ``make_codec_server``), or a
 reader of raw event streams (``RawEvent``, ``RawLiveEvent``, ``EventView``,
-``EventStream``: what ``RunHandle.events`` returns, with its resume offset).
+``EventStream``: what ``RunHandle.events`` returns, with its resume offset; and
+what ``RunHandle`` reads of a LlamaIndex run: ``LlamaEvent``, ``LlamaRestEvent``,
+``LlamaRunFailedError``).
 
 They are stable in the same way the public API is (``docs/api.md``), but
 changing them changes what runs and stored histories carry, so they are kept
@@ -22,6 +24,7 @@ from __future__ import annotations
 from temporal_workflows._checkpoints.base import CheckpointCipher
 from temporal_workflows.temporal._client.client import LINEAGE_MEMO, EventStream, EventView, RawEvent, RawLiveEvent
 from temporal_workflows.temporal._client.codec_server import CodecServer, make_codec_server
+from temporal_workflows.temporal._client.llama import LlamaEvent, LlamaRestEvent, LlamaRunFailedError
 from temporal_workflows.temporal._codec import (
     ENCRYPTED_ENCODING,
     ENV_ENCRYPTION_KEY,
@@ -62,4 +65,8 @@ __all__ = [
     "EventView",
     "RawEvent",
     "RawLiveEvent",
+    # a LlamaIndex run (TemporalRuntime) as RunHandle reads it
+    "LlamaEvent",
+    "LlamaRestEvent",
+    "LlamaRunFailedError",
 ]

@@ -253,8 +253,8 @@ async def serve_blocking(task_queue: str) -> None:
     """A worker process hosting ``Blocking`` and ``SendsThenBlocks``, steps heartbeating every 2/3 s (kill -9 tests)."""
     from datetime import timedelta
 
+    from temporal_workflows._llama_runtime._options import StepOptions
     from temporal_workflows.llama import TemporalRuntime
-    from temporal_workflows.llama._runtime_temporal import StepOptions
 
     rt = TemporalRuntime(task_queue=task_queue, step_options=StepOptions(heartbeat_timeout=timedelta(seconds=2)))
     Blocking(timeout=None, runtime=rt)

@@ -53,6 +53,13 @@ BUILD: dict[str, Callable[[TemporalRuntime], Workflow]] = {
     # workers' batch also ran its join ahead (StepBatchInput.across_steps).
     "chain_bundled": lambda rt: lw.Chain(timeout=30, runtime=rt),
     "fan_out_across_steps": lambda rt: lw.FanOut(timeout=45, runtime=rt),
+    # Recorded with each invocation the loop starts as one activity, local once its step is seen to be short,
+    # a short join reduced first, the run's signature and its starter's timeout (patch llama-runtime-exact-1).
+    "chain_exact": lambda rt: lw.Chain(timeout=30, runtime=rt),
+    "fan_out_exact": lambda rt: lw.FanOut(timeout=45, runtime=rt),
+    "human_in_loop_exact": lambda rt: lw.HumanInLoop(timeout=None, runtime=rt),
+    "first_wins_exact": lambda rt: lw.FirstWins(timeout=60, runtime=rt),
+    "live_sends_exact": lambda rt: lw.SendsWhileWorking(timeout=60, runtime=rt),
 }
 
 
@@ -74,11 +81,14 @@ async def _drive(name: str, wf: Workflow) -> str:
         "fan_out_across_steps": {"n": 16},
         "chain_bundled": {"x": 1},
         "human_in_loop": {"topic": "t"},
+        "chain_exact": {"x": 1},
+        "fan_out_exact": {"n": 16},
+        "human_in_loop_exact": {"topic": "t"},
     }
     if name == "flaky":
         kwargs["flaky"] = {"key": uuid.uuid4().hex}
     handler = wf.run(**kwargs.get(name, {}))
-    if name in ("human_in_loop", "wait_for_event"):
+    if name in ("human_in_loop", "human_in_loop_exact", "wait_for_event"):
         await _answer(handler, lw.Answer(text="yes"))
     with contextlib.suppress(Exception):
         await handler

@@ -25,8 +25,8 @@ from workflows import Workflow
 from workflows import events as llama_events
 from workflows.errors import WorkflowCancelledByUser, WorkflowTimeoutError
 
+from temporal_workflows._llama_runtime._workflow import LlamaIndexRun
 from temporal_workflows.llama import TemporalRuntime
-from temporal_workflows.llama._runtime_temporal import LlamaIndexRun
 from temporal_workflows.temporal import ConnectionConfig
 from temporal_workflows.temporal._worker.plugin import data_converter
 from tests.integration import llama_runtime_workflows as lw
@@ -280,9 +280,8 @@ async def test_one_timer_for_the_root_timeout_not_one_per_iteration(runtime: Tem
 
 
 async def test_losers_are_cancelled_in_the_order_they_started(runtime: TemporalRuntime) -> None:
-    """The three racers start together, so they run in one batch activity: the winner's result comes back
-    when it wins (its slow siblings are cancelled in the activity, not waited for 30 s); any cancel the run
-    issues is in start order."""
+    """The three racers run as three activities: the winner's result comes back when it wins (its slow siblings
+    are cancelled, not waited for 30 s), and the run issues their cancels in start order."""
     for _ in range(3):
         began = time.monotonic()
         handler = lw.FirstWins(timeout=60, runtime=runtime).run()
@@ -297,124 +296,49 @@ async def test_losers_are_cancelled_in_the_order_they_started(runtime: TemporalR
         assert cancelled == sorted(cancelled)
 
 
-async def test_invocations_made_ready_together_run_in_one_activity(runtime: TemporalRuntime) -> None:
-    """A 12-way fan-out to a 4-worker step: same result and stream as the default runtime, in fewer
-    activities than invocations (batches are summarised ``step xN``), and the history replays."""
+_invocations: dict[str, list[str]] = {}
+
+
+@pytest.fixture
+def invocations(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """Every step invocation the in-process worker runs, by run id: ``"<step>:<invocation id>"`` per attempt."""
+    from temporal_workflows._llama_runtime import _activity
+
+    _invocations.clear()
+    real = _activity._run_one
+
+    async def counted(inp: Any) -> Any:
+        _invocations.setdefault(inp.run_id, []).append(f"{inp.step_name}:{inp.state.get('invocation_id')}")
+        return await real(inp)
+
+    monkeypatch.setattr(_activity, "_run_one", counted)
+    return _invocations
+
+
+async def test_each_invocation_the_loop_starts_runs_once_as_one_activity(
+    runtime: TemporalRuntime, invocations: dict[str, list[str]]
+) -> None:
+    """A 12-way fan-out to a 4-worker step joined by ``collect_events``: the default runtime's result and stream;
+    each invocation LlamaIndex's loop starts is one activity (local, once its step is seen to be short), run
+    once; nothing runs that the loop did not start (12 ``work`` invocations, not one more), and the history
+    replays."""
     default, temporal = await _run_both(lw.FanOut, runtime, n=12)
     assert temporal == default
     handler = lw.FanOut(timeout=30, runtime=runtime).run(n=12)
-    await handler
+    assert await handler == [i * i for i in range(12)]
+    ran = invocations[handler.run_id]
+    assert len(ran) == len(set(ran)), ran  # no invocation twice
+    assert sum(r.startswith("work:") for r in ran) == 12 and sum(r.startswith("start:") for r in ran) == 1
     events = await _history_events(runtime, handler.run_id)
-    summaries = [
-        e.user_metadata.summary.data.decode() for e in events if e.HasField("activity_task_scheduled_event_attributes")
-    ]
-    assert any('"work x' in s for s in summaries), summaries
-    assert len(summaries) < 1 + 12 + 12
-
-
-async def test_stale_collect_events_reruns_are_run_ahead_in_their_batch(runtime: TemporalRuntime) -> None:
-    """A ``collect_events`` join's invocations start one event apart, so LlamaIndex's reducer reruns all
-    but one of each batch with the grown buffer. The batch runs those reruns ahead, and the run answers
-    them from its result: same result and stream as the default runtime, in far fewer join activities
-    than the join's invocations (about one per event without it), and the history replays."""
-    default, temporal = await _run_both(lw.FanOut, runtime, n=24)
-    assert temporal == default
-    handler = lw.FanOut(timeout=30, runtime=runtime).run(n=24)
-    assert await handler == [i * i for i in range(24)]
-    events = await _history_events(runtime, handler.run_id)
-    joins = [
+    scheduled = [e for e in events if e.HasField("activity_task_scheduled_event_attributes")]
+    local = [
         e
         for e in events
-        if e.HasField("activity_task_scheduled_event_attributes")
-        and e.user_metadata.summary.data.decode().startswith('"join')
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
     ]
-    assert len(joins) <= 24 // 2, [e.user_metadata.summary.data.decode() for e in joins]
-    await _replays(runtime, handler.run_id)
-
-
-async def test_a_fan_out_runs_in_two_activity_rounds(runtime: TemporalRuntime) -> None:
-    """A 24-way ``send_event`` fan-out to a 4-worker step joined by ``collect_events`` (LlamaIndex's loop
-    starts 4 workers and queues the rest, then reruns every stale join): each batch carries the loop's
-    broker state, and the activity runs ahead every invocation the loop starts next, its own step's and
-    the join's alike, so the run takes one activity for the start and one for the workers, which also
-    answers the join, with the default runtime's result and stream, and the history replays."""
-    default, temporal = await _run_both(lw.FanOut, runtime, n=24)
-    assert temporal == default
-    handler = lw.FanOut(timeout=30, runtime=runtime).run(n=24)
-    assert await handler == [i * i for i in range(24)]
-    events = await _history_events(runtime, handler.run_id)
-    summaries = [
-        e.user_metadata.summary.data.decode() for e in events if e.HasField("activity_task_scheduled_event_attributes")
-    ]
-    # One each, unless a loaded machine made a worker miss its batch's grace or the run-ahead's time ran out
-    # (then the rest runs as activities, as before run-ahead).
-    assert summaries[:2] == ['"start"', '"work x4"'], summaries
-    assert len(summaries) <= 5, summaries
-    await _replays(runtime, handler.run_id)
-
-
-class InOrder(Workflow):
-    """A 30-way fan-out whose join returns the events in the order ``collect_events`` hands them over."""
-
-    @llama.step
-    async def start(self, ctx: llama.Context, ev: llama_events.StartEvent) -> lw.Item | None:
-        for i in range(30):
-            ctx.send_event(lw.Item(i=i))
-        return None
-
-    @llama.step(num_workers=8)
-    async def work(self, ev: lw.Item) -> lw.Done:
-        return lw.Done(i=ev.i, square=ev.i * ev.i)
-
-    @llama.step
-    async def join(self, ctx: llama.Context, ev: lw.Done) -> llama_events.StopEvent | None:
-        got = ctx.collect_events(ev, [lw.Done] * 30)
-        return None if got is None else llama_events.StopEvent(result=[d.i for d in got])
-
-
-async def test_a_run_ahead_fan_in_collects_in_the_default_runtimes_order(runtime: TemporalRuntime) -> None:
-    """The workers' results arrive together and the join's reruns are answered at once, yet the buffer
-    fills in the order the events were first handed to the join, as under the default runtime: a rerun
-    keeps its first invocation's place in the reduce order, so events queued after it cannot overtake it
-    (without that, the join's first reruns would land last)."""
-    default, temporal = await _run_both(InOrder, runtime)
-    assert temporal == default
-    assert temporal[0] == list(range(30))
-
-
-_join_calls = {"n": 0}
-
-
-class CountedJoin(Workflow):
-    """A 30-way fan-out to 8 workers joined by a 4-worker ``collect_events`` step that counts its invocations."""
-
-    @llama.step
-    async def start(self, ctx: llama.Context, ev: llama_events.StartEvent) -> lw.Item | None:
-        for i in range(30):
-            ctx.send_event(lw.Item(i=i))
-        return None
-
-    @llama.step(num_workers=8)
-    async def work(self, ev: lw.Item) -> lw.Done:
-        return lw.Done(i=ev.i, square=ev.i * ev.i)
-
-    @llama.step
-    async def join(self, ctx: llama.Context, ev: lw.Done) -> llama_events.StopEvent | None:
-        _join_calls["n"] += 1
-        got = ctx.collect_events(ev, [lw.Done] * 30)
-        return None if got is None else llama_events.StopEvent(result=[d.i for d in got])
-
-
-async def test_a_run_ahead_join_reruns_each_event_about_once(runtime: TemporalRuntime) -> None:
-    """The join's reruns answered from run-ahead are done at the next pick (``PATCH_SETTLE_STARTED``: the
-    run lets the tasks it starts take their first step, as the default runtime's ``asyncio.wait`` does),
-    so each is reduced before the join's next stale invocation: a 4-worker join of 30 events runs about
-    60 times in the activity rather than about 90 (each event once and one rerun), and collects in the
-    default runtime's order."""
-    _join_calls["n"] = 0
-    handler = CountedJoin(timeout=30, runtime=runtime).run()
-    assert await handler == list(range(30))
-    assert _join_calls["n"] <= 2 * 30 + 4, _join_calls["n"]
+    assert len(scheduled) + len(local) == len(ran)
+    assert local  # the steps seen to be short ran as local activities
     await _replays(runtime, handler.run_id)
 
 
@@ -437,34 +361,14 @@ class WritesPerItem(Workflow):
         got = ctx.collect_events(ev, [lw.Done] * 12)
         if got is None:
             return None
-        return llama_events.StopEvent(result=[await ctx.store.get(f"w{d.i}") for d in got])
+        return llama_events.StopEvent(result=sorted([await ctx.store.get(f"w{d.i}") for d in got]))
 
 
-async def test_store_writes_of_work_run_ahead_reach_the_run_once(runtime: TemporalRuntime) -> None:
-    """Work run ahead writes ``ctx.store``: each write reaches the run's store once (an invocation whose
-    store changed since the run-ahead predicted it runs again, as its own activity), and the join reads
-    every key, as under the default runtime."""
+async def test_store_writes_of_queued_work_reach_the_run_once(runtime: TemporalRuntime) -> None:
+    """Queued workers write ``ctx.store``: each write reaches the run's store once, and the join reads every
+    key, as under the default runtime."""
     default, temporal = await _run_both(WritesPerItem, runtime)
-    assert temporal == default
-    assert temporal[0] == [i * 10 for i in range(12)]
-
-
-async def test_a_run_ahead_that_fails_costs_only_activities(
-    runtime: TemporalRuntime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Running ahead is an optimisation: if it breaks (here LlamaIndex's reducer raises in the activity),
-    the batch's own results stand and the run starts the rest as activities, with the same result."""
-    from temporal_workflows.llama._runtime_temporal import _activity
-
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("reducer broke")
-
-    monkeypatch.setattr(_activity, "_reduce_tick", broken)
-    handler = lw.FanOut(timeout=30, runtime=runtime).run(n=12)
-    assert await handler == [i * i for i in range(12)]
-    events = await _history_events(runtime, handler.run_id)
-    scheduled = [e for e in events if e.HasField("activity_task_scheduled_event_attributes")]
-    assert len(scheduled) > 3
+    assert temporal[0] == default[0] == [i * 10 for i in range(12)]
 
 
 _busy = {"now": 0, "most": 0}
@@ -483,7 +387,7 @@ class TwoAtATime(Workflow):
     async def work(self, ev: lw.Item) -> lw.Done:
         _busy["now"] += 1
         _busy["most"] = max(_busy["most"], _busy["now"])
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
         _busy["now"] -= 1
         return lw.Done(i=ev.i, square=ev.i * ev.i)
 
@@ -493,26 +397,16 @@ class TwoAtATime(Workflow):
         return None if got is None else llama_events.StopEvent(result=sorted(d.square for d in got))
 
 
-async def test_work_run_ahead_keeps_to_num_workers(runtime: TemporalRuntime) -> None:
-    """The events queued behind a step's workers run ahead in the batch's activity, but never more of
-    them at once than ``num_workers`` allows (it often guards a rate-limited API): as under the default
-    runtime, at most two of the eight run at a time, and the result is the same."""
+async def test_num_workers_caps_concurrent_invocations(runtime: TemporalRuntime) -> None:
+    """``num_workers=2`` (it often guards a rate-limited API): as under the default runtime, two of the eight
+    invocations run at a time, never more, and the result is the same."""
     _busy["most"] = 0
     default, temporal = await _run_both(TwoAtATime, runtime)
     assert temporal == default
-    assert _busy["most"] == 2
     handler = TwoAtATime(timeout=30, runtime=runtime).run()
     _busy["most"] = 0
     assert await handler == [i * i for i in range(8)]
-    assert _busy["most"] <= 2
-    events = await _history_events(runtime, handler.run_id)
-    works = [
-        e.user_metadata.summary.data.decode()
-        for e in events
-        if e.HasField("activity_task_scheduled_event_attributes")
-        and e.user_metadata.summary.data.decode().startswith('"work')
-    ]
-    assert len(works) < 8 // 2, works  # without run-ahead: one batch of two per pair of events
+    assert _busy["most"] == 2
 
 
 class LiveProgress(llama_events.Event):
@@ -628,8 +522,8 @@ async def test_a_steps_sends_reach_the_run_while_it_runs_with_its_store_writes(r
 
 
 async def test_a_new_run_records_one_patch_marker(runtime: TemporalRuntime) -> None:
-    """Each patch asked costs a marker and a search attribute upsert: a new run records the bundle alone
-    (``llama-runtime-patches-1``), and behaves as with every patch it stands for."""
+    """Each patch asked costs a marker and a search attribute upsert: a new run records one
+    (``llama-runtime-exact-1``); runs recorded before it asked the bundle or its parts, and replay so."""
     handler = lw.Chain(timeout=30, runtime=runtime).run(x=1)
     assert await handler == "done 2"
     events = await _history_events(runtime, handler.run_id)
@@ -638,7 +532,7 @@ async def test_a_new_run_records_one_patch_marker(runtime: TemporalRuntime) -> N
         for e in events
         if e.HasField("marker_recorded_event_attributes")
     ]
-    assert markers == ["llama-runtime-patches-1"]
+    assert markers == ["llama-runtime-exact-1"]
 
 
 async def test_a_step_that_sends_and_returns_at_once_sends_with_its_result(runtime: TemporalRuntime) -> None:
@@ -908,7 +802,7 @@ from workflows.events import Event, StartEvent, StopEvent
 from workflows.handler import WorkflowHandler
 
 from temporal_workflows.llama import TemporalRuntime
-from temporal_workflows.llama._runtime_temporal import StepOptions
+from temporal_workflows._llama_runtime._options import StepOptions
 
 
 class Tick(Event):

@@ -18,8 +18,8 @@ from unittest.mock import patch
 import pytest
 from temporalio.worker import Replayer
 
+from temporal_workflows._llama_runtime._workflow import LlamaIndexRun
 from temporal_workflows.llama import TemporalRuntime
-from temporal_workflows.llama._runtime_temporal import LlamaIndexRun
 from temporal_workflows.temporal import ConnectionConfig
 from temporal_workflows.temporal._worker.plugin import data_converter
 from tests.integration import llama_docs_examples as DOCS

@@ -19,8 +19,8 @@ import pytest
 import uvicorn
 from llama_agents.server import WorkflowServer
 
+from temporal_workflows._llama_runtime._protocol import STATE_QUERY
 from temporal_workflows.llama import TemporalRuntime
-from temporal_workflows.llama._runtime_temporal._protocol import STATE_QUERY
 from temporal_workflows.temporal import ConnectionConfig
 from tests.integration import llama_runtime_workflows as lw
 

@@ -13,7 +13,6 @@ import pytest
 
 pytest.importorskip("workflows")
 
-from workflows.errors import WorkflowRuntimeError
 
 from temporal_workflows.llama import TemporalRuntime
 from temporal_workflows.temporal import ConnectionConfig
@@ -53,8 +52,9 @@ async def test_a_llamaindex_suite_workflow_behaves_as_on_the_default_runtime(
 
 async def test_a_store_value_json_cannot_carry_fails_the_step_saying_so(runtime: TemporalRuntime) -> None:
     """LlamaIndex's test_workflow_pickle stores a function in ``ctx.store``: the default runtime completes
-    (it keeps the store in process); here the step's result cannot leave the activity, so the step fails
-    with an error naming the cause, once, instead of its activity being retried until the run times out."""
+    (it keeps the store in process); here the store travels as JSON, so ``set`` refuses the value, naming the
+    key and the type, and the step fails with that error (its retry policy and ``@catch_error`` apply),
+    instead of its activity being retried until the run times out."""
     assert await StoresAFunction(timeout=30).run() == "Done"
-    with pytest.raises(WorkflowRuntimeError, match=r"step 'step': its result .*ctx.store.* cannot be sent"):
+    with pytest.raises(ValueError, match=r"ctx.store: the value for 'test_fn' \(a function\) cannot be kept"):
         await StoresAFunction(timeout=30, runtime=runtime).run()

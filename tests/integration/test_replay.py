@@ -22,7 +22,7 @@ from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from examples import research
-from temporal_workflows.llama._runtime_temporal._protocol import WORKFLOW_TYPE as LLAMA_RUNTIME_WORKFLOW_TYPE
+from temporal_workflows._llama_runtime._protocol import WORKFLOW_TYPE as LLAMA_RUNTIME_WORKFLOW_TYPE
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, start_run
 from temporal_workflows.temporal._workflow.patches import (
     BUNDLED,

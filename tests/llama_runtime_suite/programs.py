@@ -35,8 +35,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import decimal
 import json
 import threading
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -51,6 +54,7 @@ from workflows.events import (
     StartEvent,
     StepFailedEvent,
     StopEvent,
+    WorkflowFailedEvent,
 )
 from workflows.resource import Resource, ResourceConfig
 from workflows.retry_policy import retry_always, retry_policy, stop_after_attempt, wait_fixed
@@ -702,12 +706,152 @@ RaisesLocalError = _local_error_workflow()
 
 
 async def drive_exception(wf: Workflow) -> dict[str, Any]:
-    """What ``await handler`` raises: the class, ``str()``, ``args`` and attributes, as the step raised it."""
+    """What ``await handler`` raises (the class, ``str()``, ``args`` and attributes, as the step raised it), and
+    what the stream's ``WorkflowFailedEvent`` shows of it (``f"{type(e).__name__}: {e}"``, as LlamaIndex's docs
+    print it)."""
+    handler = wf.run()
+    shown: list[str] = []
+    with contextlib.suppress(Exception):
+        async for ev in handler.stream_events():
+            if isinstance(ev, WorkflowFailedEvent):
+                shown.append(f"{type(ev.exception).__name__}: {ev.exception}")
     try:
-        await wf.run()
+        await handler
     except Exception as e:
-        return {"type": type(e).__qualname__, "str": str(e), "args": list(e.args), "code": getattr(e, "code", None)}
-    return {"type": None}
+        return {
+            "type": type(e).__qualname__,
+            "str": str(e),
+            "args": list(e.args),
+            "code": getattr(e, "code", None),
+            "stream": shown,
+        }
+    return {"type": None, "stream": shown}
+
+
+class RaisesKeyErrorDirectly(Workflow):
+    """The issue's case: ``raise KeyError("missing-key")`` (``str()`` is ``"'missing-key'"``, with the quotes)."""
+
+    @step
+    async def go(self, ev: StartEvent) -> StopEvent:
+        raise KeyError("missing-key")
+
+
+# -- LlamaIndex's concurrent-execution docs (docs/.../workflows/concurrent_execution.md), with the sleeps fixed
+# so that both runtimes see the same timing: "Collecting events", step_three printing what it receives as the
+# "Multiple event types" example's step_three does.
+_printed: list[str] = []
+_QUERY_SLEEP = {"Query 1": 0.3, "Query 2": 0.9, "Query 3": 1.5}
+
+
+class StepTwoEvent(Event):
+    query: str
+
+
+class StepThreeEvent(Event):
+    result: str
+
+
+class ConcurrentFlow(Workflow):
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> StepTwoEvent | None:
+        ctx.send_event(StepTwoEvent(query="Query 1"))
+        ctx.send_event(StepTwoEvent(query="Query 2"))
+        ctx.send_event(StepTwoEvent(query="Query 3"))
+        return None
+
+    @step(num_workers=4)
+    async def step_two(self, ctx: Context, ev: StepTwoEvent) -> StepThreeEvent:
+        _printed.append(f"Running query  {ev.query}")
+        await asyncio.sleep(_QUERY_SLEEP[ev.query])
+        return StepThreeEvent(result=ev.query)
+
+    @step
+    async def step_three(self, ctx: Context, ev: StepThreeEvent) -> StopEvent | None:
+        _printed.append(f"Received event  {ev.result}")
+        result = ctx.collect_events(ev, [StepThreeEvent] * 3)
+        if result is None:
+            return None
+        _printed.append(repr(result))
+        return StopEvent(result="Done")
+
+
+async def drive_printed(wf: Workflow) -> dict[str, Any]:
+    """What the program prints (each line once: which lines, and how many times), and its result."""
+    _printed.clear()
+    result = await wf.run()
+    return {"printed": sorted(_printed), "last": _printed[-1:], "result": result}
+
+
+_busy = {"now": 0, "most": 0}
+_busy_lock = threading.Lock()
+
+
+class WorkItem(Event):
+    i: int
+
+
+class ItemDone(Event):
+    i: int
+
+
+class CappedWorkers(Workflow):
+    """``@step(num_workers=2)`` handed eight events: at most two invocations at once, under any runtime."""
+
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> WorkItem | None:
+        for i in range(8):
+            ctx.send_event(WorkItem(i=i))
+        return None
+
+    @step(num_workers=2)
+    async def work(self, ev: WorkItem) -> ItemDone:
+        with _busy_lock:
+            _busy["now"] += 1
+            _busy["most"] = max(_busy["most"], _busy["now"])
+        await asyncio.sleep(0.25)
+        with _busy_lock:
+            _busy["now"] -= 1
+        return ItemDone(i=ev.i)
+
+    @step
+    async def join(self, ctx: Context, ev: ItemDone) -> StopEvent | None:
+        got = ctx.collect_events(ev, [ItemDone] * 8)
+        return None if got is None else StopEvent(result=sorted(d.i for d in got))
+
+
+async def drive_capped(wf: Workflow) -> dict[str, Any]:
+    _busy.update(now=0, most=0)
+    result = await wf.run()
+    return {"most_at_once": _busy["most"], "result": result}
+
+
+class StoreMid(Event):
+    pass
+
+
+class StoresTypedValues(Workflow):
+    """``ctx.store`` values JSON would change: the next step reads them back with their types, as in process."""
+
+    @step
+    async def one(self, ctx: Context, ev: StartEvent) -> StoreMid:
+        await ctx.store.set("dt", datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=datetime.UTC))
+        await ctx.store.set("naive", datetime.datetime(2024, 5, 6, 7, 8, 9))
+        await ctx.store.set("date", datetime.date(2024, 1, 1))
+        await ctx.store.set("td", datetime.timedelta(seconds=90))
+        await ctx.store.set("d", decimal.Decimal("1.10"))
+        await ctx.store.set("u", uuid.UUID("12345678-1234-5678-1234-567812345678"))
+        await ctx.store.set("nan", float("nan"))
+        await ctx.store.set("inf", float("-inf"))
+        await ctx.store.set("nested", {"when": [datetime.date(2024, 2, 2)], "amount": decimal.Decimal("2.5")})
+        return StoreMid()
+
+    @step
+    async def two(self, ctx: Context, ev: StoreMid) -> StopEvent:
+        out = []
+        for key in ("dt", "naive", "date", "td", "d", "u", "nan", "inf", "nested"):
+            value = await ctx.store.get(key)
+            out.append(f"{key}: {type(value).__name__} {value!r}")
+        return StopEvent(result=out)
 
 
 class DBConnection:
@@ -1077,4 +1221,9 @@ PROGRAMS: dict[str, Program] = {
     "error_with_other_init_args": Program(RaisesCodedError, drive=drive_exception),
     "error_key_error": Program(RaisesKeyError, drive=drive_exception),
     "error_class_in_a_function": Program(RaisesLocalError, drive=drive_exception),
+    "error_key_error_raised": Program(RaisesKeyErrorDirectly, drive=drive_exception),
+    # LlamaIndex's docs, and the issue's cases: each printed line once, num_workers a cap, store value types.
+    "concurrent_execution_docs": Program(ConcurrentFlow, drive=drive_printed),
+    "num_workers_caps_concurrency": Program(CappedWorkers, drive=drive_capped),
+    "store_keeps_value_types": Program(StoresTypedValues),
 }

@@ -235,6 +235,8 @@ function runView(runId) {
   const outputsBox = el("div", { id: "outputs" });
   const stateBox = el("div", { id: "state" });
   const checkpointsBox = el("div", { id: "checkpoints" });
+  const sendBox = el("section", { class: "card", id: "send-event", hidden: true });
+  const messageCard = sendCard(runId);  // a graph run's messages; a LlamaIndex run takes events (sendBox)
   const streamBox = el("div", { id: "streams" });
   const log = el("div", { class: "log", id: "events" });
   const eventsCount = el("span", { class: "muted", id: "events-count" }, "0 events");
@@ -247,7 +249,8 @@ function runView(runId) {
         el("section", { class: "card" }, el("h2", {}, "Graph ", superstepText), graphBox, legend),
         el("section", { class: "card" }, el("h2", {}, "Requests"), requestsBox),
         el("section", { class: "card" }, el("h2", {}, "Timeline"), timeline.element),
-        sendCard(runId),
+        sendBox,
+        messageCard,
         el("section", { class: "card" }, el("h2", {}, "Live output"), streamBox),
         el("section", { class: "card" }, el("h2", {}, "Events ", eventsCount), log)),
       el("div", {},
@@ -321,15 +324,17 @@ function runView(runId) {
     }
     if (closed) return;
     const st = run.status && !run.status.unavailable ? run.status : null;
+    const llama = run.kind === "llama_index";
     const shown = run.temporal_status === "running" ? (st ? st.status : "running") : run.temporal_status;
     header.replaceChildren(el("section", { class: "card" },
       el("h1", {}, run.id, " ", badge(shown)),
       el("dl", { class: "kv" },
-        el("dt", {}, "Graph"), el("dd", {}, run.graph),
+        el("dt", {}, llama ? "LlamaIndex workflow" : "Graph"), el("dd", { id: "run-graph" }, run.graph),
         run.scheduled_by ? [el("dt", {}, "Scheduled by"), el("dd", { id: "scheduled-by" }, run.scheduled_by)] : null,
         el("dt", {}, "Started"), el("dd", {}, when(run.start_time)),
         run.close_time ? [el("dt", {}, "Closed"), el("dd", {}, when(run.close_time))] : null,
-        st ? [el("dt", {}, "Superstep"), el("dd", {}, String(st.superstep))] : null,
+        st && !llama ? [el("dt", {}, "Superstep"), el("dd", {}, String(st.superstep))] : null,
+        st && llama ? [el("dt", {}, "Steps running"), el("dd", { id: "in-flight" }, (st.in_flight || []).join(", ") || "none")] : null,
         st && st.error ? [el("dt", {}, "Error"), el("dd", { class: "error" }, st.error)] : null,
         st && st.warnings && st.warnings.length ? [el("dt", {}, "Warnings"), el("dd", {}, st.warnings.map((w) => el("div", { class: "error" }, w.message)))] : null,
         st && st.lineage ? [el("dt", {}, "Forked from"), el("dd", {}, el("a", { href: `#/run/${encodeURIComponent(st.lineage.workflow_id)}` }, st.lineage.workflow_id))] : null)));
@@ -340,7 +345,10 @@ function runView(runId) {
     waiting = new Set(run.pending_requests.map((r) => r.source_executor_id));
     paint();
     renderRequests(run.pending_requests);
-    outputsBox.replaceChildren(...(st && st.outputs && st.outputs.length ? st.outputs.map((o) => pretty(o)) : [el("p", { class: "muted" }, "None yet.")]));
+    const outputs = llama ? (run.result && !run.result.unavailable ? [run.result.result] : []) : (st && st.outputs) || [];
+    outputsBox.replaceChildren(...(outputs.length ? outputs.map((o) => pretty(o)) : [el("p", { class: "muted" }, "None yet.")]));
+    if (llama && run.temporal_status === "running") renderSendEvent(run.picture); else sendBox.hidden = true;
+    messageCard.hidden = llama;
     stateBox.replaceChildren(run.state && !run.state.unavailable ? pretty(run.state) : el("p", { class: "muted" }, run.state && run.state.unavailable ? run.state.unavailable : "Empty."));
     renderCheckpoints(run.checkpoints, run.temporal_status === "running");
     timeline.refresh();
@@ -399,12 +407,44 @@ function runView(runId) {
     return box;
   }
 
+  // A LlamaIndex run takes events from outside by class name (handler.ctx.send_event): checked by the run.
+  let sendForm = null;
+  function renderSendEvent(picture) {
+    sendBox.hidden = false;
+    if (sendForm) return;
+    const names = (picture && picture.accepted_events) || [];
+    const list = el("datalist", { id: "accepted-events" }, names.map((n) => el("option", { value: n })));
+    const cls = el("input", { name: "event_type", list: "accepted-events", placeholder: names[0] || "EventClass", required: true });
+    const fields = el("textarea", { name: "event", placeholder: "{\"field\": \"value\"}" });
+    const error = el("p", { class: "error", role: "alert" });
+    const submit = el("button", { type: "submit" }, "Send event");
+    sendForm = el("form", { novalidate: true },
+      el("label", {}, "Event class", cls), list, el("label", {}, "Fields (JSON object)", fields),
+      el("div", { class: "actions" }, submit), error);
+    sendForm.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      error.textContent = "";
+      let event;
+      try { event = JSON.parse(fields.value.trim() || "{}"); } catch (e) { error.textContent = `not JSON: ${e.message}`; return; }
+      submit.disabled = true;
+      try {
+        const r = await api(`/api/runs/${encodeURIComponent(runId)}/events`, { body: { event_type: cls.value.trim() || null, event } });
+        toast(`Event accepted: ${r.accepted.accepted}`);
+        scheduleRefresh();
+      } catch (e) { error.textContent = e.message; }
+      submit.disabled = false;
+    });
+    sendBox.replaceChildren(el("h2", {}, "Send an event"),
+      el("p", { class: "muted" }, "An event the run's steps take, as handler.ctx.send_event does; the run checks its class and fields."),
+      sendForm);
+  }
+
   function renderCheckpoints(list, running) {
     if (!list.length) { checkpointsBox.replaceChildren(el("p", { class: "muted" }, "None.")); return; }
     const error = el("p", { class: "error", role: "alert" });
     const rows = list.slice().reverse().map((c) => {
-      const reset = el("button", { type: "button", class: "secondary", "data-action": "reset", disabled: !running }, "Reset to");
-      const fork = el("button", { type: "button", class: "secondary", "data-action": "fork" }, "Fork");
+      const reset = el("button", { type: "button", class: "secondary", "data-action": "reset", disabled: !running, hidden: c.resettable === false }, "Reset to");
+      const fork = el("button", { type: "button", class: "secondary", "data-action": "fork", disabled: c.forkable === false }, "Fork");
       reset.addEventListener("click", async () => {
         if (!confirm(`Reset ${runId} to checkpoint ${c.checkpoint_id} (superstep ${c.superstep})? Steps still running are cancelled.`)) return;
         error.textContent = "";
@@ -416,7 +456,7 @@ function runView(runId) {
         error.textContent = "";
         try { const r = await api(runUrl(runId, "fork"), { body: { checkpoint_id: c.checkpoint_id, new_id: newId } }); location.hash = `#/run/${encodeURIComponent(r.started)}`; } catch (e) { error.textContent = e.message; }
       });
-      return el("tr", { "data-checkpoint": c.checkpoint_id }, el("td", {}, String(c.superstep)), el("td", {}, c.label || ""),
+      return el("tr", { "data-checkpoint": c.checkpoint_id }, el("td", {}, c.superstep === null || c.superstep === undefined ? "" : String(c.superstep)), el("td", {}, c.label || ""),
         el("td", { class: "hide-narrow" }, when(c.created_at || c.timestamp)), el("td", {}, el("div", { class: "actions" }, reset, fork)));
     });
     checkpointsBox.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Step"), el("th", {}, "Label"), el("th", { class: "hide-narrow" }, "Taken"), el("th", {}, ""))), el("tbody", {}, rows)), error);
@@ -436,6 +476,13 @@ function runView(runId) {
       case "executor_completed": setState(e.executor_id, "done"); break;
       case "executor_failed": setState(e.executor_id, "failed"); break;
       case "step_retry": setState(e.executor_id, "retrying"); break;
+      case "llama_event":  // a LlamaIndex run: its steps light as LlamaIndex's StepStateChanged says they run
+        if (e.event_type === "workflows.events.StepStateChanged" && e.data) {
+          if (e.data.step_state === "running") setState(e.data.name, "running");
+          else if (e.data.step_state === "not_running") { setState(e.data.name, "done"); scheduleRefresh(); }
+        }
+        break;
+      case "llama_rest": scheduleRefresh(); break;
       default: break;
     }
     if (e.text && e.executor_id) {
@@ -444,7 +491,9 @@ function runView(runId) {
       s.textContent += e.text;
     }
     if (["request_info", "status", "output", "reset", "superstep_completed", "failed", "warning", "executor_failed"].includes(e.type)) scheduleRefresh();
-    let summary = e.type;
+    let summary = e.type === "llama_event" ? e.name : e.type;
+    if (e.type === "llama_event" && e.data !== undefined && e.data !== null) summary += ` ${JSON.stringify(e.data).slice(0, 200)}`;
+    if (e.type === "llama_rest") summary = e.requests && e.requests.length ? `waiting for input (${e.requests.map((r) => r.request_id).join(", ")})` : "idle";
     if (e.executor_id) summary += ` ${e.executor_id}`;
     if (e.type === "status" && e.status) summary += `: ${e.status.replaceAll("_", " ")}${e.state === "IN_PROGRESS_PENDING_REQUESTS" ? " (a request is pending)" : ""}`;
     if (e.type === "executor_failed") summary += `: ${e.error_type}: ${e.error}`;

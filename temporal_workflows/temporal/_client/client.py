@@ -40,7 +40,7 @@ from temporal_workflows._engine.driver import pending_request_from_json
 from temporal_workflows._engine.inbound import ConcurrentInput, check_policy
 from temporal_workflows._engine.limits import check_payload, json_size
 from temporal_workflows._engine.serde import Envelope, decode, encode
-from temporal_workflows._errors import RunBusyError, RunClosedError, WorkflowRunError, peer_error
+from temporal_workflows._errors import RunBusyError, RunClosedError, WorkflowError, WorkflowRunError, peer_error
 from temporal_workflows._events import (
     ExecutorFailedEvent,
     RequestInfoEvent,
@@ -52,6 +52,7 @@ from temporal_workflows._events import (
 from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.runs import invocation_kwargs
 from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
+from temporal_workflows.temporal._client import llama
 from temporal_workflows.temporal._client.feed import RunFeed, feed_for
 from temporal_workflows.temporal._client.routing import versioning_override
 from temporal_workflows.temporal._failures import innermost, library_error
@@ -336,11 +337,23 @@ def _raise_library_error(e: WorkflowFailureError | WorkflowUpdateFailedError) ->
 
 
 class RunHandle:
-    """A graph run on Temporal. ``handle`` is the SDK's own workflow handle.
+    """A run on Temporal: a graph run, or a LlamaIndex run of ``TemporalRuntime``. ``handle`` is the SDK's own
+    workflow handle.
 
     Signals, updates and queries go to the workflow id's latest execution, so
     the handle keeps working after the run continues as new (long runs,
     resets); :meth:`result` follows the chain to the end.
+
+    One handle serves both kinds of run, so every tool reads and answers them
+    alike: ``status``, ``pending_requests``, ``state``, ``topology``,
+    ``events``, ``respond``, ``checkpoints`` and ``fork`` mean the same for a
+    LlamaIndex run (its stream is what ``stream_events()`` shows, as
+    :class:`~temporal_workflows.temporal._client.llama.LlamaEvent`; its
+    checkpoint is its context now, ``ctx.to_dict()``); :meth:`send_event`
+    sends it an event by class name. What only a graph run has (``send``,
+    ``close``, ``checkpoint``, ``reset``) is refused for a LlamaIndex run with
+    what to do instead. The handle learns which kind its run is once, from
+    the workflow type (:meth:`is_llama`).
     """
 
     def __init__(self, handle: WorkflowHandle[Any, Any], client: Client | None = None) -> None:
@@ -349,10 +362,22 @@ class RunHandle:
         self._latest: WorkflowHandle[Any, Any] = (
             client.get_workflow_handle(handle.id, result_type=dict) if client is not None else handle
         )
+        self._kind: str | None = None
 
     @property
     def id(self) -> str:
         return self.handle.id
+
+    async def is_llama(self) -> bool:
+        """Whether the run is a LlamaIndex run (``TemporalRuntime``'s workflow type ``LlamaIndexRun``), not a graph
+        run; learned once (``describe``).
+
+        Raises:
+            RPCError: ``NOT_FOUND`` when there is no run with this id.
+        """
+        if self._kind is None:
+            await self.describe()
+        return self._kind == "llama_index"
 
     async def _retry_across_continue_as_new(self, call: Callable[[], Awaitable[T]], *, idempotent: bool = True) -> T:
         """Run ``call``, again if it met the run closing for continue-as-new, or refused for load.
@@ -469,6 +494,8 @@ class RunHandle:
             WorkflowError: the run could not start (``InvalidRunInputError``,
                 ``UnknownGraphError``, ``CheckpointNotFoundError``, ...).
         """
+        if await self.is_llama():
+            return await llama.result(self)
         try:
             result: dict[str, Any] = await self.handle.result()
         except WorkflowFailureError as e:
@@ -482,6 +509,8 @@ class RunHandle:
     async def outputs(self) -> list[Any]:
         """The outputs with their pydantic/dataclass types restored (types must be importable here)."""
         r = await self.result()
+        if r.get("kind") == "llama_index":
+            return [r.get("result")]  # what `await handler` returned, as JSON
         return [decode(Envelope(t, d)) for d, t in zip(r["outputs"], r.get("output_types") or [], strict=False)]
 
     async def status(self) -> dict[str, Any]:
@@ -501,6 +530,8 @@ class RunHandle:
             restore: Turn ``data`` back into its type where this process can;
                 ``False`` keeps it JSON (``model_dump(mode="json")`` is then the query's answer).
         """
+        if await self.is_llama():
+            return await llama.pending_requests(self)  # data as JSON: nothing a run names is imported
         pending: list[dict[str, Any]] = await self._query(QUERY_PENDING_REQUESTS)
         return [pending_request_from_json(r, restore=restore) for r in pending]
 
@@ -514,11 +545,15 @@ class RunHandle:
         ``shape``, its picture as data (``temporal_workflows._graph.shape.GraphShape`` as JSON), or ``None`` with a
         ``note`` saying why (a run started by an earlier version, or a graph too large to keep a picture of).
         Draw it with ``to_mermaid(TypeAdapter(GraphShape).validate_python(shape))``."""
+        if await self.is_llama():
+            return await llama.topology(self)
         answer: dict[str, Any] = await self._latest.query(QUERY_TOPOLOGY)
         return answer
 
     async def describe(self) -> WorkflowExecutionDescription:
-        return await self._latest.describe()
+        desc = await self._latest.describe()
+        self._kind = "llama_index" if desc.workflow_type == llama.WORKFLOW_TYPE else "graph"
+        return desc
 
     async def respond(self, request_id: str, response: Any, *, wait: bool = True) -> dict[str, Any] | None:
         """Answer a pending request.
@@ -542,6 +577,8 @@ class RunHandle:
                 ``MAX_LABEL_CHARS`` in :meth:`checkpoint`.
         """
         _check_length("request id", request_id, MAX_ID_CHARS)
+        if await self.is_llama():
+            return await llama.respond(self, request_id, response, wait=wait)
         what = f"response to request {request_id!r}"
         arg = RespondInput(request_id, encode(response, what=what).data)
         check_payload(arg.response, what=what)
@@ -573,6 +610,12 @@ class RunHandle:
         ``function_invocation_kwargs`` / ``client_kwargs`` replace the run's (as in
         Agent Framework, a call that gives none leaves them).
         """
+        if await self.is_llama():
+            # A LlamaIndex run takes each answer as the event its step accepts, in order (LlamaIndex's loop
+            # delivers events one by one: there is no batch of answers to refuse together).
+            for request_id, response in responses.items():
+                await self.respond(request_id, response)
+            return {"request_ids": list(responses), "accepted": True}
         arg = RespondAllInput(
             [], stream=stream, invocation_kwargs=invocation_kwargs(function_invocation_kwargs, client_kwargs)
         )
@@ -613,11 +656,38 @@ class RunHandle:
             ValueError: an unknown policy (before anything is sent).
             RunInProgressError: the run is busy and the policy is ``"reject"``.
         """
+        if await self.is_llama():
+            raise llama.not_for_llama("send (a message to an executor)", "takes events: send_event(event_type, fields)")
         arg = _send_input(executor_id, message, policy)
         if not wait:
             await self._signal(SIGNAL_SEND, arg)
             return None
         return await self._update_or_deliver(UPDATE_SEND, Delivery(str(uuid.uuid4()), send=arg))
+
+    async def send_event(
+        self, event_type: str | None, event: Any, *, step: str | None = None, wait: bool = True
+    ) -> dict[str, Any] | None:
+        """Send a LlamaIndex run an event by class name and fields, as ``handler.ctx.send_event(...)`` does.
+
+        The run checks it against the events its workflow accepts (those its steps take, and those its
+        ``wait_for_event`` calls wait for): ``wait=True`` (the ``submit_event`` update) returns ``{"accepted":
+        "module.Class"}`` or raises ``WorkflowUpdateFailedError`` naming the accepted ones, and nothing changes;
+        ``wait=False`` sends the ``send_event`` signal (what the run cannot use is a warning in :meth:`status`).
+
+        Args:
+            event_type: ``"Answer"`` (when one accepted class has that name), ``"app.Answer"``; ``None``: the one
+                accepted class the fields validate as.
+            event: The event's fields (a JSON object).
+            step: Only this step gets it (``send_event(ev, step=...)``).
+
+        Raises:
+            WorkflowError: the run is a graph run (it takes messages: :meth:`send`).
+        """
+        if not await self.is_llama():
+            raise WorkflowError(
+                "send_event is for LlamaIndex runs; a graph run takes messages: send(executor_id, message)"
+            )
+        return await llama.send_event(self, event_type, event, step=step, wait=wait)
 
     async def close(self) -> None:
         """Let a keep-alive run complete once it is idle: its work done and no request waiting for an answer.
@@ -626,6 +696,10 @@ class RunHandle:
         answers to its pending requests; it completes when the last one is answered (or times out). Nothing
         is dropped. ``status()`` says ``"closing": True`` meanwhile.
         """
+        if await self.is_llama():
+            raise llama.not_for_llama(
+                "close", "ends when a step returns its StopEvent; to stop it, cancel it (temporal workflow cancel)"
+            )
         await self._signal(SIGNAL_CLOSE)
 
     # -- checkpoints, reset, fork ----------------------------------------------------
@@ -640,6 +714,10 @@ class RunHandle:
         become warnings in :meth:`status`).
         """
         _check_length("label", label, MAX_LABEL_CHARS)
+        if await self.is_llama():
+            raise llama.not_for_llama(
+                "taking a checkpoint", "has one: its context now, ctx.to_dict() (checkpoints(); fork('now', new_id))"
+            )
         arg = CheckpointRequest(label=label)
         if not wait:
             await self._signal(SIGNAL_CHECKPOINT, arg)
@@ -648,7 +726,12 @@ class RunHandle:
         return taken
 
     async def checkpoints(self) -> list[dict[str, Any]]:
-        """The run's checkpoints, oldest first: id, superstep, label, created time, parent id."""
+        """The run's checkpoints, oldest first: id, superstep, label, created time, parent id.
+
+        A LlamaIndex run has one: its context now (``ctx.to_dict()``), id ``"now"``, which :meth:`fork` starts a new
+        run from (``forkable`` while the run goes, waits or has failed)."""
+        if await self.is_llama():
+            return await llama.checkpoints(self)
         listed: list[dict[str, Any]] = await self._query(QUERY_CHECKPOINTS)
         return listed
 
@@ -658,7 +741,10 @@ class RunHandle:
         return listed[-1]["checkpoint_id"] if listed else None
 
     async def get_checkpoint(self, checkpoint_id: CheckpointId) -> WorkflowCheckpoint | None:
-        """A checkpoint the run holds itself (history-only storage), whole; ``None`` otherwise."""
+        """A checkpoint the run holds itself (history-only storage), whole; ``None`` otherwise (and for a
+        LlamaIndex run, whose context the ``llama_context`` query answers)."""
+        if await self.is_llama():
+            return None
         cp: WorkflowCheckpoint | None = await self._query(
             QUERY_CHECKPOINT,
             checkpoint_id,
@@ -685,6 +771,8 @@ class RunHandle:
         the reset is accepted and raises if the checkpoint is unknown or was
         taken under a different graph; ``wait=False`` sends the ``reset`` signal.
         """
+        if await self.is_llama():
+            raise llama.not_for_llama("reset", "goes back by a fork of its context: fork('now', new_id)")
         fields: dict[str, Any] = {"allow_signature_mismatch": True} if allow_signature_mismatch else {}
         _check_length("checkpoint id", checkpoint_id, MAX_ID_CHARS)
         if checkpoint_id is not None:
@@ -828,8 +916,16 @@ class RunHandle:
         view: EventView,
         outage: float | None,
     ) -> AsyncIterator[tuple[int, list[WorkflowEvent]]]:
-        reader = _LiveView() if view == "live" else _CommittedView()
         start = 0 if after is not None else from_offset
+        if await self.is_llama():
+            # What stream_events() shows (LlamaEvent), and what the run waits for each time it rests.
+            async for offset, event in llama.events(
+                self, client, from_offset=start, poll_cooldown=timedelta(seconds=cooldown)
+            ):
+                if after is None or offset > after:
+                    yield offset, [event]
+            return
+        reader = _LiveView() if view == "live" else _CommittedView()
         stream._feed = feed = feed_for(client, self.id, start, _events)
         async for item in feed.read(start, cooldown=cooldown, outage_timeout=outage):
             out: list[WorkflowEvent] = []
@@ -987,12 +1083,26 @@ async def fork(
     unless ``task_queue`` says otherwise. ``stream`` is how the new run is read
     (``RunInput.stream``; the durable twin's ``run(checkpoint_id=..., stream=...)``), ``reader``
     the reader it goes no further than (as for :func:`start_run`).
+
+    A LlamaIndex run's checkpoint is ``"now"``, its context now: the new run goes on from it as
+    ``wf.run(ctx=Context.from_dict(wf, handler.ctx.to_dict()))`` would (the same workflow and signature).
     """
     _check_length("checkpoint id", checkpoint_id, MAX_ID_CHARS)
     source = client.get_workflow_handle(source_workflow_id)
     desc = await source.describe()
     graph = desc.workflow_type
     lineage = {"workflow_id": source_workflow_id, "checkpoint_id": checkpoint_id}
+    if graph == llama.WORKFLOW_TYPE:
+        # A LlamaIndex run: a new run from its context now (ctx.to_dict()), as wf.run(ctx=Context.from_dict(...)).
+        started = await llama.fork(
+            client,
+            source_workflow_id,
+            checkpoint_id,
+            new_workflow_id,
+            task_queue=task_queue,
+            memo={LINEAGE_MEMO: lineage},
+        )
+        return RunHandle(started, client)
     queue = task_queue or desc.task_queue
     signature = None if allow_signature_mismatch else await _signature_of(source)
     override = await versioning_override(client, queue, graph, signature) if signature else None

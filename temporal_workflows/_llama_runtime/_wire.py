@@ -8,25 +8,25 @@ the same in the Web UI and the ``temporal`` CLI as in ``ctx.to_dict()``.
 
 from __future__ import annotations
 
-import copy
+import collections
+import contextlib
+import datetime
 import json
 import math
+import uuid
+from collections.abc import AsyncIterator
+from decimal import Decimal
 from enum import Enum
+from pathlib import PurePath
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 from workflows.context.serializers import BaseSerializer, JsonSerializer
-from workflows.context.state_store import (
-    DictState,
-    InMemoryStateStore,
-    _InMemoryStateStorage,
-    _live_record,
-    decode_seed_state,
-)
+from workflows.context.state_store import DictState, InMemoryStateStore, decode_seed_state
 from workflows.context.utils import get_qualified_name, import_module_from_qualified_name
 from workflows.errors import WorkflowRuntimeError
-from workflows.events import Event, StopEvent, _deserialize_exception, _serialize_exception
+from workflows.events import Event, StopEvent
 from workflows.runtime.types.results import (
     AddCollectedEvent,
     AddWaiter,
@@ -39,11 +39,18 @@ from workflows.runtime.types.results import (
     StepWorkerResult,
     StepWorkerState,
     StepWorkerWaiter,
-    _deserialize_release_payload_value,
-    _serialize_release_payload_value,
 )
 
 from temporal_workflows._engine.serde import Envelope, decode, encode
+from temporal_workflows._llama_runtime._llama_private import (
+    deserialize_exception,
+    deserialize_release_payload,
+    event_dump_serializer,
+    in_memory_store,
+    serialize_exception,
+    serialize_release_payload,
+)
+from temporal_workflows._llama_runtime._store_values import check_store_value
 
 __all__ = [
     "decode_event",
@@ -60,9 +67,12 @@ __all__ = [
     "exact_form",
     "from_exact_form",
     "from_tagged_form",
+    "RunStateStore",
     "run_store",
     "tagged_form",
     "encode_retry",
+    "exception_fields",
+    "restore_exception_fields",
     "encode_state",
     "event_record",
     "plain_key",
@@ -94,7 +104,7 @@ def encode_event(serializer: BaseSerializer, event: Event, memo: EncodeMemo | No
         hit = memo.get(id(event))
         if hit is not None and hit[0] is event:
             return hit[1]
-    from temporal_workflows.llama._runtime_temporal._registry import note_type
+    from temporal_workflows._llama_runtime._registry import note_type
 
     note_type(event)
     key = plain_key(event) if memo is not None and getattr(serializer, "reads_exact_form", False) else None
@@ -125,7 +135,7 @@ def _resolve_class(serializer: BaseSerializer, qualified_name: str) -> Any:
 
 
 def _encode_waiter(serializer: BaseSerializer, w: StepWorkerWaiter[Any]) -> dict[str, Any]:
-    from temporal_workflows.llama._runtime_temporal._registry import note_class
+    from temporal_workflows._llama_runtime._registry import note_class
 
     note_class(w.waiting_for_event)  # a class defined in a function: read back by name in this process
     return {
@@ -140,7 +150,7 @@ def _encode_waiter(serializer: BaseSerializer, w: StepWorkerWaiter[Any]) -> dict
         else {k: encode_event(serializer, v) for k, v in w.bound_events.items()},
         "timed_out": w.timed_out,
         "scope_path": list(w.scope_path),
-        "collection_release_payload": _serialize_release_payload_value(w.collection_release_payload),
+        "collection_release_payload": serialize_release_payload(w.collection_release_payload),
         "work_item_id": w.work_item_id,
     }
 
@@ -148,7 +158,7 @@ def _encode_waiter(serializer: BaseSerializer, w: StepWorkerWaiter[Any]) -> dict
 def _decode_waiter(serializer: BaseSerializer, d: dict[str, Any]) -> StepWorkerWaiter[Any]:
     with serializer.validation_context():
         waiting_for = _resolve_class(serializer, d["waiting_for_event"])
-        payload = _deserialize_release_payload_value(d["collection_release_payload"])
+        payload = deserialize_release_payload(d["collection_release_payload"])
         requirements = serializer.deserialize(d["requirements"])
     return StepWorkerWaiter(
         waiter_id=d["waiter_id"],
@@ -183,19 +193,48 @@ def encode_state(serializer: BaseSerializer, state: StepWorkerState, memo: Encod
         "step_name": state.step_name,
         "collected_events": {k: _encode_events(serializer, v, memo) for k, v in state.collected_events.items()},
         "collected_waiters": [_encode_waiter(serializer, w) for w in state.collected_waiters],
-        "collection_release_payload": _serialize_release_payload_value(state.collection_release_payload),
+        "collection_release_payload": serialize_release_payload(state.collection_release_payload),
         "scope_path": list(state.scope_path),
         "work_item_id": state.work_item_id,
         "invocation_id": state.invocation_id,
     }
 
 
-def decode_state(serializer: BaseSerializer, d: dict[str, Any]) -> StepWorkerState:
+BufferedEvents = collections.OrderedDict[tuple[int, str, str], Event]
+"""A run's fan-in buffer events decoded in this process, by (serializer, run id, record): see :func:`decode_state`."""
+
+MAX_BUFFERED = 4096
+
+
+def decode_state(
+    serializer: BaseSerializer, d: dict[str, Any], buffered: BufferedEvents | None = None, run_id: str = ""
+) -> StepWorkerState:
+    """A step's ``StepWorkerState`` from :func:`encode_state`'s JSON.
+
+    With ``buffered`` (``PATCH_EXACT`` runs), the events of a fan-in buffer decoded for an earlier invocation of
+    the same run are handed over again, the same objects, as the default runtime hands every invocation of a
+    ``collect_events`` step the buffer's own event objects (a 50-way join reads its buffer 50 times: decoding it
+    each time cost the step activity most of its time). Only the buffer: the trigger event and the containers
+    are each invocation's own.
+    """
     with serializer.validation_context():
-        payload = _deserialize_release_payload_value(d["collection_release_payload"])
+        payload = deserialize_release_payload(d["collection_release_payload"])
+
+    def buffered_event(record: str) -> Event:
+        if buffered is None:
+            return decode_event(serializer, record)
+        key = (id(serializer), run_id, record)
+        found = buffered.get(key)
+        if found is None:
+            found = decode_event(serializer, record)
+            buffered[key] = found
+            while len(buffered) > MAX_BUFFERED:
+                buffered.popitem(last=False)
+        return found
+
     return StepWorkerState(
         step_name=d["step_name"],
-        collected_events={k: [decode_event(serializer, e) for e in v] for k, v in d["collected_events"].items()},
+        collected_events={k: [buffered_event(e) for e in v] for k, v in d["collected_events"].items()},
         collected_waiters=[_decode_waiter(serializer, w) for w in d["collected_waiters"]],
         collection_release_payload=payload,
         scope_path=tuple(d["scope_path"]),
@@ -204,19 +243,32 @@ def decode_state(serializer: BaseSerializer, d: dict[str, Any]) -> StepWorkerSta
     )
 
 
-def encode_retry(retry: RetryAttempt) -> dict[str, Any]:
-    return {
+def encode_retry(retry: RetryAttempt, exact: bool = False) -> dict[str, Any]:
+    """A step's ``RetryAttempt``; with ``exact`` (``PATCH_EXACT`` runs) its last exception's args and attributes
+    travel too (``exception_state``), so ``ctx.retry_info().last_exception`` reads as the step raised it."""
+    out = {
         "retry_number": retry.retry_number,
         "first_attempt_at": retry.first_attempt_at,
-        "last_exception": None if retry.last_exception is None else _serialize_exception(retry.last_exception),
+        "last_exception": None if retry.last_exception is None else serialize_exception(retry.last_exception),
         "last_failed_at": retry.last_failed_at,
         "recovery_counts": dict(retry.recovery_counts),
     }
+    if exact and retry.last_exception is not None:
+        state = exception_state(retry.last_exception)
+        if state is not None:
+            out["last_exception_state"] = state
+    return out
 
 
 def decode_retry(serializer: BaseSerializer, d: dict[str, Any]) -> RetryAttempt:
     with serializer.validation_context():
-        exc = None if d["last_exception"] is None else _deserialize_exception(d["last_exception"])
+        exc = None if d["last_exception"] is None else deserialize_exception(d["last_exception"])
+    if exc is not None and isinstance(d.get("last_exception_state"), dict):
+        record = d["last_exception"]
+        kind, message = str(record.get("exception_type")), str(record.get("exception_message"))
+        exact = rebuild_exception(serializer, kind, message, d["last_exception_state"])
+        if isinstance(exact, Exception):
+            exc = exact
     return RetryAttempt(
         retry_number=d["retry_number"],
         first_attempt_at=d["first_attempt_at"],
@@ -229,9 +281,42 @@ def decode_retry(serializer: BaseSerializer, d: dict[str, Any]) -> RetryAttempt:
 EXACT_KEY = "__exact"
 """Beside LlamaIndex's ``__is_pydantic`` record: the model's field values, tagged (see :func:`exact_form`)."""
 
+EXCEPTIONS_KEY = "__exceptions"
+"""Beside LlamaIndex's ``__is_pydantic`` record of a model with exception fields (``WorkflowFailedEvent``): each
+exception's class, message, args and attributes (:func:`exception_fields`)."""
+
+
+def exception_fields(model: BaseModel) -> dict[str, Any] | None:
+    """The exception-valued fields of ``model`` (``WorkflowFailedEvent.exception``, say), each with what
+    :func:`rebuild_exception` needs: LlamaIndex records an exception as its class name and ``str()`` only, and
+    rebuilds ``cls(str(e))``, so a ``KeyError('k')`` read back from the stream would print ``"'k'"``."""
+    found: dict[str, Any] = {}
+    for name in type(model).model_fields:
+        value = model.__dict__.get(name)
+        if isinstance(value, BaseException):
+            state = exception_state(value)
+            if state is not None:
+                cls = type(value)
+                found[name] = {"type": f"{cls.__module__}.{cls.__qualname__}", "message": str(value), "state": state}
+    return found or None
+
+
+def restore_exception_fields(serializer: BaseSerializer, model: Any, fields: Any) -> Any:
+    """``model`` with the exceptions :func:`exception_fields` recorded put back as the step raised them."""
+    if not isinstance(model, BaseModel) or not isinstance(fields, dict):
+        return model
+    update: dict[str, Any] = {}
+    for name, record in fields.items():
+        if name in type(model).model_fields and isinstance(record, dict):
+            kind, message = str(record.get("type")), str(record.get("message"))
+            exact = rebuild_exception(serializer, kind, message, record.get("state"))
+            if exact is not None:
+                update[name] = exact
+    return model.model_copy(update=update) if update else model
+
 
 _PLAIN_TYPES = (str, int, bool, type(None))
-_EVENT_DUMP = Event.__pydantic_decorators__.model_serializers["custom_model_dump"].func
+_EVENT_DUMP = event_dump_serializer()
 _OWN_POST_INIT = (BaseModel.model_post_init.__code__, Event.model_post_init.__code__)
 """pydantic's ``model_post_init`` (a class with private attributes gets a copy of the second)."""
 _plain_fields: dict[type[BaseModel], dict[str, tuple[type, ...] | None] | None] = {}
@@ -426,8 +511,16 @@ TAGGED_KEY = "__tagged"
 """A one-key record holding a value plain JSON would change, in the engine's tagged form."""
 
 
+_SCALARS_JSON_CHANGES = frozenset(
+    {datetime.datetime, datetime.date, datetime.time, datetime.timedelta, uuid.UUID, Decimal, complex}
+)
+"""Scalars JSON writes as strings or refuses (pydantic's JSON makes them strings, a NaN ``None``)."""
+
+
 def tagged_form(serializer: JsonSerializer, value: Any) -> dict[str, Any] | None:
-    """``value`` (a tuple, set, bytes, or a dict with non-str keys) as a :data:`TAGGED_KEY` record, else ``None``.
+    """``value`` (a tuple, set, bytes, a dict with non-str keys, or a scalar JSON would change: ``datetime``,
+    ``date``, ``time``, ``timedelta``, ``UUID``, ``Decimal``, ``Path``, ``complex``, a NaN or infinite float) as a
+    :data:`TAGGED_KEY` record, else ``None``.
 
     LlamaIndex's serializer leaves these to ``json.dumps``, which makes lists and str keys of them
     (or refuses sets and bytes). Their items go through ``serializer`` first (events and models keep
@@ -435,6 +528,11 @@ def tagged_form(serializer: JsonSerializer, value: Any) -> dict[str, Any] | None
     """
     t = type(value)
     inner: Any
+    if t in _SCALARS_JSON_CHANGES or (t is float and not math.isfinite(value)) or isinstance(value, PurePath):
+        try:
+            return {TAGGED_KEY: encode(value, what=f"a {t.__name__}").to_json()}
+        except Exception:
+            return None
     if t is tuple:
         inner = tuple(serializer.serialize_value(x) for x in value)
     elif t is set or t is frozenset or t is bytes or t is bytearray:
@@ -466,29 +564,42 @@ def from_tagged_form(serializer: JsonSerializer, data: dict[str, Any]) -> tuple[
 
 _EMPTY_DICT_STATE = InMemoryStateStore(DictState()).to_dict(JsonSerializer())
 """An empty ``DictState`` store's payload (``InMemoryStateStore.to_dict``)."""
-_STORE_FIELDS = {"_memory_storage", "_storage", "_durable", "state_type", "_serializer", "_pending_seed"}
-_store_shell: list[InMemoryStateStore[Any] | None] = []
+_EMPTY_DICT_TREE = InMemoryStateStore(DictState()).checkpoint().to_dict()
+"""The same as the run holds it (``StateCheckpoint.to_dict``, the state tree)."""
 
 
-def _fresh_store(state: BaseModel) -> InMemoryStateStore[Any]:
-    """``InMemoryStateStore(state)``, made without its constructor's ``isinstance`` check against the
-    ``StateStorage`` protocol (a runtime protocol check, slow when it fails: ~60% of building a store,
-    which the step activity does for every invocation). A copy of an empty store gets the fields the
-    constructor would set; with another LlamaIndex whose store has other fields, the constructor is used.
-    """
-    if not _store_shell:
-        shell: InMemoryStateStore[Any] = InMemoryStateStore(DictState())
-        _store_shell.append(shell if set(vars(shell)) == _STORE_FIELDS else None)
-    shell_or_none = _store_shell[0]
-    if shell_or_none is None:
-        return InMemoryStateStore(state)
-    store = copy.copy(shell_or_none)
-    storage = _InMemoryStateStorage(_live_record(state))
-    store._memory_storage = storage
-    store._storage = storage
-    store.state_type = type(state)
-    store._serializer = JsonSerializer()
-    return store
+class RunStateStore(InMemoryStateStore[Any]):
+    """A step's ``ctx.store``: LlamaIndex's in-memory store, recording with the runtime's serializer, that
+    refuses at ``set`` (and ``set_state``, and the end of an ``edit_state`` block) a value that would not
+    reach the next step as it is (``_serializer.check_store_value``), naming the key and the type."""
+
+    check: Any = None
+    """``check(path, value)``, raising ``StoreValueRefused``; ``None``: no check."""
+
+    async def set(self, path: str, value: Any) -> None:
+        if self.check is not None:
+            self.check(path, value)
+        await super().set(path, value)
+
+    async def set_state(self, state: Any) -> None:
+        if self.check is not None:
+            self._check_state(state)
+        await super().set_state(state)
+
+    def _check_state(self, state: Any) -> None:
+        assert self.check is not None
+        if isinstance(state, DictState):
+            for key, value in state.items():  # DictState holds arbitrary values, each checked
+                self.check(key, value)
+        else:
+            self.check("<state>", state)
+
+    @contextlib.asynccontextmanager
+    async def edit_state(self) -> AsyncIterator[Any]:
+        async with super().edit_state() as state:
+            yield state
+            if self.check is not None:
+                self._check_state(state)  # before the edit commits: a refused value never lands
 
 
 def run_store(
@@ -497,19 +608,23 @@ def run_store(
     """A run's ``ctx.store`` from its JSON (``None``: a fresh ``state_type``), recording with ``serializer``.
 
     ``InMemoryStateStore`` records its checkpoints and diffs with a plain ``JsonSerializer`` of its
-    own; this runtime's serializer keeps tuples, sets, bytes and int keys (``tagged_form``).
+    own; this runtime's serializer keeps tuples, sets, bytes, dates, UUIDs, decimals and non-finite
+    floats (``tagged_form``), and its store refuses at ``set`` what it cannot keep.
     """
     # None: a fresh state; else InMemoryStateStore.from_dict's decoding (an empty DictState needs none: the
     # store of a workflow that never writes it, which every invocation of a wide fan-out would decode).
     if data is None:
         state = state_type()
-    elif not data or data == _EMPTY_DICT_STATE:
+    elif not data or data in (_EMPTY_DICT_TREE, _EMPTY_DICT_STATE):
         state = DictState()
     else:
         state = decode_seed_state(data, serializer)
-    store = _fresh_store(state)
-    if getattr(serializer, "reads_exact_form", False):
-        store._serializer = serializer
+    ours = getattr(serializer, "reads_exact_form", False)
+    store = in_memory_store(
+        RunStateStore, state, serializer if ours and isinstance(serializer, JsonSerializer) else None
+    )
+    if ours:
+        store.check = lambda path, value: check_store_value(serializer, path, value)
     return store
 
 
@@ -570,7 +685,7 @@ def encode_outputs(outputs: list[StepWorkerOutput], serializer: BaseSerializer |
             if state is not None:
                 entry["exception_state"] = state
         if isinstance(item, AddWaiter):
-            from temporal_workflows.llama._runtime_temporal._registry import note_class
+            from temporal_workflows._llama_runtime._registry import note_class
 
             # The class it waits for is recorded by name: one defined in a function (a test, a notebook
             # cell), which nothing else declares, is read back by that name in this process.
@@ -598,7 +713,7 @@ def _keep_result_in_process(item: StepWorkerOutput) -> StepWorkerResult | None:
     ``Resource``, a DB connection): its result stays in this process, and the wire carries a token."""
     if not (isinstance(item, StepWorkerResult) and type(item.result) is StopEvent):
         return None
-    from temporal_workflows.llama._runtime_temporal._registry import keep_in_process
+    from temporal_workflows._llama_runtime._registry import keep_in_process
 
     token = keep_in_process(item.result.result)
     return item.model_copy(update={"result": StopEvent(result={IN_PROCESS_KEY: token})})
@@ -613,7 +728,7 @@ def resolve_in_process(stop: StopEvent, *, strict: bool) -> StopEvent:
     result = stop.result if type(stop) is StopEvent else None
     if not (isinstance(result, dict) and len(result) == 1 and isinstance(result.get(IN_PROCESS_KEY), str)):
         return stop
-    from temporal_workflows.llama._runtime_temporal._registry import in_process
+    from temporal_workflows._llama_runtime._registry import in_process
 
     found, value = in_process(result[IN_PROCESS_KEY])
     if found:
@@ -665,7 +780,7 @@ def exception_state(e: BaseException) -> dict[str, Any] | None:
     ``"'k'"`` then, ``MyError(42, "bad")`` cannot be rebuilt at all and arrives as
     ``UnreconstructedException``), and without its attributes (``e.code``).
     """
-    from temporal_workflows.llama._runtime_temporal._registry import note_class
+    from temporal_workflows._llama_runtime._registry import note_class
 
     note_class(type(e))  # a class defined in a function is read back by name in this process
     try:
@@ -695,7 +810,7 @@ def rebuild_exception(
         elif serializer is not None:
             cls = _resolve_class(serializer, type_name)
         else:
-            from temporal_workflows.llama._runtime_temporal._registry import seen_type
+            from temporal_workflows._llama_runtime._registry import seen_type
 
             cls = seen_type(type_name) or import_module_from_qualified_name(type_name)
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):

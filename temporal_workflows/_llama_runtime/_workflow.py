@@ -26,26 +26,35 @@ custom ``RetryPolicy.next`` runs here and must be pure (as under DBOS).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.common import RetryPolicy as TemporalRetryPolicy
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import CancelledError as TemporalCancelledError
 from temporalio.workflow import ActivityCancellationType, ActivityHandle
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.context.context import Context
     from workflows.context.context_types import SerializedContext
     from workflows.context.serializers import BaseSerializer, JsonSerializer
     from workflows.context.state_store import apply_state_patch
     from workflows.errors import WorkflowCancelledByUser, WorkflowRuntimeError
-    from workflows.events import Event, IdleReleasedEvent, StartEvent, StopEvent
-    from workflows.runtime.control_loop.reduce import _reduce_tick
-    from workflows.runtime.control_loop.runner import _ControlLoopRunner
+    from workflows.events import (
+        Event,
+        HumanResponseEvent,
+        IdleReleasedEvent,
+        InputRequiredEvent,
+        StartEvent,
+        StopEvent,
+    )
     from workflows.runtime.runtime_decorators import BaseInternalRunAdapterDecorator
     from workflows.runtime.types.internal_state import BrokerState
     from workflows.runtime.types.named_task import NamedTask, PendingStart, PendingWorker, PullTask
@@ -68,17 +77,26 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.runtime.types.ticks import (
         TickAddEvent,
+        TickCancelRun,
         TickIdleRelease,
-        TickStepResult,
         WorkflowTick,
         WorkflowTickAdapter,
     )
     from workflows.workflow import Workflow as LlamaWorkflow
 
-    from temporal_workflows.llama._runtime_temporal import _registry, _wire
-    from temporal_workflows.llama._runtime_temporal._live_sends import LiveSends, apply_leniently
-    from temporal_workflows.llama._runtime_temporal._options import StepOptions
-    from temporal_workflows.llama._runtime_temporal._protocol import (
+    from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
+    from temporal_workflows._llama_runtime import _registry, _wire
+    from temporal_workflows._llama_runtime._live_sends import LiveSends, apply_leniently
+    from temporal_workflows._llama_runtime._llama_private import (
+        ControlLoopRunner,
+        create_internal_context,
+        reduce_tick,
+        step_configs,
+        with_timeout,
+    )
+    from temporal_workflows._llama_runtime._options import StepOptions
+    from temporal_workflows._llama_runtime._picture import topology_answer
+    from temporal_workflows._llama_runtime._protocol import (
         BATCH_TOO_LARGE,
         EVENTS_TOPIC,
         MAX_JOURNAL_CHARS,
@@ -88,20 +106,29 @@ with workflow.unsafe.imports_passed_through():
         MAX_TICK_CHARS,
         PATCH_BUNDLE,
         PATCH_COLLECT_SPECULATION,
+        PATCH_EXACT,
         PATCH_LIVE_SENDS,
         PATCH_LIVE_STREAM,
         PATCH_RUN_AHEAD,
         PATCH_SETTLE_STARTED,
         PATCH_STEP_BATCHES,
         PATCH_TYPED_STOP_RESULT,
+        QUERY_CONTEXT,
+        QUERY_PENDING_REQUESTS,
+        QUERY_STATE,
+        QUERY_STATUS,
+        QUERY_TOPOLOGY,
         RESULT_ERROR_TYPE,
+        SIGNAL_SEND_EVENT,
         SNAPSHOT_QUERY,
         STATE_QUERY,
         STEP_SEND_SIGNAL,
         STEP_STREAM_SIGNAL,
         STORE_PATCH_SIGNAL,
         TICK_SIGNAL,
+        UPDATE_SEND_EVENT,
         WORKFLOW_TYPE,
+        EventInput,
         RunInput,
         RunOutput,
         StepBatchInput,
@@ -110,7 +137,10 @@ with workflow.unsafe.imports_passed_through():
         StepOutput,
         speculation_key,
     )
-    from temporal_workflows.llama._runtime_temporal._server import run_view
+    from temporal_workflows._llama_runtime._run_view import RunBoard, store_json
+    from temporal_workflows._llama_runtime._serializer import DeclaredTypesSerializer
+    from temporal_workflows._llama_runtime._server import run_view
+    from temporal_workflows._llama_runtime._versioning import signature as workflow_signature
 
 MAX_ITEM_ORDER_KEPT = 4096
 """Work items whose place in the reduce order a run keeps (the oldest go first)."""
@@ -135,6 +165,47 @@ def error_details(e: BaseException) -> dict[str, Any]:
     if state is not None:
         details["exception_state"] = state  # the caller rebuilds the exception with it (_runtime._rebuild)
     return details
+
+
+EVENT_REFUSED = "LlamaEventRefused"
+"""Error type of a ``submit_event`` update refused: an unknown event name, or a shape that does not validate."""
+
+SIGNALS = (
+    TICK_SIGNAL,
+    SIGNAL_SEND_EVENT,
+    STORE_PATCH_SIGNAL,
+    STEP_SEND_SIGNAL,
+    STEP_STREAM_SIGNAL,
+)
+"""The signals a LlamaIndex run takes (another name is warned about)."""
+
+
+class SignatureMismatchError(RuntimeError):
+    """This worker hosts another program's workflow of the run's name: the workflow task fails (and is retried)."""
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return repr(text)
+
+
+def _validation_text(e: ValidationError) -> str:
+    """pydantic's errors without the values sent (``input_value=...`` may be a secret)."""
+    parts = []
+    for err in e.errors(include_input=False, include_url=False):
+        where = ".".join(str(x) for x in err.get("loc", ())) or "(the event)"
+        parts.append(f"{where}: {err.get('msg', '')}")
+    return "; ".join(parts)[:1000]
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, ValidationError):
+        return _validation_text(e)
+    for cause in (e.__cause__, e.__context__):
+        if isinstance(cause, ValidationError):
+            return _validation_text(cause)
+    text = str(e)
+    return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__
 
 
 class WorkflowRunAdapter(InternalRunAdapter):
@@ -181,8 +252,15 @@ class WorkflowRunAdapter(InternalRunAdapter):
         (``PATCH_RUN_AHEAD``)."""
         self.settle = False
         """Let the tasks just started take their first step before picking a done one (``PATCH_SETTLE_STARTED``)."""
-        self.runner: _ControlLoopRunner | None = None
+        self.runner: ControlLoopRunner | None = None
         """The loop (its broker state is what a run-ahead batch carries)."""
+        self._took: dict[str, list[Any]] = {}
+        self._held: list[asyncio.Task[Any]] = []
+        """Tasks the loop's other done tasks wait for (``_held_back``), in start order."""
+        """Per step: invocations completed in this run, and the longest took (ms): ``_short``."""
+        self.exact = False
+        """Each step invocation the loop starts is one activity, and nothing runs that it did not start; outside
+        input is decoded only as classes the workflow declares (``PATCH_EXACT``)."""
         self.releasing = False
         self.completion_order: list[str] = []
         """Keys of the tasks in the order the loop was handed them (workers and pulls), for tests and queries."""
@@ -209,7 +287,14 @@ class WorkflowRunAdapter(InternalRunAdapter):
                     return WaitResultTimeout()
             item = mailbox.pop(0)
             if not isinstance(item, str):
+                self._run.delivered(item)
                 return WaitResultTick(tick=item)
+            if self.exact:
+                tick = self._run.decode_outside_tick(item)
+                if tick is None:
+                    continue
+                self._run.delivered(tick)
+                return WaitResultTick(tick=tick)
             try:
                 return WaitResultTick(tick=decode_tick(self._serializer, item))
             except Exception as e:
@@ -228,6 +313,8 @@ class WorkflowRunAdapter(InternalRunAdapter):
     # -- stream, store ----------------------------------------------------------------------------
     async def write_to_event_stream(self, event: Event) -> None:
         _registry.note_type(event)
+        if self.exact and isinstance(event, InputRequiredEvent):
+            self._run.board.published(event, self._run.open_waiters())
         # This runtime's own serializer records a plain event the same way every time: each distinct one
         # is serialized once (a custom serializer is always asked).
         key = _wire.plain_key(event) if getattr(self._serializer, "reads_exact_form", False) else None
@@ -253,6 +340,8 @@ class WorkflowRunAdapter(InternalRunAdapter):
             self._order[task] = self._priority(p)
             self._seq += 1
             started.append(p.start(task))
+            if self.exact and self._held_back(p):
+                self._held.append(task)
         named = sorted(
             running + started,
             key=lambda nt: (isinstance(nt, PullTask), self._order.get(nt.task, -1)),
@@ -265,7 +354,10 @@ class WorkflowRunAdapter(InternalRunAdapter):
             # event loop runs ready callbacks in the order they were scheduled; no timer).
             await asyncio.sleep(0)
         self._maybe_release(named, timeout)
-        done = self._first_done(named)
+        self._held = [t for t in self._held if any(nt.task is t for nt in named)]
+        # A short invocation of a collecting step just started goes first: see _held_back.
+        candidates = [nt for nt in named if nt.task in self._held] if self._held else named
+        done = self._first_done(candidates)
         if done is None:
             if timeout is not None and timeout <= 0:
                 return WaitForNextTaskResult(None, started)
@@ -276,7 +368,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 if not waiter.done():
                     waiter.set_result(None)
 
-            watched: list[asyncio.Future[Any]] = [nt.task for nt in named]
+            watched: list[asyncio.Future[Any]] = [nt.task for nt in candidates]
             if timer is not None:
                 watched.append(timer)
             for fut in watched:
@@ -286,13 +378,35 @@ class WorkflowRunAdapter(InternalRunAdapter):
             finally:
                 for fut in watched:
                     fut.remove_done_callback(wake)
-            done = self._first_done(named)
+            done = self._first_done(candidates)
         if done is None:
             self._timer = None  # it fired: the loop now pops the due ticks
             return WaitForNextTaskResult(None, started)
+        if done.task in self._held:
+            self._held.remove(done.task)
         self.completion_order.append(done.key)
         self._order.pop(done.task, None)
         return WaitForNextTaskResult(done.task, started)
+
+    def _held_back(self, p: PendingStart) -> bool:
+        """Whether the loop's other done tasks wait for this newly started invocation (``PATCH_EXACT`` runs).
+
+        ``collect_events`` hands each invocation of the joining step a snapshot of its buffer, and LlamaIndex's
+        reducer reruns every invocation whose snapshot went stale while another was running. Under the
+        default runtime a short join runs as soon as it starts, before the loop takes the next result, so
+        its invocations rarely overlap; here each is a round trip, and results arriving together would start
+        the join's workers all on one snapshot, then rerun all but one (a 50-way fan-out ran its join ~190
+        times for 50 events). So an invocation of a step that collects events (its buffer holds some) and is
+        short in this run (a local activity, ``_short``) is reduced before the loop gets any other done
+        task: the loop sees the buffer grown, as in process. Nothing runs that the loop did not start, and
+        no more run at once than ``num_workers`` allows; the loop only takes the short join's result first.
+        """
+        if not isinstance(p, PendingWorker) or p.invocation_namespace or self.runner is None:
+            return False
+        if not self._short(str(p.step_id)):
+            return False
+        worker = self.runner.state.workers.get(p.step_id)
+        return worker is not None and any(worker.collected_events.values())
 
     def _priority(self, p: PendingStart) -> int:
         """Where a task starting now comes in the order done tasks are reduced: the order it started in,
@@ -378,6 +492,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
         s = self._serializer
         inp = StepInput(
             workflow_name=self._input.workflow_name,
+            signature=self._input.signature if self.exact else None,
             instance_key=self._input.instance_key,
             run_id=self.run_id,
             step_name=step_name,
@@ -386,7 +501,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
             bound_events=None
             if bound_events is None
             else {k: _wire.encode_event(s, v) for k, v in bound_events.items()},
-            retry=_wire.encode_retry(retry),
+            retry=_wire.encode_retry(retry, exact=self.exact),
             store=self._run.store,
             live_stream=self.live_stream and state.invocation_id is not None,
             live_sends=self.live_sends and self.live_stream and state.invocation_id is not None,
@@ -400,7 +515,11 @@ class WorkflowRunAdapter(InternalRunAdapter):
                 f"step {step_name!r}: its input (event, fan-in buffers and ctx.store) is {size:,} bytes, over "
                 f"the {MAX_STEP_INPUT_CHARS:,} a Temporal payload allows here; keep large values out of the store"
             )
-        ahead = self._speculated.pop(speculation_key(inp, self.run_ahead), None) if self._speculated else None
+        ahead = (
+            self._speculated.pop(speculation_key(inp, self.run_ahead), None)
+            if self._speculated and not self.exact
+            else None
+        )
         live = state.invocation_id if inp.live_stream else None
         sending: LiveSends | None = None
         if ahead is not None:
@@ -415,7 +534,7 @@ class WorkflowRunAdapter(InternalRunAdapter):
             try:
                 task = asyncio.current_task()
                 order = self._order.get(task, 0) if task is not None else 0
-                out = await (self._batched(inp, order) if self.batches else self._single(inp))
+                out = await (self._batched(inp, order) if self.batches and not self.exact else self._single(inp))
             finally:
                 published = self._run.live.pop(live, 0) if live is not None else 0
                 sending = self._run.sending.pop(live, None) if live is not None else None
@@ -484,8 +603,40 @@ class WorkflowRunAdapter(InternalRunAdapter):
             self._handles.pop(seq, None)
 
     async def _single(self, inp: StepInput) -> StepOutput:
-        out: StepOutput = await self._awaited(self._start(inp.step_name, inp, inp.step_name))
+        if self.exact and self._short(inp.step_name):
+            # A step seen to be short in this run: a local activity on this worker (its input stays out of
+            # history, no round trip through the server). Its sends and stream writes go with its result.
+            local = inp.model_copy(update={"live_stream": False, "live_sends": False})
+            out: StepOutput = await self._awaited(self._start_local(inp.step_name, local))
+        else:
+            out = await self._awaited(self._start(inp.step_name, inp, inp.step_name))
+        if self.exact:
+            took = self._took.setdefault(inp.step_name, [0, 0.0])
+            took[0] += 1
+            took[1] = max(took[1], out.took_ms if out.took_ms is not None else math.inf)
         return out
+
+    def _short(self, step_name: str) -> bool:
+        """Whether ``step_name``'s invocations so far in this run all took less than ``StepOptions.local_below``
+        (by what the run's history recorded: a replay decides the same)."""
+        below = self._options.local_below
+        took = self._took.get(step_name)
+        return below is not None and took is not None and took[0] > 0 and took[1] < below.total_seconds() * 1000
+
+    def _start_local(self, step_name: str, arg: StepInput) -> ActivityHandle[Any]:
+        o = self._options
+        handle: ActivityHandle[Any] = workflow.start_local_activity(
+            f"{self._input.workflow_name}.{step_name}",
+            arg,
+            result_type=StepOutput,
+            start_to_close_timeout=o.start_to_close_timeout,
+            retry_policy=TemporalRetryPolicy(
+                initial_interval=timedelta(seconds=1), maximum_attempts=o.maximum_attempts
+            ),
+            cancellation_type=ActivityCancellationType.TRY_CANCEL,
+            summary=step_name,
+        )
+        return handle
 
     async def _batched(self, inp: StepInput, order: int = 0) -> StepOutput:
         """Queue the invocation; the invocations of one step queued in this activation go as one activity.
@@ -643,42 +794,6 @@ def _share_prefix(lists: list[list[str]], events: list[str]) -> list[int]:
     return [len(lists) - 1, len(events)]
 
 
-class _RunBrokerState(BrokerState):
-    """The loop's broker state, which a step result or an added event updates in place.
-
-    LlamaIndex's reducer begins every tick with ``init.deepcopy()`` (every worker's queue, every running
-    invocation and its fan-in snapshot), so that whoever holds the state it was handed keeps it as it was.
-    Here only the loop holds it (``_ControlLoopRunner.state``, replaced by the reducer's result), and a
-    step result or an added event reads the state it is handed only to copy it: for those two ticks the
-    copy is skipped (it was ~20% of a 50-way fan-out's workflow CPU). The reducer's own copies (an
-    invocation's snapshot of its fan-in buffer) are made as ever, so what the loop decides, and every
-    command the workflow issues, is what it was. Every other tick (a timeout, which reads the state it was
-    handed after changing the copy, a session start, ...) copies as LlamaIndex does.
-    """
-
-    in_place = False
-
-    def deepcopy(self) -> BrokerState:
-        return self if self.in_place else super().deepcopy()
-
-
-class _Runner(_ControlLoopRunner):
-    """LlamaIndex's control loop, unchanged but for where its broker state is copied (``_RunBrokerState``)."""
-
-    async def _process_tick(self, tick: WorkflowTick) -> StopEvent | None:
-        state = self.state
-        if type(state) is BrokerState:
-            state.__class__ = _RunBrokerState  # the reducer's copies and results are plain BrokerStates
-        if not isinstance(state, _RunBrokerState):
-            return await super()._process_tick(tick)
-        # Only for this tick: the reducer hands back a new object (or a copy), whose flag is off.
-        state.in_place = isinstance(tick, (TickStepResult, TickAddEvent))
-        try:
-            return await super()._process_tick(tick)
-        finally:
-            state.in_place = False
-
-
 class _QuietOnReplay(BaseInternalRunAdapterDecorator):
     """The runtime's decorators (``verbose=True``'s printer, say) see ticks and stream writes once.
 
@@ -713,9 +828,239 @@ class LlamaIndexRun:
         """Running step invocations that signal their stream writes: how many were published so far."""
         self.sending: dict[str, LiveSends] = {}
         """Running step invocations that signal their sends (``PATCH_LIVE_SENDS``)."""
+        self._input = inp
+        self._hosted: tuple[LlamaWorkflow, BaseSerializer] | None = None
+        self.board = RunBoard(inp.warnings)
+        self.cancel_requested = False
+        self._closed = False
 
     def publish(self, data: str) -> None:
         self._events.publish(data)
+
+    # -- what the run hosts, and outside input read against it -------------------------------------
+    def hosted(self) -> tuple[LlamaWorkflow, BaseSerializer]:
+        """The run's workflow as this worker hosts it (its loop's view), and its serializer."""
+        if self._hosted is None:
+            served = _registry.lookup(self._input.workflow_name, self._input.instance_key)
+            view = run_view(served)
+            self._hosted = (view, view.runtime.get_serializer(view))
+        return self._hosted
+
+    def open_waiters(self) -> list[tuple[str, Any]]:
+        """``(step, StepWorkerWaiter)`` of the run's ``wait_for_event`` calls now (the root broker's)."""
+        runner = self._adapter.runner if self._adapter is not None else None
+        if runner is None:
+            return []
+        return [(str(k), w) for k, worker in runner.state.workers.items() for w in worker.collected_waiters]
+
+    def accepted_events(self) -> list[type[Event]]:
+        """Event classes the run takes from outside: those its steps accept, and those its waiters await."""
+        llama_workflow, _ = self.hosted()
+        found: dict[str, type[Event]] = {}
+        for cfg in step_configs(llama_workflow).values():
+            for t in cfg.accepted_events:
+                if isinstance(t, type) and issubclass(t, Event) and not issubclass(t, StopEvent):
+                    found.setdefault(f"{t.__module__}.{t.__qualname__}", t)
+        for _, w in self.open_waiters():
+            t = w.waiting_for_event
+            if isinstance(t, type) and issubclass(t, Event):
+                found.setdefault(f"{t.__module__}.{t.__qualname__}", t)
+        return list(found.values())
+
+    def response_types(self) -> list[type[Event]]:
+        """The ``HumanResponseEvent`` classes the run's steps accept (what answers an ``InputRequiredEvent``)."""
+        llama_workflow, _ = self.hosted()
+        found: list[type[Event]] = []
+        for cfg in step_configs(llama_workflow).values():
+            for t in cfg.accepted_events:
+                if isinstance(t, type) and issubclass(t, HumanResponseEvent) and t not in found:
+                    found.append(t)
+        return found or [HumanResponseEvent]
+
+    def _closed_serializer(self) -> BaseSerializer:
+        llama_workflow, serializer = self.hosted()
+        if isinstance(serializer, DeclaredTypesSerializer):
+            return serializer.closed([*self.accepted_events(), *llama_workflow.events])
+        return serializer  # the workflow's own serializer (an allow-list, pickle): what it accepts, it decides
+
+    def decode_outside_tick(self, data: str) -> WorkflowTick | None:
+        """A tick from outside (the ``llama_tick`` signal, a step's live sends), read only as classes the workflow
+        declares or awaits: ``None``, with a warning, for anything else (nothing is imported)."""
+        try:
+            return decode_tick(self._closed_serializer(), data)
+        except Exception as e:
+            self.board.warn(f"dropped a {TICK_SIGNAL} signal that is not a tick of this run: {_reason(e)}")
+            return None
+
+    def delivered(self, tick: WorkflowTick) -> None:
+        """A tick reaches the loop: an outside event answers the oldest request it is a response to."""
+        if isinstance(tick, TickAddEvent) and self._adapter is not None and self._adapter.exact:
+            self.board.delivered(tick.event, self.response_types())
+
+    def read_event(self, inp: EventInput) -> Event:
+        """The ``submit_event`` update's (or ``send_event`` signal's) event, as one of the accepted classes.
+
+        Raises ``ApplicationError`` (type ``LlamaEventRefused``) naming the accepted events when the name or the
+        shape is not one of them; pydantic's errors are given without the values sent.
+        """
+        accepted = self.accepted_events()
+        names = sorted(f"{t.__module__}.{t.__qualname__}" for t in accepted)
+        listing = ", ".join(names) or "none"
+        if inp.event_type is not None:
+            wanted = inp.event_type.replace(":", ".")
+            matches = [
+                t
+                for t in accepted
+                if wanted in (f"{t.__module__}.{t.__qualname__}", f"{t.__module__}.{t.__name__}")
+                or (wanted == t.__name__ or wanted == t.__qualname__)
+            ]
+            if not matches:
+                raise ApplicationError(
+                    f"event type {_quote(inp.event_type)} is not one this run accepts; accepted: {listing}",
+                    type=EVENT_REFUSED,
+                    non_retryable=True,
+                )
+            if len(matches) > 1:
+                raise ApplicationError(
+                    f"event type {_quote(inp.event_type)} names several accepted classes; use one of: "
+                    + ", ".join(f"{t.__module__}.{t.__qualname__}" for t in matches),
+                    type=EVENT_REFUSED,
+                    non_retryable=True,
+                )
+            candidates = matches
+        else:
+            candidates = accepted
+        if not isinstance(inp.event, dict):
+            raise ApplicationError(
+                f"an event is a JSON object of its fields; accepted: {listing}", type=EVENT_REFUSED, non_retryable=True
+            )
+        _, serializer = self.hosted()
+        problems: list[str] = []
+        for cls in candidates:
+            try:
+                with serializer.validation_context():
+                    return cls.model_validate(inp.event)
+            except ValidationError as e:
+                problems.append(f"{cls.__module__}.{cls.__qualname__}: {_validation_text(e)}")
+            except Exception as e:
+                problems.append(f"{cls.__module__}.{cls.__qualname__}: {type(e).__name__}")
+        raise ApplicationError(
+            "the event does not validate as "
+            + ("an accepted event" if inp.event_type is None else _quote(inp.event_type))
+            + f" ({'; '.join(problems)[:1000]}); accepted: {listing}",
+            type=EVENT_REFUSED,
+            non_retryable=True,
+        )
+
+    def _outside_event(self, event: Event, step: str | None) -> None:
+        self.mailbox.append(TickAddEvent(event=event, step_id=step))
+
+    @workflow.update(name=UPDATE_SEND_EVENT)
+    async def submit_event(self, inp: EventInput) -> dict[str, Any]:
+        """An event from outside, by class name and JSON (the tools' ``send-event``/``respond``): applied by the
+        run's loop as ``handler.ctx.send_event`` is. Returns the class it was read as."""
+        event = self.read_event(inp)
+        self._outside_event(event, inp.step)
+        return {"accepted": f"{type(event).__module__}.{type(event).__qualname__}"}
+
+    @submit_event.validator
+    def _validate_submit_event(self, inp: EventInput) -> None:
+        if self._closed:
+            raise ApplicationError("the run has ended: it takes no more events", type="RunClosedError")
+        self.read_event(inp)
+
+    @workflow.signal(name=SIGNAL_SEND_EVENT)
+    def send_event(self, data: Any) -> None:
+        """The ``submit_event`` update's input as a signal (the ``temporal`` CLI's way): a bad one is dropped with a
+        warning in the worker's log (no values) and in the ``status`` query's ``warnings``."""
+        try:
+            inp = EventInput.model_validate(data)
+            event = self.read_event(inp)
+        except ApplicationError as e:
+            self.board.warn(f"dropped a {SIGNAL_SEND_EVENT} signal: {e.message}")
+            return
+        except ValidationError as e:
+            self.board.warn(f"dropped a {SIGNAL_SEND_EVENT} signal: {_validation_text(e)}")
+            return
+        self._outside_event(event, inp.step)
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal this run has no handler for (a misspelled name): a warning, never silence."""
+        self.board.warn(f"unknown signal {_quote(name)} ignored; signals: {', '.join(SIGNALS)}")
+
+    @workflow.update(dynamic=True)
+    async def unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
+        raise AssertionError("refused by the validator")  # pragma: no cover
+
+    @unknown_update.validator
+    def _validate_unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
+        raise ApplicationError(
+            f"no update named {_quote(name)} on this run; updates: {UPDATE_SEND_EVENT}",
+            type="UnknownUpdateError",
+            non_retryable=True,
+        )
+
+    # -- what the tools read ------------------------------------------------------------------------
+    @workflow.query(name=QUERY_STATUS)
+    def status(self) -> dict[str, Any]:
+        """Where the run is (the package README lists the fields)."""
+        adapter = self._adapter
+        runner = adapter.runner if adapter is not None else None
+        in_flight: list[str] = []
+        if runner is not None:
+            for key, worker in runner.state.workers.items():
+                in_flight.extend(str(key) for _ in worker.in_progress)
+        pending = self.pending_requests() if adapter is not None and adapter.exact else []
+        status = self.board.status
+        if status == "running" and pending and not in_flight:
+            status = "waiting_for_input"
+        return {
+            "kind": "llama_index",
+            "status": status,
+            "workflow": self._input.workflow_name,
+            "in_flight": in_flight,
+            "pending_requests": len(pending),
+            "warnings": list(self.board.warnings),
+            "error": self.board.error,
+            "error_type": self.board.error_type,
+            "signature": self._input.signature,
+            "continued_as_new": self._input.segment,
+        }
+
+    @workflow.query(name=QUERY_PENDING_REQUESTS)
+    def pending_requests(self) -> list[dict[str, Any]]:
+        """Each ``InputRequiredEvent`` out and not yet answered (and each ``wait_for_event`` waiting), oldest first,
+        with the ``HumanResponseEvent`` type that answers it and that type's JSON schema."""
+        if self._adapter is None or not self._adapter.exact or self._closed:
+            return []
+        return self.board.pending(self.open_waiters(), self.response_types(), DEFAULT_MAX_PAYLOAD_BYTES)
+
+    @workflow.query(name=QUERY_STATE)
+    def state_json(self) -> dict[str, Any]:
+        """``ctx.store`` as plain JSON (``{key: value}``; cut, with a note, where it would not fit one payload)."""
+        return store_json(self.store, DEFAULT_MAX_PAYLOAD_BYTES)
+
+    @workflow.query(name=QUERY_TOPOLOGY)
+    def topology(self) -> dict[str, Any]:
+        """The run's picture: LlamaIndex's own representation of the workflow this worker hosts for it (its
+        signature checked at the start), as graph runs answer theirs (``_picture.py``)."""
+        return topology_answer(self.hosted()[0])
+
+    @workflow.query(name=QUERY_CONTEXT)
+    def context(self) -> dict[str, Any] | None:
+        """What ``handler.ctx.to_dict()`` returns now: ``Context.from_dict(workflow, it)`` resumes the run there,
+        or starts a new run from it (a fork). ``None`` before the loop starts, or for state ``to_dict`` refuses."""
+        adapter = self._adapter
+        runner = adapter.runner if adapter is not None else None
+        if adapter is None or runner is None:
+            return None
+        try:
+            data: dict[str, Any] = runner.state.to_serialized(adapter._serializer).model_dump(mode="json")
+        except Exception:
+            return None
+        data["state"] = self.store or {}
+        return data
 
     @workflow.signal(name=STEP_STREAM_SIGNAL)
     def step_stream(self, data: Any) -> None:
@@ -732,7 +1077,7 @@ class LlamaIndexRun:
             and isinstance(data.get("event"), str)
             and len(data["event"]) <= MAX_TICK_CHARS
         ):
-            workflow.logger.warning("dropped a %s signal that is not a step's stream write", STEP_STREAM_SIGNAL)
+            self.board.warn(f"dropped a {STEP_STREAM_SIGNAL} signal that is not a step's stream write")
             return
         invocation, index = data["invocation"], data["index"]
         if self.live.get(invocation) == index:
@@ -762,7 +1107,7 @@ class LlamaIndexRun:
                 for x in sends
             )
         ):
-            workflow.logger.warning("dropped a %s signal that is not a step's sends", STEP_SEND_SIGNAL)
+            self.board.warn(f"dropped a {STEP_SEND_SIGNAL} signal that is not a step's sends")
             return
         sending = self.sending.get(data["invocation"])
         if sending is None:
@@ -771,7 +1116,7 @@ class LlamaIndexRun:
             try:
                 self.store = apply_leniently(self.store, sending.take(data["store_patch"]))
             except Exception as e:
-                workflow.logger.warning("dropped the store writes of a %s signal: %s", STEP_SEND_SIGNAL, e)
+                self.board.warn(f"dropped the store writes of a {STEP_SEND_SIGNAL} signal: {_reason(e)}")
         for send in sends:
             if send["index"] not in sending.indices:
                 sending.indices.add(send["index"])
@@ -789,7 +1134,7 @@ class LlamaIndexRun:
         if isinstance(data, dict):
             data = json.dumps(data)
         if not isinstance(data, str) or len(data) > MAX_TICK_CHARS:
-            workflow.logger.warning("dropped a %s signal: not a tick of <= %d chars", TICK_SIGNAL, MAX_TICK_CHARS)
+            self.board.warn(f"dropped a {TICK_SIGNAL} signal: not a tick of <= {MAX_TICK_CHARS} chars")
             return
         self.mailbox.append(data)
 
@@ -802,9 +1147,36 @@ class LlamaIndexRun:
         try:
             if not isinstance(patch, list) or not all(isinstance(op, dict) for op in patch):
                 raise TypeError("a store patch is a list of JSON Patch operations")
+            if self._adapter is not None and self._adapter.exact:
+                self._check_patch_classes(patch)
             self.store = apply_state_patch(self.store, patch)
         except Exception as e:
-            workflow.logger.warning("dropped a %s signal: %s", STORE_PATCH_SIGNAL, e)
+            self.board.warn(f"dropped a {STORE_PATCH_SIGNAL} signal: {_reason(e)}")
+
+    def _check_patch_classes(self, patch: list[dict[str, Any]]) -> None:
+        """Refuse a store patch from outside naming a class the workflow does not declare: a step would import
+        it by that name when it reads the store."""
+        reader = self._closed_serializer()
+        resolve = getattr(reader, "resolve_class", None)
+        if resolve is None:
+            return
+
+        def visit(value: Any) -> None:
+            if isinstance(value, dict):
+                name = value.get("qualified_name")
+                if isinstance(name, str) and (value.get("__is_pydantic") or value.get("__is_component")):
+                    resolve(name)
+                for v in value.values():
+                    visit(v)
+            elif isinstance(value, list):
+                for v in value:
+                    visit(v)
+            elif isinstance(value, str) and '"qualified_name"' in value:
+                with contextlib.suppress(ValueError):
+                    visit(json.loads(value))
+
+        for op in patch:
+            visit(op.get("value"))
 
     @workflow.query(name=STATE_QUERY)
     def state(self) -> dict[str, Any] | None:
@@ -833,11 +1205,14 @@ class LlamaIndexRun:
         served = _registry.lookup(inp.workflow_name, inp.instance_key)
         options = _registry.options_for(served)
         # Under llama-agents-server its decorators record from outside the loop (_server.py), never here.
-        llama_workflow = run_view(served)
-        serializer = llama_workflow.runtime.get_serializer(llama_workflow)
+        llama_workflow, serializer = self.hosted()
         raw = WorkflowRunAdapter(self, llama_workflow, serializer, inp, options)
         # Asked first, before any command, so a run's replay always finds its marker where it was made.
-        if workflow.patched(PATCH_BUNDLE):
+        if workflow.patched(PATCH_EXACT):
+            # Each invocation the loop starts is one activity, and nothing else runs (no batches, no run-ahead).
+            raw.exact = raw.live_stream = raw.live_sends = True
+            typed_result = True
+        elif workflow.patched(PATCH_BUNDLE):
             # A run started since the bundle: every patch of PATCHES_BUNDLED, for one marker (each patch asked
             # costs a marker and a search attribute upsert in every run's history).
             raw.batches = raw.speculation = raw.live_stream = raw.run_ahead = raw.settle = raw.live_sends = True
@@ -851,6 +1226,25 @@ class LlamaIndexRun:
             # A new patch is asked after the others, so histories recorded before it replay as they were made.
             raw.settle = raw.run_ahead and workflow.patched(PATCH_SETTLE_STARTED)
             raw.live_sends = raw.live_stream and workflow.patched(PATCH_LIVE_SENDS)
+        if raw.exact and inp.signature is not None:
+            hosted_signature = workflow_signature(served)
+            if hosted_signature != inp.signature:
+                # Not this worker's program: fail the workflow task (Temporal retries it, on any worker of the
+                # queue), never run the loop with another workflow's steps.
+                message = (
+                    f"workflow {inp.workflow_name!r} on this worker has signature {hosted_signature}, but this run "
+                    f"was started under {inp.signature}: another program (or version) of it; a worker hosting "
+                    "the run's workflow takes it (deploy with TemporalRuntime.worker(deployment_name=...) to "
+                    "route it there)"
+                )
+                workflow.logger.error(message)
+                raise SignatureMismatchError(message)
+        hosted_workflow = llama_workflow
+        if raw.exact and inp.timeout_set:
+            # The run's timeout is its starter's, whatever this worker's instance was built with (a copy for the
+            # loop; the hosted instance stays what the runtime registered).
+            llama_workflow = with_timeout(llama_workflow, inp.timeout)
+            raw._workflow = llama_workflow
         self._adapter = raw
         token = _registry.current_adapter.set(raw)
         try:
@@ -859,14 +1253,16 @@ class LlamaIndexRun:
             adapter = llama_workflow.runtime.get_internal_adapter(llama_workflow)
             if adapter is not raw:
                 adapter = _QuietOnReplay(adapter, raw)
-            registered = llama_workflow.runtime.get_or_register(llama_workflow)
-            internal_ctx: Context[Any] = Context._create_internal(workflow=llama_workflow)
+            registered = hosted_workflow.runtime.get_or_register(hosted_workflow)
+            internal_ctx = create_internal_context(llama_workflow)
             init_state = BrokerState.from_serialized(
                 SerializedContext.model_validate(inp.init_state), llama_workflow, serializer
             )
             start_event = None
             if inp.start_event is not None:
-                start_event = _wire.decode_event(serializer, inp.start_event)
+                # A start input is outside input too: read only as the workflow's own classes (PATCH_EXACT).
+                reader = self._closed_serializer() if raw.exact else serializer
+                start_event = _wire.decode_event(reader, inp.start_event)
                 if not isinstance(start_event, StartEvent):
                     raise ApplicationError("the start event is not a StartEvent", non_retryable=True)
             try:
@@ -878,12 +1274,17 @@ class LlamaIndexRun:
                         steps=registered.steps,
                     )
                 ):
-                    # control_loop(start_event, init_state, run_id), with the runner kept: a run-ahead
-                    # batch carries its broker state.
+                    # control_loop(start_event, init_state, run_id), with the runner kept: the queries read its
+                    # broker state (and a run-ahead batch of a run recorded before PATCH_EXACT carried it).
                     current = consume_current_run()
-                    runner = _Runner(current.workflow, current.run_adapter, current.context, current.steps, init_state)
+                    runner = ControlLoopRunner(
+                        current.workflow, current.run_adapter, current.context, current.steps, init_state
+                    )
                     raw.runner = runner
-                    stop = await runner.run(start_event=start_event)
+                    if raw.exact:
+                        stop = await self._run_cancellable(runner, start_event)
+                    else:
+                        stop = await runner.run(start_event=start_event)
             except (ApplicationError, workflow.NondeterminismError):
                 raise
             except (Exception, WorkflowCancelledByUser) as e:
@@ -891,6 +1292,17 @@ class LlamaIndexRun:
                 # What the loop raises (a step's error once its retry policy gives up, a timeout, a
                 # user cancel) ends the run with that error, never a workflow-task retry for ever.
                 details = error_details(e)
+                self._closed = True
+                self.board.error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                self.board.error_type = details["exception_type"]
+                if raw.exact and self.cancel_requested and isinstance(e, WorkflowCancelledByUser):
+                    # Cancelled from outside (handler.cancel_run(), temporal workflow cancel): LlamaIndex's loop
+                    # cancelled the run as it does its own; the execution ends CANCELED, not FAILED.
+                    self.board.status = "cancelled"
+                    workflow.set_current_details("cancelled")
+                    raise TemporalCancelledError(str(e) or "cancelled by the user") from None
+                self.board.status = "failed"
+                workflow.set_current_details(f"failed: {self.board.error[:500]}")
                 raise ApplicationError(
                     details["exception_message"] or details["exception_type"],
                     details,
@@ -900,12 +1312,15 @@ class LlamaIndexRun:
             if isinstance(stop, IdleReleasedEvent):
                 await self._continue_as_new(inp, llama_workflow, serializer)
             await self._finish()
+            self._closed = True
+            self.board.status = "completed"
+            workflow.set_current_details("completed")
             # The handler's ctx.to_dict() and running_steps() need the broker state: the final one (the
             # start state folded with the journal) is usually far smaller than the journal itself.
             try:
                 # With run-ahead the loop's own state is that fold already (it reduced the same ticks at the
                 # same stamps): reducing the whole journal again would double the run's reducer time.
-                folded = runner.state if raw.run_ahead else self._fold(inp, llama_workflow, serializer)
+                folded = runner.state if raw.run_ahead or raw.exact else self._fold(inp, llama_workflow, serializer)
                 final = folded.to_serialized(serializer)
             except Exception:
                 final = None  # e.g. child brokers, which to_serialized refuses: the journal goes instead
@@ -932,7 +1347,27 @@ class LlamaIndexRun:
                 **typed,
             )
         finally:
-            _registry.current_adapter.reset(token)
+            with contextlib.suppress(ValueError):  # closed from another context (the worker evicting the run)
+                _registry.current_adapter.reset(token)
+
+    async def _run_cancellable(self, runner: ControlLoopRunner, start_event: Event | None) -> StopEvent:
+        """Run the loop in a task of its own; a Temporal cancel request becomes LlamaIndex's own cancel tick.
+
+        ``handler.cancel_run()`` (and ``temporal workflow cancel``) request the execution's cancellation. The
+        loop is not interrupted where it waits: it gets a ``TickCancelRun``, as under the default runtime, and
+        cancels its steps, publishes its cancel event and raises ``WorkflowCancelledByUser``; the run then ends
+        CANCELED.
+        """
+        task: asyncio.Task[StopEvent] = asyncio.get_event_loop().create_task(runner.run(start_event=start_event))
+        while True:
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.done() or workflow.cancellation_reason() is None:
+                    raise  # not a cancel request (the worker evicting the run): the loop's task goes with it
+                if not self.cancel_requested:
+                    self.cancel_requested = True
+                    self.mailbox.append(TickCancelRun())
 
     def _fold(self, inp: RunInput, llama_workflow: LlamaWorkflow, serializer: BaseSerializer) -> BrokerState:
         """This run's start state folded with its journal, each tick at its recorded time (else workflow
@@ -942,7 +1377,7 @@ class LlamaIndexRun:
         now = workflow.now().timestamp()
         for tick in self._tick_objects:
             if not isinstance(tick, TickIdleRelease):
-                state, _ = _reduce_tick(tick, state, now, run_id=workflow.info().workflow_id)
+                state = reduce_tick(tick, state, now, workflow.info().workflow_id)
         return state
 
     async def _continue_as_new(self, inp: RunInput, llama_workflow: LlamaWorkflow, serializer: BaseSerializer) -> None:
@@ -959,6 +1394,11 @@ class LlamaIndexRun:
         workflow.continue_as_new(
             RunInput(
                 workflow_name=inp.workflow_name,
+                signature=inp.signature,
+                timeout=inp.timeout,
+                timeout_set=inp.timeout_set,
+                warnings=list(self.board.warnings),
+                segment=inp.segment + 1,
                 instance_key=inp.instance_key,
                 init_state=state.to_serialized(serializer).model_dump(mode="json"),
                 store=self.store,

@@ -15,8 +15,8 @@ from collections import OrderedDict
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from temporal_workflows.llama._runtime_temporal._options import StepOptions
-from temporal_workflows.llama._runtime_temporal._protocol import PROCESS_NONCE
+from temporal_workflows._llama_runtime._options import StepOptions
+from temporal_workflows._llama_runtime._protocol import PROCESS_NONCE
 
 if TYPE_CHECKING:
     from workflows.runtime.types.plugin import InternalRunAdapter

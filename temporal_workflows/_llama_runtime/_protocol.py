@@ -32,6 +32,16 @@ __all__ = [
     "PATCH_SETTLE_STARTED",
     "PATCH_TYPED_STOP_RESULT",
     "PATCH_STEP_BATCHES",
+    "PATCH_EXACT",
+    "QUERY_CONTEXT",
+    "QUERY_PENDING_REQUESTS",
+    "QUERY_STATE",
+    "QUERY_STATUS",
+    "QUERY_TOPOLOGY",
+    "SIGNAL_SEND_EVENT",
+    "SIGNATURE_MISMATCH",
+    "UPDATE_SEND_EVENT",
+    "EventInput",
     "MAX_RUN_AHEAD_BROKER_CHARS",
     "MAX_RUN_AHEAD_RUNS",
     "MAX_STEP_INPUT_CHARS",
@@ -82,6 +92,43 @@ started with), so a step the sends start reads the store as it would under the d
 delivers each emission index of an invocation once, and moves the store from the step's last view to this one;
 the step's result carries its whole patch as ever, and the run applies only what no flush brought."""
 
+QUERY_STATUS = "status"
+"""Query (the name graph runs answer too): where the run is, ``{"kind": "llama_index", "status": "running" |
+"waiting_for_input" | "completed" | "failed" | "cancelled", "error": ..., "warnings": [...], "in_flight": [step
+names], "pending_requests": n, ...}`` (the package README lists every field)."""
+
+QUERY_PENDING_REQUESTS = "pending_requests"
+"""Query (as graph runs): each ``InputRequiredEvent`` out and not yet answered, as a ``request_info`` record
+with the ``HumanResponseEvent`` type that answers it and that type's JSON schema."""
+
+QUERY_STATE = "state"
+"""Query (as graph runs): ``ctx.store`` as plain JSON (cut, with a note, where it would not fit one payload)."""
+
+QUERY_TOPOLOGY = "topology"
+"""Query (as graph runs): the run's picture, LlamaIndex's own representation of the workflow it hosts
+(``_picture.py``): ``{"kind": "llama_index", "workflow": name, "representation": {...} | None, "note": ...}``."""
+
+QUERY_CONTEXT = "llama_context"
+"""Query: what ``handler.ctx.to_dict()`` returns now (``Context.from_dict`` resumes it, or forks a new run)."""
+
+UPDATE_SEND_EVENT = "submit_event"
+"""Update (as graph runs' ``submit_event``): an event from outside, ``{"event": {...}, "event_type": "Name" or
+"module.Name"}``, checked against the events the workflow accepts; refused (listing them) when its name or shape
+is not one of them. Nothing is imported: the class must be one the workflow declares or a waiter awaits."""
+
+SIGNAL_SEND_EVENT = "send_event"
+"""Signal with the same argument (the ``temporal`` CLI's way): a bad one is dropped with a warning (worker log
+without values; the ``status`` query's ``warnings``)."""
+
+SIGNATURE_MISMATCH = "LlamaWorkflowSignatureMismatch"
+"""Error type of a step refused (retryably) by a worker hosting another program's workflow of the run's name."""
+
+PATCH_EXACT = "llama-runtime-exact-1"
+"""Runs started since this run each step invocation the loop starts as one activity of its own, and nothing
+else: no batches, no run-ahead (runs recorded before it asked :data:`PATCH_BUNDLE` or its parts, and replay as
+they were made). They also check the workflow's signature, decode outside input only as classes the workflow
+declares, and end CANCELED when cancelled."""
+
 STATE_QUERY = "llama_state"
 """Query returning the run's ``ctx.store`` as ``InMemoryStateStore.to_dict`` writes it."""
 
@@ -118,6 +165,12 @@ class RunInput(_Frozen):
     """What a run starts with."""
 
     workflow_name: str
+    signature: str | None = None
+    """The workflow's signature as its starter built it (``_versioning.signature``): a worker hosting another
+    program's workflow of this name refuses the run (``PATCH_EXACT``)."""
+    timeout: float | None = None
+    timeout_set: bool = False
+    """The starter's ``timeout=`` (``PATCH_EXACT`` runs use it, whatever the worker's instance was built with)."""
     instance_key: str | None = None
     start_event: str | None = None
     init_state: dict[str, Any] = Field(default_factory=dict)
@@ -129,6 +182,10 @@ class RunInput(_Frozen):
     instrument_tags: dict[str, Any] = Field(default_factory=dict)
     """The caller's LlamaIndex instrument tags around ``run()`` (plain JSON values; the run id aside), which
     the default runtime's steps see in ``active_instrument_tags()``."""
+    warnings: list[dict[str, Any]] = Field(default_factory=list)
+    """Carried by continue-as-new: the ``status`` query's warnings so far."""
+    segment: int = 0
+    """How many times the run has continued as new."""
 
 
 class RunOutput(_Frozen):
@@ -152,6 +209,8 @@ class StepInput(_Frozen):
     """One step invocation: LlamaIndex's own arguments to a step worker, as JSON."""
 
     workflow_name: str
+    signature: str | None = None
+    """``RunInput.signature``: the activity refuses the step (retryably) on a worker hosting another one."""
     instance_key: str | None = None
     run_id: str
     step_name: str
@@ -168,6 +227,19 @@ class StepInput(_Frozen):
     """``RunInput.instrument_tags``, when there are any."""
 
 
+class EventInput(_Frozen):
+    """Argument of the ``submit_event`` update and the ``send_event`` signal (the graph runs' shape)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    event: Any = None
+    """The event's fields, as JSON."""
+    event_type: str | None = None
+    """Its class: ``Name`` (when one accepted class has that name), ``module.Name`` or ``module:Name``; without
+    one, the run reads it as the one accepted class it validates as."""
+    step: str | None = None
+    """Address it to this step only (LlamaIndex's ``send_event(ev, step=...)``)."""
+
+
 class StepOutput(_Frozen):
     """A step's results and sends (LlamaIndex's models), its stream writes, and its store patch."""
 
@@ -175,6 +247,9 @@ class StepOutput(_Frozen):
     stream: list[str] = Field(default_factory=list)
     late_sends: list[str] = Field(default_factory=list)
     store_patch: list[dict[str, Any]] = Field(default_factory=list)
+    took_ms: float | None = None
+    """How long the step ran in its activity (``PATCH_EXACT`` runs): the run picks local activities by it
+    (``StepOptions.local_below``), from what its history recorded, so a replay picks the same."""
 
 
 BATCH_GRACE_MIN_SECONDS = 0.05
@@ -325,7 +400,8 @@ def speculation_key(inp: StepInput, run_ahead: bool = False) -> str:
     result does not depend on it (the retry verdict of a failure does, and is decided by the run from its
     own record; run-ahead results never hold failures)."""
     # instrument_tags only when there are any: the keys of runs recorded before the field stay as they were.
-    exclude = {"run_id", "live_stream", "live_sends"}
+    # signature: a field newer than every run that used keys (PATCH_EXACT runs answer nothing from run-ahead).
+    exclude = {"run_id", "live_stream", "live_sends", "signature"}
     if not inp.instrument_tags:
         exclude.add("instrument_tags")
     data = inp.model_dump(mode="json", exclude=exclude)

@@ -28,7 +28,8 @@ from workflows.runtime.types.plugin import InternalRunAdapter, Runtime, WaitResu
 from workflows.runtime.types.ticks import WorkflowTick
 from workflows.workflow import Workflow
 
-from temporal_workflows.llama._runtime_temporal import _registry
+from temporal_workflows._llama_runtime import _registry
+from temporal_workflows._llama_runtime._llama_private import server_decorated, server_status_updater, set_runtime_view
 
 if TYPE_CHECKING:
     from workflows.runtime.types.plugin import ExternalRunAdapter
@@ -48,8 +49,8 @@ def is_server_runtime(runtime: Runtime) -> bool:
 def _under_server(runtime: Runtime) -> Runtime:
     """``runtime`` without the server's decorators on top (other decorators, e.g. ``verbose=True``'s
     printer, stay)."""
-    while is_server_runtime(runtime) and isinstance(getattr(runtime, "_decorated", None), Runtime):
-        runtime = runtime._decorated  # type: ignore[attr-defined]
+    while is_server_runtime(runtime) and isinstance(server_decorated(runtime), Runtime):
+        runtime = server_decorated(runtime)
     return runtime
 
 
@@ -74,7 +75,7 @@ def run_view(workflow: Workflow) -> Workflow:
         view = _views.get(workflow)
         if view is None:
             view = copy.copy(workflow)
-            view._runtime = _under_server(workflow.runtime)  # not _switch_runtime: no (un)tracking
+            set_runtime_view(view, _under_server(workflow.runtime))  # no (un)tracking
             _views[workflow] = view
         return view
 
@@ -127,6 +128,6 @@ async def mirror_into_server(workflow: Workflow, adapter: ExternalRunAdapter) ->
         raise
     except Exception as e:  # the run ended without a terminal event on its stream
         _log.warning("TemporalRuntime run %s ended without a terminal event: %s", adapter.run_id, e)
-        update: Any = getattr(workflow.runtime, "_handle_status_update", None)
+        update: Any = server_status_updater(workflow.runtime)
         if update is not None:
             await update(run_id=adapter.run_id, status="failed", error=str(e))

@@ -24,17 +24,28 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from llama_index_instrumentation.dispatcher import active_instrument_tags
-from pydantic import BaseModel
 from temporalio import activity as temporal_activity
 from temporalio import workflow as temporal_workflow
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
+from temporalio.common import WorkflowIDReusePolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
+from temporalio.exceptions import (
+    ApplicationError,
+    CancelledError,
+    TerminatedError,
+    TimeoutError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.plugin import SimplePlugin
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, TelemetryConfig, TelemetryFilter
 from temporalio.runtime import Runtime as SdkRuntime
@@ -62,11 +73,18 @@ from workflows.runtime.types.step_function import StepWorkerFunction
 from workflows.runtime.types.ticks import TickCancelRun, WorkflowTick
 from workflows.workflow import Workflow
 
-from temporal_workflows.llama._runtime_temporal import _registry, _wire
-from temporal_workflows.llama._runtime_temporal._activity import llama_step
-from temporal_workflows.llama._runtime_temporal._options import StepOptions
-from temporal_workflows.llama._runtime_temporal._program import program_task_queue
-from temporal_workflows.llama._runtime_temporal._protocol import (
+from temporal_workflows._llama_runtime import _registry, _wire
+from temporal_workflows._llama_runtime._activity import llama_step
+from temporal_workflows._llama_runtime._llama_private import (
+    allowed_type_names,
+    num_concurrent_runs,
+    step_functions,
+    step_functions_version,
+    workflow_timeout,
+)
+from temporal_workflows._llama_runtime._options import StepOptions
+from temporal_workflows._llama_runtime._program import program_task_queue
+from temporal_workflows._llama_runtime._protocol import (
     DEFAULT_TASK_QUEUE,
     EVENTS_TOPIC,
     RESULT_ERROR_TYPE,
@@ -78,9 +96,11 @@ from temporal_workflows.llama._runtime_temporal._protocol import (
     RunInput,
     RunOutput,
 )
-from temporal_workflows.llama._runtime_temporal._server import is_server_runtime, mirror_into_server
-from temporal_workflows.llama._runtime_temporal._versioning import build_id_for
-from temporal_workflows.llama._runtime_temporal._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
+from temporal_workflows._llama_runtime._recovery import recover_queue, recover_run
+from temporal_workflows._llama_runtime._serializer import DeclaredTypesSerializer
+from temporal_workflows._llama_runtime._server import is_server_runtime, mirror_into_server
+from temporal_workflows._llama_runtime._versioning import build_id_for, signature
+from temporal_workflows._llama_runtime._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
 from temporal_workflows.temporal._client.connect import ConnectionConfig
 from temporal_workflows.temporal._client.pollers import LLAMA_SERVE_HINT, check_pollers
 from temporal_workflows.temporal._exit import end_cleanly
@@ -118,63 +138,6 @@ def _step_stub(step_name: str) -> StepWorkerFunction:
 
     stub.__name__ = step_name
     return stub
-
-
-class _DeclaredTypesSerializer(JsonSerializer):
-    """LlamaIndex's default serializer, that also finds the workflow's own event and state classes.
-
-    Under the default runtime events never leave the process, so a workflow whose events are
-    defined inside a function (a test, a notebook cell) works; its records name the classes
-    ``module.Name``, which cannot be imported. This serializer resolves the workflow's declared
-    events and state type first, by the names records carry, then imports as LlamaIndex does.
-    """
-
-    reads_exact_form = True
-    """Its records may carry exact field values (``_wire.EXACT_KEY``), and it reads them."""
-
-    def __init__(self, types: list[type[Any]]) -> None:
-        super().__init__()
-        self._declared: dict[str, type[Any]] = {}
-        for t in types:
-            self._declared[f"{t.__module__}.{t.__name__}"] = t
-            self._declared[f"{t.__module__}.{t.__qualname__}"] = t
-
-    def resolve_class(self, qualified_name: str) -> type[Any]:
-        declared = self._declared.get(qualified_name) or _registry.seen_type(qualified_name)
-        return declared if declared is not None else super().resolve_class(qualified_name)
-
-    # Under the default runtime an event or the store never leaves the process, so a tuple, a set,
-    # bytes or an int key reaches the next step as it was, in a field JSON cannot restore (``Any``,
-    # a ``StartEvent``'s keyword arguments) or as a ``ctx.store`` value. Such a value is recorded in
-    # the engine's tagged form (``_wire.tagged_form``). LlamaIndex's record of a model is its JSON
-    # dump; when that would not give the model back, the record also carries the exact field values
-    # (``_wire.exact_form``), read first.
-
-    def serialize_value(self, value: Any) -> Any:
-        tagged = _wire.tagged_form(self, value)
-        if tagged is not None:
-            return tagged
-        out = _wire.event_record(value)
-        if out is None:
-            out = super().serialize_value(value)
-        if isinstance(value, BaseModel) and isinstance(out, dict) and out.get("__is_pydantic"):
-            exact = _wire.exact_form(value, out["value"], self)
-            if exact is not None:
-                out[_wire.EXACT_KEY] = exact
-            else:
-                _wire.add_exact_forms(value, out["value"], self)  # a tick carrying an event
-        return out
-
-    def deserialize_value(self, data: Any) -> Any:
-        if isinstance(data, dict) and _wire.TAGGED_KEY in data:
-            found, value = _wire.from_tagged_form(self, data)
-            if found:
-                return value
-        if isinstance(data, dict) and _wire.EXACT_KEY in data:
-            model = _wire.from_exact_form(self, data)
-            if model is not None:
-                return model
-        return super().deserialize_value(data)
 
 
 class _RunStore:
@@ -269,6 +232,10 @@ class _WorkerThread:
     async def ready(self) -> None:
         await asyncio.wrap_future(self._ready)
 
+    def wait_ready(self, timeout: float) -> None:
+        """Block until the worker runs (from synchronous code: ``launch_sync()``)."""
+        self._ready.result(timeout)
+
     async def stop(self) -> None:
         await asyncio.to_thread(self.stop_blocking, 30)
 
@@ -283,6 +250,49 @@ class _WorkerThread:
 
 
 _LIVE_WORKER_THREADS: weakref.WeakSet[_WorkerThread] = weakref.WeakSet()
+WORKER_READY_TIMEOUT_SECONDS = 60.0
+"""How long a synchronous ``launch()`` waits for the in-process worker to connect and start."""
+
+
+def _no_running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False
+
+
+class _Done(Coroutine[Any, None, None]):
+    """An awaitable that is already done: what ``launch()``/``destroy()`` return when called from synchronous
+    code, having done their work (never a coroutine object, which would warn when not awaited)."""
+
+    def send(self, value: None) -> Any:
+        raise StopIteration
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        raise typ if val is None else val
+
+    def close(self) -> None:
+        return None
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _recovering(client: Client, task_queue: str) -> AsyncIterator[None]:
+    """Around a worker's run: its queue's steps left running by dead processes of this host run again now."""
+    task = asyncio.get_running_loop().create_task(recover_queue(client, task_queue))
+    try:
+        yield
+    finally:
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+
+
 EXIT_SHUTDOWN_TIMEOUT_SECONDS = 10.0
 """How long a program's exit waits for each in-process worker to shut down (steps still running are cancelled)."""
 
@@ -422,12 +432,12 @@ class TemporalRuntime(Runtime):
 
     def get_serializer(self, workflow: Workflow) -> BaseSerializer:
         base = super().get_serializer(workflow)
-        if type(base) is not JsonSerializer or base._allowed_type_names is not None:
+        if type(base) is not JsonSerializer or allowed_type_names(base) is not None:
             return base  # the workflow chose its serializer (or an allow-list): it is used as it is
         cached = self._serializers.get(workflow)
         if cached is None:
             types: list[type[Any]] = [*workflow.events, infer_state_type(workflow)]
-            cached = _DeclaredTypesSerializer(types)
+            cached = DeclaredTypesSerializer(types)
             self._serializers[workflow] = cached
         return cached
 
@@ -441,16 +451,16 @@ class TemporalRuntime(Runtime):
         registered = RegisteredWorkflow(
             workflow=workflow,
             workflow_run_fn=_not_a_run_function,
-            steps={name: _step_stub(name) for name in workflow._get_steps()},
+            steps={name: _step_stub(name) for name in step_functions(workflow)},
         )
-        self._registered[workflow] = (type(workflow)._step_functions_version, registered)
+        self._registered[workflow] = (step_functions_version(workflow), registered)
         self._hosted.add(workflow)
         _registry.remember(workflow, self.step_options)
         return registered
 
     def get_registered(self, workflow: Workflow) -> RegisteredWorkflow | None:
         found = self._registered.get(workflow)
-        if found is None or found[0] != type(workflow)._step_functions_version:
+        if found is None or found[0] != step_functions_version(workflow):
             return None  # a step added to the class since (@step(workflow=...)): registered again, with it
         return found[1]
 
@@ -470,11 +480,7 @@ class TemporalRuntime(Runtime):
             if state.client is None:
                 state.client = await self._connect()
         if self.hosts_worker:
-            with self._worker_lock:
-                if self._worker_thread is None:
-                    self._worker_thread = _WorkerThread(self)
-                thread = self._worker_thread
-            await thread.ready()
+            await self._worker_thread_started().ready()
         return state.client
 
     async def _connect(self) -> Client:
@@ -520,9 +526,15 @@ class TemporalRuntime(Runtime):
                     "temporal_workflows.llama.versioning", run_context=lambda: versioning.promoting(client, [])
                 )
                 kwargs["plugins"] = [*kwargs.get("plugins", ()), plugin]
+        task_queue = kwargs.pop("task_queue", self.task_queue)
+        # Steps left running by a dead worker process of this host run again at once (_recovery.py).
+        recovering = SimplePlugin(
+            "temporal_workflows.llama.recovery", run_context=lambda: _recovering(client, task_queue)
+        )
+        kwargs["plugins"] = [*kwargs.get("plugins", ()), recovering]
         return Worker(
             client,
-            task_queue=kwargs.pop("task_queue", self.task_queue),
+            task_queue=task_queue,
             workflows=[LlamaIndexRun],
             activities=[llama_step],
             **kwargs,
@@ -551,10 +563,46 @@ class TemporalRuntime(Runtime):
         del idle_timeout
         return self
 
-    async def launch(self) -> None:
-        await super().launch()
+    def launch(self) -> Coroutine[Any, Any, None]:
+        """LlamaIndex's ``Runtime.launch``: a coroutine to await in async code (it waits for the in-process
+        worker, ``worker=True``). Called from synchronous code, it launches at once (as ``launch_sync()`` and
+        DBOS's synchronous launch do) and what it returns need not be awaited."""
+        self._launch_now()
+        if _no_running_loop():
+            self._wait_for_worker()
+            return _Done()
+        return self._await_launch()
+
+    async def _await_launch(self) -> None:
         if self.hosts_worker:
             await self.client()
+
+    def launch_sync(self) -> None:
+        self._launch_now()
+        self._wait_for_worker()
+
+    def _launch_now(self) -> None:
+        """``Runtime.launch``'s own work (it awaits nothing), and the in-process worker's thread started."""
+        coro = super().launch()
+        try:
+            coro.send(None)
+        except StopIteration:
+            pass
+        else:  # pragma: no cover - a LlamaIndex whose launch awaits something
+            coro.close()
+            raise RuntimeError("Runtime.launch awaited something: launch TemporalRuntime with 'await rt.launch()'")
+        if self.hosts_worker:
+            self._worker_thread_started()
+
+    def _worker_thread_started(self) -> _WorkerThread:
+        with self._worker_lock:
+            if self._worker_thread is None:
+                self._worker_thread = _WorkerThread(self)
+            return self._worker_thread
+
+    def _wait_for_worker(self) -> None:
+        if self.hosts_worker:
+            self._worker_thread_started().wait_ready(WORKER_READY_TIMEOUT_SECONDS)
 
     def call_sync(self, fn: Callable[[Client], Awaitable[_T]], timeout: float = SYNC_CALL_TIMEOUT_SECONDS) -> _T:
         """Run ``fn(client)`` to completion from synchronous code (even inside a running event loop)."""
@@ -564,16 +612,39 @@ class TemporalRuntime(Runtime):
             calls = self._sync_calls
         return calls.call(fn, timeout)
 
-    async def destroy(self) -> None:
-        with self._worker_lock:
-            calls, self._sync_calls = self._sync_calls, None
-        if calls is not None:
-            calls.stop()
-        with self._worker_lock:
-            thread, self._worker_thread = self._worker_thread, None
+    def destroy(self) -> Coroutine[Any, Any, None]:
+        """LlamaIndex's ``Runtime.destroy``: a coroutine to await in async code. Called from synchronous code, it
+        shuts the in-process worker down at once (as ``destroy_sync()``); what it returns need not be awaited."""
+        if _no_running_loop():
+            self.destroy_sync()
+            return _Done()
+        return self._destroy()
+
+    async def _destroy(self) -> None:
+        thread = self._take_resources()
         if thread is not None:
             await thread.stop()
         await super().destroy()
+
+    def destroy_sync(self) -> None:
+        thread = self._take_resources()
+        if thread is not None:
+            thread.stop_blocking(EXIT_SHUTDOWN_TIMEOUT_SECONDS)
+        coro = super().destroy()
+        try:
+            coro.send(None)
+        except StopIteration:
+            pass
+        else:  # pragma: no cover
+            coro.close()
+
+    def _take_resources(self) -> _WorkerThread | None:
+        with self._worker_lock:
+            calls, self._sync_calls = self._sync_calls, None
+            thread, self._worker_thread = self._worker_thread, None
+        if calls is not None:
+            calls.stop()
+        return thread
 
     # -- runs -------------------------------------------------------------------------------------
     def run_workflow(
@@ -597,6 +668,9 @@ class TemporalRuntime(Runtime):
             store = _wire.run_store(active, None, infer_state_type(workflow))
         inp = RunInput(
             workflow_name=workflow.workflow_name,
+            signature=signature(workflow),
+            timeout=workflow_timeout(workflow),
+            timeout_set=True,
             instance_key=_registry.instance_key(workflow),
             start_event=None if start_event is None else _wire.encode_event(active, start_event),
             init_state=init_state.to_serialized(active).model_dump(mode="json"),
@@ -606,19 +680,21 @@ class TemporalRuntime(Runtime):
         )
         adapter = TemporalExternalAdapter(self, run_id, active, inp.store, init_state, workflow)
         loop = asyncio.get_running_loop()
-        adapter.started = loop.create_task(self._start(run_id, inp, workflow))
+        adapter.started = loop.create_task(self._start(run_id, inp, workflow, adapter))
         self._adapters[run_id] = adapter
         if is_server_runtime(workflow.runtime):
             # Served by llama-agents-server: its store learns the run's events from here (_server.py).
             adapter.mirror = loop.create_task(mirror_into_server(workflow, adapter))
         return adapter
 
-    async def _start(self, run_id: str, inp: RunInput, workflow: Workflow) -> WorkflowHandle[Any, RunOutput]:
+    async def _start(
+        self, run_id: str, inp: RunInput, workflow: Workflow, adapter: TemporalExternalAdapter
+    ) -> WorkflowHandle[Any, RunOutput]:
         """Start the run; with ``num_concurrent_runs`` set, once fewer than that many runs of this
         workflow instance started here are going, as ``BasicRuntime`` holds a run back until then."""
-        limit = workflow._num_concurrent_runs
+        limit = num_concurrent_runs(workflow)
         if limit is None:
-            return await self._start_execution(run_id, inp)
+            return await self._start_execution(run_id, inp, adapter)
         state = self._loop_state()
         sem = state.run_limits.get(workflow)
         if sem is None:
@@ -626,7 +702,7 @@ class TemporalRuntime(Runtime):
             state.run_limits[workflow] = sem
         await sem.acquire()
         try:
-            handle = await self._start_execution(run_id, inp)
+            handle = await self._start_execution(run_id, inp, adapter)
         except BaseException:
             sem.release()
             raise
@@ -643,16 +719,28 @@ class TemporalRuntime(Runtime):
         task.add_done_callback(state.releasing.discard)
         return handle
 
-    async def _start_execution(self, run_id: str, inp: RunInput) -> WorkflowHandle[Any, RunOutput]:
+    async def _start_execution(
+        self, run_id: str, inp: RunInput, adapter: TemporalExternalAdapter
+    ) -> WorkflowHandle[Any, RunOutput]:
+        """Start the run; a run id that names a run already (running or ended) attaches to that run instead.
+
+        As under DBOS, where a workflow id names one run: ``workflow.run(run_id=...)`` again after the program
+        was killed goes on with the run it started (a step its dead worker was running runs again at once,
+        ``_recovery.py``), and after the run ended returns its result. A run id of another workflow is refused.
+        """
         client = await self.client()
-        handle = await client.start_workflow(
-            WORKFLOW_TYPE,
-            inp,
-            id=run_id,
-            task_queue=self.task_queue,
-            result_type=RunOutput,
-            static_summary=inp.workflow_name,
-        )
+        try:
+            handle = await client.start_workflow(
+                WORKFLOW_TYPE,
+                inp,
+                id=run_id,
+                task_queue=self.task_queue,
+                result_type=RunOutput,
+                static_summary=inp.workflow_name,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            return await adapter._attach(expect=inp)
         if not self.hosts_worker:
             # A queue nobody polls looks like a hang: said in the log (temporal/_client/pollers.py).
             check_pollers(client, self.task_queue, run_id, LLAMA_SERVE_HINT)
@@ -673,7 +761,8 @@ class TemporalRuntime(Runtime):
         process's worker takes it over.
         """
         adapter = self._adapters.get(run_id)
-        if adapter is None:
+        if adapter is None or _failed(adapter.started):
+            # (A failed attach, the server unreachable say, is not kept: the next call tries again.)
             adapter = TemporalExternalAdapter.attach(self, run_id)
             self._adapters[run_id] = adapter
         return adapter
@@ -729,7 +818,9 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         self.started = asyncio.get_running_loop().create_task(self._attach())
         return self
 
-    async def _attach(self) -> WorkflowHandle[Any, RunOutput]:
+    async def _attach(self, expect: RunInput | None = None) -> WorkflowHandle[Any, RunOutput]:
+        """Read which workflow run ``run_id`` runs, its serializer, first state and store (its current execution's
+        input); ``expect``: the input this adapter would have started it with, which must be of the same workflow."""
         client = await self._runtime.client()
         handle = client.get_workflow_handle(self._run_id, result_type=RunOutput)
         inp: RunInput | None = None
@@ -742,6 +833,19 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
             raise RuntimeError(f"No workflow run with run_id {self._run_id!r} on the Temporal server: {e}") from None
         if not isinstance(inp, RunInput):
             raise RuntimeError(f"Workflow {self._run_id!r} is not a LlamaIndex run of TemporalRuntime")
+        if expect is not None and (
+            inp.workflow_name != expect.workflow_name
+            or (inp.signature is not None and expect.signature is not None and inp.signature != expect.signature)
+        ):
+            raise WorkflowRuntimeError(
+                f"run id {self._run_id!r} names a run of workflow {inp.workflow_name!r} (signature "
+                f"{inp.signature}) already; this is {expect.workflow_name!r} (signature {expect.signature}): "
+                "choose another run id"
+            )
+        # Its steps left running by a dead process of this host (the program before a kill) run again now.
+        recovery = asyncio.get_running_loop().create_task(recover_run(client, self._run_id))
+        _BACKGROUND.add(recovery)
+        recovery.add_done_callback(_BACKGROUND.discard)
         workflow = _registry.lookup(inp.workflow_name, inp.instance_key)
         serializer = workflow.runtime.get_serializer(workflow)
         self._workflow, self._serializer = workflow, serializer
@@ -756,6 +860,9 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         return self._run_id
 
     async def send_event(self, tick: WorkflowTick) -> None:
+        if isinstance(tick, TickCancelRun):  # ctx.shutdown(), a cancel sent as a tick
+            await self.cancel()
+            return
         event = getattr(tick, "event", None)
         if isinstance(event, Event):
             # Its class may be one no step declares (what a wait_for_event waits for) and that cannot be
@@ -797,8 +904,8 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
         itself wrote (LlamaIndex's own ``StepStateChanged``, ``WorkflowFailedEvent``, a step's
         ``write_event_to_stream``), which under the default runtime never leaves the process and so
         is never checked against that list; it is read with the runtime's open serializer instead."""
-        if isinstance(self._serializer, JsonSerializer) and self._serializer._allowed_type_names is not None:
-            return _DeclaredTypesSerializer([*self._workflow.events, infer_state_type(self._workflow)])
+        if isinstance(self._serializer, JsonSerializer) and allowed_type_names(self._serializer) is not None:
+            return DeclaredTypesSerializer([*self._workflow.events, infer_state_type(self._workflow)])
         return self._serializer
 
     def get_state_store(self, namespace: tuple[str, ...] = ()) -> StateStore[Any] | None:
@@ -877,14 +984,25 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
                 str(details.get("exception_message", "")),
                 details.get("exception_state"),
             )
-        if isinstance(cause, (CancelledError, TerminatedError)):
-            return WorkflowCancelledByUser(f"the run was {type(cause).__name__.removesuffix('Error').lower()}")
+        if isinstance(cause, CancelledError):
+            return WorkflowCancelledByUser()  # as LlamaIndex's loop raises it
+        if isinstance(cause, TerminatedError):
+            return WorkflowCancelledByUser(f"the run was terminated: {cause}")
         if isinstance(cause, TimeoutError):
             return WorkflowRuntimeError(f"the run timed out on Temporal: {cause}")
         return WorkflowRuntimeError(f"the run failed: {cause or e}")
 
     async def cancel(self) -> None:
-        await self.send_event(TickCancelRun())
+        """``handler.cancel_run()``: a Temporal cancel request; the run hands LlamaIndex's loop its cancel tick
+        and ends CANCELED (``WorkflowCancelledByUser`` from ``await handler``, as under the default runtime)."""
+        await self.started
+        client = await self._runtime.client()
+        try:
+            await client.get_workflow_handle(self._run_id).cancel()
+        except RPCError as e:
+            if e.status != RPCStatusCode.NOT_FOUND:
+                raise
+            _log.info("run %s has ended: cancel not delivered", self._run_id)
 
     # -- snapshots (ctx.to_dict(), running_steps()) ------------------------------------------------
     @property
@@ -970,6 +1088,14 @@ class TemporalExternalAdapter(ExternalRunAdapter, SnapshottableAdapter, V2Runtim
             await handle.terminate("aborted from the handler")
 
         asyncio.get_running_loop().create_task(terminate())
+
+
+_BACKGROUND: set[asyncio.Task[Any]] = set()
+"""Fire-and-forget tasks (step recovery), kept alive until done."""
+
+
+def _failed(task: asyncio.Task[Any]) -> bool:
+    return task.done() and not task.cancelled() and task.exception() is not None
 
 
 def _caller_tags() -> dict[str, Any]:
