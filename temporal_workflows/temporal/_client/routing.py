@@ -8,11 +8,13 @@ starter built. A client built from an older (or newer) graph than the current ve
 a run that no worker of its version can take, and that waits for ever.
 
 So a versioned worker records the signatures of the graphs it hosts in its version's metadata
-(:data:`GRAPHS_METADATA_KEY`, written by ``WorkerVersioning.announce``), and a starter whose signature the
-current (and ramping) version does not host pins the run to the newest version that does, with a
-versioning override. When no version records it, the run starts where Temporal puts it and waits, saying
-so. Each start on a versioned queue asks the queue's routing (``DescribeTaskQueue``) afresh; an unversioned
-queue costs one such call per few seconds per queue (the answer is kept for :data:`QUEUE_TTL`).
+(:data:`GRAPHS_METADATA_KEY`, written by ``WorkerVersioning.announce``), and a starter pins its run, with a
+versioning override, to the current version when that hosts its signature (the queue's routing read here can
+lag the deployment's by a moment after a rollout), else to the newest version that does; only when both the
+current and a ramping version host it is the choice left to the ramp. When no version records it, the run
+starts where Temporal puts it and waits, saying so. Each start on a versioned queue asks the queue's routing
+(``DescribeTaskQueue``) afresh; an unversioned queue costs one such call per few seconds per queue (the answer
+is kept for :data:`QUEUE_TTL`).
 """
 
 from __future__ import annotations
@@ -126,10 +128,14 @@ async def versioning_override(client: Client, task_queue: str, graph: str, signa
         return None
     targets = [b for b in (routing.current, routing.ramping) if b is not None]
     hosted = [await graphs_of_version(client, deployment, b) for b in targets]
-    if all(graphs.get(graph) == signature or not graphs for graphs in hosted):
-        return None  # where new runs go hosts it (or says nothing: as before)
+    if not any(hosted):
+        return None  # no version says what it hosts: as before
+    if len(targets) == 2 and all(graphs.get(graph) == signature for graphs in hosted):
+        return None  # current and ramping versions both host it: the ramp chooses, as the operator set it
     if hosted[0].get(graph) == signature:
-        # The current version hosts it, a ramping one does not: not left to the ramp.
+        # The current version hosts it: pinned there explicitly, not left to the server's routing, which can
+        # have moved on since the queue's routing was read (a task queue learns a new current version
+        # asynchronously, so a start right after a rollout would otherwise land on the new version).
         return PinnedVersioningOverride(WorkerDeploymentVersion(deployment, routing.current))
     try:
         described = await client.workflow_service.describe_worker_deployment(
