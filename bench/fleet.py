@@ -3,6 +3,7 @@
     python -m bench --only fleet            # full run (about 12 minutes)
     python -m bench --only fleet --json     # the report on stderr, one JSON object on stdout
     python -m bench --only fleet --quick    # CI: every stage, scaled down; targets not judged
+    python -m bench --only fleet --stage versioned  # one stage, full size; repeat --stage or give a comma list
 
 It starts a dev server of its own (``temporal server start-dev`` as it comes: eager activity execution on)
 and worker processes of its own, started as users start them (``python -m temporal_workflows worker
@@ -24,6 +25,11 @@ and stopped by pid. Stages:
    gracefully) and replaced: runs failed, and activity or workflow task timeouts in their histories.
 5. **versioned**: a Worker Deployment rolled from v1 to v2 (another shape of one graph) under load: runs
    started before, and runs started by a v1 client after, finish on v1; runs of v2 clients on v2.
+
+``--stage NAME`` (repeatable, or ``--stage rolling,versioned``; default: every stage) runs only the stages
+named, at full size unless ``--quick``: the report still holds every key ``--json`` promises, those of the
+stages not run as ``null``, the stages run in ``config.stages``, and only their targets judged (the others'
+``met`` is ``null``). The rolling stage's second run, on a server without poll completion, runs with it.
 
 Every target is judged on the full run only; the machine's load average is reported beside the figures.
 """
@@ -81,7 +87,8 @@ REQUIRED_KEYS: dict[str, type] = {
     "rolling_failures": int,
     "versioned_rollout_failures": int,
 }
-"""The keys ``--json`` always prints, with their types (``tests/test_bench.py`` checks them)."""
+"""The keys ``--json`` always prints, with their types (``tests/test_bench.py`` checks them); a key of a stage
+not run (``--stage``) is ``null``."""
 
 
 @dataclass(frozen=True)
@@ -703,26 +710,55 @@ async def versioned(client: Client, fleet: Fleet, cfg: Config) -> dict[str, Any]
 # -- the report ---------------------------------------------------------------------------------------
 
 
+Stage = Callable[[Client, Fleet, Config], Awaitable[dict[str, Any]]]
+
+STAGES: dict[str, Stage] = {
+    "spread": spread,
+    "throughput": throughput,
+    "chaos": chaos,
+    "rolling": rolling,
+    "versioned": versioned,
+}
+"""The stages, in the order a run takes them (``--stage`` picks some; the order stays this one)."""
+
+
 @dataclass
 class Target:
     key: str
+    stage: str
+    """The stage whose figures it judges: not judged (``met`` ``null``) when that stage did not run."""
     text: str
     met: Callable[[dict[str, Any]], bool]
 
 
 TARGETS = [
     Target(
-        "spread", "200-way fan-out of 0.5 s steps: 4 workers ≤ 0.35 x 1 worker", lambda r: r["spread_ratio"] <= 0.35
+        "spread",
+        "spread",
+        "200-way fan-out of 0.5 s steps: 4 workers ≤ 0.35 x 1 worker",
+        lambda r: r["spread_ratio"] <= 0.35,
     ),
-    Target("spread_share", "each of 4 workers runs ≥ 15% of its steps", lambda r: r["spread_min_share"] >= 0.15),
-    Target("io_scaling", "I/O-bound throughput, 4 workers ≥ 3.6 x 1 worker", lambda r: r["io_scaling_4_vs_1"] >= 3.6),
+    Target(
+        "spread_share",
+        "spread",
+        "each of 4 workers runs ≥ 15% of its steps",
+        lambda r: r["spread_min_share"] >= 0.15,
+    ),
+    Target(
+        "io_scaling",
+        "throughput",
+        "I/O-bound throughput, 4 workers ≥ 3.6 x 1 worker",
+        lambda r: r["io_scaling_4_vs_1"] >= 3.6,
+    ),
     Target(
         "vs_hand_written",
+        "throughput",
         "throughput ≥ 0.9 x hand-written at every N",
         lambda r: r["throughput_ratio_vs_hand_written"] >= 0.9,
     ),
     Target(
         "chaos_zero",
+        "chaos",
         "chaos: no run lost, failed, stuck or wrong; no duplicate commit; no reader duplicate",
         lambda r: (
             not any(
@@ -733,15 +769,18 @@ TARGETS = [
     ),
     Target(
         "chaos_p99",
+        "chaos",
         "chaos: added p99 ≤ heartbeat timeout + 5 s",
         lambda r: r["chaos_p99_added_s"] <= r["details"]["chaos"]["heartbeat_timeout_s"] + 5,
     ),
     Target(
         "rolling",
+        "rolling",
         "rolling restart: no failure, no timeout",
         lambda r: r["rolling_failures"] + r["rolling_timeouts"] == 0,
     ),
     Target(
+        "versioned",
         "versioned",
         "versioned rollout: every run on its starter's version",
         lambda r: r["versioned_rollout_failures"] == 0,
@@ -773,9 +812,39 @@ async def _stages(
     return details
 
 
-async def run_bench(cfg: Config) -> dict[str, Any]:
+def _figures(details: dict[str, Any]) -> dict[str, Any]:
+    """The report's top-level figures from the stages' details; a figure of a stage not run is ``None``."""
+
+    def of(stage: str, key: str) -> Any:
+        return details[stage][key] if stage in details else None
+
+    return {
+        "spread_ratio": of("spread", "ratio"),
+        "spread_min_share": of("spread", "min_share"),
+        "short_steps_latency_ratio": of("spread", "short_ratio"),
+        "io_scaling_4_vs_1": of("throughput", "scaling"),
+        "throughput_ratio_vs_hand_written": of("throughput", "lowest_ratio"),
+        "chaos_runs": of("chaos", "runs"),
+        "chaos_lost": of("chaos", "lost"),
+        "chaos_failed": of("chaos", "failed"),
+        "chaos_stuck": of("chaos", "stuck"),
+        "chaos_wrong": of("chaos", "wrong"),
+        "chaos_duplicate_commits": of("chaos", "duplicate_commits"),
+        "chaos_reader_duplicates": of("chaos", "reader_duplicates"),
+        "chaos_p99_added_s": of("chaos", "p99_added_s"),
+        "rolling_failures": of("rolling", "failures"),
+        "rolling_timeouts": of("rolling", "timeouts"),
+        "rolling_default_server_failures": of("rolling_default_server", "failures"),
+        "rolling_default_server_timeouts": of("rolling_default_server", "timeouts"),
+        "versioned_rollout_failures": of("versioned", "failures"),
+    }
+
+
+async def run_bench(cfg: Config, stages: Sequence[str] = tuple(STAGES)) -> dict[str, Any]:
+    """Run ``stages`` (names in :data:`STAGES`, run in that table's order) and report them."""
+    chosen = [name for name in STAGES if name in stages]
     report: dict[str, Any] = {
-        "config": {"quick": cfg.quick, "cpus": os.cpu_count(), "server_args": SERVER_ARGS},
+        "config": {"quick": cfg.quick, "cpus": os.cpu_count(), "server_args": SERVER_ARGS, "stages": chosen},
         "load_before": _load(),
     }
     logs = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
@@ -786,89 +855,77 @@ async def run_bench(cfg: Config) -> dict[str, Any]:
                 env.client.service_client.config.target_host,
                 logs,
                 cfg,
-                (
-                    ("spread", spread),
-                    ("throughput", throughput),
-                    ("chaos", chaos),
-                    ("rolling", rolling),
-                    ("versioned", versioned),
-                ),
+                [(name, STAGES[name]) for name in chosen],
             )
         finally:
             await env.shutdown()
-        plain = await start_dev_server()
-        try:
-            details["rolling_default_server"] = (
-                await _stages(plain.client.service_client.config.target_host, logs, cfg, (("rolling", rolling),))
-            )["rolling"]
-        finally:
-            await plain.shutdown()
+        if "rolling" in chosen:
+            plain = await start_dev_server()
+            try:
+                details["rolling_default_server"] = (
+                    await _stages(plain.client.service_client.config.target_host, logs, cfg, (("rolling", rolling),))
+                )["rolling"]
+            finally:
+                await plain.shutdown()
     except BaseException:
         _say(f"worker logs kept in {logs}")
         raise
-    sp, tp, ch, ro, ve = (details[k] for k in ("spread", "throughput", "chaos", "rolling", "versioned"))
-    report.update(
-        {
-            "spread_ratio": sp["ratio"],
-            "spread_min_share": sp["min_share"],
-            "short_steps_latency_ratio": sp["short_ratio"],
-            "io_scaling_4_vs_1": tp["scaling"],
-            "throughput_ratio_vs_hand_written": tp["lowest_ratio"],
-            "chaos_runs": ch["runs"],
-            "chaos_lost": ch["lost"],
-            "chaos_failed": ch["failed"],
-            "chaos_stuck": ch["stuck"],
-            "chaos_wrong": ch["wrong"],
-            "chaos_duplicate_commits": ch["duplicate_commits"],
-            "chaos_reader_duplicates": ch["reader_duplicates"],
-            "chaos_p99_added_s": ch["p99_added_s"],
-            "rolling_failures": ro["failures"],
-            "rolling_timeouts": ro["timeouts"],
-            "rolling_default_server_failures": details["rolling_default_server"]["failures"],
-            "rolling_default_server_timeouts": details["rolling_default_server"]["timeouts"],
-            "versioned_rollout_failures": ve["failures"],
-            "load_after": _load(),
-            "details": details,
-        }
-    )
-    report["targets"] = {t.key: {"text": t.text, "met": None if cfg.quick else bool(t.met(report))} for t in TARGETS}
+    report.update(_figures(details))
+    report["load_after"] = _load()
+    report["details"] = details
+    report["targets"] = {
+        t.key: {"text": t.text, "met": None if cfg.quick or t.stage not in details else bool(t.met(report))}
+        for t in TARGETS
+    }
     return report
 
 
 def _table(report: dict[str, Any]) -> str:
     d = report["details"]
-    tp = d["throughput"]["by_n"]
+    stages = report["config"]["stages"]
     lines = [
         f"fleet benchmark ({'--quick: timings not judged' if report['config']['quick'] else 'full run'}); "
         f"{report['config']['cpus']} CPUs; load average before {report['load_before']}, after {report['load_after']}",
-        f"spread: {d['spread']['width']}-way fan-out of {d['spread']['delay_s']} s steps, {SLOTS} slots per worker: "
-        f"{d['spread']['ratio']:.3f} x one worker's time; smallest share {d['spread']['min_share']:.0%}; "
-        f"short steps' latency {d['spread']['short_ratio']:.2f} x one worker's",
     ]
-    for n, row in tp.items():
+    if stages != list(STAGES):
+        lines.append(f"stages run: {', '.join(stages)} (the others' figures are null)")
+    if "spread" in d:
+        sp = d["spread"]
         lines.append(
-            f"throughput N={n}: ours {row['ours_steps_per_s']:.1f} steps/s, hand-written {row['base_steps_per_s']:.1f}"
-            f" steps/s, ratio {row['ratio']:.2f} (load {row['load']})"
+            f"spread: {sp['width']}-way fan-out of {sp['delay_s']} s steps, {SLOTS} slots per worker: "
+            f"{sp['ratio']:.3f} x one worker's time; smallest share {sp['min_share']:.0%}; "
+            f"short steps' latency {sp['short_ratio']:.2f} x one worker's"
         )
-    lines.append(
-        f"scaling 1→{max(tp)} workers: ours {d['throughput']['scaling']:.2f}x, hand-written "
-        f"{d['throughput']['base_scaling']:.2f}x"
-    )
-    ch = d["chaos"]
-    lines.append(
-        f"chaos: {ch['runs']} runs, {ch['kills']} kill -9 over {ch['seconds']:g} s, heartbeat timeout "
-        f"{ch['heartbeat_timeout_s']:g} s: lost {ch['lost']}, failed {ch['failed']}, stuck {ch['stuck']}, wrong "
-        f"{ch['wrong']}, duplicate commits {ch['duplicate_commits']}, reader duplicates {ch['reader_duplicates']} "
-        f"({ch['readers']} readers); added latency p50 {ch['p50_added_s']:.1f} s, p99 {ch['p99_added_s']:.1f} s"
-    )
-    ro, ve = d["rolling"], d["versioned"]
-    lines.append(f"rolling restart: {ro['runs']} runs, failures {ro['failures']}, timeouts {ro['timeouts']}")
-    rd = d["rolling_default_server"]
-    lines.append(
-        f"  (on a server without polls completed at worker shutdown: {rd['runs']} runs, failures "
-        f"{rd['failures']}, timeouts {rd['timeouts']} {rd['timeout_kinds']})"
-    )
-    lines.append(f"versioned rollout: {ve['runs']} runs (+{ve['load_runs']} load runs), failures {ve['failures']}")
+    if "throughput" in d:
+        tp = d["throughput"]["by_n"]
+        for n, row in tp.items():
+            lines.append(
+                f"throughput N={n}: ours {row['ours_steps_per_s']:.1f} steps/s, hand-written "
+                f"{row['base_steps_per_s']:.1f} steps/s, ratio {row['ratio']:.2f} (load {row['load']})"
+            )
+        lines.append(
+            f"scaling 1→{max(tp)} workers: ours {d['throughput']['scaling']:.2f}x, hand-written "
+            f"{d['throughput']['base_scaling']:.2f}x"
+        )
+    if "chaos" in d:
+        ch = d["chaos"]
+        lines.append(
+            f"chaos: {ch['runs']} runs, {ch['kills']} kill -9 over {ch['seconds']:g} s, heartbeat timeout "
+            f"{ch['heartbeat_timeout_s']:g} s: lost {ch['lost']}, failed {ch['failed']}, stuck {ch['stuck']}, wrong "
+            f"{ch['wrong']}, duplicate commits {ch['duplicate_commits']}, reader duplicates {ch['reader_duplicates']} "
+            f"({ch['readers']} readers); added latency p50 {ch['p50_added_s']:.1f} s, p99 {ch['p99_added_s']:.1f} s"
+        )
+    if "rolling" in d:
+        ro, rd = d["rolling"], d["rolling_default_server"]
+        lines.append(f"rolling restart: {ro['runs']} runs, failures {ro['failures']}, timeouts {ro['timeouts']}")
+        lines.append(
+            f"  (on a server without polls completed at worker shutdown: {rd['runs']} runs, failures "
+            f"{rd['failures']}, timeouts {rd['timeouts']} {rd['timeout_kinds']})"
+        )
+    if "versioned" in d:
+        ve = d["versioned"]
+        lines.append(f"versioned rollout: {ve['runs']} runs (+{ve['load_runs']} load runs), failures {ve['failures']}")
+        lines += [f"  {problem}" for problem in ve["problems"]]
     for key, t in report["targets"].items():
         met = "not judged" if t["met"] is None else ("met" if t["met"] else "NOT MET")
         lines.append(f"  target {key}: {t['text']}: {met}")
@@ -884,11 +941,31 @@ async def _interruptible(work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
     return await task
 
 
+def _chosen_stages(parser: argparse.ArgumentParser, given: Sequence[str] | None) -> list[str]:
+    """The stages ``--stage`` names (every stage when none), in the benchmark's order; an unknown one is refused."""
+    if not given:
+        return list(STAGES)
+    names = {name.strip() for value in given for name in value.split(",") if name.strip()}
+    unknown = sorted(names - set(STAGES))
+    if unknown or not names:
+        parser.error(f"--stage: unknown stage {', '.join(unknown) or '(none)'}; choose from {', '.join(STAGES)}")
+    return [name for name in STAGES if name in names]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench --only fleet", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench --only fleet", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="every stage scaled down, to check it runs (CI)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout (the table on stderr)")
+    parser.add_argument(
+        "--stage",
+        action="append",
+        metavar="NAME",
+        help=f"run only this stage ({', '.join(STAGES)}); repeat it or give a comma list; default: every stage",
+    )
     args = parser.parse_args(argv)
+    stages = _chosen_stages(parser, args.stage)
     report_to = sys.stdout
     if args.json:
         # The JSON object alone on stdout: the servers and workers this bench starts inherit its file
@@ -896,7 +973,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.stdout.flush()
         report_to = os.fdopen(os.dup(1), "w")
         os.dup2(2, 1)
-    report = asyncio.run(_interruptible(run_bench(Config.of(args.quick))))
+    report = asyncio.run(_interruptible(run_bench(Config.of(args.quick), stages)))
     if args.json:
         _say(_table(report))
         print(json.dumps(report, default=str), file=report_to, flush=True)

@@ -118,3 +118,24 @@ def test_the_llama_runtime_bench_reports_its_ratios_and_counts_invocations() -> 
     assert report["targets"]["duplicate_invocations"]["met"] is True
     assert all(t["met"] is None for k, t in report["targets"].items() if k != "duplicate_invocations")
     assert len(report["load_average_before"]) == 3
+
+
+def test_the_fleet_bench_runs_the_stages_named_in_its_own_order_and_refuses_an_unknown_one() -> None:
+    """``--stage`` (repeated or a comma list) picks stages, run in the benchmark's order; a misspelt stage is
+    refused before any server or worker starts, naming the stages there are."""
+    import argparse
+
+    from bench.fleet import STAGES, _chosen_stages
+
+    parser = argparse.ArgumentParser()
+    assert _chosen_stages(parser, None) == list(STAGES)
+    assert _chosen_stages(parser, ["versioned,spread", "rolling", "spread"]) == ["spread", "rolling", "versioned"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "fleet", "--stage", "versioned,rollout"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "unknown stage rollout; choose from spread, throughput, chaos, rolling, versioned" in proc.stderr
