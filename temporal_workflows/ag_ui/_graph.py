@@ -40,7 +40,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._engine.driver import RunStatus
 from temporal_workflows._engine.limits import check_payload
-from temporal_workflows._errors import DeliveryForgottenError, WorkflowError
+from temporal_workflows._errors import DeliveryForgottenError, RunClosedError, WorkflowError
 from temporal_workflows._events import (
     ExecutorCompletedEvent,
     ExecutorFailedEvent,
@@ -617,6 +617,10 @@ class GraphKind(RunKind):
         )
         try:
             await RunHandle(started, client)._update(UPDATE_CONFIRM, confirm)
+        except RunClosedError:
+            # The run started with this message (its start signal) and has ended already, e.g. a step that
+            # failed at once: the message was taken, and the turn reads how the run ended (RUN_ERROR).
+            return True
         except (WorkflowUpdateFailedError, WorkflowError) as e:
             raise Refusal(_why(e), _code(e) if isinstance(e, WorkflowUpdateFailedError) else type(e).__name__) from None
         return True

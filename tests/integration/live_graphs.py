@@ -9,7 +9,16 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-from temporal_workflows import ExecutorOptions, Workflow, WorkflowBuilder, WorkflowContext, executor
+from temporal_workflows import (
+    Executor,
+    ExecutorOptions,
+    Workflow,
+    WorkflowBuilder,
+    WorkflowContext,
+    executor,
+    handler,
+    response_handler,
+)
 from temporal_workflows.events import StepProgressEvent
 
 GATES: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
@@ -70,5 +79,23 @@ async def mixed(count: int, ctx: WorkflowContext[None, int]) -> None:
 mixed_sizes = WorkflowBuilder(start_executor=mixed, name="it_live_mixed").build()
 
 
+class Chatter(Executor):
+    """Publishes ``count`` progress items in a tight loop (a few batches of live events), then asks before it
+    answers: a twin's second call must read on from where the first stopped."""
+
+    @handler
+    async def chat(self, count: int, ctx: WorkflowContext) -> None:
+        for i in range(count):
+            await ctx.add_event(StepProgressEvent(message=str(i)))
+        await ctx.request_info(f"say something after {count} items", str)
+
+    @response_handler
+    async def answered(self, asked: str, answer: str, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(f"heard {answer}")
+
+
+chatty = WorkflowBuilder(start_executor=Chatter(id="chatter"), name="it_live_chatty").build()
+
+
 def all_workflows() -> list[Workflow]:
-    return [gated, retried, flooded, mixed_sizes]
+    return [gated, retried, flooded, mixed_sizes, chatty]

@@ -21,8 +21,10 @@ from temporal_workflows import Workflow, WorkflowEvent, WorkflowRunResult, Workf
 from temporal_workflows.errors import ExecutorFailedError, UnknownRequestError, WorkflowError
 from temporal_workflows.events import (
     RequestInfoEvent,
+    StepProgressEvent,
     SuperStepCompletedEvent,
     SuperStepStartedEvent,
+    WorkflowOutputEvent,
     WorkflowStartedEvent,
 )
 from temporal_workflows.temporal import DurableWorkflow
@@ -282,3 +284,23 @@ async def test_a_reader_that_stops_polling_without_a_word_holds_its_run_no_longe
         assert result["status"] == "completed"
         warnings = (await handle.status())["warnings"]
         assert any("has not read on for 30 s" in w["message"] for w in warnings)
+
+
+async def test_a_second_call_reads_on_after_a_step_that_streamed_batches_of_live_events(client: Client) -> None:
+    """A step publishes 300 live items (a few stream positions: a step's live events go in batches) and asks;
+    the answering call yields what came after, not a slice cut by a count of the events seen before."""
+    from tests.integration import live_graphs
+
+    async def program(wf: Runner) -> tuple[list[str], list[str], list[Any]]:
+        first = [ev async for ev in wf.run(300, stream=True)]
+        (asked,) = [e for e in first if isinstance(e, RequestInfoEvent)]
+        second = [ev async for ev in wf.run(responses={asked.request_id: "hello"}, stream=True)]
+        outputs = [e.data for e in second if isinstance(e, WorkflowOutputEvent)]
+        live = [e.message for e in first if isinstance(e, StepProgressEvent)]
+        return live, [type(e).__name__ for e in second], outputs
+
+    live, second, outputs = await program(durable(client, live_graphs.chatty))
+    assert live == [str(i) for i in range(300)]
+    assert outputs == ["heard hello"]
+    local = await program(live_graphs.chatty)
+    assert (live, second, outputs) == local

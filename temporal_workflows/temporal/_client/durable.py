@@ -287,12 +287,15 @@ class DurableWorkflow:
         settled = False
         consumer = asyncio.current_task()  # the task reading the stream (it runs this code at each next event)
         try:
-            async for event in handle.events(
+            events = handle.events(
                 from_offset=self._offset,
                 reader=reader,
                 poll_cooldown=_PACED_POLL_COOLDOWN if reader is not None else _POLL_COOLDOWN,
-            ):
-                self._offset += 1
+            )
+            async for event in events:
+                # Where the next call resumes: the stream position read through, not a count of events (a
+                # step's batch of live events shares one position, and the view can leave an item out).
+                self._offset = max(self._offset, events.offset + 1)
                 self._seen(event)
                 settled = isinstance(event, WorkflowStatusEvent) and event.state in _SETTLED
                 yield event
