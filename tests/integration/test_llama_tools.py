@@ -214,7 +214,7 @@ async def test_bad_input_to_a_llamaindex_run_is_refused_naming_what_it_accepts(
     assert (await handle.result())["result"] == "approved (4/5)"
     assert await handle.state() == {"topic": "bees", "score": 4}
     ended = await refused(temporal_address, "send-event", run_id, "Approval", '{"approved": true, "score": 4}')
-    assert f"run '{run_id}' has ended" in ended
+    assert f"run '{run_id}' has completed: it takes no more input" in ended
 
 
 async def test_run_follow_shows_the_stream_and_a_failure_reads_as_llamaindex_raised_it(

@@ -73,7 +73,7 @@ async def test_follow_shows_times_durations_and_a_retry_as_it_happens(temporal_a
     )
     assert retry, out  # seen while the run waited for the second attempt, with its time
     # The whole step, retries included, exact: the events carry the workflow time they were published at.
-    assert re.search(rf"^{STAMP}    shaky done in [\d.]+ s$", out, re.M), out
+    assert re.search(rf"^{STAMP}    shaky done in [\d.]+ s on \d+@\S+$", out, re.M), out  # and on which worker
     assert re.search(rf"^{STAMP}  completed after 1 supersteps in ", out, re.M), out
     assert json.loads(out[out.index("\n[\n") :]) == ["hello (attempt 2)"]
 
