@@ -34,7 +34,6 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
-from temporal_workflows._checkpoints.base import request_event
 from temporal_workflows._engine.inbound import CheckpointAsk, Controls
 from temporal_workflows._engine.limits import (
     GUIDANCE,
@@ -55,6 +54,7 @@ from temporal_workflows._engine.machine import (
     StepResult,
     StepTask,
 )
+from temporal_workflows._engine.reporting import request_event
 from temporal_workflows._engine.serde import Envelope, encode, type_key, validation_message
 from temporal_workflows._errors import (
     CheckpointStorageError,

@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
-from temporal_workflows._checkpoints.base import WorkflowCheckpoint, check_signature, checkpoint_of
+from temporal_workflows._engine.checkpoint import WorkflowCheckpoint, check_signature, checkpoint_of
 from temporal_workflows._engine.driver import intermediate_event
 from temporal_workflows._engine.inbound import Inbound, Unanswerable, apply, open_request
 from temporal_workflows._engine.machine import (
