@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from temporal_workflows._engine.driver import STEP_EVENT_DATA_LIMIT
+from temporal_workflows._engine.reporting import STEP_EVENT_DATA_LIMIT
 from temporal_workflows._events import (
     ExecutorCompletedEvent,
     ExecutorInvokedEvent,
@@ -92,8 +92,8 @@ def test_step_event_data_is_left_out_exactly_when_its_json_is_over_the_limit(val
     """The cheap bound that skips measuring small data never changes what an event carries."""
     import sys
 
-    from temporal_workflows._engine.driver import _step_data
     from temporal_workflows._engine.limits import json_size
+    from temporal_workflows._engine.reporting import _step_data
     from temporal_workflows._engine.serde import Envelope
 
     digits = sys.get_int_max_str_digits()
@@ -209,22 +209,15 @@ def test_events_built_alike_never_share_a_change_to_their_fields_set() -> None:
 def test_a_steps_completed_event_lists_what_it_sent_whichever_way_it_is_built(
     emitted: list[str], sent: list[Any], data: list[Any] | None
 ) -> None:
-    from temporal_workflows._engine.driver import SuperstepDriver
     from temporal_workflows._engine.machine import RoutedMessage, StepResult, StepTask
+    from temporal_workflows._engine.reporting import RunReport
     from temporal_workflows._engine.serde import Envelope
-
-    class Collect:
-        def __init__(self) -> None:
-            self.out: list[WorkflowEvent] = []
-
-        def _emit(self, event: WorkflowEvent) -> None:
-            self.out.append(event)
 
     task = StepTask(superstep=2, index=0, executor_id="a", kind="message", messages=(Envelope(None, 0),))
     routed = [RoutedMessage(f"t{i}", (Envelope(None, v),), ("a",)) for i, v in enumerate(sent)]
-    collect = Collect()
-    SuperstepDriver._step_events(collect, task, StepResult(sent=routed, emitted=emitted), committed=True)  # type: ignore[arg-type]
-    invoked, completed = collect.out
+    report = RunReport(None, None)  # type: ignore[arg-type]  # (no outputs or requests: the engine is not read)
+    report.step_events(task, StepResult(sent=routed, emitted=emitted), committed=True)
+    invoked, completed = report.out
     assert invoked == ExecutorInvokedEvent(executor_id="a", superstep=2, data=0, data_type=None)
     assert completed.model_fields_set >= {"executor_id", "superstep"}
     if data is None:

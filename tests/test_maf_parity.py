@@ -685,7 +685,7 @@ async def test_closing_a_stream_frees_the_workflow() -> None:
 
 
 async def test_step_events_leave_out_data_too_large_to_stream_and_say_so() -> None:
-    from temporal_workflows._engine.driver import STEP_EVENT_DATA_LIMIT
+    from temporal_workflows._engine.reporting import STEP_EVENT_DATA_LIMIT
 
     big = "x" * (STEP_EVENT_DATA_LIMIT + 1)
 

@@ -20,19 +20,16 @@ Events come out of :meth:`SuperstepDriver.run` as an async iterator, in the
 order they happen. An event is a :class:`WorkflowEvent` whose ``data`` is
 still JSON (``data_type`` names its type), or an :class:`Envelope` holding a
 step's custom event; the host decides how they leave (decoded for an
-in-process caller, as payloads on a Temporal stream).
+in-process caller, as payloads on a Temporal stream). What each event says is
+``reporting.py``'s (Agent Framework's vocabulary); this module says when.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, cast
-
-from pydantic import ValidationError
 
 from temporal_workflows._engine.inbound import CheckpointAsk, Controls
 from temporal_workflows._engine.limits import (
@@ -49,13 +46,12 @@ from temporal_workflows._engine.machine import (
     Engine,
     EngineSnapshot,
     Output,
-    PendingRequest,
     Reduction,
     StepResult,
     StepTask,
 )
-from temporal_workflows._engine.reporting import request_event
-from temporal_workflows._engine.serde import Envelope, encode, type_key, validation_message
+from temporal_workflows._engine.reporting import DriverEvent, RunReport, StepFailure, StepOutcome
+from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import (
     CheckpointStorageError,
     ExecutorFailedError,
@@ -64,43 +60,28 @@ from temporal_workflows._errors import (
     WorkflowError,
     WorkflowRunError,
     class_path,
-    error_args_of,
 )
 from temporal_workflows._events import (
-    ExecutorCompletedEvent,
     ExecutorFailedEvent,
-    ExecutorInvokedEvent,
-    RequestInfoEvent,
     WorkflowEvent,
-    WorkflowFailedEvent,
-    WorkflowIntermediateEvent,
     WorkflowInterruptedEvent,
-    WorkflowOutputEvent,
     WorkflowRunState,
-    built_event,
-    completed_event,
-    invoked_event,
-    status_event,
     superstep_completed_event,
     superstep_started_event,
 )
 
+# DriverEvent, StepFailure and StepOutcome are reporting.py's, named here too: a host's DriverHost speaks them.
 __all__ = [
-    "STEP_EVENT_DATA_LIMIT",
     "DriverEvent",
     "DriverHost",
     "RunStatus",
     "StepFailure",
+    "StepOutcome",
     "StepsInterrupted",
     "SuperstepDriver",
     "checkpoint_due",
-    "pending_request_event",
-    "pending_request_from_json",
     "serve_checkpoint_asks",
 ]
-
-DriverEvent = WorkflowEvent | Envelope
-"""What the driver emits: a run event (JSON ``data``) or a step's custom event as an envelope."""
 
 
 class RunStatus(enum.StrEnum):
@@ -145,48 +126,8 @@ class RunStatus(enum.StrEnum):
         return cls.RUNNING
 
 
-@dataclass(frozen=True, slots=True)
-class StepFailure:
-    """A step that produced no result, as every host reports it.
-
-    Attributes:
-        error_type: The exception's class name (on Temporal: the activity
-            failure's type, e.g. ``"ValueError"``, ``"TimeoutError"``).
-        message: The exception's message, without its type.
-        cause: The exception itself, where the host has it (in process).
-        error_class: The exception's class by its qualified name
-            (``ExecutorFailedError.error_class``); on Temporal, what the step
-            activity's failure carries.
-        args: The exception's arguments as JSON where its message alone does
-            not give them back (``ExecutorFailedError.error_args``).
-    """
-
-    error_type: str
-    message: str
-    cause: BaseException | None = None
-    error_class: str | None = None
-    worker: str | None = None
-    """Which worker's attempt failed last, where the host knows (on Temporal: its identity)."""
-    args: list[Any] | None = None
-
-    @staticmethod
-    def of(e: BaseException) -> StepFailure:
-        # pydantic's own text quotes the rejected input; failures reach logs and events.
-        message = validation_message(e) if isinstance(e, ValidationError) else str(e)
-        kind, own = getattr(e, "type", None), getattr(e, "message", None)
-        if isinstance(kind, str) and kind and isinstance(own, str):
-            # An error that names its own type (Temporal's ApplicationError(type="Refused")): reported
-            # under that type, as a Temporal activity failure is (without importing temporalio here).
-            return StepFailure(kind, own, e)
-        return StepFailure(type(e).__name__, message, e, class_path(type(e)), args=error_args_of(e))
-
-
 class StepsInterrupted(Exception):
     """The host stopped a running superstep (a reset on Temporal): nothing of it commits."""
-
-
-StepOutcome = StepResult | StepFailure | None
-"""``None``: the step had not finished when the host gave up waiting (see ``run_steps``)."""
 
 
 _NO_SCOPE: AbstractContextManager[Any] = nullcontext()
@@ -330,197 +271,6 @@ class ReducerFailed(Exception):
         self.message = message
 
 
-INTERMEDIATE_EVENT_TYPE = type_key(WorkflowIntermediateEvent)
-
-
-def intermediate_event(executor_id: str, value: Envelope) -> Envelope:
-    """A sub-workflow's intermediate output, bubbled up as its ``WorkflowExecutor``'s own ``intermediate`` event.
-
-    Agent Framework's ``WorkflowExecutor`` does this (the event names the
-    executor, not the child's executor that yielded it), and the parent's
-    output designation does not apply to it.
-    """
-    return encode(WorkflowIntermediateEvent(executor_id=executor_id, data=value.data, data_type=value.type))
-
-
-def intermediate_value(event: Envelope) -> Envelope:
-    """The value an ``intermediate`` event (a step's custom event, as an envelope) carries."""
-    data = event.data if isinstance(event.data, dict) else {}
-    data_type = data.get("data_type")
-    return Envelope(data_type if isinstance(data_type, str) else None, data.get("data"))
-
-
-_EARLIER_PENDING_NAMES = {"executor_id": "source_executor_id", "request": "data", "request_type": "data_type"}
-"""How workers before the one form named a pending request's fields in the ``pending_requests`` query."""
-
-
-def pending_request_from_json(raw: Mapping[str, Any], *, restore: bool = True) -> RequestInfoEvent:
-    """A pending request from its JSON (:func:`pending_request_event`'s).
-
-    An answer from a worker of an earlier version (``executor_id``,
-    ``request``, ``request_type``) reads the same.
-
-    Args:
-        restore: Turn ``data`` back into its type where this process can
-            (else it stays JSON, with ``data_type``, as pages and the CLI show it).
-    """
-    fields = {_EARLIER_PENDING_NAMES.get(k, k): v for k, v in raw.items() if k != "type"}
-    event = RequestInfoEvent.model_validate(fields)
-    return event.restored() if restore else event
-
-
-def _utc(epoch: float | None) -> datetime | None:
-    return datetime.fromtimestamp(epoch, UTC) if epoch is not None else None
-
-
-def pending_request_event(req: PendingRequest) -> RequestInfoEvent:
-    """A request still open as every host lists it: its ``request_info`` event, and where it stands.
-
-    The one form of a pending request (``Workflow.pending_requests`` in
-    process, the ``pending_requests`` query and ``RunHandle.pending_requests()``
-    on Temporal, a closed run's ``unanswered_requests``): its ``data`` as JSON
-    here, which each reader restores to its type.
-    """
-    return request_event(req).model_copy(
-        update={
-            "superstep": req.superstep,
-            "created_at": _utc(req.created_at),
-            "deadline": _utc(req.deadline),
-            "on_timeout": req.on_timeout if req.timeout is not None else None,
-        }
-    )
-
-
-STEP_EVENT_DATA_LIMIT = 256 * 1024
-"""Most JSON bytes of messages an ``executor_invoked`` / ``executor_completed`` event carries as its ``data``.
-
-Larger data is left out (``data_omitted`` says how large it was): a Temporal
-run's event stream serves each event as one payload, base64-encoded, so an
-event near the payload limit could never be read, and the run's workflow task
-would fail for ever. The same rule holds in process, so both hosts show the
-same events. The messages themselves are delivered whatever their size."""
-
-
-def _step_data(fields: dict[str, Any], items: Sequence[Envelope]) -> dict[str, Any]:
-    """``fields`` (data and its types among them), or, when the data is over the limit, ``fields`` without the
-    data and its types and with the size they would take (``data_omitted``)."""
-    if fields.get("data") is None or _surely_small(items):
-        return fields
-    size = sum(json_size(e.data) for e in items) + len(items)
-    if size <= STEP_EVENT_DATA_LIMIT:
-        return fields
-    return {k: v for k, v in fields.items() if k not in _DATA_FIELDS} | {"data_omitted": size}
-
-
-_DATA_FIELDS = frozenset(("data", "data_type", "item_types"))
-"""What :func:`_step_data` leaves out of an event whose data is too large to carry."""
-
-
-_SCALAR_JSON_BYTES = 32
-"""More than the JSON of any ``float``, ``bool`` or ``None`` takes (``-1.7976931348623157e+308`` is 24)."""
-
-
-def _surely_small(items: Sequence[Envelope]) -> bool:
-    """Whether ``items`` are scalars or strings whose JSON cannot reach :data:`STEP_EVENT_DATA_LIMIT` (no encoding).
-
-    An upper bound, not a measure: a string's JSON takes at most 6 bytes per
-    character (``\\uXXXX``) plus quotes, an int's at most one digit per 3 bits
-    plus a sign. Anything else (lists, objects) is measured.
-    """
-    bound = len(items)
-    for e in items:
-        d = e.data
-        t = type(d)
-        if t is str:
-            bound += 6 * len(d) + 2
-        elif t is int:
-            bound += d.bit_length() // 3 + 2
-        elif t is float or t is bool or d is None:
-            bound += _SCALAR_JSON_BYTES
-        else:
-            return False
-    return bound <= STEP_EVENT_DATA_LIMIT
-
-
-def _listed(items: Sequence[Envelope]) -> dict[str, Any]:
-    """Several envelopes as one event's ``data`` (a list; ``None`` if empty) with what restores their types.
-
-    A list of one model or dataclass is typed as a whole (``data_type``);
-    items of different types each keep their own (``item_types``).
-    """
-    if not items:
-        return {"data": None}
-    if len(items) == 1 and items[0].type is None:  # most steps: one message of a JSON type
-        return {"data": [items[0].data]}
-    data = [e.data for e in items]
-    types = [e.type for e in items]
-    if all(t is None for t in types):
-        return {"data": data}
-    first = types[0]
-    if first is not None and not first.startswith(("list[", "dict[")) and all(t == first for t in types):
-        return {"data": data, "data_type": f"list[{first}]"}
-    return {"data": data, "item_types": types}
-
-
-def _invoked(task: StepTask) -> ExecutorInvokedEvent:
-    """``executor_invoked`` with what the step received: its message, a fan-in's list, or the response."""
-    if task.kind == "fan_in":
-        fields = _listed(task.messages)
-    else:
-        first = task.messages[0]
-        if len(task.messages) == 1 and _surely_small(task.messages):  # most steps: the fields as they are
-            return invoked_event(task.executor_id, task.superstep, first.data, first.type)
-        fields = {"data": first.data, "data_type": first.type}
-    fields["executor_id"] = task.executor_id
-    fields["superstep"] = task.superstep
-    return built_event(ExecutorInvokedEvent, **_step_data(fields, task.messages))
-
-
-_ONE_SEND: tuple[list[str], ...] = ([], ["s1"])
-"""The production orders of a step that sent one message to one target and did nothing else (none recorded, or
-that one send)."""
-
-
-def _production_order(result: StepResult) -> list[str]:
-    """The step's record of what it did in which order, if it accounts for everything; else the default order.
-
-    The record comes from the step host (on Temporal, an activity's result);
-    one that does not add up must not fail the workflow's code.
-    """
-    order = result.production_order()
-    # Nearly every step sends each message to one target (or none): the record then holds only the four
-    # one-character codes, and counting them (in C) says whether it adds up.
-    sends, outs, events, reqs = order.count("s1"), order.count("o"), order.count("e"), order.count("r")
-    if (
-        sends + outs + events + reqs == len(order)
-        and not result.unrouted
-        and (sends, outs, events, reqs)
-        == (len(result.sent), len(result.outputs), len(result.events), len(result.requests))
-    ):
-        return order
-    counts = {"o": 0, "e": 0, "r": 0}
-    delivered = unrouted = 0
-    for code in order:
-        if code in counts:
-            counts[code] += 1
-        elif code[:1] == "s" and code[1:].isdigit():
-            n = int(code[1:])
-            delivered += n
-            unrouted += n == 0
-        else:
-            break
-    else:
-        if (delivered, unrouted, counts["o"], counts["e"], counts["r"]) == (
-            len(result.sent),
-            len(result.unrouted),
-            len(result.outputs),
-            len(result.events),
-            len(result.requests),
-        ):
-            return order
-    return StepResult(result.writes, result.sent, result.outputs, result.requests, result.events).production_order()
-
-
 def checkpoint_due(superstep: int, every: int) -> bool:
     """The automatic checkpoint policy: after every ``every``-th superstep (0: never)."""
     return every > 0 and superstep % every == 0
@@ -588,7 +338,6 @@ class SuperstepDriver:
         self.engine = engine
         self._restore_due = restored
         self._pauses = reader_stops
-        self.intermediate = intermediate
         self.host = host
         self.checkpoint_every = checkpoint_every
         self.payload_limit = payload_limit
@@ -603,8 +352,7 @@ class SuperstepDriver:
         self._turn_start: EngineSnapshot | None = turn_start
         self._turn_given = turn_start is not None
         self._cancelled: list[str] = []
-        self._out: list[DriverEvent] = []
-        self._shown: WorkflowRunState | None = None
+        self._report = RunReport(engine, intermediate)
         self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
         # Hooks the host left at DriverHost's defaults do nothing: not called at every boundary or commit
         # (in process, a run with no outside input). Asked once: a host does not change its methods during a run.
@@ -617,9 +365,6 @@ class SuperstepDriver:
 
     # -- events ----------------------------------------------------------------------
 
-    def _emit(self, event: DriverEvent) -> None:
-        self._out.append(event)
-
     def live_event(self, event: WorkflowEvent) -> None:
         """A live event a running step published, among the driver's events where it happened.
 
@@ -627,54 +372,16 @@ class SuperstepDriver:
         it comes after what the driver made before the steps ran and before
         their results, where a stream shows it.
         """
-        self._out.append(event)
-
-    def _flush(self) -> list[DriverEvent]:
-        out, self._out = self._out, []
-        return out
-
-    def _show_state(self, state: WorkflowRunState | None = None) -> None:
-        state = state or self.engine.run_state()
-        if state != self._shown:
-            self._shown = state
-            self._emit(status_event(state))
-
-    def _activate(self) -> None:
-        """Work begins (or goes on): ``IN_PROGRESS``, unless the run already says it is in progress.
-
-        As in Agent Framework, the status changes only when work begins, when
-        a request is announced (``IN_PROGRESS_PENDING_REQUESTS``, right after
-        the first request event) and when the run goes idle or fails, so it
-        does not depend on when outside input happens to arrive.
-        """
-        if self._shown not in (WorkflowRunState.IN_PROGRESS, WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS):
-            self._show_state(WorkflowRunState.IN_PROGRESS)
+        self._report.out.append(event)
 
     def announce_pending(self) -> list[DriverEvent]:
         """A restored run says again what it is waiting for (in progress, its requests, pending requests)."""
-        pending = list(self.engine.pending_requests.values())
-        if not pending:
-            return []
-        self._activate()
-        for req in pending:
-            self._emit(request_event(req))
-        if self._shown is WorkflowRunState.IN_PROGRESS:
-            self._show_state(WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS)
-        return self._flush()
+        return self._report.announce_pending()
 
     def failure_events(self, error: WorkflowRunError) -> list[DriverEvent]:
-        """How every failed run ends its event stream."""
+        """How every failed run ends its event stream (the events not handed over yet, then its ending)."""
         self.host.on_status(RunStatus.FAILED, f"failed in superstep {error.superstep}: {error}")
-        self._emit(
-            WorkflowFailedEvent(
-                error_type=type(error).__name__,
-                error=str(error),
-                executor_id=error.executor_id,
-                superstep=error.superstep,
-            )
-        )
-        self._show_state(WorkflowRunState.FAILED)
-        return self._flush()
+        return self._report.run_failed(type(error).__name__, str(error), error.superstep, error.executor_id)
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -718,9 +425,7 @@ class SuperstepDriver:
             async for batch in self._loop():
                 yield batch
         except WorkflowRunError as e:
-            out = self._flush()
-            out.extend(self.failure_events(e))
-            yield out
+            yield self.failure_events(e)
             raise
 
     def turn_start(self) -> EngineSnapshot:
@@ -752,7 +457,7 @@ class SuperstepDriver:
         self._state_sizes = StateSizes()
         self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
         self.host.interrupted(engine, policy, changed)
-        self._emit(
+        self._report.emit(
             WorkflowInterruptedEvent(
                 policy=policy,  # type: ignore[arg-type]
                 superstep=superstep,
@@ -782,10 +487,10 @@ class SuperstepDriver:
             self.expire()
             if idle is not None and engine.has_work():
                 self._entry_due = True  # outside input (or a timeout) woke an idle run
-                if self._shown is not None:
+                if self._report.shown is not None:
                     # The run was idle at this boundary whether the input came before it or after (a
                     # client answering at once, or a minute later): say so either way, on every host.
-                    self._show_state(idle)
+                    self._report.show_state(idle)
             if controls is not None and controls.checkpoints:
                 await serve_checkpoint_asks(
                     engine,
@@ -793,21 +498,21 @@ class SuperstepDriver:
                     lambda label: host.save_checkpoint(engine, "requested", label),
                     host.warn,
                 )
-            if self._out and self._pauses:
-                yield self._flush()
+            if self._report.out and self._pauses:
+                yield self._report.flush()
             if self._restore_due:
                 # A restored run's first superstep runs whatever it has to deliver (Agent Framework's).
                 self._restore_due = False
                 if not engine.has_work():
-                    self._activate()
+                    self._report.activate()
                     async for batch in self._superstep():
                         yield batch
                     continue
             if not engine.has_work() and host.may_finish(engine):
-                self._show_state()
+                self._report.show_state()
                 host.on_status(RunStatus.COMPLETED, f"completed after {engine.superstep} supersteps")
-                if self._out:
-                    yield self._flush()
+                if self._report.out:
+                    yield self._report.flush()
                 return
             if engine.has_work() and self._entry_due:
                 if self._paced and self.checkpoint_every > 0:
@@ -818,11 +523,11 @@ class SuperstepDriver:
             if engine.has_work():
                 if self._shows_status:
                     host.on_status(RunStatus.RUNNING, f"superstep {engine.superstep + 1}")
-                self._activate()
+                self._report.activate()
                 async for batch in self._superstep():
                     yield batch
                 continue
-            self._show_state()
+            self._report.show_state()
             status = RunStatus.of(engine.run_state())
             if status is RunStatus.WAITING_FOR_INPUT:
                 who = sorted({r.executor_id for r in engine.pending_requests.values()})
@@ -830,8 +535,8 @@ class SuperstepDriver:
                 host.on_status(status, f"waiting for input: {n} request{'s' * (n != 1)} from {', '.join(who)}")
             else:
                 host.on_status(status, f"idle after superstep {engine.superstep}; send a message or close")
-            if self._out:
-                yield self._flush()
+            if self._report.out:
+                yield self._report.flush()
             await host.wait_for_input(engine)
 
     async def _entry_checkpoint(self) -> None:
@@ -858,10 +563,10 @@ class SuperstepDriver:
         step = tasks[0].superstep if tasks else engine.superstep + 1  # none: a restored run's first (see restored)
         executor_ids = [t.executor_id for t in tasks]  # (the event's own list; the scope only reads it)
         with host.superstep_scope(step, executor_ids):
-            self._emit(superstep_started_event(step, executor_ids))
+            self._report.emit(superstep_started_event(step, executor_ids))
             self._check_step_inputs(tasks, step)
-            if self._out and self._pauses:
-                yield self._flush()
+            if self._report.out and self._pauses:
+                yield self._report.flush()
             if self._paced and tasks:
                 await host.reader_caught_up()
             try:
@@ -884,20 +589,11 @@ class SuperstepDriver:
                     failed.append((t, o))
             if failed or unfinished:
                 engine.abort_superstep()
-                for t, o in zip(tasks, outcomes, strict=True):
-                    self._step_events(t, o, committed=False)
+                self._report.steps_uncommitted(tasks, outcomes)
                 if not failed:
                     raise WorkflowError(f"superstep {step} was abandoned before its steps finished")
                 first_task, first = failed[0]
-                raise ExecutorFailedError(
-                    first_task.executor_id,
-                    step,
-                    first.cause,
-                    error_type=first.error_type,
-                    detail=first.message,
-                    error_class=first.error_class,
-                    error_args=first.args,
-                )
+                raise first.error(first_task.executor_id, step)
             results = (
                 cast("list[StepResult]", outcomes)  # (``plain``: each one is a StepResult)
                 if plain and type(outcomes) is list
@@ -907,7 +603,7 @@ class SuperstepDriver:
                 plan = engine.prepare_commit(results)
             except WorkflowRunError:
                 engine.abort_superstep()
-                self._steps_uncommitted(tasks, outcomes)
+                self._report.steps_uncommitted(tasks, outcomes)
                 raise
             reduced: dict[str, Envelope] = {}
             for reduction in plan.reductions:
@@ -915,7 +611,7 @@ class SuperstepDriver:
                     reduced[reduction.key] = await host.reduce(step, reduction)
                 except ReducerFailed as e:
                     engine.abort_superstep()
-                    self._steps_uncommitted(tasks, outcomes)
+                    self._report.steps_uncommitted(tasks, outcomes)
                     raise ReducerError(reduction.key, step, e.error_type, e.message) from None
             updates = ({**plan.state_updates, **reduced} if reduced else plan.state_updates) if self.limit_state else {}
             new_sizes = self._measure_commit(tasks, results, updates, step) if updates else {}
@@ -926,12 +622,12 @@ class SuperstepDriver:
             if self._tracks_commits:
                 host.committed(plan, engine)
             for t, o in zip(tasks, outcomes, strict=True):
-                self._step_events(t, o, committed=True)  # a cancelled step: invoked, nothing more
+                self._report.step_events(t, o, committed=True)  # a cancelled step: invoked, nothing more
             self._check_outputs(plan.outputs, step)
             checkpoint_id = None
             if checkpoint_due(engine.superstep, self.checkpoint_every):
-                if self._out and self._pauses:
-                    yield self._flush()
+                if self._report.out and self._pauses:
+                    yield self._report.flush()
                 if self._paced:
                     await host.reader_caught_up()
                 try:
@@ -941,112 +637,9 @@ class SuperstepDriver:
                         f"checkpoint after superstep {step} could not be saved: {e}", superstep=step
                     ) from e
             # (``keys_written`` is made for this commit; hosts only read it)
-            self._emit(superstep_completed_event(step, plan.keys_written, checkpoint_id))
-            if self._out and self._pauses:
-                yield self._flush()
-
-    # -- one step's events ----------------------------------------------------------------
-
-    def _steps_uncommitted(self, tasks: Sequence[StepTask], outcomes: Sequence[StepOutcome]) -> None:
-        for t, r in zip(tasks, outcomes, strict=True):
-            self._step_events(t, r, committed=False)
-
-    def _step_events(self, task: StepTask, outcome: StepOutcome, *, committed: bool) -> None:
-        """A step's events, in the order the step produced them: invoked, what it emitted, completed (or failed).
-
-        Steps are reported one after another in the superstep's task order
-        (never in completion order), on both hosts. What a step emitted that
-        only a commit makes real (outputs, requests) is shown only when its
-        superstep commits; its custom events are shown either way.
-        """
-        self._emit(_invoked(task))
-        if isinstance(outcome, StepFailure):
-            self._emit(
-                ExecutorFailedEvent(
-                    executor_id=task.executor_id,
-                    superstep=task.superstep,
-                    error_type=outcome.error_type,
-                    error=outcome.message,
-                    **({"worker": outcome.worker} if outcome.worker else {}),
-                )
-            )
-            return
-        if outcome is None:
-            return
-        sent = outcome.sent
-        if len(sent) == 1 and not (outcome.outputs or outcome.events or outcome.requests or outcome.unrouted):
-            # Most steps: one message sent to one target, nothing else (the order it was made in says nothing).
-            sent_one = sent[0].messages
-            if sent_one[0].type is None and outcome.emitted in _ONE_SEND and _surely_small(sent_one):
-                self._emit(completed_event(task.executor_id, task.superstep, [sent_one[0].data], outcome.worker))
-                return
-        order = _production_order(outcome)
-        unrouted, outputs, events, requests = (
-            outcome.unrouted,
-            outcome.outputs,
-            outcome.events,
-            outcome.requests,
-        )
-        si = ui = oi = ei = ri = 0  # the next of each, in the order the step produced them
-        kind: str | None = None
-        messages: list[Envelope] = []
-        yielded: list[Envelope] = []
-        for code in order:
-            c = code[0]
-            if c == "s":
-                n = 1 if code == "s1" else int(code[1:])
-                if n:
-                    messages.append(sent[si].messages[0])
-                    si += n
-                else:
-                    messages.append(unrouted[ui])
-                    ui += 1
-            elif c == "o":
-                env = outputs[oi]
-                oi += 1
-                yielded.append(env)
-                if not committed:
-                    continue
-                if kind is None:
-                    kind = self.engine.topology.output_kind(task.executor_id)
-                if kind == "output":
-                    self._emit(
-                        built_event(
-                            WorkflowOutputEvent, executor_id=task.executor_id, data=env.data, data_type=env.type
-                        )
-                    )
-                elif kind == "intermediate":
-                    self._emit(
-                        built_event(
-                            WorkflowIntermediateEvent, executor_id=task.executor_id, data=env.data, data_type=env.type
-                        )
-                    )
-                    if self.intermediate is not None:
-                        self.intermediate.append(env)
-            elif c == "e":
-                event = events[ei]
-                ei += 1
-                self._emit(event)
-                if self.intermediate is not None and event.type == INTERMEDIATE_EVENT_TYPE:
-                    self.intermediate.append(intermediate_value(event))
-            elif c == "r":
-                req = requests[ri]
-                ri += 1
-                if committed:
-                    self._emit(request_event(self.engine.pending_requests.get(req.request_id, req)))
-                    if self._shown is WorkflowRunState.IN_PROGRESS:
-                        self._shown = WorkflowRunState.IN_PROGRESS_PENDING_REQUESTS
-                        self._emit(status_event(self._shown))
-        done = messages + yielded if yielded else messages
-        if len(done) == 1 and done[0].type is None and _surely_small(done):  # most steps: one JSON message
-            self._emit(completed_event(task.executor_id, task.superstep, [done[0].data], outcome.worker))
-            return
-        fields = _listed(done)
-        fields["executor_id"] = task.executor_id
-        fields["superstep"] = task.superstep
-        if outcome.worker:
-            fields["worker"] = outcome.worker
-        self._emit(built_event(ExecutorCompletedEvent, **_step_data(fields, done)))
+            self._report.emit(superstep_completed_event(step, plan.keys_written, checkpoint_id))
+            if self._report.out and self._pauses:
+                yield self._report.flush()
 
     def _check_step_inputs(self, tasks: Sequence[StepTask], step: int) -> None:
         """Fail the run, naming the executor, if a step's input cannot be one payload.
@@ -1068,7 +661,7 @@ class SuperstepDriver:
             return
         self.engine.abort_superstep()
         for t, e in too_large:
-            self._emit(
+            self._report.emit(
                 ExecutorFailedEvent(
                     executor_id=t.executor_id, superstep=step, error_type=type(e).__name__, error=str(e)
                 )
@@ -1113,7 +706,7 @@ class SuperstepDriver:
         self.engine.abort_superstep()
         failure = StepFailure(type(error).__name__, str(error), error, error_class=class_path(type(error)))
         for i, (t, r) in enumerate(zip(tasks, results, strict=True)):
-            self._step_events(t, failure if i == blamed else r, committed=False)
+            self._report.step_events(t, failure if i == blamed else r, committed=False)
         raise ExecutorFailedError(
             tasks[blamed].executor_id,
             step,

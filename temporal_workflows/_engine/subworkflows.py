@@ -32,7 +32,6 @@ from typing import Any, Literal, Protocol
 from pydantic import ValidationError
 
 from temporal_workflows._engine.checkpoint import WorkflowCheckpoint, check_signature, checkpoint_of
-from temporal_workflows._engine.driver import intermediate_event
 from temporal_workflows._engine.inbound import Inbound, Unanswerable, apply, open_request
 from temporal_workflows._engine.machine import (
     EXECUTOR_STATE_PREFIX,
@@ -44,6 +43,7 @@ from temporal_workflows._engine.machine import (
     StepTask,
     Topology,
 )
+from temporal_workflows._engine.reporting import intermediate_event
 from temporal_workflows._engine.serde import Envelope, encode, node_envelope, type_key, validation_message
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import WorkflowWarningEvent

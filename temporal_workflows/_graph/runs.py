@@ -12,8 +12,8 @@ import weakref
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from temporal_workflows._engine.driver import DriverEvent, pending_request_event
 from temporal_workflows._engine.machine import PendingRequest, shared_part
+from temporal_workflows._engine.reporting import DriverEvent, pending_request_event
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._errors import NotSerializableError, WorkflowError
 from temporal_workflows._events import RequestInfoEvent, WorkflowEvent

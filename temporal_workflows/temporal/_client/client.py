@@ -36,9 +36,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._checkpoints.base import CheckpointId, WorkflowCheckpoint
-from temporal_workflows._engine.driver import pending_request_from_json
 from temporal_workflows._engine.inbound import ConcurrentInput, check_policy
 from temporal_workflows._engine.limits import check_payload, json_size
+from temporal_workflows._engine.reporting import pending_request_from_json
 from temporal_workflows._engine.serde import Envelope, decode, encode
 from temporal_workflows._errors import RunBusyError, RunClosedError, WorkflowError, WorkflowRunError, peer_error
 from temporal_workflows._events import (

@@ -13,7 +13,6 @@ from temporalio import workflow
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
-from temporal_workflows._engine.driver import pending_request_event
 from temporal_workflows._engine.limits import (
     truncated_requests,
     truncated_state,
@@ -22,6 +21,7 @@ from temporal_workflows._engine.machine import (
     PendingRequest,
     shared_part,
 )
+from temporal_workflows._engine.reporting import pending_request_event
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows.temporal._protocol import (
     MAX_TURN_KEYS,
