@@ -32,20 +32,11 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
 from temporal_workflows._engine.inbound import CheckpointAsk, Controls
-from temporal_workflows._engine.limits import (
-    GUIDANCE,
-    MIN_MAX_PAYLOAD_BYTES,
-    STATE_PAYLOADS,
-    StateSizes,
-    check_step_input,
-    input_may_exceed,
-    json_size,
-)
+from temporal_workflows._engine.limits import CommitRefused, RunLimits
 from temporal_workflows._engine.machine import (
     CommitPlan,
     Engine,
     EngineSnapshot,
-    Output,
     Reduction,
     StepResult,
     StepTask,
@@ -54,15 +45,11 @@ from temporal_workflows._engine.reporting import DriverEvent, RunReport, StepFai
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import (
     CheckpointStorageError,
-    ExecutorFailedError,
     ReducerError,
-    RunTooLargeError,
     WorkflowError,
     WorkflowRunError,
-    class_path,
 )
 from temporal_workflows._events import (
-    ExecutorFailedEvent,
     WorkflowEvent,
     WorkflowInterruptedEvent,
     WorkflowRunState,
@@ -340,11 +327,9 @@ class SuperstepDriver:
         self._pauses = reader_stops
         self.host = host
         self.checkpoint_every = checkpoint_every
-        self.payload_limit = payload_limit
-        self.limit_state = limit_state
-        self.state_limit = state_limit or (lambda: STATE_PAYLOADS * payload_limit())
-        self._state_sizes = StateSizes()
-        self.release_outputs = release_outputs
+        self._limits = RunLimits(
+            engine, payload_limit, limit_state=limit_state, state_limit=state_limit, release_outputs=release_outputs
+        )
         self._entry_due = entry_checkpoint
         # Where the current turn began (a rollback goes back there): given by the host, else the engine as it is
         # if it has no work yet (its input comes next), a fresh run before its start message, or where the run
@@ -353,7 +338,6 @@ class SuperstepDriver:
         self._turn_given = turn_start is not None
         self._cancelled: list[str] = []
         self._report = RunReport(engine, intermediate)
-        self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
         # Hooks the host left at DriverHost's defaults do nothing: not called at every boundary or commit
         # (in process, a run with no outside input). Asked once: a host does not change its methods during a run.
         self._takes_input = _overrides(host, "take_input")
@@ -454,8 +438,7 @@ class SuperstepDriver:
         else:
             policy = "interrupt"
             engine.interrupt(superstep_used=bool(cancelled))
-        self._state_sizes = StateSizes()
-        self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
+        self._limits.restart(engine)
         self.host.interrupted(engine, policy, changed)
         self._report.emit(
             WorkflowInterruptedEvent(
@@ -564,7 +547,10 @@ class SuperstepDriver:
         executor_ids = [t.executor_id for t in tasks]  # (the event's own list; the scope only reads it)
         with host.superstep_scope(step, executor_ids):
             self._report.emit(superstep_started_event(step, executor_ids))
-            self._check_step_inputs(tasks, step)
+            refused = self._limits.oversized_inputs(tasks)
+            if refused:
+                engine.abort_superstep()
+                raise self._report.inputs_refused(refused, step)
             if self._report.out and self._pauses:
                 yield self._report.flush()
             if self._paced and tasks:
@@ -613,17 +599,23 @@ class SuperstepDriver:
                     engine.abort_superstep()
                     self._report.steps_uncommitted(tasks, outcomes)
                     raise ReducerError(reduction.key, step, e.error_type, e.message) from None
-            updates = ({**plan.state_updates, **reduced} if reduced else plan.state_updates) if self.limit_state else {}
-            new_sizes = self._measure_commit(tasks, results, updates, step) if updates else {}
+            limits = self._limits
+            updates = (
+                ({**plan.state_updates, **reduced} if reduced else plan.state_updates) if limits.limit_state else {}
+            )
+            new_sizes = limits.commit_sizes(engine.state, tasks, results, updates) if updates else {}
+            if isinstance(new_sizes, CommitRefused):
+                engine.abort_superstep()
+                raise self._report.commit_refused(tasks, results, new_sizes.blamed, new_sizes.error, step)
             # The clock stamps new requests only (a superstep that made none reads none).
             engine.apply_commit(plan, reduced, now=host.now() if plan.requests else None)
             if updates:
-                self._state_sizes.commit(new_sizes, engine.state)
+                limits.committed(new_sizes, engine.state)
             if self._tracks_commits:
                 host.committed(plan, engine)
             for t, o in zip(tasks, outcomes, strict=True):
                 self._report.step_events(t, o, committed=True)  # a cancelled step: invoked, nothing more
-            self._check_outputs(plan.outputs, step)
+            limits.outputs_committed(engine, plan.outputs, step)
             checkpoint_id = None
             if checkpoint_due(engine.superstep, self.checkpoint_every):
                 if self._report.out and self._pauses:
@@ -640,114 +632,3 @@ class SuperstepDriver:
             self._report.emit(superstep_completed_event(step, plan.keys_written, checkpoint_id))
             if self._report.out and self._pauses:
                 yield self._report.flush()
-
-    def _check_step_inputs(self, tasks: Sequence[StepTask], step: int) -> None:
-        """Fail the run, naming the executor, if a step's input cannot be one payload.
-
-        Each value was measured where it was made; only inputs that combine
-        several (a fan-in, a request with its response) or came from outside
-        can add up past the limit (and Temporal would refuse the command and
-        retry the workflow task for ever).
-        """
-        too_large: list[tuple[StepTask, WorkflowError]] = []
-        for t in tasks:
-            if not input_may_exceed(t):
-                continue
-            try:
-                check_step_input(t, limit=self.payload_limit())
-            except WorkflowError as error:  # too large, or (in process) an invalid limit in the environment
-                too_large.append((t, error))
-        if not too_large:
-            return
-        self.engine.abort_superstep()
-        for t, e in too_large:
-            self._report.emit(
-                ExecutorFailedEvent(
-                    executor_id=t.executor_id, superstep=step, error_type=type(e).__name__, error=str(e)
-                )
-            )
-        t, e = too_large[0]
-        raise ExecutorFailedError(
-            t.executor_id, step, e, error_type=type(e).__name__, detail=str(e), error_class=class_path(type(e))
-        )
-
-    def _measure_commit(
-        self, tasks: Sequence[StepTask], results: Sequence[StepResult], updates: dict[str, Envelope | None], step: int
-    ) -> dict[str, int]:
-        """Each updated key's size once committed; fails the superstep if the state as a whole would not fit.
-
-        The step blamed is the one whose writes are largest (the first in task
-        order on a tie): it is reported failed with the ``PayloadTooLargeError``,
-        the others as not committed, and nothing is committed. A commit that
-        shrinks the state always passes (a state over the limit can be cut down).
-
-        Raises:
-            ExecutorFailedError: ``error_type`` ``"PayloadTooLargeError"``, naming
-                the keys written and their sizes, and the largest keys kept.
-        """
-        sizes = self._state_sizes
-        sizes.sync(self.engine.state)
-        total, new = sizes.after(updates)
-        if total < MIN_MAX_PAYLOAD_BYTES or total <= sizes.total:
-            return new
-        limit = self.state_limit()
-        if total <= limit:
-            return new
-        writers: dict[str, list[str]] = {}
-        own: list[int] = []
-        for t, r in zip(tasks, results, strict=True):
-            keys = {w.key for w in r.writes}
-            own.append(sum(new.get(k, 0) for k in keys))
-            for k in sorted(keys):
-                if t.executor_id not in writers.setdefault(k, []):
-                    writers[k].append(t.executor_id)
-        blamed = max(range(len(tasks)), key=lambda i: (own[i], -i))
-        error = sizes.error(total, limit, new, writers, executor_id=tasks[blamed].executor_id)
-        self.engine.abort_superstep()
-        failure = StepFailure(type(error).__name__, str(error), error, error_class=class_path(type(error)))
-        for i, (t, r) in enumerate(zip(tasks, results, strict=True)):
-            self._report.step_events(t, failure if i == blamed else r, committed=False)
-        raise ExecutorFailedError(
-            tasks[blamed].executor_id,
-            step,
-            error,
-            error_type=failure.error_type,
-            detail=failure.message,
-            error_class=failure.error_class,
-        )
-
-    def _check_outputs(self, outputs: Sequence[Output], step: int) -> None:
-        """Keep the run's outputs within one payload: a Temporal run's result carries them all.
-
-        Past that, the oldest are released (``Engine.release_outputs``): each
-        was emitted as an ``output`` event when it was committed, which is how
-        a caller of a long run (an agent conversation, a turn per message)
-        receives them, and ``get_outputs()`` of a ``run()`` call in process
-        reads those events. Hosts that must keep the older rule (runs recorded
-        before it, on Temporal) pass ``release_outputs=False``: the run then
-        fails with ``RunTooLargeError``.
-        """
-        for out in outputs:
-            self._outputs_size += json_size(out.value.data)
-        if self._outputs_size < MIN_MAX_PAYLOAD_BYTES or not outputs:
-            return
-        limit = self.payload_limit()
-        if self._outputs_size <= limit:
-            return
-        if self.release_outputs():
-            engine = self.engine
-            size, release = self._outputs_size, 0
-            while size > limit and release < len(engine.outputs) - 1:  # the newest always stays
-                size -= json_size(engine.outputs[release].value.data)
-                release += 1
-            engine.release_outputs(release)
-            self._outputs_size = size
-            return
-        out = outputs[-1]
-        raise RunTooLargeError(
-            f"executor {out.executor_id!r}: the run's outputs add up to {self._outputs_size:,} bytes as "
-            f"JSON, over the payload limit of {limit:,} bytes, and the run's result carries "
-            f"every output; yield smaller outputs, or {GUIDANCE}",
-            superstep=step,
-            executor_id=out.executor_id,
-        )

@@ -20,16 +20,18 @@ environment variable :data:`ENV_MAX_PAYLOAD_BYTES` on workers and clients.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_core import to_json
 
-from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, StepResult, StepTask
+from temporal_workflows._engine.machine import EXECUTOR_STATE_PREFIX, Engine, Output, StepResult, StepTask
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows._errors import PayloadTooLargeError, WorkflowError
+from temporal_workflows._errors import PayloadTooLargeError, RunTooLargeError, WorkflowError
 
 __all__ = [
+    "CommitRefused",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "ENVELOPE_ALLOWANCE",
     "ENV_MAX_PAYLOAD_BYTES",
@@ -39,6 +41,7 @@ __all__ = [
     "TEMPORAL_BLOB_SIZE_WARNING",
     "check_payload",
     "OMITTED_KEY",
+    "RunLimits",
     "TRUNCATED_KEY",
     "STATE_PAYLOADS",
     "StateSizes",
@@ -406,6 +409,154 @@ class StateSizes:
             size=total,
             limit=limit,
             executor_id=executor_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRefused:
+    """A superstep's commit that would take the committed state past its limit: nothing of it may commit.
+
+    Attributes:
+        blamed: The index, in task order, of the step blamed: the one whose
+            writes are largest (the first on a tie).
+        error: What it is reported failed with, naming the keys written and
+            their sizes, and the largest keys kept.
+    """
+
+    blamed: int
+    error: PayloadTooLargeError
+
+
+class RunLimits:
+    """The limits the driver keeps for one run: each step's input, the committed state as a whole, its outputs.
+
+    Every value is measured where it is made (``check_step_result``,
+    ``check_payload``); what only adds up at the driver is checked here, once
+    for every host: a step input that combines several values, the state a
+    commit leaves, and the outputs a Temporal run's result carries.
+
+    Args:
+        engine: The run's engine, at a boundary (its outputs so far are counted).
+        payload_limit: Most bytes one step input or the run's outputs may take
+            as JSON; called only when a value is big enough to need it (in
+            process it reads the environment, which may be invalid).
+        limit_state: Refuse a commit that would take the committed state past
+            ``state_limit``; off only for Temporal runs recorded before the limit.
+        state_limit: Most bytes the committed state may take as a whole;
+            by default :data:`STATE_PAYLOADS` times ``payload_limit``.
+        release_outputs: Whether outputs adding up past ``payload_limit``
+            release the oldest (otherwise they fail the run); asked only then.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        payload_limit: Callable[[], int],
+        *,
+        limit_state: bool = True,
+        state_limit: Callable[[], int] | None = None,
+        release_outputs: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.payload_limit = payload_limit
+        self.limit_state = limit_state
+        self.state_limit = state_limit or (lambda: STATE_PAYLOADS * payload_limit())
+        self.release_outputs = release_outputs
+        self.restart(engine)
+
+    def restart(self, engine: Engine) -> None:
+        """Measure the run again from ``engine`` (its state and outputs changed outside a commit: an interruption)."""
+        self._state_sizes = StateSizes()
+        self._outputs_size = sum(json_size(o.value.data) for o in engine.outputs)
+
+    def oversized_inputs(self, tasks: Sequence[StepTask]) -> list[tuple[StepTask, WorkflowError]]:
+        """The steps whose input cannot be one payload, each with its error (most supersteps: none).
+
+        Each value was measured where it was made; only inputs that combine
+        several (a fan-in, a request with its response) or came from outside
+        can add up past the limit (and Temporal would refuse the command and
+        retry the workflow task for ever).
+        """
+        too_large: list[tuple[StepTask, WorkflowError]] = []
+        for t in tasks:
+            if not input_may_exceed(t):
+                continue
+            try:
+                check_step_input(t, limit=self.payload_limit())
+            except WorkflowError as error:  # too large, or (in process) an invalid limit in the environment
+                too_large.append((t, error))
+        return too_large
+
+    def commit_sizes(
+        self,
+        state: Mapping[str, Envelope],
+        tasks: Sequence[StepTask],
+        results: Sequence[StepResult],
+        updates: Mapping[str, Envelope | None],
+    ) -> dict[str, int] | CommitRefused:
+        """Each updated key's size once committed, or the refusal of a commit the state as a whole could not take.
+
+        A commit that shrinks the state always passes (a state over the limit
+        can be cut down). Give the sizes to :meth:`committed` once it is made.
+        """
+        sizes = self._state_sizes
+        sizes.sync(state)
+        total, new = sizes.after(updates)
+        if total < MIN_MAX_PAYLOAD_BYTES or total <= sizes.total:
+            return new
+        limit = self.state_limit()
+        if total <= limit:
+            return new
+        writers: dict[str, list[str]] = {}
+        own: list[int] = []
+        for t, r in zip(tasks, results, strict=True):
+            keys = {w.key for w in r.writes}
+            own.append(sum(new.get(k, 0) for k in keys))
+            for k in sorted(keys):
+                if t.executor_id not in writers.setdefault(k, []):
+                    writers[k].append(t.executor_id)
+        blamed = max(range(len(tasks)), key=lambda i: (own[i], -i))
+        return CommitRefused(blamed, sizes.error(total, limit, new, writers, executor_id=tasks[blamed].executor_id))
+
+    def committed(self, new_sizes: dict[str, int], state: Mapping[str, Envelope]) -> None:
+        """The commit :meth:`commit_sizes` measured was made: ``state`` is the state it left."""
+        self._state_sizes.commit(new_sizes, state)
+
+    def outputs_committed(self, engine: Engine, outputs: Sequence[Output], superstep: int) -> None:
+        """Keep the run's outputs within one payload: a Temporal run's result carries them all.
+
+        Past that, the oldest are released (``Engine.release_outputs``): each
+        was emitted as an ``output`` event when it was committed, which is how
+        a caller of a long run (an agent conversation, a turn per message)
+        receives them, and ``get_outputs()`` of a ``run()`` call in process
+        reads those events. Hosts that must keep the older rule (runs recorded
+        before it, on Temporal) pass ``release_outputs=False``: the run then
+        fails with ``RunTooLargeError``.
+
+        Raises:
+            RunTooLargeError: the outputs do not fit and may not be released.
+        """
+        for out in outputs:
+            self._outputs_size += json_size(out.value.data)
+        if self._outputs_size < MIN_MAX_PAYLOAD_BYTES or not outputs:
+            return
+        limit = self.payload_limit()
+        if self._outputs_size <= limit:
+            return
+        if self.release_outputs():
+            size, release = self._outputs_size, 0
+            while size > limit and release < len(engine.outputs) - 1:  # the newest always stays
+                size -= json_size(engine.outputs[release].value.data)
+                release += 1
+            engine.release_outputs(release)
+            self._outputs_size = size
+            return
+        out = outputs[-1]
+        raise RunTooLargeError(
+            f"executor {out.executor_id!r}: the run's outputs add up to {self._outputs_size:,} bytes as "
+            f"JSON, over the payload limit of {limit:,} bytes, and the run's result carries "
+            f"every output; yield smaller outputs, or {GUIDANCE}",
+            superstep=superstep,
+            executor_id=out.executor_id,
         )
 
 
