@@ -57,6 +57,7 @@ from temporal_workflows._engine.machine import (
     Topology,
 )
 from temporal_workflows._engine.registry import resolve as resolve_type
+from temporal_workflows._engine.reporting import failed_run_events
 from temporal_workflows._engine.serde import Envelope, encode
 from temporal_workflows._errors import (
     CheckpointStorageError,
@@ -64,13 +65,7 @@ from temporal_workflows._errors import (
     WorkflowError,
     WorkflowRunError,
 )
-from temporal_workflows._events import (
-    WorkflowEvent,
-    WorkflowFailedEvent,
-    WorkflowRunState,
-    WorkflowStartedEvent,
-    WorkflowStatusEvent,
-)
+from temporal_workflows._events import WorkflowEvent, WorkflowStartedEvent
 from temporal_workflows._graph.shape import GraphShape
 from temporal_workflows.temporal._failures import short_message, to_failure
 from temporal_workflows.temporal._protocol import (
@@ -330,8 +325,8 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
                 self._board.fail(message, upsert=upsert)
                 # Like every failed run's, its event stream ends with the failure (publishing is no command).
                 superstep = self._engine.superstep if self._engine is not None else 0
-                self._publish(WorkflowFailedEvent(error_type=_failure_type(e), error=message, superstep=superstep))
-                self._publish(WorkflowStatusEvent(state=WorkflowRunState.FAILED))
+                for event in failed_run_events(_failure_type(e), message, superstep):
+                    self._publish(event)
             if self._engine is not None:
                 self._telemetry.requests(self._engine, ended="unanswered")
             raise
