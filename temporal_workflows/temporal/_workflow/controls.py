@@ -146,7 +146,7 @@ class ControlHandlers(HandlerBase):
         cps = self._checkpoints
         if cid is not None and cps.history_only and cid not in cps.kept:
             raise cps.unknown(cid)
-        self._check_room_for(req)
+        self._admission.check_room(req)
 
     @workflow.update(name=UPDATE_PACE)
     def pace(self, inp: PaceInput) -> dict[str, Any]:
@@ -167,7 +167,7 @@ class ControlHandlers(HandlerBase):
         await workflow.wait_condition(lambda: self._topology is not None)
         assert self._topology is not None
         plan = await self._checkpoints.plan_reset(
-            req, self._topology, self._validate, start=self._start_env, lineage=self._lineage
+            req, self._topology, self._admission.validate, start=self._start_env, lineage=self._lineage
         )
         if plan.checkpoint is not None:
             # Loaded by a local activity, whose marker records it in this workflow task.

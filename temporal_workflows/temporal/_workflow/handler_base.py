@@ -3,55 +3,45 @@
 The workflow's signal, update and query handlers live in mixins (``queries.py``,
 ``handlers.py``, ``controls.py``) that the SDK collects from ``GraphWorkflow``'s
 bases; this base declares the run's parts they read (``GraphWorkflow.__init__``
-sets them) and the checks they share: is the run open, busy, has it room for
-this input, and type-checking outside input in an activity.
+sets them) and the checks they share: is the run open, is it busy. Outside
+input is checked, accepted and taken by the run's ``Admission`` (``admission.py``).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
-from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.common import RawValue
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
-from temporal_workflows._engine.limits import json_size
 from temporal_workflows._engine.machine import (
     Engine,
-    PendingRequest,
     Topology,
 )
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._graph.shape import GraphShape
 from temporal_workflows.temporal._failures import refuse, short_message
 from temporal_workflows.temporal._protocol import (
-    ACTIVITY_VALIDATE,
     FAILURE_RUN_BUSY,
     FAILURE_RUN_CLOSED,
     SIGNATURE_PREFIX,
     Carried,
     RunInput,
     SubWorkflowInput,
-    Validated,
-    ValidateInput,
 )
+from temporal_workflows.temporal._workflow.admission import Admission
 from temporal_workflows.temporal._workflow.budget import TaskBudget
 from temporal_workflows.temporal._workflow.checkpointing import Checkpoints
 from temporal_workflows.temporal._workflow.children import sub_workflow_refusal
 from temporal_workflows.temporal._workflow.continuation import Continuation
-from temporal_workflows.temporal._workflow.inbox import Inbox
-from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity
+from temporal_workflows.temporal._workflow.locals import LocalActivities
 from temporal_workflows.temporal._workflow.pacing import ReaderPace
 from temporal_workflows.temporal._workflow.patches import (
-    PATCH_TASK_BUDGET,
-    PATCH_VALIDATE_IN_ACTIVITY,
     RunPatches,
 )
-from temporal_workflows.temporal._workflow.pinning import elsewhere, local_first, refusal, waiting_note
 from temporal_workflows.temporal._workflow.status import StatusBoard
 from temporal_workflows.temporal._workflow.supersteps import StepRunner
 
@@ -78,7 +68,7 @@ class HandlerBase:
     _input_error: str | None
     _carried: Carried | None
     _board: StatusBoard
-    _inbox: Inbox
+    _admission: Admission
     _checkpoints: Checkpoints
     _continuation: Continuation
     _budget: TaskBudget
@@ -99,9 +89,6 @@ class HandlerBase:
     _lineage: dict[str, Any] | None
     _sub_workflow: SubWorkflowInput | None
     _payload_limit: int
-    _input_taken: tuple[int, int]
-    _held: dict[str, Envelope]
-    _held_count: int
     _state_text: tuple[str, str] | None
     _pace: ReaderPace
 
@@ -135,33 +122,6 @@ class HandlerBase:
         self._board.warn(f"signal {signal!r} ignored: {sub_workflow_refusal(self._sub_workflow)}")
         return True
 
-    def _check_room_for(self, inp: Any) -> None:
-        """Refuse an update whose input the current workflow task has no more room for (retryable).
-
-        The SDK repeats each accepted update's input in the completion of the
-        task that accepts it, and the server writes that completion together
-        with the signals that arrived meanwhile in one transaction, refused
-        over 4 MiB (``TransactionSizeLimitError``; the task then fails again
-        and again). So one task accepts at most one payload of update input:
-        any one update fits (each is under the payload limit); a second large
-        one is refused as ``RunBusyError`` and the client sends it again to the
-        next task. Validators do not run on replay, and a refused update
-        leaves no trace: nothing here touches history.
-        """
-        size = json_size(inp)
-        task = workflow.info().get_current_history_length()
-        seen, taken = self._input_taken
-        if seen != task:
-            taken = 0
-        if taken and taken + size > self._payload_limit:
-            raise refuse(
-                FAILURE_RUN_BUSY,
-                f"the run took {taken:,} bytes of update input in this workflow task; "
-                f"this {size:,}-byte input goes to the next one: send it again shortly",
-                retryable=True,
-            )
-        self._input_taken = (task, taken + size)
-
     def _check_not_busy(self) -> None:
         """Refuse an update while one of the run's local activities is in flight (see ``locals.py``).
 
@@ -177,15 +137,8 @@ class HandlerBase:
             )
 
     async def _quiet(self) -> None:
-        """Wait until none of the run's local activities is in flight, before issuing a command from a handler.
-
-        A handler's command then follows the result of any such activity in
-        history and on replay alike (see ``locals.py``). Runs recorded before
-        ``PATCH_VALIDATE_IN_ACTIVITY`` did not wait.
-        """
-        if self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
-            locals_ = self.locals
-            await workflow.wait_condition(lambda: locals_.idle)
+        """Wait until none of the run's local activities is in flight (``Admission.quiet``)."""
+        await self._admission.quiet()
 
     def _signature(self) -> str | None:
         """The run's graph signature as activities that run its code check it (``None``: not pinned yet)."""
@@ -199,57 +152,3 @@ class HandlerBase:
         if self._board.closed or (self._closing and not (answer and self._close_waits)):
             state = "closing" if self._closing and not self._board.closed else self._board.status
             raise refuse(FAILURE_RUN_CLOSED, f"the run is {state}")
-
-    async def _validate(self, executor_id: str, value: Envelope, request: PendingRequest | None) -> Validated:
-        """Type-check outside input in a local activity: the types are user code."""
-        name = workflow.info().workflow_type
-
-        arg = ValidateInput(name, executor_id, value, request, signature=self._signature())
-        summary = f"validate {'response to ' + request.request_id if request else 'message for ' + executor_id}"
-
-        async def validate() -> Validated | None:
-            """Checked by this worker, or ``None``: it hosts another version of the graph."""
-            try:
-                checked: Validated = await execute_local_activity(
-                    ACTIVITY_VALIDATE,
-                    arg,
-                    result_type=Validated,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=local_first(RetryPolicy(maximum_attempts=3)),
-                    summary=summary,
-                )
-            except (ActivityError, ApplicationError) as e:  # a local activity's refusal arrives unwrapped
-                details = refusal(e)
-                if details is None:
-                    raise
-                refused.append(details)
-                return None
-            return checked
-
-        refused: list[dict[str, Any]] = []
-        budget = self._budget
-        if not self.patches.get(PATCH_TASK_BUDGET):
-            result = await validate()  # recorded before: validations ran side by side
-        else:
-            # Its marker records the result in this workflow task: one validation at a time, with room
-            # for a whole value (what a validation that changed the value returns, at most).
-            async with budget.lock:
-                await budget.room(self._payload_limit)
-                result = await validate()
-                budget.charge(json_size(result))
-        if result is None:
-            # A worker hosting the run's graph checks it (the types are its version's), however long that takes.
-            what = f"response to request {request.request_id!r}" if request else f"message for {executor_id!r}"
-            worker = refused[0].get("worker_signature")
-            theirs = worker if isinstance(worker, str) else None
-            note = waiting_note(f"checking the {what}", name, arg.signature or "", theirs)
-            result = await elsewhere(
-                ACTIVITY_VALIDATE,
-                arg,
-                Validated,
-                board=self._board,
-                note=note,
-                summary=f"{summary} (on a worker hosting the run's graph)",
-            )
-        # The activity returns only what validation changed (the value is in history already).
-        return result.resolved(value)

@@ -1,18 +1,18 @@
 """The signal and update handlers of ``GraphWorkflow`` for outside input: responses, messages, deliveries.
 
-Each checks what it can where it arrives (an update's validator refuses it,
-leaving no trace; a signal's bad input becomes a warning) and hands the input
-to the inbox (``inbox.py``), which the driver drains at the next boundary.
+Each hands its input to the run's admission (``admission.py``): an update's
+validator checks it there (refused, it leaves no trace), its handler has it
+accepted there (type-checked, then queued); a signal's input is queued as it
+came (bad input becomes a warning). The next boundary takes what is queued.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
@@ -24,12 +24,9 @@ from temporal_workflows._engine.inbound import (
     check_policy,
     stronger,
 )
-from temporal_workflows._engine.limits import json_size
-from temporal_workflows._engine.machine import PendingRequest
-from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._errors import UndeliverableMessageError
 from temporal_workflows.temporal._failures import refuse
 from temporal_workflows.temporal._protocol import (
-    ACTIVITY_VALIDATE,
     FAILURE_DELIVERY_FORGOTTEN,
     FAILURE_INPUT_TOO_LONG,
     FAILURE_INVALID_RUN_INPUT,
@@ -51,14 +48,11 @@ from temporal_workflows.temporal._protocol import (
     UPDATE_RESPOND,
     UPDATE_RESPOND_ALL,
     UPDATE_SEND,
-    VALIDATE_INLINE_BYTES,
     ConfirmInput,
     Delivery,
     RespondAllInput,
     RespondInput,
     SendInput,
-    Validated,
-    ValidateInput,
     quote,
     too_long,
 )
@@ -68,7 +62,7 @@ from temporal_workflows.temporal._workflow.inbox import (
     delivery_digest,
     oversized_send,
 )
-from temporal_workflows.temporal._workflow.patches import PATCH_CONCURRENT_INPUT, PATCH_VALIDATE_IN_ACTIVITY
+from temporal_workflows.temporal._workflow.patches import PATCH_CONCURRENT_INPUT
 from temporal_workflows.temporal._workflow.turns import delivery_key
 
 __all__ = ["InputHandlers", "SIGNALS", "UPDATES"]
@@ -113,7 +107,7 @@ class InputHandlers(HandlerBase):
         """Answer a request; bad input becomes a warning, never a failure."""
         inp, _ = self._signal_arg(SIGNAL_RESPOND, raw, RespondInput)
         if inp is not None and not self._sub_workflow_ignores(SIGNAL_RESPOND):
-            self._inbox.respond_signal(inp)
+            self._admission.inbox.respond_signal(inp)
 
     @workflow.signal(name=SIGNAL_SEND)
     def send_signal(self, raw: RawValue) -> None:
@@ -126,7 +120,7 @@ class InputHandlers(HandlerBase):
             if self._closing and self._close_waits:  # as the update is refused (runs closed before: queued)
                 self._board.warn("signal 'send' ignored: the run is closing", executor_id=inp.executor_id)
                 return
-            self._inbox.send_signal(inp, lambda i: self._arrive(i, signal=True))
+            self._admission.inbox.send_signal(inp, lambda i: self._arrive(i, signal=True))
 
     # -- a message while the run is busy (concurrent_input) -----------------------------
 
@@ -138,7 +132,7 @@ class InputHandlers(HandlerBase):
             # The first task, before the engine: busy with the start message unless it starts idle.
             return self._input.message is not None or self._carried is not None or self._input.fork_from is not None
         steps = self._steps
-        return engine.has_work() or bool(self._inbox) or bool(steps is not None and steps.in_flight)
+        return engine.has_work() or bool(self._admission.inbox) or bool(steps is not None and steps.in_flight)
 
     def _arrive(self, inp: SendInput, *, signal: bool) -> str:
         """What a message does as it is queued, by its policy (or the run's) and whether the run is busy.
@@ -177,27 +171,27 @@ class InputHandlers(HandlerBase):
         """Answer a request; returns once accepted (delivered at the next boundary)."""
         self._continuation.updates_since_task = True
         self._check_open(answer=True)
-        self._inbox.charge_update(inp)
-        return await self._inbox.accept_response(await self._started_engine(answer=True), inp)
+        self._admission.charge_update(inp)
+        return await self._admission.accept_response(await self._started_engine(answer=True), inp)
 
     @submit_response.validator
     def _validate_submit_response(self, inp: RespondInput) -> None:
         # Rejected here, an update leaves no trace in history.
         self._check_not_busy()
         self._check_respond(inp)
-        self._check_room_for(inp)
+        self._admission.check_room(inp)
 
     def _check_respond(self, inp: RespondInput) -> None:
         self._check_open(answer=True)
-        self._inbox.check_request(self._engine, inp.request_id)
+        self._admission.check_request(self._engine, inp.request_id)
 
     @workflow.update(name=UPDATE_RESPOND_ALL)
     async def submit_responses(self, inp: RespondAllInput) -> dict[str, Any]:
         """Answer several requests together (all or none); returns once all are accepted, applied at one boundary."""
         self._continuation.updates_since_task = True
         self._check_open(answer=True)
-        self._inbox.charge_update(inp)
-        accepted = await self._inbox.accept_responses(await self._started_engine(answer=True), inp)
+        self._admission.charge_update(inp)
+        accepted = await self._admission.accept_responses(await self._started_engine(answer=True), inp)
         if inp.stream is not None and self._steps is not None:
             self._steps.streaming = inp.stream  # how the caller reads the supersteps these answers start
         if inp.invocation_kwargs is not None and self._steps is not None:
@@ -213,22 +207,22 @@ class InputHandlers(HandlerBase):
                 FAILURE_INPUT_TOO_LONG,
                 f"submit_responses takes 1 to {MAX_RESPONSES_PER_UPDATE} responses, not {len(inp.responses)}",
             )
-        self._inbox.check_requests(self._engine, inp)
-        self._check_room_for(inp)
+        self._admission.check_requests(self._engine, inp)
+        self._admission.check_room(inp)
 
     @workflow.update(name=UPDATE_SEND)
     async def send_message(self, inp: SendInput) -> dict[str, Any]:
         """Queue a message for an executor; returns once it is accepted."""
         self._continuation.updates_since_task = True
-        self._inbox.charge_update(inp)
-        return await self._inbox.accept_message(inp, self._check_open, lambda i: self._arrive(i, signal=False))
+        self._admission.charge_update(inp)
+        return await self._admission.accept_message(inp, self._check_open, lambda i: self._arrive(i, signal=False))
 
     @send_message.validator
     def _validate_send_message(self, inp: SendInput) -> None:
         self._check_not_busy()
         self._check_send(inp)
         self._check_policy(inp)
-        self._check_room_for(inp)
+        self._admission.check_room(inp)
 
     def _check_send(self, inp: SendInput) -> None:
         self._check_open()
@@ -239,8 +233,9 @@ class InputHandlers(HandlerBase):
         if topology is not None and inp.executor_id not in topology.executor_ids:
             raise refuse(
                 FAILURE_UNDELIVERABLE,
-                f"no executor {quote(inp.executor_id)} in graph {workflow.info().workflow_type!r}; "
-                f"executors: {sorted(topology.executor_ids)}",
+                UndeliverableMessageError.no_executor_text(
+                    inp.executor_id, workflow.info().workflow_type, topology.executor_ids, quote
+                ),
             )
 
     @workflow.signal(name=SIGNAL_DELIVER)
@@ -255,7 +250,7 @@ class InputHandlers(HandlerBase):
         if error is not None or [d.send, d.respond].count(None) != 1:
             self._board.warn(f"signal 'deliver' ignored: {error or 'it needs exactly one of send or respond'}")
             return
-        deliveries = self._inbox.deliveries
+        deliveries = self._admission.inbox.deliveries
         digest = delivery_digest(d.send if d.send is not None else d.respond)
         if deliveries.known(d.id):
             known = deliveries.digest_of(d.id)
@@ -279,13 +274,13 @@ class InputHandlers(HandlerBase):
             if d.send is not None:
                 self._check_send(d.send)
                 self._check_policy(d.send)
-                outcome = await self._inbox.accept_message(
+                outcome = await self._admission.accept_message(
                     d.send, self._check_open, lambda i: self._arrive(i, signal=False), tag=delivery_key(d.id)
                 )
             else:
                 assert d.respond is not None
                 self._check_respond(d.respond)
-                outcome = await self._inbox.accept_response(await self._started_engine(answer=True), d.respond)
+                outcome = await self._admission.accept_response(await self._started_engine(answer=True), d.respond)
         except ApplicationError as e:
             outcome = e
         deliveries.settle(d.id, outcome)
@@ -293,7 +288,7 @@ class InputHandlers(HandlerBase):
     @workflow.update(name=UPDATE_CONFIRM)
     async def confirm_delivery(self, inp: ConfirmInput) -> dict[str, Any]:
         """What became of a ``deliver`` signal: its update's result, or the same refusal."""
-        deliveries = self._inbox.deliveries
+        deliveries = self._admission.inbox.deliveries
         await workflow.wait_condition(lambda: deliveries.outcome(inp.id) is not None)
         outcome = deliveries.outcome(inp.id)
         assert outcome is not None
@@ -304,7 +299,7 @@ class InputHandlers(HandlerBase):
     @confirm_delivery.validator
     def _validate_confirm_delivery(self, inp: ConfirmInput) -> None:
         self._check_not_busy()
-        deliveries = self._inbox.deliveries
+        deliveries = self._admission.inbox.deliveries
         if deliveries.known(inp.id):
             return
         if deliveries.forgotten(inp.id):
@@ -338,43 +333,3 @@ class InputHandlers(HandlerBase):
     @unknown_update.validator
     def _validate_unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
         raise refuse("UnknownUpdateError", f"no update named {quote(name)} on this run; updates: {', '.join(UPDATES)}")
-
-    async def _validate_update(self, executor_id: str, value: Envelope, request: PendingRequest | None) -> Validated:
-        """Type-check input an update (or a ``deliver`` signal) brought, in a regular activity.
-
-        A local activity here made concurrent input unreplayable (``locals.py``):
-        its result can reach the run an activation late. A regular activity's
-        result is a history event, delivered where it is recorded.
-        """
-        if not self.patches.get(PATCH_VALIDATE_IN_ACTIVITY):
-            return await self._validate(executor_id, value, request)
-        await self._quiet()
-        name = workflow.info().workflow_type
-        what = f"response to {request.request_id}" if request else f"message for {executor_id}"
-        ref: str | None = None
-        if json_size(value.data) > VALIDATE_INLINE_BYTES:
-            # History holds it already (its update or signal): the activity reads it by query, not again.
-            self._held_count += 1
-            ref = f"input-{self._held_count}"
-            self._held[ref] = value
-            arg = ValidateInput(
-                name, executor_id, Envelope(value.type, None), request, ref=ref, signature=self._signature()
-            )
-        else:
-            arg = ValidateInput(name, executor_id, value, request, signature=self._signature())
-        try:
-            handle = await self._budget.start_activity(
-                json_size(arg),
-                ACTIVITY_VALIDATE,
-                arg,
-                result_type=Validated,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=5)),
-                summary=f"validate {what}",
-            )
-            result: Validated = await handle
-        finally:
-            if ref is not None:
-                del self._held[ref]
-        await self._quiet()  # what the handler does next follows any local activity's result
-        return result.resolved(value)

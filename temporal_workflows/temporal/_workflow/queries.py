@@ -77,14 +77,14 @@ class QueryHandlers(HandlerBase):
     @workflow.query(name=QUERY_OUTSIDE_INPUT)
     def outside_input(self, ref: str) -> Envelope | None:
         """Large outside input the ``validate`` activity checks by reference (``ValidateInput.ref``)."""
-        return self._held.get(ref)
+        return self._admission.held.get(ref)
 
     @workflow.query(name=QUERY_TURNS)
     def turns(self, keys: list[str]) -> dict[str, dict[str, Any] | None]:
         """Where the run is with input a client follows: taken, and the stream offset its turn ended at."""
         if not isinstance(keys, list) or len(keys) > MAX_TURN_KEYS or not all(isinstance(k, str) for k in keys):
             raise ValueError(f"{QUERY_TURNS} takes a list of at most {MAX_TURN_KEYS} keys")
-        return self._inbox.turns.where(keys)
+        return self._admission.inbox.turns.where(keys)
 
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> dict[str, Any]:
@@ -157,7 +157,9 @@ class QueryHandlers(HandlerBase):
         engine = self._engine
         if engine is None:
             return []
-        pending = [_request_json(r) for r in engine.pending_requests.values() if self._inbox.is_open(r.request_id)]
+        pending = [
+            _request_json(r) for r in engine.pending_requests.values() if self._admission.inbox.is_open(r.request_id)
+        ]
         return truncated_requests(pending, self._payload_limit)
 
     @workflow.query(name=QUERY_STATE)

@@ -11,7 +11,8 @@ validation of outside input all run in activities. The loop is
 class is its host on Temporal. Its state lives in parts that each carry
 themselves across continue-as-new:
 
-* ``inbox.Inbox``: outside input (responses, messages, events) until a boundary;
+* ``inbox.Inbox``: outside input (responses, messages) until a boundary, checked,
+  accepted and taken there by ``admission.Admission`` (the validate activities too);
 * ``checkpointing.Checkpoints``: checkpoints, resets and forks;
 * ``status.StatusBoard``: the status query, search attribute and warnings;
 * ``supersteps.StepRunner``: steps and reducers as activities;
@@ -23,7 +24,7 @@ driver's host (``_TemporalHost``) is given these parts and the run's ``RunContro
 This module is the run loop. The signal, update and query handlers are
 declared in mixins the SDK collects from ``GraphWorkflow``'s bases, one file
 per subject: ``queries.py`` (what a client reads), ``handlers.py`` (outside
-input: responses, messages, events, deliveries), ``controls.py`` (close,
+input: responses, messages, deliveries), ``controls.py`` (close,
 checkpoint, reset), over ``handler_base.py`` (the parts they read and the
 checks they share). The names and argument types are in ``_protocol``.
 """
@@ -84,6 +85,7 @@ from temporal_workflows.temporal._protocol import (
     RunInput,
     too_long,
 )
+from temporal_workflows.temporal._workflow.admission import Admission
 from temporal_workflows.temporal._workflow.budget import TaskBudget
 from temporal_workflows.temporal._workflow.checkpointing import Checkpoints, ResetPlan
 from temporal_workflows.temporal._workflow.children import (
@@ -243,18 +245,21 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         # The stream's polls: at most a few in flight, so input keeps its room, and none while a local
         # activity is in flight (readers.py); accepted ones tell how far a pacing reader has read.
         self._stream_polls = admit_stream_polls(self._stream, self.locals, self._pace.polled, self._pace.paces)
-        self._input_taken = (-1, 0)  # (workflow task, bytes of update input its validators let in)
-        self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
-        self._held_count = 0
         carried_inbox = carried.inbox if carried else None
-        self._inbox = Inbox(
-            self._validate,
+        inbox = Inbox(
             self._board,
             carried_inbox,
-            budget=self._budget,
-            validate_update=self._validate_update,
             # (the stream's offset now: what the next event published gets; the SDK has no public reader of it)
             turns=Turns(self._stream._on_offset, carried_inbox.tracked if carried_inbox else ()),
+        )
+        self._admission = Admission(
+            inbox,
+            self._board,
+            budget=self._budget,
+            patches=self.patches,
+            locals=self.locals,
+            payload_limit=lambda: self._payload_limit,
+            signature=self._signature,
         )
         self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
         self._engine: Engine | None = None
@@ -283,7 +288,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         self._continuation = Continuation(
             stream=self._stream,
             board=self._board,
-            inbox=self._inbox,
+            inbox=inbox,
             checkpoints=self._checkpoints,
             budget=self._budget,
             patches=self.patches,
@@ -398,7 +403,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             _TemporalHost(
                 telemetry=self._telemetry,
                 steps=steps,
-                inbox=self._inbox,
+                admission=self._admission,
                 checkpoints=cps,
                 board=self._board,
                 continuation=self._continuation,
@@ -433,7 +438,9 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
         try:
             if self._sub_workflow is not None and carried is None:
                 now = workflow.now().timestamp()
-                delivered = await deliver_to_child(engine, self._sub_workflow, now=now, validate=self._validate)
+                delivered = await deliver_to_child(
+                    engine, self._sub_workflow, now=now, validate=self._admission.validate
+                )
                 self._sub_workflow_known, self._sub_workflow_ignored = delivered
             async for event in driver.run():
                 self._publish(event)
@@ -541,7 +548,7 @@ class _TemporalHost(DriverHost):
         *,
         telemetry: RunTelemetry,
         steps: StepRunner,
-        inbox: Inbox,
+        admission: Admission,
         checkpoints: Checkpoints,
         board: StatusBoard,
         continuation: Continuation,
@@ -554,7 +561,8 @@ class _TemporalHost(DriverHost):
         self.steps = steps
         self.pace = pace
         self.stream = stream
-        self.inbox = inbox
+        self.admission = admission
+        self.inbox = admission.inbox
         self.checkpoints = checkpoints
         self.board = board
         self.continuation = continuation
@@ -570,7 +578,7 @@ class _TemporalHost(DriverHost):
 
     async def take_input(self, engine: Engine) -> None:
         controls = self.controls
-        await self.inbox.drain(engine, lambda: controls.interrupt is not None)
+        await self.admission.take(engine, lambda: controls.interrupt is not None)
         self.telemetry.requests(engine)
 
     def warn(self, text: str) -> None:
