@@ -33,8 +33,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from temporal_workflows._engine.inbound import Inbound, Unanswerable, apply, open_request
 from temporal_workflows._engine.limits import json_size
-from temporal_workflows._engine.machine import Engine, PendingRequest
+from temporal_workflows._engine.machine import Engine, PendingRequest, Topology
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._errors import UndeliverableMessageError
 from temporal_workflows.temporal._failures import refuse
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_VALIDATE,
@@ -55,7 +56,7 @@ from temporal_workflows.temporal._protocol import (
     too_long,
 )
 from temporal_workflows.temporal._workflow.budget import TaskBudget
-from temporal_workflows.temporal._workflow.inbox import Inbox
+from temporal_workflows.temporal._workflow.inbox import Inbox, oversized_send
 from temporal_workflows.temporal._workflow.locals import LocalActivities, execute_local_activity
 from temporal_workflows.temporal._workflow.patches import PATCH_TASK_BUDGET, PATCH_VALIDATE_IN_ACTIVITY, RunPatches
 from temporal_workflows.temporal._workflow.pinning import elsewhere, local_first, refusal, waiting_note
@@ -155,6 +156,19 @@ class Admission:
             seen.add(r.request_id)
             self.check_request(engine, r.request_id)
 
+    def check_message(self, inp: SendInput, topology: Topology | None) -> None:
+        """Refuse a message whose ids are too long, or for an executor the run's graph does not have (once pinned)."""
+        error = oversized_send(inp)
+        if error is not None:
+            raise refuse(FAILURE_INPUT_TOO_LONG, error)
+        if topology is not None and inp.executor_id not in topology.executor_ids:
+            raise refuse(
+                FAILURE_UNDELIVERABLE,
+                UndeliverableMessageError.no_executor_text(
+                    inp.executor_id, workflow.info().workflow_type, topology.executor_ids, quote
+                ),
+            )
+
     def check_room(self, inp: Any) -> None:
         """Refuse an update whose input the current workflow task has no more room for (retryable).
 
@@ -229,23 +243,18 @@ class Admission:
             self.inbox.queue_answer(req.request_id, value)
         return {"request_ids": [req.request_id for req, _ in checked], "accepted": True}
 
-    async def accept_message(
-        self,
-        inp: SendInput,
-        check_open: Callable[[], None],
-        arrive: Callable[[SendInput], str] | None = None,
-        *,
-        tag: str | None = None,
-    ) -> dict[str, Any]:
-        """Check a message (in an activity), then queue it; ``tag``: the key a client follows it by."""
+    async def checked_message(self, inp: SendInput) -> Envelope:
+        """A message type-checked for its executor (in an activity); refused, naming what it does not fit."""
         checked = await self.validate_update(inp.executor_id, inp.message, None)
         if checked.value is None:
             raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "undeliverable message")
-        check_open()
-        # Whether the run is busy is decided now, as the message is queued (it may have become so meanwhile).
-        action = arrive(inp) if arrive is not None else "take"
+        return checked.value
+
+    def queue_message(self, inp: SendInput, value: Envelope, action: str, *, tag: str | None = None) -> dict[str, Any]:
+        """Queue a checked message; ``action``: what it does as it arrives (``inbound.arrival``); ``tag``: the key a
+        client follows it by. Returns the update's result."""
         self.inbox.items.append(
-            Inbound("send", inp.executor_id, checked.value, checked=True, interrupts=action != "take", tag=tag)
+            Inbound("send", inp.executor_id, value, checked=True, interrupts=action != "take", tag=tag)
         )
         if tag is not None:
             self.inbox.turns.queued(tag)

@@ -24,7 +24,6 @@ from temporal_workflows._engine.inbound import (
     check_policy,
     stronger,
 )
-from temporal_workflows._errors import UndeliverableMessageError
 from temporal_workflows.temporal._failures import refuse
 from temporal_workflows.temporal._protocol import (
     FAILURE_DELIVERY_FORGOTTEN,
@@ -60,7 +59,6 @@ from temporal_workflows.temporal._workflow.handler_base import HandlerBase
 from temporal_workflows.temporal._workflow.inbox import (
     DELIVERED_CARRIED,
     delivery_digest,
-    oversized_send,
 )
 from temporal_workflows.temporal._workflow.patches import PATCH_CONCURRENT_INPUT
 from temporal_workflows.temporal._workflow.turns import delivery_key
@@ -215,7 +213,14 @@ class InputHandlers(HandlerBase):
         """Queue a message for an executor; returns once it is accepted."""
         self._continuation.updates_since_task = True
         self._admission.charge_update(inp)
-        return await self._admission.accept_message(inp, self._check_open, lambda i: self._arrive(i, signal=False))
+        return await self._accept_message(inp)
+
+    async def _accept_message(self, inp: SendInput, tag: str | None = None) -> dict[str, Any]:
+        """Type-check a message (in an activity), then queue it, as the run is when it comes back."""
+        value = await self._admission.checked_message(inp)
+        self._check_open()
+        # Whether the run is busy is decided now, as the message is queued (it may have become so meanwhile).
+        return self._admission.queue_message(inp, value, self._arrive(inp, signal=False), tag=tag)
 
     @send_message.validator
     def _validate_send_message(self, inp: SendInput) -> None:
@@ -226,17 +231,7 @@ class InputHandlers(HandlerBase):
 
     def _check_send(self, inp: SendInput) -> None:
         self._check_open()
-        error = oversized_send(inp)
-        if error is not None:
-            raise refuse(FAILURE_INPUT_TOO_LONG, error)
-        topology = self._topology
-        if topology is not None and inp.executor_id not in topology.executor_ids:
-            raise refuse(
-                FAILURE_UNDELIVERABLE,
-                UndeliverableMessageError.no_executor_text(
-                    inp.executor_id, workflow.info().workflow_type, topology.executor_ids, quote
-                ),
-            )
+        self._admission.check_message(inp, self._topology)
 
     @workflow.signal(name=SIGNAL_DELIVER)
     async def deliver(self, raw: RawValue) -> None:
@@ -274,9 +269,7 @@ class InputHandlers(HandlerBase):
             if d.send is not None:
                 self._check_send(d.send)
                 self._check_policy(d.send)
-                outcome = await self._admission.accept_message(
-                    d.send, self._check_open, lambda i: self._arrive(i, signal=False), tag=delivery_key(d.id)
-                )
+                outcome = await self._accept_message(d.send, tag=delivery_key(d.id))
             else:
                 assert d.respond is not None
                 self._check_respond(d.respond)
