@@ -105,7 +105,7 @@ class InputHandlers(HandlerBase):
         """Answer a request; bad input becomes a warning, never a failure."""
         inp, _ = self._signal_arg(SIGNAL_RESPOND, raw, RespondInput)
         if inp is not None and not self._sub_workflow_ignores(SIGNAL_RESPOND):
-            self._admission.inbox.respond_signal(inp)
+            self.parts.admission.inbox.respond_signal(inp)
 
     @workflow.signal(name=SIGNAL_SEND)
     def send_signal(self, raw: RawValue) -> None:
@@ -113,24 +113,28 @@ class InputHandlers(HandlerBase):
         inp, _ = self._signal_arg(SIGNAL_SEND, raw, SendInput)
         if inp is not None and not self._sub_workflow_ignores(SIGNAL_SEND):
             if inp.policy is not None and inp.policy not in CONCURRENT_INPUT:
-                self._board.warn(f"signal 'send' ignored: {_bad_policy(inp.policy)}", executor_id=inp.executor_id)
+                self.parts.board.warn(f"signal 'send' ignored: {_bad_policy(inp.policy)}", executor_id=inp.executor_id)
                 return
-            if self._closing and self._close_waits:  # as the update is refused (runs closed before: queued)
-                self._board.warn("signal 'send' ignored: the run is closing", executor_id=inp.executor_id)
+            if self.parts.closing and self.parts.close_waits:  # as the update is refused (runs closed before: queued)
+                self.parts.board.warn("signal 'send' ignored: the run is closing", executor_id=inp.executor_id)
                 return
-            self._admission.inbox.send_signal(inp, lambda i: self._arrive(i, signal=True))
+            self.parts.admission.inbox.send_signal(inp, lambda i: self._arrive(i, signal=True))
 
     # -- a message while the run is busy (concurrent_input) -----------------------------
 
     def _busy(self) -> bool:
         """Whether the run is in a turn (``_engine.inbound.ConcurrentInput``): work queued or running, or input
         waiting for the boundary that will give it work. Idle, or only waiting for answers, it is not."""
-        engine = self._engine
+        engine = self.parts.engine
         if engine is None:
             # The first task, before the engine: busy with the start message unless it starts idle.
-            return self._input.message is not None or self._carried is not None or self._input.fork_from is not None
-        steps = self._steps
-        return engine.has_work() or bool(self._admission.inbox) or bool(steps is not None and steps.in_flight)
+            return (
+                self.parts.input.message is not None
+                or self.parts.carried is not None
+                or self.parts.input.fork_from is not None
+            )
+        steps = self.parts.steps
+        return engine.has_work() or bool(self.parts.admission.inbox) or bool(steps is not None and steps.in_flight)
 
     def _arrive(self, inp: SendInput, *, signal: bool) -> str:
         """What a message does as it is queued, by its policy (or the run's) and whether the run is busy.
@@ -139,7 +143,7 @@ class InputHandlers(HandlerBase):
         running superstep, if any, is abandoned), or ``"refuse"``: an update is refused with
         ``RunInProgressError``; a signal is a warning.
         """
-        policy = check_policy(inp.policy or self._input.concurrent_input or DEFAULT_CONCURRENT_INPUT)
+        policy = check_policy(inp.policy or self.parts.input.concurrent_input or DEFAULT_CONCURRENT_INPUT)
         action = arrival(policy, busy=self._busy())
         if action == "refuse":
             text = (
@@ -147,11 +151,11 @@ class InputHandlers(HandlerBase):
                 "send it again once the run is idle, or with policy 'enqueue', 'interrupt' or 'rollback'"
             )
             if signal:
-                self._board.warn(f"signal 'send' ignored: {text}", executor_id=inp.executor_id)
+                self.parts.board.warn(f"signal 'send' ignored: {text}", executor_id=inp.executor_id)
                 return action
             raise refuse(FAILURE_RUN_IN_PROGRESS, text, executor_id=inp.executor_id)
         if action != "take" and self.patches.get(PATCH_CONCURRENT_INPUT):
-            controls = self._checkpoints.asked
+            controls = self.parts.checkpoints.asked
             controls.interrupt = stronger(controls.interrupt, action)
             return action
         return "take"
@@ -160,40 +164,40 @@ class InputHandlers(HandlerBase):
         """Refuse a send whose policy is unknown, or that a busy run refuses (its validator: no trace in history)."""
         if inp.policy is not None and inp.policy not in CONCURRENT_INPUT:
             raise refuse(FAILURE_INVALID_RUN_INPUT, _bad_policy(inp.policy))
-        policy = inp.policy or self._input.concurrent_input or DEFAULT_CONCURRENT_INPUT
+        policy = inp.policy or self.parts.input.concurrent_input or DEFAULT_CONCURRENT_INPUT
         if policy == "reject" and self._busy():
             self._arrive(inp, signal=False)  # raises the refusal
 
     @workflow.update(name=UPDATE_RESPOND)
     async def submit_response(self, inp: RespondInput) -> dict[str, Any]:
         """Answer a request; returns once accepted (delivered at the next boundary)."""
-        self._continuation.updates_since_task = True
+        self.parts.continuation.updates_since_task = True
         self._check_open(answer=True)
-        self._admission.charge_update(inp)
-        return await self._admission.accept_response(await self._started_engine(answer=True), inp)
+        self.parts.admission.charge_update(inp)
+        return await self.parts.admission.accept_response(await self._started_engine(answer=True), inp)
 
     @submit_response.validator
     def _validate_submit_response(self, inp: RespondInput) -> None:
         # Rejected here, an update leaves no trace in history.
         self._check_not_busy()
         self._check_respond(inp)
-        self._admission.check_room(inp)
+        self.parts.admission.check_room(inp)
 
     def _check_respond(self, inp: RespondInput) -> None:
         self._check_open(answer=True)
-        self._admission.check_request(self._engine, inp.request_id)
+        self.parts.admission.check_request(self.parts.engine, inp.request_id)
 
     @workflow.update(name=UPDATE_RESPOND_ALL)
     async def submit_responses(self, inp: RespondAllInput) -> dict[str, Any]:
         """Answer several requests together (all or none); returns once all are accepted, applied at one boundary."""
-        self._continuation.updates_since_task = True
+        self.parts.continuation.updates_since_task = True
         self._check_open(answer=True)
-        self._admission.charge_update(inp)
-        accepted = await self._admission.accept_responses(await self._started_engine(answer=True), inp)
-        if inp.stream is not None and self._steps is not None:
-            self._steps.streaming = inp.stream  # how the caller reads the supersteps these answers start
-        if inp.invocation_kwargs is not None and self._steps is not None:
-            self._steps.invocation_kwargs = inp.invocation_kwargs
+        self.parts.admission.charge_update(inp)
+        accepted = await self.parts.admission.accept_responses(await self._started_engine(answer=True), inp)
+        if inp.stream is not None and self.parts.steps is not None:
+            self.parts.steps.streaming = inp.stream  # how the caller reads the supersteps these answers start
+        if inp.invocation_kwargs is not None and self.parts.steps is not None:
+            self.parts.steps.invocation_kwargs = inp.invocation_kwargs
         return accepted
 
     @submit_responses.validator
@@ -205,33 +209,33 @@ class InputHandlers(HandlerBase):
                 FAILURE_INPUT_TOO_LONG,
                 f"submit_responses takes 1 to {MAX_RESPONSES_PER_UPDATE} responses, not {len(inp.responses)}",
             )
-        self._admission.check_requests(self._engine, inp)
-        self._admission.check_room(inp)
+        self.parts.admission.check_requests(self.parts.engine, inp)
+        self.parts.admission.check_room(inp)
 
     @workflow.update(name=UPDATE_SEND)
     async def send_message(self, inp: SendInput) -> dict[str, Any]:
         """Queue a message for an executor; returns once it is accepted."""
-        self._continuation.updates_since_task = True
-        self._admission.charge_update(inp)
+        self.parts.continuation.updates_since_task = True
+        self.parts.admission.charge_update(inp)
         return await self._accept_message(inp)
 
     async def _accept_message(self, inp: SendInput, tag: str | None = None) -> dict[str, Any]:
         """Type-check a message (in an activity), then queue it, as the run is when it comes back."""
-        value = await self._admission.checked_message(inp)
+        value = await self.parts.admission.checked_message(inp)
         self._check_open()
         # Whether the run is busy is decided now, as the message is queued (it may have become so meanwhile).
-        return self._admission.queue_message(inp, value, self._arrive(inp, signal=False), tag=tag)
+        return self.parts.admission.queue_message(inp, value, self._arrive(inp, signal=False), tag=tag)
 
     @send_message.validator
     def _validate_send_message(self, inp: SendInput) -> None:
         self._check_not_busy()
         self._check_send(inp)
         self._check_policy(inp)
-        self._admission.check_room(inp)
+        self.parts.admission.check_room(inp)
 
     def _check_send(self, inp: SendInput) -> None:
         self._check_open()
-        self._admission.check_message(inp, self._topology)
+        self.parts.admission.check_message(inp, self.parts.topology)
 
     @workflow.signal(name=SIGNAL_DELIVER)
     async def deliver(self, raw: RawValue) -> None:
@@ -239,25 +243,27 @@ class InputHandlers(HandlerBase):
         d, ok = self._signal_arg(SIGNAL_DELIVER, raw, Delivery)
         if d is None:
             if ok:  # (a malformed argument was warned about already)
-                self._board.warn("signal 'deliver' ignored: it needs a delivery (id, and send or respond), not null")
+                self.parts.board.warn(
+                    "signal 'deliver' ignored: it needs a delivery (id, and send or respond), not null"
+                )
             return
         error = too_long("delivery id", d.id, MAX_ID_CHARS)
         if error is not None or [d.send, d.respond].count(None) != 1:
-            self._board.warn(f"signal 'deliver' ignored: {error or 'it needs exactly one of send or respond'}")
+            self.parts.board.warn(f"signal 'deliver' ignored: {error or 'it needs exactly one of send or respond'}")
             return
-        deliveries = self._admission.inbox.deliveries
+        deliveries = self.parts.admission.inbox.deliveries
         digest = delivery_digest(d.send if d.send is not None else d.respond)
         if deliveries.known(d.id):
             known = deliveries.digest_of(d.id)
             if known and known != digest:
                 # The same id with other content: not delivered, and confirm_delivery answers for the first.
-                self._board.warn(
+                self.parts.board.warn(
                     f"signal 'deliver' ignored: delivery id {quote(d.id)} was already used for other input; "
                     "give each delivery its own id"
                 )
             return  # the same delivery again: its outcome stands
         if deliveries.forgotten(d.id):
-            self._board.warn(
+            self.parts.board.warn(
                 f"signal 'deliver' ignored: delivery {quote(d.id)} reached this run before "
                 "(its outcome is too old to be kept); give each delivery its own id"
             )
@@ -273,7 +279,7 @@ class InputHandlers(HandlerBase):
             else:
                 assert d.respond is not None
                 self._check_respond(d.respond)
-                outcome = await self._admission.accept_response(await self._started_engine(answer=True), d.respond)
+                outcome = await self.parts.admission.accept_response(await self._started_engine(answer=True), d.respond)
         except ApplicationError as e:
             outcome = e
         deliveries.settle(d.id, outcome)
@@ -281,7 +287,7 @@ class InputHandlers(HandlerBase):
     @workflow.update(name=UPDATE_CONFIRM)
     async def confirm_delivery(self, inp: ConfirmInput) -> dict[str, Any]:
         """What became of a ``deliver`` signal: its update's result, or the same refusal."""
-        deliveries = self._admission.inbox.deliveries
+        deliveries = self.parts.admission.inbox.deliveries
         await workflow.wait_condition(lambda: deliveries.outcome(inp.id) is not None)
         outcome = deliveries.outcome(inp.id)
         assert outcome is not None
@@ -292,7 +298,7 @@ class InputHandlers(HandlerBase):
     @confirm_delivery.validator
     def _validate_confirm_delivery(self, inp: ConfirmInput) -> None:
         self._check_not_busy()
-        deliveries = self._admission.inbox.deliveries
+        deliveries = self.parts.admission.inbox.deliveries
         if deliveries.known(inp.id):
             return
         if deliveries.forgotten(inp.id):
@@ -317,7 +323,7 @@ class InputHandlers(HandlerBase):
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         """A signal this workflow has no handler for (a misspelled name): a warning, never silence."""
-        self._board.warn(f"unknown signal {quote(name)} ignored; signals: {', '.join(SIGNALS)}")
+        self.parts.board.warn(f"unknown signal {quote(name)} ignored; signals: {', '.join(SIGNALS)}")
 
     @workflow.update(dynamic=True)
     async def unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
