@@ -118,7 +118,9 @@ class InputHandlers(HandlerBase):
             if self.parts.closing and self.parts.close_waits:  # as the update is refused (runs closed before: queued)
                 self.parts.board.warn("signal 'send' ignored: the run is closing", executor_id=inp.executor_id)
                 return
-            self.parts.admission.inbox.send_signal(inp, lambda i: self._arrive(i, signal=True))
+            inbox = self.parts.admission.inbox
+            if not inbox.oversized_signal(inp):
+                inbox.send_signal(inp, self._arrive(inp, signal=True))
 
     # -- a message while the run is busy (concurrent_input) -----------------------------
 

@@ -11,7 +11,7 @@ carried across continue-as-new, with the ``deliver`` signal's outcomes.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, cast
 
 from pydantic_core import to_json
@@ -119,14 +119,17 @@ class Inbox:
         self.items.append(Inbound("respond", inp.request_id, Envelope(None, inp.response)))
         self.turns.queued(request_key(inp.request_id))
 
-    def send_signal(self, inp: SendInput, arrive: Callable[[SendInput], str] | None = None) -> None:
+    def oversized_signal(self, inp: SendInput) -> bool:
+        """Whether a ``send`` signal's ids are too long to queue (then it is a warning)."""
         error = oversized_send(inp)
         if error is not None:
             self._board.warn(f"signal 'send' ignored: {error}", executor_id=inp.executor_id)
-            return
-        action = arrive(inp) if arrive is not None else "take"
+        return error is not None
+
+    def send_signal(self, inp: SendInput, action: str = "take") -> None:
+        """Queue a ``send`` signal's message as it came; ``action``: what it does as it arrives (``arrival``)."""
         if action == "refuse":
-            return  # (``arrive`` warned: a busy run, policy reject)
+            return  # (the handler warned: a busy run, policy reject)
         self.items.append(Inbound("send", inp.executor_id, inp.message, interrupts=action != "take"))
 
     def queue_answer(self, request_id: str, value: Envelope) -> None:
