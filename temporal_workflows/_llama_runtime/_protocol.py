@@ -184,6 +184,9 @@ class RunInput(_Frozen):
     the default runtime's steps see in ``active_instrument_tags()``."""
     warnings: list[dict[str, Any]] = Field(default_factory=list)
     """Carried by continue-as-new: the ``status`` query's warnings so far."""
+    requests: dict[str, Any] = Field(default_factory=dict)
+    """Carried by continue-as-new: the ``InputRequiredEvent``s still unanswered (``RunBoard.carried_requests``),
+    so ``pending_requests`` lists them in the new run too (a worker before this field ignores it)."""
     segment: int = 0
     """How many times the run has continued as new."""
 

@@ -830,7 +830,7 @@ class LlamaIndexRun:
         """Running step invocations that signal their sends (``PATCH_LIVE_SENDS``)."""
         self._input = inp
         self._hosted: tuple[LlamaWorkflow, BaseSerializer] | None = None
-        self.board = RunBoard(inp.warnings)
+        self.board = RunBoard(inp.warnings, inp.requests)
         self.cancel_requested = False
         self._closed = False
 
@@ -1398,6 +1398,7 @@ class LlamaIndexRun:
                 timeout=inp.timeout,
                 timeout_set=inp.timeout_set,
                 warnings=list(self.board.warnings),
+                requests=self.board.carried_requests(),
                 segment=inp.segment + 1,
                 instance_key=inp.instance_key,
                 init_state=state.to_serialized(serializer).model_dump(mode="json"),

@@ -27,7 +27,7 @@ from workflows.errors import WorkflowCancelledByUser, WorkflowTimeoutError
 
 from temporal_workflows._llama_runtime._workflow import LlamaIndexRun
 from temporal_workflows.llama import TemporalRuntime
-from temporal_workflows.temporal import ConnectionConfig
+from temporal_workflows.temporal import ConnectionConfig, get_run
 from temporal_workflows.temporal._worker.plugin import data_converter
 from tests.integration import llama_runtime_workflows as lw
 from tests.integration import record_llama_runtime_histories
@@ -720,13 +720,13 @@ async def test_an_idle_run_continues_as_new_and_resumes_with_its_store_and_strea
         idle_release_after_ticks=1,
     )
     try:
-        cases: list[tuple[Any, dict[str, Any], str]] = [
-            (lw.HumanInLoop, {"topic": "can"}, "got after a new run"),
-            (lw.AskWithStore, {"topic": "bees"}, "bees: after a new run"),  # ctx.store carried
-            (lw.WaitsForEvent, {}, "waited after a new run"),  # a wait_for_event waiter carried
+        cases: list[tuple[Any, dict[str, Any], str, tuple[str, str]]] = [
+            (lw.HumanInLoop, {"topic": "can"}, "got after a new run", ("input-1", "name for can?")),
+            (lw.AskWithStore, {"topic": "bees"}, "bees: after a new run", ("input-1", "name?")),  # ctx.store carried
+            (lw.WaitsForEvent, {}, "waited after a new run", ("w1", "ok?")),  # a wait_for_event waiter carried
         ]
         client = await rt.client()
-        for cls, kwargs, expected in cases:
+        for cls, kwargs, expected, (request_id, question) in cases:
             handler = cls(timeout=None, runtime=rt).run(**kwargs)
             seen = []
             async for ev in handler.stream_events():
@@ -734,6 +734,9 @@ async def test_an_idle_run_continues_as_new_and_resumes_with_its_store_and_strea
                 if isinstance(ev, lw.Ask):
                     handle = client.get_workflow_handle(handler.run_id)
                     await _wait_for_async(lambda h=handle: _continued(h), 30)
+                    # The question published before the continue-as-new is still a request after it.
+                    (request,) = await get_run(client, handler.run_id).pending_requests()
+                    assert (request.request_id, request.data) == (request_id, {"question": question})
                     handler.ctx.send_event(lw.Answer(text="after a new run"))
             assert await handler == expected
             assert seen == ["Ask", "StopEvent"]  # the stream carried over: nothing lost, nothing twice
