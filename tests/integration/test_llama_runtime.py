@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import workflows as llama
 from temporalio.client import WorkflowHistory
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from workflows import Workflow
@@ -710,6 +711,36 @@ async def test_a_step_input_over_the_payload_limit_fails_the_run_clearly(runtime
         await asyncio.wait_for(lw.BigStore(timeout=60, runtime=runtime).run(size=1_000_000), 60)
     with pytest.raises(WorkflowRuntimeError, match=r"'fill': its result .* keep large values out of events"):
         await asyncio.wait_for(lw.BigStore(timeout=60, runtime=runtime).run(size=3_000_000), 60)
+
+
+async def test_answers_to_several_requests_are_taken_all_or_none(runtime: TemporalRuntime) -> None:
+    """``RunHandle.respond_all`` (what the console's and AG-UI's several answers use): an unknown id or an
+    answer the run cannot read refuses them all, and the run still waits for both; good ones are all taken."""
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from temporal_workflows.errors import UnknownRequestError
+
+    handler = lw.TwoQuestions(timeout=60, runtime=runtime).run()
+    client = await runtime.client()
+    run = get_run(client, handler.run_id)
+
+    async def two_open() -> bool:
+        try:
+            return len(await run.pending_requests()) == 2
+        except RPCError as e:  # the start is on its way
+            if e.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+
+    await _wait_for_async(two_open, 30)
+    with pytest.raises(UnknownRequestError):
+        await run.respond_all({"input-1": {"text": "a"}, "input-9": {"text": "b"}})
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await run.respond_all({"input-1": {"text": "a"}, "input-2": {"texts": "b"}})
+    assert "event 2 of 2" in str(refused.value.cause) and "none of them was taken" in str(refused.value.cause)
+    assert [r.request_id for r in await run.pending_requests()] == ["input-1", "input-2"]
+    await run.respond_all({"input-1": {"text": "a"}, "input-2": {"text": "b"}})
+    assert await handler == "a and b"
 
 
 async def test_an_idle_run_continues_as_new_and_resumes_with_its_store_and_stream(temporal_address: str) -> None:
