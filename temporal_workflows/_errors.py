@@ -40,6 +40,7 @@ __all__ = [
     "UnknownRequestError",
     "WorkflowError",
     "WorkflowRunError",
+    "WorkerVersionNotReadyError",
 ]
 
 
@@ -191,6 +192,16 @@ class RunInProgressError(WorkflowError):
     themselves): the run said no to a second message while busy, as the
     policy asked. Nothing was delivered; send it again once the run is idle,
     or with another policy (``enqueue``, ``interrupt``, ``rollback``).
+    """
+
+
+class WorkerVersionNotReadyError(WorkflowError):
+    """A start pinned to a Worker Deployment version its task queue had not learned, for longer than the client
+    waits (``temporal/_client/starting.py``): nothing was started.
+
+    The server refuses such a start until a worker of that version has polled the queue and the queue has
+    learned the version; the client sends it again meanwhile, for a few seconds. Start a worker of that version
+    on the queue (or make a version hosting the graph current), then start the run again.
     """
 
 

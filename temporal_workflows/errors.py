@@ -37,6 +37,7 @@ from temporal_workflows._errors import (
     UndeliverableMessageError,
     UnknownGraphError,
     UnknownRequestError,
+    WorkerVersionNotReadyError,
     WorkflowError,
     WorkflowRunError,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "UndeliverableMessageError",
     "UnknownGraphError",
     "UnknownRequestError",
+    "WorkerVersionNotReadyError",
     "WorkflowError",
     "WorkflowRunError",
 ]

@@ -72,6 +72,7 @@ from temporal_workflows.ag_ui._kinds import (
 )
 from temporal_workflows.ag_ui._patch import json_patch
 from temporal_workflows.temporal._client.client import RawLiveEvent, RunHandle, get_run
+from temporal_workflows.temporal._client.starting import start_workflow
 from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._protocol import (
     FAILURE_UNKNOWN_DELIVERY,
@@ -607,7 +608,8 @@ class GraphKind(RunKind):
             check_payload(send.message.data, what="message")
         except (WorkflowError, ValueError) as e:
             raise Refusal(str(e), type(e).__name__) from None
-        started = await client.start_workflow(
+        started = await start_workflow(
+            client,
             self.name,
             RunInput(keep_alive=True, stream=True),
             id=workflow_id,
