@@ -72,12 +72,14 @@ from temporal_workflows.ag_ui._kinds import (
 )
 from temporal_workflows.ag_ui._patch import json_patch
 from temporal_workflows.temporal._client.client import RawLiveEvent, RunHandle, get_run
+from temporal_workflows.temporal._client.routing import versioning_override
 from temporal_workflows.temporal._client.starting import start_workflow
 from temporal_workflows.temporal._failures import innermost
 from temporal_workflows.temporal._protocol import (
     FAILURE_UNKNOWN_DELIVERY,
     QUERY_TURNS,
     SIGNAL_DELIVER,
+    SIGNATURE_PREFIX,
     UPDATE_CONFIRM,
     ConfirmInput,
     Delivery,
@@ -608,14 +610,17 @@ class GraphKind(RunKind):
             check_payload(send.message.data, what="message")
         except (WorkflowError, ValueError) as e:
             raise Refusal(str(e), type(e).__name__) from None
+        # The thread's run executes this graph, whichever worker takes it, as start_run's runs do.
+        signature = self.workflow.graph_signature_hash[:SIGNATURE_PREFIX]
         started = await start_workflow(
             client,
             self.name,
-            RunInput(keep_alive=True, stream=True),
+            RunInput(keep_alive=True, stream=True, graph_signature=signature),
             id=workflow_id,
             task_queue=task_queue,
             start_signal=SIGNAL_DELIVER,
             start_signal_args=[Delivery(delivery_id, send=send)],
+            versioning_override=await versioning_override(client, task_queue, self.name, signature),
         )
         try:
             await RunHandle(started, client)._update(UPDATE_CONFIRM, confirm)
