@@ -172,7 +172,7 @@ class LlamaKind(RunKind):
     """The runs of one LlamaIndex workflow hosted on a ``TemporalRuntime``: a thread is one run."""
 
     def __init__(self, workflow: Any) -> None:
-        from temporal_workflows._llama_runtime._runtime import TemporalRuntime
+        from temporal_workflows._llama_runtime._temporal_runtime import TemporalRuntime
 
         if not isinstance(workflow.runtime, TemporalRuntime):
             raise TypeError(
