@@ -11,7 +11,7 @@ import ast
 import builtins
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -102,6 +102,28 @@ class UndeliverableMessageError(WorkflowError):
         self.type_name = type_name
         self.targets = targets
 
+    @staticmethod
+    def no_executor_text(
+        executor_id: str, graph: str | None, executors: Collection[str], quote: Callable[[str], str] = repr
+    ) -> str:
+        """The one wording of "a message names an executor the graph does not have", on every host.
+
+        ``quote``: how the outside id is quoted (a Temporal run cuts a long one: ``_protocol.quote``).
+        """
+        return f"no executor {quote(executor_id)} in graph {graph!r}; executors: {sorted(executors)}"
+
+    @classmethod
+    def no_executor(
+        cls, executor_id: str, graph: str | None, executors: Collection[str], *, type_name: str = "json"
+    ) -> UndeliverableMessageError:
+        """The error for a message from outside to an executor the graph does not have."""
+        return cls(
+            cls.no_executor_text(executor_id, graph, executors),
+            source_id="<input>",
+            type_name=type_name,
+            targets=[executor_id],
+        )
+
 
 class UnknownRequestError(WorkflowError, KeyError):
     """A response names a request id that is not pending."""
@@ -109,7 +131,15 @@ class UnknownRequestError(WorkflowError, KeyError):
     def __init__(self, request_id: str, pending: list[str]) -> None:
         self.request_id = request_id
         self.pending = pending
-        super().__init__(f"no pending request with id {request_id!r}; pending request ids: {sorted(pending) or 'none'}")
+        super().__init__(self.text(request_id, pending))
+
+    @staticmethod
+    def text(request_id: str, pending: Collection[str], quote: Callable[[str], str] = repr) -> str:
+        """The one wording of "no such request is pending", on every host (a refusal, a warning or this error).
+
+        ``quote``: how the outside id is quoted (a Temporal run cuts a long one: ``_protocol.quote``).
+        """
+        return f"no pending request with id {quote(request_id)}; pending request ids: {sorted(pending) or 'none'}"
 
     def __str__(self) -> str:  # KeyError would repr() the message otherwise
         return str(self.args[0])
@@ -129,7 +159,12 @@ class AlreadyAnsweredError(WorkflowError, KeyError):
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
-        super().__init__(f"request {request_id!r} was already answered")
+        super().__init__(self.text(request_id))
+
+    @staticmethod
+    def text(request_id: str, quote: Callable[[str], str] = repr) -> str:
+        """The one wording of "answered already", on every host (a refusal, a warning or this error)."""
+        return f"request {quote(request_id)} was already answered"
 
     def __str__(self) -> str:
         return str(self.args[0])
