@@ -1,11 +1,11 @@
-"""Every named error the library raises, the same on both hosts.
+"""Every named error the library raises, the same in process and on Temporal.
 
     from temporal_workflows.errors import StateConflictError, WorkflowError
 
 All derive from :class:`WorkflowError`; those that end a run derive from
 :class:`WorkflowRunError`. On Temporal a run's failure comes back from
 ``RunHandle`` as the same class with the same message, so one ``except``
-serves both hosts. The classes live in a private module because their class
+serves the in-process and Temporal hosts. The classes live in a private module because their class
 paths are type keys in stored data; this module is where users import them.
 """
 
