@@ -40,6 +40,7 @@ __all__ = [
     "UnknownRequestError",
     "WorkflowError",
     "WorkflowRunError",
+    "WorkerVersionNotReadyError",
 ]
 
 
@@ -194,6 +195,16 @@ class RunInProgressError(WorkflowError):
     """
 
 
+class WorkerVersionNotReadyError(WorkflowError):
+    """A start pinned to a Worker Deployment version its task queue had not learned, for longer than the client
+    waits (``temporal/_client/starting.py``): nothing was started.
+
+    The server refuses such a start until a worker of that version has polled the queue and the queue has
+    learned the version; the client sends it again meanwhile, for a few seconds. Start a worker of that version
+    on the queue (or make a version hosting the graph current), then start the run again.
+    """
+
+
 class ScheduleError(WorkflowError):
     """A schedule could not be created or changed: a bad calendar, an unknown overlap policy, a taken id."""
 
@@ -269,7 +280,7 @@ class ExecutorFailedError(WorkflowRunError):
             an activity.
         error_class: The step error's class by its qualified name
             (``"app.errors.QuotaExceeded"``, ``"builtins.ValueError"``), the
-            same on both hosts: a Temporal step's failure carries it, so a
+            same in process and on Temporal: a Temporal step's failure carries it, so a
             client can tell (and :func:`step_error` rebuild) the user's own
             exception class; ``None`` where the error named its own type
             (a Temporal ``ApplicationError``) or a run recorded before.
@@ -341,7 +352,7 @@ class CheckpointStorageError(WorkflowRunError):
 
     Raised by a storage's ``save`` (then ``superstep`` is 0) and, for an
     automatic checkpoint, as the run's failure naming the superstep: a run
-    whose checkpoint policy cannot be kept fails on both hosts rather than
+    whose checkpoint policy cannot be kept fails in process and on Temporal rather than
     going on without the checkpoints a later resume would need.
     """
 
@@ -403,7 +414,7 @@ class RequestTimeoutError(WorkflowRunError):
 
 
 def storage_failure(error: BaseException) -> CheckpointStorageError:
-    """A storage's failure to save as both hosts report it: its own message if it said why, else type and message."""
+    """A storage's failure to save as the graph hosts report it: its own message if any, else type and message."""
     if isinstance(error, CheckpointStorageError):
         return error
     return CheckpointStorageError(f"{type(error).__name__}: {error}")
@@ -440,7 +451,7 @@ def rebuild_error(type_name: str, message: str, details: dict[str, Any] | None =
 
     Built without calling the class's constructor (whose arguments differ per
     class): the message is the one the failing side made, so it reads the
-    same on both hosts. ``None`` when the type is not one of the library's.
+    same in process and on Temporal. ``None`` when the type is not one of the library's.
     """
     cls = error_classes().get(type_name)
     if cls is None:
@@ -668,7 +679,7 @@ def _set_unless_own(error: BaseException, name: str, value: Any) -> None:
 def _temporal_failure(error: Exception) -> bool:
     """A step raised one of Temporal's failures (``ApplicationError`` naming its type, non-retryable): on
     Temporal that is the step's failure itself, with no class to make again, so it stays ExecutorFailedError
-    on both hosts."""
+    in process and on Temporal."""
     return type(error).__module__.split(".")[0] == "temporalio"
 
 

@@ -1,6 +1,6 @@
 """The superstep machine: pure, deterministic bookkeeping over envelopes.
 
-This module is the one engine both hosts drive: the in-process runner and the
+This module is the one engine both graph hosts drive: the in-process runner and the
 Temporal workflow. It imports nothing that does I/O, reads no clock and runs no
 user code: routing (edge conditions, selection functions, type checks) happens
 in the sending step, callable reducers are handed back to the host, and

@@ -19,7 +19,7 @@ themselves across continue-as-new:
 * ``continuation.Continuation``: continue-as-new, when history is long or a reset asks.
 
 Where a run starts (five starting points) is ``startup.start_engine``. The
-driver's host (``_TemporalHost``) is given these parts and the run's ``RunControls``.
+driver's host (``_TemporalHost``) is given these parts and the run's ``RunHooks``.
 
 This module is the run loop. The signal, update and query handlers are
 declared in mixins the SDK collects from ``GraphWorkflow``'s bases, one file
@@ -411,7 +411,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
                 patches=self.patches,
                 pace=self.parts.pace,
                 stream=self._stream,
-                run=RunControls(
+                run=RunHooks(
                     closing=self._closing_now,
                     may_finish=self._may_finish,
                     continue_as_new=lambda engine, may_postpone: self._continue_as_new(
@@ -526,7 +526,7 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
 
 
 @dataclass(frozen=True)
-class RunControls:
+class RunHooks:
     """What the driver's host asks of the run itself, beyond its parts: whether a close ends it at its next
     boundary with no work, whether it may finish when idle, and continuing as new (``GraphWorkflow`` supplies
     them)."""
@@ -540,7 +540,7 @@ class _TemporalHost(DriverHost):
     """The driver's host on Temporal: the workflow's parts, at boundaries and in supersteps.
 
     It is given each collaborator it uses (no reaching into the workflow): the
-    parts that carry themselves, and the run's :class:`RunControls`. Its
+    parts that carry themselves, and the run's :class:`RunHooks`. Its
     checkpoint and reset requests are the checkpoints' ``asked`` queue.
     """
 
@@ -558,7 +558,7 @@ class _TemporalHost(DriverHost):
         patches: RunPatches,
         pace: ReaderPace,
         stream: WorkflowStream,
-        run: RunControls,
+        run: RunHooks,
     ) -> None:
         self.telemetry = telemetry
         self.steps = steps
