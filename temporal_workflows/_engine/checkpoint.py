@@ -257,7 +257,7 @@ def checkpoint_of(
     timestamp: datetime,
     metadata: dict[str, Any] | None = None,
 ) -> WorkflowCheckpoint:
-    """The engine at this boundary as a checkpoint (both hosts, and continue-as-new)."""
+    """The engine at this boundary as a checkpoint (both graph hosts, and continue-as-new)."""
     # The snapshot's fields as lists, straight into the checkpoint (no EngineSnapshot made and copied again).
     return WorkflowCheckpoint._of_parts(
         engine.snapshot_fields(list),

@@ -1,4 +1,4 @@
-"""The superstep driver: the one loop both hosts run over the engine.
+"""The superstep driver: the one loop both graph hosts run over the engine.
 
 The engine (``_engine``) is the pure superstep machine; this module is the
 loop around it, written once: carry out an accepted reset, take outside input,
@@ -10,7 +10,7 @@ workflow are thin adapters that supply only what differs between them through
 checkpoints go, how outside input arrives and what "idle" means.
 
 So every semantic rule (event order, failure types and texts, the checkpoint
-policy, the limits on what a superstep may carry) holds on both hosts by
+policy, the limits on what a superstep may carry) holds in process and on Temporal by
 construction, and the conformance suite (tests/conformance) checks it event
 for event. Like LlamaIndex Workflows' control loop with its runtime adapters,
 but the loop here is deterministic: it reads no clock and draws no random

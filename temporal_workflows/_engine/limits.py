@@ -8,7 +8,7 @@ fact with ``PayloadsTooLarge: [TMPRL1103] Attempted to upload payloads with
 size that exceeded the error limit`` -- naming neither the state key nor the
 fix, and only after the step's retries have run it (and its side effects)
 again. So every step's result is measured at the end of ``run_step``, which
-both hosts share: the in-process runner fails exactly as a Temporal run does,
+both graph hosts share: the in-process runner fails exactly as a Temporal run does,
 and a graph that would break on Temporal breaks in its unit tests first.
 
 The limit defaults to just under 2 MiB, leaving room for what wraps the
@@ -344,7 +344,7 @@ def _key(key: str) -> str:
 
 
 class StateSizes:
-    """The committed state's size, kept per key as commits change it: the one limit on state, on both hosts.
+    """The committed state's size, kept per key as commits change it: the one limit on state, on every graph host.
 
     Each value fits in one payload (the step that writes it is checked), and
     the state as a whole in :data:`STATE_PAYLOADS` payloads: a step reads it

@@ -195,7 +195,7 @@ STEP_EVENT_DATA_LIMIT = 256 * 1024
 Larger data is left out (``data_omitted`` says how large it was): a Temporal
 run's event stream serves each event as one payload, base64-encoded, so an
 event near the payload limit could never be read, and the run's workflow task
-would fail for ever. The same rule holds in process, so both hosts show the
+would fail for ever. The same rule holds in process, so both graph hosts show the
 same events. The messages themselves are delivered whatever their size."""
 
 
@@ -433,7 +433,7 @@ class RunReport:
         """A step's events, in the order the step produced them: invoked, what it emitted, completed (or failed).
 
         Steps are reported one after another in the superstep's task order
-        (never in completion order), on both hosts. What a step emitted that
+        (never in completion order), in process and on Temporal. What a step emitted that
         only a commit makes real (outputs, requests) is shown only when its
         superstep commits; its custom events are shown either way.
         """
