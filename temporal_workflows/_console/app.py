@@ -11,8 +11,8 @@ library error, whose text the page shows). The page itself is static
 The routes live by subject, each module a ``routes(state)`` over one
 :class:`~._console.state.ConsoleState`: ``pages`` (the page, login),
 ``runs`` (what it knows, runs, a run), ``events`` (a run's events over SSE),
-``actions`` (answers, resets, forks, checkpoints, starts); ``codec`` the
-codec server's protocol. JSON routes (all behind :class:`~._console.gate.Gate`):
+``actions`` (answers, resets, forks, checkpoints, starts); the codec server's protocol, the gate, the guard and
+the server are the shared HTTP pieces in ``_http/``. JSON routes (all behind :class:`~._http.gate.Gate`):
 
 - ``GET /api/info``: namespace, the graphs this console knows (their
   pictures and start forms), whether a token is required.
@@ -69,12 +69,12 @@ from starlette.routing import Mount, Route
 from temporalio.client import Client
 
 from temporal_workflows._console import actions, events, pages, runs
-from temporal_workflows._console.codec import codec_routes
-from temporal_workflows._console.gate import AG_UI_PREFIX, Gate
-from temporal_workflows._console.guard import Guard
 from temporal_workflows._console.runs import run_picture as _run_picture
 from temporal_workflows._console.state import MAX_WORKFLOW_ID_BYTES, ConsoleSettings, ConsoleState, Refused, error
 from temporal_workflows._console.timeline import timeline_route
+from temporal_workflows._http.codec import codec_routes
+from temporal_workflows._http.gate import AG_UI_PREFIX, Gate
+from temporal_workflows._http.guard import Guard
 
 __all__ = ["ConsoleSettings", "make_app"]
 

@@ -28,11 +28,11 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from temporal_workflows._console.codec import BodyRefused, read_body
-from temporal_workflows._console.guard import Guard
-from temporal_workflows._console.server import Limits
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._graph.workflow import Workflow
+from temporal_workflows._http.body import BodyRefused, read_body
+from temporal_workflows._http.guard import Guard
+from temporal_workflows._http.server import Limits
 from temporal_workflows.temporal._client.client import RunHandle, get_run
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
