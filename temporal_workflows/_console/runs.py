@@ -153,7 +153,12 @@ def query_for(params: Mapping[str, str]) -> str:
                 f"'{RunStatus.FAILED.value}')"
             )
         else:
-            clauses.append(f"ExecutionStatus = 'Running' AND {STATUS_SEARCH_ATTRIBUTE} = '{status}'")
+            # A LlamaIndex run sets no search attribute: a running one is listed, and kept if its status query
+            # says the same (``runs`` asks it).
+            clauses.append(
+                f"ExecutionStatus = 'Running' AND ({STATUS_SEARCH_ATTRIBUTE} = '{status}' "
+                f"OR WorkflowType = '{LLAMA_WORKFLOW_TYPE}')"
+            )
     else:
         # A reset or a long run continues as new: its earlier executions are the same run (same id), not rows.
         clauses.append("ExecutionStatus != 'ContinuedAsNew'")
@@ -247,13 +252,14 @@ def routes(state: ConsoleState) -> list[Any]:
                 }
             )
         limit = asyncio.Semaphore(8)
-        await asyncio.gather(
-            *(
-                llama_status(row, limit)
-                for row in rows
-                if row["graph"] == LLAMA_WORKFLOW_TYPE and row["temporal_status"] == "running"
-            )
-        )
+        llama_rows = [r for r in rows if r["graph"] == LLAMA_WORKFLOW_TYPE and r["temporal_status"] == "running"]
+        await asyncio.gather(*(llama_status(row, limit) for row in llama_rows))
+        wanted = params.get("status")
+        if wanted in (RunStatus.RUNNING, RunStatus.WAITING_FOR_INPUT, RunStatus.IDLE):
+            # The query listed every running LlamaIndex run; keep those whose status query matched (a page
+            # can come back shorter than page_size; the next token still goes on from where it stopped).
+            asked = {id(r) for r in llama_rows}
+            rows = [r for r in rows if id(r) not in asked or r["status"] == wanted]
         next_token = it.next_page_token
         return JSONResponse(
             {

@@ -41,7 +41,9 @@ __all__ = [
     "SIGNAL_SEND_EVENT",
     "SIGNATURE_MISMATCH",
     "UPDATE_SEND_EVENT",
+    "UPDATE_SEND_EVENTS",
     "EventInput",
+    "EventsInput",
     "MAX_RUN_AHEAD_BROKER_CHARS",
     "MAX_RUN_AHEAD_RUNS",
     "MAX_STEP_INPUT_CHARS",
@@ -116,6 +118,11 @@ UPDATE_SEND_EVENT = "submit_event"
 "module.Name"}``, checked against the events the workflow accepts; refused (listing them) when its name or shape
 is not one of them. Nothing is imported: the class must be one the workflow declares or a waiter awaits."""
 
+UPDATE_SEND_EVENTS = "submit_events"
+"""Update: several such events together (``{"events": [{...}, ...]}``), each checked before any is taken, then
+all handed to the loop at once, in order: several answers are accepted or refused together. A run on a worker
+before this update refuses it as unknown; the tools then send the events one by one."""
+
 SIGNAL_SEND_EVENT = "send_event"
 """Signal with the same argument (the ``temporal`` CLI's way): a bad one is dropped with a warning (worker log
 without values; the ``status`` query's ``warnings``)."""
@@ -184,6 +191,9 @@ class RunInput(_Frozen):
     the default runtime's steps see in ``active_instrument_tags()``."""
     warnings: list[dict[str, Any]] = Field(default_factory=list)
     """Carried by continue-as-new: the ``status`` query's warnings so far."""
+    requests: dict[str, Any] = Field(default_factory=dict)
+    """Carried by continue-as-new: the ``InputRequiredEvent``s still unanswered (``RunBoard.carried_requests``),
+    so ``pending_requests`` lists them in the new run too (a worker before this field ignores it)."""
     segment: int = 0
     """How many times the run has continued as new."""
 
@@ -238,6 +248,13 @@ class EventInput(_Frozen):
     one, the run reads it as the one accepted class it validates as."""
     step: str | None = None
     """Address it to this step only (LlamaIndex's ``send_event(ev, step=...)``)."""
+
+
+class EventsInput(_Frozen):
+    """Argument of the ``submit_events`` update."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    events: list[EventInput]
 
 
 class StepOutput(_Frozen):

@@ -47,23 +47,59 @@ def _schema(cls: type[Any]) -> dict[str, Any]:
 @dataclasses.dataclass
 class _Request:
     request_id: str
-    event: Event
+    data: Any
+    """The event as JSON (``model_dump``), taken when it was published: what the query shows, and what a
+    continued-as-new run carries (plain JSON: the next run needs no class to show it)."""
+    request_type: str
     created_at: str
     waiter: tuple[str, str] | None = None
     """``(step, waiter_id)`` of the ``wait_for_event`` this event was published for, if any."""
     answered: bool = False
 
+    def carried(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "data": self.data,
+            "request_type": self.request_type,
+            "created_at": self.created_at,
+            "waiter": list(self.waiter) if self.waiter is not None else None,
+        }
+
+    @classmethod
+    def from_carried(cls, d: dict[str, Any]) -> _Request:
+        waiter = d.get("waiter")
+        return cls(
+            str(d["request_id"]),
+            d.get("data"),
+            str(d.get("request_type") or ""),
+            str(d.get("created_at") or ""),
+            (str(waiter[0]), str(waiter[1])) if waiter else None,
+        )
+
+
+def _dump(event: Event) -> Any:
+    try:
+        return event.model_dump(mode="json")
+    except Exception:
+        return None
+
 
 class RunBoard:
     """The run's status, warnings and requests, as the queries answer them."""
 
-    def __init__(self, warnings: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, warnings: list[dict[str, Any]] | None = None, requests: dict[str, Any] | None = None) -> None:
         self.status = "running"
         self.error: str | None = None
         self.error_type: str | None = None
         self.warnings: list[dict[str, Any]] = list(warnings or [])
-        self._requests: list[_Request] = []
-        self._seq = 0
+        carried = requests or {}
+        self._requests: list[_Request] = [_Request.from_carried(r) for r in carried.get("open") or []]
+        self._seq = int(carried.get("seq") or 0)
+
+    def carried_requests(self) -> dict[str, Any]:
+        """The requests still open, for the run that continues this one as new (``RunInput.requests``): an
+        ``InputRequiredEvent`` published before the continue-as-new is still a request after it."""
+        return {"seq": self._seq, "open": [r.carried() for r in self._requests if not r.answered]}
 
     # -- warnings ---------------------------------------------------------------------------------
     def warn(self, message: str) -> None:
@@ -90,7 +126,9 @@ class RunBoard:
         waiter = fresh[-1] if fresh else None
         self._seq += 1
         request_id = waiter[1] if waiter is not None else f"input-{self._seq}"
-        self._requests.append(_Request(request_id, event, workflow.now().isoformat(), waiter))
+        self._requests.append(
+            _Request(request_id, _dump(event), _name(type(event)), workflow.now().isoformat(), waiter)
+        )
         while len(self._requests) > MAX_REQUESTS_KEPT:
             oldest = next((i for i, r in enumerate(self._requests) if r.answered), 0)
             del self._requests[oldest]
@@ -118,9 +156,9 @@ class RunBoard:
                 if w is None:
                     continue
                 named.add(r.waiter)
-                out.append(self._record(r.request_id, r.waiter[0], r.event, [w.waiting_for_event], r.created_at))
+                out.append(self._record(r.request_id, r.waiter[0], r, [w.waiting_for_event], r.created_at))
             elif not r.answered:
-                out.append(self._record(r.request_id, None, r.event, response_types, r.created_at))
+                out.append(self._record(r.request_id, None, r, response_types, r.created_at))
         for key, w in open_waiters.items():
             if key not in named:  # wait_for_event with no InputRequiredEvent: still waiting for input
                 out.append(self._record(w.waiter_id, key[0], None, [w.waiting_for_event], None))
@@ -128,21 +166,15 @@ class RunBoard:
 
     @staticmethod
     def _record(
-        request_id: str, step: str | None, event: Event | None, types: list[type[Any]], created_at: str | None
+        request_id: str, step: str | None, request: _Request | None, types: list[type[Any]], created_at: str | None
     ) -> dict[str, Any]:
         response = types[0] if len(types) == 1 else HumanResponseEvent
-        data: Any = None
-        if event is not None:
-            try:
-                data = event.model_dump(mode="json")
-            except Exception:
-                data = None
         record: dict[str, Any] = {
             "type": "request_info",
             "request_id": request_id,
             "source_executor_id": step or "",
-            "data": data,
-            "request_type": _name(type(event)) if event is not None else None,
+            "data": request.data if request is not None else None,
+            "request_type": request.request_type if request is not None else None,
             "response_type": _name(response),
             "response_schema": _schema(response),
         }

@@ -127,8 +127,10 @@ with workflow.unsafe.imports_passed_through():
         STORE_PATCH_SIGNAL,
         TICK_SIGNAL,
         UPDATE_SEND_EVENT,
+        UPDATE_SEND_EVENTS,
         WORKFLOW_TYPE,
         EventInput,
+        EventsInput,
         RunInput,
         RunOutput,
         StepBatchInput,
@@ -830,7 +832,7 @@ class LlamaIndexRun:
         """Running step invocations that signal their sends (``PATCH_LIVE_SENDS``)."""
         self._input = inp
         self._hosted: tuple[LlamaWorkflow, BaseSerializer] | None = None
-        self.board = RunBoard(inp.warnings)
+        self.board = RunBoard(inp.warnings, inp.requests)
         self.cancel_requested = False
         self._closed = False
 
@@ -969,6 +971,31 @@ class LlamaIndexRun:
             raise ApplicationError("the run has ended: it takes no more events", type="RunClosedError")
         self.read_event(inp)
 
+    @workflow.update(name=UPDATE_SEND_EVENTS)
+    async def submit_events(self, inp: EventsInput) -> dict[str, Any]:
+        """Several events from outside (the tools' answers to several requests at once): every one is read
+        before any is taken (the validator), then all go to the loop together, in order."""
+        events = [self.read_event(one) for one in inp.events]
+        for event, one in zip(events, inp.events, strict=True):
+            self._outside_event(event, one.step)
+        return {"accepted": [f"{type(e).__module__}.{type(e).__qualname__}" for e in events]}
+
+    @submit_events.validator
+    def _validate_submit_events(self, inp: EventsInput) -> None:
+        if self._closed:
+            raise ApplicationError("the run has ended: it takes no more events", type="RunClosedError")
+        for n, one in enumerate(inp.events):
+            try:
+                self.read_event(one)
+            except ApplicationError as e:
+                if len(inp.events) == 1:
+                    raise
+                raise ApplicationError(
+                    f"event {n + 1} of {len(inp.events)}: {e.message} (none of them was taken)",
+                    type=e.type,
+                    non_retryable=True,
+                ) from None
+
     @workflow.signal(name=SIGNAL_SEND_EVENT)
     def send_event(self, data: Any) -> None:
         """The ``submit_event`` update's input as a signal (the ``temporal`` CLI's way): a bad one is dropped with a
@@ -996,7 +1023,7 @@ class LlamaIndexRun:
     @unknown_update.validator
     def _validate_unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
         raise ApplicationError(
-            f"no update named {_quote(name)} on this run; updates: {UPDATE_SEND_EVENT}",
+            f"no update named {_quote(name)} on this run; updates: {UPDATE_SEND_EVENT}, {UPDATE_SEND_EVENTS}",
             type="UnknownUpdateError",
             non_retryable=True,
         )
@@ -1398,6 +1425,7 @@ class LlamaIndexRun:
                 timeout=inp.timeout,
                 timeout_set=inp.timeout_set,
                 warnings=list(self.board.warnings),
+                requests=self.board.carried_requests(),
                 segment=inp.segment + 1,
                 instance_key=inp.instance_key,
                 init_state=state.to_serialized(serializer).model_dump(mode="json"),

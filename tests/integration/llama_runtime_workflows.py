@@ -97,6 +97,29 @@ class HumanInLoop(Workflow):
         return StopEvent(result=f"got {ev.text}")
 
 
+class Question(Event):
+    n: int
+
+
+class TwoQuestions(Workflow):
+    """Two ``InputRequiredEvent``s out at once; the answers collected together."""
+
+    @step
+    async def start(self, ctx: Context, ev: StartEvent) -> Question | None:
+        ctx.send_event(Question(n=1))
+        ctx.send_event(Question(n=2))
+        return None
+
+    @step(num_workers=2)
+    async def ask(self, ev: Question) -> Ask:
+        return Ask(question="first?" if ev.n == 1 else "second?")
+
+    @step
+    async def answered(self, ctx: Context, ev: Answer) -> StopEvent | None:
+        got = ctx.collect_events(ev, [Answer, Answer])
+        return None if got is None else StopEvent(result=" and ".join(a.text for a in got))
+
+
 class WaitsForEvent(Workflow):
     """``ctx.wait_for_event`` inside a step, answered from outside."""
 

@@ -83,6 +83,7 @@ async def test_the_docs_human_in_the_loop_example_started_and_answered_in_the_br
     row = page.locator(f'tr[data-run="{run_id}"]')
     await row.locator(".badge[data-status=waiting_for_input]").wait_for()
     assert HITL in await row.inner_text()
+    assert run_id in await _listed(served, "waiting_for_input") and run_id not in await _listed(served, "running")
 
     await page.goto(f"{served.url}/#/run/{run_id}")
     box = page.locator('[data-request="input-1"]')
@@ -98,6 +99,15 @@ async def test_the_docs_human_in_the_loop_example_started_and_answered_in_the_br
     events = await page.locator("#events").inner_text()
     assert 'InputRequiredEvent {"prefix":"Enter a number: "}' in events and 'StopEvent {"result":"42"}' in events
     assert await get_run(client, run_id).outputs() == ["42"]
+    assert run_id in await _listed(served, "completed") and run_id not in await _listed(served, "waiting_for_input")
+
+
+async def _listed(served: Served, status: str) -> list[str]:
+    """The ids the runs list's status filter finds (a LlamaIndex run sets no search attribute)."""
+    async with httpx.AsyncClient(timeout=60) as http:
+        r = await http.get(f"{served.url}/api/runs", params={"status": status, "page_size": 200})
+        assert r.status_code == 200, r.text
+        return [row["id"] for row in r.json()["runs"]]
 
 
 async def test_a_typed_answer_refused_an_event_sent_and_a_fork_in_the_browser(

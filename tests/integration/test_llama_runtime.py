@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import workflows as llama
 from temporalio.client import WorkflowHistory
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from workflows import Workflow
@@ -27,7 +28,7 @@ from workflows.errors import WorkflowCancelledByUser, WorkflowTimeoutError
 
 from temporal_workflows._llama_runtime._workflow import LlamaIndexRun
 from temporal_workflows.llama import TemporalRuntime
-from temporal_workflows.temporal import ConnectionConfig
+from temporal_workflows.temporal import ConnectionConfig, get_run
 from temporal_workflows.temporal._worker.plugin import data_converter
 from tests.integration import llama_runtime_workflows as lw
 from tests.integration import record_llama_runtime_histories
@@ -712,6 +713,36 @@ async def test_a_step_input_over_the_payload_limit_fails_the_run_clearly(runtime
         await asyncio.wait_for(lw.BigStore(timeout=60, runtime=runtime).run(size=3_000_000), 60)
 
 
+async def test_answers_to_several_requests_are_taken_all_or_none(runtime: TemporalRuntime) -> None:
+    """``RunHandle.respond_all`` (what the console's and AG-UI's several answers use): an unknown id or an
+    answer the run cannot read refuses them all, and the run still waits for both; good ones are all taken."""
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from temporal_workflows.errors import UnknownRequestError
+
+    handler = lw.TwoQuestions(timeout=60, runtime=runtime).run()
+    client = await runtime.client()
+    run = get_run(client, handler.run_id)
+
+    async def two_open() -> bool:
+        try:
+            return len(await run.pending_requests()) == 2
+        except RPCError as e:  # the start is on its way
+            if e.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+
+    await _wait_for_async(two_open, 30)
+    with pytest.raises(UnknownRequestError):
+        await run.respond_all({"input-1": {"text": "a"}, "input-9": {"text": "b"}})
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await run.respond_all({"input-1": {"text": "a"}, "input-2": {"texts": "b"}})
+    assert "event 2 of 2" in str(refused.value.cause) and "none of them was taken" in str(refused.value.cause)
+    assert [r.request_id for r in await run.pending_requests()] == ["input-1", "input-2"]
+    await run.respond_all({"input-1": {"text": "a"}, "input-2": {"text": "b"}})
+    assert await handler == "a and b"
+
+
 async def test_an_idle_run_continues_as_new_and_resumes_with_its_store_and_stream(temporal_address: str) -> None:
     rt = TemporalRuntime(
         worker=True,
@@ -720,13 +751,13 @@ async def test_an_idle_run_continues_as_new_and_resumes_with_its_store_and_strea
         idle_release_after_ticks=1,
     )
     try:
-        cases: list[tuple[Any, dict[str, Any], str]] = [
-            (lw.HumanInLoop, {"topic": "can"}, "got after a new run"),
-            (lw.AskWithStore, {"topic": "bees"}, "bees: after a new run"),  # ctx.store carried
-            (lw.WaitsForEvent, {}, "waited after a new run"),  # a wait_for_event waiter carried
+        cases: list[tuple[Any, dict[str, Any], str, tuple[str, str]]] = [
+            (lw.HumanInLoop, {"topic": "can"}, "got after a new run", ("input-1", "name for can?")),
+            (lw.AskWithStore, {"topic": "bees"}, "bees: after a new run", ("input-1", "name?")),  # ctx.store carried
+            (lw.WaitsForEvent, {}, "waited after a new run", ("w1", "ok?")),  # a wait_for_event waiter carried
         ]
         client = await rt.client()
-        for cls, kwargs, expected in cases:
+        for cls, kwargs, expected, (request_id, question) in cases:
             handler = cls(timeout=None, runtime=rt).run(**kwargs)
             seen = []
             async for ev in handler.stream_events():
@@ -734,6 +765,9 @@ async def test_an_idle_run_continues_as_new_and_resumes_with_its_store_and_strea
                 if isinstance(ev, lw.Ask):
                     handle = client.get_workflow_handle(handler.run_id)
                     await _wait_for_async(lambda h=handle: _continued(h), 30)
+                    # The question published before the continue-as-new is still a request after it.
+                    (request,) = await get_run(client, handler.run_id).pending_requests()
+                    assert (request.request_id, request.data) == (request_id, {"question": question})
                     handler.ctx.send_event(lw.Answer(text="after a new run"))
             assert await handler == expected
             assert seen == ["Ask", "StopEvent"]  # the stream carried over: nothing lost, nothing twice

@@ -216,7 +216,21 @@ async def test_three_workers_export_the_agent_run_over_otlp_exactly_once_through
             )
             await got.until("archive's StartActivity", lambda: got.named("StartActivity:otel_agents.archive"))
             await workers.kill(victim)
-            await until("a retry on another worker", lambda: any(m.name.startswith("2-") for m in markers.iterdir()))
+            try:
+                await until(
+                    "a retry on another worker", lambda: any(m.name.startswith("2-") for m in markers.iterdir())
+                )
+            except AssertionError as e:
+                # Say what the server and the survivors knew, so a rare miss can be read from the CI log.
+                described = await client.get_workflow_handle(workflow_id).describe()
+                pending = [
+                    (a.activity_type.name, a.attempt, a.state, str(a.last_failure.message))
+                    for a in described.raw_description.pending_activities
+                ]
+                raise AssertionError(
+                    f"{e}; markers {sorted(m.name for m in markers.iterdir())}; pending activities {pending}; "
+                    + "; ".join(f"{n}: {workers.stderr(n)[-1500:]}" for n in workers.procs if n)
+                ) from None
             release.write_text("")
             result = await handle.result()
         assert result["outputs"][-1] == "archived: Published it."

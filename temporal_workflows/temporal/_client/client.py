@@ -611,11 +611,10 @@ class RunHandle:
         Agent Framework, a call that gives none leaves them).
         """
         if await self.is_llama():
-            # A LlamaIndex run takes each answer as the event its step accepts, in order (LlamaIndex's loop
-            # delivers events one by one: there is no batch of answers to refuse together).
-            for request_id, response in responses.items():
-                await self.respond(request_id, response)
-            return {"request_ids": list(responses), "accepted": True}
+            # A LlamaIndex run takes each answer as the event its step accepts, all checked before any is taken.
+            for request_id in responses:
+                _check_length("request id", request_id, MAX_ID_CHARS)
+            return await llama.respond_all(self, responses)
         arg = RespondAllInput(
             [], stream=stream, invocation_kwargs=invocation_kwargs(function_invocation_kwargs, client_kwargs)
         )

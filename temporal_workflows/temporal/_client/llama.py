@@ -17,12 +17,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowQueryFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -38,6 +44,7 @@ from temporal_workflows._llama_runtime._protocol import (
     RESULT_ERROR_TYPE,
     SIGNAL_SEND_EVENT,
     UPDATE_SEND_EVENT,
+    UPDATE_SEND_EVENTS,
     WORKFLOW_TYPE,
 )
 
@@ -64,6 +71,7 @@ __all__ = [
     "pending_requests",
     "read_stream",
     "respond",
+    "respond_all",
     "result",
     "send_event",
     "topology",
@@ -343,6 +351,33 @@ async def respond(handle: RunHandle, request_id: str, response: Any, *, wait: bo
         raise UnknownRequestError(request_id, [r.request_id for r in pending])
     accepted = await send_event(handle, found.response_type, response, wait=wait)
     return None if accepted is None else {**accepted, "request_id": request_id}
+
+
+async def respond_all(handle: RunHandle, responses: Mapping[str, Any]) -> dict[str, Any]:
+    """Answer several pending requests together: all or none.
+
+    Every id must name a pending request (``UnknownRequestError`` before anything is sent), and the run reads
+    every answer as its response event before it takes any (one ``submit_events`` update: a refused one leaves
+    the run as it was). A run on a worker without that update gets them one by one, as :func:`respond` sends.
+    """
+    if not responses:
+        return {"request_ids": [], "accepted": True}
+    pending = {r.request_id: r for r in await pending_requests(handle)}
+    events: list[dict[str, Any]] = []
+    for request_id, response in responses.items():
+        found = pending.get(request_id)
+        if found is None:
+            raise UnknownRequestError(request_id, list(pending))
+        check_payload(response, what=f"response to request {request_id!r}")
+        events.append({"event": response, "event_type": found.response_type})
+    try:
+        await handle._update(UPDATE_SEND_EVENTS, {"events": events})
+    except WorkflowUpdateFailedError as e:
+        if getattr(e.cause, "type", None) != "UnknownUpdateError":
+            raise
+        for one in events:
+            await handle._update(UPDATE_SEND_EVENT, one)
+    return {"request_ids": list(responses), "accepted": True}
 
 
 async def checkpoints(handle: RunHandle) -> list[dict[str, Any]]:
