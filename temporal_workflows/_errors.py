@@ -11,7 +11,7 @@ import ast
 import builtins
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ __all__ = [
     "UnknownRequestError",
     "WorkflowError",
     "WorkflowRunError",
+    "WorkerVersionNotReadyError",
 ]
 
 
@@ -102,6 +103,28 @@ class UndeliverableMessageError(WorkflowError):
         self.type_name = type_name
         self.targets = targets
 
+    @staticmethod
+    def no_executor_text(
+        executor_id: str, graph: str | None, executors: Collection[str], quote: Callable[[str], str] = repr
+    ) -> str:
+        """The one wording of "a message names an executor the graph does not have", on every host.
+
+        ``quote``: how the outside id is quoted (a Temporal run cuts a long one: ``_protocol.quote``).
+        """
+        return f"no executor {quote(executor_id)} in graph {graph!r}; executors: {sorted(executors)}"
+
+    @classmethod
+    def no_executor(
+        cls, executor_id: str, graph: str | None, executors: Collection[str], *, type_name: str = "json"
+    ) -> UndeliverableMessageError:
+        """The error for a message from outside to an executor the graph does not have."""
+        return cls(
+            cls.no_executor_text(executor_id, graph, executors),
+            source_id="<input>",
+            type_name=type_name,
+            targets=[executor_id],
+        )
+
 
 class UnknownRequestError(WorkflowError, KeyError):
     """A response names a request id that is not pending."""
@@ -109,7 +132,15 @@ class UnknownRequestError(WorkflowError, KeyError):
     def __init__(self, request_id: str, pending: list[str]) -> None:
         self.request_id = request_id
         self.pending = pending
-        super().__init__(f"no pending request with id {request_id!r}; pending request ids: {sorted(pending) or 'none'}")
+        super().__init__(self.text(request_id, pending))
+
+    @staticmethod
+    def text(request_id: str, pending: Collection[str], quote: Callable[[str], str] = repr) -> str:
+        """The one wording of "no such request is pending", on every host (a refusal, a warning or this error).
+
+        ``quote``: how the outside id is quoted (a Temporal run cuts a long one: ``_protocol.quote``).
+        """
+        return f"no pending request with id {quote(request_id)}; pending request ids: {sorted(pending) or 'none'}"
 
     def __str__(self) -> str:  # KeyError would repr() the message otherwise
         return str(self.args[0])
@@ -129,7 +160,12 @@ class AlreadyAnsweredError(WorkflowError, KeyError):
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
-        super().__init__(f"request {request_id!r} was already answered")
+        super().__init__(self.text(request_id))
+
+    @staticmethod
+    def text(request_id: str, quote: Callable[[str], str] = repr) -> str:
+        """The one wording of "answered already", on every host (a refusal, a warning or this error)."""
+        return f"request {quote(request_id)} was already answered"
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -156,6 +192,16 @@ class RunInProgressError(WorkflowError):
     themselves): the run said no to a second message while busy, as the
     policy asked. Nothing was delivered; send it again once the run is idle,
     or with another policy (``enqueue``, ``interrupt``, ``rollback``).
+    """
+
+
+class WorkerVersionNotReadyError(WorkflowError):
+    """A start pinned to a Worker Deployment version its task queue had not learned, for longer than the client
+    waits (``temporal/_client/starting.py``): nothing was started.
+
+    The server refuses such a start until a worker of that version has polled the queue and the queue has
+    learned the version; the client sends it again meanwhile, for a few seconds. Start a worker of that version
+    on the queue (or make a version hosting the graph current), then start the run again.
     """
 
 
@@ -234,7 +280,7 @@ class ExecutorFailedError(WorkflowRunError):
             an activity.
         error_class: The step error's class by its qualified name
             (``"app.errors.QuotaExceeded"``, ``"builtins.ValueError"``), the
-            same on both hosts: a Temporal step's failure carries it, so a
+            same in process and on Temporal: a Temporal step's failure carries it, so a
             client can tell (and :func:`step_error` rebuild) the user's own
             exception class; ``None`` where the error named its own type
             (a Temporal ``ApplicationError``) or a run recorded before.
@@ -306,7 +352,7 @@ class CheckpointStorageError(WorkflowRunError):
 
     Raised by a storage's ``save`` (then ``superstep`` is 0) and, for an
     automatic checkpoint, as the run's failure naming the superstep: a run
-    whose checkpoint policy cannot be kept fails on both hosts rather than
+    whose checkpoint policy cannot be kept fails in process and on Temporal rather than
     going on without the checkpoints a later resume would need.
     """
 
@@ -368,7 +414,7 @@ class RequestTimeoutError(WorkflowRunError):
 
 
 def storage_failure(error: BaseException) -> CheckpointStorageError:
-    """A storage's failure to save as both hosts report it: its own message if it said why, else type and message."""
+    """A storage's failure to save as the graph hosts report it: its own message if any, else type and message."""
     if isinstance(error, CheckpointStorageError):
         return error
     return CheckpointStorageError(f"{type(error).__name__}: {error}")
@@ -405,7 +451,7 @@ def rebuild_error(type_name: str, message: str, details: dict[str, Any] | None =
 
     Built without calling the class's constructor (whose arguments differ per
     class): the message is the one the failing side made, so it reads the
-    same on both hosts. ``None`` when the type is not one of the library's.
+    same in process and on Temporal. ``None`` when the type is not one of the library's.
     """
     cls = error_classes().get(type_name)
     if cls is None:
@@ -633,7 +679,7 @@ def _set_unless_own(error: BaseException, name: str, value: Any) -> None:
 def _temporal_failure(error: Exception) -> bool:
     """A step raised one of Temporal's failures (``ApplicationError`` naming its type, non-retryable): on
     Temporal that is the step's failure itself, with no class to make again, so it stays ExecutorFailedError
-    on both hosts."""
+    in process and on Temporal."""
     return type(error).__module__.split(".")[0] == "temporalio"
 
 

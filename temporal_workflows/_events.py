@@ -88,7 +88,7 @@ class WorkflowErrorDetails:
     """What failed, as Agent Framework's ``event.details`` gives it (failed and executor_failed events).
 
     Unlike Agent Framework (which shows only the error's type unless sensitive
-    data is enabled), ``message`` is the error's message: both hosts report it
+    data is enabled), ``message`` is the error's message: both graph hosts report it
     the same way, and error messages built by this library name no values.
     """
 
@@ -367,7 +367,7 @@ class WorkflowIntermediateEvent(_FrameworkEvent[Any]):
 class RequestInfoEvent(_FrameworkEvent[Any]):
     """A step asked for outside input; answer it with ``run(responses={request_id: ...})``.
 
-    It is also the one form of a request still open, on both hosts
+    It is also the one form of a request still open, in process and on Temporal
     (``Workflow.pending_requests``, ``RunHandle.pending_requests()``, the
     ``pending_requests`` query's JSON): Agent Framework's names
     (``request_id``, ``source_executor_id``, ``data``, ``request_type``,
@@ -446,7 +446,7 @@ class WorkflowInterruptedEvent(_FrameworkEvent[None]):
     committed state stays. ``"rollback"``: besides, the run went back to where
     it was before the turn's input (state, requests and outputs), as it was
     after superstep ``rolled_back_to``. The new message is taken at this
-    boundary, in the superstep after ``superstep``. Both hosts emit it
+    boundary, in the superstep after ``superstep``. The in-process and Temporal hosts emit it
     (docs/concurrent-input.md).
     """
 

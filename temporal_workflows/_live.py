@@ -48,7 +48,7 @@ MAX_LIVE_EVENT_BYTES = 1024 * 1024
 
 On Temporal each batch of live events is a signal recorded in the run's
 history, and a signal over Temporal's payload limit (2 MiB) is refused; the
-limit keeps one event well inside one signal. Both hosts apply it, so a
+limit keeps one event well inside one signal. The in-process and Temporal hosts apply it, so a
 reader sees the same events in process and on Temporal.
 """
 

@@ -1,11 +1,11 @@
-"""Every named error the library raises, the same on both hosts.
+"""Every named error the library raises, the same in process and on Temporal.
 
     from temporal_workflows.errors import StateConflictError, WorkflowError
 
 All derive from :class:`WorkflowError`; those that end a run derive from
 :class:`WorkflowRunError`. On Temporal a run's failure comes back from
 ``RunHandle`` as the same class with the same message, so one ``except``
-serves both hosts. The classes live in a private module because their class
+serves the in-process and Temporal hosts. The classes live in a private module because their class
 paths are type keys in stored data; this module is where users import them.
 """
 
@@ -37,6 +37,7 @@ from temporal_workflows._errors import (
     UndeliverableMessageError,
     UnknownGraphError,
     UnknownRequestError,
+    WorkerVersionNotReadyError,
     WorkflowError,
     WorkflowRunError,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "UndeliverableMessageError",
     "UnknownGraphError",
     "UnknownRequestError",
+    "WorkerVersionNotReadyError",
     "WorkflowError",
     "WorkflowRunError",
 ]

@@ -1,4 +1,4 @@
-"""The events a run streams and returns, the same on both hosts.
+"""The events a run streams and returns, the same in process and on Temporal.
 
     from temporal_workflows.events import RequestInfoEvent, WorkflowOutputEvent
 

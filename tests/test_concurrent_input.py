@@ -1,6 +1,6 @@
 """A second message while a run is busy, in process: ``Workflow.send`` with a concurrent-input policy.
 
-The same rule on Temporal is in tests/integration/test_concurrent_input_policy.py, and both hosts are
+The same rule on Temporal is in tests/integration/test_concurrent_input_policy.py, and both graph hosts are
 compared event for event in tests/conformance (``concurrent_input``).
 """
 

@@ -8,6 +8,7 @@ the CLI of every such application ("No module named 'activities.steps'").
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import textwrap
@@ -408,3 +409,55 @@ def test_hosts_tell_a_graph_workflow_apart_through_its_hook_as_they_did_by_isins
     with pytest.raises(TypeError, match="WorkflowExecutor wraps a built Workflow"):
         WorkflowExecutor(object(), id="sub")  # type: ignore[arg-type]
     assert WorkflowExecutor(graph, id="sub").workflow is graph
+
+
+# -- each folder of the package says what lives there and who may import it -------------------------------
+
+FOLDERS = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+
+
+def _top(module: str) -> str:
+    """The package's entry a module belongs to: its folder, a top-level module, or ``temporal_workflows``."""
+    return module.split(".")[0] if module else "temporal_workflows"
+
+
+def _readme_list(text: str, label: str) -> set[str] | None:
+    """The backticked names of a README's ``- <label>:`` item (it may wrap); ``None`` for "anything"."""
+    lines = text.splitlines()
+    start = next((n for n, line in enumerate(lines) if line.startswith(f"- {label}:")), None)
+    assert start is not None, f"no '- {label}:' line"
+    item = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        item.append(line)
+    said = " ".join(item)
+    if "anything in the package" in said:
+        return None
+    return set(re.findall(r"`([^`]+)`", said))
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_each_folder_has_a_readme_whose_import_rules_the_code_keeps(folder: str) -> None:
+    """A README.md says what lives in the folder and who may import it; the import graph keeps what it says."""
+    readme = PACKAGE / folder / "README.md"
+    assert readme.exists(), f"{folder}/ has no README.md saying what lives there and who may import it"
+    text = readme.read_text()
+    assert "## Who may import what" in text, f"{folder}/README.md has no 'Who may import what' section"
+    layer = LAYERS[_layer(folder)][0]
+    assert f"Layer: **{layer}**" in text, f"{folder}/README.md should name its layer, {layer!r}"
+    imports = {
+        _top(i.target) for m, found in GRAPH.items() if _top(m) == folder for i in found if _top(i.target) != folder
+    }
+    importers = {
+        _top(m) for m, found in GRAPH.items() if _top(m) != folder and any(_top(i.target) == folder for i in found)
+    }
+    may_import = _readme_list(text, "May import")
+    may_be_imported_by = _readme_list(text, "May be imported by")
+    if may_import is not None:
+        assert imports <= may_import, (
+            f"{folder}/ imports {sorted(imports - may_import)}, which its README.md does not allow"
+        )
+    if may_be_imported_by is not None:
+        unlisted = importers - may_be_imported_by
+        assert not unlisted, f"{sorted(unlisted)} import {folder}/, which its README.md does not allow"

@@ -23,8 +23,8 @@ parallelism/aggregate_results_of_different...  here / test_maf_samples_temporal 
 parallelism/map_reduce_and_visualization       here / test_maf_samples_temporal
 checkpoint/checkpoint_with_resume              test_maf_programs / test_maf_programs_temporal (interruptions fixed)
 checkpoint/sub_workflow_checkpoint             here / test_maf_samples_temporal
-composition/sub_workflow_basics                test_maf_subworkflow_samples, both hosts (maf_ports/text_processing)
-composition/sub_workflow_parallel_requests     test_maf_subworkflow_samples, both hosts (maf_ports/resource_requests)
+composition/sub_workflow_basics                test_maf_subworkflow_samples, both (maf_ports/text_processing)
+composition/sub_workflow_parallel_requests     test_maf_subworkflow_samples, both (maf_ports/resource_requests)
 composition/sub_workflow_request_interception  here / test_maf_samples_temporal (the caller's ``Email``: docs/maf.md)
 =============================================  =====================================================================
 

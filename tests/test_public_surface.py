@@ -177,7 +177,7 @@ def test_a_module_of_the_retired_import_swap_front_end_says_how_to_move(module: 
 def test_the_runtime_itself_still_imports_from_the_package() -> None:
     pytest.importorskip("workflows")  # the llama-runtime extra
     from temporal_workflows._llama_runtime._options import StepOptions as options
-    from temporal_workflows._llama_runtime._runtime import TemporalRuntime as defined
+    from temporal_workflows._llama_runtime._temporal_runtime import TemporalRuntime as defined
     from temporal_workflows.llama import StepOptions, TemporalRuntime
 
     assert TemporalRuntime is defined and StepOptions is options

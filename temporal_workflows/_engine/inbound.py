@@ -31,12 +31,13 @@ Pure: no host, clock or I/O.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar, get_args
 
 from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._errors import AlreadyAnsweredError, UnknownRequestError
 
 __all__ = [
     "CONCURRENT_INPUT",
@@ -202,7 +203,7 @@ class Applied:
 
 @dataclass(frozen=True, slots=True)
 class Unanswerable:
-    """Why a response cannot answer its request (the host words it: a warning, a refusal or an error).
+    """Why a response cannot answer its request, worded once for every host (a warning, a refusal or an error).
 
     Attributes:
         request_id: The request it names.
@@ -213,6 +214,18 @@ class Unanswerable:
     request_id: str
     answered: bool
     pending: tuple[str, ...] = ()
+
+    def text(self, quote: Callable[[str], str] = repr) -> str:
+        """Why, in the words of its error (``quote``: how the outside id is quoted)."""
+        if self.answered:
+            return AlreadyAnsweredError.text(self.request_id, quote)
+        return UnknownRequestError.text(self.request_id, self.pending, quote)
+
+    def error(self) -> AlreadyAnsweredError | UnknownRequestError:
+        """The error a host that raises says it by (in process; a Temporal client rebuilds it from the refusal)."""
+        if self.answered:
+            return AlreadyAnsweredError(self.request_id)
+        return UnknownRequestError(self.request_id, list(self.pending))
 
 
 def open_request(
@@ -226,7 +239,8 @@ def open_request(
 
     Args:
         answered: Request ids whose answer the host accepted but has not yet
-            applied (another answer wins over this one, whatever their order).
+            applied (another answer wins over this one, whatever their order;
+            they are not listed as pending).
         delivered: Request ids whose answer the host applied before (so a gone
             request reads "already answered", not "unknown").
     """
@@ -237,7 +251,8 @@ def open_request(
         return request
     if request_id in delivered:
         return Unanswerable(request_id, answered=True)
-    return Unanswerable(request_id, answered=False, pending=tuple(sorted(engine.pending_requests)))
+    pending = tuple(sorted(r for r in engine.pending_requests if r not in answered))
+    return Unanswerable(request_id, answered=False, pending=pending)
 
 
 def apply(engine: Engine, item: Inbound) -> Applied:

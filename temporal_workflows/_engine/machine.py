@@ -1,6 +1,6 @@
 """The superstep machine: pure, deterministic bookkeeping over envelopes.
 
-This module is the one engine both hosts drive: the in-process runner and the
+This module is the one engine both graph hosts drive: the in-process runner and the
 Temporal workflow. It imports nothing that does I/O, reads no clock and runs no
 user code: routing (edge conditions, selection functions, type checks) happens
 in the sending step, callable reducers are handed back to the host, and
@@ -34,6 +34,7 @@ from temporal_workflows._errors import (
     RequestTimeoutError,
     StateConflictError,
     SuperstepLimitError,
+    UndeliverableMessageError,
     UnknownRequestError,
     WorkflowError,
 )
@@ -486,9 +487,7 @@ class Engine:
         """Queue a message from outside for ``executor_id`` in the next superstep."""
         self._check_between_supersteps("send a message")
         if executor_id not in self.topology.executor_ids:
-            raise WorkflowError(
-                f"cannot send to unknown executor {executor_id!r}; executors: {list(self.topology.executor_ids)}"
-            )
+            raise UndeliverableMessageError.no_executor(executor_id, self.topology.name, self.topology.executor_ids)
         if not self.has_work():
             self.iterations = 0
         self.pending.append(RoutedMessage.one(executor_id, message, None))

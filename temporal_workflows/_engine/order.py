@@ -6,7 +6,7 @@ order they were sent, each handled to its end before the next is delivered
 order they were sent"); everything else in a superstep runs side by side.
 A handler that keeps what it received in its executor's attributes (a list of
 results, a count) therefore sees them in send order, and so does what it
-prints or yields from them. Both hosts keep that order by the one rule here:
+prints or yields from them. The in-process and Temporal hosts keep that order by the one rule here:
 a step handling a message waits for the step that handled the previous
 message of the same sender to the same executor in that superstep. Steps that
 share no sender and executor still run concurrently, and every step still

@@ -11,7 +11,7 @@ brings parent and children back together. Nothing runs while a child waits:
 a response for it (a ``SubWorkflowResponseMessage``, or the answer to a
 request the executor propagated) resumes it from its snapshot.
 
-This module is the part both hosts share, and it is pure (workflow code on
+This module is the part both graph hosts share, and it is pure (workflow code on
 Temporal): it plans every sub-workflow step of a superstep from the
 committed state, orders the steps that resume one child (one after another,
 in task order, each from the snapshot the previous one left, as Agent
@@ -125,7 +125,7 @@ class SubWorkflowOutcome:
 def sub_workflow_outcome(
     engine: Engine, known: set[str], *, run_id: str, timestamp: datetime, intermediate: Sequence[Envelope] = ()
 ) -> SubWorkflowOutcome:
-    """The outcome of a child whose driver has come to rest (both hosts).
+    """The outcome of a child whose driver has come to rest (in process and on Temporal).
 
     Args:
         known: Ids of the requests the child was waiting for when the
@@ -143,7 +143,7 @@ def sub_workflow_outcome(
 
 
 def resume_engine(topology: Topology, snapshot: dict[str, Any]) -> Engine:
-    """A waiting child's engine, from the snapshot its parent kept (both hosts).
+    """A waiting child's engine, from the snapshot its parent kept (in process and on Temporal).
 
     Raises:
         WorkflowError: the snapshot is not a checkpoint, or not one of this graph
@@ -168,7 +168,7 @@ async def deliver_responses(
     validate: Callable[[PendingRequest, Envelope], Awaitable[Envelope]],
     input_first: bool = True,
 ) -> list[str]:
-    """Resume a child: deliver each response, then time out its due requests (both hosts).
+    """Resume a child: deliver each response, then time out its due requests (in process and on Temporal).
 
     The order of every boundary (``driver``): input first, then deadlines. The
     parent took each answer at a boundary of its own, before the propagated

@@ -301,10 +301,10 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
             "seq": self._live_items + 1 if counted else 0,
         }
         stamped = event.model_copy(update=tags)
-        env = encode(stamped, what=what)  # a value that cannot round-trip JSON fails here, on both hosts
+        env = encode(stamped, what=what)  # a value that cannot round-trip JSON fails here, in process and on Temporal
         data = to_json(env)
         if len(data) > MAX_LIVE_EVENT_BYTES:
-            # Too large for one signal on Temporal: a note stands in for it, on both hosts alike.
+            # Too large for one signal on Temporal: a note stands in for it, in process and on Temporal alike.
             cls = type(event)
             stamped = LiveOmittedEvent(
                 **tags,
@@ -338,7 +338,7 @@ class WorkflowContext(Generic[T_Out, T_W_Out]):
 
         In process it does nothing: there is no server to tell, and a step
         there runs in the caller's own task. The same graph therefore runs
-        unchanged in both hosts.
+        unchanged in process and on Temporal.
 
         Args:
             *details: Progress to record with the heartbeat (JSON-serializable).

@@ -537,7 +537,7 @@ def _hook_lock(ex: Executor) -> asyncio.Lock:
 
 @asynccontextmanager
 async def checkpoint_hooks(ex: Executor, state: Mapping[str, Envelope], result: StepResult) -> AsyncIterator[None]:
-    """Run one step of ``ex`` with its checkpoint hooks, the same way on both hosts.
+    """Run one step of ``ex`` with its checkpoint hooks, the same way in process and on Temporal.
 
     An executor that keeps state in attributes (it overrides
     ``on_checkpoint_save``) lives in one process per worker, shared by every

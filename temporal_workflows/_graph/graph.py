@@ -202,11 +202,8 @@ class Graph:
         """
         ex = self.executors.get(executor_id)
         if ex is None:
-            raise UndeliverableMessageError(
-                f"no executor {executor_id!r} in graph {self.name!r}; executors: {sorted(self.executors)}",
-                source_id="<input>",
-                type_name=message.type or "json",
-                targets=[executor_id],
+            raise UndeliverableMessageError.no_executor(
+                executor_id, self.name, self.executors, type_name=message.type or "json"
             )
         value = decode(message)
         match = ex.coerce(value) if message.type is None else None

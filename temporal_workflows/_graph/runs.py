@@ -2,7 +2,7 @@
 
 ``Workflow.run`` (in process) and ``DurableWorkflow.run`` (its Temporal twin)
 take the same arguments, refuse the same calls with the same words, reserve
-the workflow the same way and hand back the same kind of stream. Both hosts
+the workflow the same way and hand back the same kind of stream. The in-process and Temporal hosts
 and the graph API import these from here, so the graph imports no host.
 """
 

@@ -4,7 +4,7 @@
 loop ``BasicRuntime`` runs) unchanged; only the adapter it is handed differs.
 Each step invocation is an activity (the step stubs ``TemporalRuntime.register``
 returns call :meth:`WorkflowRunAdapter.run_step`). The adapter removes the
-loop's determinism hazards (notes/llama-runtime-study.md):
+loop's determinism hazards (docs/llama-runtime.md, "Determinism"):
 
 * completion order: when several tasks are done in one activation, the one
   reduced first is chosen by the order this adapter started them (workers
@@ -161,11 +161,13 @@ def decode_tick(serializer: BaseSerializer, data: str) -> WorkflowTick:
 
 
 def error_details(e: BaseException) -> dict[str, Any]:
+    """A step's exception as the run reports it: its qualified class name, its message and, when it is plain
+    JSON, its state, so the caller raises the same class with the same ``args`` and attributes."""
     cls = type(e)
     details: dict[str, Any] = {"exception_type": f"{cls.__module__}.{cls.__qualname__}", "exception_message": str(e)}
     state = _wire.exception_state(e)
     if state is not None:
-        details["exception_state"] = state  # the caller rebuilds the exception with it (_runtime._rebuild)
+        details["exception_state"] = state  # the caller rebuilds the exception with it (_temporal_runtime._rebuild)
     return details
 
 

@@ -55,7 +55,6 @@ from temporal_workflows._errors import (
     RunClosedError,
     RunInProgressError,
     UndeliverableMessageError,
-    UnknownRequestError,
     WorkflowError,
     WorkflowRunError,
     describe,
@@ -368,7 +367,7 @@ class GraphLocalRunner:
         for rid, value in responses.items():
             req = open_request(engine, rid)
             if isinstance(req, Unanswerable):
-                raise UnknownRequestError(rid, list(req.pending))
+                raise req.error()
             accepted[rid] = self.graph.validate_response(req, value)
         return accepted
 

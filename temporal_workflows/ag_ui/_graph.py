@@ -15,13 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Hashable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from ag_ui.core import (
     ResumeEntry,
-    StateDeltaEvent,
-    StateSnapshotEvent,
     SubagentErrorEvent,
     SubagentFinishedEvent,
     SubagentFinishedSuspendedOutcome,
@@ -29,13 +26,10 @@ from ag_ui.core import (
 )
 from temporalio.client import (
     Client,
-    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._engine.driver import RunStatus
@@ -60,23 +54,28 @@ from temporal_workflows._graph.checkstart import check_start_message
 from temporal_workflows._graph.typecheck import type_name
 from temporal_workflows._graph.workflow import Workflow
 from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEvent
-from temporal_workflows.ag_ui._emit import Emitter, to_json
+from temporal_workflows.ag_ui._emit import to_json
 from temporal_workflows.ag_ui._kinds import (
     APPROVAL_SCHEMA,
     Ask,
-    Phase,
     Refusal,
-    RunKind,
-    Translator,
     TurnContext,
 )
-from temporal_workflows.ag_ui._patch import json_patch
-from temporal_workflows.temporal._client.client import RawLiveEvent, RunHandle, get_run
-from temporal_workflows.temporal._failures import innermost
+from temporal_workflows.ag_ui._runs import (
+    POLL_COOLDOWN,
+    HandleKind,
+    StateTranslator,
+    failure_code,
+    failure_text,
+)
+from temporal_workflows.temporal._client.client import RawLiveEvent, RunHandle
+from temporal_workflows.temporal._client.routing import versioning_override
+from temporal_workflows.temporal._client.starting import start_workflow
 from temporal_workflows.temporal._protocol import (
     FAILURE_UNKNOWN_DELIVERY,
     QUERY_TURNS,
     SIGNAL_DELIVER,
+    SIGNATURE_PREFIX,
     UPDATE_CONFIRM,
     ConfirmInput,
     Delivery,
@@ -85,28 +84,6 @@ from temporal_workflows.temporal._protocol import (
 )
 
 __all__ = ["GraphKind", "GraphTranslator", "read_stream"]
-
-POLL_COOLDOWN = timedelta(milliseconds=50)
-"""How soon a turn polls the run's stream again after a poll returned (as the console's event route)."""
-
-
-def _why(e: BaseException) -> str:
-    if isinstance(e, WorkflowUpdateFailedError):
-        cause = innermost(e)
-        return cause.message if isinstance(cause, ApplicationError) else str(e.cause or e)
-    if isinstance(e, WorkflowError):
-        return str(e)
-    if isinstance(e, RPCError):
-        return e.message
-    return f"{type(e).__name__}: {e}"
-
-
-def _code(e: BaseException) -> str:
-    if isinstance(e, WorkflowUpdateFailedError):
-        cause = innermost(e)
-        if isinstance(cause, ApplicationError) and cause.type:
-            return cause.type
-    return type(e).__name__
 
 
 async def read_stream(client: Client, workflow_id: str, from_offset: int) -> AsyncIterator[tuple[int, list[Any]]]:
@@ -237,41 +214,18 @@ _REST = {
 }
 
 
-class GraphTranslator(Translator):
+class GraphTranslator(StateTranslator):
     """A graph run's events as AG-UI (the table in ``docs/ag-ui.md``)."""
 
     def __init__(self, ctx: TurnContext, mode: str, subworkflows: dict[str, str], kind: GraphKind, client: Client):
-        self.ctx = ctx
-        self.em = Emitter(ctx)
-        self.activated = mode == "r"
+        super().__init__(ctx, mode, kind, client)
         self.subworkflows = subworkflows
-        self._kind = kind
-        self._client = client
-        self.state: dict[str, Any] | None = None
-        self.outputs = []
         self._output_steps: list[int] = []  # the superstep of each of ``outputs``
         self._streamed: set[str] = set()
         self._open: dict[tuple[int, str], list[_Invocation]] = {}
         self._attempts: dict[tuple[int, int, str], int] = {}
         self._invocations = 0
         self._superstep = 0  # the superstep the stream is in (outputs name it: a rollback takes theirs back)
-
-    # -- state (queried: never counted) ------------------------------------------------------------
-
-    async def snapshot(self) -> list[Any]:
-        self.state = await self._kind.state(self._client, self.ctx.workflow_id)
-        return [StateSnapshotEvent(snapshot=self.state)]
-
-    async def _delta(self) -> None:
-        state = await self._kind.state(self._client, self.ctx.workflow_id)
-        if self.state is None:
-            self.state = state
-            self.em.emit(StateSnapshotEvent(snapshot=state), counted=False)
-            return
-        ops = json_patch(self.state, state)
-        self.state = state
-        if ops:
-            self.em.emit(StateDeltaEvent(delta=ops), counted=False)  # type: ignore[arg-type]
 
     # -- invocations -------------------------------------------------------------------------------
 
@@ -387,13 +341,6 @@ class GraphTranslator(Translator):
                 self.em.custom("agent_content", {"executor_id": event.executor_id, "content": content})
 
     # -- one stream item ---------------------------------------------------------------------------
-
-    async def feed(self, offset: int, events: list[Any], *, live: bool) -> list[tuple[bool, Any]]:
-        for n, event in enumerate(events):
-            if self.ended is not None:
-                break
-            await self._one(offset, n, event, live=live)
-        return self.em.take()
 
     async def _one(self, offset: int, n: int, event: WorkflowEvent, *, live: bool) -> None:
         em = self.em
@@ -514,11 +461,10 @@ class GraphTranslator(Translator):
             for inv in opened:
                 self._end(s, executor_id, inv, None)
         self._open.clear()
-        self.em.close()
-        return [e for _, e in self.em.take()]
+        return super().close()
 
 
-class GraphKind(RunKind):
+class GraphKind(HandleKind):
     """The runs of one graph: a thread is a keep-alive run of it, streamed."""
 
     def __init__(self, workflow: Workflow) -> None:
@@ -550,29 +496,8 @@ class GraphKind(RunKind):
             raise Refusal(str(e), type(e).__name__) from None
         return value
 
-    def _handle(self, client: Client, workflow_id: str) -> RunHandle:
-        return get_run(client, workflow_id)
-
-    async def phase(self, client: Client, workflow_id: str) -> Phase | None:
-        handle = self._handle(client, workflow_id)
-        try:
-            desc = await handle.describe()
-        except RPCError as e:
-            if e.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        if desc.status != WorkflowExecutionStatus.RUNNING:
-            return "closed"
-        status = (await handle.status()).get("status")
-        return "working" if status in (RunStatus.RUNNING, RunStatus.STARTING) else "resting"
-
-    async def head(self, client: Client, workflow_id: str) -> int:
-        try:
-            return await WorkflowStreamClient.create(client, workflow_id).get_offset()
-        except RPCError as e:
-            if e.status == RPCStatusCode.NOT_FOUND:
-                return 0
-            raise
+    def _resting(self, status: Any) -> bool:
+        return status not in (RunStatus.RUNNING, RunStatus.STARTING)
 
     async def deliver(
         self,
@@ -593,8 +518,8 @@ class GraphKind(RunKind):
         except DeliveryForgottenError:
             return False
         except WorkflowUpdateFailedError as e:
-            if _code(e) != FAILURE_UNKNOWN_DELIVERY:
-                raise Refusal(_why(e), _code(e)) from None
+            if failure_code(e) != FAILURE_UNKNOWN_DELIVERY:
+                raise Refusal(failure_text(e), failure_code(e)) from None
         except RPCError as e:
             if e.status != RPCStatusCode.NOT_FOUND:
                 raise
@@ -607,13 +532,17 @@ class GraphKind(RunKind):
             check_payload(send.message.data, what="message")
         except (WorkflowError, ValueError) as e:
             raise Refusal(str(e), type(e).__name__) from None
-        started = await client.start_workflow(
+        # The thread's run executes this graph, whichever worker takes it, as start_run's runs do.
+        signature = self.workflow.graph_signature_hash[:SIGNATURE_PREFIX]
+        started = await start_workflow(
+            client,
             self.name,
-            RunInput(keep_alive=True, stream=True),
+            RunInput(keep_alive=True, stream=True, graph_signature=signature),
             id=workflow_id,
             task_queue=task_queue,
             start_signal=SIGNAL_DELIVER,
             start_signal_args=[Delivery(delivery_id, send=send)],
+            versioning_override=await versioning_override(client, task_queue, self.name, signature),
         )
         try:
             await RunHandle(started, client)._update(UPDATE_CONFIRM, confirm)
@@ -622,7 +551,7 @@ class GraphKind(RunKind):
             # failed at once: the message was taken, and the turn reads how the run ended (RUN_ERROR).
             return True
         except (WorkflowUpdateFailedError, WorkflowError) as e:
-            raise Refusal(_why(e), _code(e) if isinstance(e, WorkflowUpdateFailedError) else type(e).__name__) from None
+            raise Refusal(failure_text(e), failure_code(e)) from None
         return True
 
     async def turns(self, client: Client, workflow_id: str, keys: list[str]) -> dict[str, Any] | None:
@@ -633,28 +562,11 @@ class GraphKind(RunKind):
         return found if isinstance(found, dict) else None
 
     async def asks(self, client: Client, workflow_id: str) -> list[Ask]:
-        try:
-            pending = await self._handle(client, workflow_id).pending_requests(restore=False)
-        except RPCError as e:
-            if e.status == RPCStatusCode.NOT_FOUND:
-                return []
-            raise
+        pending = await self._pending(client, workflow_id)
         return [ask_of(r, workflow_id) for r in pending]
 
-    async def respond(self, client: Client, workflow_id: str, answers: dict[str, Any]) -> None:
-        try:
-            await self._handle(client, workflow_id).respond_all(answers)
-        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
-            code = _code(e) if isinstance(e, WorkflowUpdateFailedError) else type(e).__name__
-            raise Refusal(_why(e), code) from None
-
     async def state(self, client: Client, workflow_id: str) -> dict[str, Any]:
-        try:
-            state = await self._handle(client, workflow_id).state()
-        except RPCError as e:
-            if e.status == RPCStatusCode.NOT_FOUND:
-                return {}
-            raise
+        state = await super().state(client, workflow_id)
         return {k: v for k, v in state.items() if not k.startswith("@")}
 
     def read(self, client: Client, workflow_id: str, from_offset: int) -> AsyncIterator[tuple[int, list[Any]]]:

@@ -19,18 +19,15 @@ from collections.abc import AsyncIterator, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from ag_ui.core import ResumeEntry, StateDeltaEvent, StateSnapshotEvent
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from ag_ui.core import ResumeEntry
+from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._events import RequestInfoEvent
-from temporal_workflows.ag_ui._emit import Emitter, to_json
-from temporal_workflows.ag_ui._graph import POLL_COOLDOWN, _code, _why
-from temporal_workflows.ag_ui._kinds import Ask, Phase, Refusal, RunKind, Translator, TurnContext
-from temporal_workflows.ag_ui._patch import json_patch
-from temporal_workflows.temporal._client.client import RunHandle, get_run
+from temporal_workflows.ag_ui._emit import to_json
+from temporal_workflows.ag_ui._kinds import Ask, Refusal, TurnContext
+from temporal_workflows.ag_ui._runs import POLL_COOLDOWN, HandleKind, StateTranslator
 from temporal_workflows.temporal._client.llama import (
     IDLE_EVENT,
     STEP_STATE_EVENT,
@@ -83,40 +80,13 @@ def _answer(ask_id: str) -> Any:
     return answer
 
 
-class LlamaTranslator(Translator):
+class LlamaTranslator(StateTranslator):
     """A LlamaIndex run's events as AG-UI (the table in ``docs/ag-ui.md``)."""
 
     def __init__(self, ctx: TurnContext, mode: str, kind: LlamaKind, client: Client) -> None:
-        self.ctx = ctx
-        self.em = Emitter(ctx)
-        self.activated = mode == "r"
-        self._kind = kind
-        self._client = client
-        self.state: dict[str, Any] | None = None
-        self.outputs = []
+        super().__init__(ctx, mode, kind, client)
+        self._kind: LlamaKind = kind
         self._current: Hashable | None = None
-
-    async def snapshot(self) -> list[Any]:
-        self.state = await self._kind.state(self._client, self.ctx.workflow_id)
-        return [StateSnapshotEvent(snapshot=self.state)]
-
-    async def _delta(self) -> None:
-        state = await self._kind.state(self._client, self.ctx.workflow_id)
-        if self.state is None:
-            self.state = state
-            self.em.emit(StateSnapshotEvent(snapshot=state), counted=False)
-            return
-        ops = json_patch(self.state, state)
-        self.state = state
-        if ops:
-            self.em.emit(StateDeltaEvent(delta=ops), counted=False)  # type: ignore[arg-type]
-
-    async def feed(self, offset: int, events: list[Any], *, live: bool) -> list[tuple[bool, Any]]:
-        for n, event in enumerate(events):
-            if self.ended is not None:
-                break
-            await self._one(offset, n, event, live=live)
-        return self.em.take()
 
     async def _one(self, offset: int, n: int, event: Any, *, live: bool) -> None:
         em = self.em
@@ -163,16 +133,12 @@ class LlamaTranslator(Translator):
             return
         em.custom(event.name, {"event_type": event.event_type, "data": event.data})
 
-    def close(self) -> list[Any]:
-        self.em.close()
-        return [e for _, e in self.em.take()]
 
-
-class LlamaKind(RunKind):
+class LlamaKind(HandleKind):
     """The runs of one LlamaIndex workflow hosted on a ``TemporalRuntime``: a thread is one run."""
 
     def __init__(self, workflow: Any) -> None:
-        from temporal_workflows._llama_runtime._runtime import TemporalRuntime
+        from temporal_workflows._llama_runtime._temporal_runtime import TemporalRuntime
 
         if not isinstance(workflow.runtime, TemporalRuntime):
             raise TypeError(
@@ -207,29 +173,8 @@ class LlamaKind(RunKind):
             "InvalidRunInputError",
         )
 
-    def _handle(self, client: Client, workflow_id: str) -> RunHandle:
-        return get_run(client, workflow_id)
-
-    async def phase(self, client: Client, workflow_id: str) -> Phase | None:
-        handle = self._handle(client, workflow_id)
-        try:
-            desc = await handle.describe()
-        except RPCError as e:
-            if e.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        if desc.status != WorkflowExecutionStatus.RUNNING:
-            return "closed"
-        status = (await handle.status()).get("status")
-        return "resting" if status == "waiting_for_input" else "working"
-
-    async def head(self, client: Client, workflow_id: str) -> int:
-        try:
-            return await WorkflowStreamClient.create(client, workflow_id).get_offset()
-        except RPCError as e:
-            if e.status == RPCStatusCode.NOT_FOUND:
-                return 0
-            raise
+    def _resting(self, status: Any) -> bool:
+        return bool(status == "waiting_for_input")
 
     async def _started_with(self, client: Client, workflow_id: str) -> dict[str, Any] | None:
         """The start event's fields the thread's run started with (``None``: not known)."""
@@ -285,12 +230,7 @@ class LlamaKind(RunKind):
         return True
 
     async def asks(self, client: Client, workflow_id: str) -> list[Ask]:
-        try:
-            pending = await self._handle(client, workflow_id).pending_requests(restore=False)
-        except RPCError as e:
-            if e.status == RPCStatusCode.NOT_FOUND:
-                return []
-            raise
+        pending = await self._pending(client, workflow_id)
         return [
             Ask(
                 id=r.request_id,
@@ -310,21 +250,6 @@ class LlamaKind(RunKind):
             )
             for r in pending
         ]
-
-    async def respond(self, client: Client, workflow_id: str, answers: dict[str, Any]) -> None:
-        try:
-            await self._handle(client, workflow_id).respond_all(answers)
-        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
-            code = _code(e) if isinstance(e, WorkflowUpdateFailedError) else type(e).__name__
-            raise Refusal(_why(e), code) from None
-
-    async def state(self, client: Client, workflow_id: str) -> dict[str, Any]:
-        try:
-            return await self._handle(client, workflow_id).state()
-        except RPCError as e:
-            if e.status == RPCStatusCode.NOT_FOUND:
-                return {}
-            raise
 
     async def read(self, client: Client, workflow_id: str, from_offset: int) -> AsyncIterator[tuple[int, list[Any]]]:
         last = from_offset - 1

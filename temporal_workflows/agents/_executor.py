@@ -3,7 +3,7 @@
 It speaks Agent Framework's vocabulary (``AgentExecutorRequest`` /
 ``AgentExecutorResponse``, ``Message``, ``AgentResponse``,
 ``AgentResponseUpdate``) whichever framework the agent is built with, and
-runs on both hosts like any executor, with three things Agent Framework's
+runs in process and on Temporal like any executor, with three things Agent Framework's
 in-memory executor does not need to care about:
 
 * **The conversation lives in workflow state**, in the shared key

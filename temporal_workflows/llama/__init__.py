@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
 
     from temporal_workflows._llama_runtime._options import StepOptions
-    from temporal_workflows._llama_runtime._runtime import TemporalRuntime
+    from temporal_workflows._llama_runtime._temporal_runtime import TemporalRuntime
 
 __all__ = ["StepOptions", "TemporalRuntime"]
 
@@ -72,7 +72,7 @@ _RETIRED_MODULES = frozenset(
 def __getattr__(name: str) -> Any:
     if name == "TemporalRuntime":
         # LlamaIndex's own `workflows` package (the `llama-runtime` extra) is needed only here.
-        from temporal_workflows._llama_runtime._runtime import TemporalRuntime
+        from temporal_workflows._llama_runtime._temporal_runtime import TemporalRuntime
 
         globals()[name] = TemporalRuntime
         return TemporalRuntime

@@ -44,7 +44,7 @@ ONE_ATTEMPT = ExecutorOptions(retry_policy=RetryPolicy(maximum_attempts=1))
 
 
 class Progress(WorkflowEvent):
-    """A custom event, streamed by both hosts as this class."""
+    """A custom event, streamed by both graph hosts as this class."""
 
     type: str = "cf_progress"
     step: str
@@ -866,7 +866,7 @@ live = WorkflowBuilder(start_executor=narrate, name="cf_live").add_edge(narrate,
 
 @executor(id="oversharer", options=ONE_ATTEMPT)
 async def oversharer(text: str, ctx: WorkflowContext[None, str]) -> None:
-    """Streams a small item, one over the per-event limit (a note stands in for it on both hosts), another."""
+    """Streams a small item, one over the per-event limit (a note stands in for it on both graph hosts), another."""
     await ctx.add_event(StepProgressEvent(message="before"))
     await ctx.add_event(StepProgressEvent(message="huge", data=text * (MAX_LIVE_EVENT_BYTES // len(text) + 1)))
     await ctx.add_event(StepProgressEvent(message="after"))

@@ -1,6 +1,6 @@
 """One engine, two hosts: every scenario runs in process and on Temporal, and both must agree.
 
-For each scenario the suite drives the graph on both hosts the same way (start
+For each scenario the suite drives the graph in process and on Temporal the same way (start
 it, answer its requests or let them time out, resume it from a checkpoint),
 records what a user sees (every event, the outputs, the committed state, the
 pending requests at each pause, the run's error) and puts both records through
@@ -9,7 +9,7 @@ ids, request ids (numbered ``req-1``, ``req-2`` in order of first appearance,
 also where messages quote them) and timestamps. The two records must then be
 equal, event for event.
 
-Both hosts could be wrong in the same way, so each scenario also states a few
+The in-process and Temporal hosts could be wrong in the same way, so each scenario also states a few
 facts by hand (two failing steps give two ``ExecutorFailedEvent``s, a state
 conflict names its key, ...), checked on each host's record.
 """
@@ -103,7 +103,7 @@ class Observed:
         return self.segment
 
 
-# -- the normaliser (one for both hosts) ------------------------------------------------------
+# -- the normaliser (one for both graph hosts) ------------------------------------------------------
 
 _CHECKPOINT_LIKE = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
 _REQUEST_LIKE = re.compile(
@@ -172,7 +172,7 @@ class Seen:
     pending: list[list[list[dict[str, Json]]]]
     """Per segment, at each pause with requests, the pending requests in order (id, executor, data)."""
     requests: list[list[list[dict[str, Json]]]]
-    """The same pending requests whole: every field of the one form both hosts list them in."""
+    """The same pending requests whole: every field of the one form both graph hosts list them in."""
     outputs: list[Json]
     state: dict[str, Json]
     error: dict[str, Json] | None
@@ -239,7 +239,7 @@ def normalise(obs: Observed) -> Seen:
             "summary": last.text(getattr(obs.error, "summary", str(obs.error))),
             "superstep": getattr(obs.error, "superstep", None),
             "executor_id": getattr(obs.error, "executor_id", None),
-            # the step's own error class, named the same on both hosts (a user's class is rebuilt from it)
+            # the step's own error class, named the same in process and on Temporal (a user's class is rebuilt from it)
             "error_class": getattr(obs.error, "error_class", None),
         }
     outputs = [e["data"] for seg in events for e in seg if e["class"] == "WorkflowOutputEvent"]
@@ -339,7 +339,7 @@ def live_facts(s: Seen) -> None:
 
 def live_too_large_facts(s: Seen) -> None:
     # The event over the limit is not streamed: a note with its tags, class and size stands in for it, and
-    # the items around it arrive as ever (the same on both hosts: the rule is the step context's).
+    # the items around it arrive as ever (the same in process and on Temporal: the rule is the step context's).
     items = [e for e in s.events[0] if e["class"] in ("StepProgressEvent", "LiveOmittedEvent")]
     assert [(e["class"], e["seq"]) for e in items] == [
         ("StepProgressEvent", 1),
@@ -414,7 +414,7 @@ def large_state_facts(s: Seen) -> None:
 
 
 def own_error_facts(s: Seen) -> None:
-    """A step's own exception class is named by its qualified name on both hosts (and rebuilt on the client)."""
+    """A step's own exception class is named by its qualified name on both graph hosts (rebuilt on the client)."""
     (failed,) = s.of("ExecutorFailedEvent")
     assert failed["error_type"] == "QuotaExceeded" and failed["error"] == "quota exceeded for 'ann'"
     assert s.error is not None and s.error["error_class"] == "tests.conformance.scenarios.QuotaExceeded"
@@ -424,7 +424,7 @@ def own_error_facts(s: Seen) -> None:
 
 
 def missing_key_facts(s: Seen) -> None:
-    """An exception whose message quotes its argument reads as Python shows it, once quoted, on both hosts."""
+    """An exception whose message quotes its argument reads as Python shows it, once quoted, on both graph hosts."""
     (failed,) = s.of("ExecutorFailedEvent")
     assert (failed["error_type"], failed["error"]) == ("KeyError", "'missing-key'")
     assert s.error is not None and (s.error["class"], s.error["message"]) == ("KeyError", "'missing-key'")
@@ -447,13 +447,13 @@ def paused_facts(s: Seen) -> None:
 
 def in_send_order_facts(s: Seen) -> None:
     """One sender's three messages to one executor are handled one after another, in the order sent (MAF's order):
-    the executor's attribute collects 1, 2, 3 on both hosts, though the first takes longest."""
+    the executor's attribute collects 1, 2, 3 in process and on Temporal, though the first takes longest."""
     assert s.steps() == [["dispatch"], ["collector"] * 3]
     assert s.outputs == [[1], [1, 2], [1, 2, 3]]
 
 
 def answer_fails_facts(s: Seen) -> None:
-    """A response handler's own exception: raised as itself by the call that answered, on both hosts."""
+    """A response handler's own exception: raised as itself by the call that answered, in process and on Temporal."""
     (failed,) = s.of("ExecutorFailedEvent")
     assert (failed["executor_id"], failed["superstep"], failed["error_type"]) == ("gatekeeper", 2, "QuotaExceeded")
     assert s.error is not None
@@ -1106,7 +1106,7 @@ def test_the_normaliser_masks_run_specific_values_only() -> None:
     }
 
 
-# -- a message while the run is busy (concurrent_input): both hosts, event for event -----------------------
+# -- a message while the run is busy (concurrent_input): both graph hosts, event for event -----------------------
 
 
 async def _busy_in_process(policy: str) -> Observed:

@@ -21,12 +21,11 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import pytest
 
-from tests.integration.cli import ROOT, cli_env
+from tests.integration.cli import ROOT, ProcessGroup, cli_env
 
 AG_UI_CLIENT_VERSION = "1.0.0"
 """The ``@ag-ui/client`` the tests drive endpoints with (its SSE parser splits frames on ``\\n\\n`` only)."""
@@ -103,24 +102,12 @@ async def run_client(
     return report
 
 
-class Processes:
+class Processes(ProcessGroup):
     """Console and worker processes (``python -m temporal_workflows ...``); those still running are killed on exit."""
 
     def __init__(self, address: str, tmp_path: Path) -> None:
+        super().__init__(tmp_path)
         self.address = address
-        self.tmp_path = tmp_path
-        self.procs: dict[str, asyncio.subprocess.Process] = {}
-
-    async def __aenter__(self) -> Processes:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        for proc in self.procs.values():
-            if proc.returncode is None:
-                proc.kill()
-            await proc.wait()
 
     async def _start(self, name: str, *args: str, ready: re.Pattern[str]) -> re.Match[str]:
         log = (self.tmp_path / f"{name}.log").open("wb")

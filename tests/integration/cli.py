@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 ROOT = Path(__file__).parents[2]
 
@@ -44,3 +46,22 @@ async def run_cli(
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
+
+
+class ProcessGroup:
+    """Processes a test starts, by name (workers, consoles); every one still running is killed on exit."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.procs: dict[str, asyncio.subprocess.Process] = {}
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for proc in self.procs.values():
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()

@@ -1,4 +1,4 @@
-"""Graphs of the second adversarial round (issue 23) that no other module holds, for both hosts.
+"""Graphs of the second adversarial round (issue 23) that no other module holds, for both graph hosts.
 
 - Step errors whose cause chain loops (``raise e from e``, contexts that point
   at each other) or runs thousands of links deep: the run must report the

@@ -1,6 +1,6 @@
 """A second message while a run is busy, on Temporal: the concurrent-input policies, with an agent streaming.
 
-The in-process side is tests/test_concurrent_input.py; both hosts are compared event for event in
+The in-process side is tests/test_concurrent_input.py; both graph hosts are compared event for event in
 tests/conformance/test_conformance.py (``test_a_message_that_interrupts_a_busy_run_reads_the_same_on_both_hosts``).
 """
 

@@ -95,8 +95,12 @@ async def test_devui_page_starts_follows_and_answers_a_durable_run(devui_console
     await page.get_by_role("button", name="Submit Response").first.click()
     await page.get_by_text("Workflow Complete").wait_for(timeout=60_000)
     await page.get_by_text("review: approved (fine by me)").first.wait_for()
-    SHOTS.mkdir(exist_ok=True)
-    await page.screenshot(path=str(SHOTS / "devui-run.png"))
+    # docs/ag-ui/devui-run.png is refreshed only when asked (TW_UPDATE_SCREENSHOTS=1, as for the console's
+    # pictures): a test run must leave the committed files as they are.
+    shots = SHOTS if os.environ.get("TW_UPDATE_SCREENSHOTS") else Path(os.environ.get("TMPDIR", "/tmp")) / "tw-devui"
+    shots.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(shots / "devui-run.png"))
+    assert (shots / "devui-run.png").stat().st_size > 0
     # It was a durable run: the session is its thread, and Temporal has its outputs.
     assert len(sent) == 3 and '"conversation":"devui-' in sent[0]
     thread = sent[0].split('"conversation":"')[1].split('"')[0]

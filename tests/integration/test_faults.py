@@ -31,12 +31,11 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType, TimeoutType
@@ -51,36 +50,11 @@ from temporal_workflows.errors import ExecutorFailedError
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, start_dev_server, start_run
 from temporal_workflows.temporal._client.devserver import free_port
 from tests.integration import fault_graphs
+from tests.integration.cli import ProcessGroup
 from tests.integration.fault_graphs import ENV_HOLD, ENV_LOG, EffectLog, Job
+from tests.integration.waits import DEADLINE, until
 
 ROOT = Path(__file__).parents[2]
-DEADLINE = 90.0
-"""Longest any awaited condition may take on a slow, shared machine (a broken guarantee fails, never hangs)."""
-
-T = TypeVar("T")
-
-
-async def until(what: str, probe: Callable[[], T], timeout: float = DEADLINE) -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"gave up after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.05)  # poll interval, not synchronisation
-
-
-async def until_async(what: str, probe: Callable[[], Awaitable[bool]], timeout: float = DEADLINE) -> None:
-    """``until`` for a probe that must await (e.g. a describe call)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await probe():
-        if loop.time() > deadline:
-            raise AssertionError(f"gave up after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.05)  # poll interval, not synchronisation
 
 
 async def connect(address: str) -> Client:
@@ -91,26 +65,14 @@ async def connect(address: str) -> Client:
 # -- worker processes ----------------------------------------------------------------
 
 
-class WorkerProcesses:
+class WorkerProcesses(ProcessGroup):
     """Worker processes on one task queue; every one still running is killed on exit."""
 
     def __init__(self, address: str, task_queue: str, log: EffectLog, tmp_path: Path) -> None:
+        super().__init__(tmp_path)
         self.address = address
         self.task_queue = task_queue
         self.log = log
-        self.tmp_path = tmp_path
-        self.procs: dict[str, asyncio.subprocess.Process] = {}
-
-    async def __aenter__(self) -> WorkerProcesses:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        for proc in self.procs.values():
-            if proc.returncode is None:
-                proc.kill()
-            await proc.wait()
 
     async def start(self, *names: str, hold: bool = False) -> list[int]:
         """Start one worker per name (concurrently); return their pids once each polls."""

@@ -24,7 +24,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from temporal_workflows.temporal import start_dev_server
+from temporal_workflows.temporal import get_run, start_dev_server
 from temporal_workflows.temporal._client.routing import graphs_of_version
 from temporal_workflows.temporal._worker.versioning import current_build_id
 from tests.integration.fleet import expected, fleet, run_cli_in, start_runs_in, write_versions
@@ -154,6 +154,24 @@ async def test_every_run_of_a_mixed_fleet_runs_the_graph_its_starter_built(
                 assert pinned.deployment_version.build_id == builds[version], wid
 
 
+def _ag_ui_kind(version_dir: Path) -> Any:
+    """What ``AGUIApp`` serves for ``ops_report:workflow`` imported from ``version_dir`` (as a server there would)."""
+    import importlib.util
+    import sys
+
+    from temporal_workflows.ag_ui._graph import GraphKind
+
+    spec = importlib.util.spec_from_file_location("ops_report", version_dir / "ops_report.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ops_report"] = module  # the graph's types are named by their module, as in the workers
+    try:
+        spec.loader.exec_module(module)
+        return GraphKind(module.workflow)
+    finally:
+        del sys.modules["ops_report"]
+
+
 async def test_a_run_waits_visibly_for_a_worker_of_its_graph_and_a_start_without_one_says_whose_it_runs(
     temporal_address: str, tmp_path: Path
 ) -> None:
@@ -180,6 +198,15 @@ async def test_a_run_waits_visibly_for_a_worker_of_its_graph_and_a_start_without
         await _until("the run's status says what it waits for", waiting)
         status = json.loads(await run_cli_in(dirs["v2"], temporal_address, "status", wid))
         assert status["graph_signature_from"] == "starter" and status["status"] == "starting", status
+        # An AG-UI thread's first message starts its run from the graph the server was given (v2's) too.
+        thread = f"{tag}-ag-ui"
+        assert await _ag_ui_kind(dirs["v2"]).deliver(client, thread, "x", "d1", task_queue=queue)
+
+        async def thread_waits() -> bool:
+            status = await client.get_workflow_handle(thread).query("status")
+            return bool(status.get("graph_signature_from") == "starter" and status.get("status") == "starting")
+
+        await _until("the AG-UI run waits for a worker of its graph", thread_waits)
         # No graph at hand: the first worker's, and the status says so.
         temporal = shutil.which("temporal") or str(Path(__import__("sys").executable).parent / "temporal")
         plain = f"{tag}-plain"
@@ -200,6 +227,11 @@ async def test_a_run_waits_visibly_for_a_worker_of_its_graph_and_a_start_without
         assert result["outputs"] == expected("v2")
         done = await client.get_workflow_handle(wid).query("status")
         assert not [w for w in done["warnings"] if "waits for a worker hosting" in w["message"]], done
+
+        async def thread_ran_v2() -> bool:
+            return bool((await get_run(client, thread).outputs()) == expected("v2"))
+
+        await _until("the AG-UI run ran v2's graph", thread_ran_v2)
 
 
 # -- one worker command: graphs and LlamaIndex workflows (issue 35, item 2) -------------------------------

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,8 @@ from examples import research
 from temporal_workflows.temporal import RunHandle, get_run, start_run
 from tests.integration import telemetry_graphs
 from tests.integration.cli import ROOT, cli_env, run_cli
+from tests.integration.waits import DEADLINE, until, until_async
 from tests.otlp_receiver import Receiver, Span, serve
-
-DEADLINE = 120.0
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -49,30 +48,6 @@ pytestmark = pytest.mark.usefixtures("worker")
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     yield from serve()
-
-
-async def until(what: str, probe: Callable[[], Any], timeout: float = DEADLINE) -> Any:
-    """Poll ``probe`` until it returns something truthy (returned); fail naming ``what`` after ``timeout``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-
-
-async def until_async(what: str, probe: Callable[[], Awaitable[Any]], timeout: float = DEADLINE) -> Any:
-    """:func:`until` for a coroutine ``probe``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await probe()
-        if value:
-            return value
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager

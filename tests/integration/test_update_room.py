@@ -5,8 +5,8 @@ workflow task that accepts it, and the server writes that completion with
 the signals that arrived meanwhile in one transaction, refused over 4 MiB
 (``TransactionSizeLimitError``: the task fails again and again). So the
 update validators let one payload of input into a task and refuse a second
-large one with the retryable ``RunBusyError`` (``_check_room_for`` in
-``temporal/_workflow/workflow.py``); a client sends it again to the next task.
+large one with the retryable ``RunBusyError`` (``Admission.check_room`` in
+``temporal/_workflow/admission.py``); a client sends it again to the next task.
 
 Made deterministic here: the run's task queue has no worker while two
 updates of about 1.9 MB each are admitted by the server (waited for at the

@@ -1,6 +1,6 @@
 """Ordinary Python values on Temporal: what the client reads back, what history holds, what plain JSON starts.
 
-The conformance scenario ``ordinary_python_values`` shows both hosts agree,
+The conformance scenario ``ordinary_python_values`` shows both graph hosts agree,
 step by step; these check the ends a user touches: a client gets the values
 back with their types, the history holds tagged JSON (no pickle), and a run
 started with plain JSON (as by the ``temporal`` CLI) gets its message typed as

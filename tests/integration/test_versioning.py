@@ -3,12 +3,14 @@
 Two versions of one graph (same name, different edges) are hosted by two
 versioned workers on one task queue, as during a rolling deploy. A run that
 started on version A finishes on A's edges after B is deployed; a run started
-after the deploy runs B's.
+after the deploy runs B's. A start pinned to a version its queue has not
+learned yet waits for it, briefly, and makes one run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 import uuid
@@ -18,15 +20,20 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
+from temporalio.common import PinnedVersioningOverride
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from temporal_workflows import Executor, Workflow, WorkflowBuilder, WorkflowContext, handler, response_handler
 from temporal_workflows._engine.machine import StepTask
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows.errors import WorkerVersionNotReadyError
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, WorkerVersioning, start_run
 from temporal_workflows.temporal._activities.steps import build_activities
+from temporal_workflows.temporal._client import starting
+from temporal_workflows.temporal._client.routing import graphs_of_version, versioning_override
 from temporal_workflows.temporal._protocol import SIGNATURE_PREFIX, StepInput
 from temporal_workflows.temporal._wire import encode_step_input
 from temporal_workflows.temporal._worker.versioning import current_build_id
@@ -60,9 +67,9 @@ def version(finisher: str) -> Workflow:
 
 @asynccontextmanager
 async def versioned_worker(
-    address: str, wf: Workflow, queue: str, deployment: str
+    address: str, wf: Workflow, queue: str, deployment: str, *, make_current: bool = True
 ) -> AsyncIterator[tuple[Client, Worker]]:
-    plugin = TemporalWorkflowsPlugin([wf], versioning=WorkerVersioning(deployment))
+    plugin = TemporalWorkflowsPlugin([wf], versioning=WorkerVersioning(deployment, make_current=make_current))
     client = await Client.connect(address, plugins=[plugin])
     worker = Worker(client, task_queue=queue)
     async with worker:
@@ -130,6 +137,90 @@ async def test_a_run_finishes_on_the_graph_it_started_with_while_new_runs_take_t
             assert pinned.deployment_version.build_id == build_id_for([old])
             newer = (await after.describe()).raw_description.workflow_execution_info.versioning_info
             assert newer.deployment_version.build_id == build_id_for([new])
+
+
+async def test_a_start_pinned_to_a_version_its_queue_has_not_learned_waits_for_it_and_makes_one_run(
+    temporal_address: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A v2 worker has started (its version exists and records its graph) but has not polled the run's queue
+    yet: a v2 client's start pins v2 there, and the server refuses it until the queue learns v2. The refusal
+    is sent again until a v2 worker polls the queue; then one run starts, and runs v2's graph."""
+    queue, elsewhere = f"pinned-{uuid.uuid4().hex[:8]}", f"pinned-other-{uuid.uuid4().hex[:8]}"
+    deployment = f"tw-{uuid.uuid4().hex[:8]}"
+    old, new = version("finish_a"), version("finish_b")
+    build_new = build_id_for([new])
+    signature = new.graph_signature_hash[:SIGNATURE_PREFIX]
+    caplog.set_level(logging.INFO, logger=starting.__name__)
+    async with (
+        versioned_worker(temporal_address, old, queue, deployment) as (client, _),
+        # v2's first worker polls another queue of the deployment: v2 exists and says what it hosts, but the
+        # run's queue has not learned it (as right after a worker of a new version starts).
+        versioned_worker(temporal_address, new, elsewhere, deployment, make_current=False),
+    ):
+        await until("v1 current", lambda: _is_current(client, deployment, build_id_for([old])))
+        await until(
+            "v2's graphs recorded",
+            lambda: _graphs_recorded(client, deployment, build_new, signature),
+        )
+        overrides: list[object] = []
+
+        async def pins_v2() -> bool:
+            # Once the queue names v1 current (it learns that a moment after the deployment does).
+            overrides[:] = [await versioning_override(client, queue, NAME, signature)]
+            pinned = overrides[0]
+            return isinstance(pinned, PinnedVersioningOverride) and pinned.version.build_id == build_new
+
+        await until("a v2 start pinned to v2", pins_v2)
+        override = overrides[0]
+        assert isinstance(override, PinnedVersioningOverride)
+
+        # Without the retry: the server's refusal, exactly as the client matches it; nothing is started.
+        with pytest.raises(RPCError) as refused:
+            await client.start_workflow(
+                NAME, {"message": "x"}, id=f"{queue}-raw", task_queue=queue, versioning_override=override
+            )
+        assert refused.value.status == RPCStatusCode.FAILED_PRECONDITION
+        assert refused.value.message == (
+            f"Pinned version '{deployment}:{build_new}' is not present in task queue '{queue}' of type 'Workflow'"
+        )
+        assert starting.not_learned(refused.value, override, queue)
+        # With a wait too short for any worker to come, start_run gives up with the named error; no run exists.
+        monkeypatch.setattr(starting, "PINNED_START_WAIT", 0.3)
+        with pytest.raises(WorkerVersionNotReadyError, match=f"worker version '{deployment}:{build_new}'"):
+            await start_run(client, new, "early", id=f"{queue}-early", task_queue=queue)
+        for wid in (f"{queue}-raw", f"{queue}-early"):
+            with pytest.raises(RPCError) as missing:
+                await client.get_workflow_handle(wid).describe()
+            assert missing.value.status == RPCStatusCode.NOT_FOUND
+
+        # With the retry: the start waits while refused, and a v2 worker joining the queue lets it through.
+        monkeypatch.setattr(starting, "PINNED_START_WAIT", 120.0)
+        caplog.clear()
+        wid = f"{queue}-waited"
+        start = asyncio.create_task(start_run(client, new, "late", id=wid, task_queue=queue))
+        await until(
+            "the start refused and waiting",
+            lambda: any("waits for task queue" in r.getMessage() and wid in r.getMessage() for r in caplog.records),
+        )
+        assert not start.done()
+        async with versioned_worker(temporal_address, new, queue, deployment, make_current=False):
+            run = await asyncio.wait_for(start, 120)
+            await run.respond(await pending_id(run), "two")
+            assert (await asyncio.wait_for(run.result(), 60))["outputs"] == ["finish_b:two"]
+            info = (await run.describe()).raw_description.workflow_execution_info.versioning_info
+            assert info.deployment_version.build_id == build_new
+            executions: list[object] = []
+
+            async def listed() -> bool:
+                executions[:] = [e async for e in client.list_workflows(f"WorkflowId = '{wid}'")]
+                return bool(executions)
+
+            await until("the run listed", listed)
+            assert len(executions) == 1, executions  # one run for the one start, however often it was sent
+
+
+async def _graphs_recorded(client: Client, deployment: str, build_id: str, signature: str) -> bool:
+    return (await graphs_of_version(client, deployment, build_id)).get(NAME) == signature
 
 
 def test_versioning_needs_a_deployment_name() -> None:

@@ -55,6 +55,7 @@ from temporal_workflows._live import LiveCommittedEvent, LiveEvent, StepRetryEve
 from temporal_workflows.temporal._client import llama
 from temporal_workflows.temporal._client.feed import RunFeed, feed_for
 from temporal_workflows.temporal._client.routing import versioning_override
+from temporal_workflows.temporal._client.starting import start_workflow, update_with_start
 from temporal_workflows.temporal._failures import innermost, library_error
 from temporal_workflows.temporal._protocol import (
     EVENTS_TOPIC,
@@ -1105,7 +1106,8 @@ async def fork(
     queue = task_queue or desc.task_queue
     signature = None if allow_signature_mismatch else await _signature_of(source)
     override = await versioning_override(client, queue, graph, signature) if signature else None
-    handle = await client.start_workflow(
+    handle = await start_workflow(
+        client,
         graph,
         RunInput(
             fork_from=ForkSource(source_workflow_id, checkpoint_id, allow_signature_mismatch),
@@ -1268,7 +1270,8 @@ async def start_run(
     if reader is not None:
         _check_length("reader", reader, MAX_ID_CHARS)
         arg["reader"] = reader
-    handle = await client.start_workflow(
+    handle = await start_workflow(
+        client,
         name,
         arg,
         id=id or f"{name}-{uuid.uuid4().hex[:12]}",
@@ -1312,7 +1315,8 @@ async def send_or_start(
         start.graph_signature = workflow.graph_signature_hash[:SIGNATURE_PREFIX]
         override = await versioning_override(client, task_queue, name, start.graph_signature)
     if not wait:
-        handle = await client.start_workflow(
+        handle = await start_workflow(
+            client,
             name,
             start,
             id=id,
@@ -1323,14 +1327,26 @@ async def send_or_start(
             versioning_override=override,
         )
         return RunHandle(handle, client)
-    op: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-        name,
-        start,
-        id=id,
+
+    def operation() -> WithStartWorkflowOperation[Any, Any]:
+        return WithStartWorkflowOperation(
+            name,
+            start,
+            id=id,
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            result_type=dict,
+            versioning_override=override,
+        )
+
+    _, handle = await update_with_start(
+        client,
+        UPDATE_SEND,
+        arg,
+        operation=operation,
+        workflow_id=id,
         task_queue=task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        result_type=dict,
         versioning_override=override,
+        result_type=dict,
     )
-    await client.execute_update_with_start_workflow(UPDATE_SEND, arg, start_workflow_operation=op, result_type=dict)
-    return RunHandle(await op.workflow_handle(), client)
+    return RunHandle(handle, client)

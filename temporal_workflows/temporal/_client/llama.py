@@ -47,6 +47,7 @@ from temporal_workflows._llama_runtime._protocol import (
     UPDATE_SEND_EVENTS,
     WORKFLOW_TYPE,
 )
+from temporal_workflows.temporal._client.starting import start_workflow
 
 if TYPE_CHECKING:
     from temporal_workflows.temporal._client.client import RunHandle
@@ -464,7 +465,8 @@ async def fork(
         idle_release_after_ticks=started.idle_release_after_ticks,
         instrument_tags=started.instrument_tags,
     )
-    return await client.start_workflow(
+    return await start_workflow(
+        client,
         WORKFLOW_TYPE,
         inp,
         id=new_workflow_id,

@@ -28,6 +28,7 @@ for each activity task a worker started.
 from __future__ import annotations
 
 import atexit
+import importlib
 import logging
 import os
 import socket
@@ -162,50 +163,38 @@ def _missing(e: ImportError) -> WorkflowError:
     )
 
 
-def _exporter_from_env() -> tuple[str, SpanExporter | None]:
-    """The span exporter the ``OTEL_*`` environment selects, and its name."""
-    name = _selected("traces")
+_OTLP_EXPORTERS: Final = {
+    "traces": ("trace_exporter", "OTLPSpanExporter"),
+    "metrics": ("metric_exporter", "OTLPMetricExporter"),
+}
+"""OpenTelemetry's OTLP exporter of each signal: its module under ``opentelemetry.exporter.otlp.proto.<grpc|http>``."""
+
+
+def _from_env(signal: Literal["traces", "metrics"], console: Any) -> tuple[str, Any]:
+    """The exporter the ``OTEL_*`` environment selects for ``signal``, and its name (``console``: that class)."""
+    name = _selected(signal)
     if name == "none":
         return name, None
     if name == "console":
-        return name, ConsoleSpanExporter(out=sys.stderr)
+        return name, console(out=sys.stderr)
+    module, cls = _OTLP_EXPORTERS[signal]
+    wire = "grpc" if _protocol(signal) == "grpc" else "http"
     try:
-        if _protocol("traces") == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
-                OTLPSpanExporter as GrpcSpanExporter,
-            )
-
-            exporter: SpanExporter = GrpcSpanExporter()
-        else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            exporter = OTLPSpanExporter()
+        # The `otlp` extra installs the HTTP exporters; the gRPC ones are the user's to install.
+        exporter_class = getattr(importlib.import_module(f"opentelemetry.exporter.otlp.proto.{wire}.{module}"), cls)
     except ImportError as e:
         raise _missing(e) from e
-    return name, exporter
+    return name, exporter_class()
+
+
+def _exporter_from_env() -> tuple[str, SpanExporter | None]:
+    """The span exporter the ``OTEL_*`` environment selects, and its name."""
+    return _from_env("traces", ConsoleSpanExporter)
 
 
 def _metric_exporter_from_env() -> tuple[str, MetricExporter | None]:
     """The metric exporter the ``OTEL_*`` environment selects, and its name."""
-    name = _selected("metrics")
-    if name == "none":
-        return name, None
-    if name == "console":
-        return name, ConsoleMetricExporter(out=sys.stderr)
-    try:
-        if _protocol("metrics") == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (  # type: ignore[import-not-found]
-                OTLPMetricExporter as GrpcMetricExporter,
-            )
-
-            exporter: MetricExporter = GrpcMetricExporter()
-        else:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
-            exporter = OTLPMetricExporter()
-    except ImportError as e:
-        raise _missing(e) from e
-    return name, exporter
+    return _from_env("metrics", ConsoleMetricExporter)
 
 
 def _span_processor(exporter: SpanExporter, batch: bool) -> Any:

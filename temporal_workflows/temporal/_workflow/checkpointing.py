@@ -45,7 +45,7 @@ from temporal_workflows.temporal._protocol import (
     SaveCheckpointInput,
     quote,
 )
-from temporal_workflows.temporal._workflow.inbox import Validate
+from temporal_workflows.temporal._workflow.admission import Validate
 from temporal_workflows.temporal._workflow.locals import execute_local_activity
 
 __all__ = ["CHECKPOINTS_LISTED", "Checkpoints", "ResetPlan"]

@@ -69,9 +69,9 @@ class ControlHandlers(HandlerBase):
         times out, by its own ``on_timeout``). Runs recorded before ``PATCH_CLOSE_WAITS`` completed at once,
         listing pending requests in the result's ``unanswered_requests``.
         """
-        if not self._closing:
-            self._close_waits = self.patches.get(PATCH_CLOSE_WAITS)
-        self._closing = True
+        if not self.parts.closing:
+            self.parts.close_waits = self.patches.get(PATCH_CLOSE_WAITS)
+        self.parts.closing = True
 
     @workflow.signal(name=SIGNAL_CHECKPOINT)
     def checkpoint_signal(self, raw: RawValue = _NO_ARGUMENT) -> None:
@@ -82,17 +82,17 @@ class ControlHandlers(HandlerBase):
         error = _label_error(req)
         if error is not None:
             # Never stored: the checkpoint list is carried across continue-as-new and served by query.
-            self._board.warn(f"signal 'checkpoint' ignored: {error}")
+            self.parts.board.warn(f"signal 'checkpoint' ignored: {error}")
             return
-        if not self._board.closed:
-            self._checkpoints.asks.append(CheckpointAsk(req.label if req else None, warn=True))
+        if not self.parts.board.closed:
+            self.parts.checkpoints.asks.append(CheckpointAsk(req.label if req else None, warn=True))
 
     @workflow.update(name=UPDATE_CHECKPOINT)
     async def take_checkpoint(self, req: CheckpointRequest | None = None) -> dict[str, Any]:
         """Take a checkpoint at the next boundary (now, if idle); returns its id once saved."""
-        self._continuation.updates_since_task = True
+        self.parts.continuation.updates_since_task = True
         ask = CheckpointAsk(req.label if req else None)
-        self._checkpoints.asks.append(ask)
+        self.parts.checkpoints.asks.append(ask)
         await workflow.wait_condition(lambda: ask.done)
         if ask.error is not None or ask.checkpoint_id is None:
             raise to_failure(CheckpointStorageError(ask.error or "checkpoint failed"))
@@ -114,21 +114,21 @@ class ControlHandlers(HandlerBase):
             return
         error = _reset_error(req) if req is not None else None
         if error is not None:
-            self._board.warn(f"reset refused: {error}")
+            self.parts.board.warn(f"reset refused: {error}")
             return
         await self._quiet()
         try:
-            self._checkpoints.asked.reset = await self._plan_reset(req or ResetRequest())
+            self.parts.checkpoints.asked.reset = await self._plan_reset(req or ResetRequest())
         except ApplicationError as e:
-            self._board.warn(f"reset refused: {e.message}")
+            self.parts.board.warn(f"reset refused: {e.message}")
 
     @workflow.update(name=UPDATE_RESET)
     async def reset_run(self, req: ResetRequest | None = None) -> dict[str, Any]:
         """Reset at the next boundary (now, if idle); returns once the reset is accepted."""
-        self._continuation.updates_since_task = True
-        self._budget.charge(json_size(req))  # the SDK repeats the accepted update's input in this task
+        self.parts.continuation.updates_since_task = True
+        self.parts.budget.charge(json_size(req))  # the SDK repeats the accepted update's input in this task
         plan = await self._plan_reset(req or ResetRequest())
-        self._checkpoints.asked.reset = plan
+        self.parts.checkpoints.asked.reset = plan
         return {
             "accepted": True,
             "checkpoint_id": plan.requested_checkpoint_id,
@@ -143,15 +143,15 @@ class ControlHandlers(HandlerBase):
         if error is not None:
             raise refuse(FAILURE_INPUT_TOO_LONG, error)
         cid = req.checkpoint_id if req else None
-        cps = self._checkpoints
+        cps = self.parts.checkpoints
         if cid is not None and cps.history_only and cid not in cps.kept:
             raise cps.unknown(cid)
-        self._check_room_for(req)
+        self.parts.admission.check_room(req)
 
     @workflow.update(name=UPDATE_PACE)
     def pace(self, inp: PaceInput) -> dict[str, Any]:
         """A streamed caller of the durable twin follows the run, stops following, or left it (``pacing.py``)."""
-        paced = self._pace.act(inp.reader, inp.action)
+        paced = self.parts.pace.act(inp.reader, inp.action)
         return {"run_id": workflow.info().run_id, "paced": paced}
 
     @pace.validator
@@ -164,12 +164,16 @@ class ControlHandlers(HandlerBase):
 
     async def _plan_reset(self, req: ResetRequest) -> ResetPlan:
         self._check_open()
-        await workflow.wait_condition(lambda: self._topology is not None)
-        assert self._topology is not None
-        plan = await self._checkpoints.plan_reset(
-            req, self._topology, self._validate, start=self._start_env, lineage=self._lineage
+        await workflow.wait_condition(lambda: self.parts.topology is not None)
+        assert self.parts.topology is not None
+        plan = await self.parts.checkpoints.plan_reset(
+            req,
+            self.parts.topology,
+            self.parts.admission.validate,
+            start=self.parts.start_env,
+            lineage=self.parts.lineage,
         )
         if plan.checkpoint is not None:
             # Loaded by a local activity, whose marker records it in this workflow task.
-            self._budget.charge(json_size(plan.checkpoint))
+            self.parts.budget.charge(json_size(plan.checkpoint))
         return plan

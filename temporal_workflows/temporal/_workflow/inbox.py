@@ -1,45 +1,36 @@
-"""Outside input (responses, messages) from arrival to the engine, at superstep boundaries only.
+"""Outside input (responses, messages) waiting for a boundary, and which requests were answered.
 
-Signals queue their input as it came (it is checked at the next boundary; bad
-input becomes a warning). Updates check theirs before accepting it (bad
-input is refused, the caller told why) and queue it checked. Either way the
-engine sees input only at a boundary, in arrival order, so a superstep always
-reads the state and inputs of the boundary it started at.
+Signals queue their input here as it came (it is checked when a boundary
+takes it; bad input becomes a warning). Updates are checked and accepted by
+``admission.py`` and queue theirs checked. Either way the engine sees input
+only at a boundary (``Admission.take``), in arrival order, so a superstep
+always reads the state and inputs of the boundary it started at. The inbox is
+carried across continue-as-new, with the ``deliver`` signal's outcomes.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, cast
 
 from pydantic_core import to_json
 from temporalio.exceptions import ApplicationError
 
-from temporal_workflows._engine.inbound import Inbound, InboundKind, Unanswerable, apply, open_request
+from temporal_workflows._engine.inbound import Inbound, InboundKind
 from temporal_workflows._engine.limits import json_size
-from temporal_workflows._engine.machine import Engine, PendingRequest
 from temporal_workflows._engine.serde import Envelope
-from temporal_workflows.temporal._failures import refuse
 from temporal_workflows.temporal._protocol import (
-    FAILURE_ALREADY_ANSWERED,
-    FAILURE_INPUT_TOO_LONG,
-    FAILURE_INVALID_RESPONSE,
-    FAILURE_UNDELIVERABLE,
-    FAILURE_UNKNOWN_REQUEST,
     MAX_ID_CHARS,
     MAX_TYPE_NAME_CHARS,
     CarriedInbox,
     CarriedInput,
     DeliveryOutcome,
-    RespondAllInput,
     RespondInput,
     SendInput,
-    Validated,
     too_long,
 )
-from temporal_workflows.temporal._workflow.budget import TaskBudget
-from temporal_workflows.temporal._workflow.status import StatusBoard, quote
+from temporal_workflows.temporal._workflow.status import StatusBoard
 from temporal_workflows.temporal._workflow.turns import Turns, request_key
 
 __all__ = [
@@ -51,7 +42,6 @@ __all__ = [
     "delivery_digest",
     "oversized_respond",
     "oversized_send",
-    "refuse",
 ]
 
 DELIVERED_CARRIED = 200
@@ -62,8 +52,6 @@ FORGOTTEN_KEPT = 2000
 
 MAX_OUTCOME_CHARS = 2000
 """Characters of a refusal's message a delivery outcome keeps (it is carried across continue-as-new)."""
-
-Validate = Callable[[str, Envelope, PendingRequest | None], Awaitable[Validated]]
 
 
 def oversized_respond(inp: RespondInput) -> str | None:
@@ -81,30 +69,18 @@ def oversized_send(inp: SendInput) -> str | None:
 class Inbox:
     """Outside input waiting for the next boundary, and which requests were answered.
 
+    What is queued here was admitted by ``admission.py`` (an update's input,
+    checked) or came by signal (checked when a boundary takes it, there too).
+
     Args:
-        validate: Type-checks a value in a local activity (the types are user code), at a boundary.
-        validate_update: Type-checks what an update or ``deliver`` signal brought, in its handler
-            (a regular activity: see ``locals.py``); ``validate`` if not given.
         board: Where warnings about unusable signal input go.
         carried: What the previous execution handed over when it continued as new.
         turns: Where input clients follow is tracked (``turns.py``); none: not tracked.
     """
 
-    def __init__(
-        self,
-        validate: Validate,
-        board: StatusBoard,
-        carried: CarriedInbox | None,
-        *,
-        budget: TaskBudget | None = None,
-        validate_update: Validate | None = None,
-        turns: Turns | None = None,
-    ) -> None:
+    def __init__(self, board: StatusBoard, carried: CarriedInbox | None, *, turns: Turns | None = None) -> None:
         carried = carried or CarriedInbox()
-        self._validate = validate
-        self._validate_update = validate_update or validate
         self._board = board
-        self._budget = budget or TaskBudget()
         # (a carried item's kind was checked when the run started: ``startup._check_carried``)
         self.items: list[Inbound] = [
             Inbound(cast(InboundKind, i.kind), i.key, i.value, i.validated, tag=i.tag)
@@ -117,9 +93,9 @@ class Inbox:
             # graph takes events (that signal served the retired LlamaIndex front end), so it is dropped.
             board.warn("signal 'send_event' ignored: this run does not route events; send a message or respond")
         # Request ids answered (by a response taken into the inbox or the engine): a second answer is refused.
-        self._answered: set[str] = {i.key for i in self.items if i.kind == "respond" and i.checked}
+        self.answered: set[str] = {i.key for i in self.items if i.kind == "respond" and i.checked}
         # Request ids whose response reached the engine.
-        self._delivered: set[str] = set(carried.delivered)
+        self.delivered: set[str] = set(carried.delivered)
         self._delivered_order: list[str] = list(carried.delivered)
         self.deliveries = Deliveries(carried.outcomes, carried.forgotten, carried.forgotten_count)
 
@@ -128,7 +104,7 @@ class Inbox:
 
     def is_open(self, request_id: str) -> bool:
         """Whether a pending request still waits for an answer (none accepted yet)."""
-        return request_id not in self._answered
+        return request_id not in self.answered
 
     # -- signals: queued as they came ----------------------------------------------------
 
@@ -143,207 +119,36 @@ class Inbox:
         self.items.append(Inbound("respond", inp.request_id, Envelope(None, inp.response)))
         self.turns.queued(request_key(inp.request_id))
 
-    def send_signal(self, inp: SendInput, arrive: Callable[[SendInput], str] | None = None) -> None:
+    def oversized_signal(self, inp: SendInput) -> bool:
+        """Whether a ``send`` signal's ids are too long to queue (then it is a warning)."""
         error = oversized_send(inp)
         if error is not None:
             self._board.warn(f"signal 'send' ignored: {error}", executor_id=inp.executor_id)
-            return
-        action = arrive(inp) if arrive is not None else "take"
+        return error is not None
+
+    def send_signal(self, inp: SendInput, action: str = "take") -> None:
+        """Queue a ``send`` signal's message as it came; ``action``: what it does as it arrives (``arrival``)."""
         if action == "refuse":
-            return  # (``arrive`` warned: a busy run, policy reject)
+            return  # (the handler warned: a busy run, policy reject)
         self.items.append(Inbound("send", inp.executor_id, inp.message, interrupts=action != "take"))
 
-    # -- updates: checked, then queued -----------------------------------------------------
-
-    def check_request(self, engine: Engine | None, request_id: str) -> None:
-        """Refuse an answer to ``request_id`` that cannot be taken, saying why (an update's validator).
-
-        Before the execution has its engine (the first workflow task of a run,
-        or of its next execution after continue-as-new) only what the inbox
-        knows is checked; the handler waits for the engine and checks the rest.
-        """
-        if engine is not None:
-            self.pending_request(engine, request_id)
-            return
-        error = too_long("request id", request_id, MAX_ID_CHARS)
-        if error is not None:
-            raise refuse(FAILURE_INPUT_TOO_LONG, error)
-        if request_id in self._delivered or request_id in self._answered:
-            raise refuse(
-                FAILURE_ALREADY_ANSWERED, f"request {quote(request_id)} was already answered", request_id=request_id
-            )
-
-    def pending_request(self, engine: Engine, request_id: str) -> PendingRequest:
-        """The pending request ``request_id``, or a refusal saying why it cannot be answered."""
-        error = too_long("request id", request_id, MAX_ID_CHARS)
-        if error is not None:
-            raise refuse(FAILURE_INPUT_TOO_LONG, error)
-        req = engine.pending_requests.get(request_id)
-        if request_id in self._delivered or request_id in self._answered:
-            raise refuse(
-                FAILURE_ALREADY_ANSWERED, f"request {quote(request_id)} was already answered", request_id=request_id
-            )
-        if req is None:
-            pending = sorted(r for r in engine.pending_requests if r not in self._answered)
-            raise refuse(
-                FAILURE_UNKNOWN_REQUEST,
-                f"no pending request with id {quote(request_id)}; pending request ids: {pending or 'none'}",
-                request_id=request_id,
-                pending=pending,
-            )
-        return req
-
-    async def _validated_response(self, engine: Engine, request_id: str, response: Any) -> Envelope:
-        """An answer type-checked against its request (in an activity); refused, naming both, if it does not fit."""
-        req = self.pending_request(engine, request_id)
-        checked = await self._validate_update(req.executor_id, Envelope(None, response), req)
-        if checked.value is None:
-            raise refuse(
-                checked.error_type or FAILURE_INVALID_RESPONSE,
-                checked.error or "invalid response",
-                request_id=req.request_id,
-                executor_id=req.executor_id,
-            )
-        return checked.value
-
-    async def accept_response(self, engine: Engine, inp: RespondInput) -> dict[str, Any]:
-        value = await self._validated_response(engine, inp.request_id, inp.response)
-        # Another answer may have been accepted while this one was validated.
-        req = self.pending_request(engine, inp.request_id)
-        self._answered.add(req.request_id)
-        self.items.append(Inbound("respond", req.request_id, value, checked=True))
-        self.turns.queued(request_key(req.request_id))
-        return {"request_id": req.request_id, "executor_id": req.executor_id, "accepted": True}
-
-    def check_requests(self, engine: Engine | None, inp: RespondAllInput) -> None:
-        """Refuse answers given together if any of them cannot be taken (the ``submit_responses`` validator)."""
-        seen: set[str] = set()
-        for r in inp.responses:
-            if r.request_id in seen:
-                raise refuse(
-                    FAILURE_ALREADY_ANSWERED,
-                    f"request {quote(r.request_id)} is answered twice in one call",
-                    request_id=r.request_id,
-                )
-            seen.add(r.request_id)
-            self.check_request(engine, r.request_id)
-
-    async def accept_responses(self, engine: Engine, inp: RespondAllInput) -> dict[str, Any]:
-        """Answers given together: each checked (its value validated) before any is queued, then all queued at
-        once, so the next boundary hands every one of them to the engine (Agent Framework applies the
-        responses of one ``run(responses=...)`` call together). One refused: none is taken."""
-        self.check_requests(engine, inp)
-        checked: list[tuple[PendingRequest, Envelope]] = []
-        for r in inp.responses:
-            value = await self._validated_response(engine, r.request_id, r.response)
-            checked.append((self.pending_request(engine, r.request_id), value))
-        # Another answer may have been accepted while these were validated: check again, then queue (no await).
-        for req, _ in checked:
-            self.pending_request(engine, req.request_id)
-        for req, value in checked:
-            self._answered.add(req.request_id)
-            self.items.append(Inbound("respond", req.request_id, value, checked=True))
-            self.turns.queued(request_key(req.request_id))
-        return {"request_ids": [req.request_id for req, _ in checked], "accepted": True}
-
-    async def accept_message(
-        self,
-        inp: SendInput,
-        check_open: Callable[[], None],
-        arrive: Callable[[SendInput], str] | None = None,
-        *,
-        tag: str | None = None,
-    ) -> dict[str, Any]:
-        """Check a message (in an activity), then queue it; ``tag``: the key a client follows it by."""
-        checked = await self._validate_update(inp.executor_id, inp.message, None)
-        if checked.value is None:
-            raise refuse(checked.error_type or FAILURE_UNDELIVERABLE, checked.error or "undeliverable message")
-        check_open()
-        # Whether the run is busy is decided now, as the message is queued (it may have become so meanwhile).
-        action = arrive(inp) if arrive is not None else "take"
-        self.items.append(
-            Inbound("send", inp.executor_id, checked.value, checked=True, interrupts=action != "take", tag=tag)
-        )
-        if tag is not None:
-            self.turns.queued(tag)
-        if inp.policy is None and action == "take":
-            return {"executor_id": inp.executor_id, "accepted": True}
-        return {"executor_id": inp.executor_id, "accepted": True, "interrupts": action != "take"}
-
-    def charge_update(self, inp: RespondInput | RespondAllInput | SendInput) -> None:
-        """Count an accepted update's input against its workflow task (called first thing in the handler).
-
-        The SDK repeats an accepted update's input in the task that accepts it:
-        room the rest of that task no longer has. (A signal's input is not
-        repeated: the server records it.)
-        """
-        self._budget.charge(json_size(inp))
-
-    # -- at a boundary -------------------------------------------------------------------
-
-    async def drain(self, engine: Engine, interrupt_waits: Callable[[], bool] | None = None) -> None:
-        """Hand queued input to the engine, in arrival order: each item checked (signals' input, at this
-        boundary; a warning if unusable), then applied by the engine's one rule (``_engine/inbound``).
-
-        A message that interrupts the run's turn, arriving while this boundary
-        drains (``interrupt_waits()``), and what came after it, wait for the next
-        boundary, where the interruption is carried out first."""
-        while self.items:
-            if interrupt_waits is not None and self.items[0].interrupts and interrupt_waits():
-                return
-            item = self.items.pop(0)
-            tracked = request_key(item.key) if item.kind == "respond" else item.tag
-            if tracked is not None:
-                self.turns.taken(tracked)
-            if item.kind == "respond":
-                await self._take_response(engine, item)
-            else:
-                await self._take_message(engine, item)
-
-    async def _take_response(self, engine: Engine, item: Inbound) -> None:
-        warn = self._board.warn
-        # An update's answer accepted (and its caller told so) while this signal waited wins, whatever the order.
-        found = open_request(
-            engine, item.key, answered=() if item.checked else self._answered, delivered=self._delivered
-        )
-        if isinstance(found, Unanswerable):
-            if found.answered:
-                warn(f"request {quote(item.key)} was already answered; response ignored", request_id=item.key)
-            else:
-                pending = list(found.pending)
-                warn(
-                    f"no pending request with id {quote(item.key)}; pending request ids: {pending or 'none'}",
-                    request_id=item.key,
-                )
-            return
-        if not item.checked:
-            checked = await self._validate(found.executor_id, item.value, found)
-            if checked.value is None:
-                warn(checked.error or "invalid response", request_id=found.request_id, executor_id=found.executor_id)
-                return
-            item = Inbound("respond", found.request_id, checked.value, checked=True)
-        self._answered.discard(found.request_id)
-        self._remember(apply(engine, item).answered)
-
-    async def _take_message(self, engine: Engine, item: Inbound) -> None:
-        if not item.checked:
-            checked = await self._validate(item.key, item.value, None)
-            if checked.value is None:
-                self._board.warn(checked.error or "undeliverable message", executor_id=item.key)
-                return
-            item = Inbound("send", item.key, checked.value, checked=True)
-        apply(engine, item)
+    def queue_answer(self, request_id: str, value: Envelope) -> None:
+        """Queue an answer checked already (an update's, ``admission.py``): a second answer is refused from now."""
+        self.answered.add(request_id)
+        self.items.append(Inbound("respond", request_id, value, checked=True))
+        self.turns.queued(request_key(request_id))
 
     def reopened(self, request_ids: Iterable[str]) -> None:
         """Requests pending again after a rollback: answers to them are taken again, not "already answered"."""
         for rid in request_ids:
-            if rid in self._delivered:
-                self._delivered.discard(rid)
+            if rid in self.delivered:
+                self.delivered.discard(rid)
                 self._delivered_order = [r for r in self._delivered_order if r != rid]
 
-    def _remember(self, answered: tuple[str, ...]) -> None:
+    def remember(self, answered: tuple[str, ...]) -> None:
+        """Request ids whose answer reached the engine: a later answer reads "already answered"."""
         for rid in answered:
-            self._delivered.add(rid)
+            self.delivered.add(rid)
             self._delivered_order.append(rid)
 
     def carry(self) -> CarriedInbox:

@@ -88,7 +88,7 @@ class StatusBoard:
 
     def note(self, message: str) -> None:
         """Something about the run as hosted on Temporal (no event: the run in process has no such thing to
-        say, and both hosts publish the same events): kept with the warnings, bounded, in ``status``."""
+        say, and both graph hosts publish the same events): kept with the warnings, bounded, in ``status``."""
         warning = {"message": _bounded(message, WARNING_LIMIT) or "", "request_id": None, "executor_id": None}
         self.warnings = [*self.warnings, warning][-MAX_WARNINGS:]
 

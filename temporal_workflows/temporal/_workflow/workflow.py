@@ -11,19 +11,20 @@ validation of outside input all run in activities. The loop is
 class is its host on Temporal. Its state lives in parts that each carry
 themselves across continue-as-new:
 
-* ``inbox.Inbox``: outside input (responses, messages, events) until a boundary;
+* ``inbox.Inbox``: outside input (responses, messages) until a boundary, checked,
+  accepted and taken there by ``admission.Admission`` (the validate activities too);
 * ``checkpointing.Checkpoints``: checkpoints, resets and forks;
 * ``status.StatusBoard``: the status query, search attribute and warnings;
 * ``supersteps.StepRunner``: steps and reducers as activities;
 * ``continuation.Continuation``: continue-as-new, when history is long or a reset asks.
 
 Where a run starts (five starting points) is ``startup.start_engine``. The
-driver's host (``_TemporalHost``) is given these parts and the run's ``RunControls``.
+driver's host (``_TemporalHost``) is given these parts and the run's ``RunHooks``.
 
 This module is the run loop. The signal, update and query handlers are
 declared in mixins the SDK collects from ``GraphWorkflow``'s bases, one file
 per subject: ``queries.py`` (what a client reads), ``handlers.py`` (outside
-input: responses, messages, events, deliveries), ``controls.py`` (close,
+input: responses, messages, deliveries), ``controls.py`` (close,
 checkpoint, reset), over ``handler_base.py`` (the parts they read and the
 checks they share). The names and argument types are in ``_protocol``.
 """
@@ -71,7 +72,6 @@ from temporal_workflows._events import (
     WorkflowStartedEvent,
     WorkflowStatusEvent,
 )
-from temporal_workflows._graph.shape import GraphShape
 from temporal_workflows.temporal._failures import short_message, to_failure
 from temporal_workflows.temporal._protocol import (
     DEFAULT_MAX_HISTORY_EVENTS,
@@ -84,6 +84,7 @@ from temporal_workflows.temporal._protocol import (
     RunInput,
     too_long,
 )
+from temporal_workflows.temporal._workflow.admission import Admission
 from temporal_workflows.temporal._workflow.budget import TaskBudget
 from temporal_workflows.temporal._workflow.checkpointing import Checkpoints, ResetPlan
 from temporal_workflows.temporal._workflow.children import (
@@ -93,6 +94,7 @@ from temporal_workflows.temporal._workflow.children import (
 )
 from temporal_workflows.temporal._workflow.continuation import Continuation, RunCarry
 from temporal_workflows.temporal._workflow.controls import ControlHandlers
+from temporal_workflows.temporal._workflow.handler_base import RunParts
 from temporal_workflows.temporal._workflow.handlers import InputHandlers
 from temporal_workflows.temporal._workflow.inbox import Inbox
 from temporal_workflows.temporal._workflow.locals import LocalActivities
@@ -213,10 +215,11 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
 
     @workflow.init
     def __init__(self, args: Sequence[RawValue]) -> None:
+        self.parts = RunParts()
         inp = RunInput()
         # A start input that is not a RunInput fails the run (in run()), rather than
         # the workflow task, which Temporal would retry for ever.
-        self._input_error: str | None = None
+        self.parts.input_error = None
         if args:
             try:
                 decoded = workflow.payload_converter().from_payload(args[0].payload, RunInput)
@@ -224,74 +227,78 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
                     raise TypeError(f"got {type(decoded).__name__}")
                 inp = decoded
             except Exception as e:
-                self._input_error = f'the start input is not {{"message": ...}} (a RunInput): {short_message(e)}'
-        self._input = inp
-        carried = inp.carried if self._input_error is None else None
-        self._carried = carried
+                self.parts.input_error = f'the start input is not {{"message": ...}} (a RunInput): {short_message(e)}'
+        self.parts.input = inp
+        carried = inp.carried if self.parts.input_error is None else None
+        self.parts.carried = carried
         # Must be built here, in __init__: the stream registers its signal,
         # update and query handlers before the first event is delivered.
         self._stream = WorkflowStream(prior_state=carried.stream if carried else None)
         self._events = self._stream.topic(EVENTS_TOPIC, type=Envelope)
-        self._board = StatusBoard(self._publish, carried.status if carried else None)
+        self.parts.board = StatusBoard(self._publish, carried.status if carried else None)
         self._telemetry = RunTelemetry()
-        self._board.observe = self._telemetry.status
+        self.parts.board.observe = self._telemetry.status
         self.patches = RunPatches()
-        self._budget = TaskBudget()
+        self.parts.budget = TaskBudget()
         self.locals = LocalActivities()  # read by locals.execute_local_activity
         # The reader a streamed call of the durable twin paces the run by (pacing.py).
-        self._pace = ReaderPace(carried.reader if carried else inp.reader, self._board.warn)
+        self.parts.pace = ReaderPace(carried.reader if carried else inp.reader, self.parts.board.warn)
         # The stream's polls: at most a few in flight, so input keeps its room, and none while a local
         # activity is in flight (readers.py); accepted ones tell how far a pacing reader has read.
-        self._stream_polls = admit_stream_polls(self._stream, self.locals, self._pace.polled, self._pace.paces)
-        self._input_taken = (-1, 0)  # (workflow task, bytes of update input its validators let in)
-        self._held: dict[str, Envelope] = {}  # large input being validated, by reference (outside_input)
-        self._held_count = 0
+        self._stream_polls = admit_stream_polls(
+            self._stream, self.locals, self.parts.pace.polled, self.parts.pace.paces
+        )
         carried_inbox = carried.inbox if carried else None
-        self._inbox = Inbox(
-            self._validate,
-            self._board,
+        inbox = Inbox(
+            self.parts.board,
             carried_inbox,
-            budget=self._budget,
-            validate_update=self._validate_update,
             # (the stream's offset now: what the next event published gets; the SDK has no public reader of it)
             turns=Turns(self._stream._on_offset, carried_inbox.tracked if carried_inbox else ()),
         )
-        self._checkpoints = Checkpoints(carried.checkpoints if carried else None)
-        self._engine: Engine | None = None
-        self._topology: Topology | None = None
-        self._signature_from: str | None = None
-        """How the run's graph was chosen: ``"starter"`` (its start input's signature) or ``"first worker"``."""
-        self._shape: GraphShape | None = None
-        self._shape_note: str | None = None
-        self._steps: StepRunner | None = None
-        self._keep_alive = inp.keep_alive
-        self._closing = carried.closing if carried else False
-        self._close_waits = False  # asked when the close comes (controls.py), or at the start of a closing execution
-        self._epoch = carried.epoch if carried else 0
-        self._segment = carried.segment if carried else 0
-        self._start_env: Envelope | None = carried.start if carried else None
-        self._lineage: dict[str, Any] | None = carried.lineage if carried else None
+        self.parts.admission = Admission(
+            inbox,
+            self.parts.board,
+            budget=self.parts.budget,
+            patches=self.patches,
+            locals=self.locals,
+            payload_limit=lambda: self.parts.payload_limit,
+            signature=self._signature,
+        )
+        self.parts.checkpoints = Checkpoints(carried.checkpoints if carried else None)
+        self.parts.engine = None
+        self.parts.topology = None
+        self.parts.signature_from = None
+        self.parts.shape = None
+        self.parts.shape_note = None
+        self.parts.steps = None
+        self.parts.keep_alive = inp.keep_alive
+        self.parts.closing = carried.closing if carried else False
+        self.parts.close_waits = False  # asked when the close comes, or at the start of a closing execution
+        self.parts.epoch = carried.epoch if carried else 0
+        self.parts.segment = carried.segment if carried else 0
+        self.parts.start_env = carried.start if carried else None
+        self.parts.lineage = carried.lineage if carried else None
         # A sub-workflow's child: runs to rest, refuses outside input (children.py).
-        self._sub_workflow = inp.subrun if self._input_error is None else None
+        self.parts.sub_workflow = inp.subrun if self.parts.input_error is None else None
         self._sub_workflow_known: set[str] = set(inp.subrun.known or []) if inp.subrun and carried else set()
         self._sub_workflow_ignored: list[str] = []
         # A child's intermediate outputs go to its parent with its outcome (those before a continue-as-new too).
         self._sub_workflow_intermediate: list[Envelope] = (
             list(inp.subrun.intermediate or []) if inp.subrun and carried else []
         )
-        self._payload_limit = DEFAULT_MAX_PAYLOAD_BYTES
-        self._continuation = Continuation(
+        self.parts.payload_limit = DEFAULT_MAX_PAYLOAD_BYTES
+        self.parts.continuation = Continuation(
             stream=self._stream,
-            board=self._board,
-            inbox=self._inbox,
-            checkpoints=self._checkpoints,
-            budget=self._budget,
+            board=self.parts.board,
+            inbox=inbox,
+            checkpoints=self.parts.checkpoints,
+            budget=self.parts.budget,
             patches=self.patches,
             publish=self._publish,
-            payload_limit=lambda: self._payload_limit,
+            payload_limit=lambda: self.parts.payload_limit,
             max_events=DEFAULT_MAX_HISTORY_EVENTS,
         )
-        self._state_text: tuple[str, str] | None = None  # committed_state_page's text, and its version
+        self.parts.state_text = None  # committed_state_page's text, and its version
 
     @workflow.dynamic_config
     def dynamic_config(self) -> workflow.DynamicWorkflowConfig:
@@ -316,7 +323,9 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
     @workflow.run
     async def run(self, args: Sequence[RawValue]) -> dict[str, Any]:
         # A new run (not the next segment of one) is counted started; each segment has its workflow.run span.
-        with self._telemetry.run(workflow.info().workflow_type, new_run=self._carried is None, segment=self._segment):
+        with self._telemetry.run(
+            workflow.info().workflow_type, new_run=self.parts.carried is None, segment=self.parts.segment
+        ):
             return await self._run_reported()
 
     async def _run_reported(self) -> dict[str, Any]:
@@ -324,88 +333,90 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
             return await self._run()
         except (FailureError, WorkflowError) as e:
             # Whatever fails the run (its input, an activity of its own), ``status`` must not say otherwise.
-            if not self._board.closed:
+            if not self.parts.board.closed:
                 message = _failure_message(e)
-                upsert = self._board.attribute is not None and self.patches.get(PATCH_STATUS_ON_EVERY_FAILURE)
-                self._board.fail(message, upsert=upsert)
+                upsert = self.parts.board.attribute is not None and self.patches.get(PATCH_STATUS_ON_EVERY_FAILURE)
+                self.parts.board.fail(message, upsert=upsert)
                 # Like every failed run's, its event stream ends with the failure (publishing is no command).
-                superstep = self._engine.superstep if self._engine is not None else 0
+                superstep = self.parts.engine.superstep if self.parts.engine is not None else 0
                 self._publish(WorkflowFailedEvent(error_type=_failure_type(e), error=message, superstep=superstep))
                 self._publish(WorkflowStatusEvent(state=WorkflowRunState.FAILED))
-            if self._engine is not None:
-                self._telemetry.requests(self._engine, ended="unanswered")
+            if self.parts.engine is not None:
+                self._telemetry.requests(self.parts.engine, ended="unanswered")
             raise
 
     async def _run(self) -> dict[str, Any]:
         self.patches.ask_at_start()  # first, before any activity (see patches.py)
-        if self._closing:  # carried across continue-as-new: this execution closes as the last one did
-            self._close_waits = self.patches.get(PATCH_CLOSE_WAITS)
+        if self.parts.closing:  # carried across continue-as-new: this execution closes as the last one did
+            self.parts.close_waits = self.patches.get(PATCH_CLOSE_WAITS)
         name = workflow.info().workflow_type
-        inp = self._input
-        if self._input_error is not None:
-            raise to_failure(InvalidRunInputError(self._input_error))
+        inp = self.parts.input
+        if self.parts.input_error is not None:
+            raise to_failure(InvalidRunInputError(self.parts.input_error))
         try:
             _check_input(inp)
         except InvalidRunInputError as e:
             raise to_failure(e) from None
         # The graph its starter built (its signature in the input), else the first worker's (pinning.py).
         signature = inp.graph_signature if inp.graph_signature and self.patches.get(PATCH_PIN_SIGNATURE) else None
-        self._signature_from = "starter" if signature else "first worker"
-        first_segment = self._carried is None and self._sub_workflow is None
-        raw = await pin_topology(name, signature, self._board, first_segment=first_segment)
+        self.parts.signature_from = "starter" if signature else "first worker"
+        first_segment = self.parts.carried is None and self.parts.sub_workflow is None
+        raw = await pin_topology(name, signature, self.parts.board, first_segment=first_segment)
         pinned = _pinned(raw)
         topology = pinned.topology
-        self._topology = topology
-        self._shape = pinned.shape
-        self._shape_note = pinned.shape_note
-        self._board.attribute = pinned.status_attribute
-        cps = self._checkpoints
+        self.parts.topology = topology
+        self.parts.shape = pinned.shape
+        self.parts.shape_note = pinned.shape_note
+        self.parts.board.attribute = pinned.status_attribute
+        cps = self.parts.checkpoints
         cps.setup = pinned.checkpoints or CheckpointSetup()
-        self._payload_limit = pinned.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
-        self._budget.stored_over = pinned.stored_over
-        self._continuation.max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
-        self._continuation.explicit_max_events = inp.max_history_events is not None
-        steps = self._steps = StepRunner(
+        self.parts.payload_limit = pinned.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
+        self.parts.budget.stored_over = pinned.stored_over
+        self.parts.continuation.max_events = inp.max_history_events or DEFAULT_MAX_HISTORY_EVENTS
+        self.parts.continuation.explicit_max_events = inp.max_history_events is not None
+        steps = self.parts.steps = StepRunner(
             topology,
             pinned.step_options or {},
-            epoch=self._epoch,
-            budget=self._budget,
-            notice=self._board.note,
-            settled=self._board.unnote,
+            epoch=self.parts.epoch,
+            budget=self.parts.budget,
+            notice=self.parts.board.note,
+            settled=self.parts.board.unnote,
         )
         steps.child_signatures = pinned.subworkflow_signatures or {}
         steps.max_in_flight = inp.max_steps_in_flight or MAX_STEPS_IN_FLIGHT
         steps.streaming = inp.stream
         steps.invocation_kwargs = inp.invocation_kwargs
         engine = Engine(topology)
-        point = await start_engine(engine, inp, self._carried, self._sub_workflow, checkpoints=cps, budget=self._budget)
+        point = await start_engine(
+            engine, inp, self.parts.carried, self.parts.sub_workflow, checkpoints=cps, budget=self.parts.budget
+        )
         if point.start is not None:
-            self._start_env = point.start
+            self.parts.start_env = point.start
         if point.lineage is not None:
-            self._lineage = point.lineage
-        self._engine = engine
+            self.parts.lineage = point.lineage
+        self.parts.engine = engine
         self._telemetry.requests(engine)  # requests a restored or continued run waits on
         steps.restored(engine)
-        if self._epoch:
-            cps.metadata["resets"] = self._epoch
-        if self._lineage is not None:
-            cps.metadata["lineage"] = self._lineage
+        if self.parts.epoch:
+            cps.metadata["resets"] = self.parts.epoch
+        if self.parts.lineage is not None:
+            cps.metadata["lineage"] = self.parts.lineage
         every = inp.checkpoint_every if inp.checkpoint_every is not None else cps.setup.every
-        if self._sub_workflow is not None:
+        if self.parts.sub_workflow is not None:
             every = 0  # a child's checkpoints are its parent's: they hold it
         driver = SuperstepDriver(
             engine,
             _TemporalHost(
                 telemetry=self._telemetry,
                 steps=steps,
-                inbox=self._inbox,
+                admission=self.parts.admission,
                 checkpoints=cps,
-                board=self._board,
-                continuation=self._continuation,
+                board=self.parts.board,
+                continuation=self.parts.continuation,
                 patches=self.patches,
-                pace=self._pace,
+                pace=self.parts.pace,
                 stream=self._stream,
-                run=RunControls(
+                run=RunHooks(
                     closing=self._closing_now,
                     may_finish=self._may_finish,
                     continue_as_new=lambda engine, may_postpone: self._continue_as_new(
@@ -414,36 +425,38 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
                 ),
             ),
             checkpoint_every=every,
-            payload_limit=lambda: self._payload_limit,
+            payload_limit=lambda: self.parts.payload_limit,
             # New input (not a restored snapshot) is checkpointed before its first superstep.
             entry_checkpoint=point.new_input,
             limit_state=self.patches.get(PATCH_STATE_LIMIT),
             # Runs recorded before steps read the state in pages kept it within one payload.
-            state_limit=None if self.patches.get(PATCH_STATE_PAGES) else (lambda: self._payload_limit),
+            state_limit=None if self.patches.get(PATCH_STATE_PAGES) else (lambda: self.parts.payload_limit),
             release_outputs=lambda: self.patches.get(PATCH_RELEASE_OUTPUTS),
-            intermediate=self._sub_workflow_intermediate if self._sub_workflow is not None else None,
+            intermediate=self._sub_workflow_intermediate if self.parts.sub_workflow is not None else None,
             restored=point.restored and self.patches.get(PATCH_RESTORE_SUPERSTEP),
         )
-        carried = self._carried
+        carried = self.parts.carried
         if carried is None or carried.reason != "history":
             self._publish(WorkflowStartedEvent(run_id=workflow.info().run_id))
             # A run restored from a checkpoint says again what it is waiting for.
             for event in driver.announce_pending():
                 self._publish(event)
         try:
-            if self._sub_workflow is not None and carried is None:
+            if self.parts.sub_workflow is not None and carried is None:
                 now = workflow.now().timestamp()
-                delivered = await deliver_to_child(engine, self._sub_workflow, now=now, validate=self._validate)
+                delivered = await deliver_to_child(
+                    engine, self.parts.sub_workflow, now=now, validate=self.parts.admission.validate
+                )
                 self._sub_workflow_known, self._sub_workflow_ignored = delivered
             async for event in driver.run():
                 self._publish(event)
         except WorkflowRunError as e:
-            self._board.error = str(e)
+            self.parts.board.error = str(e)
             raise to_failure(e) from None
         # Let in-flight handlers finish (and stream pollers see the end) before closing.
-        await self._continuation.settle(engine)
+        await self.parts.continuation.settle(engine)
         self._telemetry.requests(engine, ended="unanswered")
-        if self._sub_workflow is not None:
+        if self.parts.sub_workflow is not None:
             try:
                 return child_result(
                     engine,
@@ -451,11 +464,11 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
                     self._sub_workflow_ignored,
                     run_id=workflow.info().workflow_id,
                     timestamp=workflow.now(),
-                    limit=self._payload_limit,
+                    limit=self.parts.payload_limit,
                     intermediate=self._sub_workflow_intermediate,
                 )
             except WorkflowRunError as e:
-                self._board.error = str(e)
+                self.parts.board.error = str(e)
                 raise to_failure(e) from None
         return {
             "outputs": [o.value.data for o in engine.outputs],
@@ -469,54 +482,56 @@ class GraphWorkflow(QueryHandlers, InputHandlers, ControlHandlers):
     def _may_finish(self, engine: Engine) -> bool:
         """Whether the run ends when it has no work (otherwise it waits for input)."""
         # A sub-workflow's child ends each activation at rest; its parent keeps it while it waits.
-        if self._sub_workflow is not None:
+        if self.parts.sub_workflow is not None:
             return True
-        if self._closing:
+        if self.parts.closing:
             # Closed, a keep-alive run ends as a run without keep-alive does: once no request waits for an answer.
-            return not (self._close_waits and engine.pending_requests)
-        return not self._keep_alive and not engine.pending_requests
+            return not (self.parts.close_waits and engine.pending_requests)
+        return not self.parts.keep_alive and not engine.pending_requests
 
     def _closing_now(self) -> bool:
         """A close that ends the run at its next boundary with no work (not one that waits for answers)."""
-        engine = self._engine
-        return self._closing and not (self._close_waits and engine is not None and engine.pending_requests)
+        engine = self.parts.engine
+        return self.parts.closing and not (self.parts.close_waits and engine is not None and engine.pending_requests)
 
     # -- continue-as-new (continuation.py) --------------------------------------------
 
     def _run_carry(self) -> RunCarry:
         """What the run is now, for a continue-as-new (its parts carry themselves)."""
-        steps = self._steps
+        steps = self.parts.steps
         return RunCarry(
-            reset=self._checkpoints.asked.reset,
-            start=self._start_env,
-            epoch=self._epoch,
-            closing=self._closing,
-            segment=self._segment,
-            lineage=self._lineage,
-            input=self._input,
-            keep_alive=self._keep_alive,
-            stream=steps.streaming if steps is not None else self._input.stream,
-            invocation_kwargs=steps.invocation_kwargs if steps is not None else self._input.invocation_kwargs,
-            subrun=carry_sub_workflow(self._sub_workflow, self._sub_workflow_known, self._sub_workflow_intermediate),
-            reader=self._pace.reader,
+            reset=self.parts.checkpoints.asked.reset,
+            start=self.parts.start_env,
+            epoch=self.parts.epoch,
+            closing=self.parts.closing,
+            segment=self.parts.segment,
+            lineage=self.parts.lineage,
+            input=self.parts.input,
+            keep_alive=self.parts.keep_alive,
+            stream=steps.streaming if steps is not None else self.parts.input.stream,
+            invocation_kwargs=steps.invocation_kwargs if steps is not None else self.parts.input.invocation_kwargs,
+            subrun=carry_sub_workflow(
+                self.parts.sub_workflow, self._sub_workflow_known, self._sub_workflow_intermediate
+            ),
+            reader=self.parts.pace.reader,
         )
 
     async def _continue_as_new(self, engine: Engine, *, may_postpone: bool = False) -> None:
         """Continue as new at this boundary (a reset, or a long history): steps in flight go with this run."""
-        if self._steps is not None:
-            self._steps.in_flight = []
+        if self.parts.steps is not None:
+            self.parts.steps.in_flight = []
 
         def closing_segment() -> None:
             self._telemetry.requests(engine, ended="continued_as_new")
             self._telemetry.status(RunStatus.CONTINUED_AS_NEW)
 
-        await self._continuation.continue_as_new(
+        await self.parts.continuation.continue_as_new(
             engine, self._run_carry, may_postpone=may_postpone, before=closing_segment
         )
 
 
 @dataclass(frozen=True)
-class RunControls:
+class RunHooks:
     """What the driver's host asks of the run itself, beyond its parts: whether a close ends it at its next
     boundary with no work, whether it may finish when idle, and continuing as new (``GraphWorkflow`` supplies
     them)."""
@@ -530,7 +545,7 @@ class _TemporalHost(DriverHost):
     """The driver's host on Temporal: the workflow's parts, at boundaries and in supersteps.
 
     It is given each collaborator it uses (no reaching into the workflow): the
-    parts that carry themselves, and the run's :class:`RunControls`. Its
+    parts that carry themselves, and the run's :class:`RunHooks`. Its
     checkpoint and reset requests are the checkpoints' ``asked`` queue.
     """
 
@@ -541,20 +556,21 @@ class _TemporalHost(DriverHost):
         *,
         telemetry: RunTelemetry,
         steps: StepRunner,
-        inbox: Inbox,
+        admission: Admission,
         checkpoints: Checkpoints,
         board: StatusBoard,
         continuation: Continuation,
         patches: RunPatches,
         pace: ReaderPace,
         stream: WorkflowStream,
-        run: RunControls,
+        run: RunHooks,
     ) -> None:
         self.telemetry = telemetry
         self.steps = steps
         self.pace = pace
         self.stream = stream
-        self.inbox = inbox
+        self.admission = admission
+        self.inbox = admission.inbox
         self.checkpoints = checkpoints
         self.board = board
         self.continuation = continuation
@@ -570,7 +586,7 @@ class _TemporalHost(DriverHost):
 
     async def take_input(self, engine: Engine) -> None:
         controls = self.controls
-        await self.inbox.drain(engine, lambda: controls.interrupt is not None)
+        await self.admission.take(engine, lambda: controls.interrupt is not None)
         self.telemetry.requests(engine)
 
     def warn(self, text: str) -> None:

@@ -103,6 +103,7 @@ from temporal_workflows._llama_runtime._versioning import build_id_for, signatur
 from temporal_workflows._llama_runtime._workflow import LlamaIndexRun, WorkflowRunAdapter, decode_tick
 from temporal_workflows.temporal._client.connect import ConnectionConfig
 from temporal_workflows.temporal._client.pollers import LLAMA_SERVE_HINT, check_pollers
+from temporal_workflows.temporal._client.starting import start_workflow
 from temporal_workflows.temporal._exit import end_cleanly
 from temporal_workflows.temporal._worker.versioning import WorkerVersioning
 
@@ -730,7 +731,8 @@ class TemporalRuntime(Runtime):
         """
         client = await self.client()
         try:
-            handle = await client.start_workflow(
+            handle = await start_workflow(
+                client,
                 WORKFLOW_TYPE,
                 inp,
                 id=run_id,
