@@ -229,7 +229,7 @@ async def test_a_run_waits_visibly_for_a_worker_of_its_graph_and_a_start_without
         assert not [w for w in done["warnings"] if "waits for a worker hosting" in w["message"]], done
 
         async def thread_ran_v2() -> bool:
-            return bool((await get_run(client, thread).outputs()) == expected("v2"))
+            return bool((await get_run(client, thread).status()).get("outputs") == expected("v2"))
 
         await _until("the AG-UI run ran v2's graph", thread_ran_v2)
 
