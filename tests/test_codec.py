@@ -35,8 +35,8 @@ from temporal_workflows import (
     WorkflowContext,
     executor,
 )
-from temporal_workflows._console.guard import GuardConfigError, read_token_file
 from temporal_workflows._engine.serde import Envelope
+from temporal_workflows._http.guard import GuardConfigError, read_token_file
 from temporal_workflows.errors import CheckpointStorageError
 from temporal_workflows.temporal import EncryptionCodec, EncryptionError, KeyRing, TemporalWorkflowsPlugin
 from temporal_workflows.temporal._activities.steps import build_activities

@@ -166,25 +166,16 @@ def test_agent_framework_event_and_checkpoint_names_are_public() -> None:
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Lowest first; a module may import its own layer and the ones before it, never a later one.
-    # An entry names a top-level module or folder of the package, or a module inside one ("_console.server").
+    # An entry names a top-level module or folder of the package, or a module inside one ("temporal._codec").
     ("engine", ("_engine", "_errors", "_events", "_requests", "_subworkflow", "_live", "_version")),
     # The checkpoint stores stand on the engine (its checkpoint form is _engine/checkpoint.py), never under it.
     ("checkpoint stores", ("_checkpoints",)),
     ("graph", ("_graph", "_telemetry")),
     (
         "hosts",
-        # The console's HTTP pieces serve the console and temporal's codec server alike.
+        # _http: the HTTP pieces the console and temporal's codec server share (its README.md).
         # _llama_runtime hosts LlamaIndex's own loop on Temporal beside temporal/ (its README.md).
-        (
-            "_local",
-            "temporal",
-            "_llama_runtime",
-            "testing",
-            "_console.server",
-            "_console.guard",
-            "_console.gate",
-            "_console.codec",
-        ),
+        ("_local", "temporal", "_llama_runtime", "testing", "_http"),
     ),
     # "": the package's __init__, Agent Framework's public API; errors, events: its named errors and events
     ("front ends", ("llama", "agents", "ag_ui", "", "errors", "events")),
@@ -343,6 +334,23 @@ def test_no_module_imports_a_later_layer() -> None:
     assert not upward, "imports of a later layer: " + "; ".join(upward)
     for importer, imported in ALLOWED_UPWARD:
         assert any(i.target == imported for i in GRAPH[importer]), f"stale allowance {importer} -> {imported}"
+
+
+def test_the_console_stands_on_the_shared_http_pieces_and_nothing_below_it_imports_the_console() -> None:
+    """``_console/`` is the CLI's: ``_http/`` (which the codec server uses) and the hosts never import it,
+    not even inside a function, so the codec server is the same without the console."""
+    hosts = LAYERS[[name for name, _ in LAYERS].index("hosts")][1]
+    below = [m for m in GRAPH if m == "_http" or m.startswith("_http.") or _layer(m) <= _layer(hosts[0])]
+    assert "_http.gate" in below and "temporal._client.codec_server" in below
+    reaching = [
+        f"{module}:{i.line} imports {i.target}"
+        for module in below
+        for i in GRAPH[module]
+        if i.target == "_console" or i.target.startswith("_console.")
+    ]
+    assert not reaching, reaching
+    shared = ("body", "codec", "gate", "guard", "server")
+    assert not [m for m in MODULES if m.startswith("_console.") and m.split(".")[1] in shared]  # no twin left behind
 
 
 def test_the_engine_and_what_it_imports_do_no_io() -> None:

@@ -62,8 +62,8 @@ def run_console(args: argparse.Namespace, out: IO[str], prog: str = "temporal-wo
     """
     try:
         from temporal_workflows._console.app import ConsoleSettings, make_app
-        from temporal_workflows._console.guard import Guard, GuardConfigError, is_loopback, read_token_file
-        from temporal_workflows._console.server import ServerHandle, bind
+        from temporal_workflows._http.guard import Guard, GuardConfigError, is_loopback, read_token_file
+        from temporal_workflows._http.server import ServerHandle, bind
     except ImportError as e:
         raise CliError(
             f"the console needs its extra ({e.name})", hint="pip install 'temporal-workflows[console]'", code=EXIT_USAGE

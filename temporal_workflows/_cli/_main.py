@@ -601,7 +601,7 @@ def _graph(args: argparse.Namespace) -> int:
 
 def _codec_server(args: argparse.Namespace) -> int:
     try:
-        from temporal_workflows._console.guard import GuardConfigError, read_token_file
+        from temporal_workflows._http.guard import GuardConfigError, read_token_file
         from temporal_workflows.temporal._client.codec_server import DEFAULT_CODEC_ORIGINS, make_codec_server
     except ImportError as e:
         raise CliError(str(e), hint="pip install 'temporal-workflows[console]'", code=EXIT_USAGE) from None

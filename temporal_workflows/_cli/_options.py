@@ -1,7 +1,7 @@
 """Command-line options several commands share, each defined once.
 
 ``console`` and ``codec-server`` are both small HTTP servers behind the same
-guard (``_console/guard.py``), so they take the same listening and guard
+guard (``_http/guard.py``), so they take the same listening and guard
 options; ``console``, ``worker`` and ``dev`` load graphs with the same
 ``--workflow MODULE:ATTR``. The connection options (address, namespace, TLS,
 profile, API key) are :meth:`ConnectionConfig.add_arguments`, which every

@@ -4,6 +4,7 @@ gate)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -92,6 +93,28 @@ def approval(request: Any, approved: bool) -> Any:
         raise Refused(400, f"this request is not a tool approval: {e}") from None
 
 
+_REFUSED = (WorkflowError, WorkflowUpdateFailedError, ValueError)
+"""What a run (or its handle, before asking it) raises when it refuses an action: a 422 in its own words."""
+
+
+async def _act(key: str, call: Awaitable[Any], words: Callable[[BaseException], str] = why) -> Response:
+    """``{key: what the run answered}``, or the run's refusal as 422: ``words`` for the person, its own words as
+    ``detail`` (left out where they are the same)."""
+    try:
+        result = await call
+    except _REFUSED as e:
+        raise Refused(422, words(e), detail=why(e)) from None
+    return JSONResponse({key: result})
+
+
+def _optional_str(body: dict[str, Any], name: str, what: str = "a string") -> str | None:
+    """``body[name]`` if it is a string, ``None`` if absent or null; anything else is a 400 naming the field."""
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise Refused(400, f"{name}: {what}")
+    return value
+
+
 def routes(state: ConsoleState) -> list[Any]:
     async def answer(request: Request) -> Response:
         h = await state.handle(request.path_params["run_id"])
@@ -108,23 +131,12 @@ def routes(state: ConsoleState) -> list[Any]:
             response = body["response"]
         else:
             raise Refused(400, 'the body is {"response": ...} or {"approve": true|false}')
-        try:
-            accepted = await h.respond(request_id, response)
-        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
-            raise Refused(422, answer_refusal(e), detail=why(e)) from None
-        return JSONResponse({"accepted": accepted})
+        return await _act("accepted", h.respond(request_id, response), answer_refusal)
 
     async def reset(request: Request) -> Response:
         h = await state.handle(request.path_params["run_id"])
-        body = await state.body_json(request)
-        checkpoint_id = body.get("checkpoint_id")
-        if checkpoint_id is not None and not isinstance(checkpoint_id, str):
-            raise Refused(400, "checkpoint_id: a string")
-        try:
-            accepted = await h.reset(checkpoint_id=checkpoint_id)
-        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
-            raise Refused(422, why(e)) from None
-        return JSONResponse({"accepted": accepted})
+        checkpoint_id = _optional_str(await state.body_json(request), "checkpoint_id")
+        return await _act("accepted", h.reset(checkpoint_id=checkpoint_id))
 
     async def fork(request: Request) -> Response:
         h = await state.handle(request.path_params["run_id"])
@@ -141,15 +153,8 @@ def routes(state: ConsoleState) -> list[Any]:
 
     async def checkpoint(request: Request) -> Response:
         h = await state.handle(request.path_params["run_id"])
-        body = await state.body_json(request)
-        label = body.get("label")
-        if label is not None and not isinstance(label, str):
-            raise Refused(400, "label: a string")
-        try:
-            taken = await h.checkpoint(label or None)
-        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
-            raise Refused(422, why(e)) from None
-        return JSONResponse({"taken": taken})
+        label = _optional_str(await state.body_json(request), "label")
+        return await _act("taken", h.checkpoint(label or None))
 
     async def send(request: Request) -> Response:
         h = await state.handle(request.path_params["run_id"])
@@ -166,27 +171,16 @@ def routes(state: ConsoleState) -> list[Any]:
             executor_id = topology.get("start_executor") if isinstance(topology, dict) else None
             if not isinstance(executor_id, str):
                 raise Refused(400, "executor_id: this run does not say its start executor; name one")
-        try:
-            sent = await h.send(executor_id, body["message"], policy=policy)
-        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
-            raise Refused(422, why(e)) from None
-        return JSONResponse({"accepted": sent})
+        return await _act("accepted", h.send(executor_id, body["message"], policy=policy))
 
     async def send_event(request: Request) -> Response:
         h = await state.handle(request.path_params["run_id"])
         body = await state.body_json(request)
-        event_type, step = body.get("event_type"), body.get("step")
-        if event_type is not None and not isinstance(event_type, str):
-            raise Refused(400, "event_type: the event's class name (a string), or null")
-        if step is not None and not isinstance(step, str):
-            raise Refused(400, "step: a step name, or null")
+        event_type = _optional_str(body, "event_type", "the event's class name (a string), or null")
+        step = _optional_str(body, "step", "a step name, or null")
         if not isinstance(body.get("event"), dict):
             raise Refused(400, 'the body is {"event_type": "Answer", "event": {...fields...}}')
-        try:
-            accepted = await h.send_event(event_type, body["event"], step=step)
-        except (WorkflowError, WorkflowUpdateFailedError, ValueError) as e:
-            raise Refused(422, why(e)) from None
-        return JSONResponse({"accepted": accepted})
+        return await _act("accepted", h.send_event(event_type, body["event"], step=step))
 
     async def start(request: Request) -> Response:
         body = await state.body_json(request)

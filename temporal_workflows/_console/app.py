@@ -11,8 +11,8 @@ library error, whose text the page shows). The page itself is static
 The routes live by subject, each module a ``routes(state)`` over one
 :class:`~._console.state.ConsoleState`: ``pages`` (the page, login),
 ``runs`` (what it knows, runs, a run), ``events`` (a run's events over SSE),
-``actions`` (answers, resets, forks, checkpoints, starts); ``codec`` the
-codec server's protocol. JSON routes (all behind :class:`~._console.gate.Gate`):
+``actions`` (answers, resets, forks, checkpoints, starts); the codec server's protocol, the gate, the guard and
+the server are the shared HTTP pieces in ``_http/``. JSON routes (all behind :class:`~._http.gate.Gate`):
 
 - ``GET /api/info``: namespace, the graphs this console knows (their
   pictures and start forms), whether a token is required.
@@ -69,12 +69,12 @@ from starlette.routing import Mount, Route
 from temporalio.client import Client
 
 from temporal_workflows._console import actions, events, pages, runs
-from temporal_workflows._console.codec import codec_routes
-from temporal_workflows._console.gate import AG_UI_PREFIX, Gate
-from temporal_workflows._console.guard import Guard
 from temporal_workflows._console.runs import run_picture as _run_picture
-from temporal_workflows._console.state import MAX_WORKFLOW_ID_BYTES, ConsoleSettings, ConsoleState, Refused, error
+from temporal_workflows._console.state import ConsoleSettings, ConsoleState, check_run_id, error
 from temporal_workflows._console.timeline import timeline_route
+from temporal_workflows._http.codec import codec_routes
+from temporal_workflows._http.gate import AG_UI_PREFIX, Gate
+from temporal_workflows._http.guard import Guard
 
 __all__ = ["ConsoleSettings", "make_app"]
 
@@ -110,10 +110,7 @@ def make_app(
 
 def _run_id(request: Request) -> str:
     """The run id a route under a run was reached with, refused as :meth:`ConsoleState.handle` refuses it."""
-    run_id = str(request.path_params["run_id"])
-    if not run_id or len(run_id.encode()) > MAX_WORKFLOW_ID_BYTES:
-        raise Refused(400, f"a workflow id of 1 to {MAX_WORKFLOW_ID_BYTES:,} bytes")
-    return run_id
+    return check_run_id(str(request.path_params["run_id"]))
 
 
 def _ag_ui_routes(state: ConsoleState) -> list[Any]:

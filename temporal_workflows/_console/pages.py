@@ -23,10 +23,10 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from temporal_workflows._console.codec import BodyRefused, read_body
-from temporal_workflows._console.guard import COOKIE_NAME
-from temporal_workflows._console.server import Limits
 from temporal_workflows._console.state import ConsoleState
+from temporal_workflows._http.body import BodyRefused, read_body
+from temporal_workflows._http.guard import COOKIE_NAME
+from temporal_workflows._http.server import Limits
 
 __all__ = ["READY_HOLD_SECONDS", "routes"]
 

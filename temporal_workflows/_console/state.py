@@ -28,11 +28,11 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from temporal_workflows._console.codec import BodyRefused, read_body
-from temporal_workflows._console.guard import Guard
-from temporal_workflows._console.server import Limits
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._graph.workflow import Workflow
+from temporal_workflows._http.body import BodyRefused, read_body
+from temporal_workflows._http.guard import Guard
+from temporal_workflows._http.server import Limits
 from temporal_workflows.temporal._client.client import RunHandle, get_run
 from temporal_workflows.temporal._codec import EncryptionCodec
 from temporal_workflows.temporal._worker.plugin import DEFAULT_TASK_QUEUE
@@ -42,6 +42,7 @@ __all__ = [
     "ConsoleSettings",
     "ConsoleState",
     "Refused",
+    "check_run_id",
     "check_workflow_id",
     "error",
     "guarded",
@@ -167,6 +168,13 @@ def check_workflow_id(value: Any, what: str = "id") -> str:
     return value
 
 
+def check_run_id(run_id: str) -> str:
+    """The id a route under a run was reached with, if a run can have it (1 to 1,000 bytes), else a 400."""
+    if not run_id or len(run_id.encode()) > MAX_WORKFLOW_ID_BYTES:
+        raise Refused(400, f"a workflow id of 1 to {MAX_WORKFLOW_ID_BYTES:,} bytes")
+    return run_id
+
+
 class ConsoleState:
     """The console's shared parts: settings, graphs, the pictures drawn, the Temporal client.
 
@@ -200,9 +208,7 @@ class ConsoleState:
             return self._client
 
     async def handle(self, run_id: str) -> RunHandle:
-        if not run_id or len(run_id.encode()) > MAX_WORKFLOW_ID_BYTES:
-            raise Refused(400, f"a workflow id of 1 to {MAX_WORKFLOW_ID_BYTES:,} bytes")
-        return get_run(await self.client(), run_id)
+        return get_run(await self.client(), check_run_id(run_id))
 
     async def body_json(self, request: Request) -> dict[str, Any]:
         try:

@@ -28,10 +28,10 @@ from starlette.routing import Route
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from temporal_workflows._console.codec import BodyRefused, read_body
-from temporal_workflows._console.server import Limits
 from temporal_workflows._engine.inbound import check_policy
 from temporal_workflows._graph.workflow import Workflow
+from temporal_workflows._http.body import BodyRefused, read_body
+from temporal_workflows._http.server import Limits
 from temporal_workflows.ag_ui._graph import GraphKind
 from temporal_workflows.ag_ui._ids import TurnCursor
 from temporal_workflows.ag_ui._kinds import Refusal, RunKind

@@ -64,8 +64,8 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
-from temporal_workflows._console.codec import BodyRefused, read_body
 from temporal_workflows._graph.shape import graph_shape
+from temporal_workflows._http.body import BodyRefused, read_body
 from temporal_workflows._version import __version__
 from temporal_workflows.ag_ui._app import AGUIApp
 from temporal_workflows.ag_ui._graph import GraphKind

@@ -40,8 +40,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from temporal_workflows._console.app import ConsoleSettings, make_app
-from temporal_workflows._console.guard import Guard
-from temporal_workflows._console.server import ServerHandle, bind
+from temporal_workflows._http.guard import Guard
+from temporal_workflows._http.server import ServerHandle, bind
 from temporal_workflows.ag_ui import AGUIApp, AGUISettings
 from temporal_workflows.ag_ui._ids import thread_workflow_id
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, get_run

@@ -29,11 +29,11 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from temporal_workflows._console.app import ConsoleSettings, make_app
-from temporal_workflows._console.gate import ACTION_HEADER
-from temporal_workflows._console.guard import COOKIE_NAME, Guard
-from temporal_workflows._console.server import ServerHandle, bind
 from temporal_workflows._graph.shape import GraphShape
 from temporal_workflows._graph.viz import to_mermaid
+from temporal_workflows._http.gate import ACTION_HEADER
+from temporal_workflows._http.guard import COOKIE_NAME, Guard
+from temporal_workflows._http.server import ServerHandle, bind
 from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, get_run, start_dev_server, start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import console_graphs

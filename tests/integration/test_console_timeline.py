@@ -21,8 +21,8 @@ from temporalio.worker import Worker
 
 from examples import research
 from temporal_workflows._console.app import ConsoleSettings, make_app
-from temporal_workflows._console.guard import Guard
-from temporal_workflows._console.server import ServerHandle, bind
+from temporal_workflows._http.guard import Guard
+from temporal_workflows._http.server import ServerHandle, bind
 from temporal_workflows.temporal import start_run
 from tests.conftest import TASK_QUEUE
 from tests.integration import graphs

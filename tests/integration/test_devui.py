@@ -24,8 +24,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from temporal_workflows._console.app import ConsoleSettings, make_app
-from temporal_workflows._console.guard import Guard
-from temporal_workflows._console.server import ServerHandle, bind
+from temporal_workflows._http.guard import Guard
+from temporal_workflows._http.server import ServerHandle, bind
 from temporal_workflows.ag_ui._devui import devui_available
 from temporal_workflows.ag_ui._ids import thread_workflow_id
 from temporal_workflows.temporal import TemporalWorkflowsPlugin, get_run

@@ -180,7 +180,7 @@ async def test_cli_schedule_commands_and_their_bad_input(client: Client, tempora
 
 async def test_console_lists_schedules_and_shows_a_runs_schedule(client: Client, worker: Worker) -> None:
     from temporal_workflows._console.app import ConsoleSettings, make_app
-    from temporal_workflows._console.guard import Guard
+    from temporal_workflows._http.guard import Guard
 
     sid = _sid()
     handle = await create_schedule(

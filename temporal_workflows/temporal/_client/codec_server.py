@@ -6,9 +6,10 @@ It speaks Temporal's codec server protocol: ``POST /decode`` and ``POST
 /encode`` (also under a namespace segment, ``/{namespace}/decode``), each with
 a JSON body ``{"payloads": [...]}`` in proto3 JSON form, answered in the same
 form. The Web UI calls it from the browser, so it answers CORS preflights for
-the origins it is given. It is the console's ASGI app with only the codec
-routes (``temporal-workflows console`` serves the same routes beside its
-pages), under uvicorn: it needs the ``console`` extra.
+the origins it is given. It is the shared HTTP pieces (``temporal_workflows._http``:
+the gate, the guard, the codec routes) under uvicorn, with only the codec routes
+(``temporal-workflows console`` serves the same routes beside its pages): it
+needs the ``console`` extra.
 
 What it refuses, so that reaching it from a browser or a network is not enough
 to decrypt:
@@ -35,7 +36,7 @@ to decrypt:
   and at most ``max_connections`` connections that have not yet sent their
   request head are held: one more evicts the oldest of them (503). A client
   that sends its request at once is served however many slow ones are
-  connected (see ``temporal_workflows._console.server``).
+  connected (see ``temporal_workflows._http.server``).
 """
 
 from __future__ import annotations
@@ -48,10 +49,10 @@ from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError
 try:
     from starlette.applications import Starlette
 
-    from temporal_workflows._console.codec import codec_routes
-    from temporal_workflows._console.gate import Gate
-    from temporal_workflows._console.guard import ENV_CODEC_TOKEN, Guard, GuardConfigError, is_loopback, token_from
-    from temporal_workflows._console.server import Limits, ServerHandle, bind
+    from temporal_workflows._http.codec import codec_routes
+    from temporal_workflows._http.gate import Gate
+    from temporal_workflows._http.guard import ENV_CODEC_TOKEN, Guard, GuardConfigError, is_loopback, token_from
+    from temporal_workflows._http.server import Limits, ServerHandle, bind
 except ImportError as e:  # pragma: no cover - the extra is in every test environment
     raise ImportError(
         f"the codec server needs the console extra ({e.name}): pip install 'temporal-workflows[console]'"

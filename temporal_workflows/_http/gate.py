@@ -35,8 +35,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from temporal_workflows._console.codec import is_codec_path
-from temporal_workflows._console.guard import COOKIE_NAME, Guard
+from temporal_workflows._http.codec import is_codec_path
+from temporal_workflows._http.guard import COOKIE_NAME, Guard
 
 __all__ = ["ACTION_HEADER", "AG_UI_PREFIX", "Gate", "is_ag_ui_path"]
 
