@@ -2,7 +2,7 @@
 
 A response answers its pending request (or is told why it cannot: answered
 already, or no such request); a message is queued for its executor.
-Checkpoint and reset requests wait in a host's ``Controls`` and the driver
+Checkpoint and reset requests wait in a host's ``BoundaryAsks`` and the driver
 serves them at fixed points of a boundary: a reset first, then input, expiry,
 the checkpoints asked for.
 """
@@ -20,8 +20,8 @@ from temporal_workflows import InMemoryCheckpointStorage, WorkflowBuilder, Workf
 from temporal_workflows._engine.driver import DriverHost, SuperstepDriver
 from temporal_workflows._engine.inbound import (
     Applied,
+    BoundaryAsks,
     CheckpointAsk,
-    Controls,
     Inbound,
     Unanswerable,
     apply,
@@ -106,7 +106,7 @@ class _Host(DriverHost):
     """A host whose boundary is recorded: the reset it carries out, the input it hands over, what it saves."""
 
     def __init__(self, clock: float, *, failing: Container[str | None] = ()) -> None:
-        self.controls: Controls[str] = Controls()
+        self.boundary_asks: BoundaryAsks[str] = BoundaryAsks()
         self.clock = clock
         self.failing = failing
         self.log: list[tuple[Any, ...]] = []
@@ -117,7 +117,7 @@ class _Host(DriverHost):
         return self.clock
 
     async def carry_out_reset(self, engine: Engine) -> None:
-        self.log.append(("reset", self.controls.reset, [i.key for i in self.queued]))
+        self.log.append(("reset", self.boundary_asks.reset, [i.key for i in self.queued]))
         raise _Stop  # on Temporal: the run continues as new; nothing queued with the reset is taken here
 
     async def take_input(self, engine: Engine) -> None:
@@ -160,8 +160,8 @@ async def test_a_checkpoint_asked_for_holds_what_its_boundary_took_input_and_exp
         Inbound("send", "b", Envelope(None, "hi"), checked=True),
     ]
     first, second = CheckpointAsk("first"), CheckpointAsk("second", warn=True)
-    host.controls.checkpoints += [first, second]
-    assert host.controls and not host.controls.resetting
+    host.boundary_asks.checkpoints += [first, second]
+    assert host.boundary_asks and not host.boundary_asks.resetting
     await _boundary(engine, host)
     # Input first, then expiry, then the checkpoints asked for, oldest first: both hold the answer, the
     # timeout and the message.
@@ -173,13 +173,13 @@ async def test_a_checkpoint_asked_for_holds_what_its_boundary_took_input_and_exp
     ]
     assert (first.done, first.checkpoint_id, first.superstep, first.failure) == (True, "cp-first", 1, None)
     assert (second.done, second.checkpoint_id) == (True, "cp-second")
-    assert not host.controls.checkpoints and not host.warnings
+    assert not host.boundary_asks.checkpoints and not host.warnings
 
 
 async def test_a_checkpoint_that_cannot_be_saved_is_its_askers_error_and_a_warning_only_when_nobody_waits() -> None:
     host = _Host(T0, failing={"update", "signal"})
     asks = [CheckpointAsk("update"), CheckpointAsk("signal", warn=True), CheckpointAsk("fine")]
-    host.controls.checkpoints += asks
+    host.boundary_asks.checkpoints += asks
     await _boundary(_engine("r1"), host)
     text = "checkpoint after superstep 1 was not saved: disk full"
     assert [(a.done, a.error, a.checkpoint_id) for a in asks] == [
@@ -195,9 +195,9 @@ async def test_a_reset_is_carried_out_first_at_its_boundary_before_queued_input_
     engine = _engine("r1")
     host = _Host(T0)
     host.queued.append(Inbound("respond", "r1", Envelope(None, "yes"), checked=True))
-    host.controls.checkpoints.append(CheckpointAsk("asked"))
-    host.controls.reset = "to cp-1"
-    assert host.controls.resetting
+    host.boundary_asks.checkpoints.append(CheckpointAsk("asked"))
+    host.boundary_asks.reset = "to cp-1"
+    assert host.boundary_asks.resetting
     await _boundary(engine, host)
     assert host.log == [("reset", "to cp-1", ["r1"])]
     assert set(engine.pending_requests) == {"r1"} and not engine.has_work()  # nothing of the old run's queue taken

@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
-from temporal_workflows._engine.inbound import CheckpointAsk, Controls
+from temporal_workflows._engine.inbound import BoundaryAsks, CheckpointAsk
 from temporal_workflows._engine.limits import CommitRefused, RunLimits
 from temporal_workflows._engine.machine import (
     CommitPlan,
@@ -128,20 +128,20 @@ class DriverHost:
     superstep, never concurrently with another of them.
 
     Attributes:
-        controls: The host's queue of checkpoint and reset requests, served by
+        boundary_asks: The host's queue of checkpoint and reset requests, served by
             the driver at its fixed points of each boundary (``None``: the
             host takes none while the driver runs; in process they are calls
             on an idle run).
     """
 
-    controls: Controls[Any] | None = None
+    boundary_asks: BoundaryAsks[Any] | None = None
 
     def now(self) -> float:
         """The host's clock, epoch seconds (on Temporal: ``workflow.now()``)."""
         raise NotImplementedError
 
     async def carry_out_reset(self, engine: Engine) -> None:
-        """Carry out the reset in ``controls`` (first at a boundary, before any input).
+        """Carry out the reset in ``boundary_asks`` (first at a boundary, before any input).
 
         On Temporal the run continues as new from the reset's starting point,
         so this never returns; what was queued with it stays with the old run.
@@ -341,7 +341,7 @@ class SuperstepDriver:
         # Hooks the host left at DriverHost's defaults do nothing: not called at every boundary or commit
         # (in process, a run with no outside input). Asked once: a host does not change its methods during a run.
         self._takes_input = _overrides(host, "take_input")
-        self._controls = host.controls
+        self._asks = host.boundary_asks
         self._looks_before = _overrides(host, "before_superstep")
         self._paced = _overrides(host, "reader_caught_up")
         self._shows_status = _overrides(host, "on_status")
@@ -420,9 +420,9 @@ class SuperstepDriver:
             self._turn_start = Engine(engine.topology).snapshot() if fresh else engine.snapshot()
         return self._turn_start
 
-    def _interrupt(self, controls: Controls[Any]) -> None:
+    def _interrupt(self, asks: BoundaryAsks[Any]) -> None:
         """Carry out a waiting interruption at this boundary, before input is taken (``concurrent_input``)."""
-        policy, controls.interrupt = controls.interrupt, None
+        policy, asks.interrupt = asks.interrupt, None
         engine = self.engine
         cancelled, self._cancelled = self._cancelled, []
         superstep = engine.superstep + 1 if cancelled else engine.superstep
@@ -450,7 +450,7 @@ class SuperstepDriver:
         )
 
     async def _loop(self) -> AsyncIterator[list[DriverEvent]]:
-        engine, host, controls = self.engine, self.host, self._controls
+        engine, host, asks = self.engine, self.host, self._asks
         self.turn_start()
         while True:
             had_work = engine.has_work()
@@ -458,10 +458,10 @@ class SuperstepDriver:
             # The order at a boundary (docs/architecture.md): an accepted reset first (it wins over
             # what was queued with it), then an interruption (a message sent while busy), input, expiry,
             # requested checkpoints, the decision.
-            if controls is not None and controls.reset is not None:
+            if asks is not None and asks.reset is not None:
                 await host.carry_out_reset(engine)
-            if controls is not None and controls.interrupt is not None:
-                self._interrupt(controls)
+            if asks is not None and asks.interrupt is not None:
+                self._interrupt(asks)
             if idle is not None and not self._turn_given:
                 self._turn_start = engine.snapshot()  # at rest: the input that wakes the run begins a new turn
             self._turn_given = False
@@ -474,10 +474,10 @@ class SuperstepDriver:
                     # The run was idle at this boundary whether the input came before it or after (a
                     # client answering at once, or a minute later): say so either way, on every host.
                     self._report.show_state(idle)
-            if controls is not None and controls.checkpoints:
+            if asks is not None and asks.checkpoints:
                 await serve_checkpoint_asks(
                     engine,
-                    controls.checkpoints,
+                    asks.checkpoints,
                     lambda label: host.save_checkpoint(engine, "requested", label),
                     host.warn,
                 )

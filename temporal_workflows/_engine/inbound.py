@@ -20,7 +20,7 @@ Checkpoint and reset requests are outside input too, but they do not reach
 the engine: they act on the run around it, at fixed points of a boundary
 rather than in arrival order (a checkpoint holds what the boundary took; a
 reset wins over everything queued with it). A host queues them in its
-:class:`Controls` (a :class:`CheckpointAsk` each, and the accepted reset's
+:class:`BoundaryAsks` (a :class:`CheckpointAsk` each, and the accepted reset's
 plan) and the driver serves them there, the same on every host
 (``driver.serve_checkpoint_asks``; the order at a boundary is listed in
 docs/architecture.md).
@@ -45,7 +45,7 @@ __all__ = [
     "Applied",
     "ConcurrentInput",
     "CheckpointAsk",
-    "Controls",
+    "BoundaryAsks",
     "Inbound",
     "InboundKind",
     "Unanswerable",
@@ -125,7 +125,7 @@ class Inbound:
     checked: bool = False
     interrupts: bool = False
     """It arrived while the run was busy, with policy interrupt or rollback: its host takes it only at a
-    boundary where that interruption was carried out (``Controls.interrupt``), never at one before."""
+    boundary where that interruption was carried out (``BoundaryAsks.interrupt``), never at one before."""
     tag: str | None = None
     """Its host's name for it, for a client that follows it (the engine never reads it)."""
 
@@ -154,7 +154,7 @@ class CheckpointAsk:
 
 
 @dataclass(eq=False, slots=True)
-class Controls(Generic[_Plan]):
+class BoundaryAsks(Generic[_Plan]):
     """Checkpoint and reset requests waiting for a boundary, beside a host's queue of input for the engine.
 
     At a boundary the driver first carries out an accepted reset (it takes

@@ -12,18 +12,30 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Protocol
 
 from google.protobuf import json_format
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Payload, Payloads
 
+from temporal_workflows._errors import WorkflowError
 from temporal_workflows._http.body import BodyRefused, read_body
 from temporal_workflows._http.server import Limits
-from temporal_workflows.temporal._codec import EncryptionCodec, EncryptionError
 
-__all__ = ["codec_routes", "is_codec_path"]
+__all__ = ["PayloadCipher", "codec_routes", "is_codec_path"]
+
+
+class PayloadCipher(Protocol):
+    """What the routes convert payloads with (``temporal/_codec.EncryptionCodec``; this room imports no host):
+    one payload in, one out, raising a :class:`WorkflowError` (the codec's ``EncryptionError``) for a payload
+    or key it refuses, which the client gets as a 400 in the codec's words."""
+
+    def encode_payload(self, payload: Payload) -> Payload: ...
+
+    def decode_payload(self, payload: Payload) -> Payload: ...
+
 
 _CODEC_PATH = re.compile(r"^(?:/[^/]+)?/(?:decode|encode)/?$")
 
@@ -33,7 +45,7 @@ def is_codec_path(path: str) -> bool:
     return bool(_CODEC_PATH.match(path)) and not path.startswith(("/api/", "/static/"))
 
 
-def codec_routes(codec: EncryptionCodec, limits: Limits, *, allow_encode: bool) -> list[Route]:
+def codec_routes(codec: PayloadCipher, limits: Limits, *, allow_encode: bool) -> list[Route]:
     async def convert(request: Request) -> Response:
         op = request.url.path.rstrip("/").rsplit("/", 1)[-1]
         if request.method == "OPTIONS":
@@ -52,7 +64,7 @@ def codec_routes(codec: EncryptionCodec, limits: Limits, *, allow_encode: bool) 
             out = Payloads(payloads=[conv(p) for p in payloads.payloads])
         except (json_format.ParseError, json.JSONDecodeError, UnicodeDecodeError) as e:
             return PlainTextResponse(f"not a payloads JSON body: {e}", 400)
-        except EncryptionError as e:
+        except WorkflowError as e:  # the codec's EncryptionError: a key or ciphertext it refuses
             return PlainTextResponse(str(e), 400)
         return JSONResponse({"payloads": [json_format.MessageToDict(p) for p in out.payloads]})
 

@@ -34,9 +34,9 @@ from temporal_workflows._engine.driver import (
 )
 from temporal_workflows._engine.inbound import (
     DEFAULT_CONCURRENT_INPUT,
+    BoundaryAsks,
     CheckpointAsk,
     ConcurrentInput,
-    Controls,
     Inbound,
     Unanswerable,
     apply,
@@ -116,7 +116,7 @@ class _GraphLocalHost(DriverHost):
         self.live: LiveQueue[DriverEvent] = LiveQueue()
         # Messages sent into the run while it goes (``GraphLocalRunner.send``), taken at the next boundary.
         self.inbox: list[Inbound] = []
-        self.controls: Controls[Any] = Controls()
+        self.boundary_asks: BoundaryAsks[Any] = BoundaryAsks()
         self.engine: Engine | None = None
         self.closed = False
         self._steps_task: asyncio.Task[Any] | None = None  # the task running a superstep's steps (to cancel them)
@@ -140,7 +140,7 @@ class _GraphLocalHost(DriverHost):
     def may_finish(self, engine: Engine) -> bool:
         # Input sent after this boundary took its input keeps the run going; otherwise it ends here, and
         # nothing more is accepted (``closed``), so nothing sent is left behind untaken.
-        if self.inbox or self.controls.interrupt is not None:
+        if self.inbox or self.boundary_asks.interrupt is not None:
             return False
         self.closed = True
         return True
@@ -196,7 +196,7 @@ class _GraphLocalHost(DriverHost):
             return list(await asyncio.gather(*(self._run_task(t, state) for t in tasks)))
         except asyncio.CancelledError:
             task = self._steps_task
-            if self.controls.interrupt is None or task is None or task.uncancel() > 0:
+            if self.boundary_asks.interrupt is None or task is None or task.uncancel() > 0:
                 raise  # (a cancellation of the run itself, too: it wins)
             raise StepsInterrupted() from None
         finally:
@@ -347,7 +347,7 @@ class GraphLocalRunner:
             )
         host.inbox.append(Inbound("send", target, env, checked=True))
         if action in ("interrupt", "rollback"):
-            host.controls.interrupt = stronger(host.controls.interrupt, action)
+            host.boundary_asks.interrupt = stronger(host.boundary_asks.interrupt, action)
             host.interrupt_steps()
         return {"executor_id": target, "accepted": True, "policy": chosen, "interrupts": action != "take"}
 

@@ -8,7 +8,7 @@ them by query. Ids come from ``workflow.uuid4()``, so they are the same on
 every replay.
 
 Checkpoint and reset requests wait in :attr:`Checkpoints.asked` (the engine's
-``inbound.Controls``), which the driver serves at its fixed points of a
+``inbound.BoundaryAsks``), which the driver serves at its fixed points of a
 boundary, as it does on every host.
 """
 
@@ -25,7 +25,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint, check_signature, checkpoint_of
 from temporal_workflows._engine.driver import serve_checkpoint_asks
-from temporal_workflows._engine.inbound import CheckpointAsk, Controls
+from temporal_workflows._engine.inbound import BoundaryAsks, CheckpointAsk
 from temporal_workflows._engine.machine import Engine, Topology, check_snapshot
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._errors import CheckpointStorageError, GraphSignatureMismatchError, WorkflowError
@@ -85,7 +85,7 @@ class Checkpoints:
         self._dirty: set[str] = set(carried.dirty_keys)
         self.listed: list[dict[str, Any]] = list(carried.listed)
         self.kept: dict[str, WorkflowCheckpoint] = {c.checkpoint_id: c for c in carried.kept}
-        self.asked: Controls[ResetPlan] = Controls()
+        self.asked: BoundaryAsks[ResetPlan] = BoundaryAsks()
         """Checkpoint and reset requests waiting for a boundary (the driver serves them there)."""
         self.metadata: dict[str, Any] = {}
         """Said of every checkpoint this execution takes (resets so far, lineage of a fork)."""

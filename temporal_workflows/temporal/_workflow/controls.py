@@ -1,7 +1,7 @@
 """The signal and update handlers of ``GraphWorkflow`` that control a run: close, checkpoint, reset, pace.
 
 Checkpoint and reset requests are checked here and queued in the run's
-``Controls`` (``Checkpoints.asked``, the engine's ``inbound.Controls``), which
+``BoundaryAsks`` (``Checkpoints.asked``, the engine's ``inbound.BoundaryAsks``), which
 the driver serves at its fixed points of the next boundary, as on every host:
 a checkpoint after that boundary's input and expiry; a reset first, planned
 when asked (its checkpoint loaded and checked), the run then continuing as new

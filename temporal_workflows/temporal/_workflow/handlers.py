@@ -157,8 +157,8 @@ class InputHandlers(HandlerBase):
                 return action
             raise refuse(FAILURE_RUN_IN_PROGRESS, text, executor_id=inp.executor_id)
         if action != "take" and self.patches.get(PATCH_CONCURRENT_INPUT):
-            controls = self.parts.checkpoints.asked
-            controls.interrupt = stronger(controls.interrupt, action)
+            asks = self.parts.checkpoints.asked
+            asks.interrupt = stronger(asks.interrupt, action)
             return action
         return "take"
 

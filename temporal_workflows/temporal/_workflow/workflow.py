@@ -48,7 +48,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 # No imports are passed through a sandbox: the workflow runs unsandboxed, and the CI guard that
 # replays it in the sandbox must see one consistent copy of every module it uses.
 from temporal_workflows._engine.driver import DriverHost, RunStatus, StepOutcome, SuperstepDriver
-from temporal_workflows._engine.inbound import CONCURRENT_INPUT, Controls
+from temporal_workflows._engine.inbound import CONCURRENT_INPUT, BoundaryAsks
 from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
 from temporal_workflows._engine.machine import (
     CommitPlan,
@@ -544,7 +544,7 @@ class _TemporalHost(DriverHost):
     checkpoint and reset requests are the checkpoints' ``asked`` queue.
     """
 
-    controls: Controls[ResetPlan]
+    boundary_asks: BoundaryAsks[ResetPlan]
 
     def __init__(
         self,
@@ -571,7 +571,7 @@ class _TemporalHost(DriverHost):
         self.continuation = continuation
         self.patches = patches
         self.run = run
-        self.controls = checkpoints.asked
+        self.boundary_asks = checkpoints.asked
 
     def now(self) -> float:
         return workflow.now().timestamp()
@@ -580,8 +580,8 @@ class _TemporalHost(DriverHost):
         await self.run.continue_as_new(engine, False)
 
     async def take_input(self, engine: Engine) -> None:
-        controls = self.controls
-        await self.admission.take(engine, lambda: controls.interrupt is not None)
+        asks = self.boundary_asks
+        await self.admission.take(engine, lambda: asks.interrupt is not None)
         self.telemetry.requests(engine)
 
     def warn(self, text: str) -> None:
@@ -601,18 +601,18 @@ class _TemporalHost(DriverHost):
             await self.run.continue_as_new(engine, True)
 
     async def reader_caught_up(self) -> None:
-        controls, run = self.controls, self.run
-        await self.pace.caught_up(stream_offset(self.stream), lambda: controls.reset is not None or run.closing())
+        asks, run = self.boundary_asks, self.run
+        await self.pace.caught_up(stream_offset(self.stream), lambda: asks.reset is not None or run.closing())
 
     async def wait_for_input(self, engine: Engine) -> None:
         self.pace.idle()  # the call that paced the run has read on to here, and returned
-        inbox, controls, run = self.inbox, self.controls, self.run
+        inbox, asks, run = self.inbox, self.boundary_asks, self.run
         deadline = engine.next_deadline()
         timeout = max(0.0, deadline - workflow.now().timestamp()) if deadline is not None else None
         # On timeout a request's deadline has come: the driver expires it at the next boundary.
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
-                lambda: bool(inbox or controls) or run.closing(),
+                lambda: bool(inbox or asks) or run.closing(),
                 timeout=timeout,
                 timeout_summary="request deadline",
             )
@@ -629,9 +629,9 @@ class _TemporalHost(DriverHost):
         return self.telemetry.superstep(superstep, executor_ids)
 
     async def run_steps(self, tasks: Sequence[StepTask], engine: Engine) -> Sequence[StepOutcome]:
-        controls = self.controls
+        asks = self.boundary_asks
         # A reset, or a message that interrupts the turn (concurrent_input), abandons the superstep.
-        outcomes = await self.steps.run(tasks, engine, lambda: controls.abandons)
+        outcomes = await self.steps.run(tasks, engine, lambda: asks.abandons)
         self.telemetry.steps_finished(tasks, outcomes)
         return outcomes
 
