@@ -183,14 +183,54 @@ class StateCache:
         return snap.state
 
 
+STATE_READ_PATIENCE = 30.0
+"""Seconds a step keeps asking for the run's committed state when the query fails (the worker that held the
+run was killed a moment ago, the server is restarting) before its attempt fails, retryably."""
+
+
+_PERMANENT = frozenset(
+    {
+        RPCStatusCode.NOT_FOUND,
+        RPCStatusCode.INVALID_ARGUMENT,
+        RPCStatusCode.PERMISSION_DENIED,
+        RPCStatusCode.UNIMPLEMENTED,
+    }
+)
+"""Query refusals asking again cannot change (the run is gone, the query is malformed, not allowed)."""
+
+
+async def _state_page(handle: Any, offset: int) -> StatePage:
+    """One page of the committed state. A failed query is asked again for a while: a step retried because its
+    worker died reads the state while the run's own worker (maybe the same dead one) is being replaced, and
+    failing the attempt for that wastes it, with a traceback too long for the server to keep."""
+    deadline = time.monotonic() + STATE_READ_PATIENCE
+    delay = 0.2
+    while True:
+        try:
+            page: StatePage = await handle.query(QUERY_COMMITTED_STATE_PAGE, offset, result_type=StatePage)
+            return page
+        except RPCError as e:
+            if e.status in _PERMANENT:
+                raise
+            if time.monotonic() + delay > deadline:
+                raise ApplicationError(
+                    f"could not read the run's committed state for {STATE_READ_PATIENCE:g} s: "
+                    f"{type(e).__name__}: {str(e)[:300]}",
+                    type=FAILURE_STALE_STATE,
+                ) from None
+            _log.info("reading the run's committed state failed (%s); asking again", type(e).__name__)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
 async def _read_state(workflow_id: str, run_id: str) -> StateSnapshot:
     """The run's committed state, page by page; retryable ``FAILURE_STALE_STATE`` if it moved on meanwhile."""
     handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
-    first = await handle.query(QUERY_COMMITTED_STATE_PAGE, 0, result_type=StatePage)
+    first = await _state_page(handle, 0)
     parts = [first.text]
     read = len(first.text)
     while read < first.size:
-        page = await handle.query(QUERY_COMMITTED_STATE_PAGE, read, result_type=StatePage)
+        page = await _state_page(handle, read)
         if page.version != first.version:
             raise ApplicationError(
                 f"committed state moved from version {first.version} to {page.version} while it was read",

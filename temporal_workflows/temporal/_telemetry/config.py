@@ -28,7 +28,6 @@ for each activity task a worker started.
 from __future__ import annotations
 
 import atexit
-import importlib
 import logging
 import os
 import socket
@@ -163,11 +162,30 @@ def _missing(e: ImportError) -> WorkflowError:
     )
 
 
-_OTLP_EXPORTERS: Final = {
-    "traces": ("trace_exporter", "OTLPSpanExporter"),
-    "metrics": ("metric_exporter", "OTLPMetricExporter"),
-}
-"""OpenTelemetry's OTLP exporter of each signal: its module under ``opentelemetry.exporter.otlp.proto.<grpc|http>``."""
+def _otlp_exporter(signal: Literal["traces", "metrics"]) -> Any:
+    """OpenTelemetry's OTLP exporter class for ``signal`` on the configured wire (imported by name, statically:
+    the package never imports a module whose name it computes)."""
+    grpc = _protocol(signal) == "grpc"
+    # The `otlp` extra installs the HTTP exporters; the gRPC ones are the user's to install.
+    if signal == "traces":
+        if grpc:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
+                OTLPSpanExporter as GrpcSpanExporter,
+            )
+
+            return GrpcSpanExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter
+    if grpc:
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (  # type: ignore[import-not-found]
+            OTLPMetricExporter as GrpcMetricExporter,
+        )
+
+        return GrpcMetricExporter
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    return OTLPMetricExporter
 
 
 def _from_env(signal: Literal["traces", "metrics"], console: Any) -> tuple[str, Any]:
@@ -177,11 +195,8 @@ def _from_env(signal: Literal["traces", "metrics"], console: Any) -> tuple[str, 
         return name, None
     if name == "console":
         return name, console(out=sys.stderr)
-    module, cls = _OTLP_EXPORTERS[signal]
-    wire = "grpc" if _protocol(signal) == "grpc" else "http"
     try:
-        # The `otlp` extra installs the HTTP exporters; the gRPC ones are the user's to install.
-        exporter_class = getattr(importlib.import_module(f"opentelemetry.exporter.otlp.proto.{wire}.{module}"), cls)
+        exporter_class = _otlp_exporter(signal)
     except ImportError as e:
         raise _missing(e) from e
     return name, exporter_class()
