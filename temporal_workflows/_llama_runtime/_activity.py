@@ -67,6 +67,7 @@ from temporal_workflows._llama_runtime._protocol import (
 )
 from temporal_workflows._llama_runtime._server import run_view
 from temporal_workflows._llama_runtime._versioning import signature
+from temporal_workflows.temporal._failures import refusal_retry_delay
 
 __all__ = ["StepActivityAdapter", "llama_step"]
 
@@ -394,4 +395,5 @@ def _check_signature(inp: StepInput, served: Any) -> None:
         {"run_signature": inp.signature, "worker_signature": mine},
         type=SIGNATURE_MISMATCH,
         non_retryable=False,
+        next_retry_delay=refusal_retry_delay(),  # routing's pace, not the step's backoff
     )

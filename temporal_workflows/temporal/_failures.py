@@ -11,9 +11,11 @@ process or on Temporal.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
+from temporalio import activity
 from temporalio.api.failure.v1 import Failure
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.converter import (
@@ -36,9 +38,14 @@ __all__ = [
     "innermost",
     "library_error",
     "refuse",
+    "refusal_retry_delay",
     "sever_cause_cycles",
     "to_failure",
 ]
+
+REFUSAL_RETRY_LONGEST = timedelta(seconds=10)
+"""The longest wait before an activity a worker refused for routing (it hosts another version of the
+run's graph) is tried again; see :func:`refusal_retry_delay`."""
 
 MAX_CAUSE_CHAIN = 32
 """Links of an error's cause chain a failure carries; the SDK converts the chain recursively."""
@@ -139,3 +146,18 @@ def library_error(e: BaseException) -> WorkflowError | None:
 def from_failure(e: FailureError | WorkflowFailureError | WorkflowUpdateFailedError) -> BaseException:
     """What the client raises for a failed run or update: the library's error if it is one, else ``e``."""
     return library_error(e) or e
+
+
+def refusal_retry_delay() -> timedelta:
+    """When Temporal should try again an activity this worker refuses because it hosts another version of
+    the run's graph: 1 s, doubling, at most :data:`REFUSAL_RETRY_LONGEST` (10 s).
+
+    A refusal is routing, not a failure of the user's code, so its cadence is not the step's retry policy:
+    under Temporal's default policy a run of refusals backs off to 100 s, and a step of a mixed fleet (a
+    rolling deploy without Worker Versioning), whose attempts land on whichever worker polls first, could
+    wait minutes with a worker of its graph idle beside it. At 10 s it finds that worker within a few
+    intervals; the cost is one refused task per waiting activity every 10 s, and no history event (a retry
+    is the server's). The refusal still counts as an attempt of the policy.
+    """
+    attempt = activity.info().attempt if activity.in_activity() else 1
+    return min(REFUSAL_RETRY_LONGEST, timedelta(seconds=1 << min(max(attempt, 1) - 1, 8)))

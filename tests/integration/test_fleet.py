@@ -231,7 +231,15 @@ async def test_a_run_waits_visibly_for_a_worker_of_its_graph_and_a_start_without
         async def thread_ran_v2() -> bool:
             return bool((await get_run(client, thread).status()).get("outputs") == expected("v2"))
 
-        await _until("the AG-UI run ran v2's graph", thread_ran_v2)
+        # Each attempt to pin or run a step lands on whichever worker polls first (v1 refuses it); a refused
+        # one is tried again within 10 s.
+        try:
+            await _until("the AG-UI run ran v2's graph", thread_ran_v2, 120)
+        except TimeoutError:
+            desc = await client.get_workflow_handle(thread).describe()
+            pending = [(a.activity_type.name, a.attempt, a.last_failure.message[:200])
+                       for a in desc.raw_description.pending_activities]  # fmt: skip
+            raise AssertionError(f"{await get_run(client, thread).status()}; pending: {pending}") from None
 
 
 # -- one worker command: graphs and LlamaIndex workflows (issue 35, item 2) -------------------------------

@@ -10,12 +10,14 @@ learned yet waits for it, briefly, and makes one run.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -242,6 +244,16 @@ async def test_a_worker_hosting_another_graph_refuses_the_step_naming_both_signa
         await ActivityEnvironment().run(steps[f"{NAME}.ask"], raw)
     assert refused.value.type == "GraphSignatureMismatchError" and not refused.value.non_retryable
     assert signature in refused.value.message and new.graph_signature_hash[:SIGNATURE_PREFIX] in refused.value.message
+    # A refusal is routing: it is tried again at routing's pace (1 s doubling to 10 s), whatever the step's
+    # retry policy's backoff, so a worker of the run's graph polling beside this one takes it soon.
+    delays = []
+    for attempt in (1, 2, 3, 4, 5, 9, 60):
+        env = ActivityEnvironment()
+        env.info = dataclasses.replace(env.info, attempt=attempt)
+        with pytest.raises(ApplicationError) as again:
+            await env.run(steps[f"{NAME}.ask"], raw)
+        delays.append(again.value.next_retry_delay)
+    assert delays == [timedelta(seconds=s) for s in (1, 2, 4, 8, 10, 10, 10)], delays
     # The run's own graph takes it; so do steps scheduled by older runs, which carry no signature.
     for ok in (new.graph_signature_hash[:SIGNATURE_PREFIX], ""):
         result = await ActivityEnvironment().run(

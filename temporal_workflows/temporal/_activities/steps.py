@@ -46,7 +46,7 @@ from temporal_workflows._graph.context import run_step
 from temporal_workflows._graph.shape import MAX_SHAPE_BYTES, bounded_shape
 from temporal_workflows._telemetry import Attr, instruments
 from temporal_workflows.temporal._activities.checkpoints import build_checkpoint_activities
-from temporal_workflows.temporal._failures import sever_cause_cycles, to_failure
+from temporal_workflows.temporal._failures import refusal_retry_delay, sever_cause_cycles, to_failure
 from temporal_workflows.temporal._protocol import (
     ACTIVITY_PIN,
     ACTIVITY_REDUCE,
@@ -288,8 +288,9 @@ def signature_refusal(graph: str, run_signature: str, hosted: Workflow | None, w
         type=FAILURE_SIGNATURE_MISMATCH,
         non_retryable=False,
         # A refusal is routing, not a failure: the SDK logs it at debug level, and this worker's own
-        # log says it once (_StepLog).
+        # log says it once (_StepLog); it is tried again at routing's pace, not the step's backoff.
         category=ApplicationErrorCategory.BENIGN,
+        next_retry_delay=refusal_retry_delay(),
     )
 
 
@@ -320,8 +321,9 @@ def not_hosted_refusal(activity_type: str, raw: object, hosted: Mapping[str, Wor
         type=FAILURE_SIGNATURE_MISMATCH,
         non_retryable=False,
         # A refusal is routing, not a failure: the SDK logs it at debug level, and this worker's own
-        # log says it once (_StepLog).
+        # log says it once (_StepLog); it is tried again at routing's pace, not the step's backoff.
         category=ApplicationErrorCategory.BENIGN,
+        next_retry_delay=refusal_retry_delay(),
     )
 
 
