@@ -10,7 +10,6 @@ the same shape.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
@@ -30,7 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from temporal_workflows._errors import WorkflowError
 from temporal_workflows._graph.workflow import Workflow
-from temporal_workflows._http.body import BodyRefused, read_body
+from temporal_workflows._http.body import MAX_JSON_DEPTH, BodyRefused, read_json_object
 from temporal_workflows._http.guard import Guard
 from temporal_workflows._http.server import Limits
 from temporal_workflows.temporal._client.client import RunHandle, get_run
@@ -54,8 +53,6 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 MAX_WORKFLOW_ID_BYTES = 1000
 """The longest workflow id a run can have (Temporal's default ``limit.maxIDLength``, in UTF-8 bytes)."""
-MAX_JSON_DEPTH = 100
-"""Nesting a JSON body may have: deeper is refused (400) before anything parses it further."""
 _log = logging.getLogger("temporal_workflows.console")
 
 
@@ -145,20 +142,6 @@ def _internal(request: Request, e: Exception) -> JSONResponse:
     return error(500, f"the console failed to answer this: {type(e).__name__}: {e}"[:500])
 
 
-def _depth(value: Any, limit: int) -> bool:
-    """Whether ``value`` (parsed JSON) nests no deeper than ``limit``, checked without recursion."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return False
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return True
-
-
 def check_workflow_id(value: Any, what: str = "id") -> str:
     """A workflow id a run can have: a string of 1 to 1,000 bytes, not only blanks."""
     if not isinstance(value, str) or not value.strip():
@@ -212,20 +195,9 @@ class ConsoleState:
 
     async def body_json(self, request: Request) -> dict[str, Any]:
         try:
-            raw = await read_body(request, self.settings.limits)
+            return await read_json_object(request, self.settings.limits)
         except BodyRefused as e:
             raise Refused(e.response.status_code, bytes(e.response.body).decode()) from None
-        try:
-            value = json.loads(raw or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise Refused(400, f"the body is not JSON: {e}") from None
-        except RecursionError:
-            raise Refused(400, f"the body is nested too deeply (at most {MAX_JSON_DEPTH} levels of JSON)") from None
-        if not isinstance(value, dict):
-            raise Refused(400, "the body is a JSON object")
-        if not _depth(value, MAX_JSON_DEPTH):
-            raise Refused(400, f"the body is nested too deeply (at most {MAX_JSON_DEPTH} levels of JSON)")
-        return value
 
     # -- routes under a run ---------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ __all__ = [
     "CommitRefused",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "ENVELOPE_ALLOWANCE",
+    "MAX_ANSWERS_PER_UPDATE",
     "ENV_MAX_PAYLOAD_BYTES",
     "GUIDANCE",
     "MIN_MAX_PAYLOAD_BYTES",
@@ -81,6 +82,10 @@ field names, type names and ids, and the encryption codec's nonce, tag and key i
 
 DEFAULT_MAX_PAYLOAD_BYTES = TEMPORAL_BLOB_SIZE_LIMIT - ENVELOPE_ALLOWANCE
 """The largest step result (or start input, message or response) accepted: 2,031,616 bytes of JSON."""
+
+MAX_ANSWERS_PER_UPDATE = 1000
+"""Most answers one update carries (a graph run's ``submit_responses``, a LlamaIndex run's ``submit_events``):
+a run rarely has more requests pending, and each answer is read before the update is taken."""
 
 ENV_MAX_PAYLOAD_BYTES = "TEMPORAL_WORKFLOWS_MAX_PAYLOAD_BYTES"
 """Environment variable overriding :data:`DEFAULT_MAX_PAYLOAD_BYTES` (a whole number of bytes,

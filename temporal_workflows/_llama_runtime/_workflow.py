@@ -84,7 +84,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.workflow import Workflow as LlamaWorkflow
 
-    from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES
+    from temporal_workflows._engine.limits import DEFAULT_MAX_PAYLOAD_BYTES, MAX_ANSWERS_PER_UPDATE
     from temporal_workflows._llama_runtime import _registry, _wire
     from temporal_workflows._llama_runtime._live_sends import LiveSends, apply_leniently
     from temporal_workflows._llama_runtime._llama_private import (
@@ -986,6 +986,12 @@ class LlamaIndexRun:
     def _validate_submit_events(self, inp: EventsInput) -> None:
         if self._closed:
             raise ApplicationError("the run has ended: it takes no more events", type="RunClosedError")
+        if not inp.events or len(inp.events) > MAX_ANSWERS_PER_UPDATE:
+            raise ApplicationError(
+                f"{UPDATE_SEND_EVENTS} takes 1 to {MAX_ANSWERS_PER_UPDATE} events, not {len(inp.events)}",
+                type=EVENT_REFUSED,
+                non_retryable=True,
+            )
         for n, one in enumerate(inp.events):
             try:
                 self.read_event(one)

@@ -12,7 +12,6 @@ that is one of its own event ids. Refusals are JSON ``{"error": ...}`` with a
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from temporalio.service import RPCError
 
 from temporal_workflows._engine.inbound import check_policy
 from temporal_workflows._graph.workflow import Workflow
-from temporal_workflows._http.body import BodyRefused, read_body
+from temporal_workflows._http.body import BodyRefused, read_json_object
 from temporal_workflows._http.server import Limits
 from temporal_workflows.ag_ui._graph import GraphKind
 from temporal_workflows.ag_ui._ids import TurnCursor
@@ -197,15 +196,9 @@ class AGUIApp(Starlette):
         if media != "application/json":
             return _error(415, "send the RunAgentInput as JSON (Content-Type: application/json)")
         try:
-            raw = await read_body(request, self._limits)
+            body = await read_json_object(request, self._limits, empty_is_object=False)
         except BodyRefused as e:
             return _error(e.response.status_code, bytes(e.response.body).decode())
-        try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            return _error(400, f"the body is not JSON: {e}")
-        if not isinstance(body, dict):
-            return _error(400, "the body is a RunAgentInput JSON object")
         try:
             inp = RunAgentInput.model_validate(body)
         except ValidationError as e:

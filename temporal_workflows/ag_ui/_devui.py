@@ -65,7 +65,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
 from temporal_workflows._graph.shape import graph_shape
-from temporal_workflows._http.body import BodyRefused, read_body
+from temporal_workflows._http.body import BodyRefused, read_json_object
 from temporal_workflows._version import __version__
 from temporal_workflows.ag_ui._app import AGUIApp
 from temporal_workflows.ag_ui._graph import GraphKind
@@ -479,16 +479,9 @@ def devui_routes(agui: AGUIApp, *, token_required: bool) -> list[BaseRoute]:
         if media != "application/json":
             raise _HTTP(415, "send JSON (Content-Type: application/json)")
         try:
-            raw = await read_body(request, agui._limits)
+            return await read_json_object(request, agui._limits)
         except BodyRefused as e:
             raise _HTTP(e.response.status_code, bytes(e.response.body).decode()) from None
-        try:
-            value = json.loads(raw or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise _HTTP(400, f"the body is not JSON: {e}") from None
-        if not isinstance(value, dict):
-            raise _HTTP(400, "the body is a JSON object")
-        return value
 
     def guarded(fn: Any) -> Any:
         async def wrapper(request: Request) -> Response:

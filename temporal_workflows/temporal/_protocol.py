@@ -19,7 +19,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from temporal_workflows._checkpoints.base import WorkflowCheckpoint
 from temporal_workflows._engine.ids import bounded_id
-from temporal_workflows._engine.limits import too_large
+from temporal_workflows._engine.limits import MAX_ANSWERS_PER_UPDATE, too_large
 from temporal_workflows._engine.machine import PendingRequest, StepTask, Topology
 from temporal_workflows._engine.serde import Envelope
 from temporal_workflows._graph.shape import GraphShape
@@ -136,7 +136,7 @@ UPDATE_RESPOND_ALL = "submit_responses"
 """Update ``{"responses": [{"request_id": ..., "response": ...}, ...]}``: several answers given together
 (``run(responses={...})``), checked all before any is accepted (one refused: none is) and handed to the
 engine at one boundary; returns once all are accepted."""
-MAX_RESPONSES_PER_UPDATE = 1000
+MAX_RESPONSES_PER_UPDATE = MAX_ANSWERS_PER_UPDATE
 """Most answers one ``submit_responses`` update carries (a run rarely has more requests pending)."""
 SIGNAL_SEND = "send"
 """Signal ``{"executor_id": ..., "message": ...}``: a message from outside for the next superstep."""

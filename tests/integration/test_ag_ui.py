@@ -603,6 +603,13 @@ async def test_console_ag_ui_routes_need_the_token_and_a_named_origin(locked_con
         assert r.status_code == 400 and "not JSON" in r.json()["error"]
         r = await http.post(url, json={"threadId": "x"}, headers=auth)
         assert r.status_code == 400 and "runId" in r.json()["error"] and "messages" in r.json()["error"]
+        # Nesting deeper than the parser's recursion, or than 100 levels: refused, not a 500.
+        for deep in (b'{"a":' + b"[" * 200_000 + b"]" * 200_000 + b"}", b'{"a":' + b"[" * 150 + b"]" * 150 + b"}"):
+            r = await http.post(url, content=deep, headers={**auth, "Content-Type": "application/json"})
+            assert r.status_code == 400 and "nested too deeply" in r.json()["error"], r.text
+        for empty in (b"", b"[]"):
+            r = await http.post(url, content=empty, headers={**auth, "Content-Type": "application/json"})
+            assert r.status_code == 400 and ("not JSON" in r.json()["error"] or "JSON object" in r.json()["error"])
         r = await http.post(
             url, content=b"{" + b" " * (5 * 1024 * 1024) + b"}", headers={**auth, "Content-Type": "application/json"}
         )

@@ -196,3 +196,6 @@ async def test_devui_api_entities_refusals_and_sessions(devui_console: str, temp
                 await asyncio.sleep(0.1)
         r = await http.post("/v1/responses", content=b"{}", headers={"Content-Type": "text/plain"})
         assert r.status_code == 415
+        deep = b'{"input":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+        r = await http.post("/v1/responses", content=deep, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and "nested too deeply" in r.text, r.text

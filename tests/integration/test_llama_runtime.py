@@ -738,6 +738,12 @@ async def test_answers_to_several_requests_are_taken_all_or_none(runtime: Tempor
     with pytest.raises(WorkflowUpdateFailedError) as refused:
         await run.respond_all({"input-1": {"text": "a"}, "input-2": {"texts": "b"}})
     assert "event 2 of 2" in str(refused.value.cause) and "none of them was taken" in str(refused.value.cause)
+    # The update itself is bounded: 1 to 1,000 events, whoever sends it.
+    handle = client.get_workflow_handle(handler.run_id)
+    for events in ([], [{"event": {"text": "a"}}] * 1001):
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update("submit_events", {"events": events})
+        assert f"submit_events takes 1 to 1000 events, not {len(events)}" in str(refused.value.cause)
     assert [r.request_id for r in await run.pending_requests()] == ["input-1", "input-2"]
     await run.respond_all({"input-1": {"text": "a"}, "input-2": {"text": "b"}})
     assert await handler == "a and b"
