@@ -1121,7 +1121,7 @@ async def fork(
         memo={LINEAGE_MEMO: lineage},
         versioning_override=override,
     )
-    return RunHandle(handle, client)
+    return _started_graph_run(handle, client, graph)
 
 
 async def _signature_of(run: WorkflowHandle[Any, Any], timeout: float = 10.0) -> str | None:
@@ -1279,7 +1279,15 @@ async def start_run(
         result_type=dict,
         versioning_override=override,
     )
-    return RunHandle(handle, client)
+    return _started_graph_run(handle, client, name)
+
+
+def _started_graph_run(handle: WorkflowHandle[Any, Any], client: Client, workflow_type: str) -> RunHandle:
+    """A handle on a run this client has just started as ``workflow_type``: its kind is known, so its first
+    ``result()`` asks the server nothing more (no ``describe`` per run)."""
+    run = RunHandle(handle, client)
+    run._kind = "llama_index" if workflow_type == llama.WORKFLOW_TYPE else "graph"
+    return run
 
 
 async def send_or_start(

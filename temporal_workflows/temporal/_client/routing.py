@@ -19,6 +19,7 @@ is kept for :data:`QUEUE_TTL`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ class _Routing:
 
 
 _queues: dict[tuple[str, str, str], tuple[float, _Routing]] = {}
+_asking: dict[tuple[str, str, str, int], asyncio.Future[_Routing]] = {}
+"""The queue routing asked for right now, per event loop: the starts that want it meanwhile share its answer."""
 _versions: dict[tuple[str, str, str, str], dict[str, str]] = {}
 """(address, namespace, deployment, build id) → graphs it hosts: metadata is written once per version."""
 
@@ -62,11 +65,28 @@ def _key(client: Client) -> tuple[str, str]:
 
 
 async def _routing(client: Client, task_queue: str) -> _Routing:
+    """The queue's routing: from the cache while an "unversioned" answer is fresh, else asked once for all the
+    starts that want it at the same moment (a batch of starts makes one ``DescribeTaskQueue``, not one each)."""
     address, namespace = _key(client)
     cached = _queues.get((address, namespace, task_queue))
-    now = time.monotonic()
-    if cached is not None and cached[0] > now:
+    if cached is not None and cached[0] > time.monotonic():
         return cached[1]
+    key = (address, namespace, task_queue, id(asyncio.get_running_loop()))
+    asking = _asking.get(key)
+    if asking is None:
+        asking = _asking[key] = asyncio.ensure_future(_ask_routing(client, task_queue))
+        asking.add_done_callback(lambda done: _settled(key, done))
+    return await asyncio.shield(asking)
+
+
+def _settled(key: tuple[str, str, str, int], done: asyncio.Future[_Routing]) -> None:
+    _asking.pop(key, None)
+    if not done.cancelled():
+        done.exception()  # retrieved here too: every start that wanted it may have been cancelled meanwhile
+
+
+async def _ask_routing(client: Client, task_queue: str) -> _Routing:
+    address, namespace = _key(client)
     resp = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=namespace,
@@ -84,7 +104,7 @@ async def _routing(client: Client, task_queue: str) -> _Routing:
     if routing.deployment is None:
         # Only "unversioned" is kept: a versioned queue's current version changes with every rollout, and a
         # start routed on a stale one would go where its graph is not (asked again on every start).
-        _queues[(address, namespace, task_queue)] = (now + QUEUE_TTL, routing)
+        _queues[(address, namespace, task_queue)] = (time.monotonic() + QUEUE_TTL, routing)
     return routing
 
 

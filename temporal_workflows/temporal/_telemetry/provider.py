@@ -176,6 +176,7 @@ class GatedTracerProvider(ReplaySafeTracerProvider):
         super().__init__(tracer_provider, id_generator)
         self._sampler = sampler
         self.gate = GATE
+        self._tracers: dict[tuple[str, str | None, str | None], Tracer] = {}
 
     def add_span_processor(self, span_processor: SpanProcessor) -> None:
         super().add_span_processor(span_processor)
@@ -198,10 +199,21 @@ class GatedTracerProvider(ReplaySafeTracerProvider):
         schema_url: str | None = None,
         attributes: types.Attributes | None = None,
     ) -> Tracer:
-        tracer = self._tracer_provider.get_tracer(
-            instrumenting_module_name, instrumenting_library_version, schema_url, attributes
+        # Asked for on every span (the tracing interceptor, our own spans): the SDK builds a new tracer (and
+        # instrumentation scope) each time, a few per cent of a worker's CPU per step. Tracers without
+        # attributes are kept, one per scope.
+        key = (instrumenting_module_name, instrumenting_library_version, schema_url)
+        if attributes is None and (cached := self._tracers.get(key)) is not None:
+            return cached
+        tracer: Tracer = _GatedTracer(
+            self._tracer_provider.get_tracer(
+                instrumenting_module_name, instrumenting_library_version, schema_url, attributes
+            ),
+            self.gate,
         )
-        return _GatedTracer(tracer, self.gate)
+        if attributes is None:
+            self._tracers[key] = tracer
+        return tracer
 
 
 def make_provider(resource: Resource) -> GatedTracerProvider:
