@@ -680,7 +680,7 @@ async def versioned(client: Client, fleet: Fleet, cfg: Config) -> dict[str, Any]
             result = await asyncio.wait_for(run.result(), max(1.0, deadline - time.monotonic()))
             desc = await run.describe()
         except Exception as e:
-            return f"{job_id}: {type(e).__name__}: {e}"[:300]
+            return f"{job_id}: {type(e).__name__}: {e}; {await _where(run)}"[:600]
         build = desc.raw_description.workflow_execution_info.versioning_info.deployment_version.build_id
         outputs = result["outputs"]
         ok = answered is not None and outputs and all(o == {"id": job_id, "version": version} for o in outputs)
@@ -705,6 +705,17 @@ async def versioned(client: Client, fleet: Fleet, cfg: Config) -> dict[str, Any]
         "builds": builds,
         "load": _load(),
     }
+
+
+async def _where(run: RunHandle) -> str:
+    """Where an unfinished run is: the build it runs on and what its status says it waits for."""
+    try:
+        desc = await run.describe()
+        build = desc.raw_description.workflow_execution_info.versioning_info.deployment_version.build_id
+        warnings = [w.get("message", "")[:160] for w in (await run.status()).get("warnings", [])]
+    except Exception as e:  # the report of a report: never the benchmark's failure
+        return f"(not described: {type(e).__name__})"
+    return f"on build {build or '(none)'}; status warnings {warnings}"
 
 
 # -- the report ---------------------------------------------------------------------------------------

@@ -15,14 +15,22 @@ current and a ramping version host it is the choice left to the ramp. When no ve
 starts where Temporal puts it and waits, saying so. Each start on a versioned queue asks the queue's routing
 (``DescribeTaskQueue``) afresh; an unversioned queue costs one such call per few seconds per queue (the answer
 is kept for :data:`QUEUE_TTL`).
+
+The server answers these questions from its deployment system workflows, which a busy server can refuse for
+a moment (``RESOURCE_EXHAUSTED``, ``UNAVAILABLE``, a failed query). Such a refusal is asked again, with
+backoff, for up to :data:`ROUTING_PATIENCE`, and then the start fails with it: taking it for "no version
+hosts this graph" would start the run on the current version, where a run of another graph waits for ever.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionProto
 from temporalio.api.enums.v1 import TaskQueueType
@@ -34,13 +42,32 @@ from temporalio.api.workflowservice.v1 import (
 )
 from temporalio.client import Client
 from temporalio.common import PinnedVersioningOverride, VersioningOverride, WorkerDeploymentVersion
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 __all__ = ["GRAPHS_METADATA_KEY", "graphs_of_version", "versioning_override"]
 
 GRAPHS_METADATA_KEY = "temporal_workflows.graphs"
 """Key, in a Worker Deployment version's metadata, of the graphs its workers host: a JSON object of graph
 name → signature (its first ``SIGNATURE_PREFIX`` hex characters)."""
+
+_T = TypeVar("_T")
+
+ROUTING_PATIENCE = 30.0
+"""Seconds a start asks again a routing question the server refused as busy, before it fails with that refusal."""
+
+_FOR_GOOD = frozenset(
+    {
+        RPCStatusCode.NOT_FOUND,
+        RPCStatusCode.INVALID_ARGUMENT,
+        RPCStatusCode.PERMISSION_DENIED,
+        RPCStatusCode.UNAUTHENTICATED,
+        RPCStatusCode.UNIMPLEMENTED,
+        RPCStatusCode.FAILED_PRECONDITION,
+    }
+)
+"""Refusals asking again cannot change (no such queue or deployment, a server without the API, no
+permission); every other one (busy, unavailable, a deadline, a query of the deployment's system workflow
+that failed) is asked again."""
 
 QUEUE_TTL = 5.0
 """Seconds the answer "this queue is unversioned" is kept before it is asked again."""
@@ -58,6 +85,29 @@ _asking: dict[tuple[str, str, str, int], asyncio.Future[_Routing]] = {}
 """The queue routing asked for right now, per event loop: the starts that want it meanwhile share its answer."""
 _versions: dict[tuple[str, str, str, str], dict[str, str]] = {}
 """(address, namespace, deployment, build id) → graphs it hosts: metadata is written once per version."""
+
+
+def busy(e: RPCError) -> bool:
+    """Whether the server refused a routing question for load or a passing outage (ask again), not for good."""
+    return e.status not in _FOR_GOOD
+
+
+async def _patiently(ask: Callable[[], Awaitable[_T]]) -> _T:
+    """``ask()``, asked again while the server refuses it as busy, for up to :data:`ROUTING_PATIENCE`.
+
+    Raises:
+        RPCError: a refusal that is not busy at once; a busy one once the patience is spent.
+    """
+    deadline = time.monotonic() + ROUTING_PATIENCE
+    pause = 0.2
+    while True:
+        try:
+            return await ask()
+        except RPCError as e:
+            if not busy(e) or time.monotonic() + pause > deadline:
+                raise
+        await asyncio.sleep(pause * random.uniform(0.5, 1.5))  # backoff with jitter: the server is busy
+        pause = min(pause * 2, 5.0)
 
 
 def _key(client: Client) -> tuple[str, str]:
@@ -87,11 +137,13 @@ def _settled(key: tuple[str, str, str, int], done: asyncio.Future[_Routing]) -> 
 
 async def _ask_routing(client: Client, task_queue: str) -> _Routing:
     address, namespace = _key(client)
-    resp = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    resp = await _patiently(
+        lambda: client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=namespace,
+                task_queue=TaskQueue(name=task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
         )
     )
     info = resp.versioning_info
@@ -115,13 +167,17 @@ async def graphs_of_version(client: Client, deployment: str, build_id: str) -> d
     if key in _versions:
         return _versions[key]
     try:
-        resp = await client.workflow_service.describe_worker_deployment_version(
-            DescribeWorkerDeploymentVersionRequest(
-                namespace=namespace,
-                deployment_version=VersionProto(deployment_name=deployment, build_id=build_id),
+        resp = await _patiently(
+            lambda: client.workflow_service.describe_worker_deployment_version(
+                DescribeWorkerDeploymentVersionRequest(
+                    namespace=namespace,
+                    deployment_version=VersionProto(deployment_name=deployment, build_id=build_id),
+                )
             )
         )
-    except RPCError:
+    except RPCError as e:
+        if busy(e):
+            raise  # unknown, not "none": the caller must not take it for a version hosting nothing
         return {}
     entry = resp.worker_deployment_version_info.metadata.entries.get(GRAPHS_METADATA_KEY)
     if entry is None:
@@ -138,10 +194,17 @@ async def graphs_of_version(client: Client, deployment: str, build_id: str) -> d
 async def versioning_override(client: Client, task_queue: str, graph: str, signature: str) -> VersioningOverride | None:
     """A pinned override to the newest version of the queue's deployment that hosts ``graph`` at
     ``signature``, when the version new runs go to does not; ``None`` otherwise (an unversioned queue, a
-    current version hosting it, or no version known to host it: the run then waits, saying so)."""
+    current version hosting it, or no version known to host it: the run then waits, saying so).
+
+    Raises:
+        RPCError: the server stayed busy (``RESOURCE_EXHAUSTED``, ``UNAVAILABLE``, ...) for
+            :data:`ROUTING_PATIENCE`: the start fails rather than go to a version that may not host its graph.
+    """
     try:
         routing = await _routing(client, task_queue)
-    except RPCError:
+    except RPCError as e:
+        if busy(e):
+            raise
         return None  # a server without worker deployments, or no permission: start as before
     deployment = routing.deployment
     if deployment is None or routing.current is None:
@@ -158,10 +221,14 @@ async def versioning_override(client: Client, task_queue: str, graph: str, signa
         # asynchronously, so a start right after a rollout would otherwise land on the new version).
         return PinnedVersioningOverride(WorkerDeploymentVersion(deployment, routing.current))
     try:
-        described = await client.workflow_service.describe_worker_deployment(
-            DescribeWorkerDeploymentRequest(namespace=_key(client)[1], deployment_name=deployment)
+        described = await _patiently(
+            lambda: client.workflow_service.describe_worker_deployment(
+                DescribeWorkerDeploymentRequest(namespace=_key(client)[1], deployment_name=deployment)
+            )
         )
-    except RPCError:
+    except RPCError as e:
+        if busy(e):
+            raise
         return None
     summaries = sorted(
         described.worker_deployment_info.version_summaries,

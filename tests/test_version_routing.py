@@ -1,0 +1,125 @@
+"""Where a start goes on a versioned queue when the server is busy (``temporal/_client/routing.py``).
+
+A client of an older version starts its run pinned to the newest version hosting its graph, which it learns
+from ``DescribeWorkerDeployment``. Under load the server can refuse that question for a moment; taking the
+refusal for "no version hosts it" started the run on the current version, where it waited for ever (the fleet
+benchmark's versioned rollout under load: every run of a not-yet-upgraded client stuck). A busy refusal is
+asked again for a bounded time, then the start fails with it; a refusal for good is "start as before".
+On a real server: ``tests/integration/test_versioning.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+from temporalio.api.common.v1 import Payload
+from temporalio.api.deployment.v1 import (
+    VersionMetadata,
+    WorkerDeploymentInfo,
+    WorkerDeploymentVersion,
+    WorkerDeploymentVersionInfo,
+)
+from temporalio.api.taskqueue.v1 import TaskQueueVersioningInfo
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueResponse,
+    DescribeWorkerDeploymentResponse,
+    DescribeWorkerDeploymentVersionResponse,
+)
+from temporalio.client import Client
+from temporalio.common import PinnedVersioningOverride
+from temporalio.service import RPCError, RPCStatusCode
+
+from temporal_workflows.temporal._client import routing
+
+DEPLOYMENT = "app"
+GRAPHS = {"v1": {"g": "sig-one"}, "v2": {"g": "sig-two"}}
+
+
+class Service:
+    """The three questions a start asks, answered from a v1 → v2 rollout; ``refusals`` are raised first by
+    ``DescribeWorkerDeployment``, one per call."""
+
+    def __init__(self, *refusals: RPCError) -> None:
+        self.refusals = list(refusals)
+        self.deployment_asked = 0
+
+    async def describe_task_queue(self, req: Any) -> DescribeTaskQueueResponse:
+        current = WorkerDeploymentVersion(deployment_name=DEPLOYMENT, build_id="v2")
+        return DescribeTaskQueueResponse(versioning_info=TaskQueueVersioningInfo(current_deployment_version=current))
+
+    async def describe_worker_deployment_version(self, req: Any) -> DescribeWorkerDeploymentVersionResponse:
+        graphs = GRAPHS[req.deployment_version.build_id]
+        metadata = VersionMetadata(entries={routing.GRAPHS_METADATA_KEY: Payload(data=json.dumps(graphs).encode())})
+        return DescribeWorkerDeploymentVersionResponse(
+            worker_deployment_version_info=WorkerDeploymentVersionInfo(metadata=metadata)
+        )
+
+    async def describe_worker_deployment(self, req: Any) -> DescribeWorkerDeploymentResponse:
+        self.deployment_asked += 1
+        if self.refusals:
+            raise self.refusals.pop(0)
+        summaries = [
+            WorkerDeploymentInfo.WorkerDeploymentVersionSummary(
+                deployment_version=WorkerDeploymentVersion(deployment_name=DEPLOYMENT, build_id=build),
+                create_time=Timestamp(seconds=created),
+            )
+            for build, created in (("v1", 100), ("v2", 200))
+        ]
+        return DescribeWorkerDeploymentResponse(
+            worker_deployment_info=WorkerDeploymentInfo(version_summaries=summaries)
+        )
+
+
+def client_of(service: Service) -> Client:
+    # A server of its own per test: the routing answers are kept per address.
+    config = SimpleNamespace(target_host=f"server-{uuid.uuid4().hex}")
+    return cast(
+        Client,
+        SimpleNamespace(workflow_service=service, service_client=SimpleNamespace(config=config), namespace="default"),
+    )
+
+
+def busy() -> RPCError:
+    return RPCError("query failed: the deployment's workflow is busy", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
+
+
+@pytest.fixture(autouse=True)
+def no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_sleep(_: float) -> None:
+        return None
+
+    monkeypatch.setattr(routing.asyncio, "sleep", no_sleep)
+
+
+async def test_a_start_of_an_older_version_is_pinned_there_even_when_the_server_is_busy_for_a_moment() -> None:
+    service = Service(busy(), busy(), RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b""))
+    override = await routing.versioning_override(client_of(service), "q", "g", "sig-one")
+    assert isinstance(override, PinnedVersioningOverride)
+    assert override.version.build_id == "v1" and service.deployment_asked == 4
+
+
+async def test_a_server_busy_past_the_patience_fails_the_start_instead_of_placing_it_on_another_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = iter(range(0, 10_000, 7))  # each question costs 7 s
+    monkeypatch.setattr(routing.time, "monotonic", lambda: float(next(clock)))
+    service = Service(*[busy() for _ in range(100)])
+    with pytest.raises(RPCError) as refused:
+        await routing.versioning_override(client_of(service), "q", "g", "sig-one")
+    assert refused.value.status == RPCStatusCode.RESOURCE_EXHAUSTED
+    assert 2 <= service.deployment_asked <= routing.ROUTING_PATIENCE / 7 + 1
+
+
+async def test_a_refusal_for_good_starts_as_before_and_the_current_version_needs_no_question() -> None:
+    denied = Service(RPCError("no permission", RPCStatusCode.PERMISSION_DENIED, b""))
+    assert await routing.versioning_override(client_of(denied), "q", "g", "sig-one") is None
+    assert denied.deployment_asked == 1  # asked once: asking again cannot change it
+    current = Service(*[busy() for _ in range(100)])
+    override = await routing.versioning_override(client_of(current), "q", "g", "sig-two")
+    assert isinstance(override, PinnedVersioningOverride) and override.version.build_id == "v2"
+    assert current.deployment_asked == 0
