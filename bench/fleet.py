@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import os
 import random
@@ -657,11 +658,15 @@ async def versioned(client: Client, fleet: Fleet, cfg: Config) -> dict[str, Any]
 
     loader = asyncio.create_task(load())
     started: list[tuple[str, RunHandle, str]] = []  # (the version its starter built, run, id)
+    decisions = _RoutingDecisions(g.versioned_v1.name or "")
+    chosen: dict[str, str] = {}  # job id → where its start chose to go, and why (reported for a wrong run)
 
     async def start(version: str, label: str, i: int) -> None:
         graph = g.versioned_v1 if version == "v1" else g.versioned_v2
         job = g.Job(id=f"{label}-{i}")
-        run = await start_run(client, graph, job, id=f"{queue}-{job.id}", task_queue=queue)
+        with decisions:  # the stage's own starts are one at a time: the decision logged meanwhile is this one's
+            run = await start_run(client, graph, job, id=f"{queue}-{job.id}", task_queue=queue)
+        chosen[job.id] = decisions.last()
         started.append((version, run, job.id))
 
     for i in range(cfg.versioned_runs):
@@ -680,11 +685,12 @@ async def versioned(client: Client, fleet: Fleet, cfg: Config) -> dict[str, Any]
             result = await asyncio.wait_for(run.result(), max(1.0, deadline - time.monotonic()))
             desc = await run.describe()
         except Exception as e:
-            return f"{job_id}: {type(e).__name__}: {e}; {await _where(run)}"[:600]
+            return f"{job_id}: {type(e).__name__}: {e}; {await _where(run)}; start: {chosen[job_id]}"[:900]
         build = desc.raw_description.workflow_execution_info.versioning_info.deployment_version.build_id
         outputs = result["outputs"]
         ok = answered is not None and outputs and all(o == {"id": job_id, "version": version} for o in outputs)
-        return None if ok and build == builds[version] else f"{job_id}: outputs {outputs} on build {build}"
+        wrong = f"{job_id}: outputs {outputs} on build {build}; start: {chosen[job_id]}"
+        return None if ok and build == builds[version] else wrong[:900]
 
     checked = await asyncio.gather(*(check(*s) for s in started))
     problems = [p for p in checked if p is not None]
@@ -703,19 +709,54 @@ async def versioned(client: Client, fleet: Fleet, cfg: Config) -> dict[str, Any]
         "failures": failures + load_failures,
         "problems": problems[:10],
         "builds": builds,
+        "routes": {
+            label: dict(Counter(why.split(": ", 1)[1] for j, why in chosen.items() if j.startswith(f"{label}-")))
+            for label in ("before", "after-v2", "after-v1-client")
+        },
         "load": _load(),
     }
 
 
 async def _where(run: RunHandle) -> str:
-    """Where an unfinished run is: the build it runs on and what its status says it waits for."""
+    """Where an unfinished run is: the build it runs on, the version it was pinned to, and what its status
+    says it waits for."""
     try:
         desc = await run.describe()
-        build = desc.raw_description.workflow_execution_info.versioning_info.deployment_version.build_id
+        info = desc.raw_description.workflow_execution_info.versioning_info
+        pinned = info.versioning_override.pinned.version.build_id or "(none)"
         warnings = [w.get("message", "")[:160] for w in (await run.status()).get("warnings", [])]
     except Exception as e:  # the report of a report: never the benchmark's failure
         return f"(not described: {type(e).__name__})"
-    return f"on build {build or '(none)'}; status warnings {warnings}"
+    return f"on build {info.deployment_version.build_id or '(none)'}, pinned to {pinned}; status warnings {warnings}"
+
+
+class _RoutingDecisions(logging.Handler):
+    """While entered: the routing decisions (``_client/routing.py``'s debug lines) of starts of one graph."""
+
+    def __init__(self, graph: str) -> None:
+        super().__init__(logging.DEBUG)
+        self._graph = graph
+        self._seen: list[str] = []
+        self._logger = logging.getLogger("temporal_workflows.temporal._client.routing")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if isinstance(record.args, tuple) and record.args[:1] == (self._graph,):
+            self._seen.append(record.getMessage())
+
+    def __enter__(self) -> _RoutingDecisions:
+        self._saved = self._logger.level, self._logger.propagate
+        self._logger.setLevel(logging.DEBUG)
+        self._logger.propagate = False  # kept here: not printed by the handlers of whoever runs the bench
+        self._logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+        level, self._logger.propagate = self._saved
+        self._logger.setLevel(level)  # setLevel, not .level: it also clears the loggers' cached levels
+
+    def last(self) -> str:
+        return self._seen[-1] if self._seen else "(no decision logged)"
 
 
 # -- the report ---------------------------------------------------------------------------------------

@@ -2,10 +2,16 @@
 
 A client of an older version starts its run pinned to the newest version hosting its graph, which it learns
 from ``DescribeWorkerDeployment``. Under load the server can refuse that question for a moment; taking the
-refusal for "no version hosts it" started the run on the current version, where it waited for ever (the fleet
-benchmark's versioned rollout under load: every run of a not-yet-upgraded client stuck). A busy refusal is
-asked again for a bounded time, then the start fails with it; a refusal for good is "start as before".
-On a real server: ``tests/integration/test_versioning.py``.
+refusal for "no version hosts it" would start the run on the current version, where it waits for ever. A busy
+refusal is asked again for a bounded time, then the start fails with it; a refusal for good is "start as
+before".
+
+During a rollout the queue's routing reads "unversioned" for a moment while versioned workers poll it (the
+server drops the old current version before the queue learns the new one). Starts in that moment were left to
+the queue's routing and kept so for 5 s: the fleet benchmark's versioned rollout found every run of a
+not-yet-upgraded client on the new version, waiting for ever. They now read the deployment's routing, and
+"unversioned" is kept only for a queue that unversioned workers poll.
+On a real server: ``tests/integration/test_versioning.py`` and ``tests/integration/test_fleet.py``.
 """
 
 from __future__ import annotations
@@ -19,12 +25,14 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 from temporalio.api.common.v1 import Payload
 from temporalio.api.deployment.v1 import (
+    RoutingConfig,
     VersionMetadata,
     WorkerDeploymentInfo,
+    WorkerDeploymentOptions,
     WorkerDeploymentVersion,
     WorkerDeploymentVersionInfo,
 )
-from temporalio.api.taskqueue.v1 import TaskQueueVersioningInfo
+from temporalio.api.taskqueue.v1 import PollerInfo, TaskQueueVersioningInfo
 from temporalio.api.workflowservice.v1 import (
     DescribeTaskQueueResponse,
     DescribeWorkerDeploymentResponse,
@@ -44,13 +52,22 @@ class Service:
     """The three questions a start asks, answered from a v1 → v2 rollout; ``refusals`` are raised first by
     ``DescribeWorkerDeployment``, one per call."""
 
-    def __init__(self, *refusals: RPCError) -> None:
+    def __init__(self, *refusals: RPCError, between_versions: bool = False) -> None:
         self.refusals = list(refusals)
         self.deployment_asked = 0
+        self.queue_asked = 0
+        self.between_versions = between_versions
 
     async def describe_task_queue(self, req: Any) -> DescribeTaskQueueResponse:
-        current = WorkerDeploymentVersion(deployment_name=DEPLOYMENT, build_id="v2")
-        return DescribeTaskQueueResponse(versioning_info=TaskQueueVersioningInfo(current_deployment_version=current))
+        self.queue_asked += 1
+        v2 = WorkerDeploymentVersion(deployment_name=DEPLOYMENT, build_id="v2")
+        pollers = [PollerInfo(deployment_options=WorkerDeploymentOptions(deployment_name=DEPLOYMENT, build_id="v1"))]
+        if self.between_versions:  # as a real server answers for ~0.2 s while v2 becomes current
+            unversioned = TaskQueueVersioningInfo(current_version="__unversioned__")
+            return DescribeTaskQueueResponse(versioning_info=unversioned, pollers=pollers)
+        return DescribeTaskQueueResponse(
+            versioning_info=TaskQueueVersioningInfo(current_deployment_version=v2), pollers=pollers
+        )
 
     async def describe_worker_deployment_version(self, req: Any) -> DescribeWorkerDeploymentVersionResponse:
         graphs = GRAPHS[req.deployment_version.build_id]
@@ -70,8 +87,11 @@ class Service:
             )
             for build, created in (("v1", 100), ("v2", 200))
         ]
+        routing_config = RoutingConfig(
+            current_deployment_version=WorkerDeploymentVersion(deployment_name=DEPLOYMENT, build_id="v2")
+        )
         return DescribeWorkerDeploymentResponse(
-            worker_deployment_info=WorkerDeploymentInfo(version_summaries=summaries)
+            worker_deployment_info=WorkerDeploymentInfo(version_summaries=summaries, routing_config=routing_config)
         )
 
 
@@ -123,3 +143,35 @@ async def test_a_refusal_for_good_starts_as_before_and_the_current_version_needs
     override = await routing.versioning_override(client_of(current), "q", "g", "sig-two")
     assert isinstance(override, PinnedVersioningOverride) and override.version.build_id == "v2"
     assert current.deployment_asked == 0
+
+
+@pytest.mark.parametrize("graph_of", ["v1", "v2"])
+async def test_a_start_while_the_queue_is_between_two_versions_is_pinned_by_the_deployments_routing(
+    graph_of: str,
+) -> None:
+    service = Service(between_versions=True)
+    client = client_of(service)
+    for asked in (1, 2):  # that answer is not kept: the next start asks the queue again
+        override = await routing.versioning_override(client, "q", "g", GRAPHS[graph_of]["g"])
+        assert isinstance(override, PinnedVersioningOverride) and override.version.build_id == graph_of
+        assert service.queue_asked == asked
+
+
+@pytest.mark.parametrize("polled", [True, False], ids=["unversioned-workers-poll", "no-worker-polled-yet"])
+async def test_an_unversioned_queue_is_kept_so_for_a_while_only_once_its_workers_poll(polled: bool) -> None:
+    """A queue whose workers are all unversioned keeps its answer for a few seconds. A queue no worker has
+    polled yet may be getting its first versioned worker: "unversioned" kept from then left the next starts
+    to routing that a rollout changed under them (the fleet benchmark: a v1 client's runs on v2)."""
+
+    class Unversioned(Service):
+        async def describe_task_queue(self, req: Any) -> DescribeTaskQueueResponse:
+            self.queue_asked += 1
+            pollers = [PollerInfo(identity="an unversioned worker")] if polled else []
+            unversioned = TaskQueueVersioningInfo(current_version="__unversioned__")
+            return DescribeTaskQueueResponse(versioning_info=unversioned, pollers=pollers)
+
+    service = Unversioned()
+    client = client_of(service)
+    assert await routing.versioning_override(client, "q", "g", "sig-one") is None
+    assert await routing.versioning_override(client, "q", "g", "sig-one") is None
+    assert service.queue_asked == (1 if polled else 2) and service.deployment_asked == 0

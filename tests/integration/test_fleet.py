@@ -21,11 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
+from temporalio.common import PinnedVersioningOverride
 from temporalio.testing import WorkflowEnvironment
 
-from temporal_workflows.temporal import get_run, start_dev_server
-from temporal_workflows.temporal._client.routing import graphs_of_version
+from temporal_workflows.temporal import RunHandle, TemporalWorkflowsPlugin, get_run, start_dev_server, start_run
+from temporal_workflows.temporal._client.routing import graphs_of_version, versioning_override
+from temporal_workflows.temporal._protocol import SIGNATURE_PREFIX
 from temporal_workflows.temporal._worker.versioning import current_build_id
 from tests.integration.fleet import expected, fleet, run_cli_in, start_runs_in, write_versions
 
@@ -154,12 +159,10 @@ async def test_every_run_of_a_mixed_fleet_runs_the_graph_its_starter_built(
                 assert pinned.deployment_version.build_id == builds[version], wid
 
 
-def _ag_ui_kind(version_dir: Path) -> Any:
-    """What ``AGUIApp`` serves for ``ops_report:workflow`` imported from ``version_dir`` (as a server there would)."""
+def _graph_of(version_dir: Path) -> Any:
+    """``ops_report:workflow`` imported from ``version_dir``, as a client there builds it."""
     import importlib.util
     import sys
-
-    from temporal_workflows.ag_ui._graph import GraphKind
 
     spec = importlib.util.spec_from_file_location("ops_report", version_dir / "ops_report.py")
     assert spec is not None and spec.loader is not None
@@ -167,9 +170,91 @@ def _ag_ui_kind(version_dir: Path) -> Any:
     sys.modules["ops_report"] = module  # the graph's types are named by their module, as in the workers
     try:
         spec.loader.exec_module(module)
-        return GraphKind(module.workflow)
+        return module.workflow
     finally:
         del sys.modules["ops_report"]
+
+
+def _ag_ui_kind(version_dir: Path) -> Any:
+    """What ``AGUIApp`` serves for ``ops_report:workflow`` imported from ``version_dir`` (as a server there would)."""
+    from temporal_workflows.ag_ui._graph import GraphKind
+
+    return GraphKind(_graph_of(version_dir))
+
+
+async def test_runs_an_older_client_starts_all_through_a_rollout_run_its_graph_on_its_version(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """While v2 becomes current the queue's routing reads "unversioned" for a moment (~0.2 s) though versioned
+    workers poll it. A v1 client starting runs all through the rollout (v2's worker is another process, as in
+    a deploy) has every run pinned to v1, finishing on v1's graph: none is left to the queue's routing in that
+    moment, where it lands on v2 and waits for ever for a worker hosting its graph."""
+    dirs = write_versions(tmp_path)
+    tag = uuid.uuid4().hex[:8]
+    queue, deployment = f"rollout-{tag}", f"ops-{tag}"
+    args = ["--workflow", "ops_report:workflow", "--task-queue", queue, "--deployment-name", deployment]
+    graph = _graph_of(dirs["v1"])
+    signature = graph.graph_signature_hash[:SIGNATURE_PREFIX]
+    client = await Client.connect(temporal_address, plugins=[TemporalWorkflowsPlugin()])
+    with fleet(temporal_address, tmp_path) as workers:
+        v1_build = await _started_version(await workers.ready(workers.start(dirs["v1"], *args)))
+
+        async def v1_settled() -> bool:
+            recorded = await graphs_of_version(client, deployment, v1_build)
+            return await current_build_id(client, deployment) == v1_build and bool(recorded)
+
+        await _until("v1 current, its graphs recorded", v1_settled)
+        rolled_out = asyncio.Event()
+        runs: list[RunHandle] = []
+        decisions: list[str | None] = []
+
+        async def starter(lane: int) -> None:
+            i = 0
+            while not rolled_out.is_set():
+                runs.append(await start_run(client, graph, "x", id=f"{queue}-{lane}-{i}", task_queue=queue))
+                i += 1
+
+        async def decider() -> None:
+            # Where a start goes, asked as often as the server answers: the moment is short.
+            while not rolled_out.is_set():
+                pinned = await versioning_override(client, queue, "ops_report", signature)
+                decisions.append(pinned.version.build_id if isinstance(pinned, PinnedVersioningOverride) else None)
+                await asyncio.sleep(0)  # the answer may come from the cache without a pause: let the starts run
+
+        lanes = [asyncio.create_task(starter(lane)) for lane in range(2)] + [asyncio.create_task(decider())]
+        v2_build = await _started_version(await workers.ready(workers.start(dirs["v2"], *args)))
+
+        async def queue_learned_v2() -> bool:
+            resp = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=queue),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                )
+            )
+            return bool(resp.versioning_info.current_deployment_version.build_id == v2_build)
+
+        await _until("the queue routing new runs to v2", queue_learned_v2)
+        learned = len(runs)
+
+        async def more_starts() -> bool:
+            return len(runs) >= learned + 6
+
+        await _until("more starts once the queue learned v2", more_starts)
+        rolled_out.set()
+        await asyncio.gather(*lanes)
+        assert len(decisions) >= 20 and set(decisions) == {v1_build}, Counter(decisions)
+        outputs = await _outputs(temporal_address, [r.id for r in runs])
+        builds = {
+            r.id: (
+                await r.describe()
+            ).raw_description.workflow_execution_info.versioning_info.deployment_version.build_id
+            for r in runs
+        }
+    wrong = {
+        wid: (out, builds[wid]) for wid, out in outputs.items() if (out, builds[wid]) != (expected("v1"), v1_build)
+    }
+    assert not wrong, wrong
 
 
 async def test_a_run_waits_visibly_for_a_worker_of_its_graph_and_a_start_without_one_says_whose_it_runs(

@@ -12,9 +12,15 @@ So a versioned worker records the signatures of the graphs it hosts in its versi
 versioning override, to the current version when that hosts its signature (the queue's routing read here can
 lag the deployment's by a moment after a rollout), else to the newest version that does; only when both the
 current and a ramping version host it is the choice left to the ramp. When no version records it, the run
-starts where Temporal puts it and waits, saying so. Each start on a versioned queue asks the queue's routing
-(``DescribeTaskQueue``) afresh; an unversioned queue costs one such call per few seconds per queue (the answer
-is kept for :data:`QUEUE_TTL`).
+starts where Temporal puts it and waits, saying so.
+
+Each start on a versioned queue asks the queue's routing (``DescribeTaskQueue``) afresh. An unversioned
+queue that workers poll costs one such call per few seconds per queue (the answer is kept for
+:data:`QUEUE_TTL`); a queue no worker has polled yet is asked on every start, since its first versioned
+worker may be starting. For a moment during a rollout (about 0.2 s on a dev server) a queue's routing reads
+"unversioned" while versioned workers poll it: the server drops the old current version before the queue
+learns the new one. That answer is not kept either: the deployment's own routing
+(``DescribeWorkerDeployment``) is read instead, so a start in that moment is pinned like any other.
 
 The server answers these questions from its deployment system workflows, which a busy server can refuse for
 a moment (``RESOURCE_EXHAUSTED``, ``UNAVAILABLE``, a failed query). Such a refusal is asked again, with
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -52,6 +59,8 @@ name → signature (its first ``SIGNATURE_PREFIX`` hex characters)."""
 
 _T = TypeVar("_T")
 
+_log = logging.getLogger(__name__)
+
 ROUTING_PATIENCE = 30.0
 """Seconds a start asks again a routing question the server refused as busy, before it fails with that refusal."""
 
@@ -70,7 +79,8 @@ permission); every other one (busy, unavailable, a deadline, a query of the depl
 that failed) is asked again."""
 
 QUEUE_TTL = 5.0
-"""Seconds the answer "this queue is unversioned" is kept before it is asked again."""
+"""Seconds the answer "this queue is unversioned, and only unversioned workers poll it" is kept before it is
+asked again."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,11 @@ class _Routing:
     deployment: str | None
     current: str | None
     ramping: str | None
+    read_from: str = "the queue"
+    """Whose routing this is: the queue's, or its deployment's when the queue was between two versions."""
+
+
+_BETWEEN = "the deployment (the queue between two versions)"
 
 
 _queues: dict[tuple[str, str, str], tuple[float, _Routing]] = {}
@@ -153,11 +168,49 @@ async def _ask_routing(client: Client, task_queue: str) -> _Routing:
         current.build_id or None,
         ramping.build_id or None,
     )
-    if routing.deployment is None:
-        # Only "unversioned" is kept: a versioned queue's current version changes with every rollout, and a
-        # start routed on a stale one would go where its graph is not (asked again on every start).
+    if routing.deployment is not None:
+        return routing
+    polling = sorted({p.deployment_options.deployment_name for p in resp.pollers} - {""})
+    if polling:
+        # Versioned workers poll a queue whose routing reads "unversioned": the queue is between two versions.
+        # When a version becomes current, the server drops the old one from the queue's routing a moment
+        # (~0.2 s) before the queue learns the new one; a start left to that routing would go to the new
+        # version whatever graph its starter built. The deployment's own routing is the one to read then.
+        for deployment in polling:
+            found = await _deployment_routing(client, deployment)
+            if found.current is not None or found.ramping is not None:
+                return found
+        return _Routing(polling[0], None, None, _BETWEEN)  # no version current yet (promoted by hand): not kept either
+    # Only "unversioned" is kept, and only when workers poll and none is versioned: a versioned queue's current
+    # version changes with every rollout, and a start routed on a stale answer would go where its graph is not.
+    # A queue no worker has polled yet (or not yet where this question is answered) says nothing of its
+    # workers: its first versioned worker may be starting, and "unversioned" kept from then would leave the
+    # starts of the next seconds to routing that a rollout then changes under them.
+    if resp.pollers:
         _queues[(address, namespace, task_queue)] = (time.monotonic() + QUEUE_TTL, routing)
     return routing
+
+
+async def _deployment_routing(client: Client, deployment: str) -> _Routing:
+    """The current and ramping versions of ``deployment``, as the deployment itself says (no such deployment:
+    neither)."""
+    try:
+        described = await _patiently(
+            lambda: client.workflow_service.describe_worker_deployment(
+                DescribeWorkerDeploymentRequest(namespace=_key(client)[1], deployment_name=deployment)
+            )
+        )
+    except RPCError as e:
+        if busy(e):
+            raise
+        return _Routing(deployment, None, None, _BETWEEN)
+    config = described.worker_deployment_info.routing_config
+    return _Routing(
+        deployment,
+        config.current_deployment_version.build_id or None,
+        config.ramping_deployment_version.build_id or None,
+        _BETWEEN,
+    )
 
 
 async def graphs_of_version(client: Client, deployment: str, build_id: str) -> dict[str, str]:
@@ -196,30 +249,50 @@ async def versioning_override(client: Client, task_queue: str, graph: str, signa
     ``signature``, when the version new runs go to does not; ``None`` otherwise (an unversioned queue, a
     current version hosting it, or no version known to host it: the run then waits, saying so).
 
+    Each decision is logged at ``DEBUG`` (logger ``temporal_workflows.temporal._client.routing``) with the
+    routing it read, so an operator can see why a start went where it did.
+
     Raises:
         RPCError: the server stayed busy (``RESOURCE_EXHAUSTED``, ``UNAVAILABLE``, ...) for
             :data:`ROUTING_PATIENCE`: the start fails rather than go to a version that may not host its graph.
     """
+    override, why = await _decide(client, task_queue, graph, signature)
+    if _log.isEnabledFor(logging.DEBUG):
+        where = (
+            f"pinned to {override.version.deployment_name}:{override.version.build_id}"
+            if isinstance(override, PinnedVersioningOverride)
+            else "left to the queue's routing"
+        )
+        _log.debug("a start of graph %r (%s) on task queue %r: %s (%s)", graph, signature, task_queue, where, why)
+    return override
+
+
+async def _decide(client: Client, task_queue: str, graph: str, signature: str) -> tuple[VersioningOverride | None, str]:
     try:
         routing = await _routing(client, task_queue)
     except RPCError as e:
         if busy(e):
             raise
-        return None  # a server without worker deployments, or no permission: start as before
+        return None, f"no routing: {e.status.name if e.status else e}"  # no worker deployments, or no permission
     deployment = routing.deployment
-    if deployment is None or routing.current is None:
-        return None
+    if deployment is None:
+        return None, "queue unversioned"
+    if routing.current is None:
+        return None, f"deployment {deployment!r} has no current version (ramping {routing.ramping})"
     targets = [b for b in (routing.current, routing.ramping) if b is not None]
     hosted = [await graphs_of_version(client, deployment, b) for b in targets]
+    seen = f"current {routing.current}, ramping {routing.ramping}, read from {routing.read_from}"
     if not any(hosted):
-        return None  # no version says what it hosts: as before
+        return None, f"{seen}: no version records its graphs"
     if len(targets) == 2 and all(graphs.get(graph) == signature for graphs in hosted):
-        return None  # current and ramping versions both host it: the ramp chooses, as the operator set it
+        return None, f"{seen}: both host it, the ramp chooses"
     if hosted[0].get(graph) == signature:
         # The current version hosts it: pinned there explicitly, not left to the server's routing, which can
         # have moved on since the queue's routing was read (a task queue learns a new current version
         # asynchronously, so a start right after a rollout would otherwise land on the new version).
-        return PinnedVersioningOverride(WorkerDeploymentVersion(deployment, routing.current))
+        return PinnedVersioningOverride(
+            WorkerDeploymentVersion(deployment, routing.current)
+        ), f"{seen}: current hosts it"
     try:
         described = await _patiently(
             lambda: client.workflow_service.describe_worker_deployment(
@@ -229,7 +302,7 @@ async def versioning_override(client: Client, task_queue: str, graph: str, signa
     except RPCError as e:
         if busy(e):
             raise
-        return None
+        return None, f"{seen}: deployment not described: {e.status.name if e.status else e}"
     summaries = sorted(
         described.worker_deployment_info.version_summaries,
         key=lambda v: v.create_time.ToDatetime(),
@@ -238,5 +311,8 @@ async def versioning_override(client: Client, task_queue: str, graph: str, signa
     for summary in summaries:
         build_id = summary.deployment_version.build_id
         if build_id and (await graphs_of_version(client, deployment, build_id)).get(graph) == signature:
-            return PinnedVersioningOverride(WorkerDeploymentVersion(deployment, build_id))
-    return None
+            return PinnedVersioningOverride(
+                WorkerDeploymentVersion(deployment, build_id)
+            ), f"{seen}: {build_id} hosts it"
+    builds = [s.deployment_version.build_id or f"({s.version!r})" for s in summaries]
+    return None, f"{seen}: none of the versions {builds} records it"
