@@ -24,7 +24,9 @@ and stopped by pid. Stages:
 4. **rolling**: 4 worker processes under a steady stream of runs; each is sent SIGTERM in turn (it drains
    gracefully) and replaced: runs failed, and activity or workflow task timeouts in their histories.
 5. **versioned**: a Worker Deployment rolled from v1 to v2 (another shape of one graph) under load: runs
-   started before, and runs started by a v1 client after, finish on v1; runs of v2 clients on v2.
+   started before, and runs started by a v1 client after, finish on v1; runs of v2 clients on v2. Its
+   ``routes`` count, per kind of start, where the library's routing sent it and why (its ``DEBUG`` line);
+   a wrong or unfinished run is reported with its build, its pinned version, its status and that line.
 
 ``--stage NAME`` (repeatable, or ``--stage rolling,versioned``; default: every stage) runs only the stages
 named, at full size unless ``--quick``: the report still holds every key ``--json`` promises, those of the
