@@ -45,6 +45,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
     DescribeTaskQueueRequest,
     DescribeWorkerDeploymentRequest,
+    DescribeWorkerDeploymentResponse,
     DescribeWorkerDeploymentVersionRequest,
 )
 from temporalio.client import Client
@@ -191,15 +192,20 @@ async def _ask_routing(client: Client, task_queue: str) -> _Routing:
     return routing
 
 
+async def _describe_deployment(client: Client, deployment: str) -> DescribeWorkerDeploymentResponse:
+    """``DescribeWorkerDeployment``, asked :func:`_patiently` (its routing config and its versions)."""
+    return await _patiently(
+        lambda: client.workflow_service.describe_worker_deployment(
+            DescribeWorkerDeploymentRequest(namespace=_key(client)[1], deployment_name=deployment)
+        )
+    )
+
+
 async def _deployment_routing(client: Client, deployment: str) -> _Routing:
     """The current and ramping versions of ``deployment``, as the deployment itself says (no such deployment:
     neither)."""
     try:
-        described = await _patiently(
-            lambda: client.workflow_service.describe_worker_deployment(
-                DescribeWorkerDeploymentRequest(namespace=_key(client)[1], deployment_name=deployment)
-            )
-        )
+        described = await _describe_deployment(client, deployment)
     except RPCError as e:
         if busy(e):
             raise
@@ -294,11 +300,7 @@ async def _decide(client: Client, task_queue: str, graph: str, signature: str) -
             WorkerDeploymentVersion(deployment, routing.current)
         ), f"{seen}: current hosts it"
     try:
-        described = await _patiently(
-            lambda: client.workflow_service.describe_worker_deployment(
-                DescribeWorkerDeploymentRequest(namespace=_key(client)[1], deployment_name=deployment)
-            )
-        )
+        described = await _describe_deployment(client, deployment)
     except RPCError as e:
         if busy(e):
             raise
